@@ -1,0 +1,48 @@
+/*
+ * threadpool.h — a fixed pool of worker threads for parallel kernels.
+ *
+ * A NULL pool means "run serially on the caller": kernels always call
+ * em_parallel_for and never branch on whether threads exist.
+ *
+ *     em_threadpool *pool = em_threadpool_create(2);   // NULL if unavailable
+ *     em_parallel_for(pool, n_rows, body, &args);      // body(&args, begin, end)
+ *     em_threadpool_destroy(pool);
+ */
+#ifndef EMBER_THREADPOOL_H
+#define EMBER_THREADPOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct em_threadpool em_threadpool;
+
+/* Runs items [begin, end) of a parallel loop. */
+typedef void (*em_parallel_fn)(void *ctx, int64_t begin, int64_t end);
+
+/*
+ * Creates a pool of `n_threads` (the caller counts as one; 0 = number of CPUs).
+ * Returns NULL when threads are unavailable (a NULL pool runs serially).
+ */
+em_threadpool *em_threadpool_create(int n_threads);
+
+/* Stops and frees the pool. NULL is a no-op. */
+void em_threadpool_destroy(em_threadpool *pool);
+
+/* Number of threads that take part in a loop (1 for NULL). */
+int em_threadpool_size(const em_threadpool *pool);
+
+/*
+ * Splits [0, n) into contiguous chunks and runs fn on them, the caller
+ * included; returns when every chunk is done. Serial when pool is NULL.
+ */
+void em_parallel_for(em_threadpool *pool, int64_t n, em_parallel_fn fn, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMBER_THREADPOOL_H */
