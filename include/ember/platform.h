@@ -14,6 +14,7 @@
 #ifndef EMBER_PLATFORM_H
 #define EMBER_PLATFORM_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,6 +56,9 @@ void em_log(em_log_level level, const char *file, int line, const char *fmt, ...
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
+
+/* As em_log, with a va_list. */
+void em_logv(em_log_level level, const char *file, int line, const char *fmt, va_list ap);
 
 /* Returns the message of the last error logged on this thread ("" if none). */
 const char *em_last_error(void);

@@ -1,0 +1,114 @@
+/*
+ * data_loader.c — file and mmap data loaders over whole files.
+ *
+ * Both give zero-copy ranges of one in-memory image: the mapping, or one
+ * aligned heap copy. A range outside the file is EM_ERR_INVALID_ARGUMENT.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ember_ext/data_loader.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ember/platform.h"
+
+static em_status whole_load(em_data_loader *self, uint64_t offset, uint64_t size,
+                            const void **data_out) {
+  em_file_loader *fl = (em_file_loader *)self;
+  if (offset > fl->size || size > fl->size - offset) {
+    EM_LOG_ERROR("load of [%llu, +%llu) is outside the %zu-byte file", (unsigned long long)offset,
+                 (unsigned long long)size, fl->size);
+    return EM_ERR_INVALID_ARGUMENT;
+  }
+  *data_out = (const uint8_t *)fl->data + offset;
+  return EM_OK;
+}
+
+static void init_base(em_file_loader *fl) {
+  fl->base.load = whole_load;
+  fl->base.release = NULL;
+  fl->base.size = fl->size;
+}
+
+static void *aligned_buffer(size_t size) {
+  void *p = NULL;
+  if (posix_memalign(&p, 64, size ? size : 1) != 0) return NULL;
+  return p;
+}
+
+em_status em_copy_loader_open(em_file_loader *fl, const void *data, size_t size) {
+  memset(fl, 0, sizeof *fl);
+  fl->data = aligned_buffer(size);
+  if (!fl->data) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  if (size) memcpy(fl->data, data, size);
+  fl->size = size;
+  init_base(fl);
+  return EM_OK;
+}
+
+em_status em_file_loader_open(em_file_loader *fl, const char *path) {
+  memset(fl, 0, sizeof *fl);
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    EM_LOG_ERROR("cannot open %s", path);
+    return EM_ERR_ACCESS_FAILED;
+  }
+  em_status st = EM_OK;
+  if (fseek(f, 0, SEEK_END) != 0) st = EM_ERR_ACCESS_FAILED;
+  long n = st == EM_OK ? ftell(f) : -1;
+  if (n < 0 || fseek(f, 0, SEEK_SET) != 0) st = EM_ERR_ACCESS_FAILED;
+  if (st == EM_OK) {
+    fl->data = aligned_buffer((size_t)n);
+    if (!fl->data) st = EM_ERR_MEMORY_ALLOCATION_FAILED;
+  }
+  if (st == EM_OK && n > 0 && fread(fl->data, 1, (size_t)n, f) != (size_t)n) {
+    EM_LOG_ERROR("short read of %s", path);
+    st = EM_ERR_ACCESS_FAILED;
+  }
+  fclose(f);
+  if (st != EM_OK) {
+    free(fl->data);
+    fl->data = NULL;
+    return st;
+  }
+  fl->size = (size_t)n;
+  init_base(fl);
+  return EM_OK;
+}
+
+em_status em_mmap_loader_open(em_file_loader *fl, const char *path) {
+  memset(fl, 0, sizeof *fl);
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) {
+    EM_LOG_ERROR("cannot open %s", path);
+    return EM_ERR_ACCESS_FAILED;
+  }
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || sb.st_size <= 0) {
+    close(fd);
+    return em_file_loader_open(fl, path);
+  }
+  void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return em_file_loader_open(fl, path);
+  fl->data = p;
+  fl->size = (size_t)sb.st_size;
+  fl->mapped = 1;
+  init_base(fl);
+  return EM_OK;
+}
+
+void em_file_loader_close(em_file_loader *fl) {
+  if (!fl || !fl->data) return;
+  if (fl->mapped)
+    munmap(fl->data, fl->size);
+  else
+    free(fl->data);
+  fl->data = NULL;
+  fl->size = 0;
+}
