@@ -1,0 +1,236 @@
+/*
+ * nn_gemm.c — the f32 GEMM behind mm/bmm/addmm/linear/convolution, plus the
+ * small argument helpers of nn_util.h.
+ *
+ * Goto-style blocking: B is packed in KC x NC blocks of NR-wide column
+ * panels, A in MC x KC blocks of MR-high row panels, and a 6x16 micro-kernel
+ * accumulates one MR x NR tile of C in registers. Packing reads operands
+ * through their strides, so transposed and channels-last views cost nothing
+ * extra. The micro-kernel is plain C with fixed trip counts that compilers
+ * vectorize; on x86-64 with GCC/Clang a second copy is compiled for AVX2+FMA
+ * and chosen once at run time (the only ISA switch of this kernel family).
+ * Summation order per output element is k-ascending within each KC block.
+ */
+#include "portable/nn_util.h"
+
+#define MR 6
+#define NR 16
+#define KC 256
+#define MC 144
+#define NC 3072
+
+/* ---- argument helpers ---- */
+
+bool nn_int_list(em_evalue *v, int32_t n, const int64_t *dflt, int64_t *out) {
+  size_t len = 0;
+  const int64_t *xs = em_evalue_int_list(v, &len);
+  if (!xs) return false;
+  if (len == 0) {
+    if (!dflt) return false;
+    for (int32_t i = 0; i < n; i++) out[i] = dflt[i];
+    return true;
+  }
+  if (len != 1 && len != (size_t)n) return false;
+  for (int32_t i = 0; i < n; i++) out[i] = xs[len == 1 ? 0 : i];
+  return true;
+}
+
+bool nn_opt_double(const em_evalue *v, double dflt, double *out) {
+  if (!v || v->tag == EM_TAG_NONE) {
+    *out = dflt;
+    return true;
+  }
+  return em_arg_double(v, out);
+}
+
+bool nn_opt_int(const em_evalue *v, int64_t dflt, int64_t *out) {
+  if (!v || v->tag == EM_TAG_NONE) {
+    *out = dflt;
+    return true;
+  }
+  return em_arg_int(v, out);
+}
+
+bool nn_same_dtype(em_tensor *const *ts, int n, int d) {
+  for (int i = 0; i < n; i++)
+    if (ts[i] && ts[i]->dtype != d) return false;
+  return true;
+}
+
+void *nn_temp(em_kernel_ctx *ctx, int64_t n, size_t size) {
+  if (n < 0 || (n > 0 && (uint64_t)n > SIZE_MAX / size)) return NULL;
+  size_t bytes = (size_t)n * size;
+  return em_kernel_alloc_temp(ctx, bytes ? bytes : 1, 64);
+}
+
+/* ---- micro-kernel ---- */
+
+/*
+ * c[0..mr, 0..nr) (+)= a_panel @ b_panel over kc: a is [kc][MR], b is [kc][NR],
+ * zero-padded past mr/nr.
+ */
+#define NN_UKERNEL_BODY                                                                            \
+  float acc[MR][NR];                                                                               \
+  for (int i = 0; i < MR; i++)                                                                     \
+    for (int j = 0; j < NR; j++) acc[i][j] = 0.0f;                                                 \
+  for (int64_t p = 0; p < kc; p++) {                                                               \
+    const float *bp = b + p * NR;                                                                  \
+    const float *ap = a + p * MR;                                                                  \
+    for (int i = 0; i < MR; i++) {                                                                 \
+      float av = ap[i];                                                                            \
+      for (int j = 0; j < NR; j++) acc[i][j] += av * bp[j];                                        \
+    }                                                                                              \
+  }                                                                                                \
+  if (mr == MR && nr == NR && cs == 1) {                                                           \
+    for (int i = 0; i < MR; i++) {                                                                 \
+      float *cr = c + i * rs;                                                                      \
+      if (accumulate)                                                                              \
+        for (int j = 0; j < NR; j++) cr[j] += acc[i][j];                                           \
+      else                                                                                         \
+        for (int j = 0; j < NR; j++) cr[j] = acc[i][j];                                            \
+    }                                                                                              \
+  } else {                                                                                         \
+    for (int i = 0; i < mr; i++)                                                                   \
+      for (int j = 0; j < nr; j++) {                                                               \
+        float *cp = c + i * rs + j * cs;                                                           \
+        *cp = accumulate ? *cp + acc[i][j] : acc[i][j];                                            \
+      }                                                                                            \
+  }
+
+typedef void (*ukernel_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t rs,
+                           int64_t cs, int mr, int nr, bool accumulate);
+
+static void em_f32_gemm_ukernel_6x16__scalar(int64_t kc, const float *a, const float *b, float *c,
+                                             int64_t rs, int64_t cs, int mr, int nr,
+                                             bool accumulate) {
+  NN_UKERNEL_BODY
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
+__attribute__((target("avx2,fma"))) static void
+em_f32_gemm_ukernel_6x16__avx2(int64_t kc, const float *a, const float *b, float *c, int64_t rs,
+                               int64_t cs, int mr, int nr, bool accumulate) {
+  NN_UKERNEL_BODY
+}
+
+static ukernel_fn pick_ukernel(void) {
+  static int have = -1; /* benign race: every thread computes the same value */
+  if (have < 0) {
+    __builtin_cpu_init();
+    have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }
+  return have ? em_f32_gemm_ukernel_6x16__avx2 : em_f32_gemm_ukernel_6x16__scalar;
+}
+#else
+static ukernel_fn pick_ukernel(void) { return em_f32_gemm_ukernel_6x16__scalar; }
+#endif
+
+/* ---- packing ---- */
+
+/* Packs rows [0, mc) x cols [0, kc) of a into MR-row panels: dst[panel][p][i]. */
+static void pack_a(nn_mat a, int64_t mc, int64_t kc, float *dst, int64_t panel_begin,
+                   int64_t panel_end) {
+  for (int64_t pi = panel_begin; pi < panel_end; pi++) {
+    int64_t i0 = pi * MR;
+    int64_t mr = mc - i0 < MR ? mc - i0 : MR;
+    float *d = dst + pi * MR * kc;
+    for (int64_t p = 0; p < kc; p++) {
+      const float *src = a.p + i0 * a.rs + p * a.cs;
+      int64_t i = 0;
+      for (; i < mr; i++) d[p * MR + i] = src[i * a.rs];
+      for (; i < MR; i++) d[p * MR + i] = 0.0f;
+    }
+  }
+}
+
+/* Packs rows [0, kc) x cols [0, nc) of b into NR-column panels: dst[panel][p][j]. */
+static void pack_b(nn_mat b, int64_t kc, int64_t nc, float *dst, int64_t panel_begin,
+                   int64_t panel_end) {
+  for (int64_t pj = panel_begin; pj < panel_end; pj++) {
+    int64_t j0 = pj * NR;
+    int64_t nr = nc - j0 < NR ? nc - j0 : NR;
+    float *d = dst + pj * NR * kc;
+    for (int64_t p = 0; p < kc; p++) {
+      const float *src = b.p + p * b.rs + j0 * b.cs;
+      float *dp = d + p * NR;
+      int64_t j = 0;
+      if (b.cs == 1 && nr == NR)
+        for (; j < NR; j++) dp[j] = src[j];
+      else
+        for (; j < nr; j++) dp[j] = src[j * b.cs];
+      for (; j < NR; j++) dp[j] = 0.0f;
+    }
+  }
+}
+
+typedef struct gemm_job {
+  nn_mat a, b, c;
+  int64_t mc, nc, kc;
+  int64_t n_mpanels, n_npanels;
+  float *ap, *bp;
+  bool accumulate;
+  ukernel_fn uk;
+} gemm_job;
+
+static void pack_b_task(void *arg, int64_t begin, int64_t end) {
+  gemm_job *j = arg;
+  pack_b(j->b, j->kc, j->nc, j->bp, begin, end);
+}
+
+/* Runs tiles [begin, end) of the mc x nc block; tile t = (n panel major, m panel minor). */
+static void compute_task(void *arg, int64_t begin, int64_t end) {
+  gemm_job *j = arg;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t pj = t / j->n_mpanels, pi = t % j->n_mpanels;
+    int64_t i0 = pi * MR, j0 = pj * NR;
+    int mr = (int)(j->mc - i0 < MR ? j->mc - i0 : MR);
+    int nr = (int)(j->nc - j0 < NR ? j->nc - j0 : NR);
+    float *c = j->c.p + i0 * j->c.rs + j0 * j->c.cs;
+    j->uk(j->kc, j->ap + pi * MR * j->kc, j->bp + pj * NR * j->kc, c, j->c.rs, j->c.cs, mr, nr,
+          j->accumulate);
+  }
+}
+
+em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a, nn_mat b, nn_mat c,
+                   bool accumulate) {
+  if (m <= 0 || n <= 0) return EM_OK;
+  if (k <= 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) c.p[i * c.rs + j * c.cs] = 0.0f;
+    return EM_OK;
+  }
+  int64_t kc_max = k < KC ? k : KC;
+  int64_t nc_max = n < NC ? n : NC;
+  int64_t mc_max = m < MC ? m : MC;
+  float *bp = nn_temp(ctx, kc_max * ((nc_max + NR - 1) / NR * NR), sizeof(float));
+  float *ap = nn_temp(ctx, kc_max * ((mc_max + MR - 1) / MR * MR), sizeof(float));
+  NN_CHECK_ALLOC(ctx, bp && ap);
+  em_threadpool *pool = ctx ? ctx->pool : NULL;
+  gemm_job job;
+  job.uk = pick_ukernel();
+  job.ap = ap;
+  job.bp = bp;
+  for (int64_t jc = 0; jc < n; jc += NC) {
+    int64_t nc = n - jc < NC ? n - jc : NC;
+    for (int64_t pc = 0; pc < k; pc += KC) {
+      int64_t kc = k - pc < KC ? k - pc : KC;
+      job.b = (nn_mat){b.p + pc * b.rs + jc * b.cs, b.rs, b.cs};
+      job.kc = kc;
+      job.nc = nc;
+      job.n_npanels = (nc + NR - 1) / NR;
+      em_parallel_for(pool, job.n_npanels, pack_b_task, &job);
+      job.accumulate = accumulate || pc > 0;
+      for (int64_t ic = 0; ic < m; ic += MC) {
+        int64_t mc = m - ic < MC ? m - ic : MC;
+        job.a = (nn_mat){a.p + ic * a.rs + pc * a.cs, a.rs, a.cs};
+        job.mc = mc;
+        job.n_mpanels = (mc + MR - 1) / MR;
+        pack_a(job.a, mc, kc, ap, 0, job.n_mpanels);
+        job.c = (nn_mat){c.p + ic * c.rs + jc * c.cs, c.rs, c.cs};
+        em_parallel_for(pool, job.n_mpanels * job.n_npanels, compute_task, &job);
+      }
+    }
+  }
+  return EM_OK;
+}

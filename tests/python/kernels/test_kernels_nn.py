@@ -1,0 +1,283 @@
+"""Portable neural-network kernels (kernels/portable/ops_nn.def) against eager PyTorch.
+
+One table (CASES) drives one parametrized test. Each case is a builder that,
+given a seeded generator, returns the kernel name, its boxed arguments (out
+tensors included, in the runtime's arg convention: schema args then returns),
+and the expected values of the out tensors. Integer and bool results must
+match exactly; floating results within a per-dtype tolerance (TOL). Error
+cases must raise RuntimeError (never crash).
+
+Run: PYTHONPATH=python .venv/bin/python -m pytest tests/python/kernels/test_kernels_nn.py
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ember._lib import Out, call_kernel
+
+F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
+INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+FLOATS = [F16, BF16, F32, F64]
+
+# (rtol, atol) per result dtype.
+TOL = {F32: (1e-5, 1e-5), F64: (1e-10, 1e-10), F16: (1e-2, 1e-2), BF16: (2e-2, 2e-2)}
+
+
+@dataclass
+class Call:
+    op: str
+    args: list[Any]
+    expect: list[tuple[Any, torch.Tensor]] = field(default_factory=list)
+    tol: tuple[float, float] | None = None  # overrides TOL
+    error: bool = False
+
+
+Builder = Callable[[torch.Generator], Call]
+CASES: list[tuple[str, Builder]] = []
+
+
+def case(name: str) -> Callable[[Builder], Builder]:
+    def deco(fn: Builder) -> Builder:
+        CASES.append((name, fn))
+        return fn
+
+    return deco
+
+
+def rnd(shape: tuple[int, ...] | list[int], dtype: torch.dtype, g: torch.Generator,
+        layout: str = "c", lo: float = -2.0, hi: float = 2.0) -> torch.Tensor:
+    """Random tensor; layout 'c' contiguous, 'cl' channels-last, 't' permuted (dims reversed),
+    's' sliced (every other element of a wider last dim)."""
+    shape = list(shape)
+    if layout == "s":
+        wide = shape[:-1] + [shape[-1] * 2] if shape else shape
+        return rnd(wide, dtype, g, "c", lo, hi)[..., ::2] if shape else rnd(shape, dtype, g)
+    if layout == "t":
+        rev = shape[::-1]
+        return rnd(rev, dtype, g, "c", lo, hi).permute(*reversed(range(len(shape))))
+    if dtype.is_floating_point:
+        t = torch.rand(shape, generator=g, dtype=F64) * (hi - lo) + lo
+        t = t.to(dtype)
+    elif dtype == torch.bool:
+        t = torch.rand(shape, generator=g) > 0.5
+    else:
+        info = torch.iinfo(dtype)
+        a, b = max(int(lo * 4), info.min), min(int(hi * 4), info.max)
+        if dtype == torch.uint8:
+            a, b = 0, max(b, 8)
+        t = torch.randint(a, b + 1, shape, generator=g, dtype=torch.int64).to(dtype)
+    if layout == "cl":
+        if t.dim() == 4:
+            t = t.contiguous(memory_format=torch.channels_last)
+        elif t.dim() == 5:
+            t = t.contiguous(memory_format=torch.channels_last_3d)
+    return t
+
+
+def out_like(exp: torch.Tensor, layout: str = "c") -> torch.Tensor:
+    o = torch.full_like(exp, 7) if exp.dtype != torch.bool else torch.zeros_like(exp)
+    o = o.contiguous()
+    if layout == "cl" and exp.dim() == 4:
+        o = o.contiguous(memory_format=torch.channels_last)
+    return o
+
+
+def check(got: torch.Tensor, exp: torch.Tensor, tol: tuple[float, float] | None) -> None:
+    assert tuple(got.shape) == tuple(exp.shape), f"shape {tuple(got.shape)} != {tuple(exp.shape)}"
+    assert got.dtype == exp.dtype, f"dtype {got.dtype} != {exp.dtype}"
+    if exp.dtype.is_floating_point:
+        rtol, atol = tol or TOL[exp.dtype]
+        torch.testing.assert_close(got, exp, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        assert torch.equal(got, exp), f"mismatch:\n{got}\n!=\n{exp}"
+
+
+@pytest.mark.parametrize("name,builder", CASES, ids=[c[0] for c in CASES])
+def test_kernel(name: str, builder: Builder) -> None:
+    g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+    c = builder(g)
+    if c.error:
+        with pytest.raises(RuntimeError):
+            call_kernel(c.op, c.args)
+        return
+    call_kernel(c.op, c.args)
+    for got, exp in c.expect:
+        if isinstance(got, Out):
+            got = got.view()
+        elif callable(got):
+            got = got()
+        check(got, exp, c.tol)
+
+
+def simple(op: str, inputs: list[Any], exp: torch.Tensor, layout: str = "c",
+           tol: tuple[float, float] | None = None, dynamic: bool = False) -> Call:
+    """A single-output out-variant: args = inputs + [out, out]."""
+    o = out_like(exp, layout)
+    if dynamic:
+        big = torch.full([d + 1 for d in exp.shape], 3, dtype=exp.dtype)
+        oo = Out(big)
+        # call_kernel builds one runtime tensor per argument, so the trailing return's Out.sizes
+        # is not the resized one: read the resized (contiguous) result from the storage.
+        got = lambda: big.reshape(-1)[: exp.numel()].view(exp.shape)  # noqa: E731
+        return Call(op, inputs + [oo, oo], [(got, exp)], tol)
+    return Call(op, inputs + [o, o], [(o, exp)], tol)
+
+
+def err(op: str, args: list[Any]) -> Builder:
+    return lambda g: Call(op, args, error=True)
+
+
+def ref_in(dtype: torch.dtype) -> torch.dtype:
+    """Dtype eager PyTorch computes a reference in (f64 for floats so rounding is the kernel's)."""
+    return F64 if dtype.is_floating_point else dtype
+
+
+# ---------------------------------------------------------------------------------------------
+# mm / bmm / addmm / linear
+# ---------------------------------------------------------------------------------------------
+
+MM_DTYPES = [F32, F64, F16, BF16, torch.int32, torch.int64, torch.int8, torch.uint8, torch.int16]
+
+
+def mm_ref(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if a.dtype.is_floating_point:
+        return (a.double() @ b.double()).to(a.dtype)
+    return (a.long() @ b.long()).to(a.dtype)
+
+
+for dt in MM_DTYPES:
+    for (m, k, n) in [(3, 5, 4), (7, 33, 19), (0, 3, 4), (3, 0, 4), (1, 1, 1)]:
+
+        @case(f"mm-{dt}-{m}x{k}x{n}")
+        def _(g, dt=dt, m=m, k=k, n=n):
+            a, b = rnd((m, k), dt, g), rnd((k, n), dt, g)
+            return simple("aten::mm.out", [a, b], mm_ref(a, b))
+
+for lay_a, lay_b in [("t", "c"), ("c", "t"), ("s", "s"), ("t", "t")]:
+
+    @case(f"mm-f32-layout-{lay_a}{lay_b}")
+    def _(g, lay_a=lay_a, lay_b=lay_b):
+        a, b = rnd((37, 70), F32, g, lay_a), rnd((70, 29), F32, g, lay_b)
+        return simple("aten::mm.out", [a, b], mm_ref(a, b))
+
+
+@case("mm-f32-big")
+def _(g):
+    a, b = rnd((150, 300), F32, g), rnd((300, 3100), F32, g)
+    return simple("aten::mm.out", [a, b], mm_ref(a, b), tol=(1e-4, 1e-4))
+
+
+@case("mm-f32-dynamic-out")
+def _(g):
+    a, b = rnd((5, 6), F32, g), rnd((6, 7), F32, g)
+    return simple("aten::mm.out", [a, b], mm_ref(a, b), dynamic=True)
+
+
+@case("mm-f32-out-transposed")
+def _(g):
+    a, b = rnd((5, 6), F32, g), rnd((6, 7), F32, g)
+    o = torch.zeros(7, 5).t()
+    return Call("aten::mm.out", [a, b, o, o], [(o, mm_ref(a, b))])
+
+
+CASES.append(("mm-err-shape", err("aten::mm.out", [torch.ones(2, 3), torch.ones(4, 2),
+                                                   torch.ones(2, 2), torch.ones(2, 2)])))
+CASES.append(("mm-err-dtype", err("aten::mm.out", [torch.ones(2, 3), torch.ones(3, 2).double(),
+                                                   torch.ones(2, 2), torch.ones(2, 2)])))
+CASES.append(("mm-err-rank", err("aten::mm.out", [torch.ones(2, 3, 1), torch.ones(3, 2),
+                                                  torch.ones(2, 2), torch.ones(2, 2)])))
+CASES.append(("mm-err-outshape", err("aten::mm.out", [torch.ones(2, 3), torch.ones(3, 2),
+                                                      torch.ones(3, 3), torch.ones(3, 3)])))
+CASES.append(("mm-err-bool", err("aten::mm.out", [torch.ones(2, 3, dtype=torch.bool),
+                                                  torch.ones(3, 2, dtype=torch.bool),
+                                                  torch.ones(2, 2, dtype=torch.bool),
+                                                  torch.ones(2, 2, dtype=torch.bool)])))
+
+for dt in [F32, F64, BF16, torch.int32]:
+    for lay in ["c", "t"]:
+
+        @case(f"bmm-{dt}-{lay}")
+        def _(g, dt=dt, lay=lay):
+            a, b = rnd((3, 9, 17), dt, g, lay), rnd((3, 17, 5), dt, g)
+            exp = torch.stack([mm_ref(a[i], b[i]) for i in range(3)])
+            return simple("aten::bmm.out", [a, b], exp)
+
+
+@case("bmm-empty-batch")
+def _(g):
+    a, b = rnd((0, 2, 3), F32, g), rnd((0, 3, 4), F32, g)
+    return simple("aten::bmm.out", [a, b], torch.zeros(0, 2, 4))
+
+
+CASES.append(("bmm-err-batch", err("aten::bmm.out", [torch.ones(2, 2, 3), torch.ones(3, 3, 2),
+                                                     torch.ones(2, 2, 2), torch.ones(2, 2, 2)])))
+
+for dt in [F32, F64, F16, torch.int64, torch.int32]:
+    for self_shape in [(4, 6), (6,), (1, 6), (4, 1), ()]:
+        for beta, alpha in [(1, 1), (0, 2), (2, -1)]:
+
+            @case(f"addmm-{dt}-{self_shape}-{beta}-{alpha}")
+            def _(g, dt=dt, self_shape=self_shape, beta=beta, alpha=alpha):
+                s, a, b = rnd(self_shape, dt, g), rnd((4, 5), dt, g), rnd((5, 6), dt, g)
+                if beta == 0 and dt.is_floating_point:
+                    s = s.clone()
+                    s.view(-1)[0] = float("nan")  # beta 0 ignores self, NaNs included
+                rd = ref_in(dt) if dt.is_floating_point else torch.int64
+                exp = alpha * (a.to(rd) @ b.to(rd))
+                if beta != 0:
+                    exp = exp + beta * s.to(rd)
+                exp = exp.to(dt)
+                bb = float(beta) if dt.is_floating_point else beta
+                aa = float(alpha) if dt.is_floating_point else alpha
+                return simple("aten::addmm.out", [s, a, b, bb, aa], exp)
+
+
+CASES.append(("addmm-err-float-alpha-int", err(
+    "aten::addmm.out", [torch.ones(2, 2, dtype=torch.int32), torch.ones(2, 3, dtype=torch.int32),
+                        torch.ones(3, 2, dtype=torch.int32), 1, 0.5,
+                        torch.ones(2, 2, dtype=torch.int32), torch.ones(2, 2, dtype=torch.int32)])))
+CASES.append(("addmm-err-self-bcast", err(
+    "aten::addmm.out", [torch.ones(3), torch.ones(2, 3), torch.ones(3, 2), 1, 1,
+                        torch.ones(2, 2), torch.ones(2, 2)])))
+
+for dt in [F32, F64, F16, BF16, torch.int32]:
+    for xshape in [(5, 8), (2, 3, 8), (8,), (0, 8), (2, 0, 8)]:
+        for has_bias in [True, False]:
+
+            @case(f"linear-{dt}-{xshape}-{has_bias}")
+            def _(g, dt=dt, xshape=xshape, has_bias=has_bias):
+                x, w = rnd(xshape, dt, g), rnd((6, 8), dt, g)
+                b = rnd((6,), dt, g) if has_bias else None
+                rd = ref_in(dt) if dt.is_floating_point else torch.int64
+                exp = x.to(rd) @ w.to(rd).t()
+                if b is not None:
+                    exp = exp + b.to(rd)
+                tol = (3e-2, 3e-2) if dt in (F16, BF16) else None
+                return simple("aten::linear.out", [x, w, b], exp.to(dt), tol=tol)
+
+for lay in ["t", "s"]:
+
+    @case(f"linear-f32-layout-{lay}")
+    def _(g, lay=lay):
+        x = rnd((4, 3, 10), F32, g, lay).transpose(0, 2) if lay == "t" else rnd((10, 3, 4), F32,
+                                                                                  g, "s")
+        w, b = rnd((7, 4), F32, g, "t" if lay == "t" else "c"), rnd((7,), F32, g)
+        return simple("aten::linear.out", [x, w, b], F.linear(x.double(), w.double(),
+                                                               b.double()).float())
+
+
+CASES.append(("linear-err-features", err(
+    "aten::linear.out", [torch.ones(2, 3), torch.ones(4, 5), None, torch.ones(2, 4),
+                         torch.ones(2, 4)])))
+CASES.append(("linear-err-bias", err(
+    "aten::linear.out", [torch.ones(2, 5), torch.ones(4, 5), torch.ones(3), torch.ones(2, 4),
+                         torch.ones(2, 4)])))
