@@ -1,0 +1,149 @@
+"""``ember.export``: the exporter pipeline, stage by stage.
+
+torch.export -> Core ATen decompositions -> Edge verification -> out variants -> view elision
+-> spec propagation -> memory planning -> emission -> serialization. Each stage is a function
+in :mod:`ember.passes` (or :mod:`ember.emit` / :mod:`ember.serialize`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from ember.emit import InstrDebug, ProgramTables, emit_method
+from ember.oplist import OpList
+from ember.passes.capture import capture
+from ember.passes.decompose import decompose
+from ember.passes.ir import MethodIR
+from ember.passes.memory_plan import plan_memory
+from ember.passes.out_variants import to_out_variants
+from ember.passes.spec_prop import propagate_specs
+from ember.passes.verify import verify_edge
+from ember.passes.views import elide_views
+from ember.program import Program
+from ember.serialize import serialize_ptd, serialize_pte
+
+log = logging.getLogger(__name__)
+
+ModelLike = torch.nn.Module | Callable[..., Any]
+
+
+def _as_tuple(x: Any) -> tuple[Any, ...]:
+    if isinstance(x, tuple):
+        return x
+    if isinstance(x, list):
+        return tuple(x)
+    return (x,)
+
+
+def lower_method(
+    name: str,
+    model: ModelLike,
+    example_inputs: tuple[Any, ...],
+    *,
+    dynamic_shapes: Any = None,
+    strict: bool = False,
+    oplist: OpList | None = None,
+    step: Callable[[str], None] = lambda s: None,
+) -> MethodIR:
+    """Run every stage up to memory planning for one method."""
+    t0 = time.perf_counter()
+    step(f"{name}: torch.export")
+    ep = capture(model, example_inputs, dynamic_shapes=dynamic_shapes, strict=strict)
+    step(f"{name}: decompose")
+    ep = decompose(ep)
+    step(f"{name}: verify")
+    verify_edge(ep, oplist)
+    step(f"{name}: lower")
+    ir = to_out_variants(ep, name)
+    ir = elide_views(ir)
+    ir = propagate_specs(ir)
+    step(f"{name}: plan memory")
+    ir = plan_memory(ir)
+    log.info(
+        "lowered %s: %d instructions, arena %d bytes (%.2fs)",
+        name,
+        len(ir.executable()),
+        ir.arena_bytes,
+        time.perf_counter() - t0,
+    )
+    return ir
+
+
+def export(
+    model: ModelLike | dict[str, tuple[ModelLike, Any]],
+    example_inputs: Any = None,
+    *,
+    dynamic_shapes: Any = None,
+    strict: bool = False,
+    external_constants: bool = False,
+    oplist: OpList | None = None,
+    progress: bool | None = None,
+) -> Program:
+    """Export ``model`` to an ExecuTorch-format program.
+
+    ``model`` is an ``nn.Module`` (or callable) called with ``example_inputs`` (a tuple of
+    positional arguments, or a single tensor), or a dict ``{method_name: (module_or_callable,
+    example_inputs)}`` for a multi-method program whose methods share (deduplicated) constants.
+    ``dynamic_shapes`` follows torch.export (for a dict of methods: a dict by method name);
+    every dynamic dim needs a ``max``. With ``external_constants`` the weights go to
+    ``Program.ptd_buffer`` keyed by fully-qualified name. ``progress`` shows a progress bar
+    (default: when stderr is a terminal).
+    """
+    if isinstance(model, dict):
+        methods = {k: (v[0], _as_tuple(v[1])) for k, v in model.items()}
+        dyn = dynamic_shapes or {}
+    else:
+        methods = {"forward": (model, _as_tuple(example_inputs))}
+        dyn = {"forward": dynamic_shapes}
+    names = sorted(methods)
+    bar = tqdm(
+        total=len(names) * 5 + 1,
+        desc="ember.export",
+        unit="step",
+        leave=False,
+        disable=(not progress) if progress is not None else None,
+    )
+
+    def step(msg: str) -> None:
+        bar.set_postfix_str(msg)
+        bar.update(1)
+        log.debug("%s", msg)
+
+    try:
+        irs: dict[str, MethodIR] = {}
+        for name in names:
+            m, inputs = methods[name]
+            irs[name] = lower_method(
+                name,
+                m,
+                inputs,
+                dynamic_shapes=dyn.get(name),
+                strict=strict,
+                oplist=oplist,
+                step=step,
+            )
+        step("serialize")
+        tables = ProgramTables(external=external_constants)
+        plans = []
+        debug: dict[str, list[InstrDebug]] = {}
+        for name in names:
+            plan, dbg = emit_method(irs[name], tables)
+            plans.append(plan)
+            debug[name] = dbg
+        pte = serialize_pte(plans, tables.constants.buffers, tables.mutables.buffers)
+        ptd = serialize_ptd(list(tables.ptd.values())) if external_constants else None
+    finally:
+        bar.close()
+    log.info(
+        "exported %s: %d bytes%s",
+        names,
+        len(pte),
+        f" + {len(ptd)} bytes of external data" if ptd is not None else "",
+    )
+    return Program(pte, ptd, debug=debug, exported={n: irs[n].ep for n in names}, irs=irs)

@@ -1,0 +1,168 @@
+"""``ember.Program``: an exported (or loaded) program, its bytes and how to run it."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch.utils._pytree as pytree
+
+from ember import pytree_str
+from ember.emit import InstrDebug
+from ember.errors import EmberRuntimeError
+from ember.reader import read_plans
+
+log = logging.getLogger(__name__)
+
+
+class Program:
+    """A serialized ExecuTorch-format program (``.pte`` bytes, optional ``.ptd`` bytes).
+
+    Programs made by :func:`ember.export` also keep the exporter's view of each method (memory
+    plan, per-instruction debug info, the decomposed ExportedProgram) for :func:`ember.compare`.
+    """
+
+    def __init__(
+        self,
+        buffer: bytes,
+        ptd_buffer: bytes | None = None,
+        *,
+        debug: dict[str, list[InstrDebug]] | None = None,
+        exported: dict[str, Any] | None = None,
+        irs: dict[str, Any] | None = None,
+    ) -> None:
+        self._buffer = bytes(buffer)
+        self._ptd = bytes(ptd_buffer) if ptd_buffer is not None else None
+        self._plans = {p.name: p for p in read_plans(self._buffer)}
+        self._debug = debug or {}
+        self._exported = exported or {}
+        self._irs = irs or {}
+        self._rt: Any = None
+
+    # -- bytes --------------------------------------------------------------------------------
+    @property
+    def buffer(self) -> bytes:
+        """The ``.pte`` file contents."""
+        return self._buffer
+
+    @property
+    def ptd_buffer(self) -> bytes | None:
+        """The ``.ptd`` file contents (external constants), or None."""
+        return self._ptd
+
+    def save(self, path: str | os.PathLike, ptd_path: str | os.PathLike | None = None) -> Path:
+        """Write the ``.pte`` to ``path``; with external data also the ``.ptd`` (default:
+        ``path`` with suffix ``.ptd``). Returns the ``.pte`` path."""
+        path = Path(path)
+        path.write_bytes(self._buffer)
+        if self._ptd is not None:
+            ptd = Path(ptd_path) if ptd_path is not None else path.with_suffix(".ptd")
+            ptd.write_bytes(self._ptd)
+            log.info(
+                "wrote %s (%d bytes) and %s (%d bytes)",
+                path,
+                len(self._buffer),
+                ptd,
+                len(self._ptd),
+            )
+        else:
+            log.info("wrote %s (%d bytes)", path, len(self._buffer))
+        return path
+
+    # -- metadata -----------------------------------------------------------------------------
+    @property
+    def methods(self) -> list[str]:
+        """Method names, in file order."""
+        return list(self._plans)
+
+    @property
+    def arena_bytes(self) -> dict[str, int]:
+        """Planned memory per method (sum of ``non_const_buffer_sizes[1:]``)."""
+        return {n: sum(p.non_const_buffer_sizes[1:]) for n, p in self._plans.items()}
+
+    def input_spec(self, method: str = "forward") -> pytree.TreeSpec | None:
+        s = self._plans[method].encoded_inp_str
+        return pytree_str.decode(s) if s else None
+
+    def output_spec(self, method: str = "forward") -> pytree.TreeSpec | None:
+        s = self._plans[method].encoded_out_str
+        return pytree_str.decode(s) if s else None
+
+    def debug_info(self, method: str = "forward") -> list[InstrDebug]:
+        """Per-instruction debug records (export-time programs only)."""
+        return self._debug.get(method, [])
+
+    def memory_plan(self, method: str = "forward") -> list[dict[str, Any]]:
+        """Planned tensors of ``method``: name, offset, nbytes, lifetime (export-time only)."""
+        from ember.passes.memory_plan import planned_roots
+
+        ir = self._irs.get(method)
+        if ir is None:
+            return []
+        return [
+            {
+                "name": s.name,
+                "offset": s.mem_offset,
+                "nbytes": s.nbytes,
+                "lifetime": tuple(s.lifetime),
+                "kind": s.kind,
+            }
+            for s in planned_roots(ir)
+        ]
+
+    # -- running ------------------------------------------------------------------------------
+    def runtime(self) -> Any:
+        """The Ember C runtime's program object (created once; keeps mutable state)."""
+        if self._rt is None:
+            try:
+                from ember import runtime as _runtime
+            except ImportError as e:  # the bindings are built separately
+                raise EmberRuntimeError(f"the Ember runtime bindings are unavailable: {e}") from e
+            try:
+                self._rt = _runtime.RuntimeProgram(self._buffer, self._ptd)
+            except Exception as e:
+                raise EmberRuntimeError(f"runtime failed to load the program: {e}") from e
+        return self._rt
+
+    def flatten_inputs(self, inputs: Sequence[Any], method: str = "forward") -> list[Any]:
+        leaves, _ = pytree.tree_flatten((tuple(inputs), {}))
+        return leaves
+
+    def unflatten_outputs(self, outs: list[Any], method: str = "forward") -> Any:
+        spec = self.output_spec(method)
+        if spec is None or spec.num_leaves != len(outs):
+            return outs
+        return pytree.tree_unflatten(outs, spec)
+
+    def run(self, *inputs: Any, method: str = "forward") -> Any:
+        """Execute ``method`` on the Ember C runtime; outputs have the model's structure."""
+        rt = self.runtime()
+        flat = self.flatten_inputs(inputs, method)
+        try:
+            outs = rt.run(method, flat)
+        except Exception as e:
+            raise EmberRuntimeError(f"running '{method}' failed: {e}") from e
+        return self.unflatten_outputs(list(outs), method)
+
+    def __repr__(self) -> str:
+        ext = f", ptd={len(self._ptd)} B" if self._ptd is not None else ""
+        return f"ember.Program(methods={self.methods}, pte={len(self._buffer)} B{ext})"
+
+
+def load(path: str | os.PathLike | bytes, ptd: str | os.PathLike | bytes | None = None) -> Program:
+    """Load a ``.pte`` (path or bytes) and optional ``.ptd``. With a path and no ``ptd``, a
+    ``.ptd`` with the same stem beside it is used if present."""
+    if isinstance(path, (bytes, bytearray, memoryview)):
+        pte = bytes(path)
+    else:
+        p = Path(path)
+        pte = p.read_bytes()
+        if ptd is None and p.with_suffix(".ptd").is_file():
+            ptd = p.with_suffix(".ptd")
+    ptd_bytes = None
+    if ptd is not None:
+        ptd_bytes = bytes(ptd) if isinstance(ptd, (bytes, bytearray)) else Path(ptd).read_bytes()
+    return Program(pte, ptd_bytes)
