@@ -219,9 +219,7 @@ class ValueBuilder:
         self.keep: list[Any] = []
         self.outs: list[tuple[Out, EmTensor]] = []
 
-    def tensor(
-        self, t: torch.Tensor, dynamic: bool = False, capacity: int | None = None
-    ) -> EmTensor:
+    def tensor(self, t: torch.Tensor, dynamic: bool = False, capacity: int | None = None) -> EmTensor:
         if t.device.type != "cpu":
             raise ValueError("only CPU tensors")
         if t.dtype not in TORCH_TO_EM:
