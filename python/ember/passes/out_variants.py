@@ -207,6 +207,44 @@ def resolve_out_variant(op: torch._ops.OpOverload) -> OutVariant | None:
     return OutVariant(best[1], kernel_name(best[1]), best[2], func)
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, bool)) and not isinstance(v, torch.SymInt)
+
+
+def scalar_overload(node: torch.fx.Node) -> torch._ops.OpOverload | None:
+    """If ``node`` passes Python numbers where its schema wants Tensors (``mul.Tensor(x, 2)``),
+    return the overload of the same op taking Scalars there (``mul.Scalar``), else None."""
+    op = node.target
+    if not isinstance(op, torch._ops.OpOverload):
+        return None
+    schema = op._schema
+    bound = dict(zip((a.name for a in schema.arguments), node.args, strict=False))
+    bound.update(node.kwargs)
+    scalar_args = {
+        a.name
+        for a in schema.arguments
+        if a.type.kind() == "TensorType" and _is_number(bound.get(a.name))
+    }
+    if not scalar_args:
+        return None
+    packet = op.overloadpacket
+    for ov in packet.overloads():
+        cand = getattr(packet, ov)
+        cs = cand._schema
+        if any(_is_write(a) for a in cs.arguments):
+            continue
+        names = [a.name for a in cs.arguments]
+        if names != [a.name for a in schema.arguments]:
+            continue
+        ok = all(
+            (a.type.kind() == "NumberType") == (a.name in scalar_args) or a.type == b.type
+            for a, b in zip(cs.arguments, schema.arguments, strict=True)
+        )
+        if ok and all(a.type.kind() == "NumberType" for a in cs.arguments if a.name in scalar_args):
+            return cand
+    return None
+
+
 def _scalar_arg(v: Any) -> Arg:
     if isinstance(v, bool):
         return Arg("bool", v)
@@ -247,6 +285,13 @@ class _Lowerer:
             return Arg("empty_tensor") if kind == "TensorType" else Arg("null")
         if isinstance(v, TensorSpec):
             return Arg("tensor", v)
+        if kind == "TensorType" and _is_number(v):
+            # A number where a Tensor is required and no Scalar overload exists: a 0-dim
+            # constant (like ATen's wrapped numbers, it does not promote tensor dtypes).
+            data = torch.tensor(v)
+            spec = self.ir.new_spec(f"{node.name}_scalar", data.dtype, (), kind=CONSTANT)
+            spec.data = data
+            return Arg("tensor", spec)
         if isinstance(v, IntValue):
             return Arg("symint", v)
         if isinstance(v, torch.dtype):
@@ -425,6 +470,7 @@ class _Lowerer:
             )
             env[node] = out
             return
+        target = scalar_overload(node) or target
         ov = resolve_out_variant(target)
         if ov is None:
             raise UnsupportedOperatorError(

@@ -26,6 +26,7 @@ from ember.passes.out_variants import (
     SYM_PRIM,
     is_view_op,
     resolve_out_variant,
+    scalar_overload,
 )
 
 _ELIDABLE = {"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "alias", "detach"}
@@ -125,7 +126,7 @@ def _verify_node(node: torch.fx.Node, oplist: OpList) -> None:
         return
     if base in _ELIDABLE and is_view_op(target) and _is_static(node):
         return  # becomes a memory alias, no kernel
-    ov = resolve_out_variant(target)
+    ov = resolve_out_variant(scalar_overload(node) or target)
     desc = f"input dtypes: {_dtypes(ins)}; output dtypes: {_dtypes(outs)}"
     if ov is None:
         raise UnsupportedOperatorError(
