@@ -115,6 +115,14 @@ typedef struct em_program_stats {
 /* Fills `stats`. */
 void em_program_get_stats(const em_program *p, em_program_stats *stats);
 
+/*
+ * Finds the `.pte` embedded in a BundledProgram (`.bpte`, identifier BP08):
+ * sets its byte offset and size within `data`. EM_ERR_NOT_FOUND when `data`
+ * is not a bundled program.
+ */
+em_status em_bundled_program_find(const void *data, size_t size, size_t *offset_out,
+                                  size_t *size_out);
+
 #ifdef __cplusplus
 }
 #endif

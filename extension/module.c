@@ -1,0 +1,208 @@
+/*
+ * module.c — em_module: a program plus lazily prepared methods, with all the
+ * memory (method allocator, temp allocator, planned arenas) taken from the
+ * heap. The method allocator starts small and doubles until preparation fits.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ember_ext/module.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember_ext/data_loader.h"
+
+#define MAX_METHODS 64
+
+typedef struct module_method {
+  char *name;
+  em_method *method;
+  void *method_mem;
+  size_t method_bytes;
+  void *temp_mem;
+  em_allocator method_alloc;
+  em_allocator temp_alloc;
+  uint8_t **arenas;
+  uint64_t *arena_sizes;
+  size_t n_arenas;
+  size_t arena_bytes;
+} module_method;
+
+struct em_module {
+  em_file_loader pte;
+  em_file_loader ptd;
+  int has_ptd;
+  em_allocator prog_alloc;
+  uint8_t prog_mem[1024];
+  em_allocator ptd_alloc;
+  uint8_t ptd_mem[1024];
+  const em_program *program;
+  em_data_map *external;
+  em_module_options opts;
+  module_method methods[MAX_METHODS];
+  size_t n_methods;
+};
+
+/* A bundled program (.bpte) holds a whole .pte: re-point the loader at it (aligned copy). */
+static em_status unwrap_bundled(em_file_loader *fl) {
+  size_t off = 0, n = 0;
+  if (em_bundled_program_find(fl->data, fl->size, &off, &n) != EM_OK) return EM_OK;
+  em_file_loader inner;
+  em_status st = em_copy_loader_open(&inner, (const uint8_t *)fl->data + off, n);
+  if (st != EM_OK) return st;
+  em_file_loader_close(fl);
+  *fl = inner;
+  return EM_OK;
+}
+
+static em_status finish_open(em_module *m, const em_module_options *opts) {
+  if (opts) m->opts = *opts;
+  em_status ust = unwrap_bundled(&m->pte);
+  if (ust != EM_OK) return ust;
+  if (!m->opts.temp_bytes) m->opts.temp_bytes = (size_t)64 << 20;
+  em_allocator_init(&m->prog_alloc, m->prog_mem, sizeof m->prog_mem);
+  em_program *p = NULL;
+  em_status st = em_program_load(&m->pte.base, m->opts.verification, &m->prog_alloc, &p);
+  if (st != EM_OK) return st;
+  m->program = p;
+  if (m->has_ptd) {
+    em_allocator_init(&m->ptd_alloc, m->ptd_mem, sizeof m->ptd_mem);
+    st = em_data_map_load(&m->ptd.base, &m->ptd_alloc, &m->external);
+  }
+  return st;
+}
+
+em_status em_module_open_ex(const char *pte_path, const char *ptd_path,
+                            const em_module_options *opts, em_module **out) {
+  if (!pte_path || !out) return EM_ERR_INVALID_ARGUMENT;
+  *out = NULL;
+  em_module *m = calloc(1, sizeof *m);
+  if (!m) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  int use_mmap = !opts || opts->use_mmap;
+  em_status st = use_mmap ? em_mmap_loader_open(&m->pte, pte_path)
+                          : em_file_loader_open(&m->pte, pte_path);
+  if (st == EM_OK && ptd_path) {
+    m->has_ptd = 1;
+    st = use_mmap ? em_mmap_loader_open(&m->ptd, ptd_path) : em_file_loader_open(&m->ptd, ptd_path);
+  }
+  if (st == EM_OK) st = finish_open(m, opts);
+  if (st != EM_OK) {
+    em_module_destroy(m);
+    return st;
+  }
+  *out = m;
+  return EM_OK;
+}
+
+em_status em_module_open(const char *pte_path, const char *ptd_path, em_module **out) {
+  return em_module_open_ex(pte_path, ptd_path, NULL, out);
+}
+
+em_status em_module_open_buffer(const void *pte, size_t pte_n, const void *ptd, size_t ptd_n,
+                                const em_module_options *opts, em_module **out) {
+  if (!pte || !out) return EM_ERR_INVALID_ARGUMENT;
+  *out = NULL;
+  em_module *m = calloc(1, sizeof *m);
+  if (!m) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  em_status st = em_copy_loader_open(&m->pte, pte, pte_n);
+  if (st == EM_OK && ptd) {
+    m->has_ptd = 1;
+    st = em_copy_loader_open(&m->ptd, ptd, ptd_n);
+  }
+  if (st == EM_OK) st = finish_open(m, opts);
+  if (st != EM_OK) {
+    em_module_destroy(m);
+    return st;
+  }
+  *out = m;
+  return EM_OK;
+}
+
+const em_program *em_module_program(const em_module *m) { return m ? m->program : NULL; }
+
+static void free_method(module_method *mm) {
+  em_method_destroy(mm->method);
+  for (size_t i = 0; i < mm->n_arenas; i++) free(mm->arenas[i]);
+  free(mm->arenas);
+  free(mm->arena_sizes);
+  free(mm->method_mem);
+  free(mm->temp_mem);
+  free(mm->name);
+  memset(mm, 0, sizeof *mm);
+}
+
+static em_status alloc_arenas(module_method *mm, const em_method_meta *meta) {
+  mm->n_arenas = meta->n_arenas;
+  mm->arenas = calloc(mm->n_arenas ? mm->n_arenas : 1, sizeof *mm->arenas);
+  mm->arena_sizes = calloc(mm->n_arenas ? mm->n_arenas : 1, sizeof *mm->arena_sizes);
+  if (!mm->arenas || !mm->arena_sizes) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  for (size_t i = 0; i < mm->n_arenas; i++) {
+    uint64_t n = em_method_meta_arena_size(meta, i);
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? (size_t)n : 64) != 0) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+    memset(p, 0, n ? (size_t)n : 64);
+    mm->arenas[i] = p;
+    mm->arena_sizes[i] = n;
+    mm->arena_bytes += (size_t)n;
+  }
+  return EM_OK;
+}
+
+static em_status prepare_method(em_module *m, module_method *mm, const char *name) {
+  em_method_meta meta;
+  em_status st = em_program_method_meta(m->program, name, &meta);
+  if (st != EM_OK) return st;
+  size_t len = strlen(name);
+  mm->name = malloc(len + 1);
+  if (!mm->name) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  memcpy(mm->name, name, len + 1);
+  st = alloc_arenas(mm, &meta);
+  if (st != EM_OK) return st;
+  mm->temp_mem = malloc(m->opts.temp_bytes);
+  if (!mm->temp_mem) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  em_allocator_init(&mm->temp_alloc, mm->temp_mem, m->opts.temp_bytes);
+  for (size_t size = 16384;; size *= 2) {
+    free(mm->method_mem);
+    mm->method_mem = malloc(size);
+    if (!mm->method_mem) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+    mm->method_bytes = size;
+    em_allocator_init(&mm->method_alloc, mm->method_mem, size);
+    em_method_config cfg = {&mm->method_alloc, &mm->temp_alloc, mm->arenas, mm->arena_sizes,
+                            mm->n_arenas, m->external, m->opts.pool, m->opts.profiler, 0};
+    st = em_method_prepare(m->program, name, &cfg, &mm->method);
+    if (st != EM_ERR_MEMORY_ALLOCATION_FAILED || size > ((size_t)1 << 31)) return st;
+  }
+}
+
+em_status em_module_method(em_module *m, const char *name, em_method **out) {
+  if (!m || !name || !out) return EM_ERR_INVALID_ARGUMENT;
+  for (size_t i = 0; i < m->n_methods; i++)
+    if (strcmp(m->methods[i].name, name) == 0) {
+      *out = m->methods[i].method;
+      return EM_OK;
+    }
+  if (m->n_methods == MAX_METHODS) return EM_ERR_OUT_OF_RESOURCES;
+  module_method *mm = &m->methods[m->n_methods];
+  em_status st = prepare_method(m, mm, name);
+  if (st != EM_OK) {
+    free_method(mm);
+    return st;
+  }
+  m->n_methods++;
+  *out = mm->method;
+  return EM_OK;
+}
+
+size_t em_module_method_bytes(const em_module *m, const char *name) {
+  for (size_t i = 0; m && i < m->n_methods; i++)
+    if (strcmp(m->methods[i].name, name) == 0)
+      return m->methods[i].method_alloc.used + m->methods[i].arena_bytes;
+  return 0;
+}
+
+void em_module_destroy(em_module *m) {
+  if (!m) return;
+  for (size_t i = 0; i < m->n_methods; i++) free_method(&m->methods[i]);
+  em_file_loader_close(&m->ptd);
+  em_file_loader_close(&m->pte);
+  free(m);
+}

@@ -1,0 +1,109 @@
+/*
+ * execute.c — the instruction loop (pte-format.md §6).
+ *
+ * KernelCall calls the resolved kernel with the pre-built argument pointers;
+ * DelegateCall hands the delegate its inputs then outputs; MoveCall copies a
+ * value (tensors alias); JumpFalseCall jumps to an absolute index when its
+ * condition is false; FreeCall forgets a tensor's data. Temp memory is reset
+ * after every instruction, and a cap on executed instructions stops loops.
+ * Nothing here allocates.
+ */
+#include <string.h>
+
+#include "method_internal.h"
+
+static bool cond_value(const em_evalue *v) {
+  if (v->tag == EM_TAG_BOOL) return v->u.b;
+  const em_tensor *t = v->u.tensor;
+  if (!t->data) return false;
+  for (int64_t i = 0; i < t->numel; i++) {
+    /* A bool tensor is false if any element is false; other dtypes compare to zero. */
+    size_t es = em_dtype_size(t->dtype);
+    const uint8_t *p = (const uint8_t *)t->data + (size_t)i * es;
+    bool nz = false;
+    for (size_t b = 0; b < es; b++) nz |= p[b] != 0;
+    if (!nz) return false;
+  }
+  return true;
+}
+
+static const char *instr_name(const em_method *m, const em_instr *in) {
+  switch (in->kind) {
+  case INSTR_KERNEL_CALL: return m->op_names[in->u.k.op];
+  case INSTR_DELEGATE_CALL: return m->delegates[in->u.d.delegate].name;
+  case INSTR_MOVE_CALL: return "executorch::move";
+  case INSTR_JUMP_FALSE_CALL: return "executorch::jump_false";
+  default: return "executorch::free";
+  }
+}
+
+static em_status run_instr(em_method *m, const em_instr *in, uint32_t *pc) {
+  switch (in->kind) {
+  case INSTR_KERNEL_CALL: {
+    em_kernel_ctx ctx = {m->temp, m->pool, m->op_names[in->u.k.op]};
+    em_status st = in->u.k.fn(&ctx, in->u.k.args);
+    *pc += 1;
+    return st;
+  }
+  case INSTR_DELEGATE_CALL: {
+    em_delegate_inst *d = &m->delegates[in->u.d.delegate];
+    em_backend_exec_ctx ctx = {m->temp, m->pool, m->name};
+    *pc += 1;
+    return d->backend->execute(&ctx, d->handle, in->u.d.args, in->u.d.n_args);
+  }
+  case INSTR_MOVE_CALL:
+    m->values[in->u.mv.to] = m->values[in->u.mv.from];
+    *pc += 1;
+    return EM_OK;
+  case INSTR_JUMP_FALSE_CALL: {
+    const em_evalue *c = &m->values[in->u.jf.cond];
+    if (c->tag != EM_TAG_BOOL && c->tag != EM_TAG_TENSOR) return EM_ERR_INVALID_TYPE;
+    *pc = cond_value(c) ? *pc + 1 : in->u.jf.dest;
+    return EM_OK;
+  }
+  case INSTR_FREE_CALL:
+    m->values[in->u.fr.value].u.tensor->data = NULL;
+    *pc += 1;
+    return EM_OK;
+  default: return EM_ERR_INTERNAL;
+  }
+}
+
+em_status em_method_execute(em_method *m) {
+  if (!m) return EM_ERR_INVALID_ARGUMENT;
+  for (uint32_t i = 0; i < m->n_inputs; i++) {
+    const em_evalue *v = &m->values[m->inputs[i]];
+    if (!m->input_set[i] && v->tag == EM_TAG_TENSOR && !v->u.tensor->data)
+      EM_FAIL(EM_ERR_INVALID_STATE, "input %u of '%s' was not set", i, m->name);
+  }
+  uint64_t executed = 0;
+  if (m->temp) em_allocator_reset(m->temp);
+  for (uint32_t c = 0; c < m->n_chains; c++) {
+    const em_chain *ch = &m->chains[c];
+    uint32_t pc = 0;
+    while (pc < ch->n) {
+      if (++executed > m->max_instructions)
+        EM_FAIL(EM_ERR_INVALID_STATE, "method '%s' exceeded %llu instructions (a loop?)", m->name,
+                (unsigned long long)m->max_instructions);
+      const em_instr *in = &ch->instrs[pc];
+      uint32_t at = pc;
+#if EM_ENABLE_PROFILING
+      const em_profiler *prof = m->profiler;
+      uint64_t t0 = 0;
+      if (prof) {
+        if (prof->begin) prof->begin(prof->ctx, at, instr_name(m, in));
+        t0 = em_now_ns();
+      }
+#endif
+      em_status st = run_instr(m, in, &pc);
+#if EM_ENABLE_PROFILING
+      if (prof && prof->end) prof->end(prof->ctx, at, instr_name(m, in), em_now_ns() - t0);
+#endif
+      if (m->temp) em_allocator_reset(m->temp);
+      if (st != EM_OK)
+        EM_FAIL(st, "method '%s' instruction %u (%s) failed: %s", m->name, at, instr_name(m, in),
+                em_status_str(st));
+    }
+  }
+  return EM_OK;
+}

@@ -1,0 +1,103 @@
+/*
+ * schema.h — field slots of ExecuTorch's program.fbs and flat_tensor.fbs
+ * (pte-format.md §3, §8). A union takes two slots: its type tag, then its value.
+ */
+#ifndef EMBER_SRC_SCHEMA_H
+#define EMBER_SRC_SCHEMA_H
+
+enum {
+  PROGRAM_VERSION = 0,
+  PROGRAM_EXECUTION_PLAN = 1,
+  PROGRAM_CONSTANT_BUFFER = 2,
+  PROGRAM_BACKEND_DELEGATE_DATA = 3,
+  PROGRAM_SEGMENTS = 4,
+  PROGRAM_CONSTANT_SEGMENT = 5,
+  PROGRAM_MUTABLE_DATA_SEGMENTS = 6,
+  PROGRAM_NAMED_DATA = 7
+};
+
+enum {
+  PLAN_NAME = 0,
+  PLAN_CONTAINER_META = 1,
+  PLAN_VALUES = 2,
+  PLAN_INPUTS = 3,
+  PLAN_OUTPUTS = 4,
+  PLAN_CHAINS = 5,
+  PLAN_OPERATORS = 6,
+  PLAN_DELEGATES = 7,
+  PLAN_NON_CONST_BUFFER_SIZES = 8
+};
+
+enum { CONTAINER_INP = 0, CONTAINER_OUT = 1 };
+enum { ALLOC_MEMORY_ID = 0, ALLOC_OFFSET_LOW = 1, ALLOC_OFFSET_HIGH = 2 };
+enum { EXTRA_MUTABLE_IDX = 0, EXTRA_FQN = 1, EXTRA_LOCATION = 2 };
+enum { LOCATION_SEGMENT = 0, LOCATION_EXTERNAL = 1 };
+
+enum {
+  TENSOR_SCALAR_TYPE = 0,
+  TENSOR_STORAGE_OFFSET = 1,
+  TENSOR_SIZES = 2,
+  TENSOR_DIM_ORDER = 3,
+  TENSOR_REQUIRES_GRAD = 4,
+  TENSOR_DATA_BUFFER_IDX = 5,
+  TENSOR_ALLOCATION_INFO = 6,
+  TENSOR_LAYOUT = 7,
+  TENSOR_SHAPE_DYNAMISM = 8,
+  TENSOR_EXTRA_INFO = 9
+};
+
+/* KernelTypes union tags. */
+enum {
+  KT_NONE = 0,
+  KT_NULL = 1,
+  KT_INT = 2,
+  KT_BOOL = 3,
+  KT_DOUBLE = 4,
+  KT_TENSOR = 5,
+  KT_STRING = 6,
+  KT_INT_LIST = 7,
+  KT_DOUBLE_LIST = 8,
+  KT_BOOL_LIST = 9,
+  KT_TENSOR_LIST = 10,
+  KT_OPTIONAL_TENSOR_LIST = 11,
+  KT_COUNT = 12
+};
+enum { EVALUE_TYPE = 0, EVALUE_VAL = 1 };
+enum { SCALAR_VAL = 0 };   /* Int.int_val, Bool.bool_val, Double.double_val, String.string_val */
+enum { LIST_ITEMS = 0 };
+
+enum { OPERATOR_NAME = 0, OPERATOR_OVERLOAD = 1 };
+
+/* InstructionArguments union tags. */
+enum {
+  INSTR_NONE = 0,
+  INSTR_KERNEL_CALL = 1,
+  INSTR_DELEGATE_CALL = 2,
+  INSTR_MOVE_CALL = 3,
+  INSTR_JUMP_FALSE_CALL = 4,
+  INSTR_FREE_CALL = 5
+};
+enum { INSTRUCTION_TYPE = 0, INSTRUCTION_ARGS = 1 };
+enum { KERNEL_CALL_OP_INDEX = 0, KERNEL_CALL_ARGS = 1 };
+enum { DELEGATE_CALL_INDEX = 0, DELEGATE_CALL_ARGS = 1 };
+enum { MOVE_FROM = 0, MOVE_TO = 1 };
+enum { JUMP_FALSE_COND = 0, JUMP_FALSE_DEST = 1 };
+enum { FREE_VALUE = 0 };
+
+enum { CHAIN_INPUTS = 0, CHAIN_OUTPUTS = 1, CHAIN_INSTRUCTIONS = 2, CHAIN_STACKTRACE = 3 };
+
+enum { DELEGATE_ID = 0, DELEGATE_PROCESSED = 1, DELEGATE_COMPILE_SPECS = 2 };
+enum { DATA_REF_LOCATION = 0, DATA_REF_INDEX = 1 };
+enum { DATA_INLINE = 0, DATA_SEGMENT = 1 };
+enum { COMPILE_SPEC_KEY = 0, COMPILE_SPEC_VALUE = 1 };
+
+enum { BUFFER_STORAGE = 0 };           /* Buffer and BackendDelegateInlineData */
+enum { SEGMENT_OFFSET = 0, SEGMENT_SIZE = 1 };
+enum { SUBSEGMENT_INDEX = 0, SUBSEGMENT_OFFSETS = 1 };
+enum { NAMED_DATA_KEY = 0, NAMED_DATA_SEGMENT = 1, NAMED_DATA_LAYOUT = 2 };
+
+/* flat_tensor.fbs */
+enum { FLAT_TENSOR_VERSION = 0, FLAT_TENSOR_SEGMENTS = 1, FLAT_TENSOR_NAMED_DATA = 2 };
+enum { LAYOUT_SCALAR_TYPE = 0, LAYOUT_SIZES = 1, LAYOUT_DIM_ORDER = 2 };
+
+#endif /* EMBER_SRC_SCHEMA_H */

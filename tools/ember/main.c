@@ -1,0 +1,373 @@
+/*
+ * main.c — the `ember` command-line tool.
+ *
+ *   ember info model.pte [--ptd weights.ptd]
+ *   ember run model.pte [--ptd F] [--method NAME] [--input a.npy ...] [--output-dir DIR]
+ *                       [--iters N] [--threads N] [--profile]
+ *   ember ops
+ *
+ * A tool: it uses only include/ember and extension/ headers, stdio and the heap.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember/ember.h"
+#include "ember_ext/module.h"
+#include "npy.h"
+
+int cmd_ops(int argc, char **argv);
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage:\n"
+          "  ember info MODEL.pte [--ptd DATA.ptd]\n"
+          "  ember run MODEL.pte [--ptd DATA.ptd] [--method NAME] [--input X.npy ...]\n"
+          "            [--output-dir DIR] [--iters N] [--threads N] [--profile]\n"
+          "  ember ops [--all]\n");
+}
+
+static int fail(const char *what, em_status st) {
+  const char *msg = em_last_error();
+  fprintf(stderr, "ember: %s: %s%s%s\n", what, em_status_str(st), msg[0] ? ": " : "", msg);
+  return 1;
+}
+
+static void print_value_info(const char *kind, size_t i, const em_value_info *v) {
+  static const char *tags[] = {"None", "Tensor", "String", "Double", "Int", "Bool", "BoolList",
+                               "DoubleList", "IntList", "TensorList", "ScalarList",
+                               "OptionalTensorList"};
+  printf("    %s %zu: %s", kind, i, v->tag < 12 ? tags[v->tag] : "?");
+  if (v->tag == EM_TAG_TENSOR) {
+    printf(" %s [", em_dtype_name(v->dtype));
+    for (int32_t d = 0; d < v->dim; d++) printf("%s%lld", d ? ", " : "", (long long)v->sizes[d]);
+    printf("]%s%s", v->dynamism ? " (dynamic, upper bound)" : "",
+           v->planned ? " planned" : " unplanned");
+    bool contiguous = true;
+    for (int32_t d = 0; d < v->dim; d++) contiguous &= v->dim_order[d] == d;
+    if (!contiguous) {
+      printf(" dim_order (");
+      for (int32_t d = 0; d < v->dim; d++) printf("%s%u", d ? "," : "", v->dim_order[d]);
+      printf(")");
+    }
+  }
+  printf("\n");
+}
+
+static int cmd_info(const char *path, const char *ptd) {
+  em_module *mod;
+  em_status st = em_module_open(path, ptd, &mod);
+  if (st != EM_OK) return fail(path, st);
+  const em_program *p = em_module_program(mod);
+  em_program_stats s;
+  em_program_get_stats(p, &s);
+  printf("%s\n", path);
+  printf("  file: %llu bytes; flatbuffer %llu bytes; extended header: %s\n",
+         (unsigned long long)s.file_size, (unsigned long long)s.program_size,
+         s.has_extended_header ? "eh00" : "none");
+  printf("  segments: %zu (base %llu, %llu bytes)\n", s.n_segments,
+         (unsigned long long)s.segment_base_offset, (unsigned long long)s.segment_data_size);
+  printf("  constants: %zu tensors, %llu bytes%s\n", s.n_constants,
+         (unsigned long long)s.constant_bytes, s.legacy_constant_buffer ? " (legacy constant_buffer)" : "");
+  if (s.n_named_data) printf("  named data: %zu entries\n", s.n_named_data);
+  size_t n = em_program_method_count(p);
+  printf("  methods: %zu\n", n);
+  int missing_total = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *name = em_program_method_name(p, i);
+    em_method_meta meta;
+    if (em_program_method_meta(p, name, &meta) != EM_OK) continue;
+    printf("  method '%s': %zu inputs, %zu outputs, %zu instructions\n", name, meta.n_inputs,
+           meta.n_outputs, meta.n_instructions);
+    for (size_t k = 0; k < meta.n_inputs; k++) {
+      em_value_info v;
+      if (em_method_meta_input(&meta, k, &v) == EM_OK) print_value_info("input", k, &v);
+    }
+    for (size_t k = 0; k < meta.n_outputs; k++) {
+      em_value_info v;
+      if (em_method_meta_output(&meta, k, &v) == EM_OK) print_value_info("output", k, &v);
+    }
+    uint64_t total = 0;
+    for (size_t a = 0; a < meta.n_arenas; a++) total += em_method_meta_arena_size(&meta, a);
+    printf("    planned arenas: %zu (", meta.n_arenas);
+    for (size_t a = 0; a < meta.n_arenas; a++)
+      printf("%s%llu", a ? ", " : "", (unsigned long long)em_method_meta_arena_size(&meta, a));
+    printf(" bytes; total %llu)\n", (unsigned long long)total);
+    size_t n_ops = em_method_meta_operator_count(&meta);
+    uint32_t *calls = calloc(n_ops ? n_ops : 1, sizeof *calls);
+    em_method_meta_operator_calls(&meta, calls);
+    printf("    operators: %zu\n", n_ops);
+    for (size_t k = 0; k < n_ops; k++) {
+      char buf[128];
+      if (em_method_meta_operator(&meta, k, buf, sizeof buf) != EM_OK) continue;
+      int have = em_find_kernel(buf) != NULL;
+      missing_total += !have;
+      printf("      %-48s calls %-4u%s\n", buf, calls[k], have ? "" : "  MISSING in this build");
+    }
+    free(calls);
+    size_t nd = em_method_meta_delegate_count(&meta);
+    for (size_t k = 0; k < nd; k++) {
+      const char *id = em_method_meta_delegate_id(&meta, k);
+      printf("    delegate %zu: %s%s\n", k, id ? id : "?",
+             id && em_find_backend(id) ? "" : "  (backend not in this build)");
+    }
+  }
+  printf("  missing kernels in this build: %d\n", missing_total);
+  em_module_destroy(mod);
+  return 0;
+}
+
+/* ---- run ----------------------------------------------------------------------------------- */
+
+typedef struct prof_row {
+  const char *name;
+  uint64_t calls;
+  uint64_t ns;
+} prof_row;
+
+typedef struct prof_table {
+  prof_row rows[512];
+  size_t n;
+  int enabled;
+} prof_table;
+
+static void prof_end(void *ctx, uint32_t idx, const char *name, uint64_t ns) {
+  (void)idx;
+  prof_table *t = ctx;
+  if (!t->enabled) return;
+  size_t i = 0;
+  while (i < t->n && strcmp(t->rows[i].name, name) != 0) i++;
+  if (i == t->n) {
+    if (t->n == 512) return;
+    t->rows[t->n++] = (prof_row){name, 0, 0};
+  }
+  t->rows[i].calls++;
+  t->rows[i].ns += ns;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int cmp_rows(const void *a, const void *b) {
+  uint64_t x = ((const prof_row *)a)->ns, y = ((const prof_row *)b)->ns;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void fill_generated(em_tensor *t, uint32_t seed) {
+  uint32_t s = seed * 2654435761u + 12345u;
+  for (int64_t i = 0; i < t->numel; i++) {
+    s = s * 1664525u + 1013904223u;
+    float f = (float)((s >> 8) & 0xffff) / 32768.0f - 1.0f;
+    switch (t->dtype) {
+    case EM_DTYPE_F32: ((float *)t->data)[i] = f; break;
+    case EM_DTYPE_F64: ((double *)t->data)[i] = f; break;
+    case EM_DTYPE_BOOL: ((uint8_t *)t->data)[i] = 1; break;
+    default: memset((uint8_t *)t->data + (size_t)i * em_dtype_size(t->dtype), 0, em_dtype_size(t->dtype));
+    }
+  }
+}
+
+static void summarize(size_t i, const em_evalue *v) {
+  if (v->tag == EM_TAG_INT) {
+    printf("output %zu: int %lld\n", i, (long long)v->u.i);
+    return;
+  }
+  if (v->tag == EM_TAG_DOUBLE) {
+    printf("output %zu: double %g\n", i, v->u.d);
+    return;
+  }
+  if (v->tag == EM_TAG_BOOL) {
+    printf("output %zu: bool %s\n", i, v->u.b ? "true" : "false");
+    return;
+  }
+  const em_tensor *t = em_evalue_tensor(v);
+  if (!t) {
+    printf("output %zu: (tag %u)\n", i, v->tag);
+    return;
+  }
+  printf("output %zu: %s [", i, em_dtype_name(t->dtype));
+  for (int32_t d = 0; d < t->dim; d++) printf("%s%lld", d ? ", " : "", (long long)t->sizes[d]);
+  printf("]");
+  if (t->dtype == EM_DTYPE_F32 && t->numel > 0) {
+    const float *p = t->data;
+    double mn = p[0], mx = p[0], sum = 0;
+    for (int64_t k = 0; k < t->numel; k++) {
+      mn = p[k] < mn ? p[k] : mn;
+      mx = p[k] > mx ? p[k] : mx;
+      sum += p[k];
+    }
+    printf(" min %.6g max %.6g mean %.6g  first:", mn, mx, sum / (double)t->numel);
+    for (int64_t k = 0; k < t->numel && k < 6; k++) printf(" %.6g", p[k]);
+  } else if (t->dtype == EM_DTYPE_I64 && t->numel > 0) {
+    printf("  first:");
+    for (int64_t k = 0; k < t->numel && k < 8; k++) printf(" %lld", (long long)((const int64_t *)t->data)[k]);
+  }
+  printf("\n");
+}
+
+typedef struct run_opts {
+  const char *path, *ptd, *method, *out_dir;
+  const char *inputs[64];
+  int n_inputs, iters, threads, profile;
+} run_opts;
+
+static int set_inputs(em_method *m, const run_opts *o, npy_array *arrays, void **gen) {
+  size_t n = em_method_input_count(m);
+  for (size_t i = 0; i < n; i++) {
+    const em_evalue *in = em_method_input(m, i);
+    if (in->tag != EM_TAG_TENSOR) {
+      em_status st = em_method_set_input(m, i, in);
+      if (st != EM_OK) return fail("set_input", st);
+      continue;
+    }
+    const em_tensor *want = in->u.tensor;
+    em_tensor t = *want;
+    int64_t sizes[EM_MAX_DIM];
+    uint8_t order[EM_MAX_DIM];
+    int64_t strides[EM_MAX_DIM];
+    if ((int)i < o->n_inputs) {
+      char err[256] = "";
+      if (npy_read(o->inputs[i], &arrays[i], err, sizeof err) != 0) {
+        fprintf(stderr, "ember: %s\n", err);
+        return 1;
+      }
+      t.dtype = (int8_t)arrays[i].dtype;
+      t.dim = arrays[i].dim;
+      t.numel = 1;
+      for (int32_t d = 0; d < t.dim; d++) {
+        sizes[d] = arrays[i].sizes[d];
+        order[d] = (uint8_t)d;
+        t.numel *= sizes[d];
+      }
+      t.sizes = sizes;
+      t.dim_order = order;
+      t.strides = strides;
+      em_strides_from_dim_order(sizes, order, t.dim, strides);
+      t.data = arrays[i].data;
+    } else {
+      gen[i] = calloc(1, em_tensor_nbytes(want) + 64);
+      t.data = gen[i];
+      fill_generated(&t, (uint32_t)i + 1);
+    }
+    em_status st = em_method_set_input_tensor(m, i, &t);
+    if (st != EM_OK) return fail("set_input", st);
+  }
+  return 0;
+}
+
+static int write_outputs(em_method *m, const char *dir) {
+  for (size_t i = 0; i < em_method_output_count(m); i++) {
+    const em_tensor *t = em_evalue_tensor(em_method_output(m, i));
+    if (!t) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/output_%zu.npy", dir, i);
+    if (npy_write(path, t) != 0) {
+      fprintf(stderr, "ember: cannot write %s\n", path);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int cmd_run(const run_opts *o) {
+  em_threadpool *pool = o->threads > 1 ? em_threadpool_create(o->threads) : NULL;
+  prof_table *prof = calloc(1, sizeof *prof);
+  em_profiler profiler = {NULL, prof_end, prof};
+  em_module_options mo = {EM_VERIFY_FULL, 1, pool, o->profile ? &profiler : NULL, 0};
+  em_module *mod = NULL;
+  em_method *m = NULL;
+  npy_array arrays[64];
+  void *gen[256] = {0};
+  memset(arrays, 0, sizeof arrays);
+  int rc = 1;
+  uint64_t t0 = em_now_ns();
+  em_status st = em_module_open_ex(o->path, o->ptd, &mo, &mod);
+  if (st != EM_OK) {
+    rc = fail(o->path, st);
+    goto done;
+  }
+  st = em_module_method(mod, o->method, &m);
+  uint64_t load_ns = em_now_ns() - t0;
+  if (st != EM_OK) {
+    rc = fail(o->method, st);
+    goto done;
+  }
+  if (em_method_input_count(m) > 256) goto done;
+  if (set_inputs(m, o, arrays, gen) != 0) goto done;
+  int iters = o->iters > 0 ? o->iters : 1;
+  uint64_t *times = calloc((size_t)iters, sizeof *times);
+  for (int it = 0; it < iters; it++) {
+    prof->enabled = o->profile && it == iters - 1;
+    uint64_t s = em_now_ns();
+    st = em_method_execute(m);
+    times[it] = em_now_ns() - s;
+    if (st != EM_OK) {
+      free(times);
+      rc = fail("execute", st);
+      goto done;
+    }
+  }
+  for (size_t i = 0; i < em_method_output_count(m); i++) summarize(i, em_method_output(m, i));
+  qsort(times, (size_t)iters, sizeof *times, cmp_u64);
+  printf("load+prepare: %.3f ms; execute: median %.3f ms over %d iteration%s (min %.3f ms)\n",
+         (double)load_ns / 1e6, (double)times[iters / 2] / 1e6, iters, iters == 1 ? "" : "s",
+         (double)times[0] / 1e6);
+  if (o->profile) {
+    qsort(prof->rows, prof->n, sizeof prof->rows[0], cmp_rows);
+    uint64_t total = 0;
+    for (size_t i = 0; i < prof->n; i++) total += prof->rows[i].ns;
+    printf("%-48s %8s %12s %12s %7s\n", "operator", "calls", "total ms", "mean us", "%");
+    for (size_t i = 0; i < prof->n; i++)
+      printf("%-48s %8llu %12.3f %12.2f %6.1f%%\n", prof->rows[i].name,
+             (unsigned long long)prof->rows[i].calls, (double)prof->rows[i].ns / 1e6,
+             (double)prof->rows[i].ns / 1e3 / (double)prof->rows[i].calls,
+             total ? 100.0 * (double)prof->rows[i].ns / (double)total : 0.0);
+  }
+  free(times);
+  rc = o->out_dir ? write_outputs(m, o->out_dir) : 0;
+done:
+  em_module_destroy(mod);
+  for (int i = 0; i < 64; i++) npy_free(&arrays[i]);
+  for (int i = 0; i < 256; i++) free(gen[i]);
+  free(prof);
+  em_threadpool_destroy(pool);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage();
+    return 2;
+  }
+  em_register_prim_ops();
+  em_register_portable_kernels();
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "ops") == 0) return cmd_ops(argc - 1, argv + 1);
+  if (argc < 3 || (strcmp(cmd, "info") != 0 && strcmp(cmd, "run") != 0)) {
+    usage();
+    return 2;
+  }
+  run_opts o = {argv[2], NULL, "forward", NULL, {0}, 0, 1, 1, 0};
+  for (int i = 3; i < argc; i++) {
+    const char *a = argv[i];
+    int more = i + 1 < argc;
+    if (strcmp(a, "--ptd") == 0 && more) o.ptd = argv[++i];
+    else if (strcmp(a, "--method") == 0 && more) o.method = argv[++i];
+    else if (strcmp(a, "--input") == 0 && more && o.n_inputs < 64) o.inputs[o.n_inputs++] = argv[++i];
+    else if (strcmp(a, "--output-dir") == 0 && more) o.out_dir = argv[++i];
+    else if (strcmp(a, "--iters") == 0 && more) o.iters = atoi(argv[++i]);
+    else if (strcmp(a, "--threads") == 0 && more) o.threads = atoi(argv[++i]);
+    else if (strcmp(a, "--profile") == 0) o.profile = 1;
+    else {
+      fprintf(stderr, "ember: unknown or incomplete option '%s'\n", a);
+      usage();
+      return 2;
+    }
+  }
+  em_log_set_level(EM_LOG_FATAL); /* errors are printed once, by fail() */
+  if (strcmp(cmd, "info") == 0) return cmd_info(o.path, o.ptd);
+  return cmd_run(&o);
+}
