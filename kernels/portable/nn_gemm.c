@@ -107,10 +107,58 @@ static void em_f32_gemm_ukernel_6x16__scalar(int64_t kc, const float *a, const f
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
+#include <immintrin.h>
+
+/* 6x16 tile in 12 ymm accumulators: per k, two B vectors and six A broadcasts. */
 __attribute__((target("avx2,fma"))) static void
 em_f32_gemm_ukernel_6x16__avx2(int64_t kc, const float *a, const float *b, float *c, int64_t rs,
                                int64_t cs, int mr, int nr, bool accumulate) {
-  NN_UKERNEL_BODY
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; p++) {
+    __m256 b0 = _mm256_loadu_ps(b + p * NR), b1 = _mm256_loadu_ps(b + p * NR + 8);
+    const float *ap = a + p * MR;
+    __m256 av = _mm256_broadcast_ss(ap + 0);
+    c00 = _mm256_fmadd_ps(av, b0, c00);
+    c01 = _mm256_fmadd_ps(av, b1, c01);
+    av = _mm256_broadcast_ss(ap + 1);
+    c10 = _mm256_fmadd_ps(av, b0, c10);
+    c11 = _mm256_fmadd_ps(av, b1, c11);
+    av = _mm256_broadcast_ss(ap + 2);
+    c20 = _mm256_fmadd_ps(av, b0, c20);
+    c21 = _mm256_fmadd_ps(av, b1, c21);
+    av = _mm256_broadcast_ss(ap + 3);
+    c30 = _mm256_fmadd_ps(av, b0, c30);
+    c31 = _mm256_fmadd_ps(av, b1, c31);
+    av = _mm256_broadcast_ss(ap + 4);
+    c40 = _mm256_fmadd_ps(av, b0, c40);
+    c41 = _mm256_fmadd_ps(av, b1, c41);
+    av = _mm256_broadcast_ss(ap + 5);
+    c50 = _mm256_fmadd_ps(av, b0, c50);
+    c51 = _mm256_fmadd_ps(av, b1, c51);
+  }
+  float acc[MR][NR];
+  _mm256_storeu_ps(acc[0], c00);
+  _mm256_storeu_ps(acc[0] + 8, c01);
+  _mm256_storeu_ps(acc[1], c10);
+  _mm256_storeu_ps(acc[1] + 8, c11);
+  _mm256_storeu_ps(acc[2], c20);
+  _mm256_storeu_ps(acc[2] + 8, c21);
+  _mm256_storeu_ps(acc[3], c30);
+  _mm256_storeu_ps(acc[3] + 8, c31);
+  _mm256_storeu_ps(acc[4], c40);
+  _mm256_storeu_ps(acc[4] + 8, c41);
+  _mm256_storeu_ps(acc[5], c50);
+  _mm256_storeu_ps(acc[5] + 8, c51);
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nr; j++) {
+      float *cp = c + i * rs + j * cs;
+      *cp = accumulate ? *cp + acc[i][j] : acc[i][j];
+    }
 }
 
 static ukernel_fn pick_ukernel(void) {
