@@ -219,13 +219,19 @@ class ValueBuilder:
         self.keep: list[Any] = []
         self.outs: list[tuple[Out, EmTensor]] = []
 
-    def tensor(self, t: torch.Tensor, dynamic: bool = False, capacity: int | None = None) -> EmTensor:
+    def tensor(
+        self,
+        t: torch.Tensor,
+        dynamic: bool = False,
+        capacity: int | None = None,
+        dim_order: list[int] | None = None,
+    ) -> EmTensor:
         if t.device.type != "cpu":
             raise ValueError("only CPU tensors")
         if t.dtype not in TORCH_TO_EM:
             raise ValueError(f"dtype {t.dtype} has no runtime equivalent")
         dim = t.dim()
-        order = dim_order_of(t)
+        order = dim_order if dim_order is not None else dim_order_of(t)
         sizes = (ctypes.c_int64 * max(dim, 1))(*t.shape)
         strides = (ctypes.c_int64 * max(dim, 1))(*t.stride())
         dorder = (ctypes.c_uint8 * max(dim, 1))(*order)

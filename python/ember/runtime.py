@@ -1,0 +1,250 @@
+"""Python bindings to Ember's C runtime: load a `.pte` (+ `.ptd`), run methods on torch tensors.
+
+All execution happens in ``libember`` (the same C code as the ``ember`` CLI); this module only
+moves tensors across the ctypes boundary. Used by ``ember.Program.run``, ``ember.load`` and
+``ember.compare``, and by tests that run stock ExecuTorch files on Ember.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ember import _lib
+from ember._lib import EM_TO_TORCH, EmEValue, EmTensor, ValueBuilder
+
+Scalar = int | float | bool | None
+RuntimeValue = torch.Tensor | Scalar | str
+
+
+class EmberRuntimeError(RuntimeError):
+    """A runtime call failed; the message carries the runtime's own explanation."""
+
+
+class _ModuleOptions(ctypes.Structure):
+    _fields_ = [
+        ("verification", ctypes.c_int),
+        ("use_mmap", ctypes.c_int),
+        ("pool", ctypes.c_void_p),
+        ("profiler", ctypes.c_void_p),
+        ("temp_bytes", ctypes.c_size_t),
+    ]
+
+
+_PROF_BEGIN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_char_p)
+_PROF_END = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint64)
+
+
+class _Profiler(ctypes.Structure):
+    _fields_ = [("begin", _PROF_BEGIN), ("end", _PROF_END), ("ctx", ctypes.c_void_p)]
+
+
+def _setup(L: ctypes.CDLL) -> None:
+    if getattr(L, "_ember_runtime_ready", False):
+        return
+    vp, sz = ctypes.c_void_p, ctypes.c_size_t
+    L.em_module_open_buffer.argtypes = [vp, sz, vp, sz, ctypes.POINTER(_ModuleOptions), ctypes.POINTER(vp)]
+    L.em_module_method.argtypes = [vp, ctypes.c_char_p, ctypes.POINTER(vp)]
+    L.em_module_program.argtypes = [vp]
+    L.em_module_program.restype = vp
+    L.em_module_destroy.argtypes = [vp]
+    L.em_program_method_count.argtypes = [vp]
+    L.em_program_method_count.restype = sz
+    L.em_program_method_name.argtypes = [vp, sz]
+    L.em_program_method_name.restype = ctypes.c_char_p
+    L.em_method_input_count.argtypes = [vp]
+    L.em_method_input_count.restype = sz
+    L.em_method_output_count.argtypes = [vp]
+    L.em_method_output_count.restype = sz
+    L.em_method_input.argtypes = [vp, sz]
+    L.em_method_input.restype = ctypes.POINTER(EmEValue)
+    L.em_method_output.argtypes = [vp, sz]
+    L.em_method_output.restype = ctypes.POINTER(EmEValue)
+    L.em_method_value.argtypes = [vp, sz]
+    L.em_method_value.restype = ctypes.POINTER(EmEValue)
+    L.em_method_value_count.argtypes = [vp]
+    L.em_method_value_count.restype = sz
+    L.em_method_set_input_tensor.argtypes = [vp, sz, ctypes.POINTER(EmTensor)]
+    L.em_method_set_input.argtypes = [vp, sz, ctypes.POINTER(EmEValue)]
+    L.em_method_execute.argtypes = [vp]
+    L.em_threadpool_create.argtypes = [ctypes.c_int]
+    L.em_threadpool_create.restype = vp
+    L.em_threadpool_destroy.argtypes = [vp]
+    L._ember_runtime_ready = True
+
+
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        raise EmberRuntimeError(f"{what}: {_lib.status_message(status)}")
+
+
+def tensor_from_em(t: EmTensor) -> torch.Tensor:
+    """Copies an em_tensor into a new torch tensor with the same shape and dim order."""
+    dtype = EM_TO_TORCH.get(t.dtype)
+    if dtype is None:
+        raise EmberRuntimeError(f"runtime tensor has dtype {t.dtype} with no torch equivalent")
+    sizes = [t.sizes[i] for i in range(t.dim)]
+    strides = [t.strides[i] for i in range(t.dim)]
+    numel = 1
+    for s in sizes:
+        numel *= s
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    nbytes = numel * itemsize
+    if nbytes == 0:
+        return torch.empty(sizes, dtype=dtype)
+    if not t.data:
+        raise EmberRuntimeError("runtime tensor has no data")
+    raw = bytearray(ctypes.string_at(t.data, nbytes))
+    flat = torch.frombuffer(raw, dtype=torch.uint8).view(dtype)
+    return flat.as_strided(sizes, strides).clone(memory_format=torch.preserve_format)
+
+
+def value_from_em(v: EmEValue) -> RuntimeValue:
+    tag = v.tag
+    if tag == _lib.TAG_TENSOR:
+        return tensor_from_em(v.u.tensor.contents)
+    if tag == _lib.TAG_INT:
+        return int(v.u.i)
+    if tag == _lib.TAG_DOUBLE:
+        return float(v.u.d)
+    if tag == _lib.TAG_BOOL:
+        return bool(v.u.b)
+    if tag == _lib.TAG_NONE:
+        return None
+    if tag == _lib.TAG_STRING:
+        return ctypes.string_at(v.u.str.ptr, v.u.str.len).decode()
+    raise EmberRuntimeError(f"cannot convert a runtime value with tag {tag}")
+
+
+def _read_bytes(src: bytes | bytearray | memoryview | str | os.PathLike[str]) -> bytes:
+    if isinstance(src, bytes | bytearray | memoryview):
+        return bytes(src)
+    return Path(src).read_bytes()
+
+
+class RuntimeProgram:
+    """A program loaded on the C runtime. Methods are prepared on first use and then reused."""
+
+    def __init__(
+        self,
+        pte: bytes | bytearray | memoryview | str | os.PathLike[str],
+        ptd: bytes | bytearray | memoryview | str | os.PathLike[str] | None = None,
+        threads: int = 1,
+    ) -> None:
+        self._L = _lib.lib()
+        _setup(self._L)
+        self._pte = _read_bytes(pte)
+        self._ptd = _read_bytes(ptd) if ptd is not None else None
+        self._pool = self._L.em_threadpool_create(threads) if threads > 1 else None
+        self._watch: dict[int, list[int]] = {}
+        self._captured: dict[tuple[int, int], torch.Tensor] = {}
+        self._method_for_watch: ctypes.c_void_p | None = None
+        self._end_cb = _PROF_END(self._on_instruction_end)
+        # The profiler struct is retained by every method; its `end` hook is set only while
+        # run_debug runs, so plain runs pay no Python callback per instruction.
+        self._profiler = _Profiler(_PROF_BEGIN(), _PROF_END(), None)
+        opts = _ModuleOptions(0, 0, self._pool, ctypes.cast(ctypes.pointer(self._profiler), ctypes.c_void_p), 0)
+        mod = ctypes.c_void_p()
+        ptd_buf = self._ptd or b""
+        _check(
+            self._L.em_module_open_buffer(
+                self._pte, len(self._pte), ptd_buf if self._ptd is not None else None, len(ptd_buf),
+                ctypes.byref(opts), ctypes.byref(mod),
+            ),
+            "loading program",
+        )
+        self._mod = mod
+        self._methods: dict[str, ctypes.c_void_p] = {}
+
+    def __del__(self) -> None:
+        L = getattr(self, "_L", None)
+        if L is None:
+            return
+        if getattr(self, "_mod", None):
+            L.em_module_destroy(self._mod)
+            self._mod = None
+        if getattr(self, "_pool", None):
+            L.em_threadpool_destroy(self._pool)
+            self._pool = None
+
+    def method_names(self) -> list[str]:
+        prog = self._L.em_module_program(self._mod)
+        n = self._L.em_program_method_count(prog)
+        return [self._L.em_program_method_name(prog, i).decode() for i in range(n)]
+
+    def _method(self, name: str) -> ctypes.c_void_p:
+        if name not in self._methods:
+            m = ctypes.c_void_p()
+            _check(self._L.em_module_method(self._mod, name.encode(), ctypes.byref(m)), f"preparing method '{name}'")
+            self._methods[name] = m
+        return self._methods[name]
+
+    def _set_inputs(self, m: ctypes.c_void_p, inputs: Sequence[Any], vb: ValueBuilder) -> None:
+        n = self._L.em_method_input_count(m)
+        if len(inputs) != n:
+            raise EmberRuntimeError(f"method takes {n} inputs, got {len(inputs)}")
+        for i, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor):
+                want = self._L.em_method_input(m, i).contents
+                x = self._match_dim_order(x.detach(), want)
+                order = None
+                if want.tag == _lib.TAG_TENSOR and x.dim() == want.u.tensor.contents.dim:
+                    order = [want.u.tensor.contents.dim_order[d] for d in range(x.dim())]
+                et = vb.tensor(x, dim_order=order)
+                _check(self._L.em_method_set_input_tensor(m, i, ctypes.byref(et)), f"input {i}")
+            else:
+                ev = vb.value(x)
+                _check(self._L.em_method_set_input(m, i, ctypes.byref(ev)), f"input {i}")
+
+    @staticmethod
+    def _match_dim_order(x: torch.Tensor, want: EmEValue) -> torch.Tensor:
+        """Lays ``x`` out densely in the dim order the program expects for this input."""
+        if want.tag != _lib.TAG_TENSOR:
+            return x.contiguous()
+        t = want.u.tensor.contents
+        order = [t.dim_order[d] for d in range(t.dim)]
+        if x.dim() != len(order) or order == list(range(len(order))):
+            return x.contiguous()
+        perm = x.permute(order).contiguous()
+        inverse = [order.index(d) for d in range(len(order))]
+        return perm.permute(inverse)
+
+    def run(self, method: str, inputs: Sequence[Any]) -> list[RuntimeValue]:
+        """Executes ``method`` on flattened ``inputs``; returns the flattened outputs (copies)."""
+        m = self._method(method)
+        vb = ValueBuilder()
+        self._set_inputs(m, inputs, vb)
+        _check(self._L.em_method_execute(m), f"executing '{method}'")
+        n = self._L.em_method_output_count(m)
+        return [value_from_em(self._L.em_method_output(m, i).contents) for i in range(n)]
+
+    def _on_instruction_end(self, ctx: int, idx: int, name: bytes, ns: int) -> None:
+        del ctx, name, ns
+        if self._method_for_watch is None or idx not in self._watch:
+            return
+        for vi in self._watch[idx]:
+            v = self._L.em_method_value(self._method_for_watch, vi)
+            if v and v.contents.tag == _lib.TAG_TENSOR:
+                self._captured[(idx, vi)] = tensor_from_em(v.contents.u.tensor.contents)
+
+    def run_debug(
+        self, method: str, inputs: Sequence[Any], watch: dict[int, list[int]]
+    ) -> tuple[list[RuntimeValue], dict[tuple[int, int], torch.Tensor]]:
+        """Runs ``method`` and copies out, right after instruction ``i`` runs, each value in
+        ``watch[i]``. Returns (outputs, {(instruction, value_index): tensor})."""
+        m = self._method(method)
+        self._watch = dict(watch)
+        self._captured = {}
+        self._method_for_watch = m
+        self._profiler.end = self._end_cb
+        try:
+            outs = self.run(method, inputs)
+        finally:
+            self._profiler.end = _PROF_END()
+            self._method_for_watch = None
+        return outs, dict(self._captured)
