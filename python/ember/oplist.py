@@ -197,6 +197,29 @@ def parse_ops_def(text: str, source: str = "<string>") -> dict[str, KernelInfo]:
     return out
 
 
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def read_ops_def(path: Path, root: Path, _depth: int = 0) -> dict[str, KernelInfo]:
+    """Parse an ``ops.def`` file, following ``#include "x.def"`` lines (resolved against the
+    including file's folder, then ``root``, the kernels folder)."""
+    out: dict[str, KernelInfo] = {}
+    if _depth > 8:
+        return out
+    for line in path.read_text().splitlines():
+        m = _INCLUDE_RE.match(line)
+        if m:
+            for cand in (path.parent / m.group(1), root / m.group(1)):
+                if cand.is_file():
+                    out.update(read_ops_def(cand, root, _depth + 1))
+                    break
+            else:
+                log.warning("%s: cannot find included %s", path, m.group(1))
+            continue
+        out.update(parse_ops_def(line, str(path)))
+    return out
+
+
 def kernel_dirs() -> list[Path]:
     """Directories that may hold ``portable/ops.def`` and ``prim/ops.def``, in search order."""
     dirs = []
@@ -218,7 +241,7 @@ def load_oplist() -> OpList:
         for sub in ("portable", "prim"):
             p = d / sub / "ops.def"
             if p.is_file():
-                kernels.update(parse_ops_def(p.read_text(), str(p)))
+                kernels.update(read_ops_def(p, d))
                 sources.append(str(p))
         if kernels:
             log.debug("loaded %d kernels from %s", len(kernels), sources)
@@ -228,8 +251,14 @@ def load_oplist() -> OpList:
         "portable operator inventory with all dtypes allowed",
         [str(d) for d in kernel_dirs()],
     )
-    names = ["aten::" + n for n in _STOCK_FALLBACK.split()] + _STOCK_PRIM
-    names += ["aten::_local_scalar_dense"]
-    ol = OpList.from_names(names)
+    ol = stock_executorch_oplist()
     ol.is_fallback = True
     return ol
+
+
+def stock_executorch_oplist() -> OpList:
+    """The operator inventory of stock ExecuTorch's portable + prim kernel libraries (all
+    dtypes allowed): for exporting programs meant for stock ExecuTorch."""
+    names = ["aten::" + n for n in _STOCK_FALLBACK.split()] + _STOCK_PRIM
+    names += ["aten::_local_scalar_dense"]
+    return OpList.from_names(names)

@@ -1,0 +1,151 @@
+"""Exported programs agree with eager PyTorch (f32 relative error <= 1e-5) on stock ExecuTorch
+and on Ember's runtime."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import (
+    MLP,
+    RUNTIMES,
+    Accumulator,
+    CondModel,
+    DynMLP,
+    SmallCNN,
+    assert_close,
+    export_for_tests,
+    make_runner,
+    randomize_bn,
+)
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_mlp(rt: str) -> None:
+    m = MLP().eval()
+    x = torch.randn(3, 16)
+    run = make_runner(rt, export_for_tests(m, (x,)))
+    for _ in range(2):
+        x = torch.randn(3, 16)
+        (out,) = run(x)
+        assert_close(out, m(x).detach())
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_cnn_batchnorm_pool_residual(rt: str) -> None:
+    m = randomize_bn(SmallCNN())
+    x = torch.randn(2, 3, 8, 8)
+    prog = export_for_tests(m, (x,))
+    run = make_runner(rt, prog)
+    x = torch.randn(2, 3, 8, 8)
+    (out,) = run(x)
+    assert_close(out, m(x).detach())
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_cond_both_branches(rt: str) -> None:
+    m = CondModel()
+    prog = export_for_tests(m, (torch.randn(2, 4),))
+    run = make_runner(rt, prog)
+    for x in (torch.rand(2, 4) + 0.1, -torch.rand(2, 4) - 0.1, torch.rand(2, 4) + 0.1):
+        (out,) = run(x)
+        assert_close(out, m(x).detach())
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_mutable_buffer_persists(rt: str) -> None:
+    export_model = Accumulator()
+    prog = export_for_tests(export_model, (torch.ones(4),))
+    # Export must not have touched the module's state.
+    assert torch.equal(export_model.total, torch.full((4,), 5.0))
+    run = make_runner(rt, prog)
+    eager = Accumulator()
+    for i in range(3):
+        x = torch.arange(4, dtype=torch.float32) * (i + 1)
+        total2, calls = run(x)
+        want_total2, want_calls = eager(x)
+        assert_close(total2, want_total2)
+        assert torch.equal(calls, want_calls), (calls, want_calls)
+    assert int(calls) == 3
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_bounded_dynamic_dim(rt: str) -> None:
+    m = DynMLP()
+    n = torch.export.Dim("n", min=1, max=16)
+    prog = export_for_tests(m, (torch.randn(4, 8),), dynamic_shapes=({0: n},))
+    run = make_runner(rt, prog)
+    for rows in (1, 7, 16):
+        x = torch.randn(rows, 8)
+        (out,) = run(x)
+        assert_close(out, m(x).detach())
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_two_methods_share_weights(rt: str) -> None:
+    lin = torch.nn.Linear(64, 64)
+    head = torch.nn.Linear(64, 4)
+
+    class Enc(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = lin
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.tanh(self.lin(x))
+
+    class Cls(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin, self.head = lin, head
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(torch.tanh(self.lin(x)))
+
+    x = torch.randn(2, 64)
+    prog = export_for_tests({"encode": (Enc(), (x,)), "classify": (Cls(), (x,))})
+    assert sorted(prog.methods) == ["classify", "encode"]
+    one = export_for_tests({"encode": (Enc(), (x,))})
+    # lin.weight (16 KiB) is stored once: the second method adds head's constants and its
+    # plan's metadata only.
+    assert len(prog.buffer) - len(one.buffer) < lin.weight.numel() * 4 // 2
+    x = torch.randn(2, 64)
+    (e,) = make_runner(rt, prog, "encode")(x)
+    (c,) = make_runner(rt, prog, "classify")(x)
+    assert_close(e, Enc()(x).detach())
+    assert_close(c, Cls()(x).detach())
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_pte_ptd_pair(rt: str, tmp_path) -> None:  # noqa: ANN001
+    m = randomize_bn(SmallCNN())
+    x = torch.randn(2, 3, 8, 8)
+    prog = export_for_tests(m, (x,), external_constants=True)
+    assert prog.ptd_buffer is not None
+    inline = export_for_tests(m, (x,))
+    weight_bytes = sum(p.numel() * 4 for p in m.parameters())
+    assert len(prog.buffer) < len(inline.buffer) - weight_bytes // 2
+    run = make_runner(rt, prog)
+    (out,) = run(x)
+    assert_close(out, m(x).detach())
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_pytree_outputs_and_inputs(rt: str) -> None:
+    class M(torch.nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> dict:
+            return {"sum": a + b, "pair": (a * b, a - b)}
+
+    a, b = torch.randn(3), torch.randn(3)
+    prog = export_for_tests(M(), (a, b))
+    if rt == "ember":
+        make_runner(rt, prog)  # skips if unavailable
+        out = prog.run(a, b)
+        assert set(out) == {"sum", "pair"}
+        assert_close(out["pair"][1], a - b)
+    else:
+        flat = make_runner(rt, prog)(a, b)
+        assert len(flat) == 3
+        out = prog.unflatten_outputs(flat)
+        assert_close(out["sum"], a + b)
+        assert_close(out["pair"][0], a * b)
+        assert_close(out["pair"][1], a - b)
