@@ -67,7 +67,7 @@ static void copy_row(char *dst, int64_t dstr, const char *src, int64_t sstr, int
 
 void em_shape_copy(void *dst, const int64_t *dst_strides, const void *src,
                    const int64_t *src_strides, const int64_t *sizes, int32_t dim, size_t elsize) {
-  int64_t sz[EM_MAX_DIM + 1], ds[EM_MAX_DIM + 1], ss[EM_MAX_DIM + 1];
+  int64_t sz[EM_SHAPE_COPY_MAX_DIM], ds[EM_SHAPE_COPY_MAX_DIM], ss[EM_SHAPE_COPY_MAX_DIM];
   for (int32_t d = 0; d < dim; d++)
     if (sizes[d] == 0) return;
   int32_t n = simplify(sz, ds, ss, sizes, dst_strides, src_strides, dim);
@@ -75,7 +75,7 @@ void em_shape_copy(void *dst, const int64_t *dst_strides, const void *src,
     memcpy(dst, src, elsize);
     return;
   }
-  int64_t idx[EM_MAX_DIM + 1] = {0};
+  int64_t idx[EM_SHAPE_COPY_MAX_DIM] = {0};
   int64_t rows = em_shape_numel(sz, n - 1);
   int64_t doff = 0, soff = 0;
   int64_t eb = (int64_t)elsize;

@@ -27,11 +27,15 @@ extern "C" {
 /* Index dtypes (int32 and int64). */
 #define EM_DT_INDEX (EM_DT_I32 | EM_DT_I64)
 
+/* Most dims em_shape_copy accepts (repeat splits each output dim in two). */
+#define EM_SHAPE_COPY_MAX_DIM (2 * EM_MAX_DIM)
+
 /*
  * Copies the `dim`-dimensional box `sizes` from src (strides src_strides) to
  * dst (strides dst_strides), elements of `elsize` bytes. Both pointers address
  * element [0, ..., 0]. Size-1 dims are dropped and contiguous runs merged, so
- * contiguous copies become one memcpy. dim may be 0 (one element).
+ * contiguous copies become one memcpy. dim may be 0 (one element), at most
+ * EM_SHAPE_COPY_MAX_DIM.
  */
 void em_shape_copy(void *dst, const int64_t *dst_strides, const void *src,
                    const int64_t *src_strides, const int64_t *sizes, int32_t dim, size_t elsize);
