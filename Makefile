@@ -1,0 +1,80 @@
+# Ember — top-level entry points. `make demo` and `make test` do all set-up on a fresh machine.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+JOBS ?= $(shell nproc)
+BUILD := build
+ASAN_BUILD := build-asan
+CMAKE_GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+
+.PHONY: all deps venv build build-asan test test-c test-asan test-fuzz test-py demo bench format lint clean size
+
+all: build
+
+# System packages: clang (libFuzzer, clang-format). Installed only when missing.
+deps:
+	@command -v clang >/dev/null 2>&1 && command -v clang-format >/dev/null 2>&1 || \
+	  { echo "installing clang, clang-format (apt)"; \
+	    (apt-get update -q && apt-get install -y -q clang clang-format) >/dev/null 2>&1 || \
+	    echo "warning: could not install clang; the fuzz target will be skipped"; }
+
+$(VENV)/.stamp: pyproject.toml requirements-dev.txt
+	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -r requirements-dev.txt
+	$(VPY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+venv: $(VENV)/.stamp
+
+build:
+	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+build-asan:
+	cmake -S . -B $(ASAN_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+test-c: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: build-asan
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer on the loader for a bounded time (skipped with a message when clang is absent).
+test-fuzz: deps
+	@if command -v clang >/dev/null 2>&1; then \
+	  cmake -S . -B build-fuzz $(CMAKE_GEN) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DEMBER_FUZZ=ON -DEMBER_TESTS=OFF >/dev/null && \
+	  cmake --build build-fuzz -j $(JOBS) --target fuzz_loader && \
+	  mkdir -p build-fuzz/corpus && cp ../shared/fixtures/executorch/*.pte tests/fixtures/*.pte build-fuzz/corpus/ 2>/dev/null; \
+	  ./build-fuzz/fuzz_loader -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 -print_final_stats=1 build-fuzz/corpus 2>&1 | tail -n 12; \
+	else echo "clang not found: fuzz target skipped"; fi
+
+test-py: venv build
+	$(VPY) -m pytest -q -x -p no:cacheprovider tests/python
+
+test: venv build build-asan
+	$(MAKE) test-c
+	$(MAKE) test-asan
+	$(MAKE) test-fuzz
+	$(MAKE) test-py
+
+demo: venv build
+	$(VPY) examples/demo.py
+
+bench: venv build
+	$(VPY) bench/run.py
+
+size:
+	$(VPY) tools/size_report.py
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+	$(VENV)/bin/ruff format python tests/python bench examples tools
+
+lint:
+	$(VENV)/bin/ruff check python tests/python
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
