@@ -379,3 +379,104 @@ conv_err("rank", (4, 5, 5), (2, 4, 3, 3), None, [1, 1], [0, 0], [1, 1], False, [
          (2, 3, 3))
 conv_err("outshape", (1, 4, 5, 5), (2, 4, 3, 3), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
          (1, 2, 4, 4))
+
+
+# ---------------------------------------------------------------------------------------------
+# pooling
+# ---------------------------------------------------------------------------------------------
+
+POOL_DT = (F32, F64, F16, BF16, torch.int32, torch.int64, torch.uint8)
+
+
+def maxpool_case(name, xs, k, s, p, d, ceil, dts=POOL_DT, layouts=("c",), nan=False):
+    for dt in dts:
+        for lay in layouts:
+
+            @case(f"maxpool-{name}-{dt}-{lay}")
+            def _(g, dt=dt, lay=lay):
+                x = rnd(xs, dt, g, lay, -50, 50)
+                if nan and dt.is_floating_point:
+                    x = x.clone()
+                    x.view(-1)[3] = float("nan")
+                    x.view(-1)[1] = float("nan")
+                ev, ei = torch.ops.aten.max_pool2d_with_indices(x, k, s, p, d, ceil)
+                o, oi = out_like(ev, lay), out_like(ei, lay)
+                return Call("aten::max_pool2d_with_indices.out",
+                            [x, k, s, p, d, ceil, o, oi, [o, oi]], [(o, ev), (oi, ei)])
+
+
+maxpool_case("basic", (2, 3, 8, 9), [2, 2], [2, 2], [0, 0], [1, 1], False,
+             layouts=("c", "cl"))
+maxpool_case("resnet", (1, 4, 16, 16), [3, 3], [2, 2], [1, 1], [1, 1], False, dts=(F32,),
+             layouts=("c", "cl"))
+maxpool_case("ceil", (1, 2, 7, 8), [3, 2], [2, 3], [1, 1], [1, 1], True, dts=(F32, torch.int64))
+maxpool_case("dilated", (1, 2, 9, 10), [2, 3], [1, 2], [1, 1], [2, 2], False, dts=(F32,))
+maxpool_case("3d-input", (3, 7, 6), [2, 2], [], [0, 0], [1, 1], False, dts=(F32, torch.int8))
+maxpool_case("nan", (1, 1, 4, 4), [2, 2], [2, 2], [0, 0], [1, 1], False, dts=(F32,), nan=True)
+maxpool_case("empty-batch", (0, 2, 4, 4), [2, 2], [2, 2], [0, 0], [1, 1], False, dts=(F32,))
+CASES.append(("maxpool-err-pad", err("aten::max_pool2d_with_indices.out", [
+    torch.ones(1, 1, 4, 4), [2, 2], [2, 2], [2, 2], [1, 1], False, torch.ones(1, 1, 2, 2),
+    torch.ones(1, 1, 2, 2, dtype=torch.long), [torch.ones(1, 1, 2, 2),
+                                              torch.ones(1, 1, 2, 2, dtype=torch.long)]])))
+CASES.append(("maxpool-err-idx-dtype", err("aten::max_pool2d_with_indices.out", [
+    torch.ones(1, 1, 4, 4), [2, 2], [2, 2], [0, 0], [1, 1], False, torch.ones(1, 1, 2, 2),
+    torch.ones(1, 1, 2, 2), [torch.ones(1, 1, 2, 2), torch.ones(1, 1, 2, 2)]])))
+CASES.append(("maxpool-err-too-small", err("aten::max_pool2d_with_indices.out", [
+    torch.ones(1, 1, 1, 1), [3, 3], [1, 1], [0, 0], [1, 1], False, torch.ones(1, 1, 1, 1),
+    torch.ones(1, 1, 1, 1, dtype=torch.long), [torch.ones(1, 1, 1, 1),
+                                               torch.ones(1, 1, 1, 1, dtype=torch.long)]])))
+
+
+@case("maxpool-backward")
+def _(g):
+    x = rnd((2, 3, 7, 7), F32, g)
+    k, s, p, d = [3, 3], [2, 2], [1, 1], [1, 1]
+    _, idx = torch.ops.aten.max_pool2d_with_indices(x, k, s, p, d, False)
+    go = rnd(idx.shape, F32, g)
+    exp = torch.ops.aten.max_pool2d_with_indices_backward(go, x, k, s, p, d, False, idx)
+    return simple("aten::max_pool2d_with_indices_backward.grad_input",
+                  [go, x, k, s, p, d, False, idx], exp)
+
+
+def avgpool_case(name, xs, k, s, p, ceil, incl, div, dts=(F32, F64, F16, BF16, torch.int64),
+                 layouts=("c",)):
+    for dt in dts:
+        for lay in layouts:
+
+            @case(f"avgpool-{name}-{dt}-{lay}")
+            def _(g, dt=dt, lay=lay):
+                x = rnd(xs, dt, g, lay, -50, 50)
+                rd = F64 if dt.is_floating_point else dt
+                exp = torch.ops.aten.avg_pool2d(x.to(rd), k, s, p, ceil, incl, div).to(dt)
+                return simple("aten::avg_pool2d.out", [x, k, s, p, ceil, incl, div], exp, lay)
+
+
+avgpool_case("basic", (2, 3, 8, 9), [2, 2], [2, 2], [0, 0], False, True, None,
+             layouts=("c", "cl"))
+avgpool_case("pad-include", (1, 2, 7, 7), [3, 3], [2, 2], [1, 1], False, True, None)
+avgpool_case("pad-exclude", (1, 2, 7, 7), [3, 3], [2, 2], [1, 1], False, False, None)
+avgpool_case("ceil", (1, 2, 8, 7), [3, 2], [2, 2], [1, 1], True, False, None)
+avgpool_case("ceil-include", (1, 2, 8, 7), [3, 3], [2, 2], [1, 0], True, True, None)
+avgpool_case("divisor", (1, 2, 6, 6), [2, 3], [1, 2], [1, 1], False, True, 5)
+avgpool_case("3d-input", (3, 6, 5), [2, 2], [], [0, 0], False, True, None, dts=(F32,))
+CASES.append(("avgpool-err-div0", err("aten::avg_pool2d.out", [
+    torch.ones(1, 1, 4, 4), [2, 2], [2, 2], [0, 0], False, True, 0, torch.ones(1, 1, 2, 2),
+    torch.ones(1, 1, 2, 2)])))
+CASES.append(("avgpool-err-rank", err("aten::avg_pool2d.out", [
+    torch.ones(4, 4), [2, 2], [2, 2], [0, 0], False, True, None, torch.ones(2, 2),
+    torch.ones(2, 2)])))
+
+for dt in FLOATS:
+    for xs, os_ in [((2, 3, 7, 9), [3, 4]), ((1, 4, 8, 8), [1, 1]), ((3, 5, 5), [5, 5]),
+                    ((1, 2, 4, 4), [7, 6])]:
+        for lay in ("c", "cl"):
+
+            @case(f"adaptive-avg-{dt}-{xs}-{os_}-{lay}")
+            def _(g, dt=dt, xs=xs, os_=os_, lay=lay):
+                x = rnd(xs, dt, g, lay)
+                exp = torch.ops.aten._adaptive_avg_pool2d(x.double(), os_).to(dt)
+                return simple("aten::_adaptive_avg_pool2d.out", [x, os_], exp,
+                              lay if len(xs) == 4 else "c")
+CASES.append(("adaptive-avg-err-int", err("aten::_adaptive_avg_pool2d.out", [
+    torch.ones(1, 1, 4, 4, dtype=torch.int32), [2, 2], torch.ones(1, 1, 2, 2, dtype=torch.int32),
+    torch.ones(1, 1, 2, 2, dtype=torch.int32)])))
