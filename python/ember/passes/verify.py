@@ -129,8 +129,12 @@ def _verify_node(node: torch.fx.Node, oplist: OpList) -> None:
     ov = resolve_out_variant(scalar_overload(node) or target)
     desc = f"input dtypes: {_dtypes(ins)}; output dtypes: {_dtypes(outs)}"
     if ov is None:
+        hint = ""
+        if "_functional" in tname and "batch_norm" in tname:
+            hint = "; the model is in training mode: call model.eval() before exporting"
         raise UnsupportedOperatorError(
-            f"operator {tname} has no out-variant overload Ember can call ({desc})", node=node
+            f"operator {tname} has no out-variant overload Ember can call ({desc}){hint}",
+            node=node,
         )
     if ov.kernel not in oplist:
         raise UnsupportedOperatorError(
