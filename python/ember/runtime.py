@@ -223,6 +223,18 @@ class RuntimeProgram:
         n = self._L.em_method_output_count(m)
         return [value_from_em(self._L.em_method_output(m, i).contents) for i in range(n)]
 
+    def values(self, method: str) -> list[RuntimeValue | None]:
+        """Every value of a prepared method as it is now (tensors copied; lists as None)."""
+        m = self._method(method)
+        out: list[RuntimeValue | None] = []
+        for i in range(self._L.em_method_value_count(m)):
+            v = self._L.em_method_value(m, i).contents
+            has_data = v.tag != _lib.TAG_TENSOR or bool(v.u.tensor.contents.data)
+            simple = v.tag in (_lib.TAG_NONE, _lib.TAG_TENSOR, _lib.TAG_INT, _lib.TAG_DOUBLE,
+                               _lib.TAG_BOOL, _lib.TAG_STRING)
+            out.append(value_from_em(v) if simple and has_data else None)
+        return out
+
     def _on_instruction_end(self, ctx: int, idx: int, name: bytes, ns: int) -> None:
         del ctx, name, ns
         if self._method_for_watch is None or idx not in self._watch:
