@@ -1,0 +1,259 @@
+/*
+ * elementwise_logic.c — bitwise, shift, logical and comparison operators, and
+ * the selection ops where and masked_fill.
+ *
+ * Bitwise ops accept integral and bool dtypes only; shifts integral only.
+ * Logical ops and comparisons accept every real dtype and bool and produce a
+ * bool result that is cast to out's dtype (any dtype).
+ */
+#include "portable/ew_util.h"
+
+/* Checks that args[1] is a tensor (want_tensor) or a Scalar. */
+static em_status other_kind(em_kernel_ctx *ctx, em_evalue **args, bool want_tensor) {
+  EM_KCHECK(ctx, EM_ARG_TENSOR(args, 0), "self must be a tensor");
+  if (want_tensor)
+    EM_KCHECK(ctx, EM_ARG_TENSOR(args, 1), "other must be a tensor");
+  else
+    EM_KCHECK(ctx, ew_is_scalar(args[1]), "other must be a scalar");
+  return EM_OK;
+}
+
+/* ---- bitwise ---- */
+
+enum { BIT_AND, BIT_OR, BIT_XOR, BIT_SHL, BIT_SHR };
+
+static ew_val f_bitwise(const ew_val *x, ew_op *op) {
+  ew_val r;
+  int64_t a = x[0].i, b = x[1].i;
+  switch (op->mode) {
+  case BIT_AND: r.i = a & b; break;
+  case BIT_OR: r.i = a | b; break;
+  case BIT_XOR: r.i = a ^ b; break;
+  default: {
+    /* ATen's lshift/rshift: the shift count is read as signed of the same width */
+    int bits = (int)em_dtype_size(op->common) * 8;
+    int64_t sb = op->common == EM_DTYPE_U8 ? (int8_t)b : b;
+    bool is_signed = op->common != EM_DTYPE_U8;
+    if (op->mode == BIT_SHL) {
+      r.i = (sb < 0 || sb >= bits) ? 0 : (int64_t)((uint64_t)a << sb);
+    } else {
+      int max_shift = bits - (is_signed ? 1 : 0);
+      r.i = (sb < 0 || sb >= max_shift) ? (a >> max_shift) : (a >> sb);
+    }
+  }
+  }
+  return r;
+}
+
+static em_status bitwise(em_kernel_ctx *ctx, em_evalue **args, int mode, bool tensor_other) {
+  EM_KTRY(other_kind(ctx, args, tensor_other));
+  ew_bin b;
+  EM_KTRY(ew_bin_setup(ctx, args[0], args[1], args[2], &b));
+  bool shift = mode == BIT_SHL || mode == BIT_SHR;
+  EM_KCHECK(ctx, em_dtype_is_int(b.common) || (!shift && b.common == EM_DTYPE_BOOL),
+            "not implemented for dtype %s", em_dtype_name(b.common));
+  EM_KCHECK(ctx, ew_can_cast(b.common, b.out->dtype), "result dtype %s can't be cast to out %s",
+            em_dtype_name(b.common), em_dtype_name(b.out->dtype));
+  ew_op op;
+  ew_op_init(&op, b.common, b.common);
+  op.mode = mode;
+  ew_in in[2];
+  ew_bin_ins(&b, b.common, in);
+  return ew_map(ctx, b.out, in, 2, f_bitwise, &op);
+}
+
+em_status em_bitwise_and_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return bitwise(ctx, args, BIT_AND, true);
+}
+em_status em_bitwise_and_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return bitwise(ctx, args, BIT_AND, false);
+}
+em_status em_bitwise_or_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return bitwise(ctx, args, BIT_OR, true);
+}
+em_status em_bitwise_or_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return bitwise(ctx, args, BIT_OR, false);
+}
+em_status em_bitwise_xor_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return bitwise(ctx, args, BIT_XOR, true);
+}
+em_status em_bitwise_xor_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return bitwise(ctx, args, BIT_XOR, false);
+}
+em_status em_bitwise_left_shift_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return bitwise(ctx, args, BIT_SHL, true);
+}
+em_status em_bitwise_left_shift_tensor_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return bitwise(ctx, args, BIT_SHL, false);
+}
+em_status em_bitwise_right_shift_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return bitwise(ctx, args, BIT_SHR, true);
+}
+em_status em_bitwise_right_shift_tensor_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return bitwise(ctx, args, BIT_SHR, false);
+}
+
+static ew_val f_not(const ew_val *x, ew_op *op) {
+  ew_val r;
+  r.i = op->common == EM_DTYPE_BOOL ? !x[0].i : ~x[0].i;
+  return r;
+}
+
+em_status em_bitwise_not_out(em_kernel_ctx *ctx, em_evalue **args) {
+  EW_TENSOR_ARG(self, ctx, args, 0);
+  em_tensor *out = EM_ARG_TENSOR(args, 1);
+  EM_KCHECK(ctx, out, "out must be a tensor");
+  int d = self->dtype;
+  EM_KCHECK(ctx, em_dtype_is_int(d) || d == EM_DTYPE_BOOL, "not implemented for dtype %s",
+            em_dtype_name(d));
+  EM_KCHECK(ctx, ew_can_cast(d, out->dtype), "result dtype %s can't be cast to out %s",
+            em_dtype_name(d), em_dtype_name(out->dtype));
+  ew_op op;
+  ew_op_init(&op, d, d);
+  ew_in in[1] = {ew_in_tensor(self, d)};
+  return ew_map(ctx, out, in, 1, f_not, &op);
+}
+
+/* ---- logical ---- */
+
+static ew_val f_logical(const ew_val *x, ew_op *op) {
+  ew_val r;
+  switch (op->mode) {
+  case BIT_AND: r.i = x[0].i && x[1].i; break;
+  case BIT_OR: r.i = x[0].i || x[1].i; break;
+  case BIT_XOR: r.i = (x[0].i != 0) != (x[1].i != 0); break;
+  default: r.i = !x[0].i; break;
+  }
+  return r;
+}
+
+static em_status logical(em_kernel_ctx *ctx, em_evalue **args, int mode, int n_in) {
+  EW_TENSOR_ARG(self, ctx, args, 0);
+  em_tensor *other = NULL;
+  if (n_in == 2) {
+    other = ew_arg_real_tensor(ctx, args, 1);
+    if (!other) return EM_ERR_INVALID_ARGUMENT;
+  }
+  em_tensor *out = EM_ARG_TENSOR(args, n_in);
+  EM_KCHECK(ctx, out && ew_dtype_is_real_or_bool(out->dtype), "out must be a real or bool tensor");
+  ew_op op;
+  ew_op_init(&op, EM_DTYPE_BOOL, EM_DTYPE_BOOL);
+  op.mode = mode;
+  ew_in in[2] = {ew_in_tensor(self, EM_DTYPE_BOOL), ew_in_tensor(other, EM_DTYPE_BOOL)};
+  return ew_map(ctx, out, in, n_in, f_logical, &op);
+}
+
+em_status em_logical_and_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return logical(ctx, args, BIT_AND, 2);
+}
+em_status em_logical_or_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return logical(ctx, args, BIT_OR, 2);
+}
+em_status em_logical_xor_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return logical(ctx, args, BIT_XOR, 2);
+}
+em_status em_logical_not_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return logical(ctx, args, -1, 1);
+}
+
+/* ---- comparisons ---- */
+
+enum { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE };
+
+static ew_val f_cmp(const ew_val *x, ew_op *op) {
+  ew_val r;
+  int c;
+  if (op->fp) {
+    double a = x[0].f, b = x[1].f;
+    switch (op->mode) {
+    case CMP_EQ: c = a == b; break;
+    case CMP_NE: c = a != b; break;
+    case CMP_LT: c = a < b; break;
+    case CMP_LE: c = a <= b; break;
+    case CMP_GT: c = a > b; break;
+    default: c = a >= b; break;
+    }
+  } else {
+    int64_t a = x[0].i, b = x[1].i;
+    switch (op->mode) {
+    case CMP_EQ: c = a == b; break;
+    case CMP_NE: c = a != b; break;
+    case CMP_LT: c = a < b; break;
+    case CMP_LE: c = a <= b; break;
+    case CMP_GT: c = a > b; break;
+    default: c = a >= b; break;
+    }
+  }
+  r.i = c;
+  return r;
+}
+
+static em_status compare(em_kernel_ctx *ctx, em_evalue **args, int mode, bool tensor_other) {
+  EM_KTRY(other_kind(ctx, args, tensor_other));
+  ew_bin b;
+  EM_KTRY(ew_bin_setup(ctx, args[0], args[1], args[2], &b));
+  ew_op op;
+  ew_op_init(&op, b.common, EM_DTYPE_BOOL);
+  op.mode = mode;
+  ew_in in[2];
+  ew_bin_ins(&b, b.common, in);
+  return ew_map(ctx, b.out, in, 2, f_cmp, &op);
+}
+
+#define EW_CMP(name, mode)                                                                         \
+  em_status em_##name##_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {                         \
+    return compare(ctx, args, mode, true);                                                         \
+  }                                                                                                \
+  em_status em_##name##_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {                         \
+    return compare(ctx, args, mode, false);                                                        \
+  }
+EW_CMP(eq, CMP_EQ)
+EW_CMP(ne, CMP_NE)
+EW_CMP(lt, CMP_LT)
+EW_CMP(le, CMP_LE)
+EW_CMP(gt, CMP_GT)
+EW_CMP(ge, CMP_GE)
+
+/* ---- where / masked_fill ---- */
+
+static ew_val f_select(const ew_val *x, ew_op *op) {
+  (void)op;
+  return x[0].i ? x[1] : x[2];
+}
+
+em_status em_where_self_out(em_kernel_ctx *ctx, em_evalue **args) {
+  EW_TENSOR_ARG(cond, ctx, args, 0);
+  EM_KCHECK(ctx, cond->dtype == EM_DTYPE_BOOL || cond->dtype == EM_DTYPE_U8,
+            "condition must be a bool tensor, got %s", em_dtype_name(cond->dtype));
+  EM_KCHECK(ctx, EM_ARG_TENSOR(args, 1) && EM_ARG_TENSOR(args, 2), "self and other must be tensors");
+  ew_bin b;
+  EM_KTRY(ew_bin_setup(ctx, args[1], args[2], args[3], &b));
+  EM_KCHECK(ctx, ew_can_cast(b.common, b.out->dtype), "result dtype %s can't be cast to out %s",
+            em_dtype_name(b.common), em_dtype_name(b.out->dtype));
+  ew_op op;
+  ew_op_init(&op, b.common, b.common);
+  ew_in in[3] = {ew_in_tensor(cond, EM_DTYPE_BOOL), ew_in_tensor(b.a, b.common),
+                 ew_in_tensor(b.b, b.common)};
+  return ew_map(ctx, b.out, in, 3, f_select, &op);
+}
+
+static ew_val f_masked(const ew_val *x, ew_op *op) { return x[1].i ? op->p[0] : x[0]; }
+
+em_status em_masked_fill_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
+  EW_TENSOR_ARG(self, ctx, args, 0);
+  EW_TENSOR_ARG(mask, ctx, args, 1);
+  EM_KCHECK(ctx, mask->dtype == EM_DTYPE_BOOL, "mask must be a bool tensor, got %s",
+            em_dtype_name(mask->dtype));
+  EM_KCHECK(ctx, ew_is_scalar(args[2]), "value must be a scalar");
+  em_tensor *out = EM_ARG_TENSOR(args, 3);
+  EM_KCHECK(ctx, out && ew_dtype_is_real_or_bool(out->dtype), "out must be a real or bool tensor");
+  int d = self->dtype;
+  EM_KCHECK(ctx, ew_can_cast(d, out->dtype), "self dtype %s can't be cast to out %s",
+            em_dtype_name(d), em_dtype_name(out->dtype));
+  ew_op op;
+  ew_op_init(&op, d, d);
+  op.p[0] = ew_scalar_val(args[2], d);
+  if (em_dtype_is_float(d)) op.p[0].f = ew_round_to(op.p[0].f, d);
+  ew_in in[2] = {ew_in_tensor(self, d), ew_in_tensor(mask, EM_DTYPE_BOOL)};
+  return ew_map(ctx, out, in, 2, f_masked, &op);
+}

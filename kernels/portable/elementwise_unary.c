@@ -1,0 +1,159 @@
+/*
+ * elementwise_unary.c — one-input math: trigonometric, hyperbolic, exp/log,
+ * roots, rounding, sign, abs, neg, isinf/isnan, _conj_physical.
+ *
+ * Three output rules, as ATen:
+ *  - FLOAT: floating results; integral and bool inputs compute in f32.
+ *  - SAME: the input's dtype (abs, neg, sign, ceil/floor/round/trunc).
+ *  - BOOL: a bool result cast to out (isinf, isnan).
+ */
+#include <math.h>
+
+#include "portable/ew_util.h"
+
+enum { OUT_FLOAT, OUT_SAME, OUT_BOOL };
+
+typedef double (*math_fn)(double);
+
+static ew_val f_math(const ew_val *x, ew_op *op) {
+  ew_val r;
+  r.f = op->math(x[0].f);
+  return r;
+}
+
+/* Runs a FLOAT-rule unary op computing `fn` in double. */
+static em_status unary_float(em_kernel_ctx *ctx, em_evalue **args, math_fn fn) {
+  EW_TENSOR_ARG(self, ctx, args, 0);
+  em_tensor *out = EM_ARG_TENSOR(args, 1);
+  EM_KCHECK(ctx, out && ew_dtype_is_real_or_bool(out->dtype), "out must be a real or bool tensor");
+  int common = em_dtype_is_float(self->dtype) ? self->dtype : EM_DTYPE_F32;
+  EM_KCHECK(ctx, em_dtype_is_float(out->dtype), "out dtype %s must be floating",
+            em_dtype_name(out->dtype));
+  ew_op op;
+  ew_op_init(&op, common, common);
+  op.math = fn;
+  ew_in in[1] = {ew_in_tensor(self, common)};
+  return ew_map(ctx, out, in, 1, f_math, &op);
+}
+
+static double m_rsqrt(double x) { return 1.0 / sqrt(x); }
+static double m_reciprocal(double x) { return 1.0 / x; }
+
+#define EW_FLOAT_UNARY(name, fn)                                                                   \
+  em_status em_##name##_out(em_kernel_ctx *ctx, em_evalue **args) {                                \
+    return unary_float(ctx, args, fn);                                                             \
+  }
+EW_FLOAT_UNARY(acos, acos)
+EW_FLOAT_UNARY(acosh, acosh)
+EW_FLOAT_UNARY(asin, asin)
+EW_FLOAT_UNARY(asinh, asinh)
+EW_FLOAT_UNARY(atan, atan)
+EW_FLOAT_UNARY(atanh, atanh)
+EW_FLOAT_UNARY(cos, cos)
+EW_FLOAT_UNARY(cosh, cosh)
+EW_FLOAT_UNARY(sin, sin)
+EW_FLOAT_UNARY(sinh, sinh)
+EW_FLOAT_UNARY(tan, tan)
+EW_FLOAT_UNARY(erf, erf)
+EW_FLOAT_UNARY(exp, exp)
+EW_FLOAT_UNARY(expm1, expm1)
+EW_FLOAT_UNARY(log, log)
+EW_FLOAT_UNARY(log10, log10)
+EW_FLOAT_UNARY(log1p, log1p)
+EW_FLOAT_UNARY(log2, log2)
+EW_FLOAT_UNARY(sqrt, sqrt)
+EW_FLOAT_UNARY(rsqrt, m_rsqrt)
+EW_FLOAT_UNARY(reciprocal, m_reciprocal)
+
+/* ---- same-dtype ops ---- */
+
+enum { U_ABS, U_NEG, U_SIGN, U_CEIL, U_FLOOR, U_ROUND, U_TRUNC, U_COPY };
+
+static ew_val f_same(const ew_val *x, ew_op *op) {
+  ew_val r;
+  if (op->fp) {
+    double a = x[0].f;
+    switch (op->mode) {
+    case U_ABS: r.f = fabs(a); break;
+    case U_NEG: r.f = -a; break;
+    case U_SIGN: r.f = (double)((0 < a) - (a < 0)); break;
+    case U_CEIL: r.f = ceil(a); break;
+    case U_FLOOR: r.f = floor(a); break;
+    case U_ROUND: r.f = nearbyint(a); break;
+    case U_TRUNC: r.f = trunc(a); break;
+    default: r.f = a; break;
+    }
+  } else {
+    int64_t a = x[0].i;
+    switch (op->mode) {
+    case U_ABS: r.i = a < 0 ? ew_sub_i64(0, a) : a; break;
+    case U_NEG: r.i = ew_sub_i64(0, a); break;
+    case U_SIGN: r.i = (0 < a) - (a < 0); break;
+    default: r.i = a; break;
+    }
+  }
+  return r;
+}
+
+static em_status unary_same(em_kernel_ctx *ctx, em_evalue **args, int mode, bool allow_bool) {
+  EW_TENSOR_ARG(self, ctx, args, 0);
+  em_tensor *out = EM_ARG_TENSOR(args, 1);
+  EM_KCHECK(ctx, out && ew_dtype_is_real_or_bool(out->dtype), "out must be a real or bool tensor");
+  int d = self->dtype;
+  EM_KCHECK(ctx, allow_bool || d != EM_DTYPE_BOOL, "not supported for bool tensors");
+  EM_KCHECK(ctx, ew_can_cast(d, out->dtype), "result dtype %s can't be cast to out %s",
+            em_dtype_name(d), em_dtype_name(out->dtype));
+  ew_op op;
+  ew_op_init(&op, d, d);
+  op.mode = mode;
+  ew_in in[1] = {ew_in_tensor(self, d)};
+  return ew_map(ctx, out, in, 1, f_same, &op);
+}
+
+em_status em_abs_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return unary_same(ctx, args, U_ABS, false);
+}
+em_status em_neg_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return unary_same(ctx, args, U_NEG, false);
+}
+em_status em_sign_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return unary_same(ctx, args, U_SIGN, true);
+}
+em_status em_ceil_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return unary_same(ctx, args, U_CEIL, false);
+}
+em_status em_floor_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return unary_same(ctx, args, U_FLOOR, false);
+}
+em_status em_round_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return unary_same(ctx, args, U_ROUND, false);
+}
+em_status em_trunc_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return unary_same(ctx, args, U_TRUNC, false);
+}
+em_status em_conj_physical_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return unary_same(ctx, args, U_COPY, true);
+}
+
+/* ---- bool results ---- */
+
+static ew_val f_isx(const ew_val *x, ew_op *op) {
+  ew_val r;
+  r.i = op->fp ? (op->mode ? isnan(x[0].f) : isinf(x[0].f)) != 0 : 0;
+  return r;
+}
+
+static em_status unary_bool(em_kernel_ctx *ctx, em_evalue **args, int mode) {
+  EW_TENSOR_ARG(self, ctx, args, 0);
+  em_tensor *out = EM_ARG_TENSOR(args, 1);
+  EM_KCHECK(ctx, out && ew_dtype_is_real_or_bool(out->dtype), "out must be a real or bool tensor");
+  ew_op op;
+  int d = em_dtype_is_float(self->dtype) ? self->dtype : EM_DTYPE_I64;
+  ew_op_init(&op, d, EM_DTYPE_BOOL);
+  op.mode = mode;
+  ew_in in[1] = {ew_in_tensor(self, d)};
+  return ew_map(ctx, out, in, 1, f_isx, &op);
+}
+
+em_status em_isinf_out(em_kernel_ctx *ctx, em_evalue **args) { return unary_bool(ctx, args, 0); }
+em_status em_isnan_out(em_kernel_ctx *ctx, em_evalue **args) { return unary_bool(ctx, args, 1); }
