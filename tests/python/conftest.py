@@ -201,6 +201,31 @@ class DynMLP(torch.nn.Module):
         return self.fc2(torch.relu(self.fc1(x))).reshape(-1) * 2
 
 
+class Block(torch.nn.Module):
+    """A transformer-ish block: reshapes (elided views), matmuls, softmax, layernorm."""
+
+    def __init__(self, d: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.h = heads
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.proj = torch.nn.Linear(d, d)
+        self.ln = torch.nn.LayerNorm(d)
+        self.ff = torch.nn.Sequential(
+            torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln(x)).split(d, dim=-1)
+        q = q.reshape(b, t, self.h, d // self.h).transpose(1, 2)
+        k = k.reshape(b, t, self.h, d // self.h).transpose(1, 2)
+        v = v.reshape(b, t, self.h, d // self.h).transpose(1, 2)
+        att = torch.softmax(q @ k.transpose(-1, -2) / (d // self.h) ** 0.5, dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        return x + self.ff(self.ln(x))
+
+
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)

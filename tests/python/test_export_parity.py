@@ -9,6 +9,7 @@ from conftest import (
     MLP,
     RUNTIMES,
     Accumulator,
+    Block,
     CondModel,
     DynMLP,
     SmallCNN,
@@ -37,6 +38,16 @@ def test_cnn_batchnorm_pool_residual(rt: str) -> None:
     prog = export_for_tests(m, (x,))
     run = make_runner(rt, prog)
     x = torch.randn(2, 3, 8, 8)
+    (out,) = run(x)
+    assert_close(out, m(x).detach())
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_transformer_block(rt: str) -> None:
+    m = Block().eval()
+    x = torch.randn(2, 8, 32)
+    run = make_runner(rt, export_for_tests(m, (x,)))
+    x = torch.randn(2, 8, 32)
     (out,) = run(x)
     assert_close(out, m(x).detach())
 

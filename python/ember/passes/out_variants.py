@@ -7,7 +7,8 @@
   become their ``*_copy`` op, e.g. ``view`` -> ``aten::view_copy.out``), with the exact ATen
   argument convention: every schema argument in order (kwarg-only ones too, defaults filled in),
   the out argument(s), then the return value(s) again (one tensor, or a TensorList of the outs
-  for multi-output ops; nothing for ops returning ``()``).
+  for multi-output ops; for ops returning ``()`` with a ``Tensor[] out``, a second TensorList
+  of the outs, as ExecuTorch's codegen'd wrappers expect ``n_schema_args + 1`` values).
 - Scalars are one Int/Double/Bool arg per occurrence; dtypes, memory formats and layouts are Int;
   ``None`` is Null; int lists are IntLists whose items may be runtime ints (SymInts).
 - Symbolic-int arithmetic becomes prim ops (``aten::sym_size.int``, ``executorch_prim::*.Scalar``);
@@ -523,6 +524,10 @@ class _Lowerer:
             args.append(Arg("tensor", outs[0]))
         elif n_ret > 1:
             args.append(Arg("tensorlist", list(outs)))
+        else:  # ``-> ()`` ops (split_copy.Tensor_out...): the out argument(s) again
+            args.extend(
+                Arg(a.kind, list(a.value) if a.kind == "tensorlist" else a.value) for a in out_args
+            )
         ir.instrs.append(KernelInstr(ov.kernel, args, node=node, outputs=out_args))
         if isinstance(val, (list, tuple)):
             env[node] = tuple(outs)
