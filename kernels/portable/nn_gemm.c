@@ -57,6 +57,15 @@ bool nn_same_dtype(em_tensor *const *ts, int n, int d) {
   return true;
 }
 
+bool nn_is_contiguous(const em_tensor *t) {
+  int64_t expect = 1;
+  for (int32_t d = t->dim - 1; d >= 0; d--) {
+    if (t->sizes[d] != 1 && t->strides[d] != expect) return false;
+    expect *= t->sizes[d];
+  }
+  return true;
+}
+
 void *nn_temp(em_kernel_ctx *ctx, int64_t n, size_t size) {
   if (n < 0 || (n > 0 && (uint64_t)n > SIZE_MAX / size)) return NULL;
   size_t bytes = (size_t)n * size;

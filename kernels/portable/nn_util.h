@@ -64,6 +64,9 @@ bool nn_opt_int(const em_evalue *v, int64_t dflt, int64_t *out);
 /* Returns true when every tensor in ts[0..n) (NULL entries skipped) has dtype `d`. */
 bool nn_same_dtype(em_tensor *const *ts, int n, int d);
 
+/* True when t's strides are exactly row-major for its sizes (size-1 dims ignored). */
+bool nn_is_contiguous(const em_tensor *t);
+
 /* Allocates `n` elements of `size` bytes from the kernel's temp allocator (64-byte aligned). */
 void *nn_temp(em_kernel_ctx *ctx, int64_t n, size_t size);
 

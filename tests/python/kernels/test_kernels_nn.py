@@ -53,8 +53,14 @@ def case(name: str) -> Callable[[Builder], Builder]:
     return deco
 
 
-def rnd(shape: tuple[int, ...] | list[int], dtype: torch.dtype, g: torch.Generator,
-        layout: str = "c", lo: float = -2.0, hi: float = 2.0) -> torch.Tensor:
+def rnd(
+    shape: tuple[int, ...] | list[int],
+    dtype: torch.dtype,
+    g: torch.Generator,
+    layout: str = "c",
+    lo: float = -2.0,
+    hi: float = 2.0,
+) -> torch.Tensor:
     """Random tensor; layout 'c' contiguous, 'cl' channels-last, 't' permuted (dims reversed),
     's' sliced (every other element of a wider last dim)."""
     shape = list(shape)
@@ -118,8 +124,14 @@ def test_kernel(name: str, builder: Builder) -> None:
         check(got, exp, c.tol)
 
 
-def simple(op: str, inputs: list[Any], exp: torch.Tensor, layout: str = "c",
-           tol: tuple[float, float] | None = None, dynamic: bool = False) -> Call:
+def simple(
+    op: str,
+    inputs: list[Any],
+    exp: torch.Tensor,
+    layout: str = "c",
+    tol: tuple[float, float] | None = None,
+    dynamic: bool = False,
+) -> Call:
     """A single-output out-variant: args = inputs + [out, out]."""
     o = out_like(exp, layout)
     if dynamic:
@@ -155,12 +167,13 @@ def mm_ref(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 for dt in MM_DTYPES:
-    for (m, k, n) in [(3, 5, 4), (7, 33, 19), (0, 3, 4), (3, 0, 4), (1, 1, 1)]:
+    for m, k, n in [(3, 5, 4), (7, 33, 19), (0, 3, 4), (3, 0, 4), (1, 1, 1)]:
 
         @case(f"mm-{dt}-{m}x{k}x{n}")
         def _(g, dt=dt, m=m, k=k, n=n):
             a, b = rnd((m, k), dt, g), rnd((k, n), dt, g)
             return simple("aten::mm.out", [a, b], mm_ref(a, b))
+
 
 for lay_a, lay_b in [("t", "c"), ("c", "t"), ("s", "s"), ("t", "t")]:
 
@@ -189,18 +202,54 @@ def _(g):
     return Call("aten::mm.out", [a, b, o, o], [(o, mm_ref(a, b))])
 
 
-CASES.append(("mm-err-shape", err("aten::mm.out", [torch.ones(2, 3), torch.ones(4, 2),
-                                                   torch.ones(2, 2), torch.ones(2, 2)])))
-CASES.append(("mm-err-dtype", err("aten::mm.out", [torch.ones(2, 3), torch.ones(3, 2).double(),
-                                                   torch.ones(2, 2), torch.ones(2, 2)])))
-CASES.append(("mm-err-rank", err("aten::mm.out", [torch.ones(2, 3, 1), torch.ones(3, 2),
-                                                  torch.ones(2, 2), torch.ones(2, 2)])))
-CASES.append(("mm-err-outshape", err("aten::mm.out", [torch.ones(2, 3), torch.ones(3, 2),
-                                                      torch.ones(3, 3), torch.ones(3, 3)])))
-CASES.append(("mm-err-bool", err("aten::mm.out", [torch.ones(2, 3, dtype=torch.bool),
-                                                  torch.ones(3, 2, dtype=torch.bool),
-                                                  torch.ones(2, 2, dtype=torch.bool),
-                                                  torch.ones(2, 2, dtype=torch.bool)])))
+CASES.append(
+    (
+        "mm-err-shape",
+        err(
+            "aten::mm.out", [torch.ones(2, 3), torch.ones(4, 2), torch.ones(2, 2), torch.ones(2, 2)]
+        ),
+    )
+)
+CASES.append(
+    (
+        "mm-err-dtype",
+        err(
+            "aten::mm.out",
+            [torch.ones(2, 3), torch.ones(3, 2).double(), torch.ones(2, 2), torch.ones(2, 2)],
+        ),
+    )
+)
+CASES.append(
+    (
+        "mm-err-rank",
+        err(
+            "aten::mm.out",
+            [torch.ones(2, 3, 1), torch.ones(3, 2), torch.ones(2, 2), torch.ones(2, 2)],
+        ),
+    )
+)
+CASES.append(
+    (
+        "mm-err-outshape",
+        err(
+            "aten::mm.out", [torch.ones(2, 3), torch.ones(3, 2), torch.ones(3, 3), torch.ones(3, 3)]
+        ),
+    )
+)
+CASES.append(
+    (
+        "mm-err-bool",
+        err(
+            "aten::mm.out",
+            [
+                torch.ones(2, 3, dtype=torch.bool),
+                torch.ones(3, 2, dtype=torch.bool),
+                torch.ones(2, 2, dtype=torch.bool),
+                torch.ones(2, 2, dtype=torch.bool),
+            ],
+        ),
+    )
+)
 
 for dt in [F32, F64, BF16, torch.int32]:
     for lay in ["c", "t"]:
@@ -218,8 +267,15 @@ def _(g):
     return simple("aten::bmm.out", [a, b], torch.zeros(0, 2, 4))
 
 
-CASES.append(("bmm-err-batch", err("aten::bmm.out", [torch.ones(2, 2, 3), torch.ones(3, 3, 2),
-                                                     torch.ones(2, 2, 2), torch.ones(2, 2, 2)])))
+CASES.append(
+    (
+        "bmm-err-batch",
+        err(
+            "aten::bmm.out",
+            [torch.ones(2, 2, 3), torch.ones(3, 3, 2), torch.ones(2, 2, 2), torch.ones(2, 2, 2)],
+        ),
+    )
+)
 
 for dt in [F32, F64, F16, torch.int64, torch.int32]:
     for self_shape in [(4, 6), (6,), (1, 6), (4, 1), ()]:
@@ -241,13 +297,40 @@ for dt in [F32, F64, F16, torch.int64, torch.int32]:
                 return simple("aten::addmm.out", [s, a, b, bb, aa], exp)
 
 
-CASES.append(("addmm-err-float-alpha-int", err(
-    "aten::addmm.out", [torch.ones(2, 2, dtype=torch.int32), torch.ones(2, 3, dtype=torch.int32),
-                        torch.ones(3, 2, dtype=torch.int32), 1, 0.5,
-                        torch.ones(2, 2, dtype=torch.int32), torch.ones(2, 2, dtype=torch.int32)])))
-CASES.append(("addmm-err-self-bcast", err(
-    "aten::addmm.out", [torch.ones(3), torch.ones(2, 3), torch.ones(3, 2), 1, 1,
-                        torch.ones(2, 2), torch.ones(2, 2)])))
+CASES.append(
+    (
+        "addmm-err-float-alpha-int",
+        err(
+            "aten::addmm.out",
+            [
+                torch.ones(2, 2, dtype=torch.int32),
+                torch.ones(2, 3, dtype=torch.int32),
+                torch.ones(3, 2, dtype=torch.int32),
+                1,
+                0.5,
+                torch.ones(2, 2, dtype=torch.int32),
+                torch.ones(2, 2, dtype=torch.int32),
+            ],
+        ),
+    )
+)
+CASES.append(
+    (
+        "addmm-err-self-bcast",
+        err(
+            "aten::addmm.out",
+            [
+                torch.ones(3),
+                torch.ones(2, 3),
+                torch.ones(3, 2),
+                1,
+                1,
+                torch.ones(2, 2),
+                torch.ones(2, 2),
+            ],
+        ),
+    )
+)
 
 for dt in [F32, F64, F16, BF16, torch.int32]:
     for xshape in [(5, 8), (2, 3, 8), (8,), (0, 8), (2, 0, 8)]:
@@ -264,23 +347,40 @@ for dt in [F32, F64, F16, BF16, torch.int32]:
                 tol = (3e-2, 3e-2) if dt in (F16, BF16) else None
                 return simple("aten::linear.out", [x, w, b], exp.to(dt), tol=tol)
 
+
 for lay in ["t", "s"]:
 
     @case(f"linear-f32-layout-{lay}")
     def _(g, lay=lay):
-        x = rnd((4, 3, 10), F32, g, lay).transpose(0, 2) if lay == "t" else rnd((10, 3, 4), F32,
-                                                                                  g, "s")
+        x = (
+            rnd((4, 3, 10), F32, g, lay).transpose(0, 2)
+            if lay == "t"
+            else rnd((10, 3, 4), F32, g, "s")
+        )
         w, b = rnd((7, 4), F32, g, "t" if lay == "t" else "c"), rnd((7,), F32, g)
-        return simple("aten::linear.out", [x, w, b], F.linear(x.double(), w.double(),
-                                                               b.double()).float())
+        return simple(
+            "aten::linear.out", [x, w, b], F.linear(x.double(), w.double(), b.double()).float()
+        )
 
 
-CASES.append(("linear-err-features", err(
-    "aten::linear.out", [torch.ones(2, 3), torch.ones(4, 5), None, torch.ones(2, 4),
-                         torch.ones(2, 4)])))
-CASES.append(("linear-err-bias", err(
-    "aten::linear.out", [torch.ones(2, 5), torch.ones(4, 5), torch.ones(3), torch.ones(2, 4),
-                         torch.ones(2, 4)])))
+CASES.append(
+    (
+        "linear-err-features",
+        err(
+            "aten::linear.out",
+            [torch.ones(2, 3), torch.ones(4, 5), None, torch.ones(2, 4), torch.ones(2, 4)],
+        ),
+    )
+)
+CASES.append(
+    (
+        "linear-err-bias",
+        err(
+            "aten::linear.out",
+            [torch.ones(2, 5), torch.ones(4, 5), torch.ones(3), torch.ones(2, 4), torch.ones(2, 4)],
+        ),
+    )
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,15 +391,37 @@ CASES.append(("linear-err-bias", err(
 def conv_ref(x, w, b, stride, pad, dil, transposed, opad, groups):
     dt = x.dtype
     rd = F64
-    y = torch.ops.aten.convolution(x.to(rd), w.to(rd), None if b is None else b.to(rd), stride,
-                                   pad, dil, transposed, opad, groups)
+    y = torch.ops.aten.convolution(
+        x.to(rd),
+        w.to(rd),
+        None if b is None else b.to(rd),
+        stride,
+        pad,
+        dil,
+        transposed,
+        opad,
+        groups,
+    )
     if dt.is_floating_point:
         return y.to(dt)
     return y.round().long().to(dt)
 
 
-def conv_case(name, xs, ws, stride, pad, dil, transposed=False, opad=None, groups=1, bias=True,
-              dts=(F32,), layouts=("c",), tol=None):
+def conv_case(
+    name,
+    xs,
+    ws,
+    stride,
+    pad,
+    dil,
+    transposed=False,
+    opad=None,
+    groups=1,
+    bias=True,
+    dts=(F32,),
+    layouts=("c",),
+    tol=None,
+):
     S = len(xs) - 2
     opad = opad if opad is not None else [0] * S
     for dt in dts:
@@ -318,67 +440,209 @@ def conv_case(name, xs, ws, stride, pad, dil, transposed=False, opad=None, group
                     t = (3e-2, 5e-2)
                 if t is None and dt == F32:
                     t = (1e-4, 1e-4)
-                return simple("aten::convolution.out",
-                              [x, w, b, stride, pad, dil, transposed, opad, groups], exp,
-                              layout="cl" if lay == "cl" else "c", tol=t)
+                return simple(
+                    "aten::convolution.out",
+                    [x, w, b, stride, pad, dil, transposed, opad, groups],
+                    exp,
+                    layout="cl" if lay == "cl" else "c",
+                    tol=t,
+                )
 
 
 ALLDT = (F32, F64, F16, BF16, torch.int32, torch.int64)
-conv_case("2d-basic", (2, 4, 9, 8), (6, 4, 3, 3), [1, 1], [1, 1], [1, 1], dts=ALLDT,
-          layouts=("c", "cl", "wcl", "s"))
-conv_case("2d-strided-dilated", (2, 4, 11, 10), (6, 2, 3, 2), [2, 1], [1, 0], [1, 2], groups=2,
-          layouts=("c", "cl"), dts=(F32, F64))
+conv_case(
+    "2d-basic",
+    (2, 4, 9, 8),
+    (6, 4, 3, 3),
+    [1, 1],
+    [1, 1],
+    [1, 1],
+    dts=ALLDT,
+    layouts=("c", "cl", "wcl", "s"),
+)
+conv_case(
+    "2d-strided-dilated",
+    (2, 4, 11, 10),
+    (6, 2, 3, 2),
+    [2, 1],
+    [1, 0],
+    [1, 2],
+    groups=2,
+    layouts=("c", "cl"),
+    dts=(F32, F64),
+)
 conv_case("2d-nobias", (1, 3, 7, 7), (5, 3, 3, 3), [2, 2], [0, 0], [1, 1], bias=False)
-conv_case("2d-depthwise", (2, 6, 10, 9), (6, 1, 3, 3), [1, 1], [1, 1], [1, 1], groups=6,
-          layouts=("c", "cl"), dts=(F32, F64))
+conv_case(
+    "2d-depthwise",
+    (2, 6, 10, 9),
+    (6, 1, 3, 3),
+    [1, 1],
+    [1, 1],
+    [1, 1],
+    groups=6,
+    layouts=("c", "cl"),
+    dts=(F32, F64),
+)
 conv_case("2d-depthwise-mult", (1, 4, 8, 8), (8, 1, 5, 5), [2, 2], [2, 2], [1, 1], groups=4)
-conv_case("2d-1x1", (2, 16, 7, 6), (8, 16, 1, 1), [1, 1], [0, 0], [1, 1], layouts=("c", "cl"),
-          dts=(F32, F64, BF16))
+conv_case(
+    "2d-1x1",
+    (2, 16, 7, 6),
+    (8, 16, 1, 1),
+    [1, 1],
+    [0, 0],
+    [1, 1],
+    layouts=("c", "cl"),
+    dts=(F32, F64, BF16),
+)
 conv_case("2d-1x1-strided", (2, 16, 7, 6), (8, 16, 1, 1), [2, 2], [0, 0], [1, 1])
 conv_case("2d-pad-big", (1, 2, 3, 3), (3, 2, 3, 3), [1, 1], [3, 2], [1, 1])
-conv_case("2d-resnet-stem", (1, 3, 64, 64), (16, 3, 7, 7), [2, 2], [3, 3], [1, 1],
-          layouts=("c", "cl"))
-conv_case("2d-big-chunked", (1, 64, 56, 56), (64, 64, 3, 3), [1, 1], [1, 1], [1, 1],
-          tol=(1e-4, 2e-4))
+conv_case(
+    "2d-resnet-stem", (1, 3, 64, 64), (16, 3, 7, 7), [2, 2], [3, 3], [1, 1], layouts=("c", "cl")
+)
+conv_case(
+    "2d-big-chunked", (1, 64, 56, 56), (64, 64, 3, 3), [1, 1], [1, 1], [1, 1], tol=(1e-4, 2e-4)
+)
 conv_case("1d", (2, 4, 13), (6, 4, 3), [1], [1], [1], dts=(F32, F64, torch.int32))
 conv_case("1d-strided-grouped", (2, 4, 20), (8, 2, 4), [3], [2], [2], groups=2)
-conv_case("3d", (1, 2, 5, 6, 7), (3, 2, 2, 3, 2), [1, 2, 1], [1, 1, 0], [1, 1, 2],
-          layouts=("c", "cl"), dts=(F32, F64))
-conv_case("2d-transposed", (2, 4, 5, 6), (4, 3, 3, 3), [2, 2], [1, 1], [1, 1], transposed=True,
-          opad=[1, 0], dts=ALLDT, layouts=("c", "cl"))
-conv_case("2d-transposed-grouped-dilated", (1, 4, 5, 5), (4, 2, 3, 2), [2, 3], [0, 1], [2, 1],
-          transposed=True, opad=[1, 2], groups=2, dts=(F32, F64), layouts=("c", "cl", "wcl"))
-conv_case("2d-transposed-1x1", (1, 8, 4, 4), (8, 4, 1, 1), [1, 1], [0, 0], [1, 1],
-          transposed=True)
-conv_case("1d-transposed", (2, 3, 7), (3, 5, 4), [2], [1], [1], transposed=True, opad=[1],
-          dts=(F32, F64))
-conv_case("3d-transposed", (1, 2, 3, 4, 3), (2, 3, 2, 2, 3), [2, 1, 2], [0, 1, 1], [1, 1, 1],
-          transposed=True, opad=[1, 0, 1], dts=(F32, F64))
+conv_case(
+    "3d",
+    (1, 2, 5, 6, 7),
+    (3, 2, 2, 3, 2),
+    [1, 2, 1],
+    [1, 1, 0],
+    [1, 1, 2],
+    layouts=("c", "cl"),
+    dts=(F32, F64),
+)
+conv_case(
+    "2d-transposed",
+    (2, 4, 5, 6),
+    (4, 3, 3, 3),
+    [2, 2],
+    [1, 1],
+    [1, 1],
+    transposed=True,
+    opad=[1, 0],
+    dts=ALLDT,
+    layouts=("c", "cl"),
+)
+conv_case(
+    "2d-transposed-grouped-dilated",
+    (1, 4, 5, 5),
+    (4, 2, 3, 2),
+    [2, 3],
+    [0, 1],
+    [2, 1],
+    transposed=True,
+    opad=[1, 2],
+    groups=2,
+    dts=(F32, F64),
+    layouts=("c", "cl", "wcl"),
+)
+conv_case("2d-transposed-1x1", (1, 8, 4, 4), (8, 4, 1, 1), [1, 1], [0, 0], [1, 1], transposed=True)
+conv_case(
+    "1d-transposed", (2, 3, 7), (3, 5, 4), [2], [1], [1], transposed=True, opad=[1], dts=(F32, F64)
+)
+conv_case(
+    "3d-transposed",
+    (1, 2, 3, 4, 3),
+    (2, 3, 2, 2, 3),
+    [2, 1, 2],
+    [0, 1, 1],
+    [1, 1, 1],
+    transposed=True,
+    opad=[1, 0, 1],
+    dts=(F32, F64),
+)
 conv_case("2d-empty-batch", (0, 3, 5, 5), (4, 3, 3, 3), [1, 1], [0, 0], [1, 1])
 
 
 def conv_err(name, xs, ws, bs, stride, pad, dil, transposed, opad, groups, outs):
-    CASES.append((f"conv-err-{name}", err("aten::convolution.out", [
-        torch.ones(xs), torch.ones(ws), None if bs is None else torch.ones(bs), stride, pad, dil,
-        transposed, opad, groups, torch.ones(outs), torch.ones(outs)])))
+    CASES.append(
+        (
+            f"conv-err-{name}",
+            err(
+                "aten::convolution.out",
+                [
+                    torch.ones(xs),
+                    torch.ones(ws),
+                    None if bs is None else torch.ones(bs),
+                    stride,
+                    pad,
+                    dil,
+                    transposed,
+                    opad,
+                    groups,
+                    torch.ones(outs),
+                    torch.ones(outs),
+                ],
+            ),
+        )
+    )
 
 
-conv_err("cin", (1, 3, 5, 5), (2, 4, 3, 3), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
-         (1, 2, 3, 3))
-conv_err("groups", (1, 4, 5, 5), (3, 2, 3, 3), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 2,
-         (1, 3, 3, 3))
-conv_err("bias", (1, 4, 5, 5), (2, 4, 3, 3), (3,), [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
-         (1, 2, 3, 3))
-conv_err("kernel-too-big", (1, 4, 2, 2), (2, 4, 3, 3), None, [1, 1], [0, 0], [1, 1], False,
-         [0, 0], 1, (1, 2, 1, 1))
-conv_err("opad", (1, 4, 5, 5), (4, 2, 3, 3), None, [1, 1], [0, 0], [1, 1], True, [1, 1], 1,
-         (1, 2, 8, 8))
-conv_err("stride0", (1, 4, 5, 5), (2, 4, 3, 3), None, [0, 1], [0, 0], [1, 1], False, [0, 0], 1,
-         (1, 2, 3, 3))
-conv_err("rank", (4, 5, 5), (2, 4, 3, 3), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
-         (2, 3, 3))
-conv_err("outshape", (1, 4, 5, 5), (2, 4, 3, 3), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
-         (1, 2, 4, 4))
+conv_err(
+    "cin", (1, 3, 5, 5), (2, 4, 3, 3), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, (1, 2, 3, 3)
+)
+conv_err(
+    "groups",
+    (1, 4, 5, 5),
+    (3, 2, 3, 3),
+    None,
+    [1, 1],
+    [0, 0],
+    [1, 1],
+    False,
+    [0, 0],
+    2,
+    (1, 3, 3, 3),
+)
+conv_err(
+    "bias", (1, 4, 5, 5), (2, 4, 3, 3), (3,), [1, 1], [0, 0], [1, 1], False, [0, 0], 1, (1, 2, 3, 3)
+)
+conv_err(
+    "kernel-too-big",
+    (1, 4, 2, 2),
+    (2, 4, 3, 3),
+    None,
+    [1, 1],
+    [0, 0],
+    [1, 1],
+    False,
+    [0, 0],
+    1,
+    (1, 2, 1, 1),
+)
+conv_err(
+    "opad", (1, 4, 5, 5), (4, 2, 3, 3), None, [1, 1], [0, 0], [1, 1], True, [1, 1], 1, (1, 2, 8, 8)
+)
+conv_err(
+    "stride0",
+    (1, 4, 5, 5),
+    (2, 4, 3, 3),
+    None,
+    [0, 1],
+    [0, 0],
+    [1, 1],
+    False,
+    [0, 0],
+    1,
+    (1, 2, 3, 3),
+)
+conv_err("rank", (4, 5, 5), (2, 4, 3, 3), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, (2, 3, 3))
+conv_err(
+    "outshape",
+    (1, 4, 5, 5),
+    (2, 4, 3, 3),
+    None,
+    [1, 1],
+    [0, 0],
+    [1, 1],
+    False,
+    [0, 0],
+    1,
+    (1, 2, 4, 4),
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,30 +665,79 @@ def maxpool_case(name, xs, k, s, p, d, ceil, dts=POOL_DT, layouts=("c",), nan=Fa
                     x.view(-1)[1] = float("nan")
                 ev, ei = torch.ops.aten.max_pool2d_with_indices(x, k, s, p, d, ceil)
                 o, oi = out_like(ev, lay), out_like(ei, lay)
-                return Call("aten::max_pool2d_with_indices.out",
-                            [x, k, s, p, d, ceil, o, oi, [o, oi]], [(o, ev), (oi, ei)])
+                return Call(
+                    "aten::max_pool2d_with_indices.out",
+                    [x, k, s, p, d, ceil, o, oi, [o, oi]],
+                    [(o, ev), (oi, ei)],
+                )
 
 
-maxpool_case("basic", (2, 3, 8, 9), [2, 2], [2, 2], [0, 0], [1, 1], False,
-             layouts=("c", "cl"))
-maxpool_case("resnet", (1, 4, 16, 16), [3, 3], [2, 2], [1, 1], [1, 1], False, dts=(F32,),
-             layouts=("c", "cl"))
+maxpool_case("basic", (2, 3, 8, 9), [2, 2], [2, 2], [0, 0], [1, 1], False, layouts=("c", "cl"))
+maxpool_case(
+    "resnet", (1, 4, 16, 16), [3, 3], [2, 2], [1, 1], [1, 1], False, dts=(F32,), layouts=("c", "cl")
+)
 maxpool_case("ceil", (1, 2, 7, 8), [3, 2], [2, 3], [1, 1], [1, 1], True, dts=(F32, torch.int64))
 maxpool_case("dilated", (1, 2, 9, 10), [2, 3], [1, 2], [1, 1], [2, 2], False, dts=(F32,))
 maxpool_case("3d-input", (3, 7, 6), [2, 2], [], [0, 0], [1, 1], False, dts=(F32, torch.int8))
 maxpool_case("nan", (1, 1, 4, 4), [2, 2], [2, 2], [0, 0], [1, 1], False, dts=(F32,), nan=True)
 maxpool_case("empty-batch", (0, 2, 4, 4), [2, 2], [2, 2], [0, 0], [1, 1], False, dts=(F32,))
-CASES.append(("maxpool-err-pad", err("aten::max_pool2d_with_indices.out", [
-    torch.ones(1, 1, 4, 4), [2, 2], [2, 2], [2, 2], [1, 1], False, torch.ones(1, 1, 2, 2),
-    torch.ones(1, 1, 2, 2, dtype=torch.long), [torch.ones(1, 1, 2, 2),
-                                              torch.ones(1, 1, 2, 2, dtype=torch.long)]])))
-CASES.append(("maxpool-err-idx-dtype", err("aten::max_pool2d_with_indices.out", [
-    torch.ones(1, 1, 4, 4), [2, 2], [2, 2], [0, 0], [1, 1], False, torch.ones(1, 1, 2, 2),
-    torch.ones(1, 1, 2, 2), [torch.ones(1, 1, 2, 2), torch.ones(1, 1, 2, 2)]])))
-CASES.append(("maxpool-err-too-small", err("aten::max_pool2d_with_indices.out", [
-    torch.ones(1, 1, 1, 1), [3, 3], [1, 1], [0, 0], [1, 1], False, torch.ones(1, 1, 1, 1),
-    torch.ones(1, 1, 1, 1, dtype=torch.long), [torch.ones(1, 1, 1, 1),
-                                               torch.ones(1, 1, 1, 1, dtype=torch.long)]])))
+CASES.append(
+    (
+        "maxpool-err-pad",
+        err(
+            "aten::max_pool2d_with_indices.out",
+            [
+                torch.ones(1, 1, 4, 4),
+                [2, 2],
+                [2, 2],
+                [2, 2],
+                [1, 1],
+                False,
+                torch.ones(1, 1, 2, 2),
+                torch.ones(1, 1, 2, 2, dtype=torch.long),
+                [torch.ones(1, 1, 2, 2), torch.ones(1, 1, 2, 2, dtype=torch.long)],
+            ],
+        ),
+    )
+)
+CASES.append(
+    (
+        "maxpool-err-idx-dtype",
+        err(
+            "aten::max_pool2d_with_indices.out",
+            [
+                torch.ones(1, 1, 4, 4),
+                [2, 2],
+                [2, 2],
+                [0, 0],
+                [1, 1],
+                False,
+                torch.ones(1, 1, 2, 2),
+                torch.ones(1, 1, 2, 2),
+                [torch.ones(1, 1, 2, 2), torch.ones(1, 1, 2, 2)],
+            ],
+        ),
+    )
+)
+CASES.append(
+    (
+        "maxpool-err-too-small",
+        err(
+            "aten::max_pool2d_with_indices.out",
+            [
+                torch.ones(1, 1, 1, 1),
+                [3, 3],
+                [1, 1],
+                [0, 0],
+                [1, 1],
+                False,
+                torch.ones(1, 1, 1, 1),
+                torch.ones(1, 1, 1, 1, dtype=torch.long),
+                [torch.ones(1, 1, 1, 1), torch.ones(1, 1, 1, 1, dtype=torch.long)],
+            ],
+        ),
+    )
+)
 
 
 @case("maxpool-backward")
@@ -434,12 +747,14 @@ def _(g):
     _, idx = torch.ops.aten.max_pool2d_with_indices(x, k, s, p, d, False)
     go = rnd(idx.shape, F32, g)
     exp = torch.ops.aten.max_pool2d_with_indices_backward(go, x, k, s, p, d, False, idx)
-    return simple("aten::max_pool2d_with_indices_backward.grad_input",
-                  [go, x, k, s, p, d, False, idx], exp)
+    return simple(
+        "aten::max_pool2d_with_indices_backward.grad_input", [go, x, k, s, p, d, False, idx], exp
+    )
 
 
-def avgpool_case(name, xs, k, s, p, ceil, incl, div, dts=(F32, F64, F16, BF16, torch.int64),
-                 layouts=("c",)):
+def avgpool_case(
+    name, xs, k, s, p, ceil, incl, div, dts=(F32, F64, F16, BF16, torch.int64), layouts=("c",)
+):
     for dt in dts:
         for lay in layouts:
 
@@ -451,32 +766,326 @@ def avgpool_case(name, xs, k, s, p, ceil, incl, div, dts=(F32, F64, F16, BF16, t
                 return simple("aten::avg_pool2d.out", [x, k, s, p, ceil, incl, div], exp, lay)
 
 
-avgpool_case("basic", (2, 3, 8, 9), [2, 2], [2, 2], [0, 0], False, True, None,
-             layouts=("c", "cl"))
+avgpool_case("basic", (2, 3, 8, 9), [2, 2], [2, 2], [0, 0], False, True, None, layouts=("c", "cl"))
 avgpool_case("pad-include", (1, 2, 7, 7), [3, 3], [2, 2], [1, 1], False, True, None)
 avgpool_case("pad-exclude", (1, 2, 7, 7), [3, 3], [2, 2], [1, 1], False, False, None)
 avgpool_case("ceil", (1, 2, 8, 7), [3, 2], [2, 2], [1, 1], True, False, None)
 avgpool_case("ceil-include", (1, 2, 8, 7), [3, 3], [2, 2], [1, 0], True, True, None)
 avgpool_case("divisor", (1, 2, 6, 6), [2, 3], [1, 2], [1, 1], False, True, 5)
 avgpool_case("3d-input", (3, 6, 5), [2, 2], [], [0, 0], False, True, None, dts=(F32,))
-CASES.append(("avgpool-err-div0", err("aten::avg_pool2d.out", [
-    torch.ones(1, 1, 4, 4), [2, 2], [2, 2], [0, 0], False, True, 0, torch.ones(1, 1, 2, 2),
-    torch.ones(1, 1, 2, 2)])))
-CASES.append(("avgpool-err-rank", err("aten::avg_pool2d.out", [
-    torch.ones(4, 4), [2, 2], [2, 2], [0, 0], False, True, None, torch.ones(2, 2),
-    torch.ones(2, 2)])))
+CASES.append(
+    (
+        "avgpool-err-div0",
+        err(
+            "aten::avg_pool2d.out",
+            [
+                torch.ones(1, 1, 4, 4),
+                [2, 2],
+                [2, 2],
+                [0, 0],
+                False,
+                True,
+                0,
+                torch.ones(1, 1, 2, 2),
+                torch.ones(1, 1, 2, 2),
+            ],
+        ),
+    )
+)
+CASES.append(
+    (
+        "avgpool-err-rank",
+        err(
+            "aten::avg_pool2d.out",
+            [
+                torch.ones(4, 4),
+                [2, 2],
+                [2, 2],
+                [0, 0],
+                False,
+                True,
+                None,
+                torch.ones(2, 2),
+                torch.ones(2, 2),
+            ],
+        ),
+    )
+)
 
 for dt in FLOATS:
-    for xs, os_ in [((2, 3, 7, 9), [3, 4]), ((1, 4, 8, 8), [1, 1]), ((3, 5, 5), [5, 5]),
-                    ((1, 2, 4, 4), [7, 6])]:
+    for xs, os_ in [
+        ((2, 3, 7, 9), [3, 4]),
+        ((1, 4, 8, 8), [1, 1]),
+        ((3, 5, 5), [5, 5]),
+        ((1, 2, 4, 4), [7, 6]),
+    ]:
         for lay in ("c", "cl"):
 
             @case(f"adaptive-avg-{dt}-{xs}-{os_}-{lay}")
             def _(g, dt=dt, xs=xs, os_=os_, lay=lay):
                 x = rnd(xs, dt, g, lay)
                 exp = torch.ops.aten._adaptive_avg_pool2d(x.double(), os_).to(dt)
-                return simple("aten::_adaptive_avg_pool2d.out", [x, os_], exp,
-                              lay if len(xs) == 4 else "c")
-CASES.append(("adaptive-avg-err-int", err("aten::_adaptive_avg_pool2d.out", [
-    torch.ones(1, 1, 4, 4, dtype=torch.int32), [2, 2], torch.ones(1, 1, 2, 2, dtype=torch.int32),
-    torch.ones(1, 1, 2, 2, dtype=torch.int32)])))
+                return simple(
+                    "aten::_adaptive_avg_pool2d.out", [x, os_], exp, lay if len(xs) == 4 else "c"
+                )
+
+
+CASES.append(
+    (
+        "adaptive-avg-err-int",
+        err(
+            "aten::_adaptive_avg_pool2d.out",
+            [
+                torch.ones(1, 1, 4, 4, dtype=torch.int32),
+                [2, 2],
+                torch.ones(1, 1, 2, 2, dtype=torch.int32),
+                torch.ones(1, 1, 2, 2, dtype=torch.int32),
+            ],
+        ),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# normalization
+# ---------------------------------------------------------------------------------------------
+
+NORM_TOL = {F32: (1e-5, 1e-5), F64: (1e-10, 1e-10), F16: (1e-2, 2e-2), BF16: (2e-2, 5e-2)}
+
+
+def opt(t, dt):
+    return None if t is None else t.to(dt)
+
+
+for dt in FLOATS:
+    for xs, lay in [
+        ((2, 3, 5, 4), "c"),
+        ((2, 3, 5, 4), "cl"),
+        ((4, 3), "c"),
+        ((2, 3, 7), "c"),
+        ((0, 3, 2, 2), "c"),
+        ((2, 3, 4, 3), "s"),
+    ]:
+        for affine in [True, False]:
+
+            @case(f"bn-infer-{dt}-{xs}-{lay}-{affine}")
+            def _(g, dt=dt, xs=xs, lay=lay, affine=affine):
+                C = xs[1]
+                x = rnd(xs, dt, g, lay)
+                w = rnd((C,), dt, g) if affine else None
+                b = rnd((C,), dt, g) if affine else None
+                rm, rv = rnd((C,), dt, g), rnd((C,), dt, g, lo=0.5, hi=2.0)
+                exp = torch.ops.aten._native_batch_norm_legit_no_training(
+                    x.double(), opt(w, F64), opt(b, F64), rm.double(), rv.double(), 0.1, 1e-5
+                )[0]
+                o = out_like(exp.to(dt), lay if lay == "cl" else "c")
+                m1o, m2o = torch.ones(0, dtype=dt), torch.ones(0, dtype=dt)
+                return Call(
+                    "aten::_native_batch_norm_legit_no_training.out",
+                    [x, w, b, rm, rv, 0.1, 1e-5, o, m1o, m2o, [o, m1o, m2o]],
+                    [(o, exp.to(dt)), (m1o, torch.empty(0, dtype=dt))],
+                    NORM_TOL[dt],
+                )
+
+
+for dt in [F32, F64, BF16]:
+    for training in [True, False]:
+        for xs in [(4, 3, 5, 2), (6, 2)]:
+
+            @case(f"bn-legit-{dt}-{training}-{xs}")
+            def _(g, dt=dt, training=training, xs=xs):
+                C = xs[1]
+                x, w, b = rnd(xs, dt, g), rnd((C,), dt, g), rnd((C,), dt, g)
+                rm, rv = rnd((C,), F32, g), rnd((C,), F32, g, lo=0.5, hi=2.0)
+                rm2, rv2 = rm.double().clone(), rv.double().clone()
+                y, sm, si = torch.ops.aten._native_batch_norm_legit(
+                    x.double(), w.double(), b.double(), rm2, rv2, training, 0.1, 1e-5
+                )
+                n = 0 if not training else C
+                o = out_like(y.to(dt))
+                smo, sio = torch.zeros(n, dtype=F32), torch.zeros(n, dtype=F32)
+                return Call(
+                    "aten::_native_batch_norm_legit.out",
+                    [x, w, b, rm, rv, training, 0.1, 1e-5, o, smo, sio, [o, smo, sio]],
+                    [
+                        (o, y.to(dt)),
+                        (smo, sm.float()[:n]),
+                        (sio, si.float()[:n]),
+                        (rm, rm2.float()),
+                        (rv, rv2.float()),
+                    ],
+                    NORM_TOL[dt],
+                )
+
+
+@case("bn-no-stats")
+def _(g):
+    x, w, b = rnd((3, 4, 6), F32, g), rnd((4,), F32, g), rnd((4,), F32, g)
+    y, sm, si = torch.ops.aten._native_batch_norm_legit.no_stats(
+        x.double(), w.double(), b.double(), True, 0.1, 1e-5
+    )
+    o, smo, sio = torch.zeros(3, 4, 6), torch.zeros(4), torch.zeros(4)
+    return Call(
+        "aten::_native_batch_norm_legit.no_stats_out",
+        [x, w, b, True, 0.1, 1e-5, o, smo, sio, [o, smo, sio]],
+        [(o, y.float()), (smo, sm.float()), (sio, si.float())],
+    )
+
+
+CASES.append(
+    (
+        "bn-no-stats-err-eval",
+        err(
+            "aten::_native_batch_norm_legit.no_stats_out",
+            [
+                torch.ones(2, 3),
+                None,
+                None,
+                False,
+                0.1,
+                1e-5,
+                torch.ones(2, 3),
+                torch.ones(3),
+                torch.ones(3),
+                [torch.ones(2, 3), torch.ones(3), torch.ones(3)],
+            ],
+        ),
+    )
+)
+CASES.append(
+    (
+        "bn-err-weight",
+        err(
+            "aten::_native_batch_norm_legit_no_training.out",
+            [
+                torch.ones(2, 3),
+                torch.ones(4),
+                None,
+                torch.ones(3),
+                torch.ones(3),
+                0.1,
+                1e-5,
+                torch.ones(2, 3),
+                torch.ones(0),
+                torch.ones(0),
+                [torch.ones(2, 3), torch.ones(0), torch.ones(0)],
+            ],
+        ),
+    )
+)
+CASES.append(
+    (
+        "bn-err-int",
+        err(
+            "aten::_native_batch_norm_legit_no_training.out",
+            [
+                torch.ones(2, 3, dtype=torch.int32),
+                None,
+                None,
+                torch.ones(3),
+                torch.ones(3),
+                0.1,
+                1e-5,
+                torch.ones(2, 3, dtype=torch.int32),
+                torch.ones(0),
+                torch.ones(0),
+                [torch.ones(2, 3, dtype=torch.int32), torch.ones(0), torch.ones(0)],
+            ],
+        ),
+    )
+)
+
+for dt in FLOATS:
+    for xs, ns in [
+        ((2, 3, 8), [8]),
+        ((4, 6, 5), [6, 5]),
+        ((7,), [7]),
+        ((2, 0, 4), [4]),
+        ((3, 4, 5), [3, 4, 5]),
+    ]:
+        for affine in [True, False]:
+            for lay in ["c", "t"]:
+
+                @case(f"layernorm-{dt}-{xs}-{ns}-{affine}-{lay}")
+                def _(g, dt=dt, xs=xs, ns=ns, affine=affine, lay=lay):
+                    x = rnd(xs, dt, g, lay)
+                    n = math.prod(ns)
+                    w = rnd(ns, dt, g) if affine else None
+                    b = rnd(ns, dt, g) if affine else None
+                    y, mean, rstd = torch.ops.aten.native_layer_norm(
+                        x.double(), ns, opt(w, F64), opt(b, F64), 1e-5
+                    )
+                    o, mo, ro = (out_like(y.to(dt)), out_like(mean.to(dt)), out_like(rstd.to(dt)))
+                    del n
+                    return Call(
+                        "aten::native_layer_norm.out",
+                        [x, ns, w, b, 1e-5, o, mo, ro, [o, mo, ro]],
+                        [(o, y.to(dt)), (mo, mean.to(dt)), (ro, rstd.to(dt))],
+                        NORM_TOL[dt],
+                    )
+
+
+CASES.append(
+    (
+        "layernorm-err-shape",
+        err(
+            "aten::native_layer_norm.out",
+            [
+                torch.ones(2, 3),
+                [4],
+                None,
+                None,
+                1e-5,
+                torch.ones(2, 3),
+                torch.ones(2, 1),
+                torch.ones(2, 1),
+                [torch.ones(2, 3), torch.ones(2, 1), torch.ones(2, 1)],
+            ],
+        ),
+    )
+)
+
+for dt in FLOATS:
+    for xs, G in [((2, 6, 4, 3), 3), ((3, 4, 5), 2), ((2, 4), 4), ((1, 8, 2, 2, 2), 1)]:
+        for lay in ["c", "cl"]:
+
+            @case(f"groupnorm-{dt}-{xs}-{G}-{lay}")
+            def _(g, dt=dt, xs=xs, G=G, lay=lay):
+                x = rnd(xs, dt, g, lay)
+                N, C = xs[0], xs[1]
+                hw = math.prod(xs[2:])
+                w, b = rnd((C,), dt, g), rnd((C,), dt, g)
+                y, mean, rstd = torch.ops.aten.native_group_norm(
+                    x.double(), w.double(), b.double(), N, C, hw, G, 1e-5
+                )
+                o, mo, ro = out_like(y.to(dt)), out_like(mean.to(dt)), out_like(rstd.to(dt))
+                return Call(
+                    "aten::native_group_norm.out",
+                    [x, w, b, N, C, hw, G, 1e-5, o, mo, ro, [o, mo, ro]],
+                    [(o, y.to(dt)), (mo, mean.to(dt)), (ro, rstd.to(dt))],
+                    NORM_TOL[dt],
+                )
+
+
+CASES.append(
+    (
+        "groupnorm-err-groups",
+        err(
+            "aten::native_group_norm.out",
+            [
+                torch.ones(2, 6, 4),
+                None,
+                None,
+                2,
+                6,
+                4,
+                4,
+                1e-5,
+                torch.ones(2, 6, 4),
+                torch.ones(2, 4),
+                torch.ones(2, 4),
+                [torch.ones(2, 6, 4), torch.ones(2, 4), torch.ones(2, 4)],
+            ],
+        ),
+    )
+)
