@@ -215,7 +215,15 @@ bool em_shape_opt_int(const em_evalue *v, int64_t dflt, int64_t *out) {
 }
 
 bool em_shape_tensor_list(const em_evalue *v, em_evalue ***items, size_t *n) {
-  if (!v || (v->tag != EM_TAG_LIST_TENSOR && v->tag != EM_TAG_LIST_OPTIONAL_TENSOR)) return false;
+  if (!v) return false;
+  bool empty_list = (v->tag == EM_TAG_LIST_INT || v->tag == EM_TAG_LIST_DOUBLE ||
+                     v->tag == EM_TAG_LIST_BOOL) && v->u.list.n == 0;
+  if (empty_list) { /* an empty list carries no element type */
+    *items = NULL;
+    *n = 0;
+    return true;
+  }
+  if (v->tag != EM_TAG_LIST_TENSOR && v->tag != EM_TAG_LIST_OPTIONAL_TENSOR) return false;
   *items = v->u.list.items;
   *n = v->u.list.n;
   return true;

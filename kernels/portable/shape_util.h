@@ -93,7 +93,8 @@ bool em_shape_opt_int(const em_evalue *v, int64_t dflt, int64_t *out);
 
 /*
  * Tensor list argument (EM_TAG_LIST_TENSOR or LIST_OPTIONAL_TENSOR): returns
- * the items and count, or NULL/false when `v` is not a tensor list.
+ * the items and count, or false when `v` is not a tensor list. An empty list of
+ * any list tag counts as an empty tensor list.
  */
 bool em_shape_tensor_list(const em_evalue *v, em_evalue ***items, size_t *n);
 
