@@ -39,6 +39,12 @@ class Call:
     expect: list[tuple[Any, torch.Tensor]] = field(default_factory=list)
     tol: tuple[float, float] | None = None  # overrides TOL
     error: bool = False
+    temp_bytes: int = 0  # kernel scratch; 0 = by operator (call_kernel zero-fills it per call)
+
+
+# Scratch per call: GEMM-based kernels pack operands and build im2col chunks (<= 8 MiB).
+HEAVY_TEMP = {"aten::convolution.out": 24 << 20, "aten::mm.out": 8 << 20,
+              "aten::bmm.out": 8 << 20, "aten::addmm.out": 8 << 20, "aten::linear.out": 8 << 20}
 
 
 Builder = Callable[[torch.Generator], Call]
@@ -111,11 +117,12 @@ def check(got: torch.Tensor, exp: torch.Tensor, tol: tuple[float, float] | None)
 def test_kernel(name: str, builder: Builder) -> None:
     g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
     c = builder(g)
+    temp = c.temp_bytes or HEAVY_TEMP.get(c.op, 1 << 20)
     if c.error:
         with pytest.raises(RuntimeError):
-            call_kernel(c.op, c.args)
+            call_kernel(c.op, c.args, temp_bytes=temp)
         return
-    call_kernel(c.op, c.args)
+    call_kernel(c.op, c.args, temp_bytes=temp)
     for got, exp in c.expect:
         if isinstance(got, Out):
             got = got.view()
@@ -1089,3 +1096,188 @@ CASES.append(
         ),
     )
 )
+
+
+# ---------------------------------------------------------------------------------------------
+# padding
+# ---------------------------------------------------------------------------------------------
+
+ALL_DT = [F32, F64, F16, BF16, torch.bool] + INTS
+
+for dt in ALL_DT:
+    for xs, pad, lay in [((2, 3, 4), [1, 2], "c"), ((2, 3, 4, 5), [1, 0, 2, 3], "cl"),
+                         ((3, 4), [1, 1, 0, 2], "t"), ((2, 5, 6), [-1, 2, 1, -2], "c"),
+                         ((4,), [], "c"), ((0, 3), [1, 1], "c")]:
+
+        @case(f"constant-pad-{dt}-{xs}-{pad}-{lay}")
+        def _(g, dt=dt, xs=xs, pad=pad, lay=lay):
+            x = rnd(xs, dt, g, lay)
+            value = True if dt == torch.bool else (3 if not dt.is_floating_point else -1.5)
+            exp = torch.ops.aten.constant_pad_nd(x, pad, value)
+            return simple("aten::constant_pad_nd.out", [x, pad, value], exp)
+
+
+@case("constant-pad-i64-exact")
+def _(g):
+    x = torch.tensor([[1, 2]], dtype=torch.int64)
+    v = 2**62 + 1
+    return simple("aten::constant_pad_nd.out", [x, [1, 1], v],
+                  torch.ops.aten.constant_pad_nd(x, [1, 1], v))
+
+
+CASES.append(("constant-pad-err-too-many", err("aten::constant_pad_nd.out", [
+    torch.ones(3), [1, 1, 1, 1], 0.0, torch.ones(5), torch.ones(5)])))
+CASES.append(("constant-pad-err-negative", err("aten::constant_pad_nd.out", [
+    torch.ones(3), [-2, -2], 0.0, torch.ones(1), torch.ones(1)])))
+
+for kind in ["reflection", "replication"]:
+    for nd, xs, pad in [(1, (2, 3, 6), [2, 3]), (1, (3, 5), [4, 0]), (2, (2, 3, 5, 6), [1, 2, 3, 0]),
+                        (2, (3, 4, 4), [3, 3, 1, 1]), (3, (1, 2, 3, 4, 5), [1, 2, 0, 2, 1, 1]),
+                        (3, (2, 3, 3, 3), [2, 1, 1, 2, 0, 1])]:
+        for dt in [F32, torch.int64, BF16, torch.uint8]:
+
+            @case(f"{kind}-pad{nd}d-{dt}-{xs}-{pad}")
+            def _(g, kind=kind, nd=nd, xs=xs, pad=pad, dt=dt):
+                x = rnd(xs, dt, g, "cl" if len(xs) in (4, 5) else "c")
+                fn = getattr(torch.ops.aten, f"{kind}_pad{nd}d")
+                try:
+                    exp = fn(x, pad)
+                except RuntimeError:
+                    exp = fn(x.double(), pad).to(dt)  # some dtypes lack an eager kernel
+                return simple(f"aten::{kind}_pad{nd}d.out", [x, pad], exp)
+
+CASES.append(("reflection-pad-err-size", err("aten::reflection_pad1d.out", [
+    torch.ones(2, 3), [3, 0], torch.ones(2, 6), torch.ones(2, 6)])))
+CASES.append(("reflection-pad-err-rank", err("aten::reflection_pad2d.out", [
+    torch.ones(3), [1, 1, 1, 1], torch.ones(5), torch.ones(5)])))
+
+# ---------------------------------------------------------------------------------------------
+# upsample / grid sample / pixel shuffle
+# ---------------------------------------------------------------------------------------------
+
+for dt in [F32, F64, F16, BF16, torch.uint8]:
+    for xs, osz, sc, lay in [((2, 3, 4, 5), [8, 10], None, "c"), ((1, 2, 5, 3), [7, 4], None, "cl"),
+                             ((1, 2, 6, 6), [4, 3], None, "c"), ((1, 2, 3, 4), None, [2.5, 1.7], "c"),
+                             ((1, 1, 4, 4), None, [0.5, 0.75], "c")]:
+
+        @case(f"upsample-nearest-{dt}-{xs}-{osz}-{sc}-{lay}")
+        def _(g, dt=dt, xs=xs, osz=osz, sc=sc, lay=lay):
+            x = rnd(xs, dt, g, lay)
+            exp = torch.ops.aten.upsample_nearest2d.vec(x, osz, sc)
+            return simple("aten::upsample_nearest2d.vec_out", [x, osz, sc], exp, lay)
+
+for dt in FLOATS:
+    for xs, osz, sc, lay in [((2, 3, 4, 5), [8, 10], None, "c"), ((1, 2, 5, 3), [7, 4], None, "cl"),
+                             ((1, 2, 6, 6), [4, 3], None, "c"), ((1, 2, 3, 4), None, [2.5, 1.7], "c"),
+                             ((1, 1, 4, 4), [1, 1], None, "c")]:
+        for align in [False, True]:
+
+            @case(f"upsample-bilinear-{dt}-{xs}-{osz}-{sc}-{align}-{lay}")
+            def _(g, dt=dt, xs=xs, osz=osz, sc=sc, lay=lay, align=align):
+                x = rnd(xs, dt, g, lay)
+                exp = torch.ops.aten.upsample_bilinear2d.vec(x, osz, align, sc)
+                tol = (1e-5, 1e-5) if dt == F32 else None
+                return simple("aten::upsample_bilinear2d.vec_out", [x, osz, align, sc], exp, lay,
+                              tol=tol)
+
+CASES.append(("upsample-err-both", err("aten::upsample_nearest2d.vec_out", [
+    torch.ones(1, 1, 2, 2), [4, 4], [2.0, 2.0], torch.ones(1, 1, 4, 4), torch.ones(1, 1, 4, 4)])))
+CASES.append(("upsample-err-rank", err("aten::upsample_bilinear2d.vec_out", [
+    torch.ones(1, 2, 2), [4, 4], False, None, torch.ones(1, 4, 4), torch.ones(1, 4, 4)])))
+
+for dt in [F32, F64]:
+    for mode in [0, 1, 2]:
+        for pad in [0, 1, 2]:
+            for align in [False, True]:
+
+                @case(f"grid-sampler-{dt}-{mode}-{pad}-{align}")
+                def _(g, dt=dt, mode=mode, pad=pad, align=align):
+                    x = rnd((2, 3, 5, 6), dt, g)
+                    grid = rnd((2, 4, 7, 2), dt, g, lo=-1.3, hi=1.3)
+                    exp = torch.ops.aten.grid_sampler_2d(x, grid, mode, pad, align)
+                    return simple("aten::grid_sampler_2d.out", [x, grid, mode, pad, align], exp,
+                                  tol=(1e-5, 1e-5))
+
+
+@case("grid-sampler-bf16-cl")
+def _(g):
+    x = rnd((1, 3, 5, 6), BF16, g, "cl")
+    grid = rnd((1, 4, 7, 2), BF16, g, lo=-1.1, hi=1.1)
+    exp = torch.ops.aten.grid_sampler_2d(x.float(), grid.float(), 0, 0, False).bfloat16()
+    return simple("aten::grid_sampler_2d.out", [x, grid, 0, 0, False], exp)
+
+
+CASES.append(("grid-sampler-err-mode", err("aten::grid_sampler_2d.out", [
+    torch.ones(1, 1, 2, 2), torch.zeros(1, 2, 2, 2), 3, 0, False, torch.ones(1, 1, 2, 2),
+    torch.ones(1, 1, 2, 2)])))
+
+for dt in [F32, torch.int64, torch.bool, BF16]:
+    for xs, r in [((2, 8, 3, 4), 2), ((9, 2, 2), 3), ((2, 2, 4, 2, 3), 2)]:
+        for lay in ["c", "cl"]:
+
+            @case(f"pixel-shuffle-{dt}-{xs}-{r}-{lay}")
+            def _(g, dt=dt, xs=xs, r=r, lay=lay):
+                x = rnd(xs, dt, g, lay)
+                exp = torch.pixel_shuffle(x.contiguous(), r)
+                return simple("aten::pixel_shuffle.out", [x, r], exp, lay)
+
+            @case(f"pixel-unshuffle-{dt}-{xs}-{r}-{lay}")
+            def _(g, dt=dt, xs=xs, r=r, lay=lay):
+                x = torch.pixel_shuffle(rnd(xs, dt, g), r)
+                if lay == "cl" and x.dim() == 4:
+                    x = x.contiguous(memory_format=torch.channels_last)
+                return simple("aten::pixel_unshuffle.out", [x, r], torch.pixel_unshuffle(x, r),
+                              lay)
+
+CASES.append(("pixel-shuffle-err-channels", err("aten::pixel_shuffle.out", [
+    torch.ones(1, 3, 2, 2), 2, torch.ones(1, 1, 4, 4), torch.ones(1, 1, 4, 4)])))
+
+# ---------------------------------------------------------------------------------------------
+# embedding / distances
+# ---------------------------------------------------------------------------------------------
+
+for dt in [F32, F16, BF16, torch.int64, torch.uint8]:
+    for ishape in [(5,), (2, 3), (), (0,)]:
+        for idt in [torch.int64, torch.int32]:
+            for lay in ["c", "t"]:
+
+                @case(f"embedding-{dt}-{ishape}-{idt}-{lay}")
+                def _(g, dt=dt, ishape=ishape, idt=idt, lay=lay):
+                    w = rnd((10, 6), dt, g, lay)
+                    idx = torch.randint(0, 10, ishape, generator=g).to(idt)
+                    return simple("aten::embedding.out", [w, idx, -1, False, False],
+                                  torch.ops.aten.embedding(w, idx.long()))
+
+CASES.append(("embedding-err-range", err("aten::embedding.out", [
+    torch.ones(4, 2), torch.tensor([1, 4]), -1, False, False, torch.ones(2, 2),
+    torch.ones(2, 2)])))
+CASES.append(("embedding-err-negative", err("aten::embedding.out", [
+    torch.ones(4, 2), torch.tensor([-1]), -1, False, False, torch.ones(1, 2), torch.ones(1, 2)])))
+CASES.append(("embedding-err-float-idx", err("aten::embedding.out", [
+    torch.ones(4, 2), torch.tensor([1.0]), -1, False, False, torch.ones(1, 2), torch.ones(1, 2)])))
+
+for dt in [F32, F64]:
+    for p in [0.0, 1.0, 2.0, 3.0, 0.5, float("inf")]:
+        for s1, s2 in [((5, 4), (6, 4)), ((2, 3, 4), (1, 5, 4)), ((3, 0), (2, 0)),
+                       ((30, 3), (28, 3))]:
+
+            @case(f"cdist-{dt}-{p}-{s1}-{s2}")
+            def _(g, dt=dt, p=p, s1=s1, s2=s2):
+                a, b = rnd(s1, dt, g), rnd(s2, dt, g)
+                if s1[-1] and p == 0.0 and s1[:-2] == s2[:-2]:
+                    b = b.clone()
+                    b[..., 0, :] = a[..., 0, :] if a.dim() == b.dim() else b[..., 0, :]
+                exp = torch.ops.aten._cdist_forward(a.double(), b.double(), p, None).to(dt)
+                return simple("aten::_cdist_forward.out", [a, b, p, None], exp, tol=(1e-5, 1e-5))
+
+        @case(f"pdist-{dt}-{p}")
+        def _(g, dt=dt, p=p):
+            a = rnd((6, 5), dt, g, "t")
+            exp = torch.ops.aten._pdist_forward(a.contiguous().double(), p).to(dt)
+            return simple("aten::_pdist_forward.out", [a, p], exp, tol=(1e-5, 1e-5))
+
+CASES.append(("cdist-err-cols", err("aten::_cdist_forward.out", [
+    torch.ones(2, 3), torch.ones(2, 4), 2.0, None, torch.ones(2, 2), torch.ones(2, 2)])))
+CASES.append(("pdist-err-int", err("aten::_pdist_forward.out", [
+    torch.ones(3, 2, dtype=torch.int32), 2.0, torch.ones(3, dtype=torch.int32),
+    torch.ones(3, dtype=torch.int32)])))

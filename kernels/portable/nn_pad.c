@@ -1,0 +1,148 @@
+/*
+ * nn_pad.c — padding: aten::constant_pad_nd.out, reflection_pad{1,2,3}d.out and
+ * replication_pad{1,2,3}d.out.
+ *
+ * Pads come in (left, right) pairs starting from the LAST dim, as in
+ * torch.nn.functional.pad; negative pads crop. Every output element maps to
+ * one input element (or to the constant), so the kernels are dtype-agnostic
+ * element copies through both tensors' strides.
+ */
+#include "portable/nn_util.h"
+
+enum pad_mode { PAD_CONSTANT, PAD_REFLECT, PAD_REPLICATE };
+
+/* Copies element `src` of `in` to element `dst` of `out` (same dtype). */
+static void copy_elem(const em_tensor *in, int64_t src, em_tensor *out, int64_t dst, size_t es) {
+  memcpy((char *)out->data + dst * (int64_t)es, (const char *)in->data + src * (int64_t)es, es);
+}
+
+/*
+ * Fills out from x with pads lo[d]/hi[d] per dim (0 for unpadded dims): the
+ * constant `value` (one element of x's dtype; PAD_CONSTANT) or the reflected /
+ * clamped input element.
+ */
+static em_status pad_run(em_kernel_ctx *ctx, em_tensor *x, em_tensor *out, const int64_t *lo,
+                         const int64_t *hi, enum pad_mode mode, const void *value) {
+  int64_t osz[EM_MAX_DIM];
+  for (int32_t d = 0; d < x->dim; d++) {
+    osz[d] = x->sizes[d] + lo[d] + hi[d];
+    EM_KCHECK(ctx, osz[d] >= 0, "padded size of dim %d is negative (%lld)", d,
+              (long long)osz[d]);
+    if (mode == PAD_REFLECT && (lo[d] || hi[d]))
+      EM_KCHECK(ctx, lo[d] < x->sizes[d] && hi[d] < x->sizes[d],
+                "padding (%lld, %lld) must be less than the input size %lld of dim %d",
+                (long long)lo[d], (long long)hi[d], (long long)x->sizes[d], d);
+    if (mode == PAD_REPLICATE && (lo[d] || hi[d]))
+      EM_KCHECK(ctx, x->sizes[d] > 0, "cannot replicate-pad an empty dim %d", d);
+  }
+  EM_KCHECK(ctx, out->dim == x->dim, "out must have rank %d", x->dim);
+  EM_KTRY(em_resize_out(ctx, out, osz, x->dim));
+  if (out->numel == 0) return EM_OK;
+  size_t es = em_dtype_size(x->dtype);
+  em_tensor ct = {.data = (void *)value, .dtype = x->dtype};
+  int64_t idx[EM_MAX_DIM] = {0};
+  for (int64_t i = 0; i < out->numel; i++) {
+    int64_t src = 0, dst = 0;
+    bool inside = true;
+    for (int32_t d = 0; d < x->dim; d++) {
+      int64_t s = idx[d] - lo[d], n = x->sizes[d];
+      dst += idx[d] * out->strides[d];
+      if (s < 0 || s >= n) {
+        if (mode == PAD_CONSTANT) {
+          inside = false;
+        } else if (mode == PAD_REFLECT) {
+          s = s < 0 ? -s : 2 * (n - 1) - s;
+        } else {
+          s = s < 0 ? 0 : n - 1;
+        }
+      }
+      src += s * x->strides[d];
+    }
+    if (inside)
+      copy_elem(x, src, out, dst, es);
+    else
+      copy_elem(&ct, 0, out, dst, es);
+    for (int32_t d = x->dim - 1; d >= 0; d--) { /* odometer over out's logical index */
+      if (++idx[d] < osz[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return EM_OK;
+}
+
+/* Reads a pad list (pairs from the last dim) into per-dim lo/hi arrays. */
+static em_status read_pads(em_kernel_ctx *ctx, em_evalue *v, int32_t dim, int32_t want_pairs,
+                           int64_t *lo, int64_t *hi) {
+  size_t n = 0;
+  const int64_t *p = em_evalue_int_list(v, &n);
+  EM_KCHECK(ctx, p && n % 2 == 0, "pad must be a list of an even number of ints");
+  EM_KCHECK(ctx, want_pairs < 0 || n == (size_t)want_pairs * 2, "pad must have %d ints",
+            want_pairs * 2);
+  EM_KCHECK(ctx, n / 2 <= (size_t)dim, "pad has %d pairs for a %d-D tensor", (int)(n / 2), dim);
+  for (int32_t d = 0; d < dim; d++) lo[d] = hi[d] = 0;
+  for (size_t k = 0; k < n / 2; k++) {
+    lo[dim - 1 - (int32_t)k] = p[2 * k];
+    hi[dim - 1 - (int32_t)k] = p[2 * k + 1];
+  }
+  return EM_OK;
+}
+
+/* aten::constant_pad_nd.out(Tensor self, SymInt[] pad, Scalar value=0, *, Tensor(a!) out) */
+em_status em_constant_pad_nd_out(em_kernel_ctx *ctx, em_evalue **args) {
+  em_tensor *x = EM_ARG_TENSOR(args, 0), *out = EM_ARG_TENSOR(args, 3);
+  NN_CHECK_TENSOR(ctx, x, "self");
+  EM_KCHECK(ctx, out && out->dtype == x->dtype, "out must be a tensor of the input dtype");
+  EM_KCHECK(ctx, (EM_DT_ALL & EM_DTYPE_BIT(x->dtype)) != 0, "unsupported dtype");
+  double value;
+  EM_KCHECK(ctx, em_arg_double(args[2], &value), "value must be a number");
+  int64_t lo[EM_MAX_DIM], hi[EM_MAX_DIM];
+  EM_KTRY(read_pads(ctx, args[1], x->dim, -1, lo, hi));
+  uint64_t cval[2] = {0, 0}; /* one element of any dtype, stored exactly for integers */
+  if (args[2]->tag == EM_TAG_INT)
+    em_store_i64(cval, x->dtype, 0, args[2]->u.i);
+  else
+    em_store_f64(cval, x->dtype, 0, value);
+  return pad_run(ctx, x, out, lo, hi, PAD_CONSTANT, cval);
+}
+
+static em_status pad_nd(em_kernel_ctx *ctx, em_evalue **args, int32_t nsp, enum pad_mode mode) {
+  em_tensor *x = EM_ARG_TENSOR(args, 0), *out = EM_ARG_TENSOR(args, 2);
+  NN_CHECK_TENSOR(ctx, x, "self");
+  EM_KCHECK(ctx, x->dim == nsp + 1 || x->dim == nsp + 2, "expected a %d-D or %d-D input, got %d-D",
+            nsp + 1, nsp + 2, x->dim);
+  EM_KCHECK(ctx, out && out->dtype == x->dtype, "out must be a tensor of the input dtype");
+  EM_KCHECK(ctx, (EM_DT_ALL & EM_DTYPE_BIT(x->dtype)) != 0, "unsupported dtype");
+  int64_t lo[EM_MAX_DIM], hi[EM_MAX_DIM];
+  EM_KTRY(read_pads(ctx, args[1], x->dim, nsp, lo, hi));
+  return pad_run(ctx, x, out, lo, hi, mode, NULL);
+}
+
+/* aten::reflection_pad1d.out(Tensor self, SymInt[2] padding, *, Tensor(a!) out) */
+em_status em_reflection_pad1d_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return pad_nd(ctx, args, 1, PAD_REFLECT);
+}
+
+/* aten::reflection_pad2d.out(Tensor self, SymInt[4] padding, *, Tensor(a!) out) */
+em_status em_reflection_pad2d_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return pad_nd(ctx, args, 2, PAD_REFLECT);
+}
+
+/* aten::reflection_pad3d.out(Tensor self, SymInt[6] padding, *, Tensor(a!) out) */
+em_status em_reflection_pad3d_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return pad_nd(ctx, args, 3, PAD_REFLECT);
+}
+
+/* aten::replication_pad1d.out(Tensor self, SymInt[2] padding, *, Tensor(a!) out) */
+em_status em_replication_pad1d_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return pad_nd(ctx, args, 1, PAD_REPLICATE);
+}
+
+/* aten::replication_pad2d.out(Tensor self, SymInt[4] padding, *, Tensor(a!) out) */
+em_status em_replication_pad2d_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return pad_nd(ctx, args, 2, PAD_REPLICATE);
+}
+
+/* aten::replication_pad3d.out(Tensor self, SymInt[6] padding, *, Tensor(a!) out) */
+em_status em_replication_pad3d_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return pad_nd(ctx, args, 3, PAD_REPLICATE);
+}
