@@ -142,28 +142,27 @@ static em_status arange(em_kernel_ctx *ctx, const em_evalue *start, const em_eva
   em_arg_double(end, &e);
   em_arg_double(step, &st);
   bool fp = em_dtype_is_float(out->dtype);
+  ew_val a = ew_scalar_val(start, EM_DTYPE_I64), b = ew_scalar_val(end, EM_DTYPE_I64),
+         c = ew_scalar_val(step, EM_DTYPE_I64);
   int64_t n;
-  if (fp) {
+  if (out->dtype == EM_DTYPE_I64) { /* ATen sizes i64 outs with the truncated integer bounds */
+    EM_KCHECK(ctx, c.i != 0, "step must be nonzero");
+    EM_KCHECK(ctx, (c.i > 0 && b.i >= a.i) || (c.i < 0 && b.i <= a.i),
+              "upper bound and larger bound inconsistent with step sign");
+    int64_t sgn = c.i > 0 ? 1 : -1;
+    n = (b.i - a.i + c.i - sgn) / c.i;
+  } else { /* other dtypes: ceil((end - start) / step) on the exact bounds */
     EM_KCHECK(ctx, st != 0 && isfinite(s) && isfinite(e), "step must be nonzero, bounds finite");
     EM_KCHECK(ctx, (st > 0 && e >= s) || (st < 0 && e <= s),
               "upper bound and larger bound inconsistent with step sign");
     double nd = ceil((e - s) / st);
     EM_KCHECK(ctx, nd >= 0 && nd < 9.0e18, "invalid arange size");
     n = (int64_t)nd;
-  } else {
-    ew_val a = ew_scalar_val(start, EM_DTYPE_I64), b = ew_scalar_val(end, EM_DTYPE_I64),
-           c = ew_scalar_val(step, EM_DTYPE_I64);
-    EM_KCHECK(ctx, c.i != 0, "step must be nonzero");
-    EM_KCHECK(ctx, (c.i > 0 && b.i >= a.i) || (c.i < 0 && b.i <= a.i),
-              "upper bound and larger bound inconsistent with step sign");
-    int64_t sgn = c.i > 0 ? 1 : -1;
-    n = (b.i - a.i + c.i - sgn) / c.i;
   }
   EM_KTRY(em_resize_out(ctx, out, &n, 1));
   EM_KCHECK(ctx, n == 0 || out->data, "out has no data");
-  /* the start + i * step of ATen's arange, in its accumulate type */
+  /* start + i * step in ATen's accumulate type: int64, f32 for f16/bf16, else double */
   bool f32acc = out->dtype == EM_DTYPE_F16 || out->dtype == EM_DTYPE_BF16;
-  ew_val a = ew_scalar_val(start, EM_DTYPE_I64), c = ew_scalar_val(step, EM_DTYPE_I64);
   for (int64_t i = 0; i < n; i++) {
     int64_t off = i * out->strides[0];
     if (fp) {

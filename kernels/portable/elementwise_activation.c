@@ -199,24 +199,6 @@ em_status em_relu_out(em_kernel_ctx *ctx, em_evalue **args) {
   return ew_map(ctx, out, in, 1, f_clamp, &op);
 }
 
-/* True when Scalar v converts to integral dtype d without overflow (ATen's checked_convert). */
-static bool fits(const em_evalue *v, int d) {
-  double x;
-  em_arg_double(v, &x);
-  if (v->tag == EM_TAG_INT) {
-    int64_t i = v->u.i;
-    return ew_wrap_int(i, d) == i || d == EM_DTYPE_I64;
-  }
-  if (x != x) return false;
-  switch (d) {
-  case EM_DTYPE_U8: return x > -1.0 && x < 256.0;
-  case EM_DTYPE_I8: return x > -129.0 && x < 128.0;
-  case EM_DTYPE_I16: return x > -32769.0 && x < 32768.0;
-  case EM_DTYPE_I32: return x > -2147483649.0 && x < 2147483648.0;
-  default: return x >= -9.2233720368547758e18 && x < 9.2233720368547758e18;
-  }
-}
-
 em_status em_hardtanh_out(em_kernel_ctx *ctx, em_evalue **args) {
   EW_TENSOR_ARG(self, ctx, args, 0);
   em_tensor *out = EM_ARG_TENSOR(args, 3);
@@ -261,7 +243,7 @@ em_status em_clamp_out(em_kernel_ctx *ctx, em_evalue **args) {
   op.mode = mode;
   for (int k = 0; k < 2; k++) {
     if (!(mode & (1 << k))) continue;
-    EM_KCHECK(ctx, em_dtype_is_float(common) || fits(args[1 + k], common),
+    EM_KCHECK(ctx, em_dtype_is_float(common) || ew_scalar_fits(args[1 + k], common),
               "clamp bound cannot be converted to %s without overflow", em_dtype_name(common));
     op.p[k] = ew_scalar_val(args[1 + k], common);
   }

@@ -86,21 +86,21 @@ static em_status add_like(em_kernel_ctx *ctx, em_evalue **args, int sign, bool s
 
 em_status em_add_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, true));
-return add_like(ctx, args, 1, false); }
+  return add_like(ctx, args, 1, false); }
 em_status em_add_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, false));
-return add_like(ctx, args, 1, false);
+  return add_like(ctx, args, 1, false);
 }
 em_status em_sub_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, true));
-return add_like(ctx, args, -1, false); }
+  return add_like(ctx, args, -1, false); }
 em_status em_sub_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, false));
-return add_like(ctx, args, -1, false);
+  return add_like(ctx, args, -1, false);
 }
 em_status em_rsub_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, false));
-return add_like(ctx, args, -1, true);
+  return add_like(ctx, args, -1, true);
 }
 
 /* Generic binary op with out = fn(self, other) in the common dtype (res = common or `res`). */
@@ -130,11 +130,11 @@ static ew_val f_mul(const ew_val *x, ew_op *op) {
 
 em_status em_mul_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, true));
-return binary(ctx, args, f_mul, false, 0);
+  return binary(ctx, args, f_mul, false, 0);
 }
 em_status em_mul_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, false));
-return binary(ctx, args, f_mul, false, 0);
+  return binary(ctx, args, f_mul, false, 0);
 }
 
 /* ---- division family ---- */
@@ -219,27 +219,27 @@ static em_status div_mode(em_kernel_ctx *ctx, em_evalue **args, int mode, int ou
 
 em_status em_div_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, true));
-return div_mode(ctx, args, DIV_TRUE, 2);
+  return div_mode(ctx, args, DIV_TRUE, 2);
 }
 em_status em_div_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, false));
-return div_mode(ctx, args, DIV_TRUE, 2);
+  return div_mode(ctx, args, DIV_TRUE, 2);
 }
 em_status em_div_out_mode(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, true));
-int mode;
+  int mode;
   EM_KTRY(parse_mode(ctx, args[2], &mode));
   return div_mode(ctx, args, mode, 3);
 }
 em_status em_div_scalar_mode_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, false));
-int mode;
+  int mode;
   EM_KTRY(parse_mode(ctx, args[2], &mode));
   return div_mode(ctx, args, mode, 3);
 }
 em_status em_floor_divide_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, true));
-return div_mode(ctx, args, DIV_FLOOR, 2);
+  return div_mode(ctx, args, DIV_FLOOR, 2);
 }
 
 /* ---- fmod / remainder ---- */
@@ -265,19 +265,19 @@ static ew_val f_fmod(const ew_val *x, ew_op *op) {
 
 em_status em_fmod_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, true));
-return binary(ctx, args, f_fmod, false, 0);
+  return binary(ctx, args, f_fmod, false, 0);
 }
 em_status em_fmod_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, false));
-return binary(ctx, args, f_fmod, false, 0);
+  return binary(ctx, args, f_fmod, false, 0);
 }
 em_status em_remainder_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, true));
-return binary(ctx, args, f_fmod, false, 1);
+  return binary(ctx, args, f_fmod, false, 1);
 }
 em_status em_remainder_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, false));
-return binary(ctx, args, f_fmod, false, 1);
+  return binary(ctx, args, f_fmod, false, 1);
 }
 
 /* ---- pow ---- */
@@ -307,14 +307,24 @@ static ew_val f_pow(const ew_val *x, ew_op *op) {
   return r;
 }
 
+/* pow has no bool kernel in ATen. */
+static em_status pow_common_ok(em_kernel_ctx *ctx, em_evalue **args) {
+  ew_bin b;
+  EM_KTRY(ew_bin_setup(ctx, args[0], args[1], args[2], &b));
+  EM_KCHECK(ctx, b.common != EM_DTYPE_BOOL, "pow is not implemented for bool");
+  return EM_OK;
+}
+
 em_status em_pow_tensor_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, true));
-return binary(ctx, args, f_pow, false, 0);
+  EM_KTRY(pow_common_ok(ctx, args));
+  return binary(ctx, args, f_pow, false, 0);
 }
 
 em_status em_pow_tensor_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, false));
-ew_bin b;
+  EM_KTRY(pow_common_ok(ctx, args));
+  ew_bin b;
   EM_KTRY(ew_bin_setup(ctx, args[0], args[1], args[2], &b));
   EM_KCHECK(ctx, !b.a || em_dtype_is_float(b.common) || args[1]->tag != EM_TAG_INT ||
                      args[1]->u.i >= 0,
@@ -324,7 +334,8 @@ ew_bin b;
 
 em_status em_pow_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, false, true));
-return binary(ctx, args, f_pow, false, 0);
+  EM_KTRY(pow_common_ok(ctx, args));
+  return binary(ctx, args, f_pow, false, 0);
 }
 
 /* ---- maximum / minimum / atan2 ---- */

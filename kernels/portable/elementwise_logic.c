@@ -245,6 +245,8 @@ em_status em_masked_fill_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KCHECK(ctx, mask->dtype == EM_DTYPE_BOOL, "mask must be a bool tensor, got %s",
             em_dtype_name(mask->dtype));
   EM_KCHECK(ctx, ew_is_scalar(args[2]), "value must be a scalar");
+  EM_KCHECK(ctx, ew_scalar_fits(args[2], self->dtype),
+            "value cannot be converted to %s without overflow", em_dtype_name(self->dtype));
   em_tensor *out = EM_ARG_TENSOR(args, 3);
   EM_KCHECK(ctx, out && ew_dtype_is_real_or_bool(out->dtype), "out must be a real or bool tensor");
   int d = self->dtype;

@@ -460,15 +460,15 @@ bool ew_scalar_fits(const em_evalue *v, int d) {
   }
   if (v->tag == EM_TAG_INT || v->tag == EM_TAG_BOOL) {
     int64_t i = v->tag == EM_TAG_BOOL ? v->u.b : v->u.i;
-    if (d == EM_DTYPE_U8) return i >= -128 && i <= 255; /* ATen accepts the int8 range too */
+    if (d == EM_DTYPE_U8) return i >= -255 && i <= 255; /* c10::overflows lets negatives wrap */
     return d == EM_DTYPE_I64 || ew_wrap_int(i, d) == i;
   }
   if (x != x) return false;
   switch (d) {
-  case EM_DTYPE_U8: return x > -129.0 && x < 256.0;
-  case EM_DTYPE_I8: return x > -129.0 && x < 128.0;
-  case EM_DTYPE_I16: return x > -32769.0 && x < 32768.0;
-  case EM_DTYPE_I32: return x > -2147483649.0 && x < 2147483648.0;
+  case EM_DTYPE_U8: return x >= 0.0 && x <= 255.0;
+  case EM_DTYPE_I8: return x >= -128.0 && x <= 127.0;
+  case EM_DTYPE_I16: return x >= -32768.0 && x <= 32767.0;
+  case EM_DTYPE_I32: return x >= -2147483648.0 && x <= 2147483647.0;
   default: return x >= -9.2233720368547758e18 && x < 9.2233720368547758e18;
   }
 }
