@@ -1,0 +1,158 @@
+/*
+ * cpu_backend.c — EmberCpuBackend: the fast-path delegate.
+ *
+ * init parses and fully validates an EMC1 blob (emc_format.h; untrusted
+ * bytes: every offset, size, index and shape is checked before use), binds
+ * constants zero-copy into the blob and takes the planned arena from the
+ * method allocator. execute binds the argument tensors and runs the operators
+ * in order on the pool. Nothing is allocated while executing.
+ */
+#include "ember/backend_cpu.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+#include "ember/platform.h"
+
+#define FAIL(st, ...)                                                                              \
+  do {                                                                                             \
+    EM_LOG_ERROR("EmberCpuBackend: " __VA_ARGS__);                                                 \
+    return (st);                                                                                   \
+  } while (0)
+
+static bool mul_ok(int64_t a, int64_t b, int64_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+
+static em_status bind_tensor(emc_delegate *d, const emc_header *h, const uint8_t *data,
+                             const emc_tensor *rec, uint32_t i) {
+  emc_rt_tensor *t = &d->t[i];
+  if (rec->ndim > EMC_MAX_DIMS) FAIL(EM_ERR_INVALID_PROGRAM, "tensor %u has rank %u", i, rec->ndim);
+  int64_t numel = 1;
+  for (uint32_t k = 0; k < rec->ndim; k++) {
+    if (rec->sizes[k] < 0 || !mul_ok(numel, rec->sizes[k], &numel) || numel > ((int64_t)1 << 40))
+      FAIL(EM_ERR_INVALID_PROGRAM, "tensor %u has a bad size in dim %u", i, k);
+    t->sizes[k] = rec->sizes[k];
+  }
+  t->numel = numel, t->ndim = rec->ndim, t->storage = rec->storage, t->index = rec->index;
+  uint64_t nbytes = (uint64_t)numel * sizeof(float);
+  switch (rec->storage) {
+  case EMC_INPUT:
+  case EMC_OUTPUT: {
+    uint32_t n = rec->storage == EMC_INPUT ? h->n_inputs : h->n_outputs;
+    if (rec->index >= n || rec->offset != 0)
+      FAIL(EM_ERR_INVALID_PROGRAM, "tensor %u names argument %u of %u", i, rec->index, n);
+    uint32_t a = rec->storage == EMC_INPUT ? rec->index : h->n_inputs + rec->index;
+    if (numel > d->arg_need[a]) d->arg_need[a] = numel;
+    t->data = NULL;
+    break;
+  }
+  case EMC_CONST:
+    if (rec->offset % sizeof(float) || rec->offset > h->data_nbytes ||
+        nbytes > h->data_nbytes - rec->offset)
+      FAIL(EM_ERR_INVALID_PROGRAM, "constant %u [%llu, +%llu) lies outside the %llu-byte data", i,
+           (unsigned long long)rec->offset, (unsigned long long)nbytes,
+           (unsigned long long)h->data_nbytes);
+    t->data = (float *)(uintptr_t)(data + rec->offset);
+    break;
+  case EMC_ARENA:
+    if (rec->offset % 16 || rec->offset > h->arena_nbytes || nbytes > h->arena_nbytes - rec->offset)
+      FAIL(EM_ERR_INVALID_PROGRAM, "arena tensor %u [%llu, +%llu) lies outside the %llu-byte arena",
+           i, (unsigned long long)rec->offset, (unsigned long long)nbytes,
+           (unsigned long long)h->arena_nbytes);
+    t->data = (float *)(d->arena + rec->offset);
+    break;
+  default: FAIL(EM_ERR_INVALID_PROGRAM, "tensor %u has unknown storage %u", i, rec->storage);
+  }
+  return EM_OK;
+}
+
+static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
+                          const em_compile_spec *specs, size_t n_specs, void **handle_out) {
+  (void)specs, (void)n_specs;
+  const uint8_t *b = blob;
+  emc_header h;
+  if (!blob || n < sizeof h) FAIL(EM_ERR_INVALID_PROGRAM, "blob of %zu bytes has no header", n);
+  memcpy(&h, b, sizeof h);
+  if (memcmp(h.magic, EMC_MAGIC, 4) != 0) FAIL(EM_ERR_INVALID_PROGRAM, "bad blob magic");
+  if (h.version != EMC_VERSION)
+    FAIL(EM_ERR_DELEGATE_INVALID_COMPATIBILITY, "blob version %u, this build reads %u", h.version,
+         EMC_VERSION);
+  if (h.n_tensors > (1u << 24) || h.n_ops > (1u << 24) || h.n_inputs > 4096 || h.n_outputs > 4096)
+    FAIL(EM_ERR_INVALID_PROGRAM, "implausible counts in the blob header");
+  uint64_t tn = (uint64_t)h.n_tensors * sizeof(emc_tensor), on = (uint64_t)h.n_ops * sizeof(emc_op);
+  if (h.tensors_off > n || tn > n - h.tensors_off || h.ops_off > n || on > n - h.ops_off ||
+      h.data_off > n || h.data_nbytes > n - h.data_off || h.data_off % EMC_DATA_ALIGN)
+    FAIL(EM_ERR_INVALID_PROGRAM, "blob sections lie outside its %zu bytes", n);
+  if (h.arena_nbytes > ((uint64_t)1 << 40)) FAIL(EM_ERR_INVALID_PROGRAM, "implausible arena size");
+  const em_cpu_config *cfg = em_cpu_config_get();
+  if (!cfg) FAIL(EM_ERR_NOT_SUPPORTED, "no micro-kernels for this CPU");
+
+  em_allocator *al = ctx->method_alloc;
+  emc_delegate *d = em_allocator_alloc(al, sizeof *d, 16);
+  emc_rt_tensor *ts = em_allocator_alloc(al, (h.n_tensors ? h.n_tensors : 1) * sizeof *ts, 16);
+  emc_op *ops = em_allocator_alloc(al, (h.n_ops ? h.n_ops : 1) * sizeof *ops, 16);
+  int64_t *need = em_allocator_alloc(al, (h.n_inputs + h.n_outputs + 1) * sizeof *need, 16);
+  uint8_t *arena = em_allocator_alloc(al, h.arena_nbytes ? (size_t)h.arena_nbytes : 64, 64);
+  if (!d || !ts || !ops || !need || !arena)
+    FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,
+         "method allocator too small for the delegate (%llu-byte arena, %u tensors, %u ops)",
+         (unsigned long long)h.arena_nbytes, h.n_tensors, h.n_ops);
+  *d = (emc_delegate){cfg, h.n_tensors, h.n_ops, h.n_inputs, h.n_outputs, ts, ops, need, arena,
+                      h.arena_nbytes};
+  memset(need, 0, (h.n_inputs + h.n_outputs + 1) * sizeof *need);
+  for (uint32_t i = 0; i < h.n_tensors; i++) {
+    emc_tensor rec;
+    memcpy(&rec, b + h.tensors_off + (uint64_t)i * sizeof rec, sizeof rec);
+    em_status st = bind_tensor(d, &h, b + h.data_off, &rec, i);
+    if (st != EM_OK) return st;
+  }
+  memcpy(ops, b + h.ops_off, (size_t)on);
+  char why[200];
+  for (uint32_t i = 0; i < h.n_ops; i++)
+    if (!emc_op_check(d, &ops[i], why, sizeof why))
+      FAIL(EM_ERR_INVALID_PROGRAM, "operator %u (kind %u): %s", i, ops[i].kind, why);
+  *handle_out = d;
+  return EM_OK;
+}
+
+static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue **args,
+                             size_t n_args) {
+  emc_delegate *d = handle;
+  if (!d) return EM_ERR_DELEGATE_INVALID_HANDLE;
+  if (n_args != (size_t)d->n_inputs + d->n_outputs)
+    FAIL(EM_ERR_INVALID_ARGUMENT, "%zu arguments, the blob takes %u inputs and %u outputs", n_args,
+         d->n_inputs, d->n_outputs);
+  for (size_t a = 0; a < n_args; a++) {
+    em_tensor *t = args[a] && args[a]->tag == EM_TAG_TENSOR ? args[a]->u.tensor : NULL;
+    if (!t || t->dtype != EM_DTYPE_F32 || (!t->data && t->numel) || t->numel < d->arg_need[a])
+      FAIL(EM_ERR_INVALID_ARGUMENT, "argument %zu is not an f32 tensor of at least %lld elements",
+           a, (long long)d->arg_need[a]);
+  }
+  for (uint32_t i = 0; i < d->n_tensors; i++) {
+    emc_rt_tensor *t = &d->t[i];
+    if (t->storage == EMC_INPUT) t->data = args[t->index]->u.tensor->data;
+    else if (t->storage == EMC_OUTPUT) t->data = args[d->n_inputs + t->index]->u.tensor->data;
+  }
+  for (uint32_t i = 0; i < d->n_ops; i++) {
+    em_status st = emc_op_run(d, &d->ops[i], ctx ? ctx->pool : NULL);
+    if (st != EM_OK) return st;
+  }
+  return EM_OK;
+}
+
+static const em_backend cpu_backend = {
+    .name = EM_CPU_BACKEND_NAME,
+    .is_available = NULL,
+    .init = cpu_init,
+    .execute = cpu_execute,
+    .destroy = NULL,
+};
+
+em_status em_register_cpu_backend(void) { return em_register_backend(&cpu_backend); }
+
+const char *em_cpu_backend_isa(void) {
+  const em_cpu_config *c = em_cpu_config_get();
+  return c ? c->isa : "none";
+}

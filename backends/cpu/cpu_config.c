@@ -1,0 +1,58 @@
+/*
+ * cpu_config.c — the one place the CPU backend picks its ISA.
+ *
+ * The micro-kernel families are compiled for AVX-512F, AVX2+FMA and plain C
+ * (per-file flags in CMakeLists.txt; never -march=native). The CPU is probed
+ * once with __builtin_cpu_supports; every operator then calls through the
+ * chosen table. EMBER_CPU_ISA=avx2|scalar in the environment forces a lower
+ * ISA (tests and benchmarks).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_ukernels.h"
+
+#define EM_VOPS_TABLE(isa)                                                                         \
+  em_f32_dwconv2d_minmax_ukernel__##isa,                                                           \
+      {em_f32_vadd_minmax_ukernel__##isa, em_f32_vsub_minmax_ukernel__##isa,                      \
+       em_f32_vmul_minmax_ukernel__##isa, em_f32_vdiv_minmax_ukernel__##isa},                     \
+      {em_f32_vaddc_minmax_ukernel__##isa, em_f32_vsubc_minmax_ukernel__##isa,                    \
+       em_f32_vmulc_minmax_ukernel__##isa, em_f32_vdivc_minmax_ukernel__##isa},                   \
+      em_f32_vact_ukernel__##isa, em_f32_vaffine_minmax_ukernel__##isa,                            \
+      em_f32_softmax_ukernel__##isa, em_f32_norm_ukernel__##isa
+
+static const em_cpu_config configs[] = {
+#if defined(__x86_64__) || defined(__i386__)
+    {"avx512f", 32, em_f32_gemm_minmax_ukernel_6x32__avx512f, EM_VOPS_TABLE(avx512f)},
+    {"avx2", 16, em_f32_gemm_minmax_ukernel_6x16__avx2, EM_VOPS_TABLE(avx2)},
+#endif
+    {"scalar", 8, em_f32_gemm_minmax_ukernel_6x8__scalar, EM_VOPS_TABLE(scalar)},
+};
+
+static int isa_supported(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (strcmp(isa, "avx512f") == 0) return __builtin_cpu_supports("avx512f");
+  if (strcmp(isa, "avx2") == 0)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+  return strcmp(isa, "scalar") == 0;
+}
+
+const em_cpu_config *em_cpu_config_for(const char *isa) {
+  for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
+    if (strcmp(configs[i].isa, isa) == 0) return isa_supported(isa) ? &configs[i] : NULL;
+  return NULL;
+}
+
+const em_cpu_config *em_cpu_config_get(void) {
+  /* Benign race: every thread computes the same pointer. */
+  static const em_cpu_config *chosen;
+  if (chosen) return chosen;
+  const char *force = getenv("EMBER_CPU_ISA");
+  const em_cpu_config *c = force ? em_cpu_config_for(force) : NULL;
+  for (size_t i = 0; !c && i < sizeof configs / sizeof configs[0]; i++)
+    if (isa_supported(configs[i].isa)) c = &configs[i];
+  chosen = c;
+  return c;
+}

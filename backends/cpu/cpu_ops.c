@@ -1,0 +1,780 @@
+/*
+ * cpu_ops.c — the CPU backend's operators: validation (at init) and execution
+ * (on the thread pool) of each emc_op kind.
+ *
+ * Every tensor is f32, contiguous, NCHW for images. Validation proves that the
+ * loops below stay inside each tensor's bound memory for any blob; execution
+ * checks nothing. Convolutions are GEMMs with the packed weights as A
+ * (EMC_MR-row panels) and the input — directly for 1x1 stride-1 convs, else an
+ * im2col buffer in the arena — as B, so the output lands in NCHW with no
+ * transpose; depthwise convs run per channel plane.
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+
+#define WHY(...)                                                                                   \
+  do {                                                                                             \
+    snprintf(why, why_n, __VA_ARGS__);                                                             \
+    return false;                                                                                  \
+  } while (0)
+
+static const emc_rt_tensor *tensor_at(const emc_delegate *d, int32_t id) {
+  return (id >= 0 && (uint32_t)id < d->n_tensors) ? &d->t[id] : NULL;
+}
+
+static float *data_of(const emc_delegate *d, int32_t id) {
+  return id >= 0 ? d->t[id].data : NULL;
+}
+
+static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
+
+static em_minmax_params clamp_of(const emc_op *op) {
+  em_minmax_params p = {-INFINITY, INFINITY};
+  if (op->act == EMC_ACT_CLAMP) p.min = op->fp[0], p.max = op->fp[1];
+  return p;
+}
+
+/* The activation that must run after a kernel that already clamped. */
+static uint32_t post_act(const emc_op *op) { return op->act == EMC_ACT_CLAMP ? 0 : op->act; }
+
+/* ---- validation helpers ----------------------------------------------------------------- */
+
+static bool is_const(const emc_rt_tensor *t) { return t && t->storage == EMC_CONST; }
+
+static bool check_act(const emc_op *op, char *why, size_t why_n) {
+  if (op->act >= EMC_ACT_END) WHY("unknown activation %u", op->act);
+  if (op->act == EMC_ACT_CLAMP && !(op->fp[0] <= op->fp[1]))
+    WHY("clamp bounds [%g, %g] are not ordered", op->fp[0], op->fp[1]);
+  return true;
+}
+
+static bool params_nonneg(const emc_op *op, int n, char *why, size_t why_n) {
+  for (int i = 0; i < n; i++)
+    if (op->ip[i] < 0) WHY("parameter %d is negative (%d)", i, op->ip[i]);
+  return true;
+}
+
+/* conv output extent, or -1 when the window never fits. */
+static int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t dil) {
+  int64_t span = dil * (k - 1) + 1;
+  if (in + 2 * p < span) return -1;
+  return (in + 2 * p - span) / s + 1;
+}
+
+static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_rt_tensor *x = tensor_at(d, op->in[0]), *w = tensor_at(d, op->in[1]);
+  const emc_rt_tensor *b = op->in[2] < 0 ? NULL : tensor_at(d, op->in[2]);
+  const emc_rt_tensor *y = tensor_at(d, op->out[0]);
+  if (!x || !w || !y || (op->in[2] >= 0 && !b)) WHY("conv2d: bad tensor id");
+  if (x->ndim != 4 || y->ndim != 4) WHY("conv2d: input and output must be 4-d");
+  if (!is_const(w) || (b && !is_const(b))) WHY("conv2d: weights and bias must be constants");
+  if (!params_nonneg(op, 12, why, why_n)) return false;
+  const int32_t *ip = op->ip;
+  int64_t g = ip[EMC_CONV_GROUPS], kh = ip[EMC_CONV_KH], kw = ip[EMC_CONV_KW];
+  if (g < 1 || kh < 1 || kw < 1 || ip[EMC_CONV_SH] < 1 || ip[EMC_CONV_SW] < 1 ||
+      ip[EMC_CONV_DH] < 1 || ip[EMC_CONV_DW] < 1)
+    WHY("conv2d: groups, kernel, stride and dilation must be >= 1");
+  int64_t n = x->sizes[0], cin = x->sizes[1], co = y->sizes[1];
+  if (y->sizes[0] != n || cin % g || co % g || cin == 0 || co == 0)
+    WHY("conv2d: channels %lld -> %lld do not split into %lld groups", (long long)cin,
+        (long long)co, (long long)g);
+  int64_t oh = conv_out(x->sizes[2], kh, ip[EMC_CONV_SH], ip[EMC_CONV_PH], ip[EMC_CONV_DH]);
+  int64_t ow = conv_out(x->sizes[3], kw, ip[EMC_CONV_SW], ip[EMC_CONV_PW], ip[EMC_CONV_DW]);
+  if (oh != y->sizes[2] || ow != y->sizes[3])
+    WHY("conv2d: output %lldx%lld, expected %lldx%lld", (long long)y->sizes[2],
+        (long long)y->sizes[3], (long long)oh, (long long)ow);
+  if (b && b->numel != co) WHY("conv2d: bias has %lld elements for %lld channels",
+                               (long long)b->numel, (long long)co);
+  if (ip[EMC_CONV_DEPTHWISE]) {
+    if (g != cin || g != co) WHY("conv2d: depthwise needs groups == in == out channels");
+    if (w->numel != co * kh * kw) WHY("conv2d: depthwise weights have %lld elements",
+                                      (long long)w->numel);
+    return check_act(op, why, why_n);
+  }
+  int64_t mg = co / g, kg = cin / g * kh * kw;
+  if (w->numel != g * (int64_t)div_up((size_t)mg, EMC_MR) * EMC_MR * kg)
+    WHY("conv2d: packed weights have %lld elements, expected %lld", (long long)w->numel,
+        (long long)(g * (int64_t)div_up((size_t)mg, EMC_MR) * EMC_MR * kg));
+  bool direct = kh == 1 && kw == 1 && ip[EMC_CONV_SH] == 1 && ip[EMC_CONV_SW] == 1 &&
+                ip[EMC_CONV_PH] == 0 && ip[EMC_CONV_PW] == 0;
+  if (!direct) {
+    uint64_t need = (uint64_t)kg * (uint64_t)(oh * ow) * sizeof(float);
+    uint64_t off = (uint64_t)ip[EMC_CONV_SCRATCH_OFF], nb = (uint64_t)ip[EMC_CONV_SCRATCH_NBYTES];
+    if (nb < need || off % 16 || off + nb > d->arena_nbytes)
+      WHY("conv2d: im2col scratch [%llu, +%llu) does not hold %llu bytes inside the %llu-byte "
+          "arena", (unsigned long long)off, (unsigned long long)nb, (unsigned long long)need,
+          (unsigned long long)d->arena_nbytes);
+  }
+  return check_act(op, why, why_n);
+}
+
+static bool check_gemm(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_rt_tensor *a = tensor_at(d, op->in[0]), *b = tensor_at(d, op->in[1]);
+  const emc_rt_tensor *bias = op->in[2] < 0 ? NULL : tensor_at(d, op->in[2]);
+  const emc_rt_tensor *y = tensor_at(d, op->out[0]);
+  if (!a || !b || !y || (op->in[2] >= 0 && !bias)) WHY("gemm: bad tensor id");
+  if (!params_nonneg(op, 7, why, why_n)) return false;
+  const int32_t *ip = op->ip;
+  int64_t batch = ip[EMC_GEMM_BATCH], m = ip[EMC_GEMM_M], k = ip[EMC_GEMM_K], n = ip[EMC_GEMM_N];
+  if (batch < 1 || m < 1 || k < 1 || n < 1) WHY("gemm: empty problem");
+  int64_t a_rows = ip[EMC_GEMM_A_PACKED] ? (int64_t)div_up((size_t)m, EMC_MR) * EMC_MR : m;
+  if (a->numel < (batch - 1) * ip[EMC_GEMM_A_BSTRIDE] + a_rows * k)
+    WHY("gemm: A has %lld elements, too few", (long long)a->numel);
+  if (b->numel < (batch - 1) * ip[EMC_GEMM_B_BSTRIDE] + k * n)
+    WHY("gemm: B has %lld elements, too few", (long long)b->numel);
+  if (y->numel != batch * m * n) WHY("gemm: output has %lld elements, expected %lld",
+                                     (long long)y->numel, (long long)(batch * m * n));
+  if (bias && bias->numel != n) WHY("gemm: bias has %lld elements", (long long)bias->numel);
+  return check_act(op, why, why_n);
+}
+
+static bool broadcasts_to(const emc_rt_tensor *x, const emc_rt_tensor *y) {
+  if (x->ndim > y->ndim) return false;
+  for (uint32_t i = 0; i < x->ndim; i++) {
+    int64_t xs = x->sizes[x->ndim - 1 - i], ys = y->sizes[y->ndim - 1 - i];
+    if (xs != ys && xs != 1) return false;
+  }
+  return true;
+}
+
+static bool check_binary(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_rt_tensor *a = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
+  const emc_rt_tensor *b = op->in[1] < 0 ? NULL : tensor_at(d, op->in[1]);
+  if (!a || !y || (op->in[1] >= 0 && !b)) WHY("binary: bad tensor id");
+  if (op->ip[0] < 0 || op->ip[0] > EMC_BIN_RSUB) WHY("binary: unknown operation %d", op->ip[0]);
+  if (!broadcasts_to(a, y) || (b && !broadcasts_to(b, y)))
+    WHY("binary: operands do not broadcast to the output");
+  return check_act(op, why, why_n);
+}
+
+static bool check_same_numel(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_rt_tensor *x = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
+  if (!x || !y) WHY("bad tensor id");
+  if (x->numel != y->numel) WHY("input has %lld elements, output %lld", (long long)x->numel,
+                                (long long)y->numel);
+  return check_act(op, why, why_n);
+}
+
+static bool check_pool(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_rt_tensor *x = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
+  if (!x || !y || x->ndim != 4 || y->ndim != 4) WHY("pool: needs 4-d input and output");
+  if (!params_nonneg(op, 10, why, why_n)) return false;
+  for (int i = 0; i < 4; i++)
+    if (op->ip[i] < 1) WHY("pool: kernel and stride must be >= 1");
+  if (op->ip[EMC_POOL_DH] < 1 || op->ip[EMC_POOL_DW] < 1) WHY("pool: dilation must be >= 1");
+  if (x->sizes[0] != y->sizes[0] || x->sizes[1] != y->sizes[1]) WHY("pool: N, C differ");
+  return check_act(op, why, why_n);
+}
+
+static bool check_rows(const emc_delegate *d, const emc_op *op, int64_t in_n, int64_t out_n,
+                       char *why, size_t why_n) {
+  const emc_rt_tensor *x = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
+  if (!x || !y) WHY("bad tensor id");
+  if (x->numel != in_n || y->numel != out_n)
+    WHY("tensors have %lld / %lld elements, expected %lld / %lld", (long long)x->numel,
+        (long long)y->numel, (long long)in_n, (long long)out_n);
+  return check_act(op, why, why_n);
+}
+
+static bool check_norm(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  int64_t rows = op->ip[0], cols = op->ip[1];
+  if (rows < 0 || cols < 1) WHY("norm: bad shape");
+  for (int i = 1; i < 3; i++) {
+    if (op->in[i] < 0) continue;
+    const emc_rt_tensor *w = tensor_at(d, op->in[i]);
+    if (!w || w->numel != cols) WHY("norm: affine parameter %d has the wrong size", i);
+  }
+  return check_rows(d, op, rows * cols, rows * cols, why, why_n);
+}
+
+static bool check_permute(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_rt_tensor *x = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
+  if (!x || !y || x->ndim != y->ndim) WHY("permute: bad tensors");
+  unsigned seen = 0;
+  for (uint32_t i = 0; i < x->ndim; i++) {
+    int32_t p = op->ip[i];
+    if (p < 0 || (uint32_t)p >= x->ndim || (seen >> p) & 1u) WHY("permute: not a permutation");
+    seen |= 1u << p;
+    if (y->sizes[i] != x->sizes[p]) WHY("permute: output dim %u has the wrong size", i);
+  }
+  return check_act(op, why, why_n);
+}
+
+static bool check_cat(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_rt_tensor *y = tensor_at(d, op->out[0]);
+  int64_t outer = op->ip[0], n_in = op->ip[1], total = 0;
+  if (!y || outer < 0 || n_in < 1 || n_in > 4) WHY("cat: bad parameters");
+  for (int i = 0; i < n_in; i++) {
+    const emc_rt_tensor *x = tensor_at(d, op->in[i]);
+    int64_t row = op->ip[2 + i];
+    if (!x || row < 0 || x->numel != outer * row) WHY("cat: input %d has the wrong size", i);
+    total += row;
+  }
+  if (y->numel != outer * total) WHY("cat: output has the wrong size");
+  return check_act(op, why, why_n);
+}
+
+static bool check_slice(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  if (!params_nonneg(op, 6, why, why_n)) return false;
+  int64_t outer = op->ip[0], len = op->ip[1], inner = op->ip[2], start = op->ip[3],
+          step = op->ip[4], out_len = op->ip[5];
+  if (step < 1 || (out_len > 0 && start + (out_len - 1) * step >= len))
+    WHY("slice: range runs past the dimension");
+  return check_rows(d, op, outer * len * inner, outer * out_len * inner, why, why_n);
+}
+
+static bool check_affine(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  if (!params_nonneg(op, 3, why, why_n)) return false;
+  int64_t n = op->ip[0], c = op->ip[1], inner = op->ip[2];
+  const emc_rt_tensor *s = tensor_at(d, op->in[1]), *t = tensor_at(d, op->in[2]);
+  if (!s || !t || s->numel != c || t->numel != c) WHY("affine: scale / shift size");
+  return check_rows(d, op, n * c * inner, n * c * inner, why, why_n);
+}
+
+bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  for (int i = 0; i < 4; i++)
+    if (op->in[i] < -1 || op->in[i] >= (int32_t)d->n_tensors) WHY("input id %d", op->in[i]);
+  for (int i = 0; i < 2; i++)
+    if (op->out[i] < -1 || op->out[i] >= (int32_t)d->n_tensors) WHY("output id %d", op->out[i]);
+  if (op->out[0] < 0) WHY("operator has no output");
+  if (d->t[op->out[0]].storage == EMC_CONST || d->t[op->out[0]].storage == EMC_INPUT)
+    WHY("operator writes a constant or an input");
+  switch (op->kind) {
+  case EMC_OP_CONV2D: return check_conv(d, op, why, why_n);
+  case EMC_OP_GEMM: return check_gemm(d, op, why, why_n);
+  case EMC_OP_BINARY: return check_binary(d, op, why, why_n);
+  case EMC_OP_UNARY:
+  case EMC_OP_COPY: return check_same_numel(d, op, why, why_n);
+  case EMC_OP_MAXPOOL2D:
+  case EMC_OP_AVGPOOL2D: return check_pool(d, op, why, why_n);
+  case EMC_OP_MEAN:
+    if (op->ip[0] < 0 || op->ip[1] < 1) WHY("mean: bad shape");
+    return check_rows(d, op, (int64_t)op->ip[0] * op->ip[1], op->ip[0], why, why_n);
+  case EMC_OP_SOFTMAX:
+    if (op->ip[0] < 0 || op->ip[1] < 1 || op->ip[2] != 1) WHY("softmax: bad shape");
+    return check_rows(d, op, (int64_t)op->ip[0] * op->ip[1], (int64_t)op->ip[0] * op->ip[1], why,
+                      why_n);
+  case EMC_OP_LAYERNORM:
+  case EMC_OP_RMSNORM: return check_norm(d, op, why, why_n);
+  case EMC_OP_PERMUTE: return check_permute(d, op, why, why_n);
+  case EMC_OP_CAT: return check_cat(d, op, why, why_n);
+  case EMC_OP_SLICE: return check_slice(d, op, why, why_n);
+  case EMC_OP_CHANNEL_AFFINE: return check_affine(d, op, why, why_n);
+  default: WHY("unknown operator kind %u", op->kind);
+  }
+}
+
+/* ---- GEMM driver ------------------------------------------------------------------------- */
+
+typedef struct gemm_job {
+  const em_cpu_config *cfg;
+  size_t m, k, n, mtiles;
+  const float *a;
+  size_t a_rs, a_ks;
+  int a_packed;
+  const float *b;
+  size_t ldb;
+  float *c;
+  size_t ldc;
+  const float *bias_m, *bias_n;
+  em_minmax_params mm;
+  uint32_t act;
+  const float *fp;
+} gemm_job;
+
+/* Tiles are numbered column strip major, so a thread's contiguous range reuses each B strip. */
+static void gemm_tiles(void *ctx, int64_t begin, int64_t end) {
+  const gemm_job *j = ctx;
+  const size_t nr = j->cfg->nr;
+  for (int64_t t = begin; t < end; t++) {
+    size_t nt = (size_t)t / j->mtiles, mt = (size_t)t % j->mtiles;
+    size_t m0 = mt * EMC_MR, n0 = nt * nr;
+    size_t mr = j->m - m0 < EMC_MR ? j->m - m0 : EMC_MR;
+    size_t nc = j->n - n0 < nr ? j->n - n0 : nr;
+    const float *a = j->a_packed ? j->a + mt * j->k * EMC_MR : j->a + m0 * j->a_rs;
+    float *c = j->c + m0 * j->ldc + n0;
+    j->cfg->gemm(mr, nc, j->k, a, j->a_rs, j->a_ks, j->b + n0, j->ldb, c, j->ldc,
+                 j->bias_m ? j->bias_m + m0 : NULL, j->bias_n ? j->bias_n + n0 : NULL, 0, &j->mm);
+    if (j->act)
+      for (size_t r = 0; r < mr; r++) j->cfg->vact(nc, c + r * j->ldc, c + r * j->ldc, j->act, j->fp);
+  }
+}
+
+static void run_gemm_job(gemm_job *j, em_threadpool *pool) {
+  j->mtiles = div_up(j->m, EMC_MR);
+  size_t ntiles = div_up(j->n, j->cfg->nr);
+  em_parallel_for(pool, (int64_t)(j->mtiles * ntiles), gemm_tiles, j);
+}
+
+static em_status run_gemm(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const int32_t *ip = op->ip;
+  const float *a = data_of(d, op->in[0]), *b = data_of(d, op->in[1]);
+  float *y = data_of(d, op->out[0]);
+  size_t m = (size_t)ip[EMC_GEMM_M], k = (size_t)ip[EMC_GEMM_K], n = (size_t)ip[EMC_GEMM_N];
+  for (int64_t bi = 0; bi < ip[EMC_GEMM_BATCH]; bi++) {
+    gemm_job j = {d->cfg, m, k, n, 0, a + bi * ip[EMC_GEMM_A_BSTRIDE], 0, 0,
+                  ip[EMC_GEMM_A_PACKED], b + bi * ip[EMC_GEMM_B_BSTRIDE], n, y + bi * (int64_t)(m * n), n,
+                  NULL, data_of(d, op->in[2]), clamp_of(op), post_act(op), op->fp};
+    if (j.a_packed) j.a_rs = 1, j.a_ks = EMC_MR;
+    else j.a_rs = k, j.a_ks = 1;
+    run_gemm_job(&j, pool);
+  }
+  return EM_OK;
+}
+
+/* ---- convolution ------------------------------------------------------------------------- */
+
+typedef struct im2col_job {
+  const float *x; /* [cg, H, W] of one image and group */
+  float *col;     /* [cg * kh * kw, OH * OW] */
+  int64_t h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+} im2col_job;
+
+static void im2col_rows(void *ctx, int64_t begin, int64_t end) {
+  const im2col_job *j = ctx;
+  const int64_t khw = j->kh * j->kw;
+  for (int64_t r = begin; r < end; r++) {
+    int64_t c = r / khw, ky = (r % khw) / j->kw, kx = r % j->kw;
+    const float *plane = j->x + c * j->h * j->w;
+    float *dst = j->col + r * j->oh * j->ow;
+    int64_t off = kx * j->dw - j->pw;
+    int64_t lo = off >= 0 ? 0 : (-off + j->sw - 1) / j->sw;
+    int64_t hi = (j->w - 1 - off) < 0 ? 0 : (j->w - 1 - off) / j->sw + 1;
+    if (hi > j->ow) hi = j->ow;
+    if (lo > hi) lo = hi;
+    for (int64_t oy = 0; oy < j->oh; oy++, dst += j->ow) {
+      int64_t iy = oy * j->sh + ky * j->dh - j->ph;
+      if (iy < 0 || iy >= j->h) {
+        memset(dst, 0, (size_t)j->ow * sizeof *dst);
+        continue;
+      }
+      const float *src = plane + iy * j->w;
+      for (int64_t ox = 0; ox < lo; ox++) dst[ox] = 0.0f;
+      if (j->sw == 1) memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof *dst);
+      else
+        for (int64_t ox = lo; ox < hi; ox++) dst[ox] = src[ox * j->sw + off];
+      for (int64_t ox = hi; ox < j->ow; ox++) dst[ox] = 0.0f;
+    }
+  }
+}
+
+typedef struct dw_job {
+  const emc_delegate *d;
+  const emc_op *op;
+  em_dw_params q;
+  int64_t c;
+  const float *x, *w, *bias;
+  float *y;
+  em_minmax_params mm;
+} dw_job;
+
+static void dw_planes(void *ctx, int64_t begin, int64_t end) {
+  const dw_job *j = ctx;
+  const int64_t in_plane = j->q.h * j->q.w, out_plane = j->q.oh * j->q.ow, khw = j->q.kh * j->q.kw;
+  for (int64_t p = begin; p < end; p++) {
+    int64_t ch = p % j->c;
+    float *out = j->y + p * out_plane;
+    j->d->cfg->dwconv(&j->q, j->x + p * in_plane, j->w + ch * khw, j->bias ? j->bias[ch] : 0.0f,
+                      out, &j->mm);
+    if (post_act(j->op)) j->d->cfg->vact((size_t)out_plane, out, out, j->op->act, j->op->fp);
+  }
+}
+
+static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const int32_t *ip = op->ip;
+  const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
+  const float *x = xt->data, *w = data_of(d, op->in[1]), *bias = data_of(d, op->in[2]);
+  float *y = yt->data;
+  int64_t n = xt->sizes[0], cin = xt->sizes[1], h = xt->sizes[2], wd = xt->sizes[3];
+  int64_t co = yt->sizes[1], oh = yt->sizes[2], ow = yt->sizes[3];
+  int64_t g = ip[EMC_CONV_GROUPS], kh = ip[EMC_CONV_KH], kw = ip[EMC_CONV_KW];
+  if (ip[EMC_CONV_DEPTHWISE]) {
+    dw_job j = {d, op,
+                {h, wd, oh, ow, kh, kw, ip[EMC_CONV_SH], ip[EMC_CONV_SW], ip[EMC_CONV_PH],
+                 ip[EMC_CONV_PW], ip[EMC_CONV_DH], ip[EMC_CONV_DW]},
+                co, x, w, bias, y, clamp_of(op)};
+    em_parallel_for(pool, n * co, dw_planes, &j);
+    return EM_OK;
+  }
+  int64_t cg = cin / g, mg = co / g, kg = cg * kh * kw, npix = oh * ow;
+  bool direct = kh == 1 && kw == 1 && ip[EMC_CONV_SH] == 1 && ip[EMC_CONV_SW] == 1 &&
+                ip[EMC_CONV_PH] == 0 && ip[EMC_CONV_PW] == 0;
+  float *col = (float *)(d->arena + ip[EMC_CONV_SCRATCH_OFF]);
+  size_t panel = div_up((size_t)mg, EMC_MR) * EMC_MR * (size_t)kg;
+  for (int64_t b = 0; b < n; b++) {
+    for (int64_t gi = 0; gi < g; gi++) {
+      const float *xg = x + (b * cin + gi * cg) * h * wd;
+      const float *bmat = xg;
+      if (!direct) {
+        im2col_job ij = {xg, col, h, wd, oh, ow, kh, kw, ip[EMC_CONV_SH], ip[EMC_CONV_SW],
+                         ip[EMC_CONV_PH], ip[EMC_CONV_PW], ip[EMC_CONV_DH], ip[EMC_CONV_DW]};
+        em_parallel_for(pool, kg, im2col_rows, &ij);
+        bmat = col;
+      }
+      gemm_job j = {d->cfg, (size_t)mg, (size_t)kg, (size_t)npix, 0, w + (size_t)gi * panel, 1,
+                    EMC_MR, 1, bmat, (size_t)npix, y + (b * co + gi * mg) * npix, (size_t)npix,
+                    bias ? bias + gi * mg : NULL, NULL, clamp_of(op), post_act(op), op->fp};
+      run_gemm_job(&j, pool);
+    }
+  }
+  return EM_OK;
+}
+
+/* ---- elementwise ------------------------------------------------------------------------- */
+
+typedef struct bin_job {
+  const emc_delegate *d;
+  const emc_op *op;
+  const float *a, *b;
+  float *y;
+  int64_t inner;   /* elements per row */
+  int kind;        /* 0: a, b rows; 1: b scalar per row; 2: a scalar per row */
+  uint32_t ndim;   /* outer dims */
+  int64_t sizes[EMC_MAX_DIMS], as[EMC_MAX_DIMS], bs[EMC_MAX_DIMS];
+  em_minmax_params mm;
+  float scalar;
+} bin_job;
+
+static void bin_row(const bin_job *j, const float *a, const float *b, float *y, size_t n) {
+  const em_cpu_config *cfg = j->d->cfg;
+  int op = j->op->ip[0];
+  if (op == EMC_BIN_RSUB) { /* y = b - a */
+    if (j->kind == 0) cfg->vbin[EMC_BIN_SUB](n, b, a, y, &j->mm);
+    else if (j->kind == 1)
+      for (size_t i = 0; i < n; i++) y[i] = fminf(fmaxf(*b - a[i], j->mm.min), j->mm.max);
+    else cfg->vbinc[EMC_BIN_SUB](n, b, a, y, &j->mm);
+  } else if (j->kind == 0) {
+    cfg->vbin[op](n, a, b, y, &j->mm);
+  } else if (j->kind == 1) {
+    cfg->vbinc[op](n, a, b, y, &j->mm);
+  } else if (op == EMC_BIN_ADD || op == EMC_BIN_MUL) {
+    cfg->vbinc[op](n, b, a, y, &j->mm);
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      float v = op == EMC_BIN_SUB ? *a - b[i] : *a / b[i];
+      y[i] = fminf(fmaxf(v, j->mm.min), j->mm.max);
+    }
+  }
+  if (post_act(j->op)) cfg->vact(n, y, y, j->op->act, j->op->fp);
+}
+
+static void bin_rows(void *ctx, int64_t begin, int64_t end) {
+  const bin_job *j = ctx;
+  if (j->ndim == 0) { /* one row split across threads */
+    int64_t ao = j->kind == 2 ? 0 : begin, bo = j->kind == 1 ? 0 : begin;
+    bin_row(j, j->a + ao, j->b + bo, j->y + begin, (size_t)(end - begin));
+    return;
+  }
+  for (int64_t r = begin; r < end; r++) {
+    int64_t rem = r, ao = 0, bo = 0;
+    for (int i = (int)j->ndim - 1; i >= 0; i--) {
+      int64_t idx = rem % j->sizes[i];
+      rem /= j->sizes[i];
+      ao += idx * j->as[i], bo += idx * j->bs[i];
+    }
+    bin_row(j, j->a + ao, j->b + bo, j->y + r * j->inner, (size_t)j->inner);
+  }
+}
+
+/* Row-major strides of x broadcast against out's rank (0 along broadcast dims). */
+static void bcast_strides(const emc_rt_tensor *x, const emc_rt_tensor *y, int64_t *st,
+                          int64_t *xs) {
+  uint32_t lead = y->ndim - x->ndim;
+  int64_t s = 1;
+  for (int i = (int)y->ndim - 1; i >= 0; i--) {
+    int64_t sz = i < (int)lead ? 1 : x->sizes[i - lead];
+    xs[i] = sz;
+    st[i] = sz == 1 ? 0 : s;
+    s *= sz;
+  }
+}
+
+static em_status run_binary(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const emc_rt_tensor *at = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
+  bin_job j = {0};
+  j.d = d, j.op = op, j.a = at->data, j.y = yt->data, j.mm = clamp_of(op), j.scalar = op->fp[2];
+  int64_t as[EMC_MAX_DIMS], bs[EMC_MAX_DIMS], asz[EMC_MAX_DIMS], bsz[EMC_MAX_DIMS];
+  bcast_strides(at, yt, as, asz);
+  if (op->in[1] >= 0) {
+    bcast_strides(&d->t[op->in[1]], yt, bs, bsz);
+    j.b = d->t[op->in[1]].data;
+  } else {
+    for (uint32_t i = 0; i < yt->ndim; i++) bs[i] = 0, bsz[i] = 1;
+    j.b = &j.scalar;
+  }
+  /* The innermost block where the roles of a and b stay the same. */
+  int nd = (int)yt->ndim, k = nd;
+  int kind = -1;
+  while (k > 0) {
+    int64_t o = yt->sizes[k - 1];
+    int ka = asz[k - 1] == o, kb = bsz[k - 1] == o;
+    if (o == 1) {
+      k--;
+      continue;
+    }
+    int this_kind = (ka && kb) ? 0 : (ka && bsz[k - 1] == 1) ? 1 : (kb && asz[k - 1] == 1) ? 2 : -1;
+    if (this_kind < 0 || (kind >= 0 && this_kind != kind)) break;
+    kind = this_kind;
+    k--;
+  }
+  if (kind < 0) kind = 0;
+  j.kind = kind;
+  j.inner = 1;
+  for (int i = k; i < nd; i++) j.inner *= yt->sizes[i];
+  j.ndim = (uint32_t)k;
+  int64_t rows = 1;
+  for (int i = 0; i < k; i++) j.sizes[i] = yt->sizes[i], j.as[i] = as[i], j.bs[i] = bs[i], rows *= yt->sizes[i];
+  if (rows == 1) {
+    j.ndim = 0;
+    em_parallel_for(pool, j.inner, bin_rows, &j);
+  } else {
+    em_parallel_for(pool, rows, bin_rows, &j);
+  }
+  return EM_OK;
+}
+
+typedef struct act_job {
+  const emc_delegate *d;
+  const emc_op *op;
+  const float *x;
+  float *y;
+} act_job;
+
+static void act_chunk(void *ctx, int64_t begin, int64_t end) {
+  const act_job *j = ctx;
+  if (j->op->kind == EMC_OP_COPY) {
+    if (j->y + begin != j->x + begin)
+      memmove(j->y + begin, j->x + begin, (size_t)(end - begin) * sizeof(float));
+    if (!j->op->act) return;
+    j->d->cfg->vact((size_t)(end - begin), j->y + begin, j->y + begin, j->op->act, j->op->fp);
+    return;
+  }
+  j->d->cfg->vact((size_t)(end - begin), j->x + begin, j->y + begin, j->op->act, j->op->fp);
+}
+
+static em_status run_unary(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  act_job j = {d, op, data_of(d, op->in[0]), data_of(d, op->out[0])};
+  em_parallel_for(pool, d->t[op->out[0]].numel, act_chunk, &j);
+  return EM_OK;
+}
+
+/* ---- pooling, reductions, rows ------------------------------------------------------------ */
+
+typedef struct pool_job {
+  const emc_delegate *d;
+  const emc_op *op;
+  const float *x;
+  float *y;
+  int64_t h, w, oh, ow;
+} pool_job;
+
+static void pool_planes(void *ctx, int64_t begin, int64_t end) {
+  const pool_job *j = ctx;
+  const int32_t *ip = j->op->ip;
+  const int is_max = j->op->kind == EMC_OP_MAXPOOL2D;
+  for (int64_t p = begin; p < end; p++) {
+    const float *x = j->x + p * j->h * j->w;
+    float *y = j->y + p * j->oh * j->ow;
+    for (int64_t oy = 0; oy < j->oh; oy++) {
+      for (int64_t ox = 0; ox < j->ow; ox++) {
+        int64_t y0 = oy * ip[EMC_POOL_SH] - ip[EMC_POOL_PH], x0 = ox * ip[EMC_POOL_SW] - ip[EMC_POOL_PW];
+        float acc = is_max ? -INFINITY : 0.0f;
+        int64_t cnt = 0;
+        for (int64_t ky = 0; ky < ip[EMC_POOL_KH]; ky++) {
+          int64_t iy = y0 + ky * ip[EMC_POOL_DH];
+          if (iy < 0 || iy >= j->h) continue;
+          for (int64_t kx = 0; kx < ip[EMC_POOL_KW]; kx++) {
+            int64_t ix = x0 + kx * ip[EMC_POOL_DW];
+            if (ix < 0 || ix >= j->w) continue;
+            float v = x[iy * j->w + ix];
+            if (is_max) acc = (v > acc || isnan(v)) ? v : acc;
+            else acc += v;
+            cnt++;
+          }
+        }
+        if (!is_max) {
+          int64_t div = cnt;
+          if (ip[EMC_POOL_DIVISOR] > 0) div = ip[EMC_POOL_DIVISOR];
+          else if (ip[EMC_POOL_INCLUDE_PAD]) {
+            /* PyTorch: the window clipped to the padded input. */
+            int64_t ye = y0 + ip[EMC_POOL_KH], xe = x0 + ip[EMC_POOL_KW];
+            int64_t hp = j->h + ip[EMC_POOL_PH], wp = j->w + ip[EMC_POOL_PW];
+            div = ((ye < hp ? ye : hp) - y0) * ((xe < wp ? xe : wp) - x0);
+          }
+          acc = div > 0 ? acc / (float)div : 0.0f;
+        }
+        y[oy * j->ow + ox] = acc;
+      }
+    }
+    if (j->op->act) j->d->cfg->vact((size_t)(j->oh * j->ow), y, y, j->op->act, j->op->fp);
+  }
+}
+
+static em_status run_pool(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
+  pool_job j = {d, op, xt->data, yt->data, xt->sizes[2], xt->sizes[3], yt->sizes[2], yt->sizes[3]};
+  em_parallel_for(pool, xt->sizes[0] * xt->sizes[1], pool_planes, &j);
+  return EM_OK;
+}
+
+typedef struct rows_job {
+  const emc_delegate *d;
+  const emc_op *op;
+} rows_job;
+
+static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
+  const rows_job *j = ctx;
+  const emc_delegate *d = j->d;
+  const emc_op *op = j->op;
+  const float *x = data_of(d, op->in[0]);
+  float *y = data_of(d, op->out[0]);
+  const int64_t cols = op->ip[1];
+  for (int64_t r = begin; r < end; r++) {
+    switch (op->kind) {
+    case EMC_OP_MEAN: {
+      const float *row = x + r * cols;
+      float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      int64_t i = 0;
+      for (; i + 4 <= cols; i += 4) s0 += row[i], s1 += row[i + 1], s2 += row[i + 2], s3 += row[i + 3];
+      for (; i < cols; i++) s0 += row[i];
+      y[r] = ((s0 + s1) + (s2 + s3)) / (float)cols;
+      if (op->act) d->cfg->vact(1, y + r, y + r, op->act, op->fp);
+      break;
+    }
+    case EMC_OP_SOFTMAX:
+      d->cfg->softmax((size_t)cols, x + r * cols, y + r * cols, op->ip[3]);
+      break;
+    default: /* layer / rms norm */
+      d->cfg->norm((size_t)cols, x + r * cols, data_of(d, op->in[1]),
+                   op->kind == EMC_OP_LAYERNORM ? data_of(d, op->in[2]) : NULL, op->fp[0],
+                   op->kind == EMC_OP_RMSNORM, y + r * cols);
+      if (op->act) d->cfg->vact((size_t)cols, y + r * cols, y + r * cols, op->act, op->fp);
+      break;
+    }
+  }
+}
+
+static em_status run_rows(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  rows_job j = {d, op};
+  em_parallel_for(pool, op->ip[0], rows_chunk, &j);
+  return EM_OK;
+}
+
+/* ---- data movement ------------------------------------------------------------------------ */
+
+typedef struct permute_job {
+  const float *x;
+  float *y;
+  uint32_t nd;
+  int64_t ysz[EMC_MAX_DIMS], xst[EMC_MAX_DIMS]; /* input stride of each output dim */
+} permute_job;
+
+/* One output row (last output dim) per item. */
+static void permute_rows(void *ctx, int64_t begin, int64_t end) {
+  const permute_job *j = ctx;
+  const int64_t inner = j->ysz[j->nd - 1], ist = j->xst[j->nd - 1];
+  for (int64_t r = begin; r < end; r++) {
+    int64_t rem = r, off = 0;
+    for (int i = (int)j->nd - 2; i >= 0; i--) {
+      off += (rem % j->ysz[i]) * j->xst[i];
+      rem /= j->ysz[i];
+    }
+    float *dst = j->y + r * inner;
+    const float *src = j->x + off;
+    if (ist == 1) memcpy(dst, src, (size_t)inner * sizeof *dst);
+    else
+      for (int64_t i = 0; i < inner; i++) dst[i] = src[i * ist];
+  }
+}
+
+static em_status run_permute(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
+  permute_job j = {xt->data, yt->data, xt->ndim, {0}, {0}};
+  if (yt->numel == 0) return EM_OK;
+  if (xt->ndim == 0) {
+    j.y[0] = j.x[0];
+    return EM_OK;
+  }
+  int64_t st[EMC_MAX_DIMS], s = 1;
+  for (int i = (int)xt->ndim - 1; i >= 0; i--) st[i] = s, s *= xt->sizes[i];
+  for (uint32_t i = 0; i < xt->ndim; i++) j.ysz[i] = yt->sizes[i], j.xst[i] = st[op->ip[i]];
+  em_parallel_for(pool, yt->numel / j.ysz[xt->ndim - 1], permute_rows, &j);
+  return EM_OK;
+}
+
+static em_status run_cat(const emc_delegate *d, const emc_op *op) {
+  float *y = data_of(d, op->out[0]);
+  int64_t outer = op->ip[0], n_in = op->ip[1], total = 0;
+  for (int i = 0; i < n_in; i++) total += op->ip[2 + i];
+  for (int64_t o = 0; o < outer; o++) {
+    float *dst = y + o * total;
+    for (int i = 0; i < n_in; i++) {
+      int64_t row = op->ip[2 + i];
+      memcpy(dst, data_of(d, op->in[i]) + o * row, (size_t)row * sizeof *dst);
+      dst += row;
+    }
+  }
+  if (op->act) d->cfg->vact((size_t)(outer * total), y, y, op->act, op->fp);
+  return EM_OK;
+}
+
+static em_status run_slice(const emc_delegate *d, const emc_op *op) {
+  const float *x = data_of(d, op->in[0]);
+  float *y = data_of(d, op->out[0]);
+  int64_t outer = op->ip[0], len = op->ip[1], inner = op->ip[2], start = op->ip[3],
+          step = op->ip[4], out_len = op->ip[5];
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < out_len; i++)
+      memcpy(y + (o * out_len + i) * inner, x + (o * len + start + i * step) * inner,
+             (size_t)inner * sizeof *y);
+  if (op->act) d->cfg->vact((size_t)(outer * out_len * inner), y, y, op->act, op->fp);
+  return EM_OK;
+}
+
+typedef struct affine_job {
+  const emc_delegate *d;
+  const emc_op *op;
+} affine_job;
+
+static void affine_planes(void *ctx, int64_t begin, int64_t end) {
+  const affine_job *j = ctx;
+  const emc_op *op = j->op;
+  const float *x = data_of(j->d, op->in[0]), *s = data_of(j->d, op->in[1]),
+              *t = data_of(j->d, op->in[2]);
+  float *y = data_of(j->d, op->out[0]);
+  int64_t c = op->ip[1], inner = op->ip[2];
+  em_minmax_params mm = clamp_of(op);
+  for (int64_t p = begin; p < end; p++) {
+    j->d->cfg->vaffine((size_t)inner, x + p * inner, s[p % c], t[p % c], y + p * inner, &mm);
+    if (post_act(op)) j->d->cfg->vact((size_t)inner, y + p * inner, y + p * inner, op->act, op->fp);
+  }
+}
+
+em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  switch (op->kind) {
+  case EMC_OP_CONV2D: return run_conv(d, op, pool);
+  case EMC_OP_GEMM: return run_gemm(d, op, pool);
+  case EMC_OP_BINARY: return run_binary(d, op, pool);
+  case EMC_OP_UNARY:
+  case EMC_OP_COPY: return run_unary(d, op, pool);
+  case EMC_OP_MAXPOOL2D:
+  case EMC_OP_AVGPOOL2D: return run_pool(d, op, pool);
+  case EMC_OP_MEAN:
+  case EMC_OP_SOFTMAX:
+  case EMC_OP_LAYERNORM:
+  case EMC_OP_RMSNORM: return run_rows(d, op, pool);
+  case EMC_OP_PERMUTE: return run_permute(d, op, pool);
+  case EMC_OP_CAT: return run_cat(d, op);
+  case EMC_OP_SLICE: return run_slice(d, op);
+  case EMC_OP_CHANNEL_AFFINE: {
+    affine_job j = {d, op};
+    em_parallel_for(pool, (int64_t)op->ip[0] * op->ip[1], affine_planes, &j);
+    return EM_OK;
+  }
+  default: return EM_ERR_INVALID_PROGRAM;
+  }
+}

@@ -1,0 +1,122 @@
+/*
+ * emc_format.h — the EmberCpuBackend blob ("EMC1"), written by
+ * python/ember/backends/cpu_blob.py and read by cpu_backend.c.
+ *
+ * Layout (little-endian, every offset from the start of the blob):
+ *
+ *   emc_header   64 bytes at 0
+ *   emc_tensor   n_tensors records at tensors_off (48 bytes each)
+ *   emc_op       n_ops records at ops_off (160 bytes each), in execution order
+ *   data         data_nbytes at data_off (64-aligned): constant tensors, each
+ *                64-aligned, weights already packed in the micro-kernel layout
+ *
+ * A tensor names a storage: a delegate input or output (args[index]), a
+ * constant (data + offset) or the backend arena (arena + offset; the arena is
+ * arena_nbytes, planned at export time, allocated once at init). Several
+ * tensors may share a storage with different shapes (views). Everything is f32.
+ *
+ * Packed GEMM weights ("A panels"): for a [M, K] matrix, ceil(M / 6) panels of
+ * [K][6] floats, rows past M zero. Panels are what EMC_MR-row micro-kernels
+ * broadcast from, whatever the ISA chosen at init.
+ */
+#ifndef EMBER_BACKENDS_CPU_EMC_FORMAT_H
+#define EMBER_BACKENDS_CPU_EMC_FORMAT_H
+
+#include <stdint.h>
+
+#define EMC_MAGIC "EMC1"
+#define EMC_VERSION 1u
+#define EMC_MAX_DIMS 6
+#define EMC_MR 6 /* rows of a packed weight panel */
+#define EMC_DATA_ALIGN 64
+
+typedef struct emc_header {
+  char magic[4];
+  uint32_t version;
+  uint32_t n_tensors;
+  uint32_t n_ops;
+  uint32_t n_inputs;
+  uint32_t n_outputs;
+  uint64_t arena_nbytes;
+  uint64_t tensors_off;
+  uint64_t ops_off;
+  uint64_t data_off;
+  uint64_t data_nbytes;
+} emc_header;
+_Static_assert(sizeof(emc_header) == 64, "emc_header is 64 bytes");
+
+enum emc_storage { EMC_INPUT = 0, EMC_OUTPUT = 1, EMC_CONST = 2, EMC_ARENA = 3 };
+
+typedef struct emc_tensor {
+  uint32_t storage; /* emc_storage */
+  uint32_t index;   /* argument index for inputs / outputs */
+  uint64_t offset;  /* bytes into data or arena; 0 for arguments */
+  uint32_t ndim;
+  int32_t sizes[EMC_MAX_DIMS];
+  uint32_t reserved;
+} emc_tensor;
+_Static_assert(sizeof(emc_tensor) == 48, "emc_tensor is 48 bytes");
+
+enum emc_op_kind {
+  EMC_OP_CONV2D = 1,    /* in: x[N,C,H,W], w, bias|-1; out [N,Co,OH,OW]            */
+  EMC_OP_GEMM = 2,      /* in: A, B, bias[N]|-1; out[b] = A[b] @ B[b] + bias          */
+  EMC_OP_BINARY = 3,    /* in: a, b|-1 (scalar fp[2]); broadcast to out               */
+  EMC_OP_UNARY = 4,     /* in: x; out = act(x)                                        */
+  EMC_OP_MAXPOOL2D = 5, /* in: x[N,C,H,W]                                             */
+  EMC_OP_AVGPOOL2D = 6, /* in: x[N,C,H,W]                                             */
+  EMC_OP_MEAN = 7,      /* mean over the last ip[1] elements of each of ip[0] rows    */
+  EMC_OP_SOFTMAX = 8,   /* ip: outer, axis length, inner, log                         */
+  EMC_OP_LAYERNORM = 9, /* in: x, weight|-1, bias|-1; ip: rows, cols; fp[0] eps       */
+  EMC_OP_PERMUTE = 10,  /* ip[0..ndim) = permutation of in0's dims                    */
+  EMC_OP_COPY = 11,     /* out = in0 (same numel)                                     */
+  EMC_OP_CAT = 12,      /* in0..3 along a dim: ip0 outer, ip1 inner, ip2 n_in          */
+  EMC_OP_SLICE = 13,    /* ip: outer, in_len, inner, start, step                      */
+  EMC_OP_CHANNEL_AFFINE = 14, /* in: x[N,C,...], scale[C], shift[C] (unfolded batch norm) */
+  EMC_OP_RMSNORM = 15,  /* in: x, weight|-1; ip: rows, cols; fp[0] eps                */
+  EMC_OP_KIND_END
+};
+
+/* Conv2d ip[] slots. */
+enum { EMC_CONV_GROUPS, EMC_CONV_KH, EMC_CONV_KW, EMC_CONV_SH, EMC_CONV_SW, EMC_CONV_PH,
+       EMC_CONV_PW, EMC_CONV_DH, EMC_CONV_DW, EMC_CONV_DEPTHWISE, EMC_CONV_SCRATCH_OFF,
+       EMC_CONV_SCRATCH_NBYTES };
+/* GEMM ip[] slots: batch, M, K, N, element strides between batches of A and B (0 = shared). */
+enum { EMC_GEMM_BATCH, EMC_GEMM_M, EMC_GEMM_K, EMC_GEMM_N, EMC_GEMM_A_BSTRIDE,
+       EMC_GEMM_B_BSTRIDE, EMC_GEMM_A_PACKED };
+/* Pool ip[] slots (avg adds count_include_pad, divisor_override). */
+enum { EMC_POOL_KH, EMC_POOL_KW, EMC_POOL_SH, EMC_POOL_SW, EMC_POOL_PH, EMC_POOL_PW,
+       EMC_POOL_DH, EMC_POOL_DW, EMC_POOL_INCLUDE_PAD, EMC_POOL_DIVISOR };
+
+enum emc_binary { EMC_BIN_ADD = 0, EMC_BIN_SUB = 1, EMC_BIN_MUL = 2, EMC_BIN_DIV = 3,
+                  EMC_BIN_RSUB = 4 };
+
+/* Activation applied to an operator's output; clamp bounds in fp[0], fp[1]. */
+enum emc_act {
+  EMC_ACT_NONE = 0,
+  EMC_ACT_CLAMP = 1, /* relu, relu6, hardtanh, clamp */
+  EMC_ACT_HARDSWISH = 2,
+  EMC_ACT_SIGMOID = 3,
+  EMC_ACT_SILU = 4,
+  EMC_ACT_GELU = 5,
+  EMC_ACT_GELU_TANH = 6,
+  EMC_ACT_TANH = 7,
+  EMC_ACT_HARDSIGMOID = 8,
+  EMC_ACT_EXP = 9,
+  EMC_ACT_SQRT = 10,
+  EMC_ACT_RSQRT = 11,
+  EMC_ACT_NEG = 12,
+  EMC_ACT_ABS = 13,
+  EMC_ACT_END
+};
+
+typedef struct emc_op {
+  uint32_t kind; /* emc_op_kind */
+  uint32_t act;  /* emc_act, applied last */
+  int32_t in[4]; /* tensor ids, -1 = absent */
+  int32_t out[2];
+  int32_t ip[24];
+  float fp[8]; /* fp[0], fp[1]: clamp min / max for EMC_ACT_CLAMP */
+} emc_op;
+_Static_assert(sizeof(emc_op) == 160, "emc_op is 160 bytes");
+
+#endif /* EMBER_BACKENDS_CPU_EMC_FORMAT_H */

@@ -1,0 +1,234 @@
+/*
+ * f32_vops_impl.h — the elementwise / depthwise / row micro-kernels, written
+ * once in plain C and instantiated per ISA by f32_vops__<isa>.c, each compiled
+ * with that ISA's flags (CMakeLists.txt) so the loops vectorize to it. Define
+ * EM_ISA (the name suffix) before including. The exp used by sigmoid, gelu,
+ * softmax is a branch-free polynomial (|rel err| < 2e-7) so those loops
+ * vectorize too; libm is only called once per softmax row for log.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cpu_ukernels.h"
+#include "emc_format.h"
+
+#define EM_CAT2(a, b) a##b
+#define EM_CAT(a, b) EM_CAT2(a, b)
+#define EM_NAME(base) EM_CAT(base, EM_ISA)
+
+static inline float vx_clampf(float x, float lo, float hi) {
+  x = x < lo ? lo : x;
+  return x > hi ? hi : x;
+}
+
+/* exp(x) by 2^n * P(r), r = x - n ln2 in [-ln2/2, ln2/2], degree-6 Taylor. */
+static inline float vx_expf(float x) {
+  x = vx_clampf(x, -87.0f, 88.0f);
+  const float fn = floorf(x * 1.44269504088896341f + 0.5f);
+  float r = x - fn * 0.693359375f;
+  r = r - fn * -2.12194440e-4f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t bits = ((int32_t)fn + 127) << 23;
+  float scale;
+  memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+static inline float vx_sigmoidf(float x) { return 1.0f / (1.0f + vx_expf(-x)); }
+
+static inline float vx_tanhf(float x) {
+  const float ax = fabsf(x);
+  const float e = vx_expf(-2.0f * ax);
+  float t = (1.0f - e) / (1.0f + e);
+  const float x2 = x * x;
+  const float small = ax * (1.0f + x2 * (-1.0f / 3.0f + x2 * (2.0f / 15.0f)));
+  t = ax < 0.05f ? small : t;
+  return x < 0.0f ? -t : t;
+}
+
+/* erf by Abramowitz & Stegun 7.1.26 (|abs err| <= 1.5e-7). */
+static inline float vx_erff(float x) {
+  const float ax = fabsf(x);
+  const float t = 1.0f / (1.0f + 0.3275911f * ax);
+  float p = 1.061405429f;
+  p = p * t - 1.453152027f;
+  p = p * t + 1.421413741f;
+  p = p * t - 0.284496736f;
+  p = p * t + 0.254829592f;
+  const float y = 1.0f - p * t * vx_expf(-ax * ax);
+  return x < 0.0f ? -y : y;
+}
+
+#define EM_VBIN(op, expr)                                                                          \
+  void EM_NAME(em_f32_v##op##_minmax_ukernel__)(size_t n, const float *a, const float *b,         \
+                                                float *y, const em_minmax_params *p) {            \
+    const float lo = p->min, hi = p->max;                                                          \
+    for (size_t i = 0; i < n; i++) {                                                               \
+      const float x = a[i], z = b[i];                                                              \
+      y[i] = vx_clampf(expr, lo, hi);                                                              \
+    }                                                                                              \
+  }                                                                                                \
+  void EM_NAME(em_f32_v##op##c_minmax_ukernel__)(size_t n, const float *a, const float *b,        \
+                                                 float *y, const em_minmax_params *p) {           \
+    const float lo = p->min, hi = p->max, z = *b;                                                  \
+    for (size_t i = 0; i < n; i++) {                                                               \
+      const float x = a[i];                                                                        \
+      y[i] = vx_clampf(expr, lo, hi);                                                              \
+    }                                                                                              \
+  }
+EM_VBIN(add, x + z)
+EM_VBIN(sub, x - z)
+EM_VBIN(mul, x *z)
+EM_VBIN(div, x / z)
+#undef EM_VBIN
+
+void EM_NAME(em_f32_vaffine_minmax_ukernel__)(size_t n, const float *x, float s, float t, float *y,
+                                             const em_minmax_params *p) {
+  const float lo = p->min, hi = p->max;
+  for (size_t i = 0; i < n; i++) y[i] = vx_clampf(x[i] * s + t, lo, hi);
+}
+
+void EM_NAME(em_f32_vact_ukernel__)(size_t n, const float *x, float *y, uint32_t act,
+                                    const float *fp) {
+  switch (act) {
+  case EMC_ACT_CLAMP: {
+    const float lo = fp[0], hi = fp[1];
+    for (size_t i = 0; i < n; i++) y[i] = vx_clampf(x[i], lo, hi);
+    break;
+  }
+  case EMC_ACT_HARDSWISH:
+    for (size_t i = 0; i < n; i++) y[i] = x[i] * vx_clampf(x[i] + 3.0f, 0.0f, 6.0f) / 6.0f;
+    break;
+  case EMC_ACT_HARDSIGMOID:
+    for (size_t i = 0; i < n; i++) y[i] = vx_clampf(x[i] + 3.0f, 0.0f, 6.0f) / 6.0f;
+    break;
+  case EMC_ACT_SIGMOID:
+    for (size_t i = 0; i < n; i++) y[i] = vx_sigmoidf(x[i]);
+    break;
+  case EMC_ACT_SILU:
+    for (size_t i = 0; i < n; i++) y[i] = x[i] * vx_sigmoidf(x[i]);
+    break;
+  case EMC_ACT_GELU:
+    for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + vx_erff(x[i] * 0.70710678118654752f));
+    break;
+  case EMC_ACT_GELU_TANH:
+    for (size_t i = 0; i < n; i++) {
+      const float v = x[i];
+      y[i] = 0.5f * v * (1.0f + vx_tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+    }
+    break;
+  case EMC_ACT_TANH:
+    for (size_t i = 0; i < n; i++) y[i] = vx_tanhf(x[i]);
+    break;
+  case EMC_ACT_EXP:
+    for (size_t i = 0; i < n; i++) y[i] = vx_expf(x[i]);
+    break;
+  case EMC_ACT_SQRT:
+    for (size_t i = 0; i < n; i++) y[i] = sqrtf(x[i]);
+    break;
+  case EMC_ACT_RSQRT:
+    for (size_t i = 0; i < n; i++) y[i] = 1.0f / sqrtf(x[i]);
+    break;
+  case EMC_ACT_NEG:
+    for (size_t i = 0; i < n; i++) y[i] = -x[i];
+    break;
+  case EMC_ACT_ABS:
+    for (size_t i = 0; i < n; i++) y[i] = fabsf(x[i]);
+    break;
+  default:
+    if (y != x) memmove(y, x, n * sizeof *y);
+    break;
+  }
+}
+
+void EM_NAME(em_f32_softmax_ukernel__)(size_t n, const float *x, float *y, int log) {
+  if (n == 0) return;
+  float mx = x[0];
+  for (size_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+  float sum = 0.0f;
+  if (log) {
+    for (size_t i = 0; i < n; i++) sum += vx_expf(x[i] - mx);
+    const float lse = mx + logf(sum);
+    for (size_t i = 0; i < n; i++) y[i] = x[i] - lse;
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const float e = vx_expf(x[i] - mx);
+    y[i] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / sum;
+  for (size_t i = 0; i < n; i++) y[i] *= inv;
+}
+
+void EM_NAME(em_f32_norm_ukernel__)(size_t n, const float *x, const float *w, const float *b,
+                                    float eps, int rms, float *y) {
+  if (n == 0) return;
+  float mean = 0.0f, var = 0.0f;
+  if (!rms) {
+    for (size_t i = 0; i < n; i++) mean += x[i];
+    mean /= (float)n;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const float d = x[i] - mean;
+    var += d * d;
+  }
+  const float rstd = 1.0f / sqrtf(var / (float)n + eps);
+  if (w && b)
+    for (size_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
+  else if (w)
+    for (size_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd * w[i];
+  else if (b)
+    for (size_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd + b[i];
+  else
+    for (size_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd;
+}
+
+/* First output column whose tap (ow * s + off) lands inside [0, w), and one past the last. */
+static inline void vx_valid_cols(int64_t w, int64_t ow, int64_t s, int64_t off, int64_t *lo,
+                                 int64_t *hi) {
+  int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+  int64_t b = (w - 1 - off) < 0 ? 0 : (w - 1 - off) / s + 1;
+  if (b > ow) b = ow;
+  if (a > b) a = b;
+  *lo = a, *hi = b;
+}
+
+void EM_NAME(em_f32_dwconv2d_minmax_ukernel__)(const em_dw_params *q, const float *in,
+                                               const float *w, float bias, float *out,
+                                               const em_minmax_params *p) {
+  const int64_t OW = q->ow;
+  for (int64_t oh = 0; oh < q->oh; oh++) {
+    float *restrict orow = out + oh * OW;
+    for (int64_t ow = 0; ow < OW; ow++) orow[ow] = bias;
+    for (int64_t ky = 0; ky < q->kh; ky++) {
+      const int64_t ih = oh * q->sh + ky * q->dh - q->ph;
+      if (ih < 0 || ih >= q->h) continue;
+      const float *restrict irow = in + ih * q->w;
+      for (int64_t kx = 0; kx < q->kw; kx++) {
+        const float wv = w[ky * q->kw + kx];
+        const int64_t off = kx * q->dw - q->pw;
+        int64_t lo, hi;
+        vx_valid_cols(q->w, OW, q->sw, off, &lo, &hi);
+        if (q->sw == 1) {
+          const float *restrict src = irow + off;
+          for (int64_t ow = lo; ow < hi; ow++) orow[ow] += wv * src[ow];
+        } else if (q->sw == 2) {
+          const float *restrict src = irow + off;
+          for (int64_t ow = lo; ow < hi; ow++) orow[ow] += wv * src[2 * ow];
+        } else {
+          for (int64_t ow = lo; ow < hi; ow++) orow[ow] += wv * irow[ow * q->sw + off];
+        }
+      }
+    }
+    const float l = p->min, h = p->max;
+    for (int64_t ow = 0; ow < OW; ow++) orow[ow] = vx_clampf(orow[ow], l, h);
+  }
+}
