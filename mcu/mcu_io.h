@@ -1,0 +1,30 @@
+/*
+ * mcu_io.h — the firmware's output, exit and work counter over Arm semihosting
+ * and SysTick. No stdio, no heap: text is formatted here (integers and floats
+ * with 7 significant digits) and written with SYS_WRITE0.
+ */
+#ifndef EMBER_MCU_IO_H
+#define EMBER_MCU_IO_H
+
+#include <stdint.h>
+
+/* Writes a NUL-terminated string (buffered to the next newline). */
+void mcu_puts(const char *s);
+/* Writes a signed / unsigned decimal integer. */
+void mcu_puti(int64_t v);
+void mcu_putu(uint64_t v);
+/* Writes a float as [-]d.dddddde[+-]x (7 significant digits), or nan/inf. */
+void mcu_putf(float v);
+/* Flushes pending text and ends the program with `status` (QEMU exits with it). */
+void mcu_exit(int status) __attribute__((noreturn));
+
+/*
+ * SysTick work counter. Under QEMU with `-icount shift=0` the processor clock
+ * advances with executed instructions, so the count is a deterministic proxy
+ * for work (not a time). mcu_ticks() is monotonic (wraps handled by the
+ * SysTick interrupt).
+ */
+void mcu_ticks_start(void);
+uint64_t mcu_ticks(void);
+
+#endif /* EMBER_MCU_IO_H */
