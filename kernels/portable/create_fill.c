@@ -21,8 +21,8 @@ static em_tensor *out_arg(em_kernel_ctx *ctx, em_evalue **args, int i) {
 }
 
 /* Resizes out to sizes and fills it with Scalar v (checked conversion to out's dtype). */
-static em_status fill_sized(em_kernel_ctx *ctx, em_tensor *out, const int64_t *sizes,
-                            int32_t dim, const em_evalue *v) {
+static em_status fill_sized(em_kernel_ctx *ctx, em_tensor *out, const int64_t *sizes, int32_t dim,
+                            const em_evalue *v) {
   EM_KCHECK(ctx, ew_is_scalar(v), "fill value must be a scalar");
   EM_KCHECK(ctx, ew_scalar_fits(v, out->dtype), "value cannot be converted to %s without overflow",
             em_dtype_name(out->dtype));
@@ -124,7 +124,7 @@ em_status em_fill_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(em_resize_out(ctx, out, self->sizes, self->dim));
   EM_KCHECK(ctx, out->numel == 0 || out->data, "out has no data");
   int d = em_dtype_is_float(value->dtype) || em_dtype_is_float(out->dtype) ? EM_DTYPE_F64
-                                                                            : EM_DTYPE_I64;
+                                                                           : EM_DTYPE_I64;
   ew_fill(out, ew_load(value, 0, d), d);
   return EM_OK;
 }

@@ -29,8 +29,8 @@ static em_status act_args(em_kernel_ctx *ctx, em_evalue **args, int oi, bool flo
 }
 
 /* Runs fn over a float-only (or promoted-to-f32) unary activation. */
-static em_status act_float(em_kernel_ctx *ctx, em_evalue **args, int oi, bool float_only,
-                           ew_fn fn, ew_op *op_params) {
+static em_status act_float(em_kernel_ctx *ctx, em_evalue **args, int oi, bool float_only, ew_fn fn,
+                           ew_op *op_params) {
   em_tensor *self, *out;
   EM_KTRY(act_args(ctx, args, oi, float_only, &self, &out));
   int common = em_dtype_is_float(self->dtype) ? self->dtype : EM_DTYPE_F32;
@@ -88,8 +88,7 @@ static ew_val f_act(const ew_val *x, ew_op *op) {
   return r;
 }
 
-static em_status act_mode(em_kernel_ctx *ctx, em_evalue **args, int oi, bool float_only,
-                          int mode) {
+static em_status act_mode(em_kernel_ctx *ctx, em_evalue **args, int oi, bool float_only, int mode) {
   ew_op p;
   memset(&p, 0, sizeof p);
   p.mode = mode;
@@ -127,7 +126,8 @@ em_status em_elu_out(em_kernel_ctx *ctx, em_evalue **args) {
   p.mode = A_ELU;
   bool f64 = self_is_f64(args);
   for (int k = 0; k < 3; k++)
-    EM_KCHECK(ctx, scalar_param(args[1 + k], f64, &p.p[k].f), "alpha/scale/input_scale must be scalars");
+    EM_KCHECK(ctx, scalar_param(args[1 + k], f64, &p.p[k].f),
+              "alpha/scale/input_scale must be scalars");
   return act_float(ctx, args, 4, true, f_act, &p);
 }
 
@@ -323,7 +323,8 @@ em_status em_glu_out(em_kernel_ctx *ctx, em_evalue **args) {
   em_tensor a = *self, b = *self;
   a.sizes = b.sizes = sizes;
   a.numel = b.numel = self->numel / 2;
-  b.data = (char *)self->data + (size_t)(sizes[dim] * self->strides[dim]) * em_dtype_size(self->dtype);
+  b.data =
+      (char *)self->data + (size_t)(sizes[dim] * self->strides[dim]) * em_dtype_size(self->dtype);
   if (self->numel == 0) b.data = self->data;
   EM_KCHECK(ctx, em_dtype_is_float(out->dtype), "out dtype %s must be floating",
             em_dtype_name(out->dtype));

@@ -86,14 +86,16 @@ static em_status add_like(em_kernel_ctx *ctx, em_evalue **args, int sign, bool s
 
 em_status em_add_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, true));
-  return add_like(ctx, args, 1, false); }
+  return add_like(ctx, args, 1, false);
+}
 em_status em_add_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, false));
   return add_like(ctx, args, 1, false);
 }
 em_status em_sub_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, true));
-  return add_like(ctx, args, -1, false); }
+  return add_like(ctx, args, -1, false);
+}
 em_status em_sub_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, false));
   return add_like(ctx, args, -1, false);
@@ -326,8 +328,8 @@ em_status em_pow_tensor_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(pow_common_ok(ctx, args));
   ew_bin b;
   EM_KTRY(ew_bin_setup(ctx, args[0], args[1], args[2], &b));
-  EM_KCHECK(ctx, !b.a || em_dtype_is_float(b.common) || args[1]->tag != EM_TAG_INT ||
-                     args[1]->u.i >= 0,
+  EM_KCHECK(ctx,
+            !b.a || em_dtype_is_float(b.common) || args[1]->tag != EM_TAG_INT || args[1]->u.i >= 0,
             "integers to negative integer powers are not allowed");
   return binary(ctx, args, f_pow, false, 0);
 }

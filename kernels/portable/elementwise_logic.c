@@ -225,7 +225,8 @@ em_status em_where_self_out(em_kernel_ctx *ctx, em_evalue **args) {
   EW_TENSOR_ARG(cond, ctx, args, 0);
   EM_KCHECK(ctx, cond->dtype == EM_DTYPE_BOOL || cond->dtype == EM_DTYPE_U8,
             "condition must be a bool tensor, got %s", em_dtype_name(cond->dtype));
-  EM_KCHECK(ctx, EM_ARG_TENSOR(args, 1) && EM_ARG_TENSOR(args, 2), "self and other must be tensors");
+  EM_KCHECK(ctx, EM_ARG_TENSOR(args, 1) && EM_ARG_TENSOR(args, 2),
+            "self and other must be tensors");
   ew_bin b;
   EM_KTRY(ew_bin_setup(ctx, args[1], args[2], args[3], &b));
   EM_KCHECK(ctx, ew_can_cast(b.common, b.out->dtype), "result dtype %s can't be cast to out %s",

@@ -77,8 +77,9 @@ void ew_rt_tensor(ew_rt *s, const em_tensor *t) {
 }
 
 void ew_rt_scalar(ew_rt *s, const em_evalue *v) {
-  int d = v->tag == EM_TAG_DOUBLE ? EM_DTYPE_F32 : v->tag == EM_TAG_BOOL ? EM_DTYPE_BOOL
-                                                                         : EM_DTYPE_I64;
+  int d = v->tag == EM_TAG_DOUBLE ? EM_DTYPE_F32
+          : v->tag == EM_TAG_BOOL ? EM_DTYPE_BOOL
+                                  : EM_DTYPE_I64;
   s->wrapped_r = promote_skip(s->wrapped_r, d);
 }
 
@@ -126,7 +127,10 @@ ew_val ew_scalar_val(const em_evalue *v, int dtype) {
     r.f = dtype == EM_DTYPE_F64 ? d : (double)(float)d;
   } else if (v->tag == EM_TAG_DOUBLE) {
     double d = v->u.d;
-    r.i = ew_wrap_int(d != d ? 0 : d >= 9.2e18 ? INT64_MAX : d <= -9.2e18 ? INT64_MIN : (int64_t)d,
+    r.i = ew_wrap_int(d != d         ? 0
+                      : d >= 9.2e18  ? INT64_MAX
+                      : d <= -9.2e18 ? INT64_MIN
+                                     : (int64_t)d,
                       dtype);
   } else {
     r.i = ew_wrap_int(v->tag == EM_TAG_BOOL ? (int64_t)v->u.b : v->u.i, dtype);
@@ -251,7 +255,8 @@ em_status ew_copy_cast(em_kernel_ctx *ctx, em_tensor *dst, const em_tensor *src)
   if (src->dtype == dst->dtype && src->dim == dst->dim && ew_is_dense(dst) && ew_is_dense(src)) {
     bool same = true;
     for (int32_t d = 0; d < dst->dim && same; d++)
-      same = src->sizes[d] == dst->sizes[d] && (dst->sizes[d] == 1 || src->strides[d] == dst->strides[d]);
+      same = src->sizes[d] == dst->sizes[d] &&
+             (dst->sizes[d] == 1 || src->strides[d] == dst->strides[d]);
     if (same) { /* identical dense layouts: one block of numel elements */
       if (dst->data != src->data) memmove(dst->data, src->data, es * (size_t)dst->numel);
       return EM_OK;
@@ -388,8 +393,7 @@ bool ew_is_scalar(const em_evalue *v) {
   return v && (v->tag == EM_TAG_INT || v->tag == EM_TAG_DOUBLE || v->tag == EM_TAG_BOOL);
 }
 
-em_status ew_bin_setup(em_kernel_ctx *ctx, em_evalue *x, em_evalue *y, em_evalue *out,
-                       ew_bin *r) {
+em_status ew_bin_setup(em_kernel_ctx *ctx, em_evalue *x, em_evalue *y, em_evalue *out, ew_bin *r) {
   memset(r, 0, sizeof *r);
   ew_rt rt;
   ew_rt_init(&rt);
@@ -428,8 +432,9 @@ void ew_bin_ins(const ew_bin *b, int dtype, ew_in *ins) {
 
 int ew_operand_dtype(const em_tensor *t, const em_evalue *s) {
   if (t) return t->dtype;
-  return s->tag == EM_TAG_DOUBLE ? EM_DTYPE_F64 : s->tag == EM_TAG_BOOL ? EM_DTYPE_BOOL
-                                                                       : EM_DTYPE_I64;
+  return s->tag == EM_TAG_DOUBLE ? EM_DTYPE_F64
+         : s->tag == EM_TAG_BOOL ? EM_DTYPE_BOOL
+                                 : EM_DTYPE_I64;
 }
 
 em_tensor *ew_arg_real_tensor(em_kernel_ctx *ctx, em_evalue **args, int i) {

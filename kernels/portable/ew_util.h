@@ -109,9 +109,15 @@ static inline int64_t ew_wrap_int(int64_t v, int dtype) {
 }
 
 /* Wrapping int64 arithmetic (no signed-overflow UB). */
-static inline int64_t ew_add_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
-static inline int64_t ew_sub_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
-static inline int64_t ew_mul_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static inline int64_t ew_add_i64(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+static inline int64_t ew_sub_i64(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a - (uint64_t)b);
+}
+static inline int64_t ew_mul_i64(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a * (uint64_t)b);
+}
 
 /* ---- the generic elementwise driver ---- */
 
@@ -123,14 +129,14 @@ typedef union ew_val {
 
 /* Parameters and state of one elementwise operation. */
 typedef struct ew_op {
-  int common;    /* compute dtype of the inputs */
-  int res;       /* dtype of the op's result before the cast to out */
-  bool fp;       /* common is floating */
-  bool res_fp;   /* res is floating */
-  ew_val p[4];   /* op parameters (alpha, bounds, ...) */
-  int mode;      /* op variant (rounding mode, which bound, ...) */
+  int common;             /* compute dtype of the inputs */
+  int res;                /* dtype of the op's result before the cast to out */
+  bool fp;                /* common is floating */
+  bool res_fp;            /* res is floating */
+  ew_val p[4];            /* op parameters (alpha, bounds, ...) */
+  int mode;               /* op variant (rounding mode, which bound, ...) */
   double (*math)(double); /* a float-domain function for table-driven ops */
-  bool err;      /* set by the op on a data-dependent error */
+  bool err;               /* set by the op on a data-dependent error */
   const char *errmsg;
 } ew_op;
 
@@ -254,8 +260,7 @@ typedef struct ew_bin {
 } ew_bin;
 
 /* Checks operands x, y (tensor or Scalar, real or bool) and out; fills r. */
-em_status ew_bin_setup(em_kernel_ctx *ctx, em_evalue *x, em_evalue *y, em_evalue *out,
-                       ew_bin *r);
+em_status ew_bin_setup(em_kernel_ctx *ctx, em_evalue *x, em_evalue *y, em_evalue *out, ew_bin *r);
 /* The two ew_in of a binary op, both cast to dtype. */
 void ew_bin_ins(const ew_bin *b, int dtype, ew_in *ins);
 /* The dtype of an operand (a Scalar counts as i64/f64/bool). */

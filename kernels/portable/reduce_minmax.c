@@ -10,8 +10,8 @@
 #include "portable/ew_util.h"
 
 /* Resizes outs to the reduction of `in` over mask and plans the loops. */
-static em_status plan_mask(em_kernel_ctx *ctx, const em_tensor *in, const bool *mask,
-                           bool keepdim, em_tensor *const *outs, int n_outs, ew_reduce *r) {
+static em_status plan_mask(em_kernel_ctx *ctx, const em_tensor *in, const bool *mask, bool keepdim,
+                           em_tensor *const *outs, int n_outs, ew_reduce *r) {
   int64_t sizes[EM_MAX_DIM];
   int32_t dim;
   ew_reduced_shape(in, mask, keepdim, sizes, &dim);

@@ -32,8 +32,9 @@ static em_status softmax(em_kernel_ctx *ctx, em_evalue **args, bool log_sm) {
   EM_KCHECK(ctx, em_norm_dim(dim_arg, self->dim, &dim), "dim %lld out of range",
             (long long)dim_arg);
   if (h2f)
-    EM_KCHECK(ctx, (self->dtype == EM_DTYPE_F16 || self->dtype == EM_DTYPE_BF16) &&
-                       out->dtype == EM_DTYPE_F32,
+    EM_KCHECK(ctx,
+              (self->dtype == EM_DTYPE_F16 || self->dtype == EM_DTYPE_BF16) &&
+                  out->dtype == EM_DTYPE_F32,
               "half_to_float needs a f16/bf16 input and a f32 out");
   else
     EM_KCHECK(ctx, out->dtype == self->dtype, "out dtype %s must match input dtype %s",
@@ -80,9 +81,7 @@ static em_status softmax(em_kernel_ctx *ctx, em_evalue **args, bool log_sm) {
   return EM_OK;
 }
 
-em_status em_softmax_out(em_kernel_ctx *ctx, em_evalue **args) {
-  return softmax(ctx, args, false);
-}
+em_status em_softmax_out(em_kernel_ctx *ctx, em_evalue **args) { return softmax(ctx, args, false); }
 em_status em_log_softmax_out(em_kernel_ctx *ctx, em_evalue **args) {
   return softmax(ctx, args, true);
 }

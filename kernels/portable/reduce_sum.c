@@ -19,7 +19,8 @@ static em_status plan(em_kernel_ctx *ctx, em_evalue **args, const em_tensor *in,
   bool mask[EM_MAX_DIM];
   EM_KTRY(ew_parse_dims(ctx, dim_i >= 0 ? args[dim_i] : NULL, in->dim, true, mask));
   bool keepdim = false;
-  if (keepdim_i >= 0) EM_KCHECK(ctx, em_arg_bool(args[keepdim_i], &keepdim), "keepdim must be a bool");
+  if (keepdim_i >= 0)
+    EM_KCHECK(ctx, em_arg_bool(args[keepdim_i], &keepdim), "keepdim must be a bool");
   int64_t sizes[EM_MAX_DIM];
   int32_t dim;
   ew_reduced_shape(in, mask, keepdim, sizes, &dim);

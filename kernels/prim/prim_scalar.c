@@ -154,11 +154,21 @@ static em_status compare(em_kernel_ctx *ctx, em_evalue **args, int op) {
   return EM_OK;
 }
 
-em_status em_prim_eq_scalar(em_kernel_ctx *ctx, em_evalue **args) { return compare(ctx, args, C_EQ); }
-em_status em_prim_gt_scalar(em_kernel_ctx *ctx, em_evalue **args) { return compare(ctx, args, C_GT); }
-em_status em_prim_ge_scalar(em_kernel_ctx *ctx, em_evalue **args) { return compare(ctx, args, C_GE); }
-em_status em_prim_lt_scalar(em_kernel_ctx *ctx, em_evalue **args) { return compare(ctx, args, C_LT); }
-em_status em_prim_le_scalar(em_kernel_ctx *ctx, em_evalue **args) { return compare(ctx, args, C_LE); }
+em_status em_prim_eq_scalar(em_kernel_ctx *ctx, em_evalue **args) {
+  return compare(ctx, args, C_EQ);
+}
+em_status em_prim_gt_scalar(em_kernel_ctx *ctx, em_evalue **args) {
+  return compare(ctx, args, C_GT);
+}
+em_status em_prim_ge_scalar(em_kernel_ctx *ctx, em_evalue **args) {
+  return compare(ctx, args, C_GE);
+}
+em_status em_prim_lt_scalar(em_kernel_ctx *ctx, em_evalue **args) {
+  return compare(ctx, args, C_LT);
+}
+em_status em_prim_le_scalar(em_kernel_ctx *ctx, em_evalue **args) {
+  return compare(ctx, args, C_LE);
+}
 
 enum { U_NEG, U_CEIL, U_ROUND, U_TRUNC, U_FLOAT, U_INT };
 

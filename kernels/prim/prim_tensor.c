@@ -61,8 +61,9 @@ em_status em_prim_et_copy_index_tensor(em_kernel_ctx *ctx, em_evalue **args) {
   int64_t index;
   EM_KCHECK(ctx, em_arg_int(args[2], &index), "index must be an Int");
   EM_KCHECK(ctx, index >= 0, "index %lld is negative", (long long)index);
-  EM_KCHECK(ctx, to->dim == from->dim + 1, "ranks of copy_to (%d) and copy_from (%d) must differ by 1",
-            (int)to->dim, (int)from->dim);
+  EM_KCHECK(ctx, to->dim == from->dim + 1,
+            "ranks of copy_to (%d) and copy_from (%d) must differ by 1", (int)to->dim,
+            (int)from->dim);
   EM_KCHECK(ctx, to->dtype == from->dtype, "dtypes differ (%s vs %s)", em_dtype_name(to->dtype),
             em_dtype_name(from->dtype));
   int64_t sizes[EM_MAX_DIM];

@@ -28,7 +28,6 @@ from typing import Any
 
 import pytest
 import torch
-
 from ember._lib import Out, call_kernel
 
 A = torch.ops.aten
@@ -236,26 +235,65 @@ def _act_cases() -> None:
         mk = _maker(shape, dt, layout)
 
         d = dname(dt)
-        case(f"leaky_relu-{d}", lambda g, st=st, mk=mk: (lambda x: single(
-            "aten::leaky_relu.out", [x, 0.2], lambda: A.leaky_relu.default(x, 0.2), style=st))(mk(g)))
-        case(f"elu-{d}", lambda g, st=st, mk=mk: (lambda x: single(
-            "aten::elu.out", [x, 1.5, 0.7, 1.3], lambda: A.elu.default(x, 1.5, 0.7, 1.3),
-            style=st))(mk(g)))
+        case(
+            f"leaky_relu-{d}",
+            lambda g, st=st, mk=mk: (
+                lambda x: single(
+                    "aten::leaky_relu.out", [x, 0.2], lambda: A.leaky_relu.default(x, 0.2), style=st
+                )
+            )(mk(g)),
+        )
+        case(
+            f"elu-{d}",
+            lambda g, st=st, mk=mk: (
+                lambda x: single(
+                    "aten::elu.out",
+                    [x, 1.5, 0.7, 1.3],
+                    lambda: A.elu.default(x, 1.5, 0.7, 1.3),
+                    style=st,
+                )
+            )(mk(g)),
+        )
         for ap in ("none", "tanh"):
             case(f"gelu-{ap}-{d}", lambda g, st=st, mk=mk, ap=ap: _gelu(mk(g), ap, st))
-        case(f"hardtanh-{d}", lambda g, st=st, mk=mk: (lambda x: single(
-            "aten::hardtanh.out", [x, -1.5, 2.5], lambda: A.hardtanh.default(x, -1.5, 2.5),
-            style=st))(mk(g)))
-        case(f"logit-eps-{d}", lambda g, st=st, mk=mk: (lambda x: single(
-            "aten::logit.out", [x, 0.1], lambda: A.logit.default(x, 0.1), style=st))(
-            mk(g, 0.0, 1.0)))
-        case(f"logit-none-{d}", lambda g, st=st, mk=mk: (lambda x: single(
-            "aten::logit.out", [x, None], lambda: A.logit.default(x), style=st))(
-            mk(g, 0.05, 0.95)))
+        case(
+            f"hardtanh-{d}",
+            lambda g, st=st, mk=mk: (
+                lambda x: single(
+                    "aten::hardtanh.out",
+                    [x, -1.5, 2.5],
+                    lambda: A.hardtanh.default(x, -1.5, 2.5),
+                    style=st,
+                )
+            )(mk(g)),
+        )
+        case(
+            f"logit-eps-{d}",
+            lambda g, st=st, mk=mk: (
+                lambda x: single(
+                    "aten::logit.out", [x, 0.1], lambda: A.logit.default(x, 0.1), style=st
+                )
+            )(mk(g, 0.0, 1.0)),
+        )
+        case(
+            f"logit-none-{d}",
+            lambda g, st=st, mk=mk: (
+                lambda x: single("aten::logit.out", [x, None], lambda: A.logit.default(x), style=st)
+            )(mk(g, 0.05, 0.95)),
+        )
         for lo, hi in ((-1, 2), (None, 1.5), (0.5, None), (2, -1), (-300, 300)):
-            case(f"clamp-{lo}-{hi}-{d}", lambda g, st=st, mk=mk, lo=lo, hi=hi, dt=dt: (
-                lambda x: single("aten::clamp.out", [x, lo, hi], lambda: A.clamp.default(x, lo, hi),
-                                 style=st, err_dtype=dt))(with_specials(mk(g))))
+            case(
+                f"clamp-{lo}-{hi}-{d}",
+                lambda g, st=st, mk=mk, lo=lo, hi=hi, dt=dt: (
+                    lambda x: single(
+                        "aten::clamp.out",
+                        [x, lo, hi],
+                        lambda: A.clamp.default(x, lo, hi),
+                        style=st,
+                        err_dtype=dt,
+                    )
+                )(with_specials(mk(g))),
+            )
         case(f"clamp-tensor-{d}", lambda g, mk=mk: _clamp_t(g, mk(g)))
         case(f"glu-{d}", lambda g, dt=dt: _glu(g, dt))
 
@@ -274,24 +312,34 @@ def _gelu(x: torch.Tensor, ap: str, st: str) -> Call:
 def _clamp_t(g: torch.Generator, x: torch.Tensor) -> Call:
     lo = rnd(g, x.shape[-1:] if x.dim() else (), F32, -2, 0)
     hi = rnd(g, (1,) + tuple(x.shape[-1:]) if x.dim() else (), I32, 0, 2)
-    return single("aten::clamp.Tensor_out", [x, lo, hi], lambda: A.clamp.Tensor(x, lo, hi),
-                  err_dtype=x.dtype)
+    return single(
+        "aten::clamp.Tensor_out", [x, lo, hi], lambda: A.clamp.Tensor(x, lo, hi), err_dtype=x.dtype
+    )
 
 
 def _glu(g: torch.Generator, dt: torch.dtype) -> Call:
     x = rnd(g, (2, 6, 4, 3), dt, layout="cl")
-    return single("aten::glu.out", [x, 1], lambda: A.glu.default(x, 1), style="cl",
-                  err_dtype=dt)
+    return single("aten::glu.out", [x, 1], lambda: A.glu.default(x, 1), style="cl", err_dtype=dt)
 
 
 _act_cases()
-case("clamp-none-none", lambda g: single(
-    "aten::clamp.out", [rnd(g, (3,), F32), None, None], lambda: None))
+case(
+    "clamp-none-none",
+    lambda g: single("aten::clamp.out", [rnd(g, (3,), F32), None, None], lambda: None),
+)
 case("glu-odd", lambda g: single("aten::glu.out", [rnd(g, (2, 5), F32), -1], lambda: None))
-case("glu-negdim", lambda g: (lambda x: single(
-    "aten::glu.out", [x, -2], lambda: A.glu.default(x, -2)))(rnd(g, (4, 3), F64)))
-case("gelu-bad-mode", lambda g: (lambda x: Call(
-    "aten::gelu.out", [x, "fast", x.clone(), x.clone()], error=True))(rnd(g, (3,), F32)))
+case(
+    "glu-negdim",
+    lambda g: (lambda x: single("aten::glu.out", [x, -2], lambda: A.glu.default(x, -2)))(
+        rnd(g, (4, 3), F64)
+    ),
+)
+case(
+    "gelu-bad-mode",
+    lambda g: (lambda x: Call("aten::gelu.out", [x, "fast", x.clone(), x.clone()], error=True))(
+        rnd(g, (3,), F32)
+    ),
+)
 
 
 # -- binary ops -----------------------------------------------------------------------------
@@ -304,48 +352,116 @@ BCAST = [
     ((2, 3, 4, 5), (5,), "cl", "c"),
     ((3, 5), (3, 5), "s", "t"),
 ]
-MIXED = [(I32, F32), (U8, I8), (BOOL, I64), (I64, F16), (F16, BF16), (F32, F64), (U8, BOOL),
-         (I16, I32)]
+MIXED = [
+    (I32, F32),
+    (U8, I8),
+    (BOOL, I64),
+    (I64, F16),
+    (F16, BF16),
+    (F32, F64),
+    (U8, BOOL),
+    (I16, I32),
+]
 
 # name, overloads (tensor-tensor, tensor-scalar), eager fn(a, b), value ranges (a, b), extras
 BINARY = [
-    ("add", "out", "Scalar_out", lambda a, b: A.add.Tensor(a, b, alpha=2) if not (
-        a.is_floating_point() or (isinstance(b, torch.Tensor) and b.is_floating_point())) else
-        A.add.Tensor(a, b, alpha=0.5), (-5, 5), (-5, 5)),
+    (
+        "add",
+        "out",
+        "Scalar_out",
+        lambda a, b: (
+            A.add.Tensor(a, b, alpha=2)
+            if not (
+                a.is_floating_point() or (isinstance(b, torch.Tensor) and b.is_floating_point())
+            )
+            else A.add.Tensor(a, b, alpha=0.5)
+        ),
+        (-5, 5),
+        (-5, 5),
+    ),
     ("sub", "out", "Scalar_out", lambda a, b: A.sub.Tensor(a, b), (-5, 5), (-5, 5)),
     ("mul", "out", "Scalar_out", lambda a, b: A.mul.Tensor(a, b), (-5, 5), (-5, 5)),
     ("div", "out", "Scalar_out", lambda a, b: A.div.Tensor(a, b), (-5, 5), (1, 4)),
     ("floor_divide", "out", None, lambda a, b: A.floor_divide.default(a, b), (-9, 9), (1, 4)),
     ("fmod", "Tensor_out", "Scalar_out", lambda a, b: A.fmod.Tensor(a, b), (-9, 9), (1, 4)),
-    ("remainder", "Tensor_out", "Scalar_out", lambda a, b: A.remainder.Tensor(a, b), (-9, 9),
-     (1, 4)),
-    ("pow", "Tensor_Tensor_out", "Tensor_Scalar_out", lambda a, b: A.pow.Tensor_Tensor(a, b),
-     (0.2, 3), (0, 3)),
+    (
+        "remainder",
+        "Tensor_out",
+        "Scalar_out",
+        lambda a, b: A.remainder.Tensor(a, b),
+        (-9, 9),
+        (1, 4),
+    ),
+    (
+        "pow",
+        "Tensor_Tensor_out",
+        "Tensor_Scalar_out",
+        lambda a, b: A.pow.Tensor_Tensor(a, b),
+        (0.2, 3),
+        (0, 3),
+    ),
     ("maximum", "out", None, lambda a, b: A.maximum.default(a, b), (-5, 5), (-5, 5)),
     ("minimum", "out", None, lambda a, b: A.minimum.default(a, b), (-5, 5), (-5, 5)),
     ("atan2", "out", None, lambda a, b: A.atan2.default(a, b), (-5, 5), (-5, 5)),
-    ("bitwise_and", "Tensor_out", "Scalar_out", lambda a, b: A.bitwise_and.Tensor(a, b),
-     (-60, 60), (-60, 60)),
-    ("bitwise_or", "Tensor_out", "Scalar_out", lambda a, b: A.bitwise_or.Tensor(a, b),
-     (-60, 60), (-60, 60)),
-    ("bitwise_xor", "Tensor_out", "Scalar_out", lambda a, b: A.bitwise_xor.Tensor(a, b),
-     (-60, 60), (-60, 60)),
-    ("bitwise_left_shift", "Tensor_out", "Tensor_Scalar_out",
-     lambda a, b: A.bitwise_left_shift.Tensor(a, b), (-60, 60), (-2, 70)),
-    ("bitwise_right_shift", "Tensor_out", "Tensor_Scalar_out",
-     lambda a, b: A.bitwise_right_shift.Tensor(a, b), (-60, 60), (-2, 70)),
+    (
+        "bitwise_and",
+        "Tensor_out",
+        "Scalar_out",
+        lambda a, b: A.bitwise_and.Tensor(a, b),
+        (-60, 60),
+        (-60, 60),
+    ),
+    (
+        "bitwise_or",
+        "Tensor_out",
+        "Scalar_out",
+        lambda a, b: A.bitwise_or.Tensor(a, b),
+        (-60, 60),
+        (-60, 60),
+    ),
+    (
+        "bitwise_xor",
+        "Tensor_out",
+        "Scalar_out",
+        lambda a, b: A.bitwise_xor.Tensor(a, b),
+        (-60, 60),
+        (-60, 60),
+    ),
+    (
+        "bitwise_left_shift",
+        "Tensor_out",
+        "Tensor_Scalar_out",
+        lambda a, b: A.bitwise_left_shift.Tensor(a, b),
+        (-60, 60),
+        (-2, 70),
+    ),
+    (
+        "bitwise_right_shift",
+        "Tensor_out",
+        "Tensor_Scalar_out",
+        lambda a, b: A.bitwise_right_shift.Tensor(a, b),
+        (-60, 60),
+        (-2, 70),
+    ),
     ("logical_and", "out", None, lambda a, b: A.logical_and.default(a, b), (-1, 1), (-1, 1)),
     ("logical_or", "out", None, lambda a, b: A.logical_or.default(a, b), (-1, 1), (-1, 1)),
     ("logical_xor", "out", None, lambda a, b: A.logical_xor.default(a, b), (-1, 1), (-1, 1)),
 ] + [
-    (c, "Tensor_out", "Scalar_out", (lambda c: lambda a, b: getattr(A, c).Tensor(a, b))(c),
-     (-2, 2), (-2, 2))
-    for c in ("eq", "ne", "lt", "le", "gt", "ge")
+    (
+        cmp,
+        "Tensor_out",
+        "Scalar_out",
+        (lambda c: lambda a, b: getattr(A, c).Tensor(a, b))(cmp),
+        (-2, 2),
+        (-2, 2),
+    )
+    for cmp in ("eq", "ne", "lt", "le", "gt", "ge")
 ]
 
 SCALAR_FN = {
-    "add": lambda a, s: A.add.Scalar(a, s, alpha=2 if not isinstance(s, float) and
-                                     not a.is_floating_point() else 0.5),
+    "add": lambda a, s: A.add.Scalar(
+        a, s, alpha=2 if not isinstance(s, float) and not a.is_floating_point() else 0.5
+    ),
     "sub": lambda a, s: A.sub.Scalar(a, s),
     "mul": lambda a, s: A.mul.Scalar(a, s),
     "div": lambda a, s: A.div.Scalar(a, s),
@@ -367,8 +483,11 @@ def _alpha(name: str, a: torch.Tensor, b: Any) -> list[Any]:
         return []
     if name == "sub":
         return [1]
-    fl = a.is_floating_point() or (isinstance(b, torch.Tensor) and b.is_floating_point()) or (
-        isinstance(b, float))
+    fl = (
+        a.is_floating_point()
+        or (isinstance(b, torch.Tensor) and b.is_floating_point())
+        or (isinstance(b, float))
+    )
     return [0.5 if fl else 2]
 
 
@@ -383,12 +502,20 @@ def _binary_case(spec: tuple, da: torch.dtype, db: torch.dtype, bi: int, tag: st
             a = with_specials(a)
         pre = [a, b]
         if name == "sub":
-            return single(f"aten::sub.{ov_t}", pre + [1], lambda: A.sub.Tensor(a, b, alpha=1),
-                          style=STYLES[bi % 4])
+            return single(
+                f"aten::sub.{ov_t}",
+                pre + [1],
+                lambda: A.sub.Tensor(a, b, alpha=1),
+                style=STYLES[bi % 4],
+            )
         if name == "add":
             al = _alpha(name, a, b)
-            return single(f"aten::add.{ov_t}", pre + al, lambda: A.add.Tensor(a, b, alpha=al[0]),
-                          style=STYLES[bi % 4])
+            return single(
+                f"aten::add.{ov_t}",
+                pre + al,
+                lambda: A.add.Tensor(a, b, alpha=al[0]),
+                style=STYLES[bi % 4],
+            )
         return single(f"aten::{name}.{ov_t}", pre, lambda: fn(a, b), style=STYLES[bi % 4])
 
     case(f"{name}-{tag}-{dname(da)}-{dname(db)}-{bi}", build)
@@ -403,11 +530,20 @@ def _scalar_case(spec: tuple, da: torch.dtype, s: Any, si: int) -> None:
         op = "rsub" if name == "rsub" else name
         if name in ("add", "sub"):
             al = _alpha(name, a, s)
-            return single(f"aten::{op}.{ov_s}", [a, s] + al,
-                          lambda: getattr(A, op).Scalar(a, s, alpha=al[0]),
-                          style=STYLES[si % 4], err_dtype=da)
-        return single(f"aten::{op}.{ov_s}", [a, s], lambda: SCALAR_FN[name](a, s),
-                      style=STYLES[si % 4], err_dtype=da)
+            return single(
+                f"aten::{op}.{ov_s}",
+                [a, s] + al,
+                lambda: getattr(A, op).Scalar(a, s, alpha=al[0]),
+                style=STYLES[si % 4],
+                err_dtype=da,
+            )
+        return single(
+            f"aten::{op}.{ov_s}",
+            [a, s],
+            lambda: SCALAR_FN[name](a, s),
+            style=STYLES[si % 4],
+            err_dtype=da,
+        )
 
     case(f"{name}-scalar-{dname(da)}-{s}-{si}", build)
 
@@ -442,12 +578,14 @@ for _da, _db in [(F16, F32), (I32, F64), (U8, I64), (BF16, F64), (I8, BOOL)]:
 def _rsub(g: torch.Generator, dt: torch.dtype, s: Any) -> Call:
     a = rnd(g, (2, 3), dt, -5, 5)
     al = 2 if not (dt.is_floating_point or isinstance(s, float)) else 0.5
-    return single("aten::rsub.Scalar_out", [a, s, al], lambda: A.rsub.Scalar(a, s, al),
-                  err_dtype=dt)
+    return single(
+        "aten::rsub.Scalar_out", [a, s, al], lambda: A.rsub.Scalar(a, s, al), err_dtype=dt
+    )
 
 
-def _div_mode(g: torch.Generator, da: torch.dtype, db: torch.dtype, mode: str | None,
-              scalar: bool, zero: bool) -> Call:
+def _div_mode(
+    g: torch.Generator, da: torch.dtype, db: torch.dtype, mode: str | None, scalar: bool, zero: bool
+) -> Call:
     a = rnd(g, (3, 4), da, -9, 9)
     b: Any = 0 if (scalar and zero) else (-3 if scalar else rnd(g, (4,), db, 1, 4))
     if not scalar:
@@ -456,10 +594,16 @@ def _div_mode(g: torch.Generator, da: torch.dtype, db: torch.dtype, mode: str | 
             b = b.clone()
             b[1] = 0
     if scalar:
-        return _div_mode_call("aten::div.Scalar_mode_out", a, b, mode,
-                              lambda: A.div.Scalar_mode(a, b, rounding_mode=mode))
-    return _div_mode_call("aten::div.out_mode", a, b, mode,
-                          lambda: A.div.Tensor_mode(a, b, rounding_mode=mode))
+        return _div_mode_call(
+            "aten::div.Scalar_mode_out",
+            a,
+            b,
+            mode,
+            lambda: A.div.Scalar_mode(a, b, rounding_mode=mode),
+        )
+    return _div_mode_call(
+        "aten::div.out_mode", a, b, mode, lambda: A.div.Tensor_mode(a, b, rounding_mode=mode)
+    )
 
 
 def _div_mode_call(op: str, a: torch.Tensor, b: Any, mode: str | None, fn: Any) -> Call:
@@ -475,40 +619,83 @@ for _dt in ALL:
     for _s in (2, 1.5):
         case(f"rsub-{dname(_dt)}-{_s}", lambda g, dt=_dt, s=_s: _rsub(g, dt, s))
     for _mode in (None, "trunc", "floor"):
-        case(f"div-mode-{_mode}-{dname(_dt)}",
-             lambda g, dt=_dt, m=_mode: _div_mode(g, dt, dt, m, False, False))
-        case(f"div-scalar-mode-{_mode}-{dname(_dt)}",
-             lambda g, dt=_dt, m=_mode: _div_mode(g, dt, dt, m, True, False))
+        case(
+            f"div-mode-{_mode}-{dname(_dt)}",
+            lambda g, dt=_dt, m=_mode: _div_mode(g, dt, dt, m, False, False),
+        )
+        case(
+            f"div-scalar-mode-{_mode}-{dname(_dt)}",
+            lambda g, dt=_dt, m=_mode: _div_mode(g, dt, dt, m, True, False),
+        )
 for _dt in (I32, I64, U8, F32):
     for _mode in ("trunc", "floor"):
-        case(f"div-mode-zero-{_mode}-{dname(_dt)}",
-             lambda g, dt=_dt, m=_mode: _div_mode(g, dt, dt, m, False, True))
-        case(f"div-scalar-mode-zero-{_mode}-{dname(_dt)}",
-             lambda g, dt=_dt, m=_mode: _div_mode(g, dt, dt, m, True, True))
-case("div-mode-bad", lambda g: (lambda a: Call(
-    "aten::div.out_mode", [a, a, "round", a.clone(), a.clone()], error=True))(rnd(g, (3,), F32)))
+        case(
+            f"div-mode-zero-{_mode}-{dname(_dt)}",
+            lambda g, dt=_dt, m=_mode: _div_mode(g, dt, dt, m, False, True),
+        )
+        case(
+            f"div-scalar-mode-zero-{_mode}-{dname(_dt)}",
+            lambda g, dt=_dt, m=_mode: _div_mode(g, dt, dt, m, True, True),
+        )
+case(
+    "div-mode-bad",
+    lambda g: (
+        lambda a: Call("aten::div.out_mode", [a, a, "round", a.clone(), a.clone()], error=True)
+    )(rnd(g, (3,), F32)),
+)
 for _dt in (I32, I64):
-    case(f"floor_divide-zero-{dname(_dt)}", lambda g, dt=_dt: single(
-        "aten::floor_divide.out", [torch.ones(3, dtype=dt), torch.zeros(3, dtype=dt)], lambda: None))
-    case(f"remainder-zero-{dname(_dt)}", lambda g, dt=_dt: single(
-        "aten::remainder.Tensor_out", [torch.ones(3, dtype=dt), torch.zeros(3, dtype=dt)],
-        lambda: None))
-    case(f"fmod-zero-scalar-{dname(_dt)}", lambda g, dt=_dt: single(
-        "aten::fmod.Scalar_out", [torch.ones(3, dtype=dt), 0], lambda: None))
-case("floor_divide-float-zero", lambda g: (lambda a, b: single(
-    "aten::floor_divide.out", [a, b], lambda: A.floor_divide.default(a, b)))(
-    torch.tensor([1.0, -1.0, 0.0, 5.0]), torch.tensor([0.0, 0.0, 0.0, -0.0])))
-case("pow-int-negexp", lambda g: (lambda a: single(
-    "aten::pow.Tensor_Scalar_out", [a, -2], lambda: A.pow.Tensor_Scalar(a, -2)))(
-    torch.tensor([1, 2, -1], dtype=I32)))
-case("pow-int-negexp-tensor", lambda g: (lambda a, b: single(
-    "aten::pow.Tensor_Tensor_out", [a, b], lambda: A.pow.Tensor_Tensor(a, b)))(
-    torch.tensor([2, -1, 1, 0, -1, 3], dtype=I64), torch.tensor([-1, -3, -2, 0, -4, 5])))
+    case(
+        f"floor_divide-zero-{dname(_dt)}",
+        lambda g, dt=_dt: single(
+            "aten::floor_divide.out",
+            [torch.ones(3, dtype=dt), torch.zeros(3, dtype=dt)],
+            lambda: None,
+        ),
+    )
+    case(
+        f"remainder-zero-{dname(_dt)}",
+        lambda g, dt=_dt: single(
+            "aten::remainder.Tensor_out",
+            [torch.ones(3, dtype=dt), torch.zeros(3, dtype=dt)],
+            lambda: None,
+        ),
+    )
+    case(
+        f"fmod-zero-scalar-{dname(_dt)}",
+        lambda g, dt=_dt: single(
+            "aten::fmod.Scalar_out", [torch.ones(3, dtype=dt), 0], lambda: None
+        ),
+    )
+case(
+    "floor_divide-float-zero",
+    lambda g: (
+        lambda a, b: single("aten::floor_divide.out", [a, b], lambda: A.floor_divide.default(a, b))
+    )(torch.tensor([1.0, -1.0, 0.0, 5.0]), torch.tensor([0.0, 0.0, 0.0, -0.0])),
+)
+case(
+    "pow-int-negexp",
+    lambda g: (
+        lambda a: single("aten::pow.Tensor_Scalar_out", [a, -2], lambda: A.pow.Tensor_Scalar(a, -2))
+    )(torch.tensor([1, 2, -1], dtype=I32)),
+)
+case(
+    "pow-int-negexp-tensor",
+    lambda g: (
+        lambda a, b: single(
+            "aten::pow.Tensor_Tensor_out", [a, b], lambda: A.pow.Tensor_Tensor(a, b)
+        )
+    )(torch.tensor([2, -1, 1, 0, -1, 3], dtype=I64), torch.tensor([-1, -3, -2, 0, -4, 5])),
+)
 for _dt in ALL:
     for _s in (2, 0.5, -1.5):
-        case(f"pow-scalar-base-{dname(_dt)}-{_s}", lambda g, dt=_dt, s=_s: (lambda e: single(
-            "aten::pow.Scalar_out", [s, e], lambda: A.pow.Scalar(s, e), err_dtype=dt))(
-            rnd(g, (2, 3), dt, 0, 3)))
+        case(
+            f"pow-scalar-base-{dname(_dt)}-{_s}",
+            lambda g, dt=_dt, s=_s: (
+                lambda e: single(
+                    "aten::pow.Scalar_out", [s, e], lambda: A.pow.Scalar(s, e), err_dtype=dt
+                )
+            )(rnd(g, (2, 3), dt, 0, 3)),
+        )
 
 
 def _where(g: torch.Generator, da: torch.dtype, db: torch.dtype, bi: int) -> Call:
@@ -516,17 +703,23 @@ def _where(g: torch.Generator, da: torch.dtype, db: torch.dtype, bi: int) -> Cal
     c = rnd(g, sb, BOOL)
     a = rnd(g, sa, da, -5, 5, la)
     b = rnd(g, sb, db, -5, 5, lb)
-    return single("aten::where.self_out", [c, a, b], lambda: A.where.self(c, a, b),
-                  style=STYLES[bi % 4])
+    return single(
+        "aten::where.self_out", [c, a, b], lambda: A.where.self(c, a, b), style=STYLES[bi % 4]
+    )
 
 
 for _i, _dt in enumerate(ALL):
     case(f"where-{dname(_dt)}", lambda g, dt=_dt, i=_i: _where(g, dt, dt, i))
 for _i, (_da, _db) in enumerate(MIXED):
-    case(f"where-mixed-{dname(_da)}-{dname(_db)}", lambda g, a=_da, b=_db, i=_i: _where(
-        g, a, b, i))
-case("where-float-cond", lambda g: Call("aten::where.self_out", [
-    torch.ones(3), torch.ones(3), torch.ones(3), torch.ones(3), torch.ones(3)], error=True))
+    case(f"where-mixed-{dname(_da)}-{dname(_db)}", lambda g, a=_da, b=_db, i=_i: _where(g, a, b, i))
+case(
+    "where-float-cond",
+    lambda g: Call(
+        "aten::where.self_out",
+        [torch.ones(3), torch.ones(3), torch.ones(3), torch.ones(3), torch.ones(3)],
+        error=True,
+    ),
+)
 
 
 def _masked_fill(g: torch.Generator, dt: torch.dtype, v: Any, i: int) -> Call:
@@ -534,46 +727,121 @@ def _masked_fill(g: torch.Generator, dt: torch.dtype, v: Any, i: int) -> Call:
     sa, sm = shapes[i % len(shapes)]
     a = rnd(g, sa, dt, -5, 5)
     m = rnd(g, sm, BOOL)
-    return single("aten::masked_fill.Scalar_out", [a, m, v],
-                  lambda: A.masked_fill.Scalar(a, m, v), err_dtype=dt)
+    return single(
+        "aten::masked_fill.Scalar_out",
+        [a, m, v],
+        lambda: A.masked_fill.Scalar(a, m, v),
+        err_dtype=dt,
+    )
 
 
 for _i, _dt in enumerate(ALL):
     for _v in (2, -1.5, True):
-        case(f"masked_fill-{dname(_dt)}-{_v}", lambda g, dt=_dt, v=_v, i=_i: _masked_fill(
-            g, dt, v, i))
-case("masked_fill-int-mask", lambda g: Call("aten::masked_fill.Scalar_out", [
-    torch.ones(3), torch.ones(3, dtype=I32), 1.0, torch.ones(3), torch.ones(3)], error=True))
+        case(
+            f"masked_fill-{dname(_dt)}-{_v}",
+            lambda g, dt=_dt, v=_v, i=_i: _masked_fill(g, dt, v, i),
+        )
+case(
+    "masked_fill-int-mask",
+    lambda g: Call(
+        "aten::masked_fill.Scalar_out",
+        [torch.ones(3), torch.ones(3, dtype=I32), 1.0, torch.ones(3), torch.ones(3)],
+        error=True,
+    ),
+)
 
 # broadcast / out-shape / out-dtype errors
-case("add-nobcast", lambda g: single(
-    "aten::add.out", [rnd(g, (2, 3), F32), rnd(g, (4,), F32), 1], lambda: None))
-case("add-static-out-wrong-shape", lambda g: Call("aten::add.out", [
-    torch.ones(2, 3), torch.ones(2, 3), 1, torch.ones(3, 2), torch.ones(3, 2)], error=True))
-case("add-float-into-int-out", lambda g: Call("aten::add.out", [
-    torch.ones(2, 3), torch.ones(2, 3), 1, torch.ones(2, 3, dtype=I32),
-    torch.ones(2, 3, dtype=I32)], error=True))
-case("add-int-float-alpha", lambda g: Call("aten::add.out", [
-    torch.ones(3, dtype=I32), torch.ones(3, dtype=I32), 0.5, torch.ones(3, dtype=I32),
-    torch.ones(3, dtype=I32)], error=True))
-case("add-int-into-bool-out", lambda g: Call("aten::add.out", [
-    torch.ones(3, dtype=I32), torch.ones(3, dtype=I32), 1, torch.ones(3, dtype=BOOL),
-    torch.ones(3, dtype=BOOL)], error=True))
-case("add-dyn-too-small", lambda g: (lambda o: Call("aten::add.out", [
-    torch.ones(4, 3), torch.ones(4, 3), 1, o, o.t], error=True))(Out(torch.zeros(2, 3))))
-case("mul-int-into-float-out", lambda g: (lambda a, o: Call(
-    "aten::mul.out", [a, a, o, o], [(o, (a * a).float())]))(
-    torch.arange(6, dtype=I32).reshape(2, 3), torch.zeros(2, 3)))
-case("eq-into-float-out", lambda g: (lambda a, b, o: Call(
-    "aten::eq.Tensor_out", [a, b, o, o], [(o, (a == b).float())]))(
-    torch.tensor([1, 2, 3]), torch.tensor([1, 0, 3]), torch.zeros(3)))
-case("add-wrong-kind", lambda g: Call("aten::add.Scalar_out", [
-    torch.ones(3), torch.ones(3), 1, torch.ones(3), torch.ones(3)], error=True))
+case(
+    "add-nobcast",
+    lambda g: single("aten::add.out", [rnd(g, (2, 3), F32), rnd(g, (4,), F32), 1], lambda: None),
+)
+case(
+    "add-static-out-wrong-shape",
+    lambda g: Call(
+        "aten::add.out",
+        [torch.ones(2, 3), torch.ones(2, 3), 1, torch.ones(3, 2), torch.ones(3, 2)],
+        error=True,
+    ),
+)
+case(
+    "add-float-into-int-out",
+    lambda g: Call(
+        "aten::add.out",
+        [
+            torch.ones(2, 3),
+            torch.ones(2, 3),
+            1,
+            torch.ones(2, 3, dtype=I32),
+            torch.ones(2, 3, dtype=I32),
+        ],
+        error=True,
+    ),
+)
+case(
+    "add-int-float-alpha",
+    lambda g: Call(
+        "aten::add.out",
+        [
+            torch.ones(3, dtype=I32),
+            torch.ones(3, dtype=I32),
+            0.5,
+            torch.ones(3, dtype=I32),
+            torch.ones(3, dtype=I32),
+        ],
+        error=True,
+    ),
+)
+case(
+    "add-int-into-bool-out",
+    lambda g: Call(
+        "aten::add.out",
+        [
+            torch.ones(3, dtype=I32),
+            torch.ones(3, dtype=I32),
+            1,
+            torch.ones(3, dtype=BOOL),
+            torch.ones(3, dtype=BOOL),
+        ],
+        error=True,
+    ),
+)
+case(
+    "add-dyn-too-small",
+    lambda g: (
+        lambda o: Call("aten::add.out", [torch.ones(4, 3), torch.ones(4, 3), 1, o, o.t], error=True)
+    )(Out(torch.zeros(2, 3))),
+)
+case(
+    "mul-int-into-float-out",
+    lambda g: (lambda a, o: Call("aten::mul.out", [a, a, o, o], [(o, (a * a).float())]))(
+        torch.arange(6, dtype=I32).reshape(2, 3), torch.zeros(2, 3)
+    ),
+)
+case(
+    "eq-into-float-out",
+    lambda g: (lambda a, b, o: Call("aten::eq.Tensor_out", [a, b, o, o], [(o, (a == b).float())]))(
+        torch.tensor([1, 2, 3]), torch.tensor([1, 0, 3]), torch.zeros(3)
+    ),
+)
+case(
+    "add-wrong-kind",
+    lambda g: Call(
+        "aten::add.Scalar_out",
+        [torch.ones(3), torch.ones(3), 1, torch.ones(3), torch.ones(3)],
+        error=True,
+    ),
+)
 
 
 # -- reductions -----------------------------------------------------------------------------
-RED_SHAPES = [((2, 3, 4), "c"), ((2, 3, 4, 5), "cl"), ((3, 5), "t"), ((), "c"), ((0, 3), "c"),
-              ((4, 6), "s")]
+RED_SHAPES = [
+    ((2, 3, 4), "c"),
+    ((2, 3, 4, 5), "cl"),
+    ((3, 5), "t"),
+    ((), "c"),
+    ((0, 3), "c"),
+    ((4, 6), "s"),
+]
 
 
 def _dims_for(shape: tuple[int, ...], k: int) -> Any:
@@ -593,38 +861,72 @@ def _red_case(op: str, dt: torch.dtype, i: int) -> None:
         x = rnd(g, shape, dt, -3, 3, layout)
         st = STYLES[i % 4]
         if op == "sum":
-            return single("aten::sum.IntList_out", [x, dims, keep, None],
-                          lambda: A.sum.dim_IntList(x, dims, keep), style=st, scale=4)
+            return single(
+                "aten::sum.IntList_out",
+                [x, dims, keep, None],
+                lambda: A.sum.dim_IntList(x, dims, keep),
+                style=st,
+                scale=4,
+            )
         if op == "sum_dtype":
-            return single("aten::sum.IntList_out", [x, dims, keep, F64],
-                          lambda: A.sum.dim_IntList(x, dims, keep, dtype=F64), style=st)
+            return single(
+                "aten::sum.IntList_out",
+                [x, dims, keep, F64],
+                lambda: A.sum.dim_IntList(x, dims, keep, dtype=F64),
+                style=st,
+            )
         if op == "mean":
-            return single("aten::mean.out", [x, dims, keep, None],
-                          lambda: A.mean.dim(x, dims, keep), style=st, scale=4)
+            return single(
+                "aten::mean.out",
+                [x, dims, keep, None],
+                lambda: A.mean.dim(x, dims, keep),
+                style=st,
+                scale=4,
+            )
         if op == "mean_dtype":
             return single("aten::mean.dtype_out", [x, F64], lambda: A.mean.default(x, dtype=F64))
         if op == "prod":
             return single("aten::prod.out", [x, None], lambda: A.prod.default(x), scale=4)
         if op == "prod_int":
             d = dims[0] if isinstance(dims, list) and dims else -1
-            return single("aten::prod.int_out", [x, d, keep, None],
-                          lambda: A.prod.dim_int(x, d, keep), style=st, scale=4)
+            return single(
+                "aten::prod.int_out",
+                [x, d, keep, None],
+                lambda: A.prod.dim_int(x, d, keep),
+                style=st,
+                scale=4,
+            )
         if op in ("amax", "amin"):
             dd = dims if dims is not None else []
             xs = with_specials(x) if i % 3 == 0 else x
-            return single(f"aten::{op}.out", [xs, dd, keep],
-                          lambda: getattr(A, op).default(xs, dd, keep), style=st, err_dtype=dt)
+            return single(
+                f"aten::{op}.out",
+                [xs, dd, keep],
+                lambda: getattr(A, op).default(xs, dd, keep),
+                style=st,
+                err_dtype=dt,
+            )
         if op in ("argmax", "argmin"):
             d = None if not dims else dims[0]
             xs = with_specials(x) if i % 3 == 0 else x
-            return single(f"aten::{op}.out", [xs, d, keep],
-                          lambda: getattr(A, op).default(xs, d, keep), style=st, err_dtype=I64)
+            return single(
+                f"aten::{op}.out",
+                [xs, d, keep],
+                lambda: getattr(A, op).default(xs, d, keep),
+                style=st,
+                err_dtype=I64,
+            )
         if op in ("var", "var_correction", "var_mean"):
             c = [None, 0, 2, 1.5][i % 4]
             if op == "var":
                 ub = i % 2 == 0
-                return single("aten::var.out", [x, dims, ub, keep],
-                              lambda: A.var.dim(x, dims, ub, keep), style=st, scale=8)
+                return single(
+                    "aten::var.out",
+                    [x, dims, ub, keep],
+                    lambda: A.var.dim(x, dims, ub, keep),
+                    style=st,
+                    scale=8,
+                )
             if op == "var_correction":
                 return _var_c(x, dims, c, keep)
             return _var_mean(x, dims, c, keep)
@@ -634,14 +936,25 @@ def _red_case(op: str, dt: torch.dtype, i: int) -> None:
                 return single("aten::any.all_out", [xs], lambda: A.any.default(xs), err_dtype=BOOL)
             if i % 3 == 1 and shape:
                 d = -1
-                return single("aten::any.out", [xs, d, keep], lambda: A.any.dim(xs, d, keep),
-                              err_dtype=BOOL, style=st)
-            return single("aten::any.dims_out", [xs, dims, keep],
-                          lambda: A.any.dims(xs, dims, keep), err_dtype=BOOL, style=st)
+                return single(
+                    "aten::any.out",
+                    [xs, d, keep],
+                    lambda: A.any.dim(xs, d, keep),
+                    err_dtype=BOOL,
+                    style=st,
+                )
+            return single(
+                "aten::any.dims_out",
+                [xs, dims, keep],
+                lambda: A.any.dims(xs, dims, keep),
+                err_dtype=BOOL,
+                style=st,
+            )
         if op == "cumsum":
             d = -1 if i % 2 else 0
-            return single("aten::cumsum.out", [x, d, None], lambda: A.cumsum.default(x, d),
-                          style=st, scale=4)
+            return single(
+                "aten::cumsum.out", [x, d, None], lambda: A.cumsum.default(x, d), style=st, scale=4
+            )
         if op in ("max_unary", "min_unary"):
             f = A.max.default if op == "max_unary" else A.min.default
             return single(f"aten::{op[:3]}.unary_out", [x], lambda: f(x), err_dtype=dt)
@@ -652,8 +965,14 @@ def _red_case(op: str, dt: torch.dtype, i: int) -> None:
             f = A._softmax.default if op == "softmax" else A._log_softmax.default
             if not dt.is_floating_point:  # eager accepts empty integer inputs; the kernel never
                 f = None  # type: ignore[assignment]
-            return single(f"aten::_{op}.out", [x, d, False], lambda: f(x, d, False) if f else None, style=st,
-                          err_dtype=dt, scale=4)
+            return single(
+                f"aten::_{op}.out",
+                [x, d, False],
+                lambda: f(x, d, False) if f else None,
+                style=st,
+                err_dtype=dt,
+                scale=4,
+            )
         raise AssertionError(op)
 
     case(f"{op}-{dname(dt)}-{i}", build)
@@ -672,11 +991,14 @@ def _var_mean(x: torch.Tensor, dims: Any, c: Any, keep: bool) -> Call:
     ref = torch_or_none(lambda: A.var_mean.correction(x, dims, correction=c, keepdim=keep))
     if ref is None:
         o = torch.zeros(2, dtype=x.dtype)
-        return Call("aten::var_mean.correction_out", [x, dims, c, keep, o, o, [o, o]],
-                    error=True)
+        return Call("aten::var_mean.correction_out", [x, dims, c, keep, o, o, [o, o]], error=True)
     o0, o1 = out_for(ref[0], "d"), out_for(ref[1], "c")
-    return Call("aten::var_mean.correction_out", [x, dims, c, keep, o0, o1, [ret(o0), o1]],
-                [(o0, ref[0]), (o1, ref[1])], scale=8)
+    return Call(
+        "aten::var_mean.correction_out",
+        [x, dims, c, keep, o0, o1, [ret(o0), o1]],
+        [(o0, ref[0]), (o1, ref[1])],
+        scale=8,
+    )
 
 
 def _dim_best(which: str, x: torch.Tensor, d: int, keep: bool) -> Call:
@@ -686,42 +1008,114 @@ def _dim_best(which: str, x: torch.Tensor, d: int, keep: bool) -> Call:
         v, ix = torch.zeros(2, dtype=x.dtype), torch.zeros(2, dtype=I64)
         return Call(f"aten::{which}.dim_{which}", [x, d, keep, v, ix, [v, ix]], error=True)
     v, ix = out_for(ref[0], "c"), out_for(ref[1], "d")
-    return Call(f"aten::{which}.dim_{which}", [x, d, keep, v, ix, [v, ret(ix)]],
-                [(v, ref[0]), (ix, ref[1])])
+    return Call(
+        f"aten::{which}.dim_{which}", [x, d, keep, v, ix, [v, ret(ix)]], [(v, ref[0]), (ix, ref[1])]
+    )
 
 
-RED_OPS = ["sum", "sum_dtype", "mean", "mean_dtype", "prod", "prod_int", "amax", "amin",
-           "argmax", "argmin", "var", "var_correction", "var_mean", "any", "cumsum", "max_unary",
-           "min_unary", "max_dim", "min_dim", "softmax", "log_softmax"]
+RED_OPS = [
+    "sum",
+    "sum_dtype",
+    "mean",
+    "mean_dtype",
+    "prod",
+    "prod_int",
+    "amax",
+    "amin",
+    "argmax",
+    "argmin",
+    "var",
+    "var_correction",
+    "var_mean",
+    "any",
+    "cumsum",
+    "max_unary",
+    "min_unary",
+    "max_dim",
+    "min_dim",
+    "softmax",
+    "log_softmax",
+]
 for _op in RED_OPS:
     for _i, _dt in enumerate(ALL):
         _red_case(_op, _dt, _i)
     for _i in range(len(RED_SHAPES) * 2):
         _red_case(_op, F32, _i + 20)
 
-case("sum-dtype-mismatch", lambda g: Call("aten::sum.IntList_out", [
-    torch.ones(2, 3), [0], False, F64, torch.zeros(3), torch.zeros(3)], error=True))
-case("sum-dup-dim", lambda g: Call("aten::sum.IntList_out", [
-    torch.ones(2, 3), [0, -2], False, None, torch.zeros(3), torch.zeros(3)], error=True))
-case("sum-bad-dim", lambda g: Call("aten::sum.IntList_out", [
-    torch.ones(2, 3), [2], False, None, torch.zeros(3), torch.zeros(3)], error=True))
-case("amax-empty-dim", lambda g: Call("aten::amax.out", [
-    torch.ones(0, 3), [0], False, torch.zeros(3), torch.zeros(3)], error=True))
-case("max-empty", lambda g: Call("aten::max.unary_out", [
-    torch.ones(0), torch.zeros(()), torch.zeros(())], error=True))
-case("argmax-out-dtype", lambda g: Call("aten::argmax.out", [
-    torch.ones(3), None, False, torch.zeros(()), torch.zeros(())], error=True))
-case("softmax-int", lambda g: Call("aten::_softmax.out", [
-    torch.ones(3, dtype=I32), 0, False, torch.zeros(3, dtype=I32), torch.zeros(3, dtype=I32)],
-    error=True))
-case("mean-int", lambda g: Call("aten::mean.out", [
-    torch.ones(3, dtype=I32), None, False, None, torch.zeros(()), torch.zeros(())], error=True))
-case("cumsum-dtype", lambda g: (lambda x: single(
-    "aten::cumsum.out", [x, 1, F64], lambda: A.cumsum.default(x, 1, dtype=F64)))(
-    rnd(g, (3, 4), I32)))
-case("softmax-large", lambda g: (lambda x: single(
-    "aten::_log_softmax.out", [x, -1, False], lambda: A._log_softmax.default(x, -1, False)))(
-    rnd(g, (4, 100), F32, -80, 80)))
+case(
+    "sum-dtype-mismatch",
+    lambda g: Call(
+        "aten::sum.IntList_out",
+        [torch.ones(2, 3), [0], False, F64, torch.zeros(3), torch.zeros(3)],
+        error=True,
+    ),
+)
+case(
+    "sum-dup-dim",
+    lambda g: Call(
+        "aten::sum.IntList_out",
+        [torch.ones(2, 3), [0, -2], False, None, torch.zeros(3), torch.zeros(3)],
+        error=True,
+    ),
+)
+case(
+    "sum-bad-dim",
+    lambda g: Call(
+        "aten::sum.IntList_out",
+        [torch.ones(2, 3), [2], False, None, torch.zeros(3), torch.zeros(3)],
+        error=True,
+    ),
+)
+case(
+    "amax-empty-dim",
+    lambda g: Call(
+        "aten::amax.out", [torch.ones(0, 3), [0], False, torch.zeros(3), torch.zeros(3)], error=True
+    ),
+)
+case(
+    "max-empty",
+    lambda g: Call(
+        "aten::max.unary_out", [torch.ones(0), torch.zeros(()), torch.zeros(())], error=True
+    ),
+)
+case(
+    "argmax-out-dtype",
+    lambda g: Call(
+        "aten::argmax.out",
+        [torch.ones(3), None, False, torch.zeros(()), torch.zeros(())],
+        error=True,
+    ),
+)
+case(
+    "softmax-int",
+    lambda g: Call(
+        "aten::_softmax.out",
+        [torch.ones(3, dtype=I32), 0, False, torch.zeros(3, dtype=I32), torch.zeros(3, dtype=I32)],
+        error=True,
+    ),
+)
+case(
+    "mean-int",
+    lambda g: Call(
+        "aten::mean.out",
+        [torch.ones(3, dtype=I32), None, False, None, torch.zeros(()), torch.zeros(())],
+        error=True,
+    ),
+)
+case(
+    "cumsum-dtype",
+    lambda g: (
+        lambda x: single("aten::cumsum.out", [x, 1, F64], lambda: A.cumsum.default(x, 1, dtype=F64))
+    )(rnd(g, (3, 4), I32)),
+)
+case(
+    "softmax-large",
+    lambda g: (
+        lambda x: single(
+            "aten::_log_softmax.out", [x, -1, False], lambda: A._log_softmax.default(x, -1, False)
+        )
+    )(rnd(g, (4, 100), F32, -80, 80)),
+)
 
 
 def _topk(g: torch.Generator, dt: torch.dtype, k: int, d: int, largest: bool, i: int) -> Call:
@@ -738,20 +1132,47 @@ def _topk(g: torch.Generator, dt: torch.dtype, k: int, d: int, largest: bool, i:
         v, ix = torch.zeros(2, dtype=dt), torch.zeros(2, dtype=I64)
         return Call("aten::topk.values", [x, kk, d, largest, True, v, ix, [v, ix]], error=True)
     v, ix = out_for(ref[0], "d"), out_for(ref[1], "c")
-    return Call("aten::topk.values", [x, kk, d, largest, True, v, ix, [ret(v), ix]],
-                [(v, ref[0]), (ix, ref[1])])
+    return Call(
+        "aten::topk.values",
+        [x, kk, d, largest, True, v, ix, [ret(v), ix]],
+        [(v, ref[0]), (ix, ref[1])],
+    )
 
 
 for _i, _dt in enumerate(REALS):
     case(f"topk-{dname(_dt)}", lambda g, dt=_dt, i=_i: _topk(g, dt, 3, -1, i % 2 == 0, i))
     case(f"topk-dim0-{dname(_dt)}", lambda g, dt=_dt, i=_i: _topk(g, dt, 2, 0, i % 2 == 1, i))
-case("topk-nan", lambda g: (lambda x: (lambda r: (lambda v, ix: Call(
-    "aten::topk.values", [x, 3, -1, True, True, v, ix, [v, ix]], [(v, r[0]), (ix, r[1])]))(
-    torch.zeros(2, 3), torch.zeros(2, 3, dtype=I64)))(A.topk.default(x, 3)))(
-    torch.tensor([[1.0, math.nan, 3.0, 2.0], [0.0, -1.0, 5.0, math.inf]])))
-case("topk-k-too-big", lambda g: Call("aten::topk.values", [
-    torch.ones(3), 4, -1, True, True, torch.zeros(4), torch.zeros(4, dtype=I64),
-    [torch.zeros(4), torch.zeros(4, dtype=I64)]], error=True))
+case(
+    "topk-nan",
+    lambda g: (
+        lambda x: (
+            lambda r: (
+                lambda v, ix: Call(
+                    "aten::topk.values",
+                    [x, 3, -1, True, True, v, ix, [v, ix]],
+                    [(v, r[0]), (ix, r[1])],
+                )
+            )(torch.zeros(2, 3), torch.zeros(2, 3, dtype=I64))
+        )(A.topk.default(x, 3))
+    )(torch.tensor([[1.0, math.nan, 3.0, 2.0], [0.0, -1.0, 5.0, math.inf]])),
+)
+case(
+    "topk-k-too-big",
+    lambda g: Call(
+        "aten::topk.values",
+        [
+            torch.ones(3),
+            4,
+            -1,
+            True,
+            True,
+            torch.zeros(4),
+            torch.zeros(4, dtype=I64),
+            [torch.zeros(4), torch.zeros(4, dtype=I64)],
+        ],
+        error=True,
+    ),
+)
 
 
 # -- creation -------------------------------------------------------------------------------
@@ -762,45 +1183,122 @@ def _creation_cases() -> None:
         sz = sizes_list[i % len(sizes_list)]
         st = STYLES[i % 4]
         for v in (3, -1.5, True):
-            case(f"full-{d}-{v}", lambda g, dt=dt, sz=sz, v=v, st=st: single(
-                "aten::full.out", [sz, v], lambda: torch.full(sz, v, dtype=dt), style=st,
-                err_dtype=dt, err_shape=tuple(sz)))
-            case(f"full_like-{d}-{v}", lambda g, dt=dt, sz=sz, v=v: (lambda x: single(
-                "aten::full_like.out", [x, v, None], lambda: torch.full_like(x, v),
-                err_dtype=dt, err_shape=tuple(sz)))(rnd(g, tuple(sz), dt)))
-            case(f"fill-{d}-{v}", lambda g, dt=dt, sz=sz, v=v: (lambda x: single(
-                "aten::fill.Scalar_out", [x, v], lambda: A.fill.Scalar(x, v), err_dtype=dt,
-                err_shape=tuple(sz)))(rnd(g, tuple(sz), dt)))
-            case(f"scalar_tensor-{d}-{v}", lambda g, dt=dt, v=v: single(
-                "aten::scalar_tensor.out", [v], lambda: torch.scalar_tensor(v, dtype=dt),
-                err_dtype=dt, err_shape=()))
-        case(f"fill_tensor-{d}", lambda g, dt=dt, sz=sz: (lambda x, v: single(
-            "aten::fill.Tensor_out", [x, v], lambda: A.fill.Tensor(x, v), err_dtype=dt))(
-            rnd(g, tuple(sz), dt), rnd(g, (), F64, -4, 4)))
-        case(f"zeros-{d}", lambda g, dt=dt, sz=sz, st=st: single(
-            "aten::zeros.out", [sz], lambda: torch.zeros(sz, dtype=dt), style=st))
-        case(f"ones-{d}", lambda g, dt=dt, sz=sz, st=st: single(
-            "aten::ones.out", [sz], lambda: torch.ones(sz, dtype=dt), style=st))
+            case(
+                f"full-{d}-{v}",
+                lambda g, dt=dt, sz=sz, v=v, st=st: single(
+                    "aten::full.out",
+                    [sz, v],
+                    lambda: torch.full(sz, v, dtype=dt),
+                    style=st,
+                    err_dtype=dt,
+                    err_shape=tuple(sz),
+                ),
+            )
+            case(
+                f"full_like-{d}-{v}",
+                lambda g, dt=dt, sz=sz, v=v: (
+                    lambda x: single(
+                        "aten::full_like.out",
+                        [x, v, None],
+                        lambda: torch.full_like(x, v),
+                        err_dtype=dt,
+                        err_shape=tuple(sz),
+                    )
+                )(rnd(g, tuple(sz), dt)),
+            )
+            case(
+                f"fill-{d}-{v}",
+                lambda g, dt=dt, sz=sz, v=v: (
+                    lambda x: single(
+                        "aten::fill.Scalar_out",
+                        [x, v],
+                        lambda: A.fill.Scalar(x, v),
+                        err_dtype=dt,
+                        err_shape=tuple(sz),
+                    )
+                )(rnd(g, tuple(sz), dt)),
+            )
+            case(
+                f"scalar_tensor-{d}-{v}",
+                lambda g, dt=dt, v=v: single(
+                    "aten::scalar_tensor.out",
+                    [v],
+                    lambda: torch.scalar_tensor(v, dtype=dt),
+                    err_dtype=dt,
+                    err_shape=(),
+                ),
+            )
+        case(
+            f"fill_tensor-{d}",
+            lambda g, dt=dt, sz=sz: (
+                lambda x, val: single(
+                    "aten::fill.Tensor_out", [x, val], lambda: A.fill.Tensor(x, val), err_dtype=dt
+                )
+            )(rnd(g, tuple(sz), dt), rnd(g, (), F64, -4, 4)),
+        )
+        case(
+            f"zeros-{d}",
+            lambda g, dt=dt, sz=sz, st=st: single(
+                "aten::zeros.out", [sz], lambda: torch.zeros(sz, dtype=dt), style=st
+            ),
+        )
+        case(
+            f"ones-{d}",
+            lambda g, dt=dt, sz=sz, st=st: single(
+                "aten::ones.out", [sz], lambda: torch.ones(sz, dtype=dt), style=st
+            ),
+        )
         case(f"empty-{d}", lambda g, dt=dt, sz=sz: _empty(dt, sz))
         for a in ([7], [2, 11, 3], [5, -4, -2], [0.5, 3.1, 0.35], [3, 3, 1], [-2.5, 2]):
             case(f"arange-{d}-{a}", lambda g, dt=dt, a=a: _arange(dt, a))
-    case("full-overflow", lambda g: Call("aten::full.out", [
-        [3], 300, torch.zeros(3, dtype=U8), torch.zeros(3, dtype=U8)], error=True))
-    case("full-f16-overflow", lambda g: Call("aten::full.out", [
-        [3], 1e6, torch.zeros(3, dtype=F16), torch.zeros(3, dtype=F16)], error=True))
-    case("full-neg-size", lambda g: Call("aten::full.out", [
-        [-1], 1, torch.zeros(3), torch.zeros(3)], error=True))
-    case("fill-tensor-not-0dim", lambda g: Call("aten::fill.Tensor_out", [
-        torch.ones(3), torch.ones(1), torch.zeros(3), torch.zeros(3)], error=True))
-    case("arange-bad-step", lambda g: Call("aten::arange.start_out", [
-        0, 5, -1, Out(torch.zeros(8)), torch.zeros(8)], error=True))
-    case("arange-zero-step", lambda g: Call("aten::arange.start_out", [
-        0, 5, 0, Out(torch.zeros(8)), torch.zeros(8)], error=True))
+    case(
+        "full-overflow",
+        lambda g: Call(
+            "aten::full.out",
+            [[3], 300, torch.zeros(3, dtype=U8), torch.zeros(3, dtype=U8)],
+            error=True,
+        ),
+    )
+    case(
+        "full-f16-overflow",
+        lambda g: Call(
+            "aten::full.out",
+            [[3], 1e6, torch.zeros(3, dtype=F16), torch.zeros(3, dtype=F16)],
+            error=True,
+        ),
+    )
+    case(
+        "full-neg-size",
+        lambda g: Call("aten::full.out", [[-1], 1, torch.zeros(3), torch.zeros(3)], error=True),
+    )
+    case(
+        "fill-tensor-not-0dim",
+        lambda g: Call(
+            "aten::fill.Tensor_out",
+            [torch.ones(3), torch.ones(1), torch.zeros(3), torch.zeros(3)],
+            error=True,
+        ),
+    )
+    case(
+        "arange-bad-step",
+        lambda g: Call(
+            "aten::arange.start_out", [0, 5, -1, Out(torch.zeros(8)), torch.zeros(8)], error=True
+        ),
+    )
+    case(
+        "arange-zero-step",
+        lambda g: Call(
+            "aten::arange.start_out", [0, 5, 0, Out(torch.zeros(8)), torch.zeros(8)], error=True
+        ),
+    )
 
 
 def _empty(dt: torch.dtype, sz: list[int]) -> Call:
-    o = Out(torch.zeros([s + 2 for s in sz] if sz else [], dtype=dt)) if sz else torch.zeros(
-        (), dtype=dt)
+    o = (
+        Out(torch.zeros([s + 2 for s in sz] if sz else [], dtype=dt))
+        if sz
+        else torch.zeros((), dtype=dt)
+    )
     call = Call("aten::empty.out", [sz, None, o, ret(o)])
     call.expect = [(o, torch.zeros(sz, dtype=dt))]  # only the shape is checked (see run)
     return call
@@ -825,20 +1323,31 @@ _creation_cases()
 
 def _random(g: torch.Generator, dt: torch.dtype, normal: bool) -> Call:
     o = torch.zeros(64, 64, dtype=dt)
-    return Call("aten::randn.out" if normal else "aten::rand.out", [[64, 64], o, o],
-                [(o, torch.empty(0))])
+    return Call(
+        "aten::randn.out" if normal else "aten::rand.out", [[64, 64], o, o], [(o, torch.empty(0))]
+    )
 
 
 for _dt in FLOATS:
     case(f"rand-{dname(_dt)}", lambda g, dt=_dt: _random(g, dt, False))
     case(f"randn-{dname(_dt)}", lambda g, dt=_dt: _random(g, dt, True))
-case("rand-int", lambda g: Call("aten::rand.out", [[3], torch.zeros(3, dtype=I32),
-                                                    torch.zeros(3, dtype=I32)], error=True))
+case(
+    "rand-int",
+    lambda g: Call(
+        "aten::rand.out", [[3], torch.zeros(3, dtype=I32), torch.zeros(3, dtype=I32)], error=True
+    ),
+)
 
 
 # -- copies -----------------------------------------------------------------------------------
-COPY_SHAPES = [((2, 3, 4, 5), "c", "cl"), ((2, 3, 4, 5), "cl", "c"), ((3, 5), "t", "c"),
-               ((), "c", "c"), ((0, 3), "c", "d"), ((4, 6), "s", "d")]
+COPY_SHAPES = [
+    ((2, 3, 4, 5), "c", "cl"),
+    ((2, 3, 4, 5), "cl", "c"),
+    ((3, 5), "t", "c"),
+    ((), "c", "c"),
+    ((0, 3), "c", "d"),
+    ((4, 6), "s", "d"),
+]
 
 
 def _copy_cases() -> None:
@@ -847,25 +1356,48 @@ def _copy_cases() -> None:
         shape, lin, lout = COPY_SHAPES[i % len(COPY_SHAPES)]
         for op in ("clone", "detach_copy", "lift_fresh_copy", "alias_copy", "_conj_physical"):
             extra = [None] if op == "clone" else []
-            case(f"{op}-{d}", lambda g, op=op, dt=dt, extra=extra, shape=shape, lin=lin,
-                 lout=lout: (lambda x: single(f"aten::{op}.out", [x] + extra, lambda: x.clone(),
-                                              style=lout))(
-                with_specials(rnd(g, shape, dt, -5, 5, lin))))
+            case(
+                f"{op}-{d}",
+                lambda g, op=op, dt=dt, extra=extra, shape=shape, lin=lin, lout=lout: (
+                    lambda x: single(f"aten::{op}.out", [x] + extra, lambda: x.clone(), style=lout)
+                )(with_specials(rnd(g, shape, dt, -5, 5, lin))),
+            )
         for j, dt2 in enumerate(ALL):
             sh, li, lo = COPY_SHAPES[(i + j) % len(COPY_SHAPES)]
-            case(f"_to_copy-{d}-{dname(dt2)}", lambda g, dt=dt, dt2=dt2, sh=sh, li=li,
-                 lo=lo: (lambda x: single("aten::_to_copy.out", [x, False, None],
-                                          lambda: x.to(dt2), style=lo))(
-                rnd(g, sh, dt, -100 if dt2 != U8 else 0, 100, li)))
+            case(
+                f"_to_copy-{d}-{dname(dt2)}",
+                lambda g, dt=dt, dt2=dt2, sh=sh, li=li, lo=lo: (
+                    lambda x: single(
+                        "aten::_to_copy.out", [x, False, None], lambda: x.to(dt2), style=lo
+                    )
+                )(rnd(g, sh, dt, -100 if dt2 != U8 else 0, 100, li)),
+            )
         case(f"copy-{d}", lambda g, dt=dt: _copy_out(g, dt))
         case(f"copy_-{d}", lambda g, dt=dt: _copy_inplace(g, dt))
         case(f"to_dim_order-{d}", lambda g, dt=dt: _to_dim_order(g, dt, F32, "_to_dim_order_copy"))
         case(f"clone_dim_order-{d}", lambda g, dt=dt: _to_dim_order(g, dt, dt, "_clone_dim_order"))
-    case("clone-dtype-mismatch", lambda g: Call("aten::clone.out", [
-        torch.ones(3), None, torch.zeros(3, dtype=F64), torch.zeros(3, dtype=F64)], error=True))
-    case("to_dim_order-wrong-order", lambda g: Call("dim_order_ops::_to_dim_order_copy.out", [
-        torch.ones(2, 3, 4, 5), False, [0, 2, 3, 1], torch.zeros(2, 3, 4, 5),
-        torch.zeros(2, 3, 4, 5)], error=True))
+    case(
+        "clone-dtype-mismatch",
+        lambda g: Call(
+            "aten::clone.out",
+            [torch.ones(3), None, torch.zeros(3, dtype=F64), torch.zeros(3, dtype=F64)],
+            error=True,
+        ),
+    )
+    case(
+        "to_dim_order-wrong-order",
+        lambda g: Call(
+            "dim_order_ops::_to_dim_order_copy.out",
+            [
+                torch.ones(2, 3, 4, 5),
+                False,
+                [0, 2, 3, 1],
+                torch.zeros(2, 3, 4, 5),
+                torch.zeros(2, 3, 4, 5),
+            ],
+            error=True,
+        ),
+    )
     case("empty_dim_order", lambda g: _empty_dim_order())
 
 
@@ -890,8 +1422,11 @@ def _to_dim_order(g: torch.Generator, dt: torch.dtype, dt2: torch.dtype, op: str
 
 def _empty_dim_order() -> Call:
     o = torch.zeros(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
-    return Call("dim_order_ops::_empty_dim_order.out", [[2, 3, 4, 5], [0, 2, 3, 1], o, o],
-                [(o, torch.zeros(2, 3, 4, 5))])
+    return Call(
+        "dim_order_ops::_empty_dim_order.out",
+        [[2, 3, 4, 5], [0, 2, 3, 1], o, o],
+        [(o, torch.zeros(2, 3, 4, 5))],
+    )
 
 
 _copy_cases()
@@ -907,8 +1442,10 @@ def _dropout(g: torch.Generator, dt: torch.dtype, p: float, train: Any) -> Call:
 
 for _dt in FLOATS:
     for _p, _train in ((0.5, False), (0.5, True), (0.0, None), (1.0, True), (0.25, None)):
-        case(f"native_dropout-{dname(_dt)}-{_p}-{_train}",
-             lambda g, dt=_dt, p=_p, t=_train: _dropout(g, dt, p, t))
+        case(
+            f"native_dropout-{dname(_dt)}-{_p}-{_train}",
+            lambda g, dt=_dt, p=_p, t=_train: _dropout(g, dt, p, t),
+        )
 
 
 # -- the test ---------------------------------------------------------------------------------
@@ -917,8 +1454,9 @@ def _check(op: str, actual: torch.Tensor, expected: torch.Tensor, scale: float) 
     assert actual.shape == expected.shape, (actual.shape, expected.shape)
     if expected.dtype.is_floating_point:
         rtol, atol = TOL[expected.dtype]
-        torch.testing.assert_close(actual, expected, rtol=rtol * scale, atol=atol * scale,
-                                   equal_nan=True)
+        torch.testing.assert_close(
+            actual, expected, rtol=rtol * scale, atol=atol * scale, equal_nan=True
+        )
     else:
         assert torch.equal(actual, expected), f"{op}: {actual} != {expected}"
 
@@ -946,8 +1484,12 @@ def _check_special(call: Call) -> bool:
             assert torch.equal(o, x) and bool(m.all())
             return True
         scale = 0.0 if p >= 1 else 1 / (1 - p)
-        torch.testing.assert_close(o, torch.where(m, x * scale, torch.zeros_like(x)),
-                                   rtol=TOL[x.dtype][0], atol=TOL[x.dtype][1])
+        torch.testing.assert_close(
+            o,
+            torch.where(m, x * scale, torch.zeros_like(x)),
+            rtol=TOL[x.dtype][0],
+            atol=TOL[x.dtype][1],
+        )
         kept = m.float().mean().item()
         assert abs(kept - (1 - p)) < 0.12
         return True
@@ -975,8 +1517,9 @@ def test_every_registered_kernel_is_covered() -> None:
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[3] / "kernels/portable/ops_elementwise.def"
-            ).read_text()
+    text = (
+        Path(__file__).resolve().parents[3] / "kernels/portable/ops_elementwise.def"
+    ).read_text()
     names = set(re.findall(r'^EM_OP\("([^"]+)"', text, re.M))
     covered = set()
     for name, build in CASES:
