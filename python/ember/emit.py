@@ -27,6 +27,7 @@ import torch
 
 from ember import pytree_str
 from ember import schema as S
+from ember.backends.delegate import DelegateInstr
 from ember.errors import SerializationError
 from ember.passes.ir import (
     CONSTANT,
@@ -64,25 +65,50 @@ class InstrDebug:
     kernel: str = ""
 
 
+_PROBE = 4096
+
+
+def _probe_key(mv: memoryview) -> tuple[int, bytes]:
+    """Cheap pre-filter for deduplication: length plus a hash of the first and last 4 KiB.
+    Buffers with different probe keys cannot be equal, so the full SHA-256 is only computed
+    for buffers whose probe keys collide."""
+    n = mv.nbytes
+    head = mv[:_PROBE]
+    tail = mv[max(n - _PROBE, _PROBE) :] if n > _PROBE else b""
+    return n, hashlib.sha256(bytes(head) + bytes(tail)).digest()
+
+
 @dataclass
 class BufferTable:
-    """A deduplicated table of byte buffers; index 0 is the unused placeholder."""
+    """A table of byte buffers deduplicated by SHA-256; index 0 is the unused placeholder."""
 
     dedupe: bool = True
     buffers: list = field(default_factory=lambda: [b""])
-    by_hash: dict[bytes, int] = field(default_factory=dict)
+    by_probe: dict[tuple[int, bytes], list[int]] = field(default_factory=dict)
+    sha: dict[int, bytes] = field(default_factory=dict)
+
+    def _sha(self, idx: int) -> bytes:
+        if idx not in self.sha:
+            self.sha[idx] = hashlib.sha256(self.buffers[idx]).digest()
+        return self.sha[idx]
 
     def add(self, data: torch.Tensor) -> int:
         mv = tensor_bytes(data)
         if not self.dedupe:
             self.buffers.append(mv)
             return len(self.buffers) - 1
-        h = hashlib.sha256(mv).digest()
-        idx = self.by_hash.get(h)
-        if idx is None:
-            idx = len(self.buffers)
-            self.buffers.append(mv)
-            self.by_hash[h] = idx
+        key = _probe_key(mv)
+        same = self.by_probe.setdefault(key, [])
+        if same:
+            h = hashlib.sha256(mv).digest()
+            for idx in same:
+                if self._sha(idx) == h:
+                    return idx
+        idx = len(self.buffers)
+        self.buffers.append(mv)
+        same.append(idx)
+        if same[0] != idx:
+            self.sha[idx] = h
         return idx
 
 
@@ -107,6 +133,7 @@ class _MethodEmitter:
         self.ops: list[S.Operator] = []
         self.op_idx: dict[str, int] = {}
         self.debug: list[InstrDebug] = []
+        self.delegates: list[S.BackendDelegate] = []
 
     def add(self, v: S.EValue) -> int:
         self.values.append(v)
@@ -224,7 +251,15 @@ class _MethodEmitter:
             if isinstance(ins, Label):
                 continue
             index = len(instrs)
-            if isinstance(ins, KernelInstr):
+            if isinstance(ins, DelegateInstr):
+                args = [self.arg(a) for a in ins.args]
+                self.delegates.append(
+                    S.BackendDelegate(ins.backend_id, ins.processed, list(ins.compile_specs))
+                )
+                instrs.append(S.Instruction(S.I_DELEGATE, (len(self.delegates) - 1, args)))
+                outs = [i for a in ins.outputs for i in self.arg_indices(a)]
+                self._debug(index, ins.node, outs, ins.kernel)
+            elif isinstance(ins, KernelInstr):
                 args = [self.arg(a) for a in ins.args]
                 instrs.append(S.Instruction(S.I_KERNEL, (self.operator(ins.kernel), args)))
                 outs = [i for a in ins.outputs for i in self.arg_indices(a)]
@@ -247,6 +282,7 @@ class _MethodEmitter:
             instructions=instrs,
             operators=self.ops,
             non_const_buffer_sizes=[0, ir.arena_bytes],
+            delegates=self.delegates,
         )
 
     def arg_indices(self, a: Arg) -> list[int]:

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from ember.backends import partition
 from ember.emit import InstrDebug, ProgramTables, emit_method
 from ember.oplist import OpList
 from ember.passes.capture import capture
@@ -26,7 +27,7 @@ from ember.passes.spec_prop import propagate_specs
 from ember.passes.verify import verify_edge
 from ember.passes.views import elide_views
 from ember.program import Program
-from ember.serialize import serialize_ptd, serialize_pte
+from ember.serialize import serialize_ptd, serialize_pte_pieces
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ def lower_method(
     dynamic_shapes: Any = None,
     strict: bool = False,
     oplist: OpList | None = None,
+    backend: str | None = None,
     step: Callable[[str], None] = lambda s: None,
 ) -> MethodIR:
     """Run every stage up to memory planning for one method."""
@@ -62,6 +64,7 @@ def lower_method(
     step(f"{name}: lower")
     ir = to_out_variants(ep, name)
     ir = elide_views(ir)
+    ir = partition(ir, backend)
     ir = propagate_specs(ir)
     step(f"{name}: plan memory")
     ir = plan_memory(ir)
@@ -84,6 +87,7 @@ def export(
     external_constants: bool = False,
     oplist: OpList | None = None,
     progress: bool | None = None,
+    backend: str | None = None,
 ) -> Program:
     """Export ``model`` to an ExecuTorch-format program.
 
@@ -126,6 +130,7 @@ def export(
                 dynamic_shapes=dyn.get(name),
                 strict=strict,
                 oplist=oplist,
+                backend=backend,
                 step=step,
             )
         step("serialize")
@@ -136,7 +141,7 @@ def export(
             plan, dbg = emit_method(irs[name], tables)
             plans.append(plan)
             debug[name] = dbg
-        pte = serialize_pte(plans, tables.constants.buffers, tables.mutables.buffers)
+        pte = serialize_pte_pieces(plans, tables.constants.buffers, tables.mutables.buffers)
         ptd = serialize_ptd(list(tables.ptd.values())) if external_constants else None
     finally:
         bar.close()

@@ -34,9 +34,19 @@ class Program:
         exported: dict[str, Any] | None = None,
         irs: dict[str, Any] | None = None,
     ) -> None:
-        self._buffer = bytes(buffer)
-        self._ptd = bytes(ptd_buffer) if ptd_buffer is not None else None
-        self._plans = {p.name: p for p in read_plans(self._buffer)}
+        # ``buffer`` may be a list of pieces (serialize_pte_pieces): joined on first use.
+        if isinstance(buffer, list):
+            self._pieces: list | None = buffer
+            self._buffer: bytes | None = None
+            head = b"".join(bytes(p) for p in buffer[:4])
+        else:
+            self._pieces = None
+            self._buffer = buffer if isinstance(buffer, bytes) else bytes(buffer)
+            head = self._buffer
+        self._ptd = (
+            ptd_buffer if isinstance(ptd_buffer, bytes) or ptd_buffer is None else bytes(ptd_buffer)
+        )
+        self._plans = {p.name: p for p in read_plans(head)}
         self._debug = debug or {}
         self._exported = exported or {}
         self._irs = irs or {}
@@ -46,6 +56,9 @@ class Program:
     @property
     def buffer(self) -> bytes:
         """The ``.pte`` file contents."""
+        if self._buffer is None:
+            self._buffer = b"".join(self._pieces or [])
+            self._pieces = None
         return self._buffer
 
     @property
@@ -57,20 +70,29 @@ class Program:
         """Write the ``.pte`` to ``path``; with external data also the ``.ptd`` (default:
         ``path`` with suffix ``.ptd``). Returns the ``.pte`` path."""
         path = Path(path)
-        path.write_bytes(self._buffer)
+        with open(path, "wb") as f:
+            for piece in self._pieces if self._pieces is not None else [self.buffer]:
+                f.write(piece)
         if self._ptd is not None:
             ptd = Path(ptd_path) if ptd_path is not None else path.with_suffix(".ptd")
             ptd.write_bytes(self._ptd)
             log.info(
                 "wrote %s (%d bytes) and %s (%d bytes)",
                 path,
-                len(self._buffer),
+                path.stat().st_size,
                 ptd,
                 len(self._ptd),
             )
         else:
-            log.info("wrote %s (%d bytes)", path, len(self._buffer))
+            log.info("wrote %s (%d bytes)", path, path.stat().st_size)
         return path
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the ``.pte`` file."""
+        if self._buffer is not None:
+            return len(self._buffer)
+        return sum(memoryview(p).nbytes for p in self._pieces or [])
 
     # -- metadata -----------------------------------------------------------------------------
     @property
@@ -122,7 +144,7 @@ class Program:
             except ImportError as e:  # the bindings are built separately
                 raise EmberRuntimeError(f"the Ember runtime bindings are unavailable: {e}") from e
             try:
-                self._rt = _runtime.RuntimeProgram(self._buffer, self._ptd)
+                self._rt = _runtime.RuntimeProgram(self.buffer, self._ptd)
             except Exception as e:
                 raise EmberRuntimeError(f"runtime failed to load the program: {e}") from e
         return self._rt
@@ -149,7 +171,7 @@ class Program:
 
     def __repr__(self) -> str:
         ext = f", ptd={len(self._ptd)} B" if self._ptd is not None else ""
-        return f"ember.Program(methods={self.methods}, pte={len(self._buffer)} B{ext})"
+        return f"ember.Program(methods={self.methods}, pte={self.nbytes} B{ext})"
 
 
 def load(path: str | os.PathLike | bytes, ptd: str | os.PathLike | bytes | None = None) -> Program:

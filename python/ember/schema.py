@@ -66,6 +66,22 @@ class Instruction:
     fields: tuple
 
 
+# DataLocation of BackendDelegateDataReference.
+DATA_INLINE, DATA_SEGMENT = 0, 1
+
+
+@dataclass
+class BackendDelegate:
+    """``processed`` is the backend's blob; serialization stores it in its own segment and sets
+    ``location`` / ``index``."""
+
+    id: str
+    processed: bytes
+    compile_specs: list[tuple[str, bytes]] = field(default_factory=list)
+    location: int = DATA_INLINE
+    index: int = 0
+
+
 @dataclass
 class ExecutionPlan:
     name: str
@@ -77,6 +93,7 @@ class ExecutionPlan:
     instructions: list[Instruction]
     operators: list[Operator]
     non_const_buffer_sizes: list[int]
+    delegates: list[BackendDelegate] = field(default_factory=list)  # backends (DelegateCall)
 
 
 @dataclass

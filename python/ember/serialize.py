@@ -135,7 +135,7 @@ def _write_evalue(b: flatbuffers.Builder, v: S.EValue) -> int:
 
 def _write_instruction(b: flatbuffers.Builder, ins: S.Instruction) -> int:
     f = ins.fields
-    if ins.tag == S.I_KERNEL:
+    if ins.tag in (S.I_KERNEL, S.I_DELEGATE):  # same layout: (index, args)
         args = _vec(b, f[1], 4, "PrependInt32")
         inner = _table(b, 2, [("Int32", 0, f[0]), ("off", 1, args)])
     elif ins.tag in (S.I_MOVE, S.I_JUMPFALSE):
@@ -145,6 +145,28 @@ def _write_instruction(b: flatbuffers.Builder, ins: S.Instruction) -> int:
     else:
         raise SerializationError(f"unknown instruction tag {ins.tag}")
     return _table(b, 2, [("Uint8", 0, ins.tag), ("off", 1, inner)])
+
+
+def _write_delegate(b: flatbuffers.Builder, d: S.BackendDelegate) -> int:
+    ident = b.CreateString(d.id)
+    ref = _table(b, 2, [("Int8", 0, d.location), ("Uint32", 1, d.index)])
+    specs = []
+    for key, value in d.compile_specs:
+        k, v = b.CreateString(key), _vec(b, list(value), 1, "PrependUint8")
+        specs.append(_table(b, 2, [("off", 0, k), ("off", 1, v)]))
+    specs_vec = _vec_offsets(b, specs)
+    return _table(b, 3, [("off", 0, ident), ("off", 1, ref), ("off", 2, specs_vec)])
+
+
+def _add_delegate_segments(plans: list[S.ExecutionPlan], blobs: list) -> None:
+    """One segment per distinct delegate blob (pte-format.md section 4), after the others."""
+    seen: dict[bytes, int] = {}
+    for p in plans:
+        for d in p.delegates:
+            if d.processed not in seen:
+                seen[d.processed] = len(blobs)
+                blobs.append(_Blob([d.processed], len(d.processed)))
+            d.location, d.index = S.DATA_SEGMENT, seen[d.processed]
 
 
 def _write_plan(b: flatbuffers.Builder, p: S.ExecutionPlan) -> int:
@@ -165,7 +187,7 @@ def _write_plan(b: flatbuffers.Builder, p: S.ExecutionPlan) -> int:
         n, ov = b.CreateString(op.name), b.CreateString(op.overload)
         ops.append(_table(b, 2, [("off", 0, n), ("off", 1, ov)]))
     operators = _vec_offsets(b, ops)
-    delegates = _vec_offsets(b, [])
+    delegates = _vec_offsets(b, [_write_delegate(b, d) for d in p.delegates])
     ncbs = _vec(b, p.non_const_buffer_sizes, 8, "PrependInt64")
     return _table(
         b,
@@ -252,6 +274,15 @@ def serialize_pte(
     ``constants`` / ``mutables`` are the buffer tables that tensors' ``data_buffer_idx`` index
     (entry 0 of each is an unused placeholder).
     """
+    return b"".join(serialize_pte_pieces(plans, constants, mutables))
+
+
+def serialize_pte_pieces(
+    plans: list[S.ExecutionPlan], constants: Sequence, mutables: Sequence | None = None
+) -> list:
+    """Like :func:`serialize_pte` but returns the file as a list of bytes-like pieces whose
+    concatenation is the file (the weights are not copied; the first piece starts the
+    flatbuffer and the first four pieces hold all of it)."""
     const_blob, const_offsets = _constant_blob(constants, CONSTANT_ALIGNMENT)
     blobs = [const_blob]
     prog = S.Program(execution_plan=plans)
@@ -260,6 +291,7 @@ def serialize_pte(
         mut_blob, mut_offsets = _constant_blob(mutables, 1)
         blobs.append(mut_blob)
         prog.mutable_data_segments = [S.SubsegmentOffsets(1, mut_offsets)]
+    _add_delegate_segments(plans, blobs)
     cur = 0
     for i, blob in enumerate(blobs):
         if i:
@@ -269,19 +301,19 @@ def serialize_pte(
     data_size = cur
     fb = program_flatbuffer(prog)
     if data_size == 0:
-        return fb
+        return [fb]
     program_size = len(fb) + _EH_LEN
     base = align_up(program_size, SEGMENT_ALIGNMENT)
     header = b"eh00" + struct.pack("<IQQQ", _EH_LEN, program_size, base, data_size)
     root = struct.unpack_from("<I", fb, 0)[0]
-    out = bytearray()
-    out += struct.pack("<I", root + _EH_LEN) + fb[4:8] + header + fb[8:]
-    out += bytes(base - len(out))
+    pieces: list = [struct.pack("<I", root + _EH_LEN), fb[4:8], header, fb[8:]]
+    pos = program_size
     for seg, blob in zip(prog.segments, blobs, strict=True):
-        out += bytes(base + seg.offset - len(out))
-        for part in blob.parts:
-            out += part
-    return bytes(out)
+        pieces.append(bytes(base + seg.offset - pos))
+        pos = base + seg.offset
+        pieces.extend(blob.parts)
+        pos += blob.size
+    return pieces
 
 
 # -- FlatTensor (.ptd) --------------------------------------------------------------------------
