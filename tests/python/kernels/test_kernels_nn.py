@@ -44,7 +44,9 @@ class Call:
 
 # Scratch per call: GEMM-based kernels pack operands and build im2col chunks (<= 8 MiB).
 HEAVY_TEMP = {"aten::convolution.out": 24 << 20, "aten::mm.out": 8 << 20,
-              "aten::bmm.out": 8 << 20, "aten::addmm.out": 8 << 20, "aten::linear.out": 8 << 20}
+              "aten::bmm.out": 8 << 20, "aten::addmm.out": 8 << 20, "aten::linear.out": 8 << 20,
+              "llama::custom_sdpa.out": 8 << 20, "quantized_decomposed::mixed_linear.out": 8 << 20,
+              "quantized_decomposed::mixed_mm.out": 8 << 20}
 
 
 Builder = Callable[[torch.Generator], Call]
@@ -1528,3 +1530,91 @@ for dt in [F32, F16]:
 CASES.append(("mixed-linear-err-weight-dtype", err("quantized_decomposed::mixed_linear.out", [
     torch.ones(2, 3), torch.ones(4, 3), torch.ones(4), None, None, torch.ones(2, 4),
     torch.ones(2, 4)])))
+
+
+# ---------------------------------------------------------------------------------------------
+# llama:: custom ops (reference: eager SDPA over the sliced cache, written in torch)
+# ---------------------------------------------------------------------------------------------
+
+
+def sdpa_ref(q, k, v, start, mask, causal, scale):
+    """q [B,S,Hq,D]; k/v caches [B,L,Hkv,D]; attends rows [0, start+S)."""
+    B, S, Hq, D = q.shape
+    n = start + S
+    kk, vv = k[:, :n].double(), v[:, :n].double()
+    rep = Hq // k.shape[2]
+    kk = kk.repeat_interleave(rep, dim=2).transpose(1, 2)  # [B,Hq,n,D]
+    vv = vv.repeat_interleave(rep, dim=2).transpose(1, 2)
+    qq = q.double().transpose(1, 2)  # [B,Hq,S,D]
+    sc = qq @ kk.transpose(-1, -2) * (scale if scale is not None else 1 / math.sqrt(D))
+    if causal:
+        pos = torch.arange(S)[:, None] + start
+        sc = sc.masked_fill(torch.arange(n)[None, :] > pos, float("-inf"))
+    if mask is not None:
+        m = mask[:, :n]
+        sc = sc + (m.double() if m.dtype != torch.bool else
+                   torch.zeros(m.shape, dtype=F64).masked_fill(~m, float("-inf")))
+    return (sc.softmax(-1) @ vv).transpose(1, 2).to(q.dtype)
+
+
+for dt in [F32, F16, BF16, F64]:
+    for B, S, Hq, Hkv, D, L, start in [(1, 1, 4, 4, 8, 16, 5), (2, 5, 6, 2, 16, 12, 3),
+                                       (1, 7, 2, 1, 4, 7, 0), (1, 3, 8, 2, 32, 40, 37)]:
+        for mode in ["causal", "none", "mask", "boolmask", "scale"]:
+
+            @case(f"custom-sdpa-{dt}-{B}x{S}x{Hq}x{Hkv}x{D}x{L}-{start}-{mode}")
+            def _(g, dt=dt, B=B, S=S, Hq=Hq, Hkv=Hkv, D=D, L=L, start=start, mode=mode):
+                q = rnd((B, S, Hq, D), dt, g)
+                k, v = rnd((B, L, Hkv, D), dt, g), rnd((B, L, Hkv, D), dt, g)
+                mask, causal, scale = None, mode == "causal", 0.3 if mode == "scale" else None
+                if mode == "mask":
+                    mask = rnd((S, start + S), F32, g, lo=-3, hi=0)
+                    mask[:, 0] = float("-inf")
+                elif mode == "boolmask":
+                    mask = torch.rand(S, L, generator=g) > 0.3
+                    mask[:, 0] = True
+                exp = sdpa_ref(q, k, v, start, mask, causal, scale)
+                tol = {F32: (1e-5, 1e-5), F64: (1e-10, 1e-10), F16: (1e-2, 1e-2),
+                       BF16: (2e-2, 2e-2)}[dt]
+                return simple("llama::custom_sdpa.out",
+                              [q, k, v, start, mask, 0.0, causal, scale], exp, tol=tol)
+
+
+@case("custom-sdpa-f32-long-prefill")
+def _(g):
+    q, k, v = rnd((1, 300, 4, 64), F32, g), rnd((1, 400, 2, 64), F32, g), rnd((1, 400, 2, 64),
+                                                                              F32, g)
+    return simple("llama::custom_sdpa.out", [q, k, v, 20, None, 0.0, True, None],
+                  sdpa_ref(q, k, v, 20, None, True, None), tol=(1e-4, 1e-5))
+
+
+CASES.append(("custom-sdpa-err-cache", err("llama::custom_sdpa.out", [
+    torch.ones(1, 3, 2, 4), torch.ones(1, 4, 2, 4), torch.ones(1, 4, 2, 4), 2, None, 0.0, True,
+    None, torch.ones(1, 3, 2, 4), torch.ones(1, 3, 2, 4)])))
+CASES.append(("custom-sdpa-err-gqa", err("llama::custom_sdpa.out", [
+    torch.ones(1, 1, 3, 4), torch.ones(1, 4, 2, 4), torch.ones(1, 4, 2, 4), 0, None, 0.0, True,
+    None, torch.ones(1, 1, 3, 4), torch.ones(1, 1, 3, 4)])))
+CASES.append(("custom-sdpa-err-mask-and-causal", err("llama::custom_sdpa.out", [
+    torch.ones(1, 1, 2, 4), torch.ones(1, 4, 2, 4), torch.ones(1, 4, 2, 4), 0, torch.zeros(1, 1),
+    0.0, True, None, torch.ones(1, 1, 2, 4), torch.ones(1, 1, 2, 4)])))
+
+for dt in [F32, BF16, torch.int8]:
+    for B, S, H, D, L, start in [(1, 1, 2, 4, 8, 7), (2, 3, 2, 5, 6, 0), (1, 4, 1, 3, 9, 2)]:
+        for lay in ["c", "t"]:
+
+            @case(f"update-cache-{dt}-{B}x{S}x{H}x{D}x{L}-{start}-{lay}")
+            def _(g, dt=dt, B=B, S=S, H=H, D=D, L=L, start=start, lay=lay):
+                val = rnd((B, S, H, D), dt, g, lay)
+                cache = rnd((B, L, H, D), dt, g)
+                exp = cache.clone()
+                exp[:, start:start + S] = val
+                dummy = torch.zeros(1, dtype=dt)
+                return Call("llama::update_cache.out", [val, cache, start, dummy, dummy],
+                            [(cache, exp), (dummy, torch.zeros(1, dtype=dt))])
+
+CASES.append(("update-cache-err-overflow", err("llama::update_cache.out", [
+    torch.ones(1, 3, 2, 4), torch.ones(1, 4, 2, 4), 2, torch.ones(1), torch.ones(1)])))
+CASES.append(("update-cache-err-heads", err("llama::update_cache.out", [
+    torch.ones(1, 1, 3, 4), torch.ones(1, 4, 2, 4), 0, torch.ones(1), torch.ones(1)])))
+CASES.append(("update-cache-err-dtype", err("llama::update_cache.out", [
+    torch.ones(1, 1, 2, 4), torch.ones(1, 4, 2, 4, dtype=F64), 0, torch.ones(1), torch.ones(1)])))

@@ -1,0 +1,224 @@
+/*
+ * llama_attention.c — the LLM custom ops of namespace llama:: that attention
+ * with a KV cache needs: llama::custom_sdpa.out and llama::update_cache.out
+ * (executorch extension/llm/custom_ops, op_sdpa.cpp / op_update_cache.cpp).
+ *
+ * Layout is [B, S, H, D] (sequence at dim 1) for q, the caches and out. The
+ * query at row s sits at absolute position start_pos + s and attends over
+ * cache rows [0, start_pos + S); with is_causal only rows <= start_pos + s.
+ * An optional 2-D mask [S, >= start_pos + S] is added to the scores (a bool
+ * mask keeps True positions); it cannot be combined with is_causal. Query
+ * heads map to kv head h / (Hq / Hkv) (grouped-query attention). The default
+ * scale is 1 / sqrt(D). A query row whose every key is masked gives zeros.
+ * f32 runs two GEMMs per (batch, head, query chunk); other float dtypes use
+ * a scalar reference path in double.
+ */
+#include "portable/nn_util.h"
+
+/* Scores scratch per chunk of query rows, in floats. */
+#define SDPA_SCORES_BUDGET (1 << 18)
+
+typedef struct sdpa_args {
+  em_tensor *q, *k, *v, *mask, *out;
+  int64_t B, S, Hq, Hkv, D, Dv, L, start, n_keys;
+  bool causal;
+  double scale;
+} sdpa_args;
+
+/* Additive mask value for query row s, key j (0 when there is no mask). */
+static double mask_at(const sdpa_args *a, int64_t s, int64_t j) {
+  if (!a->mask) return 0.0;
+  int64_t i = s * a->mask->strides[0] + j * a->mask->strides[1];
+  if (a->mask->dtype == EM_DTYPE_BOOL) return ((const uint8_t *)a->mask->data)[i] ? 0.0 : -INFINITY;
+  return em_load_f64(a->mask->data, a->mask->dtype, i);
+}
+
+/* Number of keys query row s may see. */
+static int64_t keys_for(const sdpa_args *a, int64_t s) {
+  return a->causal ? a->start + s + 1 : a->n_keys;
+}
+
+static int64_t off4(const em_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d) {
+  return b * t->strides[0] + s * t->strides[1] + h * t->strides[2] + d * t->strides[3];
+}
+
+/* Softmax of row[0..n) in place (masked -inf entries become 0; all -inf gives all 0). */
+static void softmax_row(float *row, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+  if (mx == -INFINITY) {
+    for (int64_t j = 0; j < n; j++) row[j] = 0.0f;
+    return;
+  }
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; j++) {
+    row[j] = expf(row[j] - mx);
+    sum += row[j];
+  }
+  float inv = (float)(1.0 / sum);
+  for (int64_t j = 0; j < n; j++) row[j] *= inv;
+}
+
+static em_status sdpa_f32(em_kernel_ctx *ctx, const sdpa_args *a) {
+  int64_t nk = a->n_keys;
+  int64_t chunk = nk > 0 ? SDPA_SCORES_BUDGET / nk : a->S;
+  if (chunk < 1) chunk = 1;
+  if (chunk > a->S) chunk = a->S;
+  float *sc = nn_temp(ctx, (chunk ? chunk : 1) * (nk ? nk : 1), sizeof(float));
+  NN_CHECK_ALLOC(ctx, sc);
+  int64_t rep = a->Hq / a->Hkv;
+  float *qp = a->q->data, *kp = a->k->data, *vp = a->v->data, *op = a->out->data;
+  for (int64_t b = 0; b < a->B; b++)
+    for (int64_t h = 0; h < a->Hq; h++) {
+      int64_t hk = h / rep;
+      for (int64_t s0 = 0; s0 < a->S; s0 += chunk) {
+        int64_t m = a->S - s0 < chunk ? a->S - s0 : chunk;
+        nn_mat qm = {qp + off4(a->q, b, s0, h, 0), a->q->strides[1], a->q->strides[3]};
+        nn_mat kt = {kp + off4(a->k, b, 0, hk, 0), a->k->strides[3], a->k->strides[1]};
+        EM_KTRY(nn_sgemm(ctx, m, nk, a->D, qm, kt, (nn_mat){sc, nk, 1}, false));
+        for (int64_t i = 0; i < m; i++) {
+          float *row = sc + i * nk;
+          int64_t vis = keys_for(a, s0 + i);
+          for (int64_t j = 0; j < nk; j++)
+            row[j] = j < vis ? (float)(row[j] * a->scale + mask_at(a, s0 + i, j)) : -INFINITY;
+          softmax_row(row, nk);
+        }
+        nn_mat vm = {vp + off4(a->v, b, 0, hk, 0), a->v->strides[1], a->v->strides[3]};
+        nn_mat om = {op + off4(a->out, b, s0, h, 0), a->out->strides[1], a->out->strides[3]};
+        EM_KTRY(nn_sgemm(ctx, m, a->Dv, nk, (nn_mat){sc, nk, 1}, vm, om, false));
+      }
+    }
+  return EM_OK;
+}
+
+static em_status sdpa_generic(em_kernel_ctx *ctx, const sdpa_args *a) {
+  int64_t nk = a->n_keys, rep = a->Hq / a->Hkv;
+  double *w = nn_temp(ctx, nk ? nk : 1, sizeof(double));
+  NN_CHECK_ALLOC(ctx, w);
+  int dt = a->q->dtype;
+  for (int64_t b = 0; b < a->B; b++)
+    for (int64_t h = 0; h < a->Hq; h++)
+      for (int64_t s = 0; s < a->S; s++) {
+        int64_t vis = keys_for(a, s), hk = h / rep;
+        double mx = -INFINITY, sum = 0.0;
+        for (int64_t j = 0; j < nk; j++) {
+          double acc = 0.0;
+          if (j < vis)
+            for (int64_t d = 0; d < a->D; d++)
+              acc += em_load_f64(a->q->data, dt, off4(a->q, b, s, h, d)) *
+                     em_load_f64(a->k->data, dt, off4(a->k, b, j, hk, d));
+          w[j] = j < vis ? acc * a->scale + mask_at(a, s, j) : -INFINITY;
+          mx = w[j] > mx ? w[j] : mx;
+        }
+        for (int64_t j = 0; j < nk; j++) {
+          w[j] = mx == -INFINITY ? 0.0 : exp(w[j] - mx);
+          sum += w[j];
+        }
+        for (int64_t d = 0; d < a->Dv; d++) {
+          double acc = 0.0;
+          for (int64_t j = 0; j < nk; j++)
+            if (w[j] != 0.0) acc += w[j] * em_load_f64(a->v->data, dt, off4(a->v, b, j, hk, d));
+          em_store_f64(a->out->data, dt, off4(a->out, b, s, h, d), sum > 0 ? acc / sum : 0.0);
+        }
+      }
+  return EM_OK;
+}
+
+/*
+ * llama::custom_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos,
+ *   Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None, *,
+ *   Tensor(a!) out)
+ */
+em_status em_llama_custom_sdpa_out(em_kernel_ctx *ctx, em_evalue **args) {
+  sdpa_args a;
+  a.q = EM_ARG_TENSOR(args, 0);
+  a.k = EM_ARG_TENSOR(args, 1);
+  a.v = EM_ARG_TENSOR(args, 2);
+  a.out = EM_ARG_TENSOR(args, 8);
+  a.mask = EM_ARG_IS_NONE(args, 4) ? NULL : EM_ARG_TENSOR(args, 4);
+  double dropout;
+  NN_CHECK_TENSOR(ctx, a.q, "query");
+  NN_CHECK_TENSOR(ctx, a.k, "key");
+  NN_CHECK_TENSOR(ctx, a.v, "value");
+  EM_KCHECK(ctx, a.out, "out must be a tensor");
+  EM_KCHECK(ctx, EM_ARG_IS_NONE(args, 4) || a.mask, "attn_mask must be a tensor or None");
+  EM_KCHECK(ctx, em_arg_int(args[3], &a.start) && a.start >= 0, "start_pos must be a non-negative int");
+  EM_KCHECK(ctx, em_arg_double(args[5], &dropout) && dropout == 0.0, "dropout is not supported");
+  EM_KCHECK(ctx, em_arg_bool(args[6], &a.causal), "is_causal must be a bool");
+  EM_KCHECK(ctx, a.q->dim == 4 && a.k->dim == 4 && a.v->dim == 4,
+            "query, key and value must be 4-D [B, S, H, D]");
+  EM_KCHECK(ctx, em_dtype_is_float(a.q->dtype) && a.k->dtype == a.q->dtype &&
+                     a.v->dtype == a.q->dtype && a.out->dtype == a.q->dtype,
+            "query, key, value and out must share a float dtype");
+  a.B = a.q->sizes[0];
+  a.S = a.q->sizes[1];
+  a.Hq = a.q->sizes[2];
+  a.D = a.q->sizes[3];
+  a.L = a.k->sizes[1];
+  a.Hkv = a.k->sizes[2];
+  a.Dv = a.v->sizes[3];
+  EM_KCHECK(ctx, a.k->sizes[0] == a.B && a.v->sizes[0] == a.B && a.k->sizes[3] == a.D &&
+                     a.v->sizes[1] == a.L && a.v->sizes[2] == a.Hkv,
+            "key/value shapes do not match the query");
+  EM_KCHECK(ctx, a.Dv == a.D, "value head dim must equal the query head dim");
+  EM_KCHECK(ctx, a.Hkv > 0 && a.Hq % a.Hkv == 0, "query heads %lld not a multiple of kv heads %lld",
+            (long long)a.Hq, (long long)a.Hkv);
+  a.n_keys = a.start + a.S;
+  EM_KCHECK(ctx, a.n_keys <= a.L, "start_pos + seq_len = %lld exceeds the cache length %lld",
+            (long long)a.n_keys, (long long)a.L);
+  if (a.mask) {
+    EM_KCHECK(ctx, !a.causal, "attn_mask and is_causal cannot be set at the same time");
+    EM_KCHECK(ctx, a.mask->dim == 2 && a.mask->sizes[0] == a.S && a.mask->sizes[1] >= a.n_keys,
+              "attn_mask must be [seq_len, >= start_pos + seq_len]");
+    EM_KCHECK(ctx, em_dtype_is_float(a.mask->dtype) || a.mask->dtype == EM_DTYPE_BOOL,
+              "attn_mask must be float or bool");
+    EM_KCHECK(ctx, a.mask->data || a.mask->numel == 0, "attn_mask has no data");
+  }
+  if (EM_ARG_IS_NONE(args, 7))
+    a.scale = 1.0 / sqrt((double)a.D);
+  else
+    EM_KCHECK(ctx, em_arg_double(args[7], &a.scale), "scale must be a float or None");
+  EM_KCHECK(ctx, a.out->dim == 4, "out must be 4-D");
+  EM_KTRY(em_resize_out(ctx, a.out, a.q->sizes, 4));
+  if (a.out->numel == 0) return EM_OK;
+  if (a.q->dtype == EM_DTYPE_F32) return sdpa_f32(ctx, &a);
+  return sdpa_generic(ctx, &a);
+}
+
+/*
+ * llama::update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out)
+ * Writes value [B, S, H, D] into cache[:, start_pos : start_pos + S]. `out` is a placeholder
+ * the exporter needs and is left untouched.
+ */
+em_status em_llama_update_cache_out(em_kernel_ctx *ctx, em_evalue **args) {
+  em_tensor *v = EM_ARG_TENSOR(args, 0), *c = EM_ARG_TENSOR(args, 1);
+  int64_t start;
+  NN_CHECK_TENSOR(ctx, v, "value");
+  NN_CHECK_TENSOR(ctx, c, "cache");
+  EM_KCHECK(ctx, em_arg_int(args[2], &start) && start >= 0, "start_pos must be a non-negative int");
+  EM_KCHECK(ctx, v->dim == 4 && c->dim == 4, "value and cache must be 4-D");
+  EM_KCHECK(ctx, v->dtype == c->dtype, "value and cache dtypes differ (%s vs %s)",
+            em_dtype_name(v->dtype), em_dtype_name(c->dtype));
+  EM_KCHECK(ctx, v->sizes[0] == c->sizes[0] && v->sizes[2] == c->sizes[2] &&
+                     v->sizes[3] == c->sizes[3],
+            "value and cache must agree in dims 0, 2 and 3");
+  EM_KCHECK(ctx, start + v->sizes[1] <= c->sizes[1],
+            "start_pos %lld + seq_len %lld exceeds the cache length %lld", (long long)start,
+            (long long)v->sizes[1], (long long)c->sizes[1]);
+  size_t es = em_dtype_size(v->dtype);
+  int64_t D = v->sizes[3];
+  bool rows = v->strides[3] == 1 && c->strides[3] == 1;
+  for (int64_t b = 0; b < v->sizes[0]; b++)
+    for (int64_t s = 0; s < v->sizes[1]; s++)
+      for (int64_t h = 0; h < v->sizes[2]; h++) {
+        char *dst = (char *)c->data + off4(c, b, start + s, h, 0) * (int64_t)es;
+        const char *src = (const char *)v->data + off4(v, b, s, h, 0) * (int64_t)es;
+        if (rows) {
+          memcpy(dst, src, (size_t)D * es);
+          continue;
+        }
+        for (int64_t d = 0; d < D; d++)
+          memcpy(dst + d * c->strides[3] * (int64_t)es, src + d * v->strides[3] * (int64_t)es, es);
+      }
+  return EM_OK;
+}
