@@ -1,0 +1,1 @@
+"""EmberCpuBackend: partitioner and blob writer (the runtime half is backends/cpu/)."""

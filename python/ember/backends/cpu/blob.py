@@ -1,0 +1,214 @@
+"""The EMC1 blob of EmberCpuBackend (mirrors ``backends/cpu/emc_format.h``).
+
+:class:`Graph` collects tensors (delegate inputs/outputs, constants, arena tensors) and
+operators; :meth:`Graph.serialize` plans the arena (greedy best fit over operator lifetimes,
+64-byte aligned) and writes header, tensor table, operator table and 64-aligned constant data.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MAGIC = b"EMC1"
+VERSION = 1
+MAX_DIMS = 6
+MR = 6
+ALIGN = 64
+
+INPUT, OUTPUT, CONST, ARENA = 0, 1, 2, 3
+
+OP = {
+    "conv2d": 1,
+    "gemm": 2,
+    "binary": 3,
+    "unary": 4,
+    "maxpool2d": 5,
+    "avgpool2d": 6,
+    "mean": 7,
+    "softmax": 8,
+    "layernorm": 9,
+    "permute": 10,
+    "copy": 11,
+    "cat": 12,
+    "slice": 13,
+    "channel_affine": 14,
+    "rmsnorm": 15,
+}
+BIN = {"add": 0, "sub": 1, "mul": 2, "div": 3, "rsub": 4}
+ACT = {
+    "none": 0,
+    "clamp": 1,
+    "hardswish": 2,
+    "sigmoid": 3,
+    "silu": 4,
+    "gelu": 5,
+    "gelu_tanh": 6,
+    "tanh": 7,
+    "hardsigmoid": 8,
+    "exp": 9,
+    "sqrt": 10,
+    "rsqrt": 11,
+    "neg": 12,
+    "abs": 13,
+}
+# Conv ip slots.
+CONV_SCRATCH_OFF, CONV_SCRATCH_NBYTES = 10, 11
+
+_HEADER = struct.Struct("<4sIIIIIQQQQQ")
+_TENSOR = struct.Struct("<IIQI6iI")
+_OP = struct.Struct("<II4i2i24i8f")
+assert _HEADER.size == 64 and _TENSOR.size == 48 and _OP.size == 160
+
+
+def align_up(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+@dataclass
+class BTensor:
+    storage: int
+    shape: tuple[int, ...]
+    index: int = 0  # argument index
+    data: np.ndarray | None = None  # constants
+    root: object = None  # arena tensors sharing memory share a root key
+    offset: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * 4
+
+
+@dataclass
+class BOp:
+    kind: str
+    ins: list[int]
+    outs: list[int]
+    ip: list[int] = field(default_factory=list)
+    fp: list[float] = field(default_factory=list)
+    act: str = "none"
+    scratch: int = 0  # bytes of arena scratch needed while it runs (conv im2col)
+
+
+def pack_a_panels(w: np.ndarray) -> np.ndarray:
+    """[M, K] -> ceil(M/MR) panels of [K][MR] (rows past M are zero), flattened."""
+    m, k = w.shape
+    p = -(-m // MR)
+    padded = np.zeros((p * MR, k), dtype=np.float32)
+    padded[:m] = w
+    return np.ascontiguousarray(padded.reshape(p, MR, k).transpose(0, 2, 1)).reshape(-1)
+
+
+class Graph:
+    def __init__(self) -> None:
+        self.tensors: list[BTensor] = []
+        self.ops: list[BOp] = []
+        self.n_inputs = 0
+        self.n_outputs = 0
+        self._const_ids: dict[object, int] = {}
+
+    def add(self, t: BTensor) -> int:
+        if len(t.shape) > MAX_DIMS:
+            raise ValueError(f"rank {len(t.shape)} > {MAX_DIMS}")
+        self.tensors.append(t)
+        return len(self.tensors) - 1
+
+    def const(self, arr: np.ndarray, key: object = None) -> int:
+        if key is not None and key in self._const_ids:
+            return self._const_ids[key]
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+        shape = arr.shape if arr.ndim <= MAX_DIMS and arr.ndim > 0 else (arr.size,)
+        idx = self.add(BTensor(CONST, tuple(shape), data=arr.reshape(-1)))
+        if key is not None:
+            self._const_ids[key] = idx
+        return idx
+
+    # -- arena -------------------------------------------------------------------------------
+    def _plan_arena(self) -> int:
+        """Assign offsets to arena roots (and conv scratch); returns the arena size."""
+        life: dict[object, list[int]] = {}
+        size: dict[object, int] = {}
+        for i, op in enumerate(self.ops):
+            for t in op.ins + op.outs:
+                if t < 0:
+                    continue
+                bt = self.tensors[t]
+                if bt.storage != ARENA:
+                    continue
+                lt = life.setdefault(bt.root, [i, i])
+                lt[0], lt[1] = min(lt[0], i), max(lt[1], i)
+                size[bt.root] = max(size.get(bt.root, 0), bt.nbytes)
+            if op.scratch:
+                key = ("scratch", i)
+                life[key] = [i, i]
+                size[key] = op.scratch
+        order = sorted(life, key=lambda r: (-size[r], life[r][0]))
+        placed: list[tuple[list[int], int, int]] = []
+        offs: dict[object, int] = {}
+        arena = 0
+        for r in order:
+            sz = align_up(max(size[r], 1), ALIGN)
+            lo_r, hi_r = life[r]
+            busy = sorted((o, o + s) for lt, o, s in placed if lt[0] <= hi_r and lo_r <= lt[1])
+            best, best_gap, cur = None, None, 0
+            for lo, hi in busy:
+                gap = lo - cur
+                if gap >= sz and (best_gap is None or gap < best_gap):
+                    best, best_gap = cur, gap
+                cur = max(cur, hi)
+            off = best if best is not None else cur
+            offs[r] = off
+            placed.append((life[r], off, sz))
+            arena = max(arena, off + sz)
+        for t in self.tensors:
+            if t.storage == ARENA:
+                t.offset = offs.get(t.root, 0)
+        for i, op in enumerate(self.ops):
+            if op.scratch:
+                op.ip[CONV_SCRATCH_OFF] = offs[("scratch", i)]
+                op.ip[CONV_SCRATCH_NBYTES] = align_up(op.scratch, ALIGN)
+        return arena
+
+    # -- bytes -------------------------------------------------------------------------------
+    def serialize(self) -> bytes:
+        arena = self._plan_arena()
+        data = bytearray()
+        for t in self.tensors:
+            if t.storage == CONST:
+                data += bytes(align_up(len(data), ALIGN) - len(data))
+                t.offset = len(data)
+                data += t.data.astype("<f4").tobytes()
+        tensors_off = 64
+        ops_off = tensors_off + len(self.tensors) * _TENSOR.size
+        data_off = align_up(ops_off + len(self.ops) * _OP.size, ALIGN)
+        out = bytearray(
+            _HEADER.pack(
+                MAGIC,
+                VERSION,
+                len(self.tensors),
+                len(self.ops),
+                self.n_inputs,
+                self.n_outputs,
+                arena,
+                tensors_off,
+                ops_off,
+                data_off,
+                len(data),
+            )
+        )
+        for t in self.tensors:
+            sizes = list(t.shape) + [0] * (MAX_DIMS - len(t.shape))
+            out += _TENSOR.pack(t.storage, t.index, t.offset, len(t.shape), *sizes, 0)
+        for op in self.ops:
+            ins = (op.ins + [-1] * 4)[:4]
+            outs = (op.outs + [-1] * 2)[:2]
+            ip = (op.ip + [0] * 24)[:24]
+            fp = (op.fp + [0.0] * 8)[:8]
+            out += _OP.pack(OP[op.kind], ACT[op.act], *ins, *outs, *ip, *fp)
+        out += bytes(data_off - len(out))
+        out += data
+        self.arena_nbytes = arena
+        return bytes(out)

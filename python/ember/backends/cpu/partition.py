@@ -1,0 +1,619 @@
+"""EmberCpuBackend partitioner: MethodIR -> MethodIR with DelegateCalls.
+
+Runs after view elision, before lifetimes and memory planning. Guarantees afterwards:
+
+- Every maximal run of consecutive supported f32 instructions (static shapes, no mutable
+  buffers or control-flow targets) is one :class:`DelegateInstr` whose args are the run's
+  external inputs then the values it produces that anything outside the run reads.
+- Inside a run: batch norm is folded into the convolution before it, activations (relu,
+  relu6/hardtanh, clamp, hardswish, hardsigmoid, sigmoid, silu, gelu, tanh) are fused into the
+  operator that produces their input, and the hardswish / hardsigmoid / silu decompositions are
+  recognised. Weights are packed for the micro-kernels (see ``blob.py``).
+- Tensors private to a run leave ``ir.specs`` (the backend plans them in its own arena); constant
+  transposes feeding the run are folded at export time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ember.backends.cpu import blob as B
+from ember.backends.delegate import DelegateInstr
+from ember.passes.ir import CONSTANT, MUTABLE, Arg, KernelInstr, MethodIR, TensorSpec
+
+log = logging.getLogger(__name__)
+
+BACKEND_ID = "EmberCpuBackend"
+INF = float("inf")
+
+
+@dataclass
+class Const:
+    """A constant produced at export time (packed or folded weights)."""
+
+    arr: np.ndarray
+    key: Any = None
+
+
+@dataclass
+class Op:
+    kind: str
+    ins: list[Any]  # TensorSpec | Const | None
+    outs: list[TensorSpec]
+    ip: list[int] = field(default_factory=list)
+    fp: list[float] = field(default_factory=list)
+    act: str = "none"
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+class Unsupported(Exception):
+    pass
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+def _f32(s: Any) -> bool:
+    return isinstance(s, TensorSpec) and s.dtype == torch.float32 and not s.dynamic
+
+
+def _const_arr(s: TensorSpec) -> np.ndarray | None:
+    if s.kind == CONSTANT and s.data is not None:
+        return s.data.detach().to(torch.float32).contiguous().numpy().reshape(s.shape)
+    return None
+
+
+def _t(a: Arg) -> TensorSpec:
+    if a.kind != "tensor":
+        raise Unsupported(f"argument is {a.kind}, not a tensor")
+    return a.value
+
+
+def _num(a: Arg) -> float | None:
+    if a.kind in ("int", "double"):
+        return float(a.value)
+    if a.kind == "null":
+        return None
+    raise Unsupported(f"argument is {a.kind}, not a number")
+
+
+def _ints(a: Arg) -> list[int]:
+    if a.kind != "intlist" or not all(isinstance(x, int) for x in a.value):
+        raise Unsupported("needs a static int list")
+    return [int(x) for x in a.value]
+
+
+def _out(ins: KernelInstr, i: int = 0) -> TensorSpec:
+    return ins.outputs[i].value
+
+
+def _operand(s: TensorSpec) -> Any:
+    """A tensor operand: constants become Const (so they are packed into the blob)."""
+    arr = _const_arr(s)
+    return Const(arr, ("spec", id(s))) if arr is not None else s
+
+
+UNARY = {
+    "aten::sigmoid.out": "sigmoid",
+    "aten::tanh.out": "tanh",
+    "aten::silu.out": "silu",
+    "aten::hardswish.out": "hardswish",
+    "aten::hardsigmoid.out": "hardsigmoid",
+    "aten::exp.out": "exp",
+    "aten::sqrt.out": "sqrt",
+    "aten::rsqrt.out": "rsqrt",
+    "aten::neg.out": "neg",
+    "aten::abs.out": "abs",
+}
+BINARY_T = {"aten::add.out": "add", "aten::sub.out": "sub", "aten::mul.out": "mul",
+            "aten::div.out": "div"}
+BINARY_S = {"aten::add.Scalar_out": "add", "aten::sub.Scalar_out": "sub",
+            "aten::mul.Scalar_out": "mul", "aten::div.Scalar_out": "div",
+            "aten::rsub.Scalar_out": "rsub"}
+COPIES = {"aten::view_copy.out", "aten::_unsafe_view.out", "aten::clone.out",
+          "aten::alias_copy.out", "aten::detach_copy.out", "aten::squeeze_copy.dim_out",
+          "aten::squeeze_copy.dims_out", "aten::squeeze_copy.out", "aten::unsqueeze_copy.out",
+          "aten::expand_copy.out", "aten::_to_copy.out"}
+
+
+def _clamp(lo: float | None, hi: float | None) -> tuple[str, list[float]]:
+    return "clamp", [-INF if lo is None else lo, INF if hi is None else hi]
+
+
+# ---- lowering of one instruction --------------------------------------------------------------
+def lower(ins: KernelInstr, only_here: Any) -> Op:
+    """The backend operator for ``ins`` or raise Unsupported. ``only_here(spec)`` tells whether
+    a spec is used by no other instruction (for ops with outputs we drop)."""
+    k, a = ins.kernel, ins.args
+    if not ins.outputs or not all(o.kind == "tensor" for o in ins.outputs):
+        raise Unsupported("no tensor output")
+    out = _out(ins)
+    if not _f32(out):
+        raise Unsupported("output is not static f32")
+    for arg in a:
+        for t in arg.tensors():
+            if t.dynamic or t.root().kind == MUTABLE or t.root().move_target:
+                raise Unsupported("dynamic, mutable or control-flow tensor")
+    if k == "aten::convolution.out":
+        x, w = _t(a[0]), _t(a[1])
+        wa = _const_arr(w)
+        ba = None if a[2].kind == "null" else _const_arr(_t(a[2]))
+        if (len(x.shape) != 4 or not _f32(x) or wa is None or (a[2].kind != "null" and ba is None)
+                or a[6].value):
+            raise Unsupported("conv2d needs 4-d input, constant weights, not transposed")
+        stride, pad, dil = _ints(a[3]), _ints(a[4]), _ints(a[5])
+        groups = int(a[8].value)
+        return Op("conv2d", [x], [out], attrs=dict(w=wa.astype(np.float32), b=ba, stride=stride,
+                                                     pad=pad, dil=dil, groups=groups))
+    if k == "aten::_native_batch_norm_legit_no_training.out":
+        x = _t(a[0])
+        if not _f32(x) or len(x.shape) < 2 or not all(only_here(_out(ins, i)) for i in (1, 2)):
+            raise Unsupported("batch norm")
+        w = None if a[1].kind == "null" else _const_arr(_t(a[1]))
+        b = None if a[2].kind == "null" else _const_arr(_t(a[2]))
+        mean, var = _const_arr(_t(a[3])), _const_arr(_t(a[4]))
+        if mean is None or var is None or (a[1].kind != "null" and w is None) or (
+                a[2].kind != "null" and b is None):
+            raise Unsupported("batch norm with non-constant statistics")
+        eps = float(a[6].value)
+        c = x.shape[1]
+        scale = (1.0 / np.sqrt(var.astype(np.float64) + eps)) * (w if w is not None else 1.0)
+        shift = (b if b is not None else 0.0) - mean * scale
+        return Op("bn", [x], [out], attrs=dict(scale=np.broadcast_to(scale, (c,)).astype(np.float64),
+                                                shift=np.broadcast_to(shift, (c,)).astype(np.float64)))
+    if k == "aten::relu.out":
+        return Op("unary", [_f32x(a[0])], [out], act="clamp", fp=[0.0, INF])
+    if k == "aten::hardtanh.out":
+        act, fp = _clamp(_num(a[1]), _num(a[2]))
+        return Op("unary", [_f32x(a[0])], [out], act=act, fp=fp)
+    if k == "aten::clamp.out":
+        act, fp = _clamp(_num(a[1]), _num(a[2]))
+        return Op("unary", [_f32x(a[0])], [out], act=act, fp=fp)
+    if k == "aten::gelu.out":
+        approx = a[1].value if a[1].kind == "string" else "none"
+        return Op("unary", [_f32x(a[0])], [out], act="gelu_tanh" if approx == "tanh" else "gelu")
+    if k in UNARY:
+        return Op("unary", [_f32x(a[0])], [out], act=UNARY[k])
+    if k in BINARY_T:
+        x, y = _t(a[0]), _t(a[1])
+        if k in ("aten::add.out", "aten::sub.out") and _num(a[2]) != 1.0:
+            raise Unsupported("alpha != 1")
+        if k == "aten::div.out" and len(a) > 4 and a[2].kind == "string":
+            raise Unsupported("div with rounding mode")
+        return _binary(BINARY_T[k], x, y, out)
+    if k in BINARY_S:
+        x = _f32x(a[0])
+        s = _num(a[1])
+        if s is None:
+            raise Unsupported("scalar")
+        op = BINARY_S[k]
+        if op in ("add", "sub", "rsub") and _num(a[2]) != 1.0:
+            raise Unsupported("alpha != 1")
+        return Op("binary", [x, None], [out], ip=[B.BIN[op]], fp=[-INF, INF, s])
+    if k in ("aten::addmm.out", "aten::mm.out", "aten::bmm.out"):
+        if k == "aten::addmm.out":
+            bias, m1, m2 = _t(a[0]), _t(a[1]), _t(a[2])
+            if _num(a[3]) != 1.0 or _num(a[4]) != 1.0:
+                raise Unsupported("addmm with beta/alpha")
+            if not _f32(bias) or math.prod(bias.shape) != m2.shape[-1] or (
+                    len(bias.shape) == 2 and bias.shape[0] != 1):
+                raise Unsupported("addmm bias is not a row")
+        else:
+            bias, m1, m2 = None, _t(a[0]), _t(a[1])
+        if not (_f32(m1) and _f32(m2)) or _const_arr(m1) is not None:
+            raise Unsupported("gemm operands")
+        batch = m1.shape[0] if k == "aten::bmm.out" else 1
+        m, kk = m1.shape[-2], m1.shape[-1]
+        n = m2.shape[-1]
+        ins_ = [m1, _operand(m2), None if bias is None else _operand(bias)]
+        return Op("gemm", ins_, [out], ip=[batch, m, kk, n, m * kk if batch > 1 else 0,
+                                            kk * n if batch > 1 else 0, 0])
+    if k == "aten::max_pool2d_with_indices.out":
+        x = _f32x(a[0])
+        if len(x.shape) != 4 or not only_here(_out(ins, 1)):
+            raise Unsupported("max pool")
+        kernel, stride, pad, dil = _ints(a[1]), _ints(a[2]), _ints(a[3]), _ints(a[4])
+        stride = stride or kernel
+        return Op("maxpool2d", [x], [out], ip=[*kernel, *stride, *pad, *dil, 0, 0])
+    if k == "aten::avg_pool2d.out":
+        x = _f32x(a[0])
+        kernel, stride, pad = _ints(a[1]), _ints(a[2]), _ints(a[3])
+        stride = stride or kernel
+        include_pad = bool(a[5].value)
+        div = 0 if a[6].kind == "null" else int(a[6].value)
+        if len(x.shape) != 4:
+            raise Unsupported("avg pool")
+        return Op("avgpool2d", [x], [out], ip=[*kernel, *stride, *pad, 1, 1, int(include_pad), div])
+    if k == "aten::_adaptive_avg_pool2d.out":
+        x = _f32x(a[0])
+        oh, ow = _ints(a[1])
+        h, w = x.shape[-2:]
+        if len(x.shape) != 4:
+            raise Unsupported("adaptive pool rank")
+        if (oh, ow) == (1, 1):
+            return Op("mean", [x], [out], ip=[x.shape[0] * x.shape[1], h * w])
+        if h % oh or w % ow:
+            raise Unsupported("adaptive pool with uneven windows")
+        return Op("avgpool2d", [x], [out], ip=[h // oh, w // ow, h // oh, w // ow, 0, 0, 1, 1, 0, 0])
+    if k in ("aten::mean.out", "aten::mean.dim_out"):
+        x = _f32x(a[0])
+        nd = len(x.shape)
+        dims = sorted({d % nd for d in _ints(a[1])}) if a[1].kind == "intlist" else list(range(nd))
+        if a[3].kind != "null" or dims != list(range(nd - len(dims), nd)):
+            raise Unsupported("mean over non-trailing dims")
+        cols = math.prod(x.shape[nd - len(dims):])
+        return Op("mean", [x], [out], ip=[math.prod(x.shape) // max(cols, 1), cols])
+    if k in ("aten::_softmax.out", "aten::_log_softmax.out"):
+        x = _f32x(a[0])
+        nd = len(x.shape)
+        if nd == 0 or int(a[1].value) % nd != nd - 1:
+            raise Unsupported("softmax over a non-last dim")
+        cols = x.shape[-1]
+        return Op("softmax", [x], [out], ip=[math.prod(x.shape) // cols, cols, 1,
+                                              int(k == "aten::_log_softmax.out")])
+    if k == "aten::native_layer_norm.out":
+        x = _f32x(a[0])
+        if not (only_here(_out(ins, 1)) and only_here(_out(ins, 2))):
+            raise Unsupported("layer norm statistics are used")
+        cols = math.prod(_ints(a[1]))
+        w = None if a[2].kind == "null" else _operand(_t(a[2]))
+        b = None if a[3].kind == "null" else _operand(_t(a[3]))
+        return Op("layernorm", [x, w, b], [out], ip=[math.prod(x.shape) // cols, cols],
+                  fp=[float(a[4].value)])
+    if k == "aten::permute_copy.out":
+        x = _f32x(a[0])
+        dims = [d % max(len(x.shape), 1) for d in _ints(a[1])]
+        return Op("permute", [x], [out], ip=dims)
+    if k in COPIES:
+        x = _f32x(a[0])
+        if math.prod(x.shape) != math.prod(out.shape):
+            raise Unsupported("copy changes the element count")
+        return Op("copy", [x], [out])
+    if k == "aten::cat.out":
+        if a[0].kind != "tensorlist" or not 1 <= len(a[0].value) <= 4:
+            raise Unsupported("cat of more than 4")
+        xs = a[0].value
+        nd = len(out.shape)
+        dim = int(a[1].value) % nd
+        if not all(_f32(x) and len(x.shape) == nd for x in xs):
+            raise Unsupported("cat operands")
+        outer = math.prod(out.shape[:dim])
+        rows = [math.prod(x.shape[dim:]) for x in xs]
+        return Op("cat", [_operand(x) for x in xs], [out], ip=[outer, len(xs), *rows])
+    if k == "aten::slice_copy.Tensor_out":
+        x = _f32x(a[0])
+        nd = len(x.shape)
+        dim = int(a[1].value) % nd
+        n = x.shape[dim]
+        start = 0 if a[2].kind == "null" else int(a[2].value)
+        end = n if a[3].kind == "null" else int(a[3].value)
+        step = int(a[4].value)
+        start, end, step = slice(start, end, step).indices(n)
+        length = len(range(start, end, step))
+        if length != out.shape[dim]:
+            raise Unsupported("slice shape")
+        return Op("slice", [x], [out], ip=[math.prod(x.shape[:dim]), n, math.prod(x.shape[dim + 1:]),
+                                            start, step, length])
+    raise Unsupported(k)
+
+
+def _f32x(a: Arg) -> TensorSpec:
+    t = _t(a)
+    if not _f32(t) or _const_arr(t) is not None:
+        raise Unsupported("operand is not an f32 activation")
+    return t
+
+
+def _binary(op: str, x: TensorSpec, y: TensorSpec, out: TensorSpec) -> Op:
+    if not (_f32(x) and _f32(y)):
+        raise Unsupported("binary operands are not f32")
+    xa, ya = _const_arr(x), _const_arr(y)
+    if xa is not None and ya is not None:
+        raise Unsupported("constant binary")
+    if ya is not None and ya.size == 1:
+        return Op("binary", [x, None], [out], ip=[B.BIN[op]], fp=[-INF, INF, float(ya.reshape(-1)[0])])
+    if xa is not None and xa.size == 1 and op in ("add", "mul", "sub"):
+        v = float(xa.reshape(-1)[0])
+        if op == "sub":
+            return Op("binary", [y, None], [out], ip=[B.BIN["rsub"]], fp=[-INF, INF, v])
+        return Op("binary", [y, None], [out], ip=[B.BIN[op]], fp=[-INF, INF, v])
+    return Op("binary", [_operand(x), _operand(y)], [out], ip=[B.BIN[op]], fp=[-INF, INF])
+
+
+# ---- fusion inside a run ----------------------------------------------------------------------
+class _Uses:
+    """Which ops of the run read a root, and whether anything outside the run does."""
+
+    def __init__(self, ops: list[Op], external: set[int]) -> None:
+        self.ops, self.external = ops, external
+
+    def consumers(self, spec: TensorSpec) -> list[Op]:
+        r = spec.root()
+        return [o for o in self.ops for i in o.ins if isinstance(i, TensorSpec) and i.root() is r]
+
+    def private(self, spec: TensorSpec, only: Op) -> bool:
+        r = spec.root()
+        return id(r) not in self.external and all(c is only for c in self.consumers(spec))
+
+    def producer(self, spec: Any) -> Op | None:
+        if not isinstance(spec, TensorSpec):
+            return None
+        r = spec.root()
+        for o in self.ops:
+            if any(out.root() is r for out in o.outs):
+                return o
+        return None
+
+
+_FUSABLE = {"conv2d", "gemm", "binary", "channel_affine"}
+
+
+def _fold_bn(ops: list[Op], u: _Uses) -> None:
+    for bn in [o for o in ops if o.kind == "bn"]:
+        p = u.producer(bn.ins[0])
+        if p is not None and p.kind == "conv2d" and p.act == "none" and u.private(bn.ins[0], bn):
+            s, t = bn.attrs["scale"], bn.attrs["shift"]
+            p.attrs["w"] = (p.attrs["w"] * s[:, None, None, None]).astype(np.float32)
+            b = p.attrs["b"] if p.attrs["b"] is not None else 0.0
+            p.attrs["b"] = (b * s + t).astype(np.float32)
+            p.outs = bn.outs
+            ops.remove(bn)
+        else:
+            x = bn.ins[0]
+            bn.kind = "channel_affine"
+            bn.ins = [x, Const(bn.attrs["scale"].astype(np.float32)),
+                      Const(bn.attrs["shift"].astype(np.float32))]
+            bn.ip = [x.shape[0], x.shape[1], math.prod(x.shape[2:])]
+
+
+def _merge_clamps(ops: list[Op], u: _Uses) -> None:
+    for c in [o for o in ops if o.kind == "unary" and o.act == "clamp"]:
+        p = u.producer(c.ins[0])
+        if p is not None and p.kind == "unary" and p.act == "clamp" and u.private(c.ins[0], c):
+            c.fp = [max(p.fp[0], c.fp[0]), min(p.fp[1], c.fp[1])]
+            c.ins = p.ins
+            ops.remove(p)
+
+
+def _fuse_acts(ops: list[Op], u: _Uses) -> None:
+    for act in [o for o in ops if o.kind == "unary"]:
+        p = u.producer(act.ins[0])
+        if (p is None or p.kind not in _FUSABLE or p.act != "none" or len(p.outs) != 1
+                or not u.private(act.ins[0], act) or p.outs[0].shape != act.outs[0].shape):
+            continue
+        p.act = act.act
+        if act.act == "clamp":
+            p.fp = (p.fp + [0.0, 0.0])[:max(len(p.fp), 2)]
+            p.fp[0], p.fp[1] = act.fp[0], act.fp[1]
+        p.outs = act.outs
+        ops.remove(act)
+
+
+def _is_scalar_bin(o: Op | None, op: str, v: float) -> bool:
+    return (o is not None and o.kind == "binary" and o.ins[1] is None and o.ip[0] == B.BIN[op]
+            and abs(o.fp[2] - v) < 1e-6)
+
+
+def _hard_patterns(ops: list[Op], u: _Uses) -> None:
+    """x+3 clamped to [0,6] then /6 (hardsigmoid), or x * that / 6 (hardswish)."""
+    for d in list(ops):
+        if d not in ops or not (_is_scalar_bin(d, "div", 6.0) or _is_scalar_bin(d, "mul", 1 / 6)):
+            continue
+        if d.act != "none":
+            continue
+        m = u.producer(d.ins[0])
+        if m is None or not u.private(d.ins[0], d):
+            continue
+
+        def h0_of(spec: Any, consumer: Op) -> Op | None:
+            h = u.producer(spec)
+            if (_is_scalar_bin(h, "add", 3.0) and h.act == "clamp" and h.fp[0] == 0.0
+                    and h.fp[1] == 6.0 and u.private(spec, consumer)):
+                return h
+            return None
+
+        h = h0_of(d.ins[0], d)
+        if h is not None:
+            d.kind, d.ins, d.act, d.ip, d.fp = "unary", [h.ins[0]], "hardsigmoid", [], []
+            ops.remove(h)
+            continue
+        if m.kind == "binary" and m.ip[0] == B.BIN["mul"] and m.act == "none" and m.ins[1] is not None:
+            for xi, ti in ((0, 1), (1, 0)):
+                x, t = m.ins[xi], m.ins[ti]
+                h = h0_of(t, m) if isinstance(t, TensorSpec) else None
+                if h is not None and isinstance(x, TensorSpec) and h.ins[0].root() is x.root() \
+                        and x.shape == d.outs[0].shape:
+                    d.kind, d.ins, d.act, d.ip, d.fp = "unary", [x], "hardswish", [], []
+                    ops.remove(h)
+                    ops.remove(m)
+                    break
+
+
+def _silu(ops: list[Op], u: _Uses) -> None:
+    for m in list(ops):
+        if m not in ops or m.kind != "binary" or m.ip[0] != B.BIN["mul"] or m.act != "none":
+            continue
+        for xi, si in ((0, 1), (1, 0)):
+            x, s = m.ins[xi], m.ins[si]
+            p = u.producer(s)
+            if (p is not None and p.kind == "unary" and p.act == "sigmoid" and isinstance(x, TensorSpec)
+                    and p.ins[0].root() is x.root() and u.private(s, m) and x.shape == m.outs[0].shape):
+                m.kind, m.ins, m.act, m.ip, m.fp = "unary", [x], "silu", [], []
+                ops.remove(p)
+                break
+
+
+# ---- building the blob ------------------------------------------------------------------------
+def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec) -> tuple[np.ndarray, bool, int]:
+    w = op.attrs["w"]
+    g = op.attrs["groups"]
+    co, cg, kh, kw = w.shape
+    depthwise = g == x.shape[1] == co and cg == 1
+    if depthwise:
+        return w.reshape(co, kh * kw), True, 0
+    mg, kg = co // g, cg * kh * kw
+    packed = np.concatenate([B.pack_a_panels(w[i * mg:(i + 1) * mg].reshape(mg, kg)) for i in range(g)])
+    direct = (kh, kw) == (1, 1) and op.attrs["stride"] == [1, 1] and op.attrs["pad"] == [0, 0]
+    scratch = 0 if direct else kg * out.shape[2] * out.shape[3] * 4
+    return packed, False, scratch
+
+
+def build_blob(ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec]) -> tuple[bytes, int]:
+    g = B.Graph()
+    g.n_inputs, g.n_outputs = len(inputs), len(outputs)
+    in_idx = {id(r): i for i, r in enumerate(inputs)}
+    out_idx = {id(r): i for i, r in enumerate(outputs)}
+    ids: dict[int, int] = {}
+
+    def tid(v: Any) -> int:
+        if v is None:
+            return -1
+        if isinstance(v, Const):
+            return g.const(v.arr, v.key)
+        if id(v) in ids:
+            return ids[id(v)]
+        r = v.root()
+        shape = tuple(v.shape)
+        if id(r) in out_idx:
+            bt = B.BTensor(B.OUTPUT, shape, index=out_idx[id(r)])
+        elif id(r) in in_idx:
+            bt = B.BTensor(B.INPUT, shape, index=in_idx[id(r)])
+        else:
+            bt = B.BTensor(B.ARENA, shape, root=id(r))
+        ids[id(v)] = g.add(bt)
+        return ids[id(v)]
+
+    for op in ops:
+        if op.kind == "conv2d":
+            x, out = op.ins[0], op.outs[0]
+            packed, dw, scratch = _pack_conv(op, x, out)
+            a = op.attrs
+            ip = [a["groups"], a["w"].shape[2], a["w"].shape[3], *a["stride"], *a["pad"], *a["dil"],
+                  int(dw), 0, 0]
+            b = a["b"]
+            bop = B.BOp("conv2d", [tid(x), g.const(packed), -1 if b is None else g.const(b)],
+                        [tid(out)], ip=ip, fp=list(op.fp), act=op.act, scratch=scratch)
+        else:
+            bop = B.BOp(op.kind, [tid(i) for i in op.ins], [tid(o) for o in op.outs], ip=list(op.ip),
+                        fp=list(op.fp), act=op.act)
+        g.ops.append(bop)
+    data = g.serialize()
+    return data, g.arena_nbytes
+
+
+# ---- the pass ---------------------------------------------------------------------------------
+def _fold_constant_permutes(ir: MethodIR) -> None:
+    kept = []
+    for ins in ir.instrs:
+        if (isinstance(ins, KernelInstr) and ins.kernel == "aten::permute_copy.out"
+                and ins.args[0].kind == "tensor" and ins.args[0].value.kind == CONSTANT
+                and ins.args[0].value.data is not None and ins.outputs
+                and not ins.outputs[0].value.dynamic and ins.args[1].kind == "intlist"):
+            out = ins.outputs[0].value
+            if out.root() is out and out.kind != MUTABLE:
+                src = ins.args[0].value
+                out.kind = CONSTANT
+                out.data = src.data.permute(*[int(d) for d in ins.args[1].value]).contiguous()
+                out.fqn = None
+                continue
+        kept.append(ins)
+    ir.instrs = kept
+
+
+def partition_cpu(ir: MethodIR) -> MethodIR:
+    """Replace runs of supported instructions by EmberCpuBackend DelegateInstrs."""
+    _fold_constant_permutes(ir)
+    instrs = ir.instrs
+    refs: dict[int, set[int]] = {}
+    for i, ins in enumerate(instrs):
+        args = ins.args if isinstance(ins, KernelInstr) else []
+        if not isinstance(ins, KernelInstr):
+            from ember.passes.ir import instr_args
+
+            args = instr_args(ins)
+        for a in args:
+            for t in a.tensors():
+                refs.setdefault(id(t.root()), set()).add(i)
+    out_roots = {id(t.root()) for a in ir.outputs for t in a.tensors()}
+    in_roots = {id(t.root()) for a in ir.inputs for t in a.tensors()}
+
+    lowered: list[Op | None] = []
+    for i, ins in enumerate(instrs):
+        op = None
+        if isinstance(ins, KernelInstr) and not isinstance(ins, DelegateInstr):
+            try:
+                op = lower(ins, lambda s, i=i: refs.get(id(s.root()), set()) <= {i}
+                           and id(s.root()) not in out_roots)
+            except (Unsupported, IndexError, KeyError, ValueError, TypeError, AttributeError) as e:
+                log.debug("cpu backend: %s stays outside: %s", ins.kernel, e)
+        lowered.append(op)
+
+    new_instrs: list[Any] = []
+    removed_roots: set[int] = set()
+    i = 0
+    n_deleg = 0
+    while i < len(instrs):
+        if lowered[i] is None:
+            new_instrs.append(instrs[i])
+            i += 1
+            continue
+        j = i
+        while j < len(instrs) and lowered[j] is not None:
+            j += 1
+        run = set(range(i, j))
+        ops = [lowered[t] for t in range(i, j)]
+        produced = {id(o.root()) for op in ops for o in op.outs}
+        external = {r for r in produced if (refs.get(r, set()) - run) or r in out_roots}
+        u = _Uses(ops, external)
+        _fold_bn(ops, u)
+        _merge_clamps(ops, u)
+        _fuse_acts(ops, u)
+        _hard_patterns(ops, u)
+        _silu(ops, u)
+        _fuse_acts(ops, u)
+        # Inputs: roots read but not produced in the run; outputs: produced roots read outside.
+        inputs: list[TensorSpec] = []
+        seen: set[int] = set()
+        for op in ops:
+            for v in op.ins:
+                if isinstance(v, TensorSpec):
+                    r = v.root()
+                    if id(r) not in produced and id(r) not in seen:
+                        seen.add(id(r))
+                        inputs.append(r)
+        outputs: list[TensorSpec] = []
+        seen = set()
+        for op in ops:
+            for o in op.outs:
+                r = o.root()
+                if id(r) in external and id(r) not in seen:
+                    seen.add(id(r))
+                    outputs.append(r)
+        if any(id(r) in in_roots for r in outputs):
+            new_instrs.extend(instrs[i:j])
+            i = j
+            continue
+        data, arena = build_blob(ops, inputs, outputs)
+        kinds = sorted({o.kind for o in ops})
+        d = DelegateInstr(
+            kernel=f"delegate::{BACKEND_ID}",
+            args=[Arg("tensor", r) for r in inputs] + [Arg("tensor", r) for r in outputs],
+            outputs=[Arg("tensor", r) for r in outputs],
+            backend_id=BACKEND_ID,
+            processed=data,
+            n_inputs=len(inputs),
+            summary=f"{j - i} instructions -> {len(ops)} ops ({', '.join(kinds)}), "
+                    f"{len(data)} bytes, arena {arena}",
+        )
+        new_instrs.append(d)
+        n_deleg += 1
+        removed_roots |= produced - external
+        i = j
+    ir.instrs = new_instrs
+    ir.specs = [s for s in ir.specs if id(s.root()) not in removed_roots]
+    log.info("cpu backend: %d delegate(s) in %s", n_deleg, ir.name)
+    return ir
