@@ -78,3 +78,27 @@ lint:
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
+
+# ---- MCU (owned by MCU work) ----
+# Cortex-M33 firmware under QEMU (mps2-an505): see mcu/Makefile. `make mcu` builds the
+# hard-float and soft-float images for each model in MCU_MODELS, runs them and prints sizes.
+MCU_MODELS ?= ../shared/fixtures/executorch/add.pte ../shared/fixtures/executorch/arduino_add_model.pte
+MCU_APT := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
+.PHONY: mcu-deps mcu mcu-clean
+
+mcu-deps:
+	@command -v arm-none-eabi-gcc >/dev/null 2>&1 && command -v qemu-system-arm >/dev/null 2>&1 && \
+	  test -d /usr/lib/arm-none-eabi/newlib || \
+	  { echo "installing $(MCU_APT) (apt)"; \
+	    (apt-get install -y -q $(MCU_APT) || (apt-get update -q && apt-get install -y -q $(MCU_APT))) \
+	      >/dev/null 2>&1 || { echo "error: could not install $(MCU_APT)"; exit 1; }; }
+
+mcu: mcu-deps venv build
+	@set -e; for m in $(MCU_MODELS); do for f in hard soft; do \
+	  echo "==== $$(basename $$m) ($$f float) ===="; \
+	  $(MAKE) -s --no-print-directory -C mcu MODEL=$$(realpath $$m) FLOAT=$$f \
+	    HOST_EMBER=$(abspath $(BUILD))/ember run size; \
+	done; done
+
+mcu-clean:
+	rm -rf build-mcu

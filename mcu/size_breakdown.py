@@ -48,8 +48,9 @@ def category(section: str, origin: str) -> str:
         return "pools"
     if "libember_core.a(" in origin:
         member = origin.split("(")[-1]
-        return "platform" if member.split(".")[0] in ("noos", "log", "threadpool") else \
-            "runtime core"
+        return (
+            "platform" if member.split(".")[0] in ("noos", "log", "threadpool") else "runtime core"
+        )
     if "libember_kernels.a(" in origin or "selected_kernels.o" in origin:
         return "kernels"
     if "/mcu/" in origin:
@@ -63,8 +64,20 @@ def category(section: str, origin: str) -> str:
     return "other"
 
 
-ALLOC = {".isr_vector", ".text", ".rodata", ".ARM.extab", ".ARM.exidx", ".preinit_array",
-         ".init_array", ".fini_array", ".tdata", ".tbss", ".data", ".bss"}
+ALLOC = {
+    ".isr_vector",
+    ".text",
+    ".rodata",
+    ".ARM.extab",
+    ".ARM.exidx",
+    ".preinit_array",
+    ".init_array",
+    ".fini_array",
+    ".tdata",
+    ".tbss",
+    ".data",
+    ".bss",
+}
 
 
 def kind(out_section: str) -> str:

@@ -102,8 +102,12 @@ class Plan:
         if v.tensor is not None:
             return [v.tensor]
         if v.tag in (10, 11) and isinstance(v.scalar, list):
-            return [t for i in v.scalar if 0 <= i < len(self.values)
-                    for t in ([self.values[i].tensor] if self.values[i].tensor else [])]
+            return [
+                t
+                for i in v.scalar
+                if 0 <= i < len(self.values)
+                for t in ([self.values[i].tensor] if self.values[i].tensor else [])
+            ]
         return []
 
 
@@ -213,7 +217,8 @@ def read_program(buf: bytes) -> list[Plan]:
                     kind = fb.scalar(ins, 0, "<B")
                     body = fb.ref(ins, 1)
                     if kind == 1 and body:
-                        p.kernel_calls.append(KernelCall(fb.scalar(body, 0, "<i"), fb.vec(body, 1, "i")))
+                        kc = KernelCall(fb.scalar(body, 0, "<i"), fb.vec(body, 1, "i"))
+                        p.kernel_calls.append(kc)
                     elif kind == 2:
                         p.n_delegate_calls += 1
             p.delegates = [fb.string(d, 0) for d in fb.vec_tables(pt, 7)]

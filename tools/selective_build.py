@@ -10,6 +10,8 @@ methods call and the dtypes of the tensors passed to each, and writes into OUTDI
   and ``kernels/prim/ops.def`` (the one operator list of the runtime). Compile it instead of the
   full table (``-DEMBER_SELECTIVE_BUILD`` makes kernels/portable/register.c drop its own) and link
   with ``--gc-sections``: kernels nobody registers are not in the binary;
+* ``kernel_sources.txt`` — the kernel .c files those kernels need (transitively, by a textual
+  scan), so a firmware build can compile only them;
 * ``selected_dtypes.h`` — ``EMBER_SELECTED_DTYPE_MASK``, the dtypes any selected operator sees
   (EM_DTYPE_BIT numbering), for kernels that compile dtype branches conditionally.
 
@@ -120,6 +122,41 @@ def model_ops(paths: list[str]) -> tuple[dict[str, set[int]], list[str]]:
     return ops, delegates
 
 
+DEF_RE = re.compile(
+    r"^(?!static\b|typedef\b|extern\b|return\b)[A-Za-z_][\w \t*]*?\b([A-Za-z_]\w*)\s*\("
+)
+CALL_RE = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+
+
+def kernel_sources(kernels_dir: Path, fns: list[str]) -> list[Path]:
+    """The kernel .c files the functions `fns` need, transitively (a textual approximation of
+    what the linker would pull from an archive: a file is needed when it defines, at column 0,
+    a function a needed file calls). Lets a firmware build compile only those files."""
+    defs: dict[str, Path] = {}
+    calls: dict[Path, set[str]] = {}
+    for src in sorted(kernels_dir.glob("*/*.c")):
+        text = re.sub(r"/\*.*?\*/", "", src.read_text(errors="replace"), flags=re.S)
+        for line in text.splitlines():
+            m = DEF_RE.match(line)
+            if m and not line.rstrip().endswith(";"):
+                defs.setdefault(m.group(1), src)
+        calls[src] = set(CALL_RE.findall(text))
+    need: list[Path] = []
+    todo = [f for f in fns]
+    seen: set[str] = set()
+    while todo:
+        fn = todo.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        src = defs.get(fn)
+        if src is None or src in need:
+            continue
+        need.append(src)
+        todo += [c for c in calls[src] if c in defs and c not in seen]
+    return sorted(need)
+
+
 def render_c(selected: list[DefEntry], sources: list[str]) -> str:
     lines = [
         "/*",
@@ -135,7 +172,8 @@ def render_c(selected: list[DefEntry], sources: list[str]) -> str:
         lines.append(f"em_status {e.fn}(em_kernel_ctx *ctx, em_evalue **args);")
     lines += ["", "static const em_kernel_entry k_selected[] = {"]
     for e in selected:
-        lines.append(f'    {{"{e.name}", {e.fn}, {e.n_args}, {e.dtypes}}}, /* {Path(e.source).name} */')
+        src = Path(e.source).name
+        lines.append(f'    {{"{e.name}", {e.fn}, {e.n_args}, {e.dtypes}}}, /* {src} */')
     lines += [
         "    {NULL, NULL, 0, 0}};",
         "",
@@ -197,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         "#ifndef EMBER_SELECTED_DTYPES_H\n#define EMBER_SELECTED_DTYPES_H\n"
         f"#define EMBER_SELECTED_DTYPE_MASK 0x{used_mask:08x}u\n#endif\n",
     )
+    srcs = kernel_sources(Path(args.kernels_dir), [e.fn for e in selected])
+    _write_if_changed(out / "kernel_sources.txt", "".join(f"{p}\n" for p in srcs))
     print(f"selective_build: {len(selected)} of {len(table)} kernels selected -> {out}")
     for e in selected:
         dts = ",".join(DTYPE_NAMES.get(d, str(d)) for d in sorted(ops[e.name]))

@@ -1,0 +1,128 @@
+"""Bare-metal Cortex-M33 build (mcu/) and selective build (tools/selective_build.py).
+
+The firmware tests build the add.pte fixture for the Cortex-M33 with and without FPU, run it in
+QEMU (mps2-an505) and require that its outputs equal the host build's for the same inputs (the
+firmware exits 0 only then). They skip, saying why, when arm-none-eabi-gcc, newlib, QEMU or the
+host build (build/ember, `make build`) is missing; `make mcu-deps` installs the toolchain.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO.parent / "shared" / "fixtures" / "executorch"
+ADD_PTE = FIXTURES / "add.pte"
+HOST_EMBER = REPO / "build" / "ember"
+sys.path.insert(0, str(REPO / "tools"))
+
+import pte_summary  # noqa: E402
+import selective_build  # noqa: E402
+
+
+def _need_fixture() -> None:
+    if not ADD_PTE.exists():
+        pytest.skip(f"fixture {ADD_PTE} is not available")
+
+
+def _need_toolchain() -> None:
+    missing = [t for t in ("arm-none-eabi-gcc", "qemu-system-arm") if not shutil.which(t)]
+    if not Path("/usr/lib/arm-none-eabi/newlib").is_dir():
+        missing.append("libnewlib-arm-none-eabi")
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed (run `make mcu-deps`)")
+    if not HOST_EMBER.exists():
+        pytest.skip("host build/ember is missing (run `make build`)")
+
+
+# -- selective build ----------------------------------------------------------------------------
+def test_pte_summary_reads_add_fixture() -> None:
+    _need_fixture()
+    (plan,) = pte_summary.read_file(str(ADD_PTE))
+    assert plan.name == "forward"
+    assert plan.operators == ["aten::add.out"]
+    assert plan.arena_sizes == [48]
+    assert plan.op_dtypes() == {"aten::add.out": {6}}
+    assert [plan.values[i].tensor.sizes for i in plan.inputs] == [[1], [1]]
+
+
+def test_pte_summary_rejects_garbage() -> None:
+    with pytest.raises(pte_summary.PteError):
+        pte_summary.read_program(b"\x00" * 64)
+    data = bytearray(ADD_PTE.read_bytes()) if ADD_PTE.exists() else None
+    if data is not None:
+        data[0:4] = (len(data) + 100).to_bytes(4, "little")  # root offset out of the file
+        with pytest.raises(pte_summary.PteError):
+            pte_summary.read_program(bytes(data))
+
+
+def test_selective_build_writes_only_used_kernels(tmp_path: Path) -> None:
+    _need_fixture()
+    table = selective_build.kernel_table(REPO / "kernels")
+    if "aten::add.out" not in table:
+        pytest.skip("aten::add.out is not in kernels/portable/*.def yet")
+    rc = selective_build.main([str(ADD_PTE), "-o", str(tmp_path)])
+    assert rc == 0
+    c = (tmp_path / "selected_kernels.c").read_text()
+    assert c.count('{"aten::') == 1 and '"aten::add.out"' in c
+    assert "em_register_portable_kernels" in c
+    assert (tmp_path / "selected_ops.txt").read_text().startswith("aten::add.out  # dtypes: f32")
+    assert "0x00000040u" in (tmp_path / "selected_dtypes.h").read_text()  # bit 6 = f32
+
+
+def test_selective_build_names_missing_kernels(tmp_path: Path, capsys) -> None:
+    kdir = tmp_path / "kernels"
+    (kdir / "portable").mkdir(parents=True)
+    (kdir / "prim").mkdir()
+    (kdir / "portable" / "ops.def").write_text('#include "portable/ops_x.def"\n')
+    (kdir / "portable" / "ops_x.def").write_text(
+        'EM_OP("aten::mm.out", em_mm_out, 4, EM_DT_REALS)\n'
+    )
+    (kdir / "prim" / "ops.def").write_text("")
+    out = tmp_path / "out"
+    rc = selective_build.main(
+        ["--ops", "aten::mm.out,aten::nonexistent.out", "--kernels-dir", str(kdir), "-o", str(out)]
+    )
+    assert rc == 1
+    assert "missing kernel(s): aten::nonexistent.out" in capsys.readouterr().err
+    assert '{"aten::mm.out", em_mm_out, 4, EM_DT_REALS}' in (out / "selected_kernels.c").read_text()
+    rc = selective_build.main(
+        [
+            "--ops",
+            "aten::nonexistent.out",
+            "--kernels-dir",
+            str(kdir),
+            "-o",
+            str(out),
+            "--allow-missing",
+        ]  # fmt: skip
+    )
+    assert rc == 0
+
+
+# -- firmware in QEMU ---------------------------------------------------------------------------
+@pytest.mark.parametrize("float_abi", ["hard", "soft"])
+def test_mcu_firmware_runs_in_qemu(float_abi: str) -> None:
+    _need_fixture()
+    _need_toolchain()
+    jobs = str(os.cpu_count() or 2)
+    cmd = ["make", "-s", "--no-print-directory", "-C", str(REPO / "mcu"), f"-j{jobs}",
+           f"MODEL={ADD_PTE}", f"FLOAT={float_abi}", f"HOST_EMBER={HOST_EMBER}",
+           f"PY={sys.executable}", "QEMU_TIMEOUT=30", "run"]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "RESULT: OK" in out, out
+    ram = re.search(r"ram: .* = (\d+) B", out)
+    assert ram and int(ram.group(1)) < 4096, out  # add.pte: ~1 KiB of runtime RAM
+    elf = REPO / "build-mcu" / f"add-{float_abi}" / "app.elf"
+    sizes = subprocess.run(["arm-none-eabi-size", str(elf)], capture_output=True, text=True)
+    text = int(sizes.stdout.splitlines()[1].split()[0])
+    assert text < 128 * 1024, sizes.stdout
