@@ -37,9 +37,37 @@ static const char *instr_name(const em_method *m, const em_instr *in) {
   }
 }
 
+static bool unbound(const em_evalue *v) {
+  if (!v) return false;
+  if (v->tag == EM_TAG_TENSOR) return !v->u.tensor->data && v->u.tensor->numel_bound > 0;
+  if (v->tag == EM_TAG_LIST_TENSOR || v->tag == EM_TAG_LIST_OPTIONAL_TENSOR)
+    for (size_t k = 0; k < v->u.list.n; k++)
+      if (unbound(v->u.list.items[k])) return true;
+  return false;
+}
+
+/*
+ * Instructions flagged at prepare (a tensor argument had no data then: unplanned inputs, view
+ * results, control-flow placeholders) check that every argument has data now. The last argument
+ * of executorch_prim::et_view is its result, which the kernel binds.
+ */
+static em_status check_bound(const em_method *m, const em_instr *in) {
+  uint32_t n = in->u.k.n_args;
+  if (strcmp(m->op_names[in->u.k.op], "executorch_prim::et_view.default") == 0 && n) n--;
+  for (uint32_t i = 0; i < n; i++)
+    if (unbound(in->u.k.args[i]))
+      EM_FAIL(EM_ERR_INVALID_STATE, "%s: argument %u is a tensor with no data bound",
+              m->op_names[in->u.k.op], i);
+  return EM_OK;
+}
+
 static em_status run_instr(em_method *m, const em_instr *in, uint32_t *pc) {
   switch (in->kind) {
   case INSTR_KERNEL_CALL: {
+    if (in->u.k.check_data) {
+      em_status cs = check_bound(m, in);
+      if (cs != EM_OK) return cs;
+    }
     em_kernel_ctx ctx = {m->temp, m->pool, m->op_names[in->u.k.op]};
     em_status st = in->u.k.fn(&ctx, in->u.k.args);
     *pc += 1;

@@ -35,7 +35,18 @@ static void *alloc0(prep *s, size_t n) {
   } while (0)
 
 /* Resolves the data pointer of a tensor per pte-format.md §5. */
+static em_status bind_data(prep *s, const tensor_desc *d, em_tensor *t, uint32_t vi);
+
+/* Binds the data pointer, then requires it aligned to the element size (kernels load typed). */
 static em_status bind_tensor_data(prep *s, const tensor_desc *d, em_tensor *t, uint32_t vi) {
+  EM_TRY(bind_data(s, d, t, vi));
+  size_t es = em_dtype_size(d->dtype);
+  if (t->data && es > 1 && ((uintptr_t)t->data % es) != 0)
+    PFAIL("value %u: tensor data at %p is not aligned to its %zu-byte elements", vi, t->data, es);
+  return EM_OK;
+}
+
+static em_status bind_data(prep *s, const tensor_desc *d, em_tensor *t, uint32_t vi) {
   const em_method_config *cfg = s->cfg;
   uint8_t *planned = NULL;
   if (d->planned) {
@@ -247,6 +258,20 @@ static em_status arg_list(prep *s, fb_tab call, unsigned slot, em_evalue ***out,
   return EM_OK;
 }
 
+/* Whether a tensor (or tensor-list item) argument has no data bound at prepare time. */
+static uint32_t unbound_tensor_args(em_evalue **args, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    const em_evalue *v = args[i];
+    if (v->tag == EM_TAG_TENSOR && !v->u.tensor->data) return 1;
+    if (v->tag == EM_TAG_LIST_TENSOR || v->tag == EM_TAG_LIST_OPTIONAL_TENSOR)
+      for (size_t k = 0; k < v->u.list.n; k++) {
+        const em_evalue *it = v->u.list.items[k];
+        if (it && it->tag == EM_TAG_TENSOR && !it->u.tensor->data) return 1;
+      }
+  }
+  return 0;
+}
+
 static em_status build_instr(prep *s, fb_tab in, uint32_t n_in_chain, em_instr *out, uint32_t idx) {
   fb_reader *r = &s->r;
   em_method *m = s->m;
@@ -261,6 +286,7 @@ static em_status build_instr(prep *s, fb_tab in, uint32_t n_in_chain, em_instr *
     out->u.k.fn = k->fn;
     out->u.k.op = (uint32_t)op;
     EM_TRY(arg_list(s, a, KERNEL_CALL_ARGS, &out->u.k.args, &out->u.k.n_args));
+    out->u.k.check_data = unbound_tensor_args(out->u.k.args, out->u.k.n_args);
     if (k->n_args >= 0 && (uint32_t)k->n_args != out->u.k.n_args)
       PFAIL("instruction %u: %s takes %d arguments, the program passes %u", idx, m->op_names[op],
             k->n_args, out->u.k.n_args);

@@ -15,6 +15,7 @@ typedef struct em_instr {
       em_evalue **args;
       uint32_t n_args;
       uint32_t op;
+      uint32_t check_data; /* args whose data may be unbound at run time: check before the call */
     } k;
     struct {
       uint32_t delegate;

@@ -93,7 +93,7 @@ static em_status verify_tensor(em_program *p, fb_tab t, const uint64_t *arena, u
   fb_reader *r = &p->r;
   tensor_desc d;
   EM_TRY(em_tensor_desc_read(r, t, &d));
-  const uint8_t *src;
+  const uint8_t *src = NULL;
   uint64_t avail;
   if (!d.external && d.data_buffer_idx > 0) {
     em_status st = d.planned ? em_program_mutable(p, d.data_buffer_idx, &src, &avail)
@@ -104,6 +104,13 @@ static em_status verify_tensor(em_program *p, fb_tab t, const uint64_t *arena, u
             d.planned ? "initial" : "constant", d.data_buffer_idx, (unsigned long long)avail,
             (unsigned long long)d.nbytes);
   }
+  size_t es = em_dtype_size(d.dtype);
+  if (!d.external && !d.planned && d.data_buffer_idx > 0 && ((uintptr_t)src % es) != 0)
+    VFAIL("value %u: constant data %u is not aligned to its %zu-byte elements", vi,
+          d.data_buffer_idx, es);
+  if (d.planned && (d.memory_offset % es) != 0)
+    VFAIL("value %u: planned offset %llu is not aligned to its %zu-byte elements", vi,
+          (unsigned long long)d.memory_offset, es);
   if (d.planned) {
     if (d.memory_id == 0 || d.memory_id > n_arena)
       VFAIL("value %u: memory_id %u outside the %u planned arenas", vi, d.memory_id, n_arena);
