@@ -177,8 +177,12 @@ def main(argv: list[str] | None = None) -> int:
              f"{platform.machine()} Linux. The core = `src/*.c` + `src/platform/{{noos,log,"
              "threadpool}.c` (EMBER_NO_THREADS): format reader, verifier, program/method, "
              "executor, registries. No kernels, no extensions.")  # fmt: skip
-    L += ["", "| target | compiler | all core objects (text+data) | kept by a load/prepare/execute "
-          "program (--gc-sections) | stripped executable delta |", "|---|---|---|---|---|"]  # fmt: skip
+    L += [
+        "",
+        "| target | compiler | all core objects (text+data) | kept by a load/prepare/execute "
+        "program (--gc-sections) | stripped executable delta |",
+        "|---|---|---|---|---|",
+    ]
     for r in results:
         a, k = r["all"], r["kept"]
         delta = kib(r["stripped_delta"]) if "stripped_delta" in r else "—"
@@ -189,15 +193,17 @@ def main(argv: list[str] | None = None) -> int:
           "is 44–52 KiB.", ""]  # fmt: skip
     for r in results:
         k = r["kept"]
-        L.append(f"- {r['target']}: kept text+rodata {k['text']} B, data {k['data']} B, "
-                 f"bss {k['bss']} B (bss is mostly the kernel registry: EM_MAX_KERNELS pointers).")  # fmt: skip
+        L.append(
+            f"- {r['target']}: kept text+rodata {k['text']} B, data {k['data']} B, bss {k['bss']}"
+            " B (bss is mostly the kernel registry: EM_MAX_KERNELS pointers)."
+        )
     if fws:
         L += ["", "## Cortex-M33 firmware: add.pte (aten::add.out), QEMU mps2-an505", "",
               "`make -C mcu MODEL=../shared/fixtures/executorch/add.pte FLOAT={hard,soft} size` "
               "(map-file breakdown by `mcu/size_breakdown.py`; -Os, --gc-sections, selective "
               "build: one kernel; full newlib because the runtime's log messages use %lld).", "",
-              "| section owner | hard float: flash (text+rodata+data) / RAM (data+bss) | soft float: "
-              "flash / RAM |", "|---|---|---|"]  # fmt: skip
+              "| section owner | hard float: flash (text+rodata+data) / RAM (data+bss) "
+              "| soft float: flash / RAM |", "|---|---|---|"]  # fmt: skip
         cats = list(dict.fromkeys(c for fw in fws.values() for c in fw["categories"]))
         for c in cats:
             cells = []
