@@ -391,3 +391,128 @@ em_status em_convolution_out(em_kernel_ctx *ctx, em_evalue **args) {
   }
   return conv_generic(&g, x, w, b, out);
 }
+
+/* ---- backward ---- */
+
+/* Resizes `t` to `sz` (rank dim) when it is wanted; checks dtype. */
+static em_status grad_out(em_kernel_ctx *ctx, em_tensor *t, const int64_t *sz, int32_t dim, int dt,
+                          const char *name) {
+  EM_KCHECK(ctx, t && t->dim == dim && t->dtype == dt, "%s must be a %d-D %s tensor", name, dim,
+            em_dtype_name(dt));
+  return em_resize_out(ctx, t, sz, dim);
+}
+
+/*
+ * aten::convolution_backward.out(Tensor grad_output, Tensor input, Tensor weight,
+ *   SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed,
+ *   SymInt[] output_padding, SymInt groups, bool[3] output_mask, *, out0, out1, out2)
+ * Reference loops in double: for every (input position, output position, tap) the forward
+ * pass pairs, grad_input += grad_output * weight and grad_weight += grad_output * input.
+ */
+em_status em_convolution_backward_out(em_kernel_ctx *ctx, em_evalue **args) {
+  em_tensor *go = EM_ARG_TENSOR(args, 0), *x = EM_ARG_TENSOR(args, 1), *w = EM_ARG_TENSOR(args, 2);
+  em_tensor *gi = EM_ARG_TENSOR(args, 11), *gw = EM_ARG_TENSOR(args, 12), *gb = EM_ARG_TENSOR(args, 13);
+  NN_CHECK_TENSOR(ctx, go, "grad_output");
+  NN_CHECK_TENSOR(ctx, x, "input");
+  NN_CHECK_TENSOR(ctx, w, "weight");
+  EM_KCHECK(ctx, em_dtype_is_float(x->dtype) && go->dtype == x->dtype && w->dtype == x->dtype,
+            "grad_output, input and weight must share a float dtype");
+  EM_KCHECK(ctx, args[10]->tag == EM_TAG_LIST_BOOL && args[10]->u.list.n == 3,
+            "output_mask must be 3 bools");
+  const uint8_t *mask = args[10]->u.list.u.bools;
+  conv_geom g;
+  int32_t S;
+  EM_KTRY(read_geom(ctx, args + 1, x, w, &g, &S));
+  EM_KCHECK(ctx, go->dim == x->dim && go->sizes[0] == g.n && go->sizes[1] == g.cout,
+            "grad_output shape does not match the convolution output");
+  for (int32_t i = 0; i < S; i++)
+    EM_KCHECK(ctx, go->sizes[2 + i] == g.out[3 - S + i],
+              "grad_output spatial size does not match the convolution output");
+  if (args[3]->tag != EM_TAG_NONE) {
+    size_t nb = 0;
+    const int64_t *bs = em_evalue_int_list(args[3], &nb);
+    EM_KCHECK(ctx, bs && nb == 1 && bs[0] == g.cout, "bias_sizes must be [%lld]", (long long)g.cout);
+  }
+  int dt = x->dtype;
+  double *agi = NULL, *agw = NULL;
+  if (mask[0]) {
+    EM_KTRY(grad_out(ctx, gi, x->sizes, x->dim, dt, "grad_input"));
+    agi = nn_temp(ctx, x->numel, sizeof(double));
+    NN_CHECK_ALLOC(ctx, agi);
+    for (int64_t i = 0; i < x->numel; i++) agi[i] = 0.0;
+  }
+  if (mask[1]) {
+    EM_KTRY(grad_out(ctx, gw, w->sizes, w->dim, dt, "grad_weight"));
+    agw = nn_temp(ctx, w->numel, sizeof(double));
+    NN_CHECK_ALLOC(ctx, agw);
+    for (int64_t i = 0; i < w->numel; i++) agw[i] = 0.0;
+  }
+  int64_t gos[5], gsz[5], wsz[5], wcs[5];
+  norm5(go, S, gsz, gos);
+  norm5(w, S, wsz, wcs); /* contiguous strides of w's logical index, for agw */
+  wcs[4] = 1;
+  for (int i = 3; i >= 0; i--) wcs[i] = wcs[i + 1] * wsz[i + 1];
+  int64_t xcs[5], xsz[5];
+  norm5(x, S, xsz, xcs);
+  xcs[4] = 1;
+  for (int i = 3; i >= 0; i--) xcs[i] = xcs[i + 1] * xsz[i + 1];
+  /* "outer" positions: output for a regular conv, input for a transposed one */
+  const int64_t *outer = g.transposed ? g.in : g.out, *inner = g.transposed ? g.out : g.in;
+  for (int64_t n = 0; n < g.n; n++)
+    for (int64_t co = 0; co < g.cout; co++) {
+      int64_t grp = co / g.cout_g, cog = co % g.cout_g;
+      for (int64_t a0 = 0; a0 < outer[0]; a0++)
+        for (int64_t a1 = 0; a1 < outer[1]; a1++)
+          for (int64_t a2 = 0; a2 < outer[2]; a2++)
+            for (int64_t k0 = 0; k0 < g.k[0]; k0++)
+              for (int64_t k1 = 0; k1 < g.k[1]; k1++)
+                for (int64_t k2 = 0; k2 < g.k[2]; k2++) {
+                  int64_t aa[3] = {a0, a1, a2}, kq[3] = {k0, k1, k2}, bb[3];
+                  bool ok = true;
+                  for (int i = 0; i < 3; i++) {
+                    bb[i] = aa[i] * g.s[i] - g.p[i] + kq[i] * g.d[i];
+                    ok = ok && bb[i] >= 0 && bb[i] < inner[i];
+                  }
+                  if (!ok) continue;
+                  const int64_t *op = g.transposed ? bb : aa, *ip = g.transposed ? aa : bb;
+                  double gv = em_load_f64(go->data, dt, n * gos[0] + co * gos[1] + op[0] * gos[2] +
+                                                            op[1] * gos[3] + op[2] * gos[4]);
+                  if (gv == 0.0) continue;
+                  for (int64_t cig = 0; cig < g.cin_g; cig++) {
+                    int64_t ci = grp * g.cin_g + cig;
+                    int64_t wa = g.transposed ? ci : co, wb = g.transposed ? cog : cig;
+                    int64_t kl = k0 * wcs[2] + k1 * wcs[3] + k2 * wcs[4];
+                    int64_t xl = n * xcs[0] + ci * xcs[1] + ip[0] * xcs[2] + ip[1] * xcs[3] +
+                                 ip[2] * xcs[4];
+                    if (agi) {
+                      int64_t wi = wa * g.wstr[0] + wb * g.wstr[1] + k0 * g.wstr[2] +
+                                   k1 * g.wstr[3] + k2 * g.wstr[4];
+                      agi[xl] += gv * em_load_f64(w->data, dt, wi);
+                    }
+                    if (agw) {
+                      int64_t xi = n * g.istr[0] + ci * g.istr[1] + ip[0] * g.istr[2] +
+                                   ip[1] * g.istr[3] + ip[2] * g.istr[4];
+                      agw[wa * wcs[0] + wb * wcs[1] + kl] += gv * em_load_f64(x->data, dt, xi);
+                    }
+                  }
+                }
+    }
+  if (agi)
+    for (int64_t i = 0; i < x->numel; i++) em_store_f64(gi->data, dt, em_strided_offset(gi, i), agi[i]);
+  if (agw)
+    for (int64_t i = 0; i < w->numel; i++) em_store_f64(gw->data, dt, em_strided_offset(gw, i), agw[i]);
+  if (mask[2]) {
+    EM_KTRY(grad_out(ctx, gb, &g.cout, 1, dt, "grad_bias"));
+    for (int64_t co = 0; co < g.cout; co++) {
+      double s = 0.0;
+      for (int64_t n = 0; n < g.n; n++)
+        for (int64_t q = 0; q < g.p_out; q++) {
+          int64_t o2 = q % g.out[2], o1 = (q / g.out[2]) % g.out[1], o0 = q / (g.out[2] * g.out[1]);
+          s += em_load_f64(go->data, dt, n * gos[0] + co * gos[1] + o0 * gos[2] + o1 * gos[3] +
+                                             o2 * gos[4]);
+        }
+      em_store_f64(gb->data, dt, co * gb->strides[0], s);
+    }
+  }
+  return EM_OK;
+}
