@@ -184,28 +184,48 @@ static bool dense_same(const em_tensor *t, const int64_t *sizes, int32_t dim) {
   return true;
 }
 
-/* f32 inputs and output, contiguous and of the output's shape: typed loads, no dtype switch. */
-static bool run_f32_dense(em_tensor *out, const ew_in *ins, int n_in, ew_fn fn, ew_op *op) {
+/* True when the output, every tensor input and the computation are all f32. */
+static bool all_f32(const em_tensor *out, const ew_in *ins, int n_in, const ew_op *op) {
   if (out->dtype != EM_DTYPE_F32 || op->res != EM_DTYPE_F32 || op->common != EM_DTYPE_F32)
     return false;
-  if (!dense_same(out, out->sizes, out->dim)) return false;
   for (int k = 0; k < n_in; k++) {
     if (!ins[k].t) {
       if (!em_dtype_is_float(ins[k].dtype)) return false;
-      continue;
+    } else if (ins[k].t->dtype != EM_DTYPE_F32 || ins[k].dtype != EM_DTYPE_F32) {
+      return false;
     }
-    if (ins[k].t->dtype != EM_DTYPE_F32 || ins[k].dtype != EM_DTYPE_F32) return false;
-    if (!dense_same(ins[k].t, out->sizes, out->dim)) return false;
-  }
-  float *o = (float *)out->data;
-  ew_val x[EW_MAX_OPS];
-  for (int k = 0; k < n_in; k++) x[k] = ins[k].s;
-  for (int64_t i = 0; i < out->numel; i++) {
-    for (int k = 0; k < n_in; k++)
-      if (ins[k].t) x[k].f = ((const float *)ins[k].t->data)[i];
-    o[i] = (float)fn(x, op).f;
   }
   return true;
+}
+
+/* The f32 paths: typed loads and stores, linear indexing when every tensor is dense in the
+ * output's shape, else the strided walk. */
+static void run_f32(em_tensor *out, const ew_in *ins, int n_in, ew_fn fn, ew_op *op,
+                    const int64_t *sizes, int32_t dim) {
+  ew_val x[EW_MAX_OPS];
+  for (int k = 0; k < n_in; k++) x[k] = ins[k].s;
+  float *o = (float *)out->data;
+  bool dense = dense_same(out, sizes, dim);
+  for (int k = 0; k < n_in && dense; k++) dense = !ins[k].t || dense_same(ins[k].t, sizes, dim);
+  if (dense) {
+    for (int64_t i = 0; i < out->numel; i++) {
+      for (int k = 0; k < n_in; k++)
+        if (ins[k].t) x[k].f = ((const float *)ins[k].t->data)[i];
+      o[i] = (float)fn(x, op).f;
+    }
+    return;
+  }
+  const em_tensor *ts[EW_MAX_OPS];
+  ts[0] = out;
+  for (int k = 0; k < n_in; k++) ts[k + 1] = ins[k].t;
+  ew_iter it;
+  ew_iter_init(&it, sizes, dim, ts, n_in + 1);
+  for (int64_t i = 0; i < it.numel; i++) {
+    for (int k = 0; k < n_in; k++)
+      if (ins[k].t) x[k].f = ((const float *)ins[k].t->data)[it.off[k + 1]];
+    o[it.off[0]] = (float)fn(x, op).f;
+    ew_iter_next(&it);
+  }
 }
 
 em_status ew_map(em_kernel_ctx *ctx, em_tensor *out, const ew_in *ins, int n_in, ew_fn fn,
@@ -224,7 +244,9 @@ em_status ew_map(em_kernel_ctx *ctx, em_tensor *out, const ew_in *ins, int n_in,
   EM_KTRY(em_resize_out(ctx, out, sizes, dim));
   if (out->numel == 0) return EM_OK;
   EM_KCHECK(ctx, out->data, "out has no data");
-  if (!run_f32_dense(out, ins, n_in, fn, op)) {
+  if (all_f32(out, ins, n_in, op)) {
+    run_f32(out, ins, n_in, fn, op, sizes, dim);
+  } else {
     const em_tensor *ts[EW_MAX_OPS];
     ts[0] = out;
     for (int k = 0; k < n_in; k++) ts[k + 1] = ins[k].t;
