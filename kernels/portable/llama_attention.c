@@ -142,13 +142,15 @@ em_status em_llama_custom_sdpa_out(em_kernel_ctx *ctx, em_evalue **args) {
   NN_CHECK_TENSOR(ctx, a.v, "value");
   EM_KCHECK(ctx, a.out, "out must be a tensor");
   EM_KCHECK(ctx, EM_ARG_IS_NONE(args, 4) || a.mask, "attn_mask must be a tensor or None");
-  EM_KCHECK(ctx, em_arg_int(args[3], &a.start) && a.start >= 0, "start_pos must be a non-negative int");
+  EM_KCHECK(ctx, em_arg_int(args[3], &a.start) && a.start >= 0,
+            "start_pos must be a non-negative int");
   EM_KCHECK(ctx, em_arg_double(args[5], &dropout) && dropout == 0.0, "dropout is not supported");
   EM_KCHECK(ctx, em_arg_bool(args[6], &a.causal), "is_causal must be a bool");
   EM_KCHECK(ctx, a.q->dim == 4 && a.k->dim == 4 && a.v->dim == 4,
             "query, key and value must be 4-D [B, S, H, D]");
-  EM_KCHECK(ctx, em_dtype_is_float(a.q->dtype) && a.k->dtype == a.q->dtype &&
-                     a.v->dtype == a.q->dtype && a.out->dtype == a.q->dtype,
+  EM_KCHECK(ctx,
+            em_dtype_is_float(a.q->dtype) && a.k->dtype == a.q->dtype && a.v->dtype == a.q->dtype &&
+                a.out->dtype == a.q->dtype,
             "query, key, value and out must share a float dtype");
   a.B = a.q->sizes[0];
   a.S = a.q->sizes[1];
@@ -157,8 +159,9 @@ em_status em_llama_custom_sdpa_out(em_kernel_ctx *ctx, em_evalue **args) {
   a.L = a.k->sizes[1];
   a.Hkv = a.k->sizes[2];
   a.Dv = a.v->sizes[3];
-  EM_KCHECK(ctx, a.k->sizes[0] == a.B && a.v->sizes[0] == a.B && a.k->sizes[3] == a.D &&
-                     a.v->sizes[1] == a.L && a.v->sizes[2] == a.Hkv,
+  EM_KCHECK(ctx,
+            a.k->sizes[0] == a.B && a.v->sizes[0] == a.B && a.k->sizes[3] == a.D &&
+                a.v->sizes[1] == a.L && a.v->sizes[2] == a.Hkv,
             "key/value shapes do not match the query");
   EM_KCHECK(ctx, a.Dv == a.D, "value head dim must equal the query head dim");
   EM_KCHECK(ctx, a.Hkv > 0 && a.Hq % a.Hkv == 0, "query heads %lld not a multiple of kv heads %lld",
@@ -199,8 +202,8 @@ em_status em_llama_update_cache_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KCHECK(ctx, v->dim == 4 && c->dim == 4, "value and cache must be 4-D");
   EM_KCHECK(ctx, v->dtype == c->dtype, "value and cache dtypes differ (%s vs %s)",
             em_dtype_name(v->dtype), em_dtype_name(c->dtype));
-  EM_KCHECK(ctx, v->sizes[0] == c->sizes[0] && v->sizes[2] == c->sizes[2] &&
-                     v->sizes[3] == c->sizes[3],
+  EM_KCHECK(ctx,
+            v->sizes[0] == c->sizes[0] && v->sizes[2] == c->sizes[2] && v->sizes[3] == c->sizes[3],
             "value and cache must agree in dims 0, 2 and 3");
   EM_KCHECK(ctx, start + v->sizes[1] <= c->sizes[1],
             "start_pos %lld + seq_len %lld exceeds the cache length %lld", (long long)start,

@@ -83,8 +83,8 @@ static em_status read_geom(em_kernel_ctx *ctx, em_evalue **args, em_tensor *x, e
       g->out[i] = (g->in[i] + 2 * g->p[i] - eff) / g->s[i] + 1;
     }
   } else {
-    EM_KCHECK(ctx, ws[0] == g->cin, "weight has %lld input channels, input %lld",
-              (long long)ws[0], (long long)g->cin);
+    EM_KCHECK(ctx, ws[0] == g->cin, "weight has %lld input channels, input %lld", (long long)ws[0],
+              (long long)g->cin);
     EM_KCHECK(ctx, g->cin % g->groups == 0, "in channels not divisible by groups");
     g->cin_g = g->cin / g->groups;
     g->cout_g = ws[1];
@@ -139,10 +139,11 @@ static em_status conv_generic(const conv_geom *g, em_tensor *x, em_tensor *w, em
                       ok = ok && ii[i] >= 0 && ii[i] < g->in[i];
                     }
                     if (!ok) continue;
-                    int64_t xi = n * is[0] + ci * is[1] + ii[0] * is[2] + ii[1] * is[3] +
-                                 ii[2] * is[4];
-                    int64_t wi = k0 * ws[2] + k1 * ws[3] + k2 * ws[4] +
-                                 (g->transposed ? ci * ws[0] + cog * ws[1] : co * ws[0] + cig * ws[1]);
+                    int64_t xi =
+                        n * is[0] + ci * is[1] + ii[0] * is[2] + ii[1] * is[3] + ii[2] * is[4];
+                    int64_t wi =
+                        k0 * ws[2] + k1 * ws[3] + k2 * ws[4] +
+                        (g->transposed ? ci * ws[0] + cog * ws[1] : co * ws[0] + cig * ws[1]);
                     if (fl)
                       accf += em_load_f64(x->data, dt, xi) * em_load_f64(w->data, dt, wi);
                     else
@@ -165,7 +166,8 @@ static em_status conv_generic(const conv_geom *g, em_tensor *x, em_tensor *w, em
 
 /* ---- f32 GEMM lowering ---- */
 
-/* Stride that walks the merged spatial dims of a 5-entry stride array, or 0 if they do not merge. */
+/* Stride that walks the merged spatial dims of a 5-entry stride array, or 0 if they do not merge.
+ */
 static int64_t spatial_stride(const int64_t *sz3, const int64_t *st) {
   int64_t inner = 0; /* stride of the innermost non-trivial dim */
   int64_t expect = 0;
@@ -235,8 +237,8 @@ static void im2col(const conv_geom *g, const float *x, int64_t n, int64_t grp, i
             int64_t i0 = o0 * g->s[0] - g->p[0] + k0 * g->d[0];
             int64_t i1 = o1 * g->s[1] - g->p[1] + k1 * g->d[1];
             int64_t i2 = o2 * g->s[2] - g->p[2] + k2 * g->d[2];
-            bool in = i0 >= 0 && i0 < g->in[0] && i1 >= 0 && i1 < g->in[1] && i2 >= 0 &&
-                      i2 < g->in[2];
+            bool in =
+                i0 >= 0 && i0 < g->in[0] && i1 >= 0 && i1 < g->in[1] && i2 >= 0 && i2 < g->in[2];
             row[q] = in ? xc[i0 * is[2] + i1 * is[3] + i2 * is[4]] : 0.0f;
             if (++o2 == g->out[2]) {
               o2 = 0;
@@ -331,12 +333,12 @@ static em_status conv_transposed_f32(em_kernel_ctx *ctx, const conv_geom *g, em_
           const float *cr = col + r * pc;
           for (int64_t q = 0; q < pc; q++) {
             int64_t p = p0 + q;
-            int64_t i2 = p % g->in[2], i1 = (p / g->in[2]) % g->in[1], i0 = p / (g->in[2] * g->in[1]);
+            int64_t i2 = p % g->in[2], i1 = (p / g->in[2]) % g->in[1],
+                    i0 = p / (g->in[2] * g->in[1]);
             int64_t o0 = i0 * g->s[0] - g->p[0] + k0 * g->d[0];
             int64_t o1 = i1 * g->s[1] - g->p[1] + k1 * g->d[1];
             int64_t o2 = i2 * g->s[2] - g->p[2] + k2 * g->d[2];
-            if (o0 < 0 || o0 >= g->out[0] || o1 < 0 || o1 >= g->out[1] || o2 < 0 ||
-                o2 >= g->out[2])
+            if (o0 < 0 || o0 >= g->out[0] || o1 < 0 || o1 >= g->out[1] || o2 < 0 || o2 >= g->out[2])
               continue;
             oc[((o0 * g->out[1] + o1) * g->out[2] + o2) * osp] += cr[q];
           }
@@ -411,7 +413,8 @@ static em_status grad_out(em_kernel_ctx *ctx, em_tensor *t, const int64_t *sz, i
  */
 em_status em_convolution_backward_out(em_kernel_ctx *ctx, em_evalue **args) {
   em_tensor *go = EM_ARG_TENSOR(args, 0), *x = EM_ARG_TENSOR(args, 1), *w = EM_ARG_TENSOR(args, 2);
-  em_tensor *gi = EM_ARG_TENSOR(args, 11), *gw = EM_ARG_TENSOR(args, 12), *gb = EM_ARG_TENSOR(args, 13);
+  em_tensor *gi = EM_ARG_TENSOR(args, 11), *gw = EM_ARG_TENSOR(args, 12),
+            *gb = EM_ARG_TENSOR(args, 13);
   NN_CHECK_TENSOR(ctx, go, "grad_output");
   NN_CHECK_TENSOR(ctx, x, "input");
   NN_CHECK_TENSOR(ctx, w, "weight");
@@ -431,7 +434,8 @@ em_status em_convolution_backward_out(em_kernel_ctx *ctx, em_evalue **args) {
   if (args[3]->tag != EM_TAG_NONE) {
     size_t nb = 0;
     const int64_t *bs = em_evalue_int_list(args[3], &nb);
-    EM_KCHECK(ctx, bs && nb == 1 && bs[0] == g.cout, "bias_sizes must be [%lld]", (long long)g.cout);
+    EM_KCHECK(ctx, bs && nb == 1 && bs[0] == g.cout, "bias_sizes must be [%lld]",
+              (long long)g.cout);
   }
   int dt = x->dtype;
   double *agi = NULL, *agw = NULL;
@@ -475,15 +479,16 @@ em_status em_convolution_backward_out(em_kernel_ctx *ctx, em_evalue **args) {
                   }
                   if (!ok) continue;
                   const int64_t *op = g.transposed ? bb : aa, *ip = g.transposed ? aa : bb;
-                  double gv = em_load_f64(go->data, dt, n * gos[0] + co * gos[1] + op[0] * gos[2] +
-                                                            op[1] * gos[3] + op[2] * gos[4]);
+                  double gv = em_load_f64(go->data, dt,
+                                          n * gos[0] + co * gos[1] + op[0] * gos[2] +
+                                              op[1] * gos[3] + op[2] * gos[4]);
                   if (gv == 0.0) continue;
                   for (int64_t cig = 0; cig < g.cin_g; cig++) {
                     int64_t ci = grp * g.cin_g + cig;
                     int64_t wa = g.transposed ? ci : co, wb = g.transposed ? cog : cig;
                     int64_t kl = k0 * wcs[2] + k1 * wcs[3] + k2 * wcs[4];
-                    int64_t xl = n * xcs[0] + ci * xcs[1] + ip[0] * xcs[2] + ip[1] * xcs[3] +
-                                 ip[2] * xcs[4];
+                    int64_t xl =
+                        n * xcs[0] + ci * xcs[1] + ip[0] * xcs[2] + ip[1] * xcs[3] + ip[2] * xcs[4];
                     if (agi) {
                       int64_t wi = wa * g.wstr[0] + wb * g.wstr[1] + k0 * g.wstr[2] +
                                    k1 * g.wstr[3] + k2 * g.wstr[4];
@@ -498,9 +503,11 @@ em_status em_convolution_backward_out(em_kernel_ctx *ctx, em_evalue **args) {
                 }
     }
   if (agi)
-    for (int64_t i = 0; i < x->numel; i++) em_store_f64(gi->data, dt, em_strided_offset(gi, i), agi[i]);
+    for (int64_t i = 0; i < x->numel; i++)
+      em_store_f64(gi->data, dt, em_strided_offset(gi, i), agi[i]);
   if (agw)
-    for (int64_t i = 0; i < w->numel; i++) em_store_f64(gw->data, dt, em_strided_offset(gw, i), agw[i]);
+    for (int64_t i = 0; i < w->numel; i++)
+      em_store_f64(gw->data, dt, em_strided_offset(gw, i), agw[i]);
   if (mask[2]) {
     EM_KTRY(grad_out(ctx, gb, &g.cout, 1, dt, "grad_bias"));
     for (int64_t co = 0; co < g.cout; co++) {
@@ -508,8 +515,8 @@ em_status em_convolution_backward_out(em_kernel_ctx *ctx, em_evalue **args) {
       for (int64_t n = 0; n < g.n; n++)
         for (int64_t q = 0; q < g.p_out; q++) {
           int64_t o2 = q % g.out[2], o1 = (q / g.out[2]) % g.out[1], o0 = q / (g.out[2] * g.out[1]);
-          s += em_load_f64(go->data, dt, n * gos[0] + co * gos[1] + o0 * gos[2] + o1 * gos[3] +
-                                             o2 * gos[4]);
+          s += em_load_f64(go->data, dt,
+                           n * gos[0] + co * gos[1] + o0 * gos[2] + o1 * gos[3] + o2 * gos[4]);
         }
       em_store_f64(gb->data, dt, co * gb->strides[0], s);
     }

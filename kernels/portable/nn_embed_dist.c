@@ -14,7 +14,8 @@
  *   bool scale_grad_by_freq=False, bool sparse=False, *, Tensor(a!) out)
  */
 em_status em_embedding_out(em_kernel_ctx *ctx, em_evalue **args) {
-  em_tensor *w = EM_ARG_TENSOR(args, 0), *idx = EM_ARG_TENSOR(args, 1), *out = EM_ARG_TENSOR(args, 5);
+  em_tensor *w = EM_ARG_TENSOR(args, 0), *idx = EM_ARG_TENSOR(args, 1),
+            *out = EM_ARG_TENSOR(args, 5);
   NN_CHECK_TENSOR(ctx, w, "weight");
   NN_CHECK_TENSOR(ctx, idx, "indices");
   EM_KCHECK(ctx, w->dim == 2, "weight must be 2-D, got %d-D", w->dim);
@@ -32,7 +33,8 @@ em_status em_embedding_out(em_kernel_ctx *ctx, em_evalue **args) {
   int32_t od = idx->dim;
   for (int64_t i = 0; i < idx->numel; i++) {
     int64_t k = em_load_i64(idx->data, idx->dtype, em_strided_offset(idx, i));
-    EM_KCHECK(ctx, k >= 0 && k < V, "index %lld out of range [0, %lld)", (long long)k, (long long)V);
+    EM_KCHECK(ctx, k >= 0 && k < V, "index %lld out of range [0, %lld)", (long long)k,
+              (long long)V);
     int64_t ob = 0, rem = i;
     for (int32_t d = od - 1; d >= 0; d--) {
       ob += (rem % out->sizes[d]) * out->strides[d];
@@ -76,7 +78,8 @@ static double pdist_row(const em_tensor *ta, int64_t a, int64_t as, const em_ten
 
 /* aten::_cdist_forward.out(Tensor x1, Tensor x2, float p, int? compute_mode, *, Tensor(a!) out) */
 em_status em__cdist_forward_out(em_kernel_ctx *ctx, em_evalue **args) {
-  em_tensor *x1 = EM_ARG_TENSOR(args, 0), *x2 = EM_ARG_TENSOR(args, 1), *out = EM_ARG_TENSOR(args, 4);
+  em_tensor *x1 = EM_ARG_TENSOR(args, 0), *x2 = EM_ARG_TENSOR(args, 1),
+            *out = EM_ARG_TENSOR(args, 4);
   double p;
   int64_t mode;
   NN_CHECK_TENSOR(ctx, x1, "x1");
@@ -114,8 +117,8 @@ em_status em__cdist_forward_out(em_kernel_ctx *ctx, em_evalue **args) {
       for (int64_t j = 0; j < R; j++) {
         double v = pdist_row(x1, o1 + i * x1->strides[x1->dim - 2], x1->strides[x1->dim - 1], x2,
                              o2 + j * x2->strides[x2->dim - 2], x2->strides[x2->dim - 1], M, p);
-        em_store_f64(out->data, out->dtype,
-                     oo + i * out->strides[bd] + j * out->strides[bd + 1], v);
+        em_store_f64(out->data, out->dtype, oo + i * out->strides[bd] + j * out->strides[bd + 1],
+                     v);
       }
   }
   return EM_OK;
@@ -129,7 +132,8 @@ em_status em__pdist_forward_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KCHECK(ctx, em_arg_double(args[1], &p) && p >= 0.0, "p must be a non-negative float");
   EM_KCHECK(ctx, x->dim == 2, "self must be 2-D, got %d-D", x->dim);
   EM_KCHECK(ctx, x->dtype == EM_DTYPE_F32 || x->dtype == EM_DTYPE_F64, "self must be f32 or f64");
-  EM_KCHECK(ctx, out && out->dtype == x->dtype && out->dim == 1, "out must be 1-D of the input dtype");
+  EM_KCHECK(ctx, out && out->dtype == x->dtype && out->dim == 1,
+            "out must be 1-D of the input dtype");
   int64_t N = x->sizes[0], M = x->sizes[1];
   int64_t n = N > 1 ? N * (N - 1) / 2 : 0;
   EM_KTRY(em_resize_out(ctx, out, &n, 1));

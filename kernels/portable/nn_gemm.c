@@ -248,8 +248,8 @@ static void compute_task(void *arg, int64_t begin, int64_t end) {
   }
 }
 
-em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a, nn_mat b, nn_mat c,
-                   bool accumulate) {
+em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a, nn_mat b,
+                   nn_mat c, bool accumulate) {
   if (m <= 0 || n <= 0) return EM_OK;
   if (k <= 0) {
     if (!accumulate)

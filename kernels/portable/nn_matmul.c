@@ -91,9 +91,9 @@ em_status em_mm_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(check_operands(ctx, a, b, out));
   EM_KCHECK(ctx, a->dim == 2 && b->dim == 2, "expected 2-D tensors, got %d-D and %d-D", a->dim,
             b->dim);
-  EM_KCHECK(ctx, a->sizes[1] == b->sizes[0], "shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
-            (long long)a->sizes[0], (long long)a->sizes[1], (long long)b->sizes[0],
-            (long long)b->sizes[1]);
+  EM_KCHECK(ctx, a->sizes[1] == b->sizes[0],
+            "shapes cannot be multiplied (%lldx%lld and %lldx%lld)", (long long)a->sizes[0],
+            (long long)a->sizes[1], (long long)b->sizes[0], (long long)b->sizes[1]);
   int64_t sz[2] = {a->sizes[0], b->sizes[1]};
   EM_KTRY(em_resize_out(ctx, out, sz, 2));
   return nn_mm_any(ctx, a->dtype, sz[0], sz[1], a->sizes[1], view2(a, 0, 0, 1), view2(b, 0, 0, 1),
@@ -212,7 +212,7 @@ em_status em_linear_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KCHECK(ctx, out->dim == x->dim, "out must have rank %d", x->dim);
   EM_KTRY(em_resize_out(ctx, out, sz, x->dim));
   if (out->numel == 0) return EM_OK;
-  int32_t lead = x->dim - 1; /* leading (row) dims */
+  int32_t lead = x->dim - 1;                               /* leading (row) dims */
   nn_view wt = {w->data, 0, w->strides[1], w->strides[0]}; /* weight^T: [in_f, out_f] */
   int64_t ocs = out->strides[x->dim - 1];
   if (lead == 0) {

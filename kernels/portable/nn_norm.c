@@ -159,8 +159,8 @@ static em_status bn_inference(em_kernel_ctx *ctx, em_tensor *x, em_tensor *out, 
   return bn_apply(ctx, x, out, st, st + C, w, b);
 }
 
-static em_status running_stat(em_kernel_ctx *ctx, em_evalue **args, int i, int64_t C,
-                              em_tensor **t, const char *name) {
+static em_status running_stat(em_kernel_ctx *ctx, em_evalue **args, int i, int64_t C, em_tensor **t,
+                              const char *name) {
   *t = EM_ARG_TENSOR(args, i);
   NN_CHECK_TENSOR(ctx, *t, name);
   EM_KCHECK(ctx, em_dtype_is_float((*t)->dtype) && (*t)->numel == C,
@@ -189,8 +189,9 @@ static em_status bn_training(em_kernel_ctx *ctx, em_tensor *x, em_tensor *out, e
                              em_tensor *b, em_tensor *rm, em_tensor *rv, double momentum,
                              double eps, em_tensor *save_mean, em_tensor *save_invstd) {
   int64_t C = x->sizes[1], n = x->numel / (C ? C : 1);
-  EM_KCHECK(ctx, save_mean && save_invstd && save_mean->dim == 1 && save_invstd->dim == 1 &&
-                     float_or_null(save_mean) && float_or_null(save_invstd),
+  EM_KCHECK(ctx,
+            save_mean && save_invstd && save_mean->dim == 1 && save_invstd->dim == 1 &&
+                float_or_null(save_mean) && float_or_null(save_invstd),
             "save_mean and save_invstd must be 1-D float tensors");
   EM_KTRY(em_resize_out(ctx, save_mean, &C, 1));
   EM_KTRY(em_resize_out(ctx, save_invstd, &C, 1));
@@ -277,8 +278,9 @@ em_status em_native_layer_norm_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(opt_channel(ctx, args, 3, N, &b, "bias"));
   double eps;
   EM_KCHECK(ctx, em_arg_double(args[4], &eps), "eps must be a float");
-  EM_KCHECK(ctx, out && mo && ro && out->dtype == x->dtype && em_dtype_is_float(mo->dtype) &&
-                     em_dtype_is_float(ro->dtype),
+  EM_KCHECK(ctx,
+            out && mo && ro && out->dtype == x->dtype && em_dtype_is_float(mo->dtype) &&
+                em_dtype_is_float(ro->dtype),
             "out must match the input dtype; mean and rstd must be float tensors");
   EM_KCHECK(ctx, out->dim == x->dim && mo->dim == x->dim && ro->dim == x->dim,
             "outputs must have the input's rank");
@@ -299,7 +301,8 @@ em_status em_native_layer_norm_out(em_kernel_ctx *ctx, em_evalue **args) {
       mean /= (double)N;
       for (int64_t j = 0; j < N; j++) var += (xp[j] - mean) * (xp[j] - mean);
     } else {
-      for (int64_t j = 0; j < N; j++) mean += em_load_f64(x->data, x->dtype, xo + sub_offset(x, lead, j));
+      for (int64_t j = 0; j < N; j++)
+        mean += em_load_f64(x->data, x->dtype, xo + sub_offset(x, lead, j));
       mean = N ? mean / (double)N : 0.0;
       for (int64_t j = 0; j < N; j++) {
         double d = em_load_f64(x->data, x->dtype, xo + sub_offset(x, lead, j)) - mean;
@@ -311,8 +314,8 @@ em_status em_native_layer_norm_out(em_kernel_ctx *ctx, em_evalue **args) {
     em_store_f64(mo->data, mo->dtype, lead_offset(mo, lead, m), mean);
     em_store_f64(ro->data, ro->dtype, lead_offset(ro, lead, m), rstd);
     for (int64_t j = 0; j < N; j++) {
-      double v = (em_load_f64(x->data, x->dtype, xo + (f32 ? j : sub_offset(x, lead, j))) - mean) *
-                 rstd;
+      double v =
+          (em_load_f64(x->data, x->dtype, xo + (f32 ? j : sub_offset(x, lead, j))) - mean) * rstd;
       if (w) v *= ld(w, j);
       if (b) v += ld(b, j);
       em_store_f64(out->data, out->dtype, oo + (f32 ? j : sub_offset(out, lead, j)), v);
@@ -332,8 +335,9 @@ em_status em_native_group_norm_out(em_kernel_ctx *ctx, em_evalue **args) {
   double eps;
   NN_CHECK_TENSOR(ctx, x, "input");
   EM_KCHECK(ctx, em_dtype_is_float(x->dtype), "input must be floating point");
-  EM_KCHECK(ctx, em_arg_int(args[3], &N) && em_arg_int(args[4], &C) && em_arg_int(args[5], &HxW) &&
-                     em_arg_int(args[6], &G) && em_arg_double(args[7], &eps),
+  EM_KCHECK(ctx,
+            em_arg_int(args[3], &N) && em_arg_int(args[4], &C) && em_arg_int(args[5], &HxW) &&
+                em_arg_int(args[6], &G) && em_arg_double(args[7], &eps),
             "N, C, HxW, group must be ints and eps a float");
   EM_KCHECK(ctx, x->dim >= 2 && x->sizes[0] == N && x->sizes[1] == C && N * C * HxW == x->numel,
             "input shape does not match N, C, HxW");
@@ -341,9 +345,9 @@ em_status em_native_group_norm_out(em_kernel_ctx *ctx, em_evalue **args) {
             (long long)G);
   EM_KTRY(opt_channel(ctx, args, 1, C, &w, "weight"));
   EM_KTRY(opt_channel(ctx, args, 2, C, &b, "bias"));
-  EM_KCHECK(ctx, out && mo && ro && out->dtype == x->dtype && em_dtype_is_float(mo->dtype) &&
-                     em_dtype_is_float(ro->dtype) && out->dim == x->dim && mo->dim == 2 &&
-                     ro->dim == 2,
+  EM_KCHECK(ctx,
+            out && mo && ro && out->dtype == x->dtype && em_dtype_is_float(mo->dtype) &&
+                em_dtype_is_float(ro->dtype) && out->dim == x->dim && mo->dim == 2 && ro->dim == 2,
             "out must match the input; mean and rstd must be 2-D float tensors");
   int64_t ssz[2] = {N, G};
   EM_KTRY(em_resize_out(ctx, out, x->sizes, x->dim));

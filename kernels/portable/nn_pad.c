@@ -26,8 +26,7 @@ static em_status pad_run(em_kernel_ctx *ctx, em_tensor *x, em_tensor *out, const
   int64_t osz[EM_MAX_DIM];
   for (int32_t d = 0; d < x->dim; d++) {
     osz[d] = x->sizes[d] + lo[d] + hi[d];
-    EM_KCHECK(ctx, osz[d] >= 0, "padded size of dim %d is negative (%lld)", d,
-              (long long)osz[d]);
+    EM_KCHECK(ctx, osz[d] >= 0, "padded size of dim %d is negative (%lld)", d, (long long)osz[d]);
     if (mode == PAD_REFLECT && (lo[d] || hi[d]))
       EM_KCHECK(ctx, lo[d] < x->sizes[d] && hi[d] < x->sizes[d],
                 "padding (%lld, %lld) must be less than the input size %lld of dim %d",

@@ -198,7 +198,8 @@ em_status em_max_pool2d_with_indices_backward_grad_input(em_kernel_ctx *ctx, em_
           int64_t k = ip[n * xs[0] + c * xs[1] + oh * xs[2] + ow * xs[3]];
           EM_KCHECK(ctx, k >= 0 && k < plane, "index %lld out of range", (long long)k);
           int64_t t = n * ss[0] + c * ss[1] + (k / g.iw) * ss[2] + (k % g.iw) * ss[3];
-          double v = em_load_f64(go->data, go->dtype, n * gs[0] + c * gs[1] + oh * gs[2] + ow * gs[3]);
+          double v =
+              em_load_f64(go->data, go->dtype, n * gs[0] + c * gs[1] + oh * gs[2] + ow * gs[3]);
           em_store_f64(gi->data, gi->dtype, t, em_load_f64(gi->data, gi->dtype, t) + v);
         }
   return EM_OK;

@@ -13,8 +13,8 @@
 #include "portable/nn_util.h"
 
 /* Output size of one dim from output_size or scale_factors (exactly one given). */
-static em_status up_sizes(em_kernel_ctx *ctx, em_evalue *osz_v, em_evalue *sc_v,
-                          const em_tensor *x, int64_t *osz, double *scales) {
+static em_status up_sizes(em_kernel_ctx *ctx, em_evalue *osz_v, em_evalue *sc_v, const em_tensor *x,
+                          int64_t *osz, double *scales) {
   bool has_size = osz_v->tag != EM_TAG_NONE, has_scale = sc_v->tag != EM_TAG_NONE;
   EM_KCHECK(ctx, has_size != has_scale, "exactly one of output_size and scale_factors is needed");
   if (has_size) {
@@ -44,7 +44,8 @@ static em_status up_front(em_kernel_ctx *ctx, em_tensor *x, em_tensor *out, cons
   EM_KCHECK(ctx, (dtypes & EM_DTYPE_BIT(x->dtype)) != 0, "unsupported dtype %s",
             em_dtype_name(x->dtype));
   EM_KCHECK(ctx, x->sizes[2] > 0 && x->sizes[3] > 0, "input spatial dims must be non-empty");
-  EM_KCHECK(ctx, out && out->dtype == x->dtype && out->dim == 4, "out must be 4-D of the input dtype");
+  EM_KCHECK(ctx, out && out->dtype == x->dtype && out->dim == 4,
+            "out must be 4-D of the input dtype");
   int64_t sz[4] = {x->sizes[0], x->sizes[1], osz[0], osz[1]};
   return em_resize_out(ctx, out, sz, 4);
 }
@@ -58,7 +59,8 @@ static int64_t nearest_idx(int64_t o, int64_t in, int64_t out, double scale) {
   return i < in - 1 ? i : in - 1;
 }
 
-/* aten::upsample_nearest2d.vec_out(Tensor input, SymInt[]? output_size, float[]? scale_factors, *, out) */
+/* aten::upsample_nearest2d.vec_out(Tensor input, SymInt[]? output_size, float[]? scale_factors, *,
+ * out) */
 em_status em_upsample_nearest2d_vec_out(em_kernel_ctx *ctx, em_evalue **args) {
   em_tensor *x = EM_ARG_TENSOR(args, 0), *out = EM_ARG_TENSOR(args, 3);
   int64_t osz[2];
@@ -74,10 +76,12 @@ em_status em_upsample_nearest2d_vec_out(em_kernel_ctx *ctx, em_evalue **args) {
         int64_t ih = nearest_idx(oh, x->sizes[2], osz[0], sc[0]);
         for (int64_t ow = 0; ow < osz[1]; ow++) {
           int64_t iw = nearest_idx(ow, x->sizes[3], osz[1], sc[1]);
-          int64_t xi = n * x->strides[0] + c * x->strides[1] + ih * x->strides[2] + iw * x->strides[3];
+          int64_t xi =
+              n * x->strides[0] + c * x->strides[1] + ih * x->strides[2] + iw * x->strides[3];
           int64_t oi = n * out->strides[0] + c * out->strides[1] + oh * out->strides[2] +
                        ow * out->strides[3];
-          memcpy((char *)out->data + oi * (int64_t)es, (const char *)x->data + xi * (int64_t)es, es);
+          memcpy((char *)out->data + oi * (int64_t)es, (const char *)x->data + xi * (int64_t)es,
+                 es);
         }
       }
   return EM_OK;
@@ -193,21 +197,24 @@ static double at(const em_tensor *x, int64_t base, int64_t h, int64_t w) {
  * interpolation 0 bilinear, 1 nearest, 2 bicubic; padding 0 zeros, 1 border, 2 reflection.
  */
 em_status em_grid_sampler_2d_out(em_kernel_ctx *ctx, em_evalue **args) {
-  em_tensor *x = EM_ARG_TENSOR(args, 0), *gr = EM_ARG_TENSOR(args, 1), *out = EM_ARG_TENSOR(args, 5);
+  em_tensor *x = EM_ARG_TENSOR(args, 0), *gr = EM_ARG_TENSOR(args, 1),
+            *out = EM_ARG_TENSOR(args, 5);
   int64_t mode, pad;
   bool align;
   NN_CHECK_TENSOR(ctx, x, "input");
   NN_CHECK_TENSOR(ctx, gr, "grid");
-  EM_KCHECK(ctx, em_arg_int(args[2], &mode) && em_arg_int(args[3], &pad) &&
-                     em_arg_bool(args[4], &align),
+  EM_KCHECK(ctx,
+            em_arg_int(args[2], &mode) && em_arg_int(args[3], &pad) && em_arg_bool(args[4], &align),
             "bad mode/padding/align_corners arguments");
   EM_KCHECK(ctx, mode >= 0 && mode <= 2 && pad >= 0 && pad <= 2, "unknown mode %lld / padding %lld",
             (long long)mode, (long long)pad);
   EM_KCHECK(ctx, x->dim == 4 && gr->dim == 4 && gr->sizes[3] == 2 && gr->sizes[0] == x->sizes[0],
             "expected input [N, C, H, W] and grid [N, H_out, W_out, 2]");
-  EM_KCHECK(ctx, em_dtype_is_float(x->dtype) && gr->dtype == x->dtype, "input and grid must share a float dtype");
+  EM_KCHECK(ctx, em_dtype_is_float(x->dtype) && gr->dtype == x->dtype,
+            "input and grid must share a float dtype");
   EM_KCHECK(ctx, x->sizes[2] > 0 && x->sizes[3] > 0, "input spatial dims must be non-empty");
-  EM_KCHECK(ctx, out && out->dtype == x->dtype && out->dim == 4, "out must be 4-D of the input dtype");
+  EM_KCHECK(ctx, out && out->dtype == x->dtype && out->dim == 4,
+            "out must be 4-D of the input dtype");
   int64_t N = x->sizes[0], C = x->sizes[1], H = x->sizes[2], W = x->sizes[3];
   int64_t Ho = gr->sizes[1], Wo = gr->sizes[2];
   int64_t sz[4] = {N, C, Ho, Wo};
@@ -231,8 +238,9 @@ em_status em_grid_sampler_2d_out(em_kernel_ctx *ctx, em_evalue **args) {
             double x0 = floor(ix), y0 = floor(iy);
             double tx = ix - x0, ty = iy - y0;
             int64_t xw = (int64_t)x0, yn = (int64_t)y0;
-            v = at(x, base, yn, xw) * (1 - tx) * (1 - ty) + at(x, base, yn, xw + 1) * tx * (1 - ty) +
-                at(x, base, yn + 1, xw) * (1 - tx) * ty + at(x, base, yn + 1, xw + 1) * tx * ty;
+            v = at(x, base, yn, xw) * (1 - tx) * (1 - ty) +
+                at(x, base, yn, xw + 1) * tx * (1 - ty) + at(x, base, yn + 1, xw) * (1 - tx) * ty +
+                at(x, base, yn + 1, xw + 1) * tx * ty;
           } else if (mode == 1) {
             v = at(x, base, (int64_t)nearbyint(iy), (int64_t)nearbyint(ix));
           } else {
@@ -309,9 +317,12 @@ static em_status shuffle(em_kernel_ctx *ctx, em_evalue **args, bool up) {
             ih = h * r + k / r;
             iw = w * r + k % r;
           }
-          int64_t xi = xb + ic * x->strides[d - 3] + ih * x->strides[d - 2] + iw * x->strides[d - 1];
-          int64_t oi = ob + c * out->strides[d - 3] + h * out->strides[d - 2] + w * out->strides[d - 1];
-          memcpy((char *)out->data + oi * (int64_t)es, (const char *)x->data + xi * (int64_t)es, es);
+          int64_t xi =
+              xb + ic * x->strides[d - 3] + ih * x->strides[d - 2] + iw * x->strides[d - 1];
+          int64_t oi =
+              ob + c * out->strides[d - 3] + h * out->strides[d - 2] + w * out->strides[d - 1];
+          memcpy((char *)out->data + oi * (int64_t)es, (const char *)x->data + xi * (int64_t)es,
+                 es);
         }
   }
   return EM_OK;

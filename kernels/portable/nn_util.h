@@ -30,8 +30,8 @@ typedef struct nn_mat {
  * b [k, n], c [m, n]. c must not alias a or b. Packs operands into temp memory
  * and runs on ctx->pool. Returns EM_ERR_MEMORY_ALLOCATION_FAILED without scratch.
  */
-em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a, nn_mat b, nn_mat c,
-                   bool accumulate);
+em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a, nn_mat b,
+                   nn_mat c, bool accumulate);
 
 /* A strided 2-D view of any dtype: element (i, j) is at index off + i * rs + j * cs of p. */
 typedef struct nn_view {
@@ -74,7 +74,7 @@ void *nn_temp(em_kernel_ctx *ctx, int64_t n, size_t size);
 #define NN_CHECK_ALLOC(ctx, p)                                                                     \
   do {                                                                                             \
     if (!(p)) {                                                                                    \
-      em_kernel_fail((ctx), __FILE__, __LINE__, "out of temp memory");                            \
+      em_kernel_fail((ctx), __FILE__, __LINE__, "out of temp memory");                             \
       return EM_ERR_MEMORY_ALLOCATION_FAILED;                                                      \
     }                                                                                              \
   } while (0)

@@ -22,8 +22,7 @@ static double rd(int dt, double v) {
   }
 }
 
-#define QUANT_OUT_DTYPES                                                                           \
-  (EM_DT_U8 | EM_DT_I8 | EM_DT_I16 | EM_DT_I32 | EM_DTYPE_BIT(EM_DTYPE_U16))
+#define QUANT_OUT_DTYPES (EM_DT_U8 | EM_DT_I8 | EM_DT_I16 | EM_DT_I32 | EM_DTYPE_BIT(EM_DTYPE_U16))
 
 /* Checks the target dtype argument against out and quant_min/quant_max against its range. */
 static em_status check_qrange(em_kernel_ctx *ctx, em_evalue *dtype_v, int64_t qmin, int64_t qmax,
@@ -74,8 +73,8 @@ static em_status same_shape_out(em_kernel_ctx *ctx, const em_tensor *x, em_tenso
 }
 
 /* quantize_per_tensor with scalar qparams: f32 math, as torch's reference. */
-static em_status quantize_tensor_scalar(em_kernel_ctx *ctx, em_tensor *x, double scale,
-                                        int64_t zp, int64_t qmin, int64_t qmax, em_tensor *out) {
+static em_status quantize_tensor_scalar(em_kernel_ctx *ctx, em_tensor *x, double scale, int64_t zp,
+                                        int64_t qmin, int64_t qmax, em_tensor *out) {
   EM_KCHECK(ctx, em_dtype_is_float(x->dtype), "input must be floating point");
   EM_KTRY(same_shape_out(ctx, x, out));
   int ct = x->dtype == EM_DTYPE_F64 ? EM_DTYPE_F64 : EM_DTYPE_F32;
@@ -98,8 +97,9 @@ em_status em_qd_quantize_per_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {
   int64_t zp, qmin, qmax;
   NN_CHECK_TENSOR(ctx, x, "input");
   EM_KCHECK(ctx, out, "out must be a tensor");
-  EM_KCHECK(ctx, em_arg_double(args[1], &scale) && em_arg_int(args[2], &zp) &&
-                     em_arg_int(args[3], &qmin) && em_arg_int(args[4], &qmax),
+  EM_KCHECK(ctx,
+            em_arg_double(args[1], &scale) && em_arg_int(args[2], &zp) &&
+                em_arg_int(args[3], &qmin) && em_arg_int(args[4], &qmax),
             "bad scale/zero_point/quant_min/quant_max");
   EM_KTRY(check_qrange(ctx, args[5], qmin, qmax, out));
   return quantize_tensor_scalar(ctx, x, scale, zp, qmin, qmax, out);
@@ -167,8 +167,9 @@ em_status em_qd_dequantize_per_tensor_out(em_kernel_ctx *ctx, em_evalue **args) 
   int64_t zp, qmin, qmax;
   NN_CHECK_TENSOR(ctx, q, "input");
   EM_KCHECK(ctx, out, "out must be a tensor");
-  EM_KCHECK(ctx, em_arg_double(args[1], &scale) && em_arg_int(args[2], &zp) &&
-                     em_arg_int(args[3], &qmin) && em_arg_int(args[4], &qmax),
+  EM_KCHECK(ctx,
+            em_arg_double(args[1], &scale) && em_arg_int(args[2], &zp) &&
+                em_arg_int(args[3], &qmin) && em_arg_int(args[4], &qmax),
             "bad scale/zero_point/quant_min/quant_max");
   EM_KTRY(check_qrange(ctx, args[5], qmin, qmax, q));
   EM_KTRY(out_dtype_arg(ctx, args[6], out));
@@ -359,7 +360,9 @@ em_status em_qd_dequantize_per_token_out(em_kernel_ctx *ctx, em_evalue **args) {
 static em_status qparam_out(em_kernel_ctx *ctx, em_tensor *t, const int64_t *sz, int32_t dim,
                             bool is_scale) {
   EM_KCHECK(ctx, t && t->dim == dim, "qparam output must be a %d-D tensor", dim);
-  EM_KCHECK(ctx, is_scale ? em_dtype_is_float(t->dtype) : (em_dtype_is_int(t->dtype) || em_dtype_is_float(t->dtype)),
+  EM_KCHECK(ctx,
+            is_scale ? em_dtype_is_float(t->dtype)
+                     : (em_dtype_is_int(t->dtype) || em_dtype_is_float(t->dtype)),
             "bad qparam output dtype %s", em_dtype_name(t->dtype));
   return em_resize_out(ctx, t, sz, dim);
 }

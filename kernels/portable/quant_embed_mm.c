@@ -41,8 +41,9 @@ static em_status embedding_xbit(em_kernel_ctx *ctx, em_evalue **args, int bits, 
     EM_KCHECK(ctx, w->dtype == EM_DTYPE_I8 || w->dtype == EM_DTYPE_U8, "weight must be int8/uint8");
   else
     EM_KCHECK(ctx, w->dtype == EM_DTYPE_U8, "packed weight must be uint8");
-  EM_KCHECK(ctx, em_dtype_is_float(s->dtype) && (s->dim == 1 || s->dim == 2) &&
-                     s->sizes[0] == w->sizes[0],
+  EM_KCHECK(ctx,
+            em_dtype_is_float(s->dtype) && (s->dim == 1 || s->dim == 2) &&
+                s->sizes[0] == w->sizes[0],
             "weight_scales must be a float [vocab] or [vocab, groups] tensor");
   int64_t D = w->sizes[1] * (8 / bits), G = s->dim == 2 ? s->sizes[1] : 1;
   EM_KCHECK(ctx, G > 0 && D % G == 0, "groups %lld must divide the embedding dim %lld",
@@ -69,8 +70,10 @@ static em_status embedding_xbit(em_kernel_ctx *ctx, em_evalue **args, int bits, 
   EM_KCHECK(ctx, bits == 8 || w->strides[1] == 1, "packed weight rows must be contiguous");
   for (int64_t i = 0; i < idx->numel; i++) {
     int64_t k = em_load_i64(idx->data, idx->dtype, em_strided_offset(idx, i));
-    EM_KCHECK(ctx, k >= 0 && k < V, "index %lld out of range [0, %lld)", (long long)k, (long long)V);
-    const uint8_t *row = (const uint8_t *)w->data + k * w->strides[0] * (int64_t)em_dtype_size(w->dtype);
+    EM_KCHECK(ctx, k >= 0 && k < V, "index %lld out of range [0, %lld)", (long long)k,
+              (long long)V);
+    const uint8_t *row =
+        (const uint8_t *)w->data + k * w->strides[0] * (int64_t)em_dtype_size(w->dtype);
     int64_t ob = 0, rem = i;
     for (int32_t d = idx->dim - 1; d >= 0; d--) {
       ob += (rem % out->sizes[d]) * out->strides[d];
@@ -85,8 +88,9 @@ static em_status embedding_xbit(em_kernel_ctx *ctx, em_evalue **args, int bits, 
         zp = (float)em_load_f64(z->data, z->dtype, zi);
       }
       for (int64_t j = g * gs; j < (g + 1) * gs; j++) {
-        float q = bits == 8 ? (float)em_load_i64(w->data, w->dtype, k * w->strides[0] + j * w->strides[1])
-                            : (float)emb_value(row, j, bits);
+        float q = bits == 8
+                      ? (float)em_load_i64(w->data, w->dtype, k * w->strides[0] + j * w->strides[1])
+                      : (float)emb_value(row, j, bits);
         em_store_f64(out->data, out->dtype, ob + j * out->strides[idx->dim], (q - zp) * scale);
       }
     }
@@ -94,7 +98,8 @@ static em_status embedding_xbit(em_kernel_ctx *ctx, em_evalue **args, int bits, 
   return EM_OK;
 }
 
-/* embedding_byte.out(weight, weight_scales, weight_zero_points?, quant_min, quant_max, indices, *, out) */
+/* embedding_byte.out(weight, weight_scales, weight_zero_points?, quant_min, quant_max, indices, *,
+ * out) */
 em_status em_qd_embedding_byte_out(em_kernel_ctx *ctx, em_evalue **args) {
   return embedding_xbit(ctx, args, 8, NULL, EM_ARG_TENSOR(args, 6));
 }
@@ -104,7 +109,8 @@ em_status em_qd_embedding_byte_dtype_out(em_kernel_ctx *ctx, em_evalue **args) {
   return embedding_xbit(ctx, args, 8, args[6], EM_ARG_TENSOR(args, 7));
 }
 
-/* embedding_4bit.out(weight, weight_scales, weight_zero_points?, quant_min, quant_max, indices, *, out) */
+/* embedding_4bit.out(weight, weight_scales, weight_zero_points?, quant_min, quant_max, indices, *,
+ * out) */
 em_status em_qd_embedding_4bit_out(em_kernel_ctx *ctx, em_evalue **args) {
   return embedding_xbit(ctx, args, 4, NULL, EM_ARG_TENSOR(args, 6));
 }
@@ -114,7 +120,8 @@ em_status em_qd_embedding_4bit_dtype_out(em_kernel_ctx *ctx, em_evalue **args) {
   return embedding_xbit(ctx, args, 4, args[6], EM_ARG_TENSOR(args, 7));
 }
 
-/* embedding_2bit.out(weight, weight_scales, weight_zero_points?, quant_min, quant_max, indices, *, out) */
+/* embedding_2bit.out(weight, weight_scales, weight_zero_points?, quant_min, quant_max, indices, *,
+ * out) */
 em_status em_qd_embedding_2bit_out(em_kernel_ctx *ctx, em_evalue **args) {
   return embedding_xbit(ctx, args, 2, NULL, EM_ARG_TENSOR(args, 6));
 }
@@ -149,7 +156,8 @@ static em_status mixed(em_kernel_ctx *ctx, em_tensor *x, em_tensor *w, em_tensor
     NN_CHECK_ALLOC(ctx, xf);
     for (int64_t i = 0; i < M; i++)
       for (int64_t k = 0; k < K; k++)
-        xf[i * K + k] = (float)em_load_f64(x->data, x->dtype, i * x->strides[0] + k * x->strides[1]);
+        xf[i * K + k] =
+            (float)em_load_f64(x->data, x->dtype, i * x->strides[0] + k * x->strides[1]);
     a = (nn_mat){xf, K, 1};
   }
   nn_mat c = {out->data, out->strides[0], out->strides[1]};
@@ -180,7 +188,8 @@ static em_status mixed(em_kernel_ctx *ctx, em_tensor *x, em_tensor *w, em_tensor
   if (of)
     for (int64_t i = 0; i < M; i++)
       for (int64_t n = 0; n < N; n++)
-        em_store_f64(out->data, out->dtype, i * out->strides[0] + n * out->strides[1], of[i * N + n]);
+        em_store_f64(out->data, out->dtype, i * out->strides[0] + n * out->strides[1],
+                     of[i * N + n]);
   return EM_OK;
 }
 
@@ -198,12 +207,14 @@ static em_status mixed_checks(em_kernel_ctx *ctx, em_tensor *x, em_tensor *w, em
     EM_KCHECK(ctx, z->data || z->numel == 0, "weight_zero_points has no data");
     EM_KCHECK(ctx, z->numel == s->numel, "weight_zero_points must match weight_scales");
   }
-  EM_KCHECK(ctx, out && out->dim == 2 && em_dtype_is_float(out->dtype) && out->dtype != EM_DTYPE_F64,
+  EM_KCHECK(ctx,
+            out && out->dim == 2 && em_dtype_is_float(out->dtype) && out->dtype != EM_DTYPE_F64,
             "out must be a 2-D f32/f16/bf16 tensor");
   return EM_OK;
 }
 
-/* mixed_mm.out(Tensor input, Tensor weight, Tensor weight_scales, Tensor? weight_zero_points, *, out) */
+/* mixed_mm.out(Tensor input, Tensor weight, Tensor weight_scales, Tensor? weight_zero_points, *,
+ * out) */
 em_status em_qd_mixed_mm_out(em_kernel_ctx *ctx, em_evalue **args) {
   em_tensor *x = EM_ARG_TENSOR(args, 0), *w = EM_ARG_TENSOR(args, 1), *s = EM_ARG_TENSOR(args, 2),
             *out = EM_ARG_TENSOR(args, 4);
