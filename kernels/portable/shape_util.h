@@ -35,7 +35,9 @@ extern "C" {
  * dst (strides dst_strides), elements of `elsize` bytes. Both pointers address
  * element [0, ..., 0]. Size-1 dims are dropped and contiguous runs merged, so
  * contiguous copies become one memcpy. dim may be 0 (one element), at most
- * EM_SHAPE_COPY_MAX_DIM.
+ * EM_SHAPE_COPY_MAX_DIM. When dst == src with the same layout (a view the
+ * exporter elided into shared memory) nothing is copied; other overlaps are
+ * not supported.
  */
 void em_shape_copy(void *dst, const int64_t *dst_strides, const void *src,
                    const int64_t *src_strides, const int64_t *sizes, int32_t dim, size_t elsize);

@@ -156,6 +156,19 @@ case("view_copy-cl", lambda g: (lambda x: out_call(
     "aten::view_copy.out", [x, [2, -1]], x.reshape(2, -1), g))(rnd((2, 3, 4, 5), F32, g, "cl")))
 case("_unsafe_view", lambda g: (lambda x: out_call(
     "aten::_unsafe_view.out", [x, [4, 6]], x.reshape(4, 6), g))(rnd((2, 3, 4), I16, g, "t")))
+def mk_alias(op: str, extra: list[Any], view: Callable[[torch.Tensor], torch.Tensor]) -> Builder:
+    """out shares self's memory (a view the exporter elided into the same planned buffer)."""
+    def build(g: torch.Generator) -> Call:
+        x = rnd((2, 3, 4), F32, g)
+        o = view(x)
+        return Call(op, [x, *extra, o, o], [(o, view(x.clone()))])
+    return build
+
+
+case("view_copy-alias", mk_alias("aten::view_copy.out", [[6, 4]], lambda x: x.view(6, 4)))
+case("unsqueeze_copy-alias", mk_alias("aten::unsqueeze_copy.out", [1],
+                                      lambda x: x.unsqueeze(1)))
+case("squeeze_copy-alias", mk_alias("aten::squeeze_copy.out", [], lambda x: x.view(2, 3, 4)))
 case("view_copy-err-numel", lambda g: err_call(
     "aten::view_copy.out", [rnd((2, 3), F32, g), [7]], torch.empty(7)))
 case("view_copy-err-two-infer", lambda g: err_call(
@@ -462,25 +475,26 @@ def mk_split(dt: torch.dtype, shp: tuple, g: torch.Generator) -> Call:
         wants = A.unbind_copy.int(x, d)
         op, args = "aten::unbind_copy.int_out", [x, d]
     outs = [out_like(w, pick(g, ["c", "t", "d"])) for w in wants]
-    return Call(op, args + [outs], list(zip(outs, wants)))
+    # `-> ()` ops get the out list again as their "return" (the exporter's convention)
+    return Call(op, args + [outs, [ret_of(o) for o in outs]], list(zip(outs, wants)))
 
 
 for rep in range(3):
     each_dtype_shape(f"split{rep}", mk_split, NONEMPTY + [(1, 3, 1, 2)])
 case("split_copy-err-count", lambda g: Call("aten::split_copy.Tensor_out", [
-    rnd((5,), F32, g), 2, 0, [torch.empty(2), torch.empty(2)]], error=True))
+    rnd((5,), F32, g), 2, 0, [torch.empty(2), torch.empty(2)], []], error=True))
 case("split_copy-err-zero", lambda g: Call("aten::split_copy.Tensor_out", [
-    rnd((5,), F32, g), 0, 0, [torch.empty(5)]], error=True))
+    rnd((5,), F32, g), 0, 0, [torch.empty(5)], []], error=True))
 case("split_copy-err-0d", lambda g: Call("aten::split_copy.Tensor_out", [
-    rnd((), F32, g), 1, 0, [torch.empty(())]], error=True))
+    rnd((), F32, g), 1, 0, [torch.empty(())], []], error=True))
 case("split_with_sizes_copy-err-sum", lambda g: Call("aten::split_with_sizes_copy.out", [
-    rnd((5,), F32, g), [2, 2], 0, [torch.empty(2), torch.empty(2)]], error=True))
+    rnd((5,), F32, g), [2, 2], 0, [torch.empty(2), torch.empty(2)], []], error=True))
 case("split_with_sizes_copy-err-neg", lambda g: Call("aten::split_with_sizes_copy.out", [
-    rnd((5,), F32, g), [6, -1], 0, [torch.empty(6), torch.empty(0)]], error=True))
+    rnd((5,), F32, g), [6, -1], 0, [torch.empty(6), torch.empty(0)], []], error=True))
 case("split_with_sizes_copy-err-dtype", lambda g: Call("aten::split_with_sizes_copy.out", [
-    rnd((5,), F32, g), [5], 0, [torch.empty(5, dtype=I32)]], error=True))
+    rnd((5,), F32, g), [5], 0, [torch.empty(5, dtype=I32)], []], error=True))
 case("unbind_copy-err-count", lambda g: Call("aten::unbind_copy.int_out", [
-    rnd((3, 2), F32, g), 0, [torch.empty(2)] * 2], error=True))
+    rnd((3, 2), F32, g), 0, [torch.empty(2)] * 2, []], error=True))
 
 
 # -- repeat, roll, tril/triu, *_scatter -----------------------------------------------------------
@@ -1019,7 +1033,7 @@ def test_kernel(name: str, build: Builder) -> None:
     g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
     call = build(g)
     if call.error:
-        with pytest.raises(RuntimeError):
+        with pytest.raises(RuntimeError, match=" failed: "):  # the kernel's own error
             call_kernel(call.op, call.args, temp_bytes=1 << 16)
         return
     call_kernel(call.op, call.args, temp_bytes=1 << 16)
