@@ -348,6 +348,59 @@ static em_status conv_transposed_f32(em_kernel_ctx *ctx, const conv_geom *g, em_
   return EM_OK;
 }
 
+/* Row-major strides of a 5-entry (n, c, d, h, w) shape. */
+static void contiguous5(const int64_t *sz, int64_t *st) {
+  st[4] = 1;
+  for (int i = 3; i >= 0; i--) st[i] = st[i + 1] * sz[i + 1];
+}
+
+/* Copies a tensor into a row-major f32 buffer (NULL when scratch runs out). */
+static float *widen_tensor(em_kernel_ctx *ctx, const em_tensor *t) {
+  float *p = nn_temp(ctx, t->numel, sizeof(float));
+  if (p)
+    for (int64_t i = 0; i < t->numel; i++)
+      p[i] = (float)em_load_f64(t->data, t->dtype, em_strided_offset(t, i));
+  return p;
+}
+
+/*
+ * f16/bf16: widen input, weight and bias to f32, run the GEMM path into an f32
+ * buffer and round once per output element (ATen's CPU path accumulates in
+ * f32 as well). Returns EM_ERR_MEMORY_ALLOCATION_FAILED (nothing logged) when
+ * scratch is short, so the caller can fall back to the reference loops.
+ */
+static em_status conv_widened(em_kernel_ctx *ctx, const conv_geom *g0, em_tensor *x, em_tensor *w,
+                              em_tensor *b, em_tensor *out) {
+  conv_geom g = *g0;
+  float *xf = widen_tensor(ctx, x), *wf = widen_tensor(ctx, w),
+        *bf = b ? widen_tensor(ctx, b) : NULL;
+  float *of = nn_temp(ctx, out->numel, sizeof(float));
+  if (!xf || !wf || (b && !bf) || !of) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  int64_t sz[5];
+  sz[0] = g.n, sz[1] = g.cin, sz[2] = g.in[0], sz[3] = g.in[1], sz[4] = g.in[2];
+  contiguous5(sz, g.istr);
+  sz[1] = g.cout, sz[2] = g.out[0], sz[3] = g.out[1], sz[4] = g.out[2];
+  contiguous5(sz, g.ostr);
+  sz[0] = g.transposed ? g.cin : g.cout, sz[1] = g.transposed ? g.cout_g : g.cin_g;
+  sz[2] = g.k[0], sz[3] = g.k[1], sz[4] = g.k[2];
+  contiguous5(sz, g.wstr);
+  int64_t one = 1;
+  em_tensor xt = *x, wt = *w, bt, ot = *out;
+  xt.data = xf, xt.dtype = EM_DTYPE_F32;
+  wt.data = wf, wt.dtype = EM_DTYPE_F32;
+  ot.data = of, ot.dtype = EM_DTYPE_F32;
+  if (b) {
+    bt = *b;
+    bt.data = bf, bt.dtype = EM_DTYPE_F32, bt.strides = &one;
+  }
+  em_status st = g.transposed ? conv_transposed_f32(ctx, &g, &xt, &wt, b ? &bt : NULL, &ot, 1, 1)
+                              : conv_f32(ctx, &g, &xt, &wt, b ? &bt : NULL, &ot, 1, 1);
+  if (st != EM_OK) return st;
+  for (int64_t i = 0; i < out->numel; i++)
+    em_store_f64(out->data, out->dtype, em_strided_offset(out, i), of[i]);
+  return EM_OK;
+}
+
 /*
  * aten::convolution.out(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride,
  *   SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding,
@@ -390,6 +443,10 @@ em_status em_convolution_out(em_kernel_ctx *ctx, em_evalue **args) {
   if (x->dtype == EM_DTYPE_F32 && xsp && osp) {
     if (g.transposed) return conv_transposed_f32(ctx, &g, x, w, b, out, xsp, osp);
     return conv_f32(ctx, &g, x, w, b, out, xsp, osp);
+  }
+  if (x->dtype == EM_DTYPE_F16 || x->dtype == EM_DTYPE_BF16) {
+    em_status st = conv_widened(ctx, &g, x, w, b, out);
+    if (st != EM_ERR_MEMORY_ALLOCATION_FAILED) return st;
   }
   return conv_generic(&g, x, w, b, out);
 }
