@@ -99,6 +99,7 @@ static em_status run_instr(em_method *m, const em_instr *in, uint32_t *pc) {
 
 em_status em_method_execute(em_method *m) {
   if (!m) return EM_ERR_INVALID_ARGUMENT;
+  em_clear_last_error();
   for (uint32_t i = 0; i < m->n_inputs; i++) {
     const em_evalue *v = &m->values[m->inputs[i]];
     if (!m->input_set[i] && v->tag == EM_TAG_TENSOR && !v->u.tensor->data)
@@ -128,9 +129,11 @@ em_status em_method_execute(em_method *m) {
       if (prof && prof->end) prof->end(prof->ctx, at, instr_name(m, in), em_now_ns() - t0);
 #endif
       if (m->temp) em_allocator_reset(m->temp);
-      if (st != EM_OK)
-        EM_FAIL(st, "method '%s' instruction %u (%s) failed: %s", m->name, at, instr_name(m, in),
-                em_status_str(st));
+      if (st != EM_OK) {
+        const char *why = em_last_error();
+        EM_FAIL(st, "method '%s' instruction %u (%s) failed: %s%s%s", m->name, at,
+                instr_name(m, in), em_status_str(st), why[0] ? ": " : "", why);
+      }
     }
   }
   return EM_OK;

@@ -379,6 +379,39 @@ static em_status init_delegates(prep *s) {
   return EM_OK;
 }
 
+static bool refers_to(const em_instr *in, const em_evalue *v) {
+  for (uint32_t i = 0; i < in->u.k.n_args; i++) {
+    const em_evalue *a = in->u.k.args[i];
+    if (a == v) return true;
+    if (a->tag == EM_TAG_LIST_TENSOR || a->tag == EM_TAG_LIST_OPTIONAL_TENSOR)
+      for (size_t k = 0; k < a->u.list.n; k++)
+        if (a->u.list.items[k] == v) return true;
+  }
+  return false;
+}
+
+/*
+ * FreeCall forgets a tensor's data and MoveCall rebinds a value slot at run time: kernel calls
+ * that read such values must check their arguments each time (a malformed program could free a
+ * tensor and use it on the next execute).
+ */
+static void flag_rebound_values(em_method *m) {
+  for (uint32_t c = 0; c < m->n_chains; c++)
+    for (uint32_t i = 0; i < m->chains[c].n; i++) {
+      const em_instr *src = &m->chains[c].instrs[i];
+      const em_evalue *v = NULL;
+      if (src->kind == INSTR_FREE_CALL) v = &m->values[src->u.fr.value];
+      else if (src->kind == INSTR_MOVE_CALL) v = &m->values[src->u.mv.to];
+      if (!v) continue;
+      for (uint32_t c2 = 0; c2 < m->n_chains; c2++)
+        for (uint32_t k = 0; k < m->chains[c2].n; k++) {
+          em_instr *in = &m->chains[c2].instrs[k];
+          if (in->kind == INSTR_KERNEL_CALL && !in->u.k.check_data && refers_to(in, v))
+            in->u.k.check_data = 1;
+        }
+    }
+}
+
 static em_status build_chains(prep *s) {
   em_method *m = s->m;
   fb_vec chains = fb_vector(&s->r, s->plan, PLAN_CHAINS, 4, 4);
@@ -392,6 +425,7 @@ static em_status build_chains(prep *s) {
     for (uint32_t i = 0; i < ins.n; i++)
       EM_TRY(build_instr(s, fb_vec_table(&s->r, ins, i), ins.n, &m->chains[c].instrs[i], i));
   }
+  flag_rebound_values(m);
   return EM_OK;
 }
 
