@@ -337,3 +337,85 @@ em_status em_pixel_shuffle_out(em_kernel_ctx *ctx, em_evalue **args) {
 em_status em_pixel_unshuffle_out(em_kernel_ctx *ctx, em_evalue **args) {
   return shuffle(ctx, args, false);
 }
+
+/* ---- antialiased bilinear (ATen's separable AA interpolation, UpSampleKernel.cpp) ---- */
+
+typedef struct aa_taps {
+  int64_t *xmin, *xsize;
+  double *w; /* [out][maxsz] normalized weights */
+  int64_t maxsz;
+} aa_taps;
+
+/* Triangle filter weights of every output index along one dim (antialiased when downscaling). */
+static em_status aa_weights(em_kernel_ctx *ctx, int64_t in, int64_t out, bool align,
+                            double scale_arg, aa_taps *t) {
+  double scale = align ? (out > 1 ? (double)(in - 1) / (double)(out - 1) : 0.0)
+                       : (scale_arg > 0.0 ? 1.0 / scale_arg : (double)in / (double)out);
+  double support = scale >= 1.0 ? scale : 1.0, invscale = scale >= 1.0 ? 1.0 / scale : 1.0;
+  t->maxsz = (int64_t)ceil(support) * 2 + 1;
+  t->xmin = nn_temp(ctx, 2 * out, sizeof(int64_t));
+  t->w = nn_temp(ctx, out * t->maxsz, sizeof(double));
+  NN_CHECK_ALLOC(ctx, t->xmin && t->w);
+  t->xsize = t->xmin + out;
+  for (int64_t i = 0; i < out; i++) {
+    double center = scale * ((double)i + 0.5), total = 0.0;
+    int64_t xmin = (int64_t)(center - support + 0.5), xmax = (int64_t)(center + support + 0.5);
+    if (xmin < 0) xmin = 0;
+    if (xmax > in) xmax = in;
+    int64_t n = xmax - xmin;
+    if (n > t->maxsz) n = t->maxsz;
+    double *w = t->w + i * t->maxsz;
+    for (int64_t j = 0; j < n; j++) {
+      double x = fabs(((double)(j + xmin) - center + 0.5) * invscale);
+      w[j] = x < 1.0 ? 1.0 - x : 0.0;
+      total += w[j];
+    }
+    if (total != 0.0)
+      for (int64_t j = 0; j < n; j++) w[j] /= total;
+    t->xmin[i] = xmin;
+    t->xsize[i] = n;
+  }
+  return EM_OK;
+}
+
+/*
+ * aten::_upsample_bilinear2d_aa.out(Tensor self, SymInt[2] output_size, bool align_corners,
+ *   float? scales_h=None, float? scales_w=None, *, Tensor(a!) out)
+ */
+em_status em__upsample_bilinear2d_aa_out(em_kernel_ctx *ctx, em_evalue **args) {
+  em_tensor *x = EM_ARG_TENSOR(args, 0), *out = EM_ARG_TENSOR(args, 5);
+  int64_t osz[2];
+  bool align;
+  double sh, sw;
+  NN_CHECK_TENSOR(ctx, x, "self");
+  EM_KCHECK(ctx, x->dim == 4, "expected a 4-D input, got %d-D", x->dim);
+  EM_KCHECK(ctx, nn_int_list(args[1], 2, NULL, osz) && osz[0] > 0 && osz[1] > 0,
+            "output_size must be 2 positive ints");
+  EM_KCHECK(ctx, em_arg_bool(args[2], &align), "align_corners must be a bool");
+  EM_KCHECK(ctx, nn_opt_double(args[3], 0.0, &sh) && nn_opt_double(args[4], 0.0, &sw),
+            "scales must be floats or None");
+  EM_KTRY(up_front(ctx, x, out, osz, EM_DT_FLOATS));
+  aa_taps th, tw;
+  EM_KTRY(aa_weights(ctx, x->sizes[2], osz[0], align, sh, &th));
+  EM_KTRY(aa_weights(ctx, x->sizes[3], osz[1], align, sw, &tw));
+  const int64_t *xs = x->strides, *os = out->strides;
+  for (int64_t n = 0; n < x->sizes[0]; n++)
+    for (int64_t c = 0; c < x->sizes[1]; c++) {
+      int64_t b = n * xs[0] + c * xs[1];
+      for (int64_t oh = 0; oh < osz[0]; oh++)
+        for (int64_t ow = 0; ow < osz[1]; ow++) {
+          double acc = 0.0;
+          const double *wh = th.w + oh * th.maxsz, *ww = tw.w + ow * tw.maxsz;
+          for (int64_t i = 0; i < th.xsize[oh]; i++) {
+            double row = 0.0;
+            int64_t h = th.xmin[oh] + i;
+            for (int64_t j = 0; j < tw.xsize[ow]; j++)
+              row +=
+                  ww[j] * em_load_f64(x->data, x->dtype, b + h * xs[2] + (tw.xmin[ow] + j) * xs[3]);
+            acc += wh[i] * row;
+          }
+          em_store_f64(out->data, out->dtype, n * os[0] + c * os[1] + oh * os[2] + ow * os[3], acc);
+        }
+    }
+  return EM_OK;
+}

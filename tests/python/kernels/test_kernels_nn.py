@@ -1658,3 +1658,16 @@ CASES.append(("conv-backward-err-shape", err("aten::convolution_backward.out", [
     torch.ones(1, 2, 4, 4), torch.ones(1, 3, 5, 5), torch.ones(2, 3, 3, 3), None, [1, 1], [0, 0],
     [1, 1], False, [0, 0], 1, [True, True, True], torch.ones(1, 3, 5, 5), torch.ones(2, 3, 3, 3),
     torch.ones(2), [torch.ones(1, 3, 5, 5), torch.ones(2, 3, 3, 3), torch.ones(2)]])))
+
+for dt in [F32, F64, BF16]:
+    for xs, osz, sc in [((1, 2, 9, 11), [4, 5], None), ((2, 3, 4, 5), [9, 7], None),
+                        ((1, 1, 8, 8), [3, 3], (2.5, 2.5)), ((1, 2, 6, 6), [1, 1], None)]:
+        for align in [False, True]:
+
+            @case(f"upsample-bilinear-aa-{dt}-{xs}-{osz}-{sc}-{align}")
+            def _(g, dt=dt, xs=xs, osz=osz, sc=sc, align=align):
+                x = rnd(xs, dt, g, "cl")
+                sh, sw = sc if sc else (None, None)
+                exp = torch.ops.aten._upsample_bilinear2d_aa(x.double(), osz, align, sh, sw)
+                return simple("aten::_upsample_bilinear2d_aa.out", [x, osz, align, sh, sw],
+                              exp.to(dt))
