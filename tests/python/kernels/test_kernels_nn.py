@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-
 from ember._lib import Out, call_kernel
 
 F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
@@ -43,10 +42,16 @@ class Call:
 
 
 # Scratch per call: GEMM-based kernels pack operands and build im2col chunks (<= 8 MiB).
-HEAVY_TEMP = {"aten::convolution.out": 24 << 20, "aten::mm.out": 8 << 20,
-              "aten::bmm.out": 8 << 20, "aten::addmm.out": 8 << 20, "aten::linear.out": 8 << 20,
-              "llama::custom_sdpa.out": 8 << 20, "quantized_decomposed::mixed_linear.out": 8 << 20,
-              "quantized_decomposed::mixed_mm.out": 8 << 20}
+HEAVY_TEMP = {
+    "aten::convolution.out": 24 << 20,
+    "aten::mm.out": 8 << 20,
+    "aten::bmm.out": 8 << 20,
+    "aten::addmm.out": 8 << 20,
+    "aten::linear.out": 8 << 20,
+    "llama::custom_sdpa.out": 8 << 20,
+    "quantized_decomposed::mixed_linear.out": 8 << 20,
+    "quantized_decomposed::mixed_mm.out": 8 << 20,
+}
 
 
 Builder = Callable[[torch.Generator], Call]
@@ -1107,9 +1112,14 @@ CASES.append(
 ALL_DT = [F32, F64, F16, BF16, torch.bool] + INTS
 
 for dt in ALL_DT:
-    for xs, pad, lay in [((2, 3, 4), [1, 2], "c"), ((2, 3, 4, 5), [1, 0, 2, 3], "cl"),
-                         ((3, 4), [1, 1, 0, 2], "t"), ((2, 5, 6), [-1, 2, 1, -2], "c"),
-                         ((4,), [], "c"), ((0, 3), [1, 1], "c")]:
+    for xs, pad, lay in [
+        ((2, 3, 4), [1, 2], "c"),
+        ((2, 3, 4, 5), [1, 0, 2, 3], "cl"),
+        ((3, 4), [1, 1, 0, 2], "t"),
+        ((2, 5, 6), [-1, 2, 1, -2], "c"),
+        ((4,), [], "c"),
+        ((0, 3), [1, 1], "c"),
+    ]:
 
         @case(f"constant-pad-{dt}-{xs}-{pad}-{lay}")
         def _(g, dt=dt, xs=xs, pad=pad, lay=lay):
@@ -1123,19 +1133,39 @@ for dt in ALL_DT:
 def _(g):
     x = torch.tensor([[1, 2]], dtype=torch.int64)
     v = 2**62 + 1
-    return simple("aten::constant_pad_nd.out", [x, [1, 1], v],
-                  torch.ops.aten.constant_pad_nd(x, [1, 1], v))
+    return simple(
+        "aten::constant_pad_nd.out", [x, [1, 1], v], torch.ops.aten.constant_pad_nd(x, [1, 1], v)
+    )
 
 
-CASES.append(("constant-pad-err-too-many", err("aten::constant_pad_nd.out", [
-    torch.ones(3), [1, 1, 1, 1], 0.0, torch.ones(5), torch.ones(5)])))
-CASES.append(("constant-pad-err-negative", err("aten::constant_pad_nd.out", [
-    torch.ones(3), [-2, -2], 0.0, torch.ones(1), torch.ones(1)])))
+CASES.append(
+    (
+        "constant-pad-err-too-many",
+        err(
+            "aten::constant_pad_nd.out",
+            [torch.ones(3), [1, 1, 1, 1], 0.0, torch.ones(5), torch.ones(5)],
+        ),
+    )
+)
+CASES.append(
+    (
+        "constant-pad-err-negative",
+        err(
+            "aten::constant_pad_nd.out",
+            [torch.ones(3), [-2, -2], 0.0, torch.ones(1), torch.ones(1)],
+        ),
+    )
+)
 
 for kind in ["reflection", "replication"]:
-    for nd, xs, pad in [(1, (2, 3, 6), [2, 3]), (1, (3, 5), [4, 0]), (2, (2, 3, 5, 6), [1, 2, 3, 0]),
-                        (2, (3, 4, 4), [3, 3, 1, 1]), (3, (1, 2, 3, 4, 5), [1, 2, 0, 2, 1, 1]),
-                        (3, (2, 3, 3, 3), [2, 1, 1, 2, 0, 1])]:
+    for nd, xs, pad in [
+        (1, (2, 3, 6), [2, 3]),
+        (1, (3, 5), [4, 0]),
+        (2, (2, 3, 5, 6), [1, 2, 3, 0]),
+        (2, (3, 4, 4), [3, 3, 1, 1]),
+        (3, (1, 2, 3, 4, 5), [1, 2, 0, 2, 1, 1]),
+        (3, (2, 3, 3, 3), [2, 1, 1, 2, 0, 1]),
+    ]:
         for dt in [F32, torch.int64, BF16, torch.uint8]:
 
             @case(f"{kind}-pad{nd}d-{dt}-{xs}-{pad}")
@@ -1148,19 +1178,38 @@ for kind in ["reflection", "replication"]:
                     exp = fn(x.double(), pad).to(dt)  # some dtypes lack an eager kernel
                 return simple(f"aten::{kind}_pad{nd}d.out", [x, pad], exp)
 
-CASES.append(("reflection-pad-err-size", err("aten::reflection_pad1d.out", [
-    torch.ones(2, 3), [3, 0], torch.ones(2, 6), torch.ones(2, 6)])))
-CASES.append(("reflection-pad-err-rank", err("aten::reflection_pad2d.out", [
-    torch.ones(3), [1, 1, 1, 1], torch.ones(5), torch.ones(5)])))
+
+CASES.append(
+    (
+        "reflection-pad-err-size",
+        err(
+            "aten::reflection_pad1d.out",
+            [torch.ones(2, 3), [3, 0], torch.ones(2, 6), torch.ones(2, 6)],
+        ),
+    )
+)
+CASES.append(
+    (
+        "reflection-pad-err-rank",
+        err(
+            "aten::reflection_pad2d.out",
+            [torch.ones(3), [1, 1, 1, 1], torch.ones(5), torch.ones(5)],
+        ),
+    )
+)
 
 # ---------------------------------------------------------------------------------------------
 # upsample / grid sample / pixel shuffle
 # ---------------------------------------------------------------------------------------------
 
 for dt in [F32, F64, F16, BF16, torch.uint8]:
-    for xs, osz, sc, lay in [((2, 3, 4, 5), [8, 10], None, "c"), ((1, 2, 5, 3), [7, 4], None, "cl"),
-                             ((1, 2, 6, 6), [4, 3], None, "c"), ((1, 2, 3, 4), None, [2.5, 1.7], "c"),
-                             ((1, 1, 4, 4), None, [0.5, 0.75], "c")]:
+    for xs, osz, sc, lay in [
+        ((2, 3, 4, 5), [8, 10], None, "c"),
+        ((1, 2, 5, 3), [7, 4], None, "cl"),
+        ((1, 2, 6, 6), [4, 3], None, "c"),
+        ((1, 2, 3, 4), None, [2.5, 1.7], "c"),
+        ((1, 1, 4, 4), None, [0.5, 0.75], "c"),
+    ]:
 
         @case(f"upsample-nearest-{dt}-{xs}-{osz}-{sc}-{lay}")
         def _(g, dt=dt, xs=xs, osz=osz, sc=sc, lay=lay):
@@ -1168,10 +1217,15 @@ for dt in [F32, F64, F16, BF16, torch.uint8]:
             exp = torch.ops.aten.upsample_nearest2d.vec(x, osz, sc)
             return simple("aten::upsample_nearest2d.vec_out", [x, osz, sc], exp, lay)
 
+
 for dt in FLOATS:
-    for xs, osz, sc, lay in [((2, 3, 4, 5), [8, 10], None, "c"), ((1, 2, 5, 3), [7, 4], None, "cl"),
-                             ((1, 2, 6, 6), [4, 3], None, "c"), ((1, 2, 3, 4), None, [2.5, 1.7], "c"),
-                             ((1, 1, 4, 4), [1, 1], None, "c")]:
+    for xs, osz, sc, lay in [
+        ((2, 3, 4, 5), [8, 10], None, "c"),
+        ((1, 2, 5, 3), [7, 4], None, "cl"),
+        ((1, 2, 6, 6), [4, 3], None, "c"),
+        ((1, 2, 3, 4), None, [2.5, 1.7], "c"),
+        ((1, 1, 4, 4), [1, 1], None, "c"),
+    ]:
         for align in [False, True]:
 
             @case(f"upsample-bilinear-{dt}-{xs}-{osz}-{sc}-{align}-{lay}")
@@ -1179,13 +1233,35 @@ for dt in FLOATS:
                 x = rnd(xs, dt, g, lay)
                 exp = torch.ops.aten.upsample_bilinear2d.vec(x, osz, align, sc)
                 tol = (1e-5, 1e-5) if dt == F32 else None
-                return simple("aten::upsample_bilinear2d.vec_out", [x, osz, align, sc], exp, lay,
-                              tol=tol)
+                return simple(
+                    "aten::upsample_bilinear2d.vec_out", [x, osz, align, sc], exp, lay, tol=tol
+                )
 
-CASES.append(("upsample-err-both", err("aten::upsample_nearest2d.vec_out", [
-    torch.ones(1, 1, 2, 2), [4, 4], [2.0, 2.0], torch.ones(1, 1, 4, 4), torch.ones(1, 1, 4, 4)])))
-CASES.append(("upsample-err-rank", err("aten::upsample_bilinear2d.vec_out", [
-    torch.ones(1, 2, 2), [4, 4], False, None, torch.ones(1, 4, 4), torch.ones(1, 4, 4)])))
+
+CASES.append(
+    (
+        "upsample-err-both",
+        err(
+            "aten::upsample_nearest2d.vec_out",
+            [
+                torch.ones(1, 1, 2, 2),
+                [4, 4],
+                [2.0, 2.0],
+                torch.ones(1, 1, 4, 4),
+                torch.ones(1, 1, 4, 4),
+            ],
+        ),
+    )
+)
+CASES.append(
+    (
+        "upsample-err-rank",
+        err(
+            "aten::upsample_bilinear2d.vec_out",
+            [torch.ones(1, 2, 2), [4, 4], False, None, torch.ones(1, 4, 4), torch.ones(1, 4, 4)],
+        ),
+    )
+)
 
 for dt in [F32, F64]:
     for mode in [0, 1, 2]:
@@ -1197,8 +1273,12 @@ for dt in [F32, F64]:
                     x = rnd((2, 3, 5, 6), dt, g)
                     grid = rnd((2, 4, 7, 2), dt, g, lo=-1.3, hi=1.3)
                     exp = torch.ops.aten.grid_sampler_2d(x, grid, mode, pad, align)
-                    return simple("aten::grid_sampler_2d.out", [x, grid, mode, pad, align], exp,
-                                  tol=(1e-5, 1e-5))
+                    return simple(
+                        "aten::grid_sampler_2d.out",
+                        [x, grid, mode, pad, align],
+                        exp,
+                        tol=(1e-5, 1e-5),
+                    )
 
 
 @case("grid-sampler-bf16-cl")
@@ -1209,9 +1289,23 @@ def _(g):
     return simple("aten::grid_sampler_2d.out", [x, grid, 0, 0, False], exp)
 
 
-CASES.append(("grid-sampler-err-mode", err("aten::grid_sampler_2d.out", [
-    torch.ones(1, 1, 2, 2), torch.zeros(1, 2, 2, 2), 3, 0, False, torch.ones(1, 1, 2, 2),
-    torch.ones(1, 1, 2, 2)])))
+CASES.append(
+    (
+        "grid-sampler-err-mode",
+        err(
+            "aten::grid_sampler_2d.out",
+            [
+                torch.ones(1, 1, 2, 2),
+                torch.zeros(1, 2, 2, 2),
+                3,
+                0,
+                False,
+                torch.ones(1, 1, 2, 2),
+                torch.ones(1, 1, 2, 2),
+            ],
+        ),
+    )
+)
 
 for dt in [F32, torch.int64, torch.bool, BF16]:
     for xs, r in [((2, 8, 3, 4), 2), ((9, 2, 2), 3), ((2, 2, 4, 2, 3), 2)]:
@@ -1228,11 +1322,18 @@ for dt in [F32, torch.int64, torch.bool, BF16]:
                 x = torch.pixel_shuffle(rnd(xs, dt, g), r)
                 if lay == "cl" and x.dim() == 4:
                     x = x.contiguous(memory_format=torch.channels_last)
-                return simple("aten::pixel_unshuffle.out", [x, r], torch.pixel_unshuffle(x, r),
-                              lay)
+                return simple("aten::pixel_unshuffle.out", [x, r], torch.pixel_unshuffle(x, r), lay)
 
-CASES.append(("pixel-shuffle-err-channels", err("aten::pixel_shuffle.out", [
-    torch.ones(1, 3, 2, 2), 2, torch.ones(1, 1, 4, 4), torch.ones(1, 1, 4, 4)])))
+
+CASES.append(
+    (
+        "pixel-shuffle-err-channels",
+        err(
+            "aten::pixel_shuffle.out",
+            [torch.ones(1, 3, 2, 2), 2, torch.ones(1, 1, 4, 4), torch.ones(1, 1, 4, 4)],
+        ),
+    )
+)
 
 # ---------------------------------------------------------------------------------------------
 # embedding / distances
@@ -1247,21 +1348,73 @@ for dt in [F32, F16, BF16, torch.int64, torch.uint8]:
                 def _(g, dt=dt, ishape=ishape, idt=idt, lay=lay):
                     w = rnd((10, 6), dt, g, lay)
                     idx = torch.randint(0, 10, ishape, generator=g).to(idt)
-                    return simple("aten::embedding.out", [w, idx, -1, False, False],
-                                  torch.ops.aten.embedding(w, idx.long()))
+                    return simple(
+                        "aten::embedding.out",
+                        [w, idx, -1, False, False],
+                        torch.ops.aten.embedding(w, idx.long()),
+                    )
 
-CASES.append(("embedding-err-range", err("aten::embedding.out", [
-    torch.ones(4, 2), torch.tensor([1, 4]), -1, False, False, torch.ones(2, 2),
-    torch.ones(2, 2)])))
-CASES.append(("embedding-err-negative", err("aten::embedding.out", [
-    torch.ones(4, 2), torch.tensor([-1]), -1, False, False, torch.ones(1, 2), torch.ones(1, 2)])))
-CASES.append(("embedding-err-float-idx", err("aten::embedding.out", [
-    torch.ones(4, 2), torch.tensor([1.0]), -1, False, False, torch.ones(1, 2), torch.ones(1, 2)])))
+
+CASES.append(
+    (
+        "embedding-err-range",
+        err(
+            "aten::embedding.out",
+            [
+                torch.ones(4, 2),
+                torch.tensor([1, 4]),
+                -1,
+                False,
+                False,
+                torch.ones(2, 2),
+                torch.ones(2, 2),
+            ],
+        ),
+    )
+)
+CASES.append(
+    (
+        "embedding-err-negative",
+        err(
+            "aten::embedding.out",
+            [
+                torch.ones(4, 2),
+                torch.tensor([-1]),
+                -1,
+                False,
+                False,
+                torch.ones(1, 2),
+                torch.ones(1, 2),
+            ],
+        ),
+    )
+)
+CASES.append(
+    (
+        "embedding-err-float-idx",
+        err(
+            "aten::embedding.out",
+            [
+                torch.ones(4, 2),
+                torch.tensor([1.0]),
+                -1,
+                False,
+                False,
+                torch.ones(1, 2),
+                torch.ones(1, 2),
+            ],
+        ),
+    )
+)
 
 for dt in [F32, F64]:
     for p in [0.0, 1.0, 2.0, 3.0, 0.5, float("inf")]:
-        for s1, s2 in [((5, 4), (6, 4)), ((2, 3, 4), (1, 5, 4)), ((3, 0), (2, 0)),
-                       ((30, 3), (28, 3))]:
+        for s1, s2 in [
+            ((5, 4), (6, 4)),
+            ((2, 3, 4), (1, 5, 4)),
+            ((3, 0), (2, 0)),
+            ((30, 3), (28, 3)),
+        ]:
 
             @case(f"cdist-{dt}-{p}-{s1}-{s2}")
             def _(g, dt=dt, p=p, s1=s1, s2=s2):
@@ -1278,11 +1431,30 @@ for dt in [F32, F64]:
             exp = torch.ops.aten._pdist_forward(a.contiguous().double(), p).to(dt)
             return simple("aten::_pdist_forward.out", [a, p], exp, tol=(1e-5, 1e-5))
 
-CASES.append(("cdist-err-cols", err("aten::_cdist_forward.out", [
-    torch.ones(2, 3), torch.ones(2, 4), 2.0, None, torch.ones(2, 2), torch.ones(2, 2)])))
-CASES.append(("pdist-err-int", err("aten::_pdist_forward.out", [
-    torch.ones(3, 2, dtype=torch.int32), 2.0, torch.ones(3, dtype=torch.int32),
-    torch.ones(3, dtype=torch.int32)])))
+
+CASES.append(
+    (
+        "cdist-err-cols",
+        err(
+            "aten::_cdist_forward.out",
+            [torch.ones(2, 3), torch.ones(2, 4), 2.0, None, torch.ones(2, 2), torch.ones(2, 2)],
+        ),
+    )
+)
+CASES.append(
+    (
+        "pdist-err-int",
+        err(
+            "aten::_pdist_forward.out",
+            [
+                torch.ones(3, 2, dtype=torch.int32),
+                2.0,
+                torch.ones(3, dtype=torch.int32),
+                torch.ones(3, dtype=torch.int32),
+            ],
+        ),
+    )
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1292,8 +1464,12 @@ CASES.append(("pdist-err-int", err("aten::_pdist_forward.out", [
 from torch.ao.quantization.fx import _decomposed  # noqa: E402,F401
 
 QD = torch.ops.quantized_decomposed
-QRANGES = {torch.uint8: (0, 255), torch.int8: (-128, 127), torch.int16: (-32768, 32767),
-           torch.int32: (-(2**31), 2**31 - 1)}
+QRANGES = {
+    torch.uint8: (0, 255),
+    torch.int8: (-128, 127),
+    torch.int16: (-32768, 32767),
+    torch.int32: (-(2**31), 2**31 - 1),
+}
 
 for dt in [F32, F16, BF16]:
     for qdt in QRANGES:
@@ -1309,9 +1485,11 @@ for dt in [F32, F16, BF16]:
                 scale, zp = 0.05 if qdt in (torch.uint8, torch.int8) else 0.001, 3
                 exp = QD.quantize_per_tensor(x, scale, zp, lo, hi, qdt)
                 o = torch.zeros_like(exp)
-                ts, tz = torch.tensor([scale], dtype=F64), torch.tensor([zp])
-                return Call("quantized_decomposed::quantize_per_tensor.out",
-                            [x, scale, zp, lo, hi, qdt, o, o], [(o, exp)])
+                return Call(
+                    "quantized_decomposed::quantize_per_tensor.out",
+                    [x, scale, zp, lo, hi, qdt, o, o],
+                    [(o, exp)],
+                )
 
             @case(f"q-per-tensor-T-{dt}-{qdt}-{lay}")
             def _(g, dt=dt, qdt=qdt, lay=lay):
@@ -1321,8 +1499,11 @@ for dt in [F32, F16, BF16]:
                 ts, tz = torch.tensor([scale], dtype=F64), torch.tensor([zp])
                 exp = QD.quantize_per_tensor.tensor(x, ts, tz, lo, hi, qdt)
                 o = torch.zeros_like(exp)
-                return Call("quantized_decomposed::quantize_per_tensor.Tensor_out",
-                            [x, ts, tz, lo, hi, qdt, o, o], [(o, exp)])
+                return Call(
+                    "quantized_decomposed::quantize_per_tensor.Tensor_out",
+                    [x, ts, tz, lo, hi, qdt, o, o],
+                    [(o, exp)],
+                )
 
     for qdt in [torch.uint8, torch.int8, torch.int32]:
 
@@ -1333,9 +1514,12 @@ for dt in [F32, F16, BF16]:
             scale, zp = 0.0173, 5
             exp = QD.dequantize_per_tensor(q, scale, zp, lo, hi, qdt, out_dtype=dt)
             o = torch.zeros_like(exp)
-            ts, tz = torch.tensor([scale], dtype=F64), torch.tensor([zp])
-            return Call("quantized_decomposed::dequantize_per_tensor.out",
-                        [q, scale, zp, lo, hi, qdt, dt, o, o], [(o, exp)], tol=(0, 0))
+            return Call(
+                "quantized_decomposed::dequantize_per_tensor.out",
+                [q, scale, zp, lo, hi, qdt, dt, o, o],
+                [(o, exp)],
+                tol=(0, 0),
+            )
 
         @case(f"dq-per-tensor-T-{dt}-{qdt}")
         def _(g, dt=dt, qdt=qdt):
@@ -1344,8 +1528,12 @@ for dt in [F32, F16, BF16]:
             ts, tz = torch.tensor([0.031], dtype=F64), torch.tensor([-7])
             exp = QD.dequantize_per_tensor.tensor(q, ts, tz, lo, hi, qdt, out_dtype=dt)
             o = torch.zeros_like(exp)
-            return Call("quantized_decomposed::dequantize_per_tensor.Tensor_out",
-                        [q, ts, tz, lo, hi, qdt, dt, o, o], [(o, exp)], tol=(0, 0))
+            return Call(
+                "quantized_decomposed::dequantize_per_tensor.Tensor_out",
+                [q, ts, tz, lo, hi, qdt, dt, o, o],
+                [(o, exp)],
+                tol=(0, 0),
+            )
 
 
 @case("dq-per-tensor-default-dtype")
@@ -1353,19 +1541,69 @@ def _(g):
     q = torch.randint(-128, 128, (5,), generator=g).to(torch.int8)
     exp = QD.dequantize_per_tensor(q, 0.1, 1, -128, 127, torch.int8)
     o = torch.zeros_like(exp)
-    return Call("quantized_decomposed::dequantize_per_tensor.out",
-                [q, 0.1, 1, -128, 127, torch.int8, None, o, o], [(o, exp)], tol=(0, 0))
+    return Call(
+        "quantized_decomposed::dequantize_per_tensor.out",
+        [q, 0.1, 1, -128, 127, torch.int8, None, o, o],
+        [(o, exp)],
+        tol=(0, 0),
+    )
 
 
-CASES.append(("q-per-tensor-err-range", err("quantized_decomposed::quantize_per_tensor.out", [
-    torch.ones(3), 0.1, 0, -129, 127, torch.int8, torch.zeros(3, dtype=torch.int8),
-    torch.zeros(3, dtype=torch.int8)])))
-CASES.append(("q-per-tensor-err-dtype", err("quantized_decomposed::quantize_per_tensor.out", [
-    torch.ones(3), 0.1, 0, -128, 127, torch.uint8, torch.zeros(3, dtype=torch.int8),
-    torch.zeros(3, dtype=torch.int8)])))
-CASES.append(("dq-per-tensor-err-dtype", err("quantized_decomposed::dequantize_per_tensor.out", [
-    torch.ones(3, dtype=torch.int8), 0.1, 0, -128, 127, torch.uint8, None, torch.zeros(3),
-    torch.zeros(3)])))
+CASES.append(
+    (
+        "q-per-tensor-err-range",
+        err(
+            "quantized_decomposed::quantize_per_tensor.out",
+            [
+                torch.ones(3),
+                0.1,
+                0,
+                -129,
+                127,
+                torch.int8,
+                torch.zeros(3, dtype=torch.int8),
+                torch.zeros(3, dtype=torch.int8),
+            ],
+        ),
+    )
+)
+CASES.append(
+    (
+        "q-per-tensor-err-dtype",
+        err(
+            "quantized_decomposed::quantize_per_tensor.out",
+            [
+                torch.ones(3),
+                0.1,
+                0,
+                -128,
+                127,
+                torch.uint8,
+                torch.zeros(3, dtype=torch.int8),
+                torch.zeros(3, dtype=torch.int8),
+            ],
+        ),
+    )
+)
+CASES.append(
+    (
+        "dq-per-tensor-err-dtype",
+        err(
+            "quantized_decomposed::dequantize_per_tensor.out",
+            [
+                torch.ones(3, dtype=torch.int8),
+                0.1,
+                0,
+                -128,
+                127,
+                torch.uint8,
+                None,
+                torch.zeros(3),
+                torch.zeros(3),
+            ],
+        ),
+    )
+)
 
 for sdt in [F32, F64]:
     for axis in [0, 1, -1]:
@@ -1380,8 +1618,11 @@ for sdt in [F32, F64]:
                 z = torch.randint(-3, 4, (n,), generator=g)
                 exp = QD.quantize_per_channel(x, s, z, axis % 3, lo, hi, qdt)
                 o = torch.zeros_like(exp)
-                return Call("quantized_decomposed::quantize_per_channel.out",
-                            [x, s, z, axis, lo, hi, qdt, o, o], [(o, exp)])
+                return Call(
+                    "quantized_decomposed::quantize_per_channel.out",
+                    [x, s, z, axis, lo, hi, qdt, o, o],
+                    [(o, exp)],
+                )
 
             @case(f"dq-per-channel-{sdt}-{axis}-{qdt}")
             def _(g, sdt=sdt, axis=axis, qdt=qdt):
@@ -1392,12 +1633,33 @@ for sdt in [F32, F64]:
                 z = torch.randint(-3, 4, (n,), generator=g) if axis != 1 else None
                 exp = QD.dequantize_per_channel(q, s, z, axis % 3, lo, hi, qdt)
                 o = torch.zeros_like(exp)
-                return Call("quantized_decomposed::dequantize_per_channel.out",
-                            [q, s, z, axis, lo, hi, qdt, None, o, o], [(o, exp)], tol=(0, 0))
+                return Call(
+                    "quantized_decomposed::dequantize_per_channel.out",
+                    [q, s, z, axis, lo, hi, qdt, None, o, o],
+                    [(o, exp)],
+                    tol=(0, 0),
+                )
 
-CASES.append(("q-per-channel-err-scales", err("quantized_decomposed::quantize_per_channel.out", [
-    torch.ones(3, 4), torch.ones(3), torch.zeros(3, dtype=torch.long), 1, -128, 127, torch.int8,
-    torch.zeros(3, 4, dtype=torch.int8), torch.zeros(3, 4, dtype=torch.int8)])))
+
+CASES.append(
+    (
+        "q-per-channel-err-scales",
+        err(
+            "quantized_decomposed::quantize_per_channel.out",
+            [
+                torch.ones(3, 4),
+                torch.ones(3),
+                torch.zeros(3, dtype=torch.long),
+                1,
+                -128,
+                127,
+                torch.int8,
+                torch.zeros(3, 4, dtype=torch.int8),
+                torch.zeros(3, 4, dtype=torch.int8),
+            ],
+        ),
+    )
+)
 
 for dt in [F32, F16, BF16]:
     for xs in [(2, 3, 8), (5, 16), (1, 1)]:
@@ -1407,8 +1669,12 @@ for dt in [F32, F16, BF16]:
             x = rnd(xs, dt, g, "c", -3, 5)
             es, ez = QD.choose_qparams_per_token_asymmetric(x, torch.int8)
             so, zo = torch.zeros_like(es), torch.zeros_like(ez)
-            return Call("quantized_decomposed::choose_qparams_per_token_asymmetric.out",
-                        [x, torch.int8, so, zo, [so, zo]], [(so, es), (zo, ez)], tol=(0, 0))
+            return Call(
+                "quantized_decomposed::choose_qparams_per_token_asymmetric.out",
+                [x, torch.int8, so, zo, [so, zo]],
+                [(so, es), (zo, ez)],
+                tol=(0, 0),
+            )
 
         @case(f"q-per-token-{dt}-{xs}")
         def _(g, dt=dt, xs=xs):
@@ -1416,8 +1682,11 @@ for dt in [F32, F16, BF16]:
             s, z = QD.choose_qparams_per_token_asymmetric(x.float(), torch.int8)
             exp = QD.quantize_per_token(x, s, z, -128, 127, torch.int8)
             o = torch.zeros_like(exp)
-            return Call("quantized_decomposed::quantize_per_token.out",
-                        [x, s, z, -128, 127, torch.int8, o, o], [(o, exp)])
+            return Call(
+                "quantized_decomposed::quantize_per_token.out",
+                [x, s, z, -128, 127, torch.int8, o, o],
+                [(o, exp)],
+            )
 
         @case(f"dq-per-token-{dt}-{xs}")
         def _(g, dt=dt, xs=xs):
@@ -1425,8 +1694,13 @@ for dt in [F32, F16, BF16]:
             s, z = QD.choose_qparams_per_token_asymmetric(rnd(xs, F32, g), torch.int8)
             exp = QD.dequantize_per_token(q, s, z, -128, 127, torch.int8, dt)
             o = torch.zeros_like(exp)
-            return Call("quantized_decomposed::dequantize_per_token.out",
-                        [q, s, z, -128, 127, torch.int8, dt, o, o], [(o, exp)], tol=(0, 0))
+            return Call(
+                "quantized_decomposed::dequantize_per_token.out",
+                [q, s, z, -128, 127, torch.int8, dt, o, o],
+                [(o, exp)],
+                tol=(0, 0),
+            )
+
 
 for dt in [F32, F16, BF16]:
     for qmin, qmax, qdt in [(-128, 127, torch.int8), (0, 255, torch.uint8), (0, 15, torch.uint8)]:
@@ -1437,9 +1711,12 @@ for dt in [F32, F16, BF16]:
                 x = rnd((3, 7), dt, g, "t", lo, hi)
                 es, ez = QD.choose_qparams.tensor(x, qmin, qmax, 1e-7, qdt)
                 so, zo = torch.zeros(1, dtype=F64), torch.zeros(1, dtype=torch.int64)
-                return Call("quantized_decomposed::choose_qparams.Tensor_out",
-                            [x, qmin, qmax, 1e-7, qdt, so, zo, [so, zo]],
-                            [(so, es), (zo, ez)], tol=(0, 0))
+                return Call(
+                    "quantized_decomposed::choose_qparams.Tensor_out",
+                    [x, qmin, qmax, 1e-7, qdt, so, zo, [so, zo]],
+                    [(so, es), (zo, ez)],
+                    tol=(0, 0),
+                )
 
 
 def emb_ref(wq, bits, scales, zps, idx, out_dtype):
@@ -1454,8 +1731,11 @@ def emb_ref(wq, bits, scales, zps, idx, out_dtype):
     s = scales.float().reshape(V, -1)
     G = s.shape[1]
     s = s.repeat_interleave(D // G, dim=1)
-    z = torch.zeros_like(s) if zps is None else zps.float().reshape(V, -1).repeat_interleave(
-        D // G, dim=1)
+    z = (
+        torch.zeros_like(s)
+        if zps is None
+        else zps.float().reshape(V, -1).repeat_interleave(D // G, dim=1)
+    )
     deq = (q - z) * s
     return deq[idx.long()].to(out_dtype)
 
@@ -1468,15 +1748,23 @@ for bits in [8, 4, 2]:
                 for odt in [F32, F16]:
 
                     @case(f"embedding-{opname}-{groups}-{has_zp}-{variant}-{odt}")
-                    def _(g, bits=bits, opname=opname, groups=groups, has_zp=has_zp,
-                          variant=variant, odt=odt):
+                    def _(
+                        g,
+                        bits=bits,
+                        opname=opname,
+                        groups=groups,
+                        has_zp=has_zp,
+                        variant=variant,
+                        odt=odt,
+                    ):
                         V, D = 11, 16
                         if bits == 8:
                             w = torch.randint(-128, 128, (V, D), generator=g).to(torch.int8)
                             qmin, qmax = -128, 127
                         else:
                             w = torch.randint(0, 256, (V, D * bits // 8), generator=g).to(
-                                torch.uint8)
+                                torch.uint8
+                            )
                             qmin, qmax = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
                         sshape = (V,) if groups == 0 else (V, groups)
                         s = (torch.rand(sshape, generator=g) * 0.1 + 0.01).to(odt)
@@ -1490,15 +1778,62 @@ for bits in [8, 4, 2]:
                             args.append(odt)
                         return Call(op, args + [o, o], [(o, exp)])
 
-CASES.append(("embedding-4bit-err-groups", err("quantized_decomposed::embedding_4bit.out", [
-    torch.zeros(4, 4, dtype=torch.uint8), torch.ones(4, 3), None, -8, 7,
-    torch.tensor([1]), torch.zeros(1, 8), torch.zeros(1, 8)])))
-CASES.append(("embedding-byte-err-index", err("quantized_decomposed::embedding_byte.out", [
-    torch.zeros(4, 4, dtype=torch.int8), torch.ones(4), None, -128, 127,
-    torch.tensor([4]), torch.zeros(1, 4), torch.zeros(1, 4)])))
-CASES.append(("embedding-byte-err-dtype", err("quantized_decomposed::embedding_byte.dtype_out", [
-    torch.zeros(4, 4, dtype=torch.int8), torch.ones(4), None, -128, 127,
-    torch.tensor([1]), F16, torch.zeros(1, 4), torch.zeros(1, 4)])))
+
+CASES.append(
+    (
+        "embedding-4bit-err-groups",
+        err(
+            "quantized_decomposed::embedding_4bit.out",
+            [
+                torch.zeros(4, 4, dtype=torch.uint8),
+                torch.ones(4, 3),
+                None,
+                -8,
+                7,
+                torch.tensor([1]),
+                torch.zeros(1, 8),
+                torch.zeros(1, 8),
+            ],
+        ),
+    )
+)
+CASES.append(
+    (
+        "embedding-byte-err-index",
+        err(
+            "quantized_decomposed::embedding_byte.out",
+            [
+                torch.zeros(4, 4, dtype=torch.int8),
+                torch.ones(4),
+                None,
+                -128,
+                127,
+                torch.tensor([4]),
+                torch.zeros(1, 4),
+                torch.zeros(1, 4),
+            ],
+        ),
+    )
+)
+CASES.append(
+    (
+        "embedding-byte-err-dtype",
+        err(
+            "quantized_decomposed::embedding_byte.dtype_out",
+            [
+                torch.zeros(4, 4, dtype=torch.int8),
+                torch.ones(4),
+                None,
+                -128,
+                127,
+                torch.tensor([1]),
+                F16,
+                torch.zeros(1, 4),
+                torch.zeros(1, 4),
+            ],
+        ),
+    )
+)
 
 for dt in [F32, F16]:
     for M, K, N in [(3, 8, 5), (1, 64, 300), (0, 4, 2)]:
@@ -1520,16 +1855,35 @@ for dt in [F32, F16]:
                 w = torch.randint(-128, 128, (N, K), generator=g).to(torch.int8)
                 s = torch.rand((N,) if groups == 0 else (N, groups), generator=g) * 0.05
                 s = s.to(dt)
-                sf = s.double().reshape(N, -1).repeat_interleave(K // s.reshape(N, -1).shape[1],
-                                                                 dim=1)
+                sf = (
+                    s.double()
+                    .reshape(N, -1)
+                    .repeat_interleave(K // s.reshape(N, -1).shape[1], dim=1)
+                )
                 exp = (x.double() @ (w.double() * sf).t()).to(dt)
                 tol = (1e-4, 1e-4) if dt == F32 else (1e-2, 1e-1)
-                return simple("quantized_decomposed::mixed_linear.out", [x, w, s, None, dt], exp,
-                              tol=tol)
+                return simple(
+                    "quantized_decomposed::mixed_linear.out", [x, w, s, None, dt], exp, tol=tol
+                )
 
-CASES.append(("mixed-linear-err-weight-dtype", err("quantized_decomposed::mixed_linear.out", [
-    torch.ones(2, 3), torch.ones(4, 3), torch.ones(4), None, None, torch.ones(2, 4),
-    torch.ones(2, 4)])))
+
+CASES.append(
+    (
+        "mixed-linear-err-weight-dtype",
+        err(
+            "quantized_decomposed::mixed_linear.out",
+            [
+                torch.ones(2, 3),
+                torch.ones(4, 3),
+                torch.ones(4),
+                None,
+                None,
+                torch.ones(2, 4),
+                torch.ones(2, 4),
+            ],
+        ),
+    )
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1552,14 +1906,21 @@ def sdpa_ref(q, k, v, start, mask, causal, scale):
         sc = sc.masked_fill(torch.arange(n)[None, :] > pos, float("-inf"))
     if mask is not None:
         m = mask[:, :n]
-        sc = sc + (m.double() if m.dtype != torch.bool else
-                   torch.zeros(m.shape, dtype=F64).masked_fill(~m, float("-inf")))
+        sc = sc + (
+            m.double()
+            if m.dtype != torch.bool
+            else torch.zeros(m.shape, dtype=F64).masked_fill(~m, float("-inf"))
+        )
     return (sc.softmax(-1) @ vv).transpose(1, 2).to(q.dtype)
 
 
 for dt in [F32, F16, BF16, F64]:
-    for B, S, Hq, Hkv, D, L, start in [(1, 1, 4, 4, 8, 16, 5), (2, 5, 6, 2, 16, 12, 3),
-                                       (1, 7, 2, 1, 4, 7, 0), (1, 3, 8, 2, 32, 40, 37)]:
+    for B, S, Hq, Hkv, D, L, start in [
+        (1, 1, 4, 4, 8, 16, 5),
+        (2, 5, 6, 2, 16, 12, 3),
+        (1, 7, 2, 1, 4, 7, 0),
+        (1, 3, 8, 2, 32, 40, 37),
+    ]:
         for mode in ["causal", "none", "mask", "boolmask", "scale"]:
 
             @case(f"custom-sdpa-{dt}-{B}x{S}x{Hq}x{Hkv}x{D}x{L}-{start}-{mode}")
@@ -1574,29 +1935,95 @@ for dt in [F32, F16, BF16, F64]:
                     mask = torch.rand(S, L, generator=g) > 0.3
                     mask[:, 0] = True
                 exp = sdpa_ref(q, k, v, start, mask, causal, scale)
-                tol = {F32: (1e-5, 1e-5), F64: (1e-10, 1e-10), F16: (1e-2, 1e-2),
-                       BF16: (2e-2, 2e-2)}[dt]
-                return simple("llama::custom_sdpa.out",
-                              [q, k, v, start, mask, 0.0, causal, scale], exp, tol=tol)
+                tol = {
+                    F32: (1e-5, 1e-5),
+                    F64: (1e-10, 1e-10),
+                    F16: (1e-2, 1e-2),
+                    BF16: (2e-2, 2e-2),
+                }[dt]
+                return simple(
+                    "llama::custom_sdpa.out",
+                    [q, k, v, start, mask, 0.0, causal, scale],
+                    exp,
+                    tol=tol,
+                )
 
 
 @case("custom-sdpa-f32-long-prefill")
 def _(g):
-    q, k, v = rnd((1, 300, 4, 64), F32, g), rnd((1, 400, 2, 64), F32, g), rnd((1, 400, 2, 64),
-                                                                              F32, g)
-    return simple("llama::custom_sdpa.out", [q, k, v, 20, None, 0.0, True, None],
-                  sdpa_ref(q, k, v, 20, None, True, None), tol=(1e-4, 1e-5))
+    q, k, v = (
+        rnd((1, 300, 4, 64), F32, g),
+        rnd((1, 400, 2, 64), F32, g),
+        rnd((1, 400, 2, 64), F32, g),
+    )
+    return simple(
+        "llama::custom_sdpa.out",
+        [q, k, v, 20, None, 0.0, True, None],
+        sdpa_ref(q, k, v, 20, None, True, None),
+        tol=(1e-4, 1e-5),
+    )
 
 
-CASES.append(("custom-sdpa-err-cache", err("llama::custom_sdpa.out", [
-    torch.ones(1, 3, 2, 4), torch.ones(1, 4, 2, 4), torch.ones(1, 4, 2, 4), 2, None, 0.0, True,
-    None, torch.ones(1, 3, 2, 4), torch.ones(1, 3, 2, 4)])))
-CASES.append(("custom-sdpa-err-gqa", err("llama::custom_sdpa.out", [
-    torch.ones(1, 1, 3, 4), torch.ones(1, 4, 2, 4), torch.ones(1, 4, 2, 4), 0, None, 0.0, True,
-    None, torch.ones(1, 1, 3, 4), torch.ones(1, 1, 3, 4)])))
-CASES.append(("custom-sdpa-err-mask-and-causal", err("llama::custom_sdpa.out", [
-    torch.ones(1, 1, 2, 4), torch.ones(1, 4, 2, 4), torch.ones(1, 4, 2, 4), 0, torch.zeros(1, 1),
-    0.0, True, None, torch.ones(1, 1, 2, 4), torch.ones(1, 1, 2, 4)])))
+CASES.append(
+    (
+        "custom-sdpa-err-cache",
+        err(
+            "llama::custom_sdpa.out",
+            [
+                torch.ones(1, 3, 2, 4),
+                torch.ones(1, 4, 2, 4),
+                torch.ones(1, 4, 2, 4),
+                2,
+                None,
+                0.0,
+                True,
+                None,
+                torch.ones(1, 3, 2, 4),
+                torch.ones(1, 3, 2, 4),
+            ],
+        ),
+    )
+)
+CASES.append(
+    (
+        "custom-sdpa-err-gqa",
+        err(
+            "llama::custom_sdpa.out",
+            [
+                torch.ones(1, 1, 3, 4),
+                torch.ones(1, 4, 2, 4),
+                torch.ones(1, 4, 2, 4),
+                0,
+                None,
+                0.0,
+                True,
+                None,
+                torch.ones(1, 1, 3, 4),
+                torch.ones(1, 1, 3, 4),
+            ],
+        ),
+    )
+)
+CASES.append(
+    (
+        "custom-sdpa-err-mask-and-causal",
+        err(
+            "llama::custom_sdpa.out",
+            [
+                torch.ones(1, 1, 2, 4),
+                torch.ones(1, 4, 2, 4),
+                torch.ones(1, 4, 2, 4),
+                0,
+                torch.zeros(1, 1),
+                0.0,
+                True,
+                None,
+                torch.ones(1, 1, 2, 4),
+                torch.ones(1, 1, 2, 4),
+            ],
+        ),
+    )
+)
 
 for dt in [F32, BF16, torch.int8]:
     for B, S, H, D, L, start in [(1, 1, 2, 4, 8, 7), (2, 3, 2, 5, 6, 0), (1, 4, 1, 3, 9, 2)]:
@@ -1607,17 +2034,48 @@ for dt in [F32, BF16, torch.int8]:
                 val = rnd((B, S, H, D), dt, g, lay)
                 cache = rnd((B, L, H, D), dt, g)
                 exp = cache.clone()
-                exp[:, start:start + S] = val
+                exp[:, start : start + S] = val
                 dummy = torch.zeros(1, dtype=dt)
-                return Call("llama::update_cache.out", [val, cache, start, dummy, dummy],
-                            [(cache, exp), (dummy, torch.zeros(1, dtype=dt))])
+                return Call(
+                    "llama::update_cache.out",
+                    [val, cache, start, dummy, dummy],
+                    [(cache, exp), (dummy, torch.zeros(1, dtype=dt))],
+                )
 
-CASES.append(("update-cache-err-overflow", err("llama::update_cache.out", [
-    torch.ones(1, 3, 2, 4), torch.ones(1, 4, 2, 4), 2, torch.ones(1), torch.ones(1)])))
-CASES.append(("update-cache-err-heads", err("llama::update_cache.out", [
-    torch.ones(1, 1, 3, 4), torch.ones(1, 4, 2, 4), 0, torch.ones(1), torch.ones(1)])))
-CASES.append(("update-cache-err-dtype", err("llama::update_cache.out", [
-    torch.ones(1, 1, 2, 4), torch.ones(1, 4, 2, 4, dtype=F64), 0, torch.ones(1), torch.ones(1)])))
+
+CASES.append(
+    (
+        "update-cache-err-overflow",
+        err(
+            "llama::update_cache.out",
+            [torch.ones(1, 3, 2, 4), torch.ones(1, 4, 2, 4), 2, torch.ones(1), torch.ones(1)],
+        ),
+    )
+)
+CASES.append(
+    (
+        "update-cache-err-heads",
+        err(
+            "llama::update_cache.out",
+            [torch.ones(1, 1, 3, 4), torch.ones(1, 4, 2, 4), 0, torch.ones(1), torch.ones(1)],
+        ),
+    )
+)
+CASES.append(
+    (
+        "update-cache-err-dtype",
+        err(
+            "llama::update_cache.out",
+            [
+                torch.ones(1, 1, 2, 4),
+                torch.ones(1, 4, 2, 4, dtype=F64),
+                0,
+                torch.ones(1),
+                torch.ones(1),
+            ],
+        ),
+    )
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1626,42 +2084,121 @@ CASES.append(("update-cache-err-dtype", err("llama::update_cache.out", [
 
 for dt in [F32, F64]:
     for name, xs, ws, stride, pad, dil, tr, opad, groups in [
-            ("2d", (2, 4, 7, 6), (6, 2, 3, 2), [2, 1], [1, 0], [1, 2], False, [0, 0], 2),
-            ("1d", (2, 3, 9), (4, 3, 3), [1], [1], [1], False, [0], 1),
-            ("2d-transposed", (1, 4, 4, 5), (4, 3, 3, 3), [2, 2], [1, 1], [1, 1], True, [1, 0],
-             1),
-            ("3d", (1, 2, 4, 4, 3), (2, 2, 2, 2, 2), [1, 1, 1], [0, 1, 0], [1, 1, 1], False,
-             [0, 0, 0], 1)]:
+        ("2d", (2, 4, 7, 6), (6, 2, 3, 2), [2, 1], [1, 0], [1, 2], False, [0, 0], 2),
+        ("1d", (2, 3, 9), (4, 3, 3), [1], [1], [1], False, [0], 1),
+        ("2d-transposed", (1, 4, 4, 5), (4, 3, 3, 3), [2, 2], [1, 1], [1, 1], True, [1, 0], 1),
+        (
+            "3d",
+            (1, 2, 4, 4, 3),
+            (2, 2, 2, 2, 2),
+            [1, 1, 1],
+            [0, 1, 0],
+            [1, 1, 1],
+            False,
+            [0, 0, 0],
+            1,
+        ),
+    ]:
         for mask in [[True, True, True], [True, False, False], [False, True, True]]:
 
             @case(f"conv-backward-{name}-{dt}-{mask}")
-            def _(g, dt=dt, xs=xs, ws=ws, stride=stride, pad=pad, dil=dil, tr=tr, opad=opad,
-                  groups=groups, mask=mask):
+            def _(
+                g,
+                dt=dt,
+                xs=xs,
+                ws=ws,
+                stride=stride,
+                pad=pad,
+                dil=dil,
+                tr=tr,
+                opad=opad,
+                groups=groups,
+                mask=mask,
+            ):
                 x, w = rnd(xs, dt, g, "cl" if len(xs) == 4 else "c"), rnd(ws, dt, g)
                 cout = ws[1] * groups if tr else ws[0]
-                y = torch.ops.aten.convolution(x.double(), w.double(), None, stride, pad, dil, tr,
-                                               opad, groups)
+                y = torch.ops.aten.convolution(
+                    x.double(), w.double(), None, stride, pad, dil, tr, opad, groups
+                )
                 go = rnd(y.shape, dt, g)
                 gi, gw, gb = torch.ops.aten.convolution_backward(
-                    go.double(), x.double(), w.double(), [cout], stride, pad, dil, tr, opad,
-                    groups, mask)
-                o0, o1, o2 = torch.zeros(xs, dtype=dt), torch.zeros(ws, dtype=dt), torch.zeros(
-                    cout, dtype=dt)
+                    go.double(),
+                    x.double(),
+                    w.double(),
+                    [cout],
+                    stride,
+                    pad,
+                    dil,
+                    tr,
+                    opad,
+                    groups,
+                    mask,
+                )
+                o0, o1, o2 = (
+                    torch.zeros(xs, dtype=dt),
+                    torch.zeros(ws, dtype=dt),
+                    torch.zeros(cout, dtype=dt),
+                )
                 exp = []
                 for o, e, m in [(o0, gi, mask[0]), (o1, gw, mask[1]), (o2, gb, mask[2])]:
                     exp.append((o, e.to(dt) if m else torch.zeros_like(o)))
-                return Call("aten::convolution_backward.out",
-                            [go, x, w, [cout], stride, pad, dil, tr, opad, groups, mask, o0, o1,
-                             o2, [o0, o1, o2]], exp, tol=(1e-5, 1e-5) if dt == F32 else None)
+                return Call(
+                    "aten::convolution_backward.out",
+                    [
+                        go,
+                        x,
+                        w,
+                        [cout],
+                        stride,
+                        pad,
+                        dil,
+                        tr,
+                        opad,
+                        groups,
+                        mask,
+                        o0,
+                        o1,
+                        o2,
+                        [o0, o1, o2],
+                    ],
+                    exp,
+                    tol=(1e-5, 1e-5) if dt == F32 else None,
+                )
 
-CASES.append(("conv-backward-err-shape", err("aten::convolution_backward.out", [
-    torch.ones(1, 2, 4, 4), torch.ones(1, 3, 5, 5), torch.ones(2, 3, 3, 3), None, [1, 1], [0, 0],
-    [1, 1], False, [0, 0], 1, [True, True, True], torch.ones(1, 3, 5, 5), torch.ones(2, 3, 3, 3),
-    torch.ones(2), [torch.ones(1, 3, 5, 5), torch.ones(2, 3, 3, 3), torch.ones(2)]])))
+
+CASES.append(
+    (
+        "conv-backward-err-shape",
+        err(
+            "aten::convolution_backward.out",
+            [
+                torch.ones(1, 2, 4, 4),
+                torch.ones(1, 3, 5, 5),
+                torch.ones(2, 3, 3, 3),
+                None,
+                [1, 1],
+                [0, 0],
+                [1, 1],
+                False,
+                [0, 0],
+                1,
+                [True, True, True],
+                torch.ones(1, 3, 5, 5),
+                torch.ones(2, 3, 3, 3),
+                torch.ones(2),
+                [torch.ones(1, 3, 5, 5), torch.ones(2, 3, 3, 3), torch.ones(2)],
+            ],
+        ),
+    )
+)
 
 for dt in [F32, F64, BF16]:
-    for xs, osz, sc in [((1, 2, 9, 11), [4, 5], None), ((2, 3, 4, 5), [9, 7], None),
-                        ((1, 1, 8, 8), [3, 3], (2.5, 2.5)), ((1, 2, 6, 6), [1, 1], None)]:
+    for xs, osz, sc in [
+        ((1, 2, 9, 11), [4, 5], None),
+        ((2, 3, 4, 5), [9, 7], None),
+        ((1, 1, 8, 8), [3, 3], (2.5, 2.5)),
+        ((1, 2, 6, 6), [1, 1], None),
+    ]:
         for align in [False, True]:
 
             @case(f"upsample-bilinear-aa-{dt}-{xs}-{osz}-{sc}-{align}")
@@ -1669,5 +2206,6 @@ for dt in [F32, F64, BF16]:
                 x = rnd(xs, dt, g, "cl")
                 sh, sw = sc if sc else (None, None)
                 exp = torch.ops.aten._upsample_bilinear2d_aa(x.double(), osz, align, sh, sw)
-                return simple("aten::_upsample_bilinear2d_aa.out", [x, osz, align, sh, sw],
-                              exp.to(dt))
+                return simple(
+                    "aten::_upsample_bilinear2d_aa.out", [x, osz, align, sh, sw], exp.to(dt)
+                )
