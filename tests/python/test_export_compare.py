@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import ember
 import torch
-from conftest import MLP, ember_runtime_module, export_for_tests, require_ember_kernels
+from conftest import (
+    MLP,
+    ember_runtime_module,
+    export_for_tests,
+    load_runtime,
+    require_ember_kernels,
+)
 from ember.compare import eager_intermediates
 
 
@@ -101,5 +107,6 @@ def test_compare_on_ember_runtime() -> None:
     x = torch.randn(2, 8)
     prog = export_for_tests(m, (x,))
     require_ember_kernels(prog)
+    load_runtime(prog)
     report = ember.compare(m, prog, (x,))
     assert report.ok, str(report)

@@ -12,6 +12,7 @@ from conftest import (
     SmallCNN,
     assert_close,
     ember_runtime_module,
+    load_runtime,
     randomize_bn,
     require_ember_kernels,
 )
@@ -44,6 +45,7 @@ def test_stock_program_runs_on_ember(name: str) -> None:
     inputs = make_inputs()
     prog = ember.load(_stock_pte(m, inputs))
     require_ember_kernels(prog)
+    load_runtime(prog)
     out = prog.run(*inputs)
     out = out[0] if isinstance(out, (list, tuple)) else out
     assert_close(out, m(*inputs).detach())
@@ -61,6 +63,7 @@ def test_stock_fixture_add_pte_on_ember() -> None:
         pytest.skip(f"fixture missing: {cands}")
     prog = ember.load(path)
     require_ember_kernels(prog)
+    load_runtime(prog)
     de = pytest.importorskip("executorch.exir._serialize._program")
     plan = de.deserialize_pte_binary(prog.buffer).program.execution_plan[0]
     a, b = (torch.randn(*plan.values[i].val.sizes) for i in plan.inputs)

@@ -160,3 +160,28 @@ def test_pytree_outputs_and_inputs(rt: str) -> None:
         assert_close(out["sum"], a + b)
         assert_close(out["pair"][0], a * b)
         assert_close(out["pair"][1], a - b)
+
+
+class BufferViews(torch.nn.Module):
+    """Views and snapshots of a buffer that is updated in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("b", torch.zeros(2, 3))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        old = self.b.clone()
+        flat = self.b.view(-1)
+        self.b.add_(x)
+        return flat, old, self.b.sum()
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_buffer_views_and_snapshots(rt: str) -> None:
+    prog = export_for_tests(BufferViews(), (torch.ones(2, 3),))
+    run = make_runner(rt, prog)
+    eager = BufferViews()
+    for _ in range(3):
+        x = torch.randn(2, 3)
+        for got, want in zip(run(x), eager(x), strict=True):
+            assert_close(got, want.clone())

@@ -375,6 +375,7 @@ class _Lowerer:
             t.data = data
             env[n] = t
         results = self.lower_graph(gm, env)
+        n_graph = len(ir.instrs)  # buffer write-backs go after this point
         out_node = next(n for n in gm.graph.nodes if n.op == "output")
         user_outs = []
         for ospec, val, src in zip(sig.output_specs, results, out_node.args[0], strict=True):
@@ -405,7 +406,26 @@ class _Lowerer:
                     "(e.g. mutating a user input in place)",
                     node=src if isinstance(src, torch.fx.Node) else None,
                 )
-        for v in user_outs:
+        written = {
+            id(i.args[0].value)
+            for i in ir.instrs[n_graph:]
+            if isinstance(i, KernelInstr) and i.kernel == "aten::copy_"
+        }
+        for k, v in enumerate(user_outs):
+            if isinstance(v, TensorSpec) and id(v) in written:
+                # Returning a buffer's pre-mutation value: snapshot it before the write-back.
+                snap = ir.new_spec(f"{v.name}_out{k}", v.dtype, v.shape, dynamic=v.dynamic)
+                ir.instrs.insert(
+                    n_graph,
+                    KernelInstr(
+                        "aten::clone.out",
+                        [Arg("tensor", v), Arg("null"), Arg("tensor", snap), Arg("tensor", snap)],
+                        node=out_node,
+                        outputs=[Arg("tensor", snap)],
+                    ),
+                )
+                n_graph += 1
+                v = snap
             ir.outputs.append(self.to_arg(v, None, out_node))
         ir.in_spec = ep.call_spec.in_spec
         ir.out_spec = ep.call_spec.out_spec

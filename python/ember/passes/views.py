@@ -6,12 +6,13 @@ Guarantees afterwards: every ``aten::view_copy.out`` / ``aten::squeeze_copy.*`` 
 input spec, so it resolves to the same planned memory (ExecuTorch's ``memory.view``). A view of a
 constant becomes a constant holding the reshaped data (same bytes, deduplicated at emission).
 Views are kept as copies when either side is dynamic, when the input is a Move target (its memory
-is rebound at runtime) or when the output is itself a Move source or user input.
+is rebound at runtime), when the input is a mutable buffer (the end-of-method ``copy_`` write-back
+would change the view) or when the output is itself a Move source.
 """
 
 from __future__ import annotations
 
-from ember.passes.ir import CONSTANT, KernelInstr, MethodIR, MoveInstr
+from ember.passes.ir import CONSTANT, MUTABLE, KernelInstr, MethodIR, MoveInstr
 
 VIEW_KERNELS = {
     "aten::view_copy.out",
@@ -41,6 +42,7 @@ def elide_views(ir: MethodIR) -> MethodIR:
                 and not src_arg.value.dynamic
                 and not out_arg.value.dynamic
                 and not src_arg.value.root().move_target
+                and src_arg.value.root().kind != MUTABLE  # copy_ write-back would show through
                 and id(out_arg.value) not in move_srcs
                 and src_arg.value.nbytes == out_arg.value.nbytes
             ):
