@@ -192,6 +192,7 @@ em_status em_repeat_interleave_tensor_out(em_kernel_ctx *ctx, em_evalue **args) 
   for (int64_t i = 0; i < rep->numel; i++) {
     int64_t r = em_shape_index_at(rep, i * rep->strides[0]);
     EM_KCHECK(ctx, r >= 0, "repeats can not be negative");
+    EM_KCHECK(ctx, total <= INT64_MAX - r, "repeats sum overflows");
     total += r;
   }
   if (args[1]->tag != EM_TAG_NONE) {

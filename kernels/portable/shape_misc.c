@@ -23,8 +23,10 @@ em_status em_repeat_out(em_kernel_ctx *ctx, em_evalue **args) {
   int32_t lead = (int32_t)n - in->dim;
   int64_t sizes[EM_MAX_DIM];
   for (int32_t i = 0; i < (int32_t)n; i++) {
+    int64_t s = i < lead ? 1 : in->sizes[i - lead];
     EM_KCHECK(ctx, rep[i] >= 0, "repeats cannot be negative, got %lld", (long long)rep[i]);
-    sizes[i] = rep[i] * (i < lead ? 1 : in->sizes[i - lead]);
+    EM_KCHECK(ctx, s == 0 || rep[i] <= INT64_MAX / s, "repeat: output size overflows");
+    sizes[i] = rep[i] * s;
   }
   EM_KCHECK(ctx, out->dim == (int32_t)n, "out has rank %d, expected %d", (int)out->dim, (int)n);
   EM_KTRY(em_resize_out(ctx, out, sizes, (int32_t)n));
@@ -315,9 +317,10 @@ em_status em_as_strided_scatter_out(em_kernel_ctx *ctx, em_evalue **args) {
   for (size_t i = 0; i < n; i++) {
     EM_KCHECK(ctx, size[i] >= 0 && stride[i] >= 0, "negative size or stride at dim %d", (int)i);
     if (size[i] == 0) empty = true;
+    else if (stride[i] != 0 && size[i] - 1 > (INT64_MAX - ext) / stride[i]) ext = INT64_MAX;
     else ext += (size[i] - 1) * stride[i];
   }
-  EM_KCHECK(ctx, empty || so + ext < out->numel,
+  EM_KCHECK(ctx, empty || (ext < out->numel && so < out->numel - ext),
             "as_strided view reaches element %lld of a tensor of %lld elements",
             (long long)(so + ext), (long long)out->numel);
   return scatter_view(ctx, self, src, out, size, stride, (int32_t)n, so);

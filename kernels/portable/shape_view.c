@@ -56,6 +56,7 @@ static em_status infer_size(em_kernel_ctx *ctx, const int64_t *size, size_t n, i
       infer = (int)i;
     } else {
       EM_KCHECK(ctx, size[i] >= 0, "invalid shape dimension %lld", (long long)size[i]);
+      EM_KCHECK(ctx, size[i] == 0 || known <= INT64_MAX / size[i], "shape is too large");
       known *= size[i];
     }
     sizes_out[i] = size[i];
@@ -401,12 +402,18 @@ em_status em_diagonal_copy_out(em_kernel_ctx *ctx, em_evalue **args) {
   return emit(ctx, in, out, &v);
 }
 
-/* Largest element offset a tensor's view reaches (-1 when empty). */
+/*
+ * Largest element offset a view with non-negative strides reaches: -1 when it
+ * is empty, INT64_MAX when the sum overflows.
+ */
 static int64_t view_extent(const int64_t *sizes, const int64_t *strides, int32_t dim) {
   int64_t m = 0;
-  for (int32_t d = 0; d < dim; d++) {
+  for (int32_t d = 0; d < dim; d++)
     if (sizes[d] == 0) return -1;
-    m += (sizes[d] - 1) * strides[d];
+  for (int32_t d = 0; d < dim; d++) {
+    int64_t s = sizes[d] - 1, st = strides[d];
+    if (st != 0 && s > (INT64_MAX - m) / st) return INT64_MAX;
+    m += s * st;
   }
   return m;
 }
@@ -439,7 +446,7 @@ em_status em_as_strided_copy_out(em_kernel_ctx *ctx, em_evalue **args) {
   for (int32_t d = 0; d < in->dim; d++)
     EM_KCHECK(ctx, in->strides[d] >= 0, "input with negative strides");
   int64_t have = view_extent(in->sizes, in->strides, in->dim);
-  EM_KCHECK(ctx, ext < 0 || so + ext <= have,
+  EM_KCHECK(ctx, ext < 0 || (ext <= have && so <= have - ext),
             "as_strided view reaches element %lld beyond the input's last element %lld",
             (long long)(so + ext), (long long)have);
   return emit(ctx, in, out, &v);

@@ -177,6 +177,8 @@ case("view_copy-err-dtype", lambda g: err_call(
     "aten::view_copy.out", [rnd((2, 3), F32, g), [6]], torch.empty(6, dtype=F64)))
 case("view_copy-err-zero-infer", lambda g: err_call(
     "aten::view_copy.out", [rnd((2, 0), F32, g), [0, -1]], torch.empty(0, 0)))
+case("view_copy-err-overflow", lambda g: err_call(
+    "aten::view_copy.out", [rnd((2, 3), F32, g), [2**40, 2**40, -1]], torch.empty(1, 1, 6)))
 
 
 def mk_permute(dt: torch.dtype, shp: tuple, g: torch.Generator) -> Call:
@@ -354,6 +356,9 @@ case("as_strided_copy-err-oob", lambda g: err_call(
     "aten::as_strided_copy.out", [rnd((3, 4), F32, g), [2, 2], [4, 1], 7], torch.empty(2, 2)))
 case("as_strided_copy-err-len", lambda g: err_call(
     "aten::as_strided_copy.out", [rnd((3, 4), F32, g), [2, 2], [4], 0], torch.empty(2, 2)))
+case("as_strided_copy-err-overflow", lambda g: err_call(
+    "aten::as_strided_copy.out", [rnd((3, 4), F32, g), [2, 2], [2**62, 2**62], 0],
+    torch.empty(2, 2)))
 
 
 def mk_unfold(dt: torch.dtype, shp: tuple, g: torch.Generator) -> Call:
@@ -510,6 +515,8 @@ case("repeat-err-short", lambda g: err_call(
     "aten::repeat.out", [rnd((2, 3), F32, g), [2]], torch.empty(4, 3)))
 case("repeat-err-neg", lambda g: err_call(
     "aten::repeat.out", [rnd((2, 3), F32, g), [1, -1]], torch.empty(2, 3)))
+case("repeat-err-overflow", lambda g: err_call(
+    "aten::repeat.out", [rnd((3,), F32, g), [2**62]], torch.empty(3)))
 
 
 def mk_roll(dt: torch.dtype, shp: tuple, g: torch.Generator) -> Call:
@@ -935,6 +942,9 @@ case("repeat_interleave-err-size", lambda g: err_call(
     "aten::repeat_interleave.Tensor_out", [torch.tensor([1, 2]), 4], Out(torch.empty(5, dtype=I64))))
 case("repeat_interleave-err-2d", lambda g: err_call(
     "aten::repeat_interleave.Tensor_out", [torch.tensor([[1]]), None], Out(torch.empty(5, dtype=I64))))
+case("repeat_interleave-err-overflow", lambda g: err_call(
+    "aten::repeat_interleave.Tensor_out", [torch.full((4,), 2**62), None],
+    Out(torch.empty(5, dtype=I64))))
 
 
 # -- searchsorted, bucketize ----------------------------------------------------------------------
