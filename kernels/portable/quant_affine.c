@@ -446,3 +446,44 @@ em_status em_qd_choose_qparams_per_token_asymmetric_out(em_kernel_ctx *ctx, em_e
   }
   return EM_OK;
 }
+
+/*
+ * quantized_decomposed::add.out(Tensor a, float a_scale, int a_zero_point, int a_quant_min,
+ *   int a_quant_max, Tensor b, float b_scale, int b_zero_point, int b_quant_min,
+ *   int b_quant_max, float out_scale, int out_zero_point, int out_quant_min,
+ *   int out_quant_max, *, Tensor(a!) out)
+ * Dequantize -> f32 add -> quantize, with executorch's f32 rounding (scales cast to float).
+ */
+em_status em_qd_add_out(em_kernel_ctx *ctx, em_evalue **args) {
+  em_tensor *a = EM_ARG_TENSOR(args, 0), *b = EM_ARG_TENSOR(args, 5),
+            *out = EM_ARG_TENSOR(args, 14);
+  double sc[3];
+  int64_t zp[3], lo[3], hi[3];
+  NN_CHECK_TENSOR(ctx, a, "a");
+  NN_CHECK_TENSOR(ctx, b, "b");
+  EM_KCHECK(ctx, out, "out must be a tensor");
+  for (int k = 0; k < 3; k++) {
+    int base = k == 0 ? 1 : k == 1 ? 6 : 10;
+    EM_KCHECK(ctx,
+              em_arg_double(args[base], &sc[k]) && em_arg_int(args[base + 1], &zp[k]) &&
+                  em_arg_int(args[base + 2], &lo[k]) && em_arg_int(args[base + 3], &hi[k]),
+              "bad scale/zero_point/quant_min/quant_max");
+    EM_KCHECK(ctx, lo[k] <= hi[k], "quant_min must not exceed quant_max");
+  }
+  EM_KCHECK(ctx, em_dtype_is_int(a->dtype) && b->dtype == a->dtype && out->dtype == a->dtype,
+            "a, b and out must share an integer dtype");
+  EM_KCHECK(ctx, a->dim == b->dim, "a and b must have the same shape");
+  for (int32_t d = 0; d < a->dim; d++)
+    EM_KCHECK(ctx, a->sizes[d] == b->sizes[d], "a and b must have the same shape");
+  EM_KTRY(same_shape_out(ctx, a, out));
+  float as = (float)sc[0], bs = (float)sc[1], inv = 1.0f / (float)sc[2];
+  int32_t az = (int32_t)zp[0], bz = (int32_t)zp[1], oz = (int32_t)zp[2];
+  for (int64_t i = 0; i < a->numel; i++) {
+    float x = (float)((double)(em_load_i64(a->data, a->dtype, em_strided_offset(a, i)) - az) * as);
+    float y = (float)((double)(em_load_i64(b->data, b->dtype, em_strided_offset(b, i)) - bz) * bs);
+    float q = (float)oz + nearbyintf(inv * (x + y));
+    int64_t v = clamp_q(q, lo[2], hi[2]);
+    em_store_i64(out->data, out->dtype, em_strided_offset(out, i), v);
+  }
+  return EM_OK;
+}

@@ -2209,3 +2209,22 @@ for dt in [F32, F64, BF16]:
                 return simple(
                     "aten::_upsample_bilinear2d_aa.out", [x, osz, align, sh, sw], exp.to(dt)
                 )
+
+for qdt in [torch.uint8, torch.int8]:
+    for lay in ["c", "t"]:
+
+        @case(f"q-add-{qdt}-{lay}")
+        def _(g, qdt=qdt, lay=lay):
+            lo, hi = QRANGES[qdt]
+            a = torch.randint(lo, hi + 1, (5, 7), generator=g).to(qdt)
+            b = torch.randint(lo, hi + 1, (7, 5), generator=g).to(qdt).t()
+            a = a.t().contiguous().t() if lay == "t" else a
+            sa, za, sb, zb, so, zo = 0.02, 3, 0.05, -4, 0.07, 1
+            x = (a.long() - za).double() * torch.tensor(sa, dtype=F32).double()
+            y = (b.long() - zb).double() * torch.tensor(sb, dtype=F32).double()
+            acc = x.float() + y.float()
+            inv = 1.0 / torch.tensor(so, dtype=F32)
+            exp = (torch.round(inv * acc) + zo).clamp(lo, hi).to(qdt)
+            args = [a, sa, za, lo, hi, b, sb, zb, lo, hi, so, zo, lo, hi]
+            o = torch.zeros(5, 7, dtype=qdt)
+            return Call("quantized_decomposed::add.out", args + [o, o], [(o, exp)])
