@@ -83,22 +83,35 @@ clean:
 # Cortex-M33 firmware under QEMU (mps2-an505): see mcu/Makefile. `make mcu` builds the
 # hard-float and soft-float images for each model in MCU_MODELS, runs them and prints sizes.
 MCU_MODELS ?= ../shared/fixtures/executorch/add.pte ../shared/fixtures/executorch/arduino_add_model.pte
-MCU_APT := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
+MCU_APT := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm dataset-fashion-mnist
+MCU_MLP := build-mcu/models/mlp.pte
+MCU_MLP_CASES := 8
 .PHONY: mcu-deps mcu mcu-clean
 
 mcu-deps:
 	@command -v arm-none-eabi-gcc >/dev/null 2>&1 && command -v qemu-system-arm >/dev/null 2>&1 && \
-	  test -d /usr/lib/arm-none-eabi/newlib || \
+	  test -d /usr/lib/arm-none-eabi/newlib && test -d /usr/share/datasets/fashion-mnist || \
 	  { echo "installing $(MCU_APT) (apt)"; \
 	    (apt-get install -y -q $(MCU_APT) || (apt-get update -q && apt-get install -y -q $(MCU_APT))) \
 	      >/dev/null 2>&1 || { echo "error: could not install $(MCU_APT)"; exit 1; }; }
 
-mcu: mcu-deps venv build
+# The paper's MLP (784-32-16-10), trained on Fashion-MNIST once (a few minutes on 2 cores).
+$(MCU_MLP): mcu/models/mlp.py | venv mcu-deps
+	$(VPY) mcu/models/mlp.py --out $(dir $@) --cases $(MCU_MLP_CASES)
+
+mcu: mcu-deps venv build $(MCU_MLP)
 	@set -e; for m in $(MCU_MODELS); do for f in hard soft; do \
 	  echo "==== $$(basename $$m) ($$f float) ===="; \
 	  $(MAKE) -s --no-print-directory -C mcu MODEL=$$(realpath $$m) FLOAT=$$f \
 	    HOST_EMBER=$(abspath $(BUILD))/ember run size; \
 	done; done
+	@cat $(dir $(MCU_MLP))mlp_accuracy.txt
+	@set -e; d=$(abspath $(dir $(MCU_MLP))); for f in hard soft; do \
+	  echo "==== mlp.pte, 784-32-16-10 on Fashion-MNIST ($$f float) ===="; \
+	  $(MAKE) -s --no-print-directory -C mcu MODEL=$$d/mlp.pte FLOAT=$$f \
+	    HOST_EMBER=$(abspath $(BUILD))/ember GEN_ARGS="--input $$d/mlp_images.npy \
+	    --labels $$d/mlp_labels.npy --cases $(MCU_MLP_CASES)" run size; \
+	done
 
 mcu-clean:
 	rm -rf build-mcu

@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--input", action="append", default=[], help=".npy per input (in order)")
     ap.add_argument("--cases", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--labels", help=".npy of class labels per case (firmware counts argmax hits)")
     args = ap.parse_args(argv)
 
     pte = Path(args.model).read_bytes()
@@ -249,6 +250,12 @@ def main(argv: list[str] | None = None) -> int:
             L.append("    {" + (", ".join(r) or "{-1, 0, {0}, 0, 0}") + "},")
         L.append("};")
 
+    if args.labels:
+        _, _, labels = npy_read(args.labels)
+        L.append("#define EM_MODEL_HAS_LABELS 1")
+        L.append(f"static const int32_t em_model_labels[{args.cases}] = {{")
+        L.append("    " + ", ".join(str(int(v)) for v in labels[: args.cases]) + ",")
+        L.append("};")
     table("em_model_inputs", in_rows, n_in)
     table("em_model_expected", out_rows, n_out)
     L += ["", "#endif /* EMBER_MCU_MODEL_DATA_H */", ""]

@@ -86,6 +86,14 @@ static em_status set_input(em_method *m, size_t i, const mcu_tensor *src) {
   return em_method_set_input_tensor(m, i, &t);
 }
 
+/* Index of the largest element of `t` (the predicted class of a classifier). */
+static int64_t argmax(const em_tensor *t) {
+  int64_t best = 0;
+  for (int64_t k = 1; k < t->numel; k++)
+    if (load_f32(t->data, t->dtype, k) > load_f32(t->data, t->dtype, best)) best = k;
+  return best;
+}
+
 /* Prints output `o` and compares it with `want` (f32: |a-b| <= 1e-5 + 1e-4|b|; else exact). */
 static int check_output(size_t o, const em_tensor *got, const mcu_tensor *want) {
   mcu_puts("  output ");
@@ -96,20 +104,11 @@ static int check_output(size_t o, const em_tensor *got, const mcu_tensor *want) 
     mcu_puti(got->sizes[d]);
   }
   mcu_puts("]:");
-  int64_t best = 0;
-  for (int64_t k = 0; k < got->numel; k++) {
-    if (k < 10) {
-      mcu_puts(" ");
-      mcu_putf(load_f32(got->data, got->dtype, k));
-    }
-    if (load_f32(got->data, got->dtype, k) > load_f32(got->data, got->dtype, best)) best = k;
+  for (int64_t k = 0; k < got->numel && k < 10; k++) {
+    mcu_puts(" ");
+    mcu_putf(load_f32(got->data, got->dtype, k));
   }
   mcu_puts(got->numel > 10 ? " ...\n" : "\n");
-  if (got->numel > 1) {
-    mcu_puts("  argmax ");
-    mcu_puti(best);
-    mcu_puts("\n");
-  }
   if (want->dtype < 0) return 0;
   if (want->dtype != got->dtype || want->numel != got->numel) {
     mcu_puts("  MISMATCH: dtype or size differs from the host run\n");
@@ -166,7 +165,7 @@ int main(void) {
   if (st != EM_OK) return fail("prepare", st);
   size_t method_bytes = runtime_alloc.used - program_bytes;
 
-  int mismatches = 0;
+  int mismatches = 0, hits = 0;
   uint64_t ticks_total = 0;
   mcu_ticks_start();
   for (size_t c = 0; c < EM_MODEL_N_CASES; c++) {
@@ -190,6 +189,18 @@ int main(void) {
       const em_tensor *t = em_evalue_tensor(em_method_output(m, o));
       if (t) mismatches += check_output(o, t, &em_model_expected[c][o]);
     }
+    const em_tensor *y = em_evalue_tensor(em_method_output(m, 0));
+    if (y && y->numel > 1) {
+      int64_t pred = argmax(y);
+      mcu_puts("  predicted class ");
+      mcu_puti(pred);
+#if defined(EM_MODEL_HAS_LABELS)
+      mcu_puts(", label ");
+      mcu_puti(em_model_labels[c]);
+      hits += pred == em_model_labels[c];
+#endif
+      mcu_puts("\n");
+    }
   }
   uint64_t arena_bytes = 0;
   for (size_t i = 0; i < EM_MODEL_N_ARENAS; i++) arena_bytes += em_model_arena_sizes[i];
@@ -212,7 +223,17 @@ int main(void) {
   mcu_putu(ticks_total);
   mcu_puts(" SysTick ticks over ");
   mcu_putu(EM_MODEL_N_CASES);
-  mcu_puts(" case(s)\n");
+  mcu_puts(" case(s), ~");
+  mcu_putu(ticks_total * mcu_instructions_per_tick() / EM_MODEL_N_CASES);
+  mcu_puts(" instructions per inference (icount)\n");
+#if defined(EM_MODEL_HAS_LABELS)
+  mcu_puts("accuracy: ");
+  mcu_puti(hits);
+  mcu_puts("/");
+  mcu_putu(EM_MODEL_N_CASES);
+  mcu_puts(" test images classified as labelled\n");
+#endif
+  (void)hits;
   em_method_destroy(m);
   mcu_puts(mismatches ? "RESULT: MISMATCH\n" : "RESULT: OK (outputs match the host run)\n");
   return mismatches ? 1 : 0;

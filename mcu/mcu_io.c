@@ -122,3 +122,16 @@ uint64_t mcu_ticks(void) {
   } while (w != g_wraps);
   return (uint64_t)w * (SYST_RELOAD + 1u) + (SYST_RELOAD - cvr);
 }
+
+/* Two instructions per iteration (subs + bne). With -icount shift=0 QEMU's clock advances one
+ * nanosecond per instruction, so the ratio is constant (measured 50 on QEMU 7.2 mps2-an505: a 20 MHz SysTick clock). */
+uint32_t mcu_instructions_per_tick(void) {
+  static uint32_t ratio;
+  if (ratio) return ratio;
+  uint32_t n = 200000;
+  uint64_t t0 = mcu_ticks();
+  __asm volatile("1: subs %0, %0, #1\n\tbne 1b" : "+r"(n));
+  uint64_t dt = mcu_ticks() - t0;
+  ratio = dt ? (uint32_t)((400000u + dt / 2) / dt) : 0;
+  return ratio;
+}

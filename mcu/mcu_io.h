@@ -26,5 +26,7 @@ void mcu_exit(int status) __attribute__((noreturn));
  */
 void mcu_ticks_start(void);
 uint64_t mcu_ticks(void);
+/* Instructions per SysTick tick, measured once on a loop of known length (0 if unmeasurable). */
+uint32_t mcu_instructions_per_tick(void);
 
 #endif /* EMBER_MCU_IO_H */

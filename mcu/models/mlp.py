@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""mlp.py — the ExecuTorch paper's microcontroller MLP (784-32-16-10), trained and exported.
+
+Trains on Fashion-MNIST (Debian `dataset-fashion-mnist`, /usr/share/datasets/fashion-mnist; any
+directory of the four MNIST-format IDX files works with --data, e.g. real MNIST) for a few epochs
+on the CPU, reports eager fp32 test accuracy and the accuracy of the exported `.pte` run on Ember's
+C runtime (host), and writes:
+
+* OUT/mlp.pte            — batch-1 program for the firmware
+* OUT/mlp_images.npy     — the first N test images, [N, 1, 784] f32 (firmware test cases)
+* OUT/mlp_labels.npy     — their labels, [N] i64
+* OUT/mlp_accuracy.txt   — the accuracy figures
+
+The deployed module keeps each weight pre-transposed ([in, out]) and calls addmm, so the `.pte`
+needs no run-time transpose of constants (a transposed copy of the 784x32 weight would cost 100
+KiB of planned RAM): the program's planned arena is just the activations.
+
+    .venv/bin/python mcu/models/mlp.py --out build-mcu/models [--epochs 4] [--cases 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import logging
+import struct
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+DEFAULT_DATA = Path("/usr/share/datasets/fashion-mnist")
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """An IDX file (gzip or plain) as a numpy array."""
+    data = gzip.open(path).read() if path.suffix == ".gz" else path.read_bytes()
+    zero, dtype, ndim = struct.unpack_from(">HBB", data, 0)
+    if zero != 0 or dtype != 0x08:
+        raise ValueError(f"{path}: not an unsigned-byte IDX file")
+    shape = struct.unpack_from(f">{ndim}I", data, 4)
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def load(data_dir: Path, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Images as [n, 784] floats in [0, 1] and labels as int64."""
+    prefix = "train" if split == "train" else "t10k"
+
+    def find(kind: str) -> Path:
+        for name in (f"{prefix}-{kind}-idx{3 if kind == 'images' else 1}-ubyte.gz",
+                     f"{prefix}-{kind}-idx{3 if kind == 'images' else 1}-ubyte"):  # fmt: skip
+            if (data_dir / name).exists():
+                return data_dir / name
+        raise FileNotFoundError(f"no {prefix} {kind} IDX file in {data_dir}")
+
+    x = torch.from_numpy(read_idx(find("images")).astype(np.float32) / 255.0).reshape(-1, 784)
+    y = torch.from_numpy(read_idx(find("labels")).astype(np.int64))
+    return x, y
+
+
+def mlp() -> nn.Sequential:
+    return nn.Sequential(nn.Linear(784, 32), nn.ReLU(), nn.Linear(32, 16), nn.ReLU(),
+                         nn.Linear(16, 10))  # fmt: skip
+
+
+class DeployMLP(nn.Module):
+    """The same network with [in, out] weights: forward is addmm (+ relu) per layer."""
+
+    def __init__(self, layers: list[nn.Linear]) -> None:
+        super().__init__()
+        self.w = nn.ParameterList(
+            [nn.Parameter(lin.weight.detach().t().contiguous()) for lin in layers]
+        )
+        self.b = nn.ParameterList([nn.Parameter(lin.bias.detach().clone()) for lin in layers])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i in range(len(self.w)):
+            x = torch.addmm(self.b[i], x, self.w[i])
+            if i < len(self.w) - 1:
+                x = torch.relu(x)
+        return x
+
+
+def train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+    model.train()
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        tqdm = None
+    for ep in range(epochs):
+        perm = torch.randperm(len(x), generator=g)
+        batches = range(0, len(x), 256)
+        it = (
+            tqdm(batches, desc=f"epoch {ep + 1}/{epochs}", leave=False, disable=None)
+            if tqdm
+            else batches
+        )
+        for i in it:
+            idx = perm[i : i + 256]
+            loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    model.eval()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=str(DEFAULT_DATA))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--cases", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    log = logging.getLogger("mlp")
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    data = Path(args.data)
+    xtr, ytr = load(data, "train")
+    xte, yte = load(data, "test")
+    model = mlp()
+    t0 = time.time()
+    train(model, xtr, ytr, args.epochs, args.seed)
+    with torch.no_grad():
+        eager_acc = (model(xte).argmax(1) == yte).float().mean().item()
+    log.info("trained %d epochs in %.1f s; eager fp32 test accuracy %.4f", args.epochs,
+             time.time() - t0, eager_acc)  # fmt: skip
+
+    import ember
+
+    deploy = DeployMLP([model[0], model[2], model[4]]).eval()
+    prog = ember.export(deploy, (xte[:1],))
+    pte = out / "mlp.pte"
+    prog.save(pte)
+
+    from ember.runtime import RuntimeProgram
+
+    rt = RuntimeProgram(pte)
+    correct = 0
+    for i in range(len(xte)):
+        y = rt.run("forward", [xte[i : i + 1]])[0]
+        correct += int(y.argmax().item() == yte[i].item())
+    ember_acc = correct / len(xte)
+    log.info("Ember runtime (host) fp32 test accuracy %.4f on %d images", ember_acc, len(xte))
+
+    np.save(out / "mlp_images.npy", xte[: args.cases].reshape(args.cases, 1, 784).numpy())
+    np.save(out / "mlp_labels.npy", yte[: args.cases].numpy())
+    (out / "mlp_accuracy.txt").write_text(
+        f"dataset {data}\nepochs {args.epochs} seed {args.seed}\n"
+        f"eager fp32 test accuracy {eager_acc:.4f}\n"
+        f"ember host fp32 test accuracy {ember_acc:.4f} ({len(xte)} images)\n"
+    )
+    log.info("wrote %s (%d bytes) and %d test cases", pte, pte.stat().st_size, args.cases)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
