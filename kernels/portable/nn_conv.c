@@ -252,8 +252,53 @@ static void im2col(const conv_geom *g, const float *x, int64_t n, int64_t grp, i
   }
 }
 
+/* Depthwise (cin_g == 1) f32 job: one output channel per task item, direct loops. */
+typedef struct dw_job {
+  const conv_geom *g;
+  const float *x, *w, *b;
+  float *out;
+  int64_t bstride;
+} dw_job;
+
+static void dw_task(void *arg, int64_t begin, int64_t end) {
+  const dw_job *j = arg;
+  const conv_geom *g = j->g;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t n = t / g->cout, co = t % g->cout, ci = co / g->cout_g;
+    const float *xc = j->x + n * g->istr[0] + ci * g->istr[1];
+    const float *wc = j->w + co * g->wstr[0];
+    float *oc = j->out + n * g->ostr[0] + co * g->ostr[1];
+    float bv = j->b ? j->b[co * j->bstride] : 0.0f;
+    for (int64_t o0 = 0; o0 < g->out[0]; o0++)
+      for (int64_t o1 = 0; o1 < g->out[1]; o1++)
+        for (int64_t o2 = 0; o2 < g->out[2]; o2++) {
+          float acc = bv;
+          for (int64_t k0 = 0; k0 < g->k[0]; k0++) {
+            int64_t i0 = o0 * g->s[0] - g->p[0] + k0 * g->d[0];
+            if (i0 < 0 || i0 >= g->in[0]) continue;
+            for (int64_t k1 = 0; k1 < g->k[1]; k1++) {
+              int64_t i1 = o1 * g->s[1] - g->p[1] + k1 * g->d[1];
+              if (i1 < 0 || i1 >= g->in[1]) continue;
+              const float *xr = xc + i0 * g->istr[2] + i1 * g->istr[3];
+              const float *wr = wc + k0 * g->wstr[2] + k1 * g->wstr[3];
+              for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
+                int64_t i2 = o2 * g->s[2] - g->p[2] + k2 * g->d[2];
+                if (i2 >= 0 && i2 < g->in[2]) acc += xr[i2 * g->istr[4]] * wr[k2 * g->wstr[4]];
+              }
+            }
+          }
+          oc[o0 * g->ostr[2] + o1 * g->ostr[3] + o2 * g->ostr[4]] = acc;
+        }
+  }
+}
+
 static em_status conv_f32(em_kernel_ctx *ctx, const conv_geom *g, em_tensor *x, em_tensor *w,
                           em_tensor *b, em_tensor *out, int64_t xsp, int64_t osp) {
+  if (g->cin_g == 1 && g->groups > 1) { /* depthwise: a GEMM would have K = k only */
+    dw_job j = {g, x->data, w->data, b ? b->data : NULL, out->data, b ? b->strides[0] : 0};
+    em_parallel_for(ctx ? ctx->pool : NULL, g->n * g->cout, dw_task, &j);
+    return EM_OK;
+  }
   const float *wp;
   int64_t w0, w1;
   EM_KTRY(weight_matrix(ctx, g, w, &wp, &w0, &w1));
