@@ -25,10 +25,10 @@ typedef struct mask_cursor {
 typedef struct index_src {
   const em_tensor *t;
   bool is_mask;
-  int32_t first_dim;         /* first self dim it indexes */
-  int32_t k;                 /* number of self dims it indexes */
-  int64_t count;             /* masks: number of true elements */
-  int64_t bstr[EM_MAX_DIM];  /* strides over B: elements of t, or mask ordinals */
+  int32_t first_dim;        /* first self dim it indexes */
+  int32_t k;                /* number of self dims it indexes */
+  int64_t count;            /* masks: number of true elements */
+  int64_t bstr[EM_MAX_DIM]; /* strides over B: elements of t, or mask ordinals */
   mask_cursor cur;
 } index_src;
 
@@ -119,8 +119,8 @@ static em_status adv_parse(em_kernel_ctx *ctx, adv *a, const em_tensor *self, em
         for (int32_t j = 0; j < k; j++)
           EM_KCHECK(ctx, t->sizes[j] == self->sizes[d + j],
                     "the shape of the mask at index %d (size %lld) does not match the indexed "
-                    "tensor (size %lld) at dim %d", (int)j, (long long)t->sizes[j],
-                    (long long)self->sizes[d + j], (int)(d + j));
+                    "tensor (size %lld) at dim %d",
+                    (int)j, (long long)t->sizes[j], (long long)self->sizes[d + j], (int)(d + j));
         s->count = mask_count(t);
         cursor_reset(&s->cur, t);
       }
@@ -157,8 +157,10 @@ static em_status adv_parse(em_kernel_ctx *ctx, adv *a, const em_tensor *self, em
   a->n_pre = a->n_post = 0;
   for (int32_t j = 0; j < self->dim; j++) {
     if (indexed[j]) continue;
-    if (adjacent && j < first) a->pre[a->n_pre++] = j;
-    else a->post[a->n_post++] = j;
+    if (adjacent && j < first)
+      a->pre[a->n_pre++] = j;
+    else
+      a->post[a->n_post++] = j;
   }
   a->rdim = a->n_pre + a->nb + a->n_post;
   EM_KCHECK(ctx, a->rdim <= EM_MAX_DIM, "indexing result has rank %d > %d", (int)a->rdim,
@@ -291,19 +293,22 @@ static em_status index_put(em_kernel_ctx *ctx, em_tensor *self, em_evalue *indic
                            em_tensor *values, bool accumulate, em_tensor *tgt) {
   EM_KCHECK(ctx, values->dtype == self->dtype,
             "index put requires the source and destination dtypes match, got %s for the "
-            "destination and %s for the source", em_dtype_name(self->dtype),
-            em_dtype_name(values->dtype));
+            "destination and %s for the source",
+            em_dtype_name(self->dtype), em_dtype_name(values->dtype));
   adv a;
   EM_KTRY(adv_parse(ctx, &a, self, indices));
-  EM_KCHECK(ctx, values->dim <= a.rdim, "shape mismatch: value tensor of rank %d cannot be "
-            "broadcast to indexing result of rank %d", (int)values->dim, (int)a.rdim);
+  EM_KCHECK(ctx, values->dim <= a.rdim,
+            "shape mismatch: value tensor of rank %d cannot be "
+            "broadcast to indexing result of rank %d",
+            (int)values->dim, (int)a.rdim);
   int64_t vstr[EM_MAX_DIM];
   for (int32_t j = 0; j < a.rdim; j++) {
     int32_t vj = j - (a.rdim - values->dim);
     int64_t vs = vj < 0 ? 1 : values->sizes[vj];
     EM_KCHECK(ctx, vs == 1 || vs == a.rsizes[j],
               "shape mismatch: value tensor size %lld cannot be broadcast to indexing result "
-              "size %lld at dim %d", (long long)vs, (long long)a.rsizes[j], (int)j);
+              "size %lld at dim %d",
+              (long long)vs, (long long)a.rsizes[j], (int)j);
     vstr[j] = vs == 1 ? 0 : values->strides[vj];
   }
   EM_KTRY(adv_run(ctx, &a, ADV_CHECK, tgt->data, tgt->strides, NULL, NULL, self->dtype));

@@ -54,8 +54,8 @@ em_status em_index_select_out(em_kernel_ctx *ctx, em_evalue **args) {
   int32_t d;
   EM_KCHECK(ctx, in && index && out, "expected tensor arguments");
   EM_KCHECK(ctx, em_arg_int(args[1], &dim), "dim must be an int");
-  EM_KCHECK(ctx, em_norm_dim(dim, in->dim, &d), "dim %lld out of range for rank %d",
-            (long long)dim, (int)in->dim);
+  EM_KCHECK(ctx, em_norm_dim(dim, in->dim, &d), "dim %lld out of range for rank %d", (long long)dim,
+            (int)in->dim);
   EM_KTRY(check_index_dtype(ctx, index));
   EM_KCHECK(ctx, index->dim <= 1, "index_select(): Index is supposed to be a vector");
   EM_KCHECK(ctx, in->dim > 0 || index->numel == 1,
@@ -67,13 +67,12 @@ em_status em_index_select_out(em_kernel_ctx *ctx, em_evalue **args) {
   int64_t n = in->dim ? in->sizes[d] : 1;
   for (int64_t i = 0; i < k; i++) {
     int64_t v = em_shape_index_at(index, i * istride);
-    EM_KCHECK(ctx, v >= 0 && v < n, "index %lld out of range for dim %d of size %lld",
-              (long long)v, (int)d, (long long)n);
+    EM_KCHECK(ctx, v >= 0 && v < n, "index %lld out of range for dim %d of size %lld", (long long)v,
+              (int)d, (long long)n);
   }
   int64_t sizes[EM_MAX_DIM];
   for (int32_t j = 0; j < in->dim; j++) sizes[j] = j == d ? k : in->sizes[j];
-  EM_KCHECK(ctx, out->dim == in->dim, "out has rank %d, expected %d", (int)out->dim,
-            (int)in->dim);
+  EM_KCHECK(ctx, out->dim == in->dim, "out has rank %d, expected %d", (int)out->dim, (int)in->dim);
   EM_KTRY(em_resize_out(ctx, out, sizes, in->dim));
   if (out->numel == 0) return EM_OK;
   size_t es = em_dtype_size(in->dtype);
@@ -115,8 +114,8 @@ em_status em_gather_out(em_kernel_ctx *ctx, em_evalue **args) {
   int32_t d;
   EM_KCHECK(ctx, in && index && out, "expected tensor arguments");
   EM_KCHECK(ctx, em_arg_int(args[1], &dim), "dim must be an int");
-  EM_KCHECK(ctx, em_norm_dim(dim, in->dim, &d), "dim %lld out of range for rank %d",
-            (long long)dim, (int)in->dim);
+  EM_KCHECK(ctx, em_norm_dim(dim, in->dim, &d), "dim %lld out of range for rank %d", (long long)dim,
+            (int)in->dim);
   EM_KTRY(check_index_dtype(ctx, index));
   EM_KCHECK(ctx, out->dtype == in->dtype, "out dtype %s differs from input dtype %s",
             em_dtype_name(out->dtype), em_dtype_name(in->dtype));
@@ -128,8 +127,8 @@ em_status em_gather_out(em_kernel_ctx *ctx, em_evalue **args) {
               "index tensor must have the same number of dimensions as input tensor");
     for (int32_t j = 0; j < sv.dim; j++)
       EM_KCHECK(ctx, j == d || iv.sizes[j] <= sv.sizes[j],
-                "size does not match at dimension %d: index %lld is larger than self %lld",
-                (int)j, (long long)iv.sizes[j], (long long)sv.sizes[j]);
+                "size does not match at dimension %d: index %lld is larger than self %lld", (int)j,
+                (long long)iv.sizes[j], (long long)sv.sizes[j]);
     EM_KTRY(check_index_values(ctx, index, &iv, sv.sizes[d], d));
   }
   EM_KCHECK(ctx, out->dim == index->dim, "out has rank %d, expected %d", (int)out->dim,
@@ -276,10 +275,11 @@ static em_status do_scatter(em_kernel_ctx *ctx, scatter_call *c) {
     EM_KCHECK(ctx, sv.dim == iv.dim && (!c->src || rv.dim == iv.dim),
               "index tensor must have the same number of dimensions as self and src tensors");
     for (int32_t j = 0; j < sv.dim; j++)
-      EM_KCHECK(ctx, (j == d || iv.sizes[j] <= sv.sizes[j]) &&
-                         (!c->src || iv.sizes[j] <= rv.sizes[j]),
+      EM_KCHECK(ctx,
+                (j == d || iv.sizes[j] <= sv.sizes[j]) && (!c->src || iv.sizes[j] <= rv.sizes[j]),
                 "expected index size %lld at dim %d to be no larger than self (apart from dim "
-                "%d) and src", (long long)iv.sizes[j], (int)j, (int)d);
+                "%d) and src",
+                (long long)iv.sizes[j], (int)j, (int)d);
     EM_KTRY(check_index_values(ctx, index, &iv, sv.sizes[d], d));
   }
   EM_KCHECK(ctx, out->dim == self->dim, "out has rank %d, expected %d", (int)out->dim,
@@ -332,26 +332,37 @@ static em_status scatter_head(em_kernel_ctx *ctx, em_evalue **args, scatter_call
 static em_status scalar_to(em_kernel_ctx *ctx, const em_evalue *v, int dt, char *buf) {
   EM_KCHECK(ctx, v && (v->tag == EM_TAG_INT || v->tag == EM_TAG_DOUBLE || v->tag == EM_TAG_BOOL),
             "value must be a Scalar");
-  EM_KCHECK(ctx, em_dtype_size(dt) <= 16 && em_dtype_size(dt) > 0 &&
-                     (em_dtype_is_float(dt) || em_dtype_is_int(dt) || dt == EM_DTYPE_BOOL),
+  EM_KCHECK(ctx,
+            em_dtype_size(dt) <= 16 && em_dtype_size(dt) > 0 &&
+                (em_dtype_is_float(dt) || em_dtype_is_int(dt) || dt == EM_DTYPE_BOOL),
             "unsupported dtype %s", em_dtype_name(dt));
-  if (v->tag == EM_TAG_DOUBLE) em_store_f64(buf, dt, 0, v->u.d);
-  else em_store_i64(buf, dt, 0, v->tag == EM_TAG_INT ? v->u.i : (int64_t)v->u.b);
+  if (v->tag == EM_TAG_DOUBLE)
+    em_store_f64(buf, dt, 0, v->u.d);
+  else
+    em_store_i64(buf, dt, 0, v->tag == EM_TAG_INT ? v->u.i : (int64_t)v->u.b);
   return EM_OK;
 }
 
 /* Parses reduce names: scatter's "add"/"multiply" or scatter_reduce's five. */
 static em_status parse_reduce(em_kernel_ctx *ctx, const em_evalue *v, bool two, red_op *op) {
-  if (!two && em_shape_str_eq(v, "add")) *op = RED_SUM;
-  else if (!two && em_shape_str_eq(v, "multiply")) *op = RED_PROD;
-  else if (two && em_shape_str_eq(v, "sum")) *op = RED_SUM;
-  else if (two && em_shape_str_eq(v, "prod")) *op = RED_PROD;
-  else if (two && em_shape_str_eq(v, "mean")) *op = RED_MEAN;
-  else if (two && em_shape_str_eq(v, "amax")) *op = RED_MAX;
-  else if (two && em_shape_str_eq(v, "amin")) *op = RED_MIN;
+  if (!two && em_shape_str_eq(v, "add"))
+    *op = RED_SUM;
+  else if (!two && em_shape_str_eq(v, "multiply"))
+    *op = RED_PROD;
+  else if (two && em_shape_str_eq(v, "sum"))
+    *op = RED_SUM;
+  else if (two && em_shape_str_eq(v, "prod"))
+    *op = RED_PROD;
+  else if (two && em_shape_str_eq(v, "mean"))
+    *op = RED_MEAN;
+  else if (two && em_shape_str_eq(v, "amax"))
+    *op = RED_MAX;
+  else if (two && em_shape_str_eq(v, "amin"))
+    *op = RED_MIN;
   else
-    EM_KCHECK(ctx, false, two ? "reduce argument must be one of sum, prod, mean, amax, amin"
-                              : "reduce argument must be either add or multiply");
+    EM_KCHECK(ctx, false,
+              two ? "reduce argument must be one of sum, prod, mean, amax, amin"
+                  : "reduce argument must be either add or multiply");
   return EM_OK;
 }
 

@@ -140,9 +140,9 @@ em_status em_nonzero_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KCHECK(ctx, out->dtype == EM_DTYPE_I64, "expected out tensor to have dtype i64, got %s",
             em_dtype_name(out->dtype));
   EM_KCHECK(ctx, out->dim == 2, "out must be 2-D, has rank %d", (int)out->dim);
-  EM_KCHECK(ctx, em_dtype_is_float(in->dtype) || em_dtype_is_int(in->dtype) ||
-                     in->dtype == EM_DTYPE_BOOL,
-            "unsupported dtype %s", em_dtype_name(in->dtype));
+  EM_KCHECK(
+      ctx, em_dtype_is_float(in->dtype) || em_dtype_is_int(in->dtype) || in->dtype == EM_DTYPE_BOOL,
+      "unsupported dtype %s", em_dtype_name(in->dtype));
   int64_t n = 0;
   em_shape_iter it;
   em_shape_iter_init(&it, in->sizes, in->dim);
@@ -166,9 +166,9 @@ em_status em_nonzero_static_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KCHECK(ctx, out->dtype == EM_DTYPE_I64, "expected out tensor to have dtype i64, got %s",
             em_dtype_name(out->dtype));
   EM_KCHECK(ctx, out->dim == 2, "out must be 2-D, has rank %d", (int)out->dim);
-  EM_KCHECK(ctx, em_dtype_is_float(in->dtype) || em_dtype_is_int(in->dtype) ||
-                     in->dtype == EM_DTYPE_BOOL,
-            "unsupported dtype %s", em_dtype_name(in->dtype));
+  EM_KCHECK(
+      ctx, em_dtype_is_float(in->dtype) || em_dtype_is_int(in->dtype) || in->dtype == EM_DTYPE_BOOL,
+      "unsupported dtype %s", em_dtype_name(in->dtype));
   int64_t sizes[2] = {size, in->dim}, n;
   EM_KTRY(em_resize_out(ctx, out, sizes, 2));
   write_nonzero(in, out, size, &n);

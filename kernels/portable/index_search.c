@@ -52,8 +52,10 @@ static int64_t bsearch_row(const search *s, int64_t row, int64_t srow, int64_t n
       double m = load_cmp_f(seq, row + k * st, s->cmp_dt);
       go_right = s->right ? !(m > vd) : !(m >= vd);
     }
-    if (go_right) lo = mid + 1;
-    else hi = mid;
+    if (go_right)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -63,17 +65,21 @@ static em_status run_search(em_kernel_ctx *ctx, search *s, bool out_int32) {
   const em_tensor *seq = s->seq, *in = s->in;
   em_tensor *out = s->out;
   EM_KCHECK(ctx, seq->dim >= 1, "boundaries tensor must have at least 1 dimension");
-  EM_KCHECK(ctx, seq->dtype != EM_DTYPE_BOOL && in->dtype != EM_DTYPE_BOOL &&
-                     (em_dtype_is_float(seq->dtype) || em_dtype_is_int(seq->dtype)) &&
-                     (em_dtype_is_float(in->dtype) || em_dtype_is_int(in->dtype)),
+  EM_KCHECK(ctx,
+            seq->dtype != EM_DTYPE_BOOL && in->dtype != EM_DTYPE_BOOL &&
+                (em_dtype_is_float(seq->dtype) || em_dtype_is_int(seq->dtype)) &&
+                (em_dtype_is_float(in->dtype) || em_dtype_is_int(in->dtype)),
             "unsupported dtypes %s and %s", em_dtype_name(seq->dtype), em_dtype_name(in->dtype));
   int want = out_int32 ? EM_DTYPE_I32 : EM_DTYPE_I64;
-  EM_KCHECK(ctx, out->dtype == want, "output tensor's dtype is wrong: expected %s (out_int32=%d), "
-            "got %s", em_dtype_name(want), (int)out_int32, em_dtype_name(out->dtype));
+  EM_KCHECK(ctx, out->dtype == want,
+            "output tensor's dtype is wrong: expected %s (out_int32=%d), "
+            "got %s",
+            em_dtype_name(want), (int)out_int32, em_dtype_name(out->dtype));
   if (seq->dim > 1) {
     bool ok = in->dim == seq->dim;
     for (int32_t d = 0; ok && d + 1 < seq->dim; d++) ok = in->sizes[d] == seq->sizes[d];
-    EM_KCHECK(ctx, ok, "boundaries tensor should be 1 dimension or the first N-1 dimensions of "
+    EM_KCHECK(ctx, ok,
+              "boundaries tensor should be 1 dimension or the first N-1 dimensions of "
               "boundaries tensor and input value tensor must match");
   }
   int64_t n = seq->sizes[seq->dim - 1];
@@ -91,8 +97,7 @@ static em_status run_search(em_kernel_ctx *ctx, search *s, bool out_int32) {
                 (long long)n);
     }
   }
-  EM_KCHECK(ctx, out->dim == in->dim, "out has rank %d, expected %d", (int)out->dim,
-            (int)in->dim);
+  EM_KCHECK(ctx, out->dim == in->dim, "out has rank %d, expected %d", (int)out->dim, (int)in->dim);
   EM_KTRY(em_resize_out(ctx, out, in->sizes, in->dim));
   if (in->numel == 0) return EM_OK;
   /* Row offsets into seq/sorter follow the input's leading dims (N-D boundaries). */
@@ -153,8 +158,10 @@ static em_status wrap_scalar(em_kernel_ctx *ctx, const em_evalue *v, const em_te
     st->t.dtype = EM_DTYPE_I64;
     st->v.i = v->tag == EM_TAG_INT ? v->u.i : (int64_t)v->u.b;
   }
-  if (em_dtype_is_float(seq->dtype)) *cmp_dt = seq->dtype;
-  else *cmp_dt = is_float ? EM_DTYPE_F32 : EM_DTYPE_I64;
+  if (em_dtype_is_float(seq->dtype))
+    *cmp_dt = seq->dtype;
+  else
+    *cmp_dt = is_float ? EM_DTYPE_F32 : EM_DTYPE_I64;
   return EM_OK;
 }
 
@@ -184,8 +191,10 @@ em_status em_searchsorted_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
   s.seq = EM_ARG_TENSOR(args, 0);
   s.out = EM_ARG_TENSOR(args, 6);
   EM_KCHECK(ctx, s.seq && s.out, "expected tensor arguments");
-  EM_KCHECK(ctx, s.seq->dim == 1, "input value can be a scalar only when boundaries tensor "
-            "dimension is 1, got %d", (int)s.seq->dim);
+  EM_KCHECK(ctx, s.seq->dim == 1,
+            "input value can be a scalar only when boundaries tensor "
+            "dimension is 1, got %d",
+            (int)s.seq->dim);
   EM_KTRY(wrap_scalar(ctx, args[1], s.seq, &st, &s.cmp_dt));
   s.in = &st.t;
   EM_KCHECK(ctx, em_arg_bool(args[2], &i32), "out_int32 must be a bool");

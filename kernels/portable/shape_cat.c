@@ -20,8 +20,7 @@ static em_status check_promotion(em_kernel_ctx *ctx, em_evalue **items, size_t n
       continue;
     }
     int p = em_promote_types(rt, t->dtype);
-    EM_KCHECK(ctx, p >= 0, "cannot promote %s and %s", em_dtype_name(rt),
-              em_dtype_name(t->dtype));
+    EM_KCHECK(ctx, p >= 0, "cannot promote %s and %s", em_dtype_name(rt), em_dtype_name(t->dtype));
     rt = p;
   }
   if (rt == out_dt) return EM_OK;
@@ -32,9 +31,7 @@ static em_status check_promotion(em_kernel_ctx *ctx, em_evalue **items, size_t n
 }
 
 /* Legacy rule: 1-D tensors of size 0 are skipped by cat. */
-static bool cat_skipped(const em_tensor *t) {
-  return t->dim == 1 && t->sizes[0] == 0;
-}
+static bool cat_skipped(const em_tensor *t) { return t->dim == 1 && t->sizes[0] == 0; }
 
 /* cat.out(tensors, dim, *, out). */
 em_status em_cat_out(em_kernel_ctx *ctx, em_evalue **args) {
@@ -64,13 +61,15 @@ em_status em_cat_out(em_kernel_ctx *ctx, em_evalue **args) {
   for (size_t i = 0; i < n; i++) {
     const em_tensor *t = items[i]->u.tensor;
     if (cat_skipped(t)) continue;
-    EM_KCHECK(ctx, t->dim == ref->dim, "tensors must have same number of dimensions: got %d and "
-              "%d", (int)ref->dim, (int)t->dim);
+    EM_KCHECK(ctx, t->dim == ref->dim,
+              "tensors must have same number of dimensions: got %d and "
+              "%d",
+              (int)ref->dim, (int)t->dim);
     for (int32_t k = 0; k < t->dim; k++)
       EM_KCHECK(ctx, k == d || t->sizes[k] == ref->sizes[k],
                 "sizes of tensors must match except in dimension %d: expected %lld but got %lld "
-                "for tensor number %d", (int)d, (long long)ref->sizes[k], (long long)t->sizes[k],
-                (int)i);
+                "for tensor number %d",
+                (int)d, (long long)ref->sizes[k], (long long)t->sizes[k], (int)i);
     sizes[d] += t->sizes[d];
   }
   EM_KCHECK(ctx, out->dim == ref->dim, "out has rank %d, expected %d", (int)out->dim,
@@ -84,8 +83,8 @@ em_status em_cat_out(em_kernel_ctx *ctx, em_evalue **args) {
       if (!cat_skipped(t)) pos += t->sizes[d];
       continue;
     }
-    em_shape_copy_cast(em_shape_at(out->data, pos * out->strides[d], oes), out->dtype,
-                       out->strides, t->data, t->dtype, t->strides, t->sizes, t->dim);
+    em_shape_copy_cast(em_shape_at(out->data, pos * out->strides[d], oes), out->dtype, out->strides,
+                       t->data, t->dtype, t->strides, t->sizes, t->dim);
     pos += t->sizes[d];
   }
   return EM_OK;

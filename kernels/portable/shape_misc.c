@@ -17,7 +17,8 @@ em_status em_repeat_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KCHECK(ctx, em_shape_int_list(args[1], &rep, &n, EM_MAX_DIM), "repeats must be an int list");
   EM_KCHECK(ctx, (int32_t)n >= in->dim,
             "number of dimensions of repeat dims (%d) can not be smaller than number of "
-            "dimensions of tensor (%d)", (int)n, (int)in->dim);
+            "dimensions of tensor (%d)",
+            (int)n, (int)in->dim);
   EM_KCHECK(ctx, out->dtype == in->dtype, "out dtype %s differs from input dtype %s",
             em_dtype_name(out->dtype), em_dtype_name(in->dtype));
   int32_t lead = (int32_t)n - in->dim;
@@ -71,16 +72,16 @@ em_status em_roll_out(em_kernel_ctx *ctx, em_evalue **args) {
   const int64_t *shifts, *dims;
   size_t ns, nd;
   EM_KCHECK(ctx, in && out, "expected tensor arguments");
-  EM_KCHECK(ctx, em_shape_int_list(args[1], &shifts, &ns, SIZE_MAX) &&
-                     em_shape_int_list(args[2], &dims, &nd, SIZE_MAX),
+  EM_KCHECK(ctx,
+            em_shape_int_list(args[1], &shifts, &ns, SIZE_MAX) &&
+                em_shape_int_list(args[2], &dims, &nd, SIZE_MAX),
             "shifts and dims must be int lists");
   EM_KCHECK(ctx, ns > 0, "`shifts` required");
   EM_KCHECK(ctx, nd == ns || (nd == 0 && ns == 1),
             "shifts and dimensions must align. shifts: %d, dims: %d", (int)ns, (int)nd);
   EM_KCHECK(ctx, out->dtype == in->dtype, "out dtype %s differs from input dtype %s",
             em_dtype_name(out->dtype), em_dtype_name(in->dtype));
-  EM_KCHECK(ctx, out->dim == in->dim, "out has rank %d, expected %d", (int)out->dim,
-            (int)in->dim);
+  EM_KCHECK(ctx, out->dim == in->dim, "out has rank %d, expected %d", (int)out->dim, (int)in->dim);
   int64_t total[EM_MAX_DIM] = {0};
   bool rolled[EM_MAX_DIM] = {false};
   for (size_t i = 0; i < nd; i++) {
@@ -136,8 +137,7 @@ static em_status tri(em_kernel_ctx *ctx, em_evalue **args, bool lower) {
   EM_KCHECK(ctx, in->dim >= 2, "input tensor must have at least 2 dimensions");
   EM_KCHECK(ctx, out->dtype == in->dtype, "out dtype %s differs from input dtype %s",
             em_dtype_name(out->dtype), em_dtype_name(in->dtype));
-  EM_KCHECK(ctx, out->dim == in->dim, "out has rank %d, expected %d", (int)out->dim,
-            (int)in->dim);
+  EM_KCHECK(ctx, out->dim == in->dim, "out has rank %d, expected %d", (int)out->dim, (int)in->dim);
   EM_KTRY(em_resize_out(ctx, out, in->sizes, in->dim));
   if (out->numel == 0) return EM_OK;
   em_shape_copy_tensor(out, in);
@@ -163,14 +163,10 @@ static em_status tri(em_kernel_ctx *ctx, em_evalue **args, bool lower) {
 }
 
 /* tril.out(self, diagonal, *, out). */
-em_status em_tril_out(em_kernel_ctx *ctx, em_evalue **args) {
-  return tri(ctx, args, true);
-}
+em_status em_tril_out(em_kernel_ctx *ctx, em_evalue **args) { return tri(ctx, args, true); }
 
 /* triu.out(self, diagonal, *, out). */
-em_status em_triu_out(em_kernel_ctx *ctx, em_evalue **args) {
-  return tri(ctx, args, false);
-}
+em_status em_triu_out(em_kernel_ctx *ctx, em_evalue **args) { return tri(ctx, args, false); }
 
 /*
  * Copies self into out, then src into the view of out given by (sizes,
@@ -183,9 +179,9 @@ static em_status scatter_view(em_kernel_ctx *ctx, const em_tensor *self, const e
   for (int32_t d = 0; d < dim; d++)
     EM_KCHECK(ctx, src->sizes[d] == sizes[d], "src size %lld at dim %d, expected %lld",
               (long long)src->sizes[d], (int)d, (long long)sizes[d]);
-  EM_KCHECK(ctx, em_dtype_size(src->dtype) > 0 &&
-                     (src->dtype == out->dtype ||
-                      (em_promote_types(src->dtype, out->dtype) >= 0)),
+  EM_KCHECK(ctx,
+            em_dtype_size(src->dtype) > 0 &&
+                (src->dtype == out->dtype || (em_promote_types(src->dtype, out->dtype) >= 0)),
             "cannot copy src of dtype %s into %s", em_dtype_name(src->dtype),
             em_dtype_name(out->dtype));
   em_shape_copy_tensor(out, self);
@@ -196,8 +192,7 @@ static em_status scatter_view(em_kernel_ctx *ctx, const em_tensor *self, const e
 }
 
 /* Checks self/src/out and resizes out to self's shape. */
-static em_status scatter_prep(em_kernel_ctx *ctx, em_tensor *self, em_tensor *src,
-                              em_tensor *out) {
+static em_status scatter_prep(em_kernel_ctx *ctx, em_tensor *self, em_tensor *src, em_tensor *out) {
   EM_KCHECK(ctx, self && src && out, "expected tensor arguments");
   EM_KCHECK(ctx, out->dtype == self->dtype, "out dtype %s differs from input dtype %s",
             em_dtype_name(out->dtype), em_dtype_name(self->dtype));
@@ -239,8 +234,9 @@ em_status em_slice_scatter_out(em_kernel_ctx *ctx, em_evalue **args) {
   int64_t dim, start, end, step, s;
   int32_t d;
   EM_KTRY(scatter_prep(ctx, self, src, out));
-  EM_KCHECK(ctx, em_arg_int(args[2], &dim) && em_shape_opt_int(args[3], 0, &start) &&
-                     em_shape_opt_int(args[4], 0, &end) && em_arg_int(args[5], &step),
+  EM_KCHECK(ctx,
+            em_arg_int(args[2], &dim) && em_shape_opt_int(args[3], 0, &start) &&
+                em_shape_opt_int(args[4], 0, &end) && em_arg_int(args[5], &step),
             "expected int arguments");
   EM_KCHECK(ctx, self->dim > 0, "slice() cannot be applied to a 0-dim tensor");
   EM_KCHECK(ctx, em_norm_dim(dim, self->dim, &d), "dim %lld out of range for rank %d",
@@ -263,11 +259,10 @@ em_status em_diagonal_scatter_out(em_kernel_ctx *ctx, em_evalue **args) {
   int64_t offset, dim1, dim2;
   int32_t d1, d2;
   EM_KTRY(scatter_prep(ctx, self, src, out));
-  EM_KCHECK(ctx, em_arg_int(args[2], &offset) && em_arg_int(args[3], &dim1) &&
-                     em_arg_int(args[4], &dim2),
-            "expected int arguments");
-  EM_KCHECK(ctx, self->dim >= 2, "diagonal needs a tensor of rank >= 2, got %d",
-            (int)self->dim);
+  EM_KCHECK(
+      ctx, em_arg_int(args[2], &offset) && em_arg_int(args[3], &dim1) && em_arg_int(args[4], &dim2),
+      "expected int arguments");
+  EM_KCHECK(ctx, self->dim >= 2, "diagonal needs a tensor of rank >= 2, got %d", (int)self->dim);
   EM_KCHECK(ctx, em_norm_dim(dim1, self->dim, &d1) && em_norm_dim(dim2, self->dim, &d2),
             "dims out of range for rank %d", (int)self->dim);
   EM_KCHECK(ctx, d1 != d2, "diagonal dimensions cannot be identical");
@@ -306,8 +301,9 @@ em_status em_as_strided_scatter_out(em_kernel_ctx *ctx, em_evalue **args) {
   size_t n, ns;
   int64_t so;
   EM_KTRY(scatter_prep(ctx, self, src, out));
-  EM_KCHECK(ctx, em_shape_int_list(args[2], &size, &n, EM_MAX_DIM) &&
-                     em_shape_int_list(args[3], &stride, &ns, EM_MAX_DIM) && n == ns,
+  EM_KCHECK(ctx,
+            em_shape_int_list(args[2], &size, &n, EM_MAX_DIM) &&
+                em_shape_int_list(args[3], &stride, &ns, EM_MAX_DIM) && n == ns,
             "size and stride must be int lists of equal length");
   EM_KCHECK(ctx, em_shape_opt_int(args[4], 0, &so) && so >= 0,
             "storage_offset must be None or a non-negative int");
@@ -316,9 +312,12 @@ em_status em_as_strided_scatter_out(em_kernel_ctx *ctx, em_evalue **args) {
   bool empty = false;
   for (size_t i = 0; i < n; i++) {
     EM_KCHECK(ctx, size[i] >= 0 && stride[i] >= 0, "negative size or stride at dim %d", (int)i);
-    if (size[i] == 0) empty = true;
-    else if (stride[i] != 0 && size[i] - 1 > (INT64_MAX - ext) / stride[i]) ext = INT64_MAX;
-    else ext += (size[i] - 1) * stride[i];
+    if (size[i] == 0)
+      empty = true;
+    else if (stride[i] != 0 && size[i] - 1 > (INT64_MAX - ext) / stride[i])
+      ext = INT64_MAX;
+    else
+      ext += (size[i] - 1) * stride[i];
   }
   EM_KCHECK(ctx, empty || (ext < out->numel && so < out->numel - ext),
             "as_strided view reaches element %lld of a tensor of %lld elements",

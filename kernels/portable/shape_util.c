@@ -123,8 +123,8 @@ void em_shape_copy_cast(void *dst, int dst_dtype, const int64_t *dst_strides, co
   em_shape_iter_add(&it, dst_strides);
   em_shape_iter_add(&it, src_strides);
   for (int64_t i = 0; i < n; i++, em_shape_iter_next(&it))
-    em_shape_cast_elem(em_shape_at(dst, it.off[0], de), dst_dtype,
-                       em_shape_at(src, it.off[1], se), src_dtype);
+    em_shape_cast_elem(em_shape_at(dst, it.off[0], de), dst_dtype, em_shape_at(src, it.off[1], se),
+                       src_dtype);
 }
 
 bool em_shape_is_dense(const em_tensor *t) {
@@ -221,8 +221,9 @@ bool em_shape_opt_int(const em_evalue *v, int64_t dflt, int64_t *out) {
 
 bool em_shape_tensor_list(const em_evalue *v, em_evalue ***items, size_t *n) {
   if (!v) return false;
-  bool empty_list = (v->tag == EM_TAG_LIST_INT || v->tag == EM_TAG_LIST_DOUBLE ||
-                     v->tag == EM_TAG_LIST_BOOL) && v->u.list.n == 0;
+  bool empty_list =
+      (v->tag == EM_TAG_LIST_INT || v->tag == EM_TAG_LIST_DOUBLE || v->tag == EM_TAG_LIST_BOOL) &&
+      v->u.list.n == 0;
   if (empty_list) { /* an empty list carries no element type */
     *items = NULL;
     *n = 0;

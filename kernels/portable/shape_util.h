@@ -68,7 +68,8 @@ void em_shape_cast_elem(void *dst, int ddt, const void *src, int sdt);
 /* True when ATen's canCast(from, to) holds (no float→int, no non-bool→bool). */
 bool em_shape_can_cast(int from, int to);
 
-/* True when t's strides are the dense row-major ones (size-1 dims ignored); dim order is not trusted. */
+/* True when t's strides are the dense row-major ones (size-1 dims ignored); dim order is not
+ * trusted. */
 bool em_shape_is_dense(const em_tensor *t);
 
 /* True when a and b have the same rank and sizes. */

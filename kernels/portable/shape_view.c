@@ -43,7 +43,7 @@ static em_status emit(em_kernel_ctx *ctx, const em_tensor *in, em_tensor *out, c
 /* Fetches tensor args a (input) and b (out); fails when either is not a tensor. */
 #define GET_IN_OUT(in, ia, out, ib)                                                                \
   em_tensor *in = EM_ARG_TENSOR(args, ia), *out = EM_ARG_TENSOR(args, ib);                         \
-  EM_KCHECK(ctx, in && out, "expected tensor arguments")
+  EM_KCHECK(ctx, in &&out, "expected tensor arguments")
 
 /* Infers a view size list (one -1 allowed) for `numel` elements into sizes_out. */
 static em_status infer_size(em_kernel_ctx *ctx, const int64_t *size, size_t n, int64_t numel,
@@ -65,8 +65,7 @@ static em_status infer_size(em_kernel_ctx *ctx, const int64_t *size, size_t n, i
     EM_KCHECK(ctx, known != 0,
               "cannot reshape tensor of %lld elements into a shape with -1 and a 0 dimension",
               (long long)numel);
-    EM_KCHECK(ctx, numel % known == 0, "shape is invalid for input of size %lld",
-              (long long)numel);
+    EM_KCHECK(ctx, numel % known == 0, "shape is invalid for input of size %lld", (long long)numel);
     sizes_out[infer] = numel / known;
   } else {
     EM_KCHECK(ctx, known == numel, "shape (numel %lld) is invalid for input of size %lld",
@@ -124,8 +123,7 @@ static em_status transpose_into(em_kernel_ctx *ctx, const em_tensor *in, view *v
                                 int64_t b) {
   int32_t da, db;
   EM_KCHECK(ctx, em_norm_dim(a, in->dim, &da) && em_norm_dim(b, in->dim, &db),
-            "dims (%lld, %lld) out of range for rank %d", (long long)a, (long long)b,
-            (int)in->dim);
+            "dims (%lld, %lld) out of range for rank %d", (long long)a, (long long)b, (int)in->dim);
   view_of(v, in);
   if (in->dim == 0) return EM_OK;
   int64_t s = v->sizes[da], st = v->strides[da];
@@ -149,8 +147,7 @@ em_status em_transpose_copy_int_out(em_kernel_ctx *ctx, em_evalue **args) {
 /* t_copy.out(self, *, out): transposes a matrix; 0-D and 1-D inputs are copied. */
 em_status em_t_copy_out(em_kernel_ctx *ctx, em_evalue **args) {
   GET_IN_OUT(in, 0, out, 1);
-  EM_KCHECK(ctx, in->dim <= 2, "t() expects a tensor with <= 2 dimensions, got %d",
-            (int)in->dim);
+  EM_KCHECK(ctx, in->dim <= 2, "t() expects a tensor with <= 2 dimensions, got %d", (int)in->dim);
   view v;
   EM_KTRY(transpose_into(ctx, in, &v, 0, in->dim < 2 ? 0 : 1));
   return emit(ctx, in, out, &v);
@@ -207,8 +204,8 @@ em_status em_squeeze_copy_dim_out(em_kernel_ctx *ctx, em_evalue **args) {
   int64_t dim;
   int32_t d;
   EM_KCHECK(ctx, em_arg_int(args[1], &dim), "dim must be an int");
-  EM_KCHECK(ctx, em_norm_dim(dim, in->dim, &d), "dim %lld out of range for rank %d",
-            (long long)dim, (int)in->dim);
+  EM_KCHECK(ctx, em_norm_dim(dim, in->dim, &d), "dim %lld out of range for rank %d", (long long)dim,
+            (int)in->dim);
   bool drop[EM_MAX_DIM] = {false};
   if (in->dim > 0) drop[d] = true;
   view v;
@@ -291,8 +288,8 @@ em_status em_select_copy_int_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KCHECK(ctx, em_arg_int(args[1], &dim) && em_arg_int(args[2], &index),
             "dim and index must be ints");
   EM_KCHECK(ctx, in->dim > 0, "select() cannot be applied to a 0-dim tensor");
-  EM_KCHECK(ctx, em_norm_dim(dim, in->dim, &d), "dim %lld out of range for rank %d",
-            (long long)dim, (int)in->dim);
+  EM_KCHECK(ctx, em_norm_dim(dim, in->dim, &d), "dim %lld out of range for rank %d", (long long)dim,
+            (int)in->dim);
   int64_t n = in->sizes[d];
   EM_KCHECK(ctx, index >= -n && index < n, "index %lld out of range for dim %d of size %lld",
             (long long)index, (int)d, (long long)n);
@@ -308,10 +305,14 @@ int64_t em_shape_slice_bounds(int64_t n, bool has_start, int64_t start, bool has
   int64_t e = has_end ? end : INT64_MAX;
   if (s < 0) s += n;
   if (e < 0) e += n;
-  if (s < 0) s = 0;
-  else if (s > n) s = n;
-  if (e < s) e = s;
-  else if (e > n) e = n;
+  if (s < 0)
+    s = 0;
+  else if (s > n)
+    s = n;
+  if (e < s)
+    e = s;
+  else if (e > n)
+    e = n;
   *start_out = s;
   return (e - s + step - 1) / step;
 }
@@ -321,12 +322,13 @@ em_status em_slice_copy_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {
   GET_IN_OUT(in, 0, out, 5);
   int64_t dim, start, end, step;
   int32_t d;
-  EM_KCHECK(ctx, em_arg_int(args[1], &dim) && em_shape_opt_int(args[2], 0, &start) &&
-                     em_shape_opt_int(args[3], 0, &end) && em_arg_int(args[4], &step),
+  EM_KCHECK(ctx,
+            em_arg_int(args[1], &dim) && em_shape_opt_int(args[2], 0, &start) &&
+                em_shape_opt_int(args[3], 0, &end) && em_arg_int(args[4], &step),
             "expected int arguments");
   EM_KCHECK(ctx, in->dim > 0, "slice() cannot be applied to a 0-dim tensor");
-  EM_KCHECK(ctx, em_norm_dim(dim, in->dim, &d), "dim %lld out of range for rank %d",
-            (long long)dim, (int)in->dim);
+  EM_KCHECK(ctx, em_norm_dim(dim, in->dim, &d), "dim %lld out of range for rank %d", (long long)dim,
+            (int)in->dim);
   EM_KCHECK(ctx, step > 0, "slice step must be positive, got %lld", (long long)step);
   int64_t s;
   int64_t len = em_shape_slice_bounds(in->sizes[d], args[2]->tag != EM_TAG_NONE, start,
@@ -344,12 +346,12 @@ em_status em_narrow_copy_out(em_kernel_ctx *ctx, em_evalue **args) {
   GET_IN_OUT(in, 0, out, 4);
   int64_t dim, start, length;
   int32_t d;
-  EM_KCHECK(ctx, em_arg_int(args[1], &dim) && em_arg_int(args[2], &start) &&
-                     em_arg_int(args[3], &length),
-            "expected int arguments");
+  EM_KCHECK(
+      ctx, em_arg_int(args[1], &dim) && em_arg_int(args[2], &start) && em_arg_int(args[3], &length),
+      "expected int arguments");
   EM_KCHECK(ctx, in->dim > 0, "narrow() cannot be applied to a 0-dim tensor");
-  EM_KCHECK(ctx, em_norm_dim(dim, in->dim, &d), "dim %lld out of range for rank %d",
-            (long long)dim, (int)in->dim);
+  EM_KCHECK(ctx, em_norm_dim(dim, in->dim, &d), "dim %lld out of range for rank %d", (long long)dim,
+            (int)in->dim);
   int64_t n = in->sizes[d];
   EM_KCHECK(ctx, start >= -n && start <= n, "start %lld out of range for size %lld",
             (long long)start, (long long)n);
@@ -369,14 +371,14 @@ em_status em_diagonal_copy_out(em_kernel_ctx *ctx, em_evalue **args) {
   GET_IN_OUT(in, 0, out, 4);
   int64_t offset, dim1, dim2;
   int32_t d1, d2;
-  EM_KCHECK(ctx, em_arg_int(args[1], &offset) && em_arg_int(args[2], &dim1) &&
-                     em_arg_int(args[3], &dim2),
-            "expected int arguments");
+  EM_KCHECK(
+      ctx, em_arg_int(args[1], &offset) && em_arg_int(args[2], &dim1) && em_arg_int(args[3], &dim2),
+      "expected int arguments");
   EM_KCHECK(ctx, in->dim >= 2, "diagonal needs a tensor of rank >= 2, got %d", (int)in->dim);
   EM_KCHECK(ctx, em_norm_dim(dim1, in->dim, &d1) && em_norm_dim(dim2, in->dim, &d2),
             "dims out of range for rank %d", (int)in->dim);
-  EM_KCHECK(ctx, d1 != d2, "diagonal dimensions cannot be identical %lld, %lld",
-            (long long)dim1, (long long)dim2);
+  EM_KCHECK(ctx, d1 != d2, "diagonal dimensions cannot be identical %lld, %lld", (long long)dim1,
+            (long long)dim2);
   int64_t n1 = in->sizes[d1], n2 = in->sizes[d2], len, off;
   if (offset >= 0) {
     len = n2 - offset < n1 ? n2 - offset : n1;
@@ -428,8 +430,9 @@ em_status em_as_strided_copy_out(em_kernel_ctx *ctx, em_evalue **args) {
   const int64_t *size, *stride;
   size_t n, ns;
   int64_t so;
-  EM_KCHECK(ctx, em_shape_int_list(args[1], &size, &n, EM_MAX_DIM) &&
-                     em_shape_int_list(args[2], &stride, &ns, EM_MAX_DIM),
+  EM_KCHECK(ctx,
+            em_shape_int_list(args[1], &size, &n, EM_MAX_DIM) &&
+                em_shape_int_list(args[2], &stride, &ns, EM_MAX_DIM),
             "size and stride must be int lists");
   EM_KCHECK(ctx, n == ns, "mismatch in length of strides (%d) and shape (%d)", (int)ns, (int)n);
   EM_KCHECK(ctx, em_shape_opt_int(args[3], 0, &so), "storage_offset must be an int or None");
@@ -457,16 +460,18 @@ em_status em_unfold_copy_out(em_kernel_ctx *ctx, em_evalue **args) {
   GET_IN_OUT(in, 0, out, 4);
   int64_t dim, size, step;
   int32_t d;
-  EM_KCHECK(ctx, em_arg_int(args[1], &dim) && em_arg_int(args[2], &size) &&
-                     em_arg_int(args[3], &step),
+  EM_KCHECK(ctx,
+            em_arg_int(args[1], &dim) && em_arg_int(args[2], &size) && em_arg_int(args[3], &step),
             "expected int arguments");
   EM_KCHECK(ctx, em_norm_dim(dim, in->dim, &d), "dimension %lld out of range for rank %d",
             (long long)dim, (int)in->dim);
   EM_KCHECK(ctx, in->dim < EM_MAX_DIM, "rank %d is at the limit", (int)in->dim);
   int64_t n = in->dim > 0 ? in->sizes[d] : 1;
   int64_t st = in->dim > 0 ? in->strides[d] : 1;
-  EM_KCHECK(ctx, size >= 0 && size <= n, "maximum size for tensor at dimension %d is %lld but "
-            "size is %lld", (int)d, (long long)n, (long long)size);
+  EM_KCHECK(ctx, size >= 0 && size <= n,
+            "maximum size for tensor at dimension %d is %lld but "
+            "size is %lld",
+            (int)d, (long long)n, (long long)size);
   EM_KCHECK(ctx, step > 0, "step is %lld but must be > 0", (long long)step);
   view v;
   view_of(&v, in);
@@ -528,8 +533,7 @@ em_status em_view_as_real_copy_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KCHECK(ctx, out->dim == v.dim, "out has rank %d, expected %d", (int)out->dim, (int)v.dim);
   EM_KTRY(em_resize_out(ctx, out, v.sizes, v.dim));
   if (out->numel == 0) return EM_OK;
-  em_shape_copy(out->data, out->strides, in->data, v.strides, v.sizes, v.dim,
-                em_dtype_size(rdt));
+  em_shape_copy(out->data, out->strides, in->data, v.strides, v.sizes, v.dim, em_dtype_size(rdt));
   return EM_OK;
 }
 
@@ -540,8 +544,7 @@ em_status em_view_as_complex_copy_out(em_kernel_ctx *ctx, em_evalue **args) {
             : in->dtype == EM_DTYPE_F32 ? EM_DTYPE_C64
             : in->dtype == EM_DTYPE_F64 ? EM_DTYPE_C128
                                         : -1;
-  EM_KCHECK(ctx, cdt >= 0, "view_as_complex expects f16/f32/f64, got %s",
-            em_dtype_name(in->dtype));
+  EM_KCHECK(ctx, cdt >= 0, "view_as_complex expects f16/f32/f64, got %s", em_dtype_name(in->dtype));
   EM_KCHECK(ctx, out->dtype == cdt, "out dtype %s, expected %s", em_dtype_name(out->dtype),
             em_dtype_name(cdt));
   EM_KCHECK(ctx, in->dim >= 1 && in->sizes[in->dim - 1] == 2,
@@ -551,7 +554,8 @@ em_status em_view_as_complex_copy_out(em_kernel_ctx *ctx, em_evalue **args) {
   v.dim = in->dim - 1;
   v.off = 0;
   for (int32_t d = 0; d < v.dim; d++) {
-    EM_KCHECK(ctx, in->strides[d] % 2 == 0, "tensor must have a stride divisible by 2 for all "
+    EM_KCHECK(ctx, in->strides[d] % 2 == 0,
+              "tensor must have a stride divisible by 2 for all "
               "but last dimension");
     v.sizes[d] = in->sizes[d];
     v.strides[d] = in->strides[d] / 2;
@@ -559,7 +563,6 @@ em_status em_view_as_complex_copy_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KCHECK(ctx, out->dim == v.dim, "out has rank %d, expected %d", (int)out->dim, (int)v.dim);
   EM_KTRY(em_resize_out(ctx, out, v.sizes, v.dim));
   if (out->numel == 0) return EM_OK;
-  em_shape_copy(out->data, out->strides, in->data, v.strides, v.sizes, v.dim,
-                em_dtype_size(cdt));
+  em_shape_copy(out->data, out->strides, in->data, v.strides, v.sizes, v.dim, em_dtype_size(cdt));
   return EM_OK;
 }
