@@ -1,7 +1,7 @@
 /*
  * elementwise_activation.c — activations and clamps: relu, leaky_relu, elu,
- * gelu, glu, sigmoid, tanh, silu, hardswish, hardsigmoid, hardtanh, clamp
- * (Scalar and Tensor bounds), logit.
+ * gelu, glu, sigmoid, tanh, silu, mish, softplus, hardswish, hardsigmoid,
+ * hardtanh, clamp / clamp_min / clamp_max (Scalar and Tensor bounds), logit.
  *
  * Float-only activations reject integral inputs as ATen does; sigmoid, tanh and
  * logit compute integral inputs in f32. NaN inputs propagate through clamps.
@@ -63,7 +63,24 @@ static bool self_is_f64(em_evalue **args) {
 
 static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
-enum { A_SIGMOID, A_TANH, A_SILU, A_HSWISH, A_HSIGMOID, A_LEAKY, A_ELU, A_GELU, A_GELU_TANH };
+enum {
+  A_SIGMOID,
+  A_TANH,
+  A_SILU,
+  A_HSWISH,
+  A_HSIGMOID,
+  A_LEAKY,
+  A_ELU,
+  A_GELU,
+  A_SOFTPLUS,
+  A_MISH,
+  A_GELU_TANH
+};
+
+/* softplus with beta and threshold (linear above threshold, as ATen). */
+static double softplus(double x, double beta, double threshold) {
+  return x * beta > threshold ? x : log1p(exp(x * beta)) / beta;
+}
 
 static ew_val f_act(const ew_val *x, ew_op *op) {
   double a = x[0].f;
@@ -79,6 +96,8 @@ static ew_val f_act(const ew_val *x, ew_op *op) {
     r.f = a <= 0 ? expm1(a * op->p[2].f) * op->p[0].f * op->p[1].f : a * op->p[1].f;
     break;
   case A_GELU: r.f = 0.5 * a * (1.0 + erf(a * 0.70710678118654752440)); break;
+  case A_SOFTPLUS: r.f = softplus(a, op->p[0].f, op->p[1].f); break;
+  case A_MISH: r.f = a * tanh(softplus(a, 1.0, 20.0)); break;
   default: {
     double k = 0.79788456080286535588; /* sqrt(2/pi) */
     r.f = 0.5 * a * (1.0 + tanh(k * (a + 0.044715 * a * a * a)));
@@ -109,6 +128,20 @@ em_status em_hardswish_out(em_kernel_ctx *ctx, em_evalue **args) {
 }
 em_status em_hardsigmoid_out(em_kernel_ctx *ctx, em_evalue **args) {
   return act_mode(ctx, args, 1, true, A_HSIGMOID);
+}
+em_status em_mish_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return act_mode(ctx, args, 1, true, A_MISH);
+}
+
+/* softplus.out: [self, beta, threshold, out, out]. */
+em_status em_softplus_out(em_kernel_ctx *ctx, em_evalue **args) {
+  ew_op p;
+  memset(&p, 0, sizeof p);
+  p.mode = A_SOFTPLUS;
+  bool f64 = self_is_f64(args);
+  for (int k = 0; k < 2; k++)
+    EM_KCHECK(ctx, scalar_param(args[1 + k], f64, &p.p[k].f), "beta/threshold must be scalars");
+  return act_float(ctx, args, 3, true, f_act, &p);
 }
 
 em_status em_leaky_relu_out(em_kernel_ctx *ctx, em_evalue **args) {
@@ -332,4 +365,32 @@ em_status em_glu_out(em_kernel_ctx *ctx, em_evalue **args) {
   ew_op_init(&op, self->dtype, self->dtype);
   ew_in in[2] = {ew_in_tensor(&a, self->dtype), ew_in_tensor(&b, self->dtype)};
   return ew_map(ctx, out, in, 2, f_glu, &op);
+}
+
+/* ---- clamp_min / clamp_max: clamp with one bound ---- */
+
+/* Calls fn on [self, min, max, out, out] built from a one-bound call [self, bound, out, out]. */
+static em_status one_bound(em_kernel_ctx *ctx, em_evalue **args, bool is_max, em_kernel_fn fn) {
+  em_evalue none;
+  memset(&none, 0, sizeof none);
+  none.tag = EM_TAG_NONE;
+  em_evalue *a[5] = {args[0], is_max ? &none : args[1], is_max ? args[1] : &none, args[2], args[3]};
+  return fn(ctx, a);
+}
+
+em_status em_clamp_min_out(em_kernel_ctx *ctx, em_evalue **args) {
+  EM_KCHECK(ctx, ew_is_scalar(args[1]), "min must be a scalar");
+  return one_bound(ctx, args, false, em_clamp_out);
+}
+em_status em_clamp_max_out(em_kernel_ctx *ctx, em_evalue **args) {
+  EM_KCHECK(ctx, ew_is_scalar(args[1]), "max must be a scalar");
+  return one_bound(ctx, args, true, em_clamp_out);
+}
+em_status em_clamp_min_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {
+  EM_KCHECK(ctx, EM_ARG_TENSOR(args, 1), "min must be a tensor");
+  return one_bound(ctx, args, false, em_clamp_tensor_out);
+}
+em_status em_clamp_max_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {
+  EM_KCHECK(ctx, EM_ARG_TENSOR(args, 1), "max must be a tensor");
+  return one_bound(ctx, args, true, em_clamp_tensor_out);
 }

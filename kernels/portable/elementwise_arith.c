@@ -1,6 +1,7 @@
 /*
  * elementwise_arith.c — binary arithmetic: add, sub, rsub, mul, div (all
- * rounding modes), floor_divide, fmod, remainder, pow, maximum, minimum, atan2.
+ * rounding modes), floor_divide, fmod, remainder, pow, maximum, minimum,
+ * fmax, fmin, atan2, hypot, logaddexp, copysign, xlogy.
  *
  * Dtypes follow ATen: the operands promote with torch.result_type (0-dim
  * tensors and Python scalars rank below dimensioned tensors), are cast to that
@@ -376,4 +377,55 @@ static ew_val f_atan2(const ew_val *x, ew_op *op) {
 em_status em_atan2_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(kinds(ctx, args, true, true));
   return binary(ctx, args, f_atan2, true, 0);
+}
+
+/* ---- fmax / fmin / hypot / logaddexp / copysign / xlogy ---- */
+
+enum { F_FMAX, F_FMIN, F_HYPOT, F_LOGADDEXP, F_COPYSIGN, F_XLOGY };
+
+static ew_val f_misc(const ew_val *x, ew_op *op) {
+  ew_val r;
+  if (!op->fp) { /* fmax / fmin on integers */
+    r.i = op->mode == F_FMAX ? (x[0].i > x[1].i ? x[0].i : x[1].i)
+                             : (x[0].i < x[1].i ? x[0].i : x[1].i);
+    return r;
+  }
+  double a = x[0].f, b = x[1].f;
+  switch (op->mode) {
+  case F_FMAX: r.f = fmax(a, b); break;
+  case F_FMIN: r.f = fmin(a, b); break;
+  case F_HYPOT: r.f = hypot(a, b); break;
+  case F_LOGADDEXP: {
+    double m = fmax(a, b);
+    r.f = (isinf(m) && a == b) ? a : m + log1p(exp(-fabs(a - b)));
+    break;
+  }
+  case F_COPYSIGN: r.f = copysign(a, b); break;
+  default: r.f = b != b ? NAN : a == 0 ? 0.0 : a * log(b); break;
+  }
+  return r;
+}
+
+/* A binary op with float results (ints promote to f32) or, for fmax/fmin, the common dtype. */
+static em_status misc(em_kernel_ctx *ctx, em_evalue **args, int mode) {
+  EM_KTRY(kinds(ctx, args, true, true));
+  ew_bin b;
+  EM_KTRY(ew_bin_setup(ctx, args[0], args[1], args[2], &b));
+  bool float_result = mode != F_FMAX && mode != F_FMIN;
+  if (mode == F_HYPOT || mode == F_LOGADDEXP)
+    EM_KCHECK(ctx, em_dtype_is_float(b.common), "not implemented for %s", em_dtype_name(b.common));
+  return binary(ctx, args, f_misc, float_result, mode);
+}
+
+em_status em_fmax_out(em_kernel_ctx *ctx, em_evalue **args) { return misc(ctx, args, F_FMAX); }
+em_status em_fmin_out(em_kernel_ctx *ctx, em_evalue **args) { return misc(ctx, args, F_FMIN); }
+em_status em_hypot_out(em_kernel_ctx *ctx, em_evalue **args) { return misc(ctx, args, F_HYPOT); }
+em_status em_logaddexp_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return misc(ctx, args, F_LOGADDEXP);
+}
+em_status em_copysign_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return misc(ctx, args, F_COPYSIGN);
+}
+em_status em_xlogy_outtensor(em_kernel_ctx *ctx, em_evalue **args) {
+  return misc(ctx, args, F_XLOGY);
 }

@@ -1,6 +1,7 @@
 /*
  * elementwise_unary.c — one-input math: trigonometric, hyperbolic, exp/log,
- * roots, rounding, sign, abs, neg, isinf/isnan, _conj_physical.
+ * roots, rounding (also to decimals), sign/sgn, frac, abs, neg, isinf/isnan/
+ * isposinf/isneginf/signbit, nan_to_num, _conj_physical.
  *
  * Three output rules, as ATen:
  *  - FLOAT: floating results; integral and bool inputs compute in f32.
@@ -64,10 +65,20 @@ EW_FLOAT_UNARY(log2, log2)
 EW_FLOAT_UNARY(sqrt, sqrt)
 EW_FLOAT_UNARY(rsqrt, m_rsqrt)
 EW_FLOAT_UNARY(reciprocal, m_reciprocal)
+EW_FLOAT_UNARY(exp2, exp2)
+EW_FLOAT_UNARY(erfc, erfc)
+EW_FLOAT_UNARY(lgamma, lgamma)
+
+static double m_sinc(double x) {
+  if (x == 0) return 1.0;
+  double px = 3.14159265358979323846 * x;
+  return sin(px) / px;
+}
+EW_FLOAT_UNARY(sinc, m_sinc)
 
 /* ---- same-dtype ops ---- */
 
-enum { U_ABS, U_NEG, U_SIGN, U_CEIL, U_FLOOR, U_ROUND, U_TRUNC, U_COPY };
+enum { U_ABS, U_NEG, U_SIGN, U_CEIL, U_FLOOR, U_ROUND, U_TRUNC, U_COPY, U_FRAC, U_ROUND_DEC };
 
 static ew_val f_same(const ew_val *x, ew_op *op) {
   ew_val r;
@@ -81,6 +92,11 @@ static ew_val f_same(const ew_val *x, ew_op *op) {
     case U_FLOOR: r.f = floor(a); break;
     case U_ROUND: r.f = nearbyint(a); break;
     case U_TRUNC: r.f = trunc(a); break;
+    case U_FRAC: r.f = a - trunc(a); break;
+    case U_ROUND_DEC: /* ATen round(decimals): scale by 10^|d|, round half to even, unscale */
+      r.f = op->p[1].i ? nearbyint(a / op->p[0].f) * op->p[0].f
+                       : nearbyint(a * op->p[0].f) / op->p[0].f;
+      break;
     default: r.f = a; break;
     }
   } else {
@@ -106,6 +122,39 @@ static em_status unary_same(em_kernel_ctx *ctx, em_evalue **args, int mode, bool
   ew_op op;
   ew_op_init(&op, d, d);
   op.mode = mode;
+  ew_in in[1] = {ew_in_tensor(self, d)};
+  return ew_map(ctx, out, in, 1, f_same, &op);
+}
+
+em_status em_frac_out(em_kernel_ctx *ctx, em_evalue **args) {
+  EW_TENSOR_ARG(self, ctx, args, 0);
+  EM_KCHECK(ctx, em_dtype_is_float(self->dtype), "frac needs a floating input, got %s",
+            em_dtype_name(self->dtype));
+  return unary_same(ctx, args, U_FRAC, false);
+}
+
+em_status em_sgn_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return unary_same(ctx, args, U_SIGN, true);
+}
+
+/* round.decimals_out: [self, decimals, out, out]. */
+em_status em_round_decimals_out(em_kernel_ctx *ctx, em_evalue **args) {
+  EW_TENSOR_ARG(self, ctx, args, 0);
+  em_tensor *out = EM_ARG_TENSOR(args, 2);
+  int64_t dec;
+  EM_KCHECK(ctx, em_arg_int(args[1], &dec), "decimals must be an int");
+  EM_KCHECK(ctx, out && ew_dtype_is_real_or_bool(out->dtype), "out must be a real or bool tensor");
+  int d = self->dtype;
+  EM_KCHECK(ctx, em_dtype_is_float(d), "round with decimals needs a floating input, got %s",
+            em_dtype_name(d));
+  EM_KCHECK(ctx, ew_can_cast(d, out->dtype), "result dtype %s can't be cast to out %s",
+            em_dtype_name(d), em_dtype_name(out->dtype));
+  ew_op op;
+  ew_op_init(&op, d, d);
+  op.mode = U_ROUND_DEC;
+  op.p[1].i = dec < 0;
+  double ten = pow(10.0, (double)(dec < 0 ? -dec : dec));
+  op.p[0].f = d == EM_DTYPE_F64 ? ten : (double)(float)ten;
   ew_in in[1] = {ew_in_tensor(self, d)};
   return ew_map(ctx, out, in, 1, f_same, &op);
 }
@@ -139,7 +188,14 @@ em_status em_conj_physical_out(em_kernel_ctx *ctx, em_evalue **args) {
 
 static ew_val f_isx(const ew_val *x, ew_op *op) {
   ew_val r;
-  r.i = op->fp ? (op->mode ? isnan(x[0].f) : isinf(x[0].f)) != 0 : 0;
+  double a = x[0].f;
+  switch (op->mode) {
+  case 0: r.i = op->fp && isinf(a); break;
+  case 1: r.i = op->fp && isnan(a); break;
+  case 2: r.i = op->fp && a == INFINITY; break;
+  case 3: r.i = op->fp && a == -INFINITY; break;
+  default: r.i = op->fp ? signbit(a) != 0 : x[0].i < 0; break;
+  }
   return r;
 }
 
@@ -157,3 +213,50 @@ static em_status unary_bool(em_kernel_ctx *ctx, em_evalue **args, int mode) {
 
 em_status em_isinf_out(em_kernel_ctx *ctx, em_evalue **args) { return unary_bool(ctx, args, 0); }
 em_status em_isnan_out(em_kernel_ctx *ctx, em_evalue **args) { return unary_bool(ctx, args, 1); }
+em_status em_isposinf_out(em_kernel_ctx *ctx, em_evalue **args) { return unary_bool(ctx, args, 2); }
+em_status em_isneginf_out(em_kernel_ctx *ctx, em_evalue **args) { return unary_bool(ctx, args, 3); }
+em_status em_signbit_out(em_kernel_ctx *ctx, em_evalue **args) { return unary_bool(ctx, args, 4); }
+
+/* ---- nan_to_num ---- */
+
+static ew_val f_nan_to_num(const ew_val *x, ew_op *op) {
+  ew_val r = x[0];
+  if (!op->fp) return r;
+  if (r.f != r.f)
+    r.f = op->p[0].f;
+  else if (r.f == INFINITY)
+    r.f = op->p[1].f;
+  else if (r.f == -INFINITY)
+    r.f = op->p[2].f;
+  return r;
+}
+
+/* Largest finite value of a floating dtype. */
+static double float_max(int d) {
+  switch (d) {
+  case EM_DTYPE_F16: return 65504.0;
+  case EM_DTYPE_BF16: return 3.3895313892515355e38;
+  case EM_DTYPE_F32: return 3.4028234663852886e38;
+  default: return 1.7976931348623157e308;
+  }
+}
+
+/* nan_to_num.out: [self, nan?, posinf?, neginf?, out, out]. */
+em_status em_nan_to_num_out(em_kernel_ctx *ctx, em_evalue **args) {
+  EW_TENSOR_ARG(self, ctx, args, 0);
+  em_tensor *out = EM_ARG_TENSOR(args, 4);
+  EM_KCHECK(ctx, out && ew_dtype_is_real_or_bool(out->dtype), "out must be a real or bool tensor");
+  int d = self->dtype;
+  EM_KCHECK(ctx, ew_can_cast(d, out->dtype), "result dtype %s can't be cast to out %s",
+            em_dtype_name(d), em_dtype_name(out->dtype));
+  ew_op op;
+  ew_op_init(&op, d, d);
+  double defaults[3] = {0.0, float_max(d), -float_max(d)};
+  for (int k = 0; k < 3; k++) {
+    op.p[k].f = defaults[k];
+    if (args[1 + k]->tag != EM_TAG_NONE)
+      EM_KCHECK(ctx, em_arg_double(args[1 + k], &op.p[k].f), "nan/posinf/neginf must be floats");
+  }
+  ew_in in[1] = {ew_in_tensor(self, d)};
+  return ew_map(ctx, out, in, 1, f_nan_to_num, &op);
+}

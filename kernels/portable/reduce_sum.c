@@ -1,6 +1,6 @@
 /*
- * reduce_sum.c — additive reductions and scans: sum, mean, prod, var,
- * var_mean, cumsum.
+ * reduce_sum.c — additive reductions and scans: sum, mean, prod, var, std,
+ * var_mean, cumsum, cumprod.
  *
  * Floating results accumulate in double and round once to the out dtype;
  * integral results accumulate in wrapping int64. The input is cast to the
@@ -104,6 +104,9 @@ static em_status additive(em_kernel_ctx *ctx, em_evalue **args, int dim_i, int k
 em_status em_sum_intlist_out(em_kernel_ctx *ctx, em_evalue **args) {
   return additive(ctx, args, 1, 2, 3, 4, R_SUM);
 }
+em_status em_sum_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return additive(ctx, args, -1, -1, 1, 2, R_SUM);
+}
 em_status em_mean_out(em_kernel_ctx *ctx, em_evalue **args) {
   return additive(ctx, args, 1, 2, 3, 4, R_MEAN);
 }
@@ -123,7 +126,7 @@ em_status em_prod_int_out(em_kernel_ctx *ctx, em_evalue **args) {
 
 /* Variance (and mean) with divisor max(N - correction, 0), two-pass in double. */
 static em_status variance(em_kernel_ctx *ctx, em_evalue **args, double correction, int keepdim_i,
-                          em_tensor *var_out, em_tensor *mean_out) {
+                          em_tensor *var_out, em_tensor *mean_out, bool take_sqrt) {
   EW_TENSOR_ARG(self, ctx, args, 0);
   EM_KCHECK(ctx, em_dtype_is_float(self->dtype), "var needs a floating input, got %s",
             em_dtype_name(self->dtype));
@@ -153,6 +156,7 @@ static em_status variance(em_kernel_ctx *ctx, em_evalue **args, double correctio
     double div = n - correction > 0 ? n - correction : 0.0;
     ew_val v;
     v.f = it.numel == 0 ? NAN : m2 / div;
+    if (take_sqrt) v.f = sqrt(v.f);
     ew_store(var_out, r.outer.off[1], v, cd);
     if (mean_out) {
       v.f = mean;
@@ -168,7 +172,7 @@ em_status em_var_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KCHECK(ctx, em_arg_bool(args[2], &unbiased), "unbiased must be a bool");
   em_tensor *out = EM_ARG_TENSOR(args, 4);
   EM_KCHECK(ctx, out, "out must be a tensor");
-  return variance(ctx, args, unbiased ? 1.0 : 0.0, 3, out, NULL);
+  return variance(ctx, args, unbiased ? 1.0 : 0.0, 3, out, NULL, false);
 }
 
 /* Reads `Scalar? correction` (None = 1). */
@@ -184,7 +188,7 @@ em_status em_var_correction_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(correction_arg(ctx, args[2], &c));
   em_tensor *out = EM_ARG_TENSOR(args, 4);
   EM_KCHECK(ctx, out, "out must be a tensor");
-  return variance(ctx, args, c, 3, out, NULL);
+  return variance(ctx, args, c, 3, out, NULL, false);
 }
 
 em_status em_var_mean_correction_out(em_kernel_ctx *ctx, em_evalue **args) {
@@ -192,12 +196,28 @@ em_status em_var_mean_correction_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(correction_arg(ctx, args[2], &c));
   em_tensor *o0 = EM_ARG_TENSOR(args, 4), *o1 = EM_ARG_TENSOR(args, 5);
   EM_KCHECK(ctx, o0 && o1, "out0/out1 must be tensors");
-  return variance(ctx, args, c, 3, o0, o1);
+  return variance(ctx, args, c, 3, o0, o1, false);
 }
 
-/* ---- cumsum ---- */
+em_status em_std_out(em_kernel_ctx *ctx, em_evalue **args) {
+  bool unbiased;
+  EM_KCHECK(ctx, em_arg_bool(args[2], &unbiased), "unbiased must be a bool");
+  em_tensor *out = EM_ARG_TENSOR(args, 4);
+  EM_KCHECK(ctx, out, "out must be a tensor");
+  return variance(ctx, args, unbiased ? 1.0 : 0.0, 3, out, NULL, true);
+}
 
-em_status em_cumsum_out(em_kernel_ctx *ctx, em_evalue **args) {
+em_status em_std_correction_out(em_kernel_ctx *ctx, em_evalue **args) {
+  double c;
+  EM_KTRY(correction_arg(ctx, args[2], &c));
+  em_tensor *out = EM_ARG_TENSOR(args, 4);
+  EM_KCHECK(ctx, out, "out must be a tensor");
+  return variance(ctx, args, c, 3, out, NULL, true);
+}
+
+/* ---- cumsum / cumprod ---- */
+
+static em_status scan(em_kernel_ctx *ctx, em_evalue **args, bool is_prod) {
   EW_TENSOR_ARG(self, ctx, args, 0);
   em_tensor *out = EM_ARG_TENSOR(args, 3);
   EM_KCHECK(ctx, out && ew_dtype_is_real_or_bool(out->dtype), "out must be a real or bool tensor");
@@ -227,17 +247,20 @@ em_status em_cumsum_out(em_kernel_ctx *ctx, em_evalue **args) {
   int od = out->dtype;
   for (int64_t o = 0; o < r.out_numel; o++) {
     ew_val acc;
-    acc.i = 0;
-    if (em_dtype_is_float(od)) acc.f = 0.0;
+    acc.i = is_prod ? 1 : 0;
+    if (em_dtype_is_float(od)) acc.f = is_prod ? 1.0 : 0.0;
     for (int64_t j = 0; j < n; j++) {
       ew_val v = ew_load(self, r.outer.off[0] + j * si, od);
       if (em_dtype_is_float(od))
-        acc.f += v.f;
+        acc.f = is_prod ? acc.f * v.f : acc.f + v.f;
       else
-        acc.i = ew_add_i64(acc.i, v.i);
+        acc.i = is_prod ? ew_mul_i64(acc.i, v.i) : ew_add_i64(acc.i, v.i);
       ew_store(out, r.outer.off[1] + j * so, acc, od);
     }
     ew_iter_next(&r.outer);
   }
   return EM_OK;
 }
+
+em_status em_cumsum_out(em_kernel_ctx *ctx, em_evalue **args) { return scan(ctx, args, false); }
+em_status em_cumprod_out(em_kernel_ctx *ctx, em_evalue **args) { return scan(ctx, args, true); }

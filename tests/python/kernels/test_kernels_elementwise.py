@@ -194,6 +194,16 @@ FLOAT_UNARY = [
     ("bitwise_not", A.bitwise_not.default, -50.0, 50.0),
     ("logical_not", A.logical_not.default, -2.0, 2.0),
     ("_conj_physical", A._conj_physical.default, -5.0, 5.0),
+    ("exp2", A.exp2.default, -4.0, 4.0),
+    ("erfc", A.erfc.default, -2.0, 2.0),
+    ("lgamma", A.lgamma.default, 0.1, 5.0),
+    ("sinc", A.sinc.default, -3.0, 3.0),
+    ("frac", A.frac.default, -5.0, 5.0),
+    ("sgn", A.sgn.default, -3.0, 3.0),
+    ("isposinf", A.isposinf.default, -5.0, 5.0),
+    ("isneginf", A.isneginf.default, -5.0, 5.0),
+    ("signbit", A.signbit.default, -5.0, 5.0),
+    ("mish", A.mish.default, -5.0, 5.0),
 ]
 
 
@@ -202,7 +212,22 @@ def _unary_case(name: str, fn: Any, lo: float, hi: float, dt: torch.dtype, si: i
 
     def build(g: torch.Generator) -> Call:
         x = rnd(g, shape, dt, lo, hi, layout)
-        if name in ("isinf", "isnan", "relu", "abs", "neg", "sign", "sigmoid", "exp", "round"):
+        if name in (
+            "isinf",
+            "isnan",
+            "relu",
+            "abs",
+            "neg",
+            "sign",
+            "sigmoid",
+            "exp",
+            "round",
+            "isposinf",
+            "isneginf",
+            "signbit",
+            "sgn",
+            "frac",
+        ):
             x = with_specials(x)
         if name == "round" and dt.is_floating_point:
             x = (x * 2).round() / 2 if x.numel() < 8 else x
@@ -342,6 +367,104 @@ case(
 )
 
 
+def _extra_cases() -> None:
+    for i, dt in enumerate(ALL):
+        d = dname(dt)
+        shape, layout = UNARY_SHAPES[i % len(UNARY_SHAPES)]
+        mk = _maker(shape, dt, layout)
+        case(
+            f"softplus-{d}",
+            lambda g, mk=mk: (
+                lambda x: single(
+                    "aten::softplus.out", [x, 2, 3.0], lambda: A.softplus.default(x, 2, 3.0)
+                )
+            )(mk(g)),
+        )
+        for nan, pos, neg in ((None, None, None), (1.5, 100.0, -7.0)):
+            case(
+                f"nan_to_num-{nan}-{d}",
+                lambda g, mk=mk, a=(nan, pos, neg): (
+                    lambda x: single(
+                        "aten::nan_to_num.out", [x, *a], lambda: A.nan_to_num.default(x, *a)
+                    )
+                )(with_specials(mk(g))),
+            )
+        for dec in (0, 2, -1):
+            case(
+                f"round-decimals-{dec}-{d}",
+                lambda g, mk=mk, dec=dec, dt=dt: (
+                    lambda x: single(
+                        "aten::round.decimals_out",
+                        [x, dec],
+                        lambda: A.round.decimals(x, decimals=dec),
+                        err_dtype=dt,
+                    )
+                )(mk(g, -300, 300)),
+            )
+        for which in ("min", "max"):
+            op = getattr(A, f"clamp_{which}")
+            case(
+                f"clamp_{which}-{d}",
+                lambda g, mk=mk, op=op, which=which, dt=dt: (
+                    lambda x: single(
+                        f"aten::clamp_{which}.out", [x, 1], lambda: op.default(x, 1), err_dtype=dt
+                    )
+                )(with_specials(mk(g))),
+            )
+            case(
+                f"clamp_{which}-tensor-{d}",
+                lambda g, mk=mk, op=op, which=which, dt=dt: (
+                    lambda x, b: single(
+                        f"aten::clamp_{which}.Tensor_out",
+                        [x, b],
+                        lambda: op.Tensor(x, b),
+                        err_dtype=dt,
+                    )
+                )(mk(g), rnd(g, (1,), F32, -1, 1)),
+            )
+        for tname, fn in (("addcmul", A.addcmul.default), ("addcdiv", A.addcdiv.default)):
+            case(
+                f"{tname}-{d}", lambda g, dt=dt, i=i, tname=tname, fn=fn: _addc(g, dt, i, tname, fn)
+            )
+        case(
+            f"lerp-scalar-{d}",
+            lambda g, mk=mk, dt=dt: (
+                lambda a, b: single(
+                    "aten::lerp.Scalar_out",
+                    [a, b, 0.3],
+                    lambda: A.lerp.Scalar(a, b, 0.3),
+                    err_dtype=dt,
+                )
+            )(mk(g), mk(g)),
+        )
+        case(f"lerp-tensor-{d}", lambda g, dt=dt: _lerp_t(g, dt))
+
+
+def _addc(g: torch.Generator, dt: torch.dtype, i: int, tname: str, fn: Any) -> Call:
+    sa, sb, la, lb = BCAST[i % len(BCAST)]
+    a = rnd(g, sa, dt, -3, 3, la)
+    b = rnd(g, sb, dt, -3, 3, lb)
+    c = rnd(g, sb, dt, 1, 3, lb)
+    v = 0.5 if dt.is_floating_point else 2
+    return single(
+        f"aten::{tname}.out",
+        [a, b, c, v],
+        lambda: fn(a, b, c, value=v),
+        style=STYLES[i % 4],
+        err_dtype=dt,
+    )
+
+
+def _lerp_t(g: torch.Generator, dt: torch.dtype) -> Call:
+    a = rnd(g, (2, 3, 4), dt)
+    b = rnd(g, (3, 4), dt)
+    w = rnd(g, (4,), dt, -0.5, 1.5)
+    return single("aten::lerp.Tensor_out", [a, b, w], lambda: A.lerp.Tensor(a, b, w), err_dtype=dt)
+
+
+_extra_cases()
+
+
 # -- binary ops -----------------------------------------------------------------------------
 BCAST = [
     ((2, 3, 4), (2, 3, 4), "c", "c"),
@@ -364,99 +487,117 @@ MIXED = [
 ]
 
 # name, overloads (tensor-tensor, tensor-scalar), eager fn(a, b), value ranges (a, b), extras
-BINARY = [
-    (
-        "add",
-        "out",
-        "Scalar_out",
-        lambda a, b: (
-            A.add.Tensor(a, b, alpha=2)
-            if not (
-                a.is_floating_point() or (isinstance(b, torch.Tensor) and b.is_floating_point())
-            )
-            else A.add.Tensor(a, b, alpha=0.5)
+BINARY = (
+    [
+        (
+            "add",
+            "out",
+            "Scalar_out",
+            lambda a, b: (
+                A.add.Tensor(a, b, alpha=2)
+                if not (
+                    a.is_floating_point() or (isinstance(b, torch.Tensor) and b.is_floating_point())
+                )
+                else A.add.Tensor(a, b, alpha=0.5)
+            ),
+            (-5, 5),
+            (-5, 5),
         ),
-        (-5, 5),
-        (-5, 5),
-    ),
-    ("sub", "out", "Scalar_out", lambda a, b: A.sub.Tensor(a, b), (-5, 5), (-5, 5)),
-    ("mul", "out", "Scalar_out", lambda a, b: A.mul.Tensor(a, b), (-5, 5), (-5, 5)),
-    ("div", "out", "Scalar_out", lambda a, b: A.div.Tensor(a, b), (-5, 5), (1, 4)),
-    ("floor_divide", "out", None, lambda a, b: A.floor_divide.default(a, b), (-9, 9), (1, 4)),
-    ("fmod", "Tensor_out", "Scalar_out", lambda a, b: A.fmod.Tensor(a, b), (-9, 9), (1, 4)),
-    (
-        "remainder",
-        "Tensor_out",
-        "Scalar_out",
-        lambda a, b: A.remainder.Tensor(a, b),
-        (-9, 9),
-        (1, 4),
-    ),
-    (
-        "pow",
-        "Tensor_Tensor_out",
-        "Tensor_Scalar_out",
-        lambda a, b: A.pow.Tensor_Tensor(a, b),
-        (0.2, 3),
-        (0, 3),
-    ),
-    ("maximum", "out", None, lambda a, b: A.maximum.default(a, b), (-5, 5), (-5, 5)),
-    ("minimum", "out", None, lambda a, b: A.minimum.default(a, b), (-5, 5), (-5, 5)),
-    ("atan2", "out", None, lambda a, b: A.atan2.default(a, b), (-5, 5), (-5, 5)),
-    (
-        "bitwise_and",
-        "Tensor_out",
-        "Scalar_out",
-        lambda a, b: A.bitwise_and.Tensor(a, b),
-        (-60, 60),
-        (-60, 60),
-    ),
-    (
-        "bitwise_or",
-        "Tensor_out",
-        "Scalar_out",
-        lambda a, b: A.bitwise_or.Tensor(a, b),
-        (-60, 60),
-        (-60, 60),
-    ),
-    (
-        "bitwise_xor",
-        "Tensor_out",
-        "Scalar_out",
-        lambda a, b: A.bitwise_xor.Tensor(a, b),
-        (-60, 60),
-        (-60, 60),
-    ),
-    (
-        "bitwise_left_shift",
-        "Tensor_out",
-        "Tensor_Scalar_out",
-        lambda a, b: A.bitwise_left_shift.Tensor(a, b),
-        (-60, 60),
-        (-2, 70),
-    ),
-    (
-        "bitwise_right_shift",
-        "Tensor_out",
-        "Tensor_Scalar_out",
-        lambda a, b: A.bitwise_right_shift.Tensor(a, b),
-        (-60, 60),
-        (-2, 70),
-    ),
-    ("logical_and", "out", None, lambda a, b: A.logical_and.default(a, b), (-1, 1), (-1, 1)),
-    ("logical_or", "out", None, lambda a, b: A.logical_or.default(a, b), (-1, 1), (-1, 1)),
-    ("logical_xor", "out", None, lambda a, b: A.logical_xor.default(a, b), (-1, 1), (-1, 1)),
-] + [
-    (
-        cmp,
-        "Tensor_out",
-        "Scalar_out",
-        (lambda c: lambda a, b: getattr(A, c).Tensor(a, b))(cmp),
-        (-2, 2),
-        (-2, 2),
-    )
-    for cmp in ("eq", "ne", "lt", "le", "gt", "ge")
-]
+        ("sub", "out", "Scalar_out", lambda a, b: A.sub.Tensor(a, b), (-5, 5), (-5, 5)),
+        ("mul", "out", "Scalar_out", lambda a, b: A.mul.Tensor(a, b), (-5, 5), (-5, 5)),
+        ("div", "out", "Scalar_out", lambda a, b: A.div.Tensor(a, b), (-5, 5), (1, 4)),
+        ("floor_divide", "out", None, lambda a, b: A.floor_divide.default(a, b), (-9, 9), (1, 4)),
+        ("fmod", "Tensor_out", "Scalar_out", lambda a, b: A.fmod.Tensor(a, b), (-9, 9), (1, 4)),
+        (
+            "remainder",
+            "Tensor_out",
+            "Scalar_out",
+            lambda a, b: A.remainder.Tensor(a, b),
+            (-9, 9),
+            (1, 4),
+        ),
+        (
+            "pow",
+            "Tensor_Tensor_out",
+            "Tensor_Scalar_out",
+            lambda a, b: A.pow.Tensor_Tensor(a, b),
+            (0.2, 3),
+            (0, 3),
+        ),
+        ("maximum", "out", None, lambda a, b: A.maximum.default(a, b), (-5, 5), (-5, 5)),
+        ("minimum", "out", None, lambda a, b: A.minimum.default(a, b), (-5, 5), (-5, 5)),
+        ("atan2", "out", None, lambda a, b: A.atan2.default(a, b), (-5, 5), (-5, 5)),
+        (
+            "bitwise_and",
+            "Tensor_out",
+            "Scalar_out",
+            lambda a, b: A.bitwise_and.Tensor(a, b),
+            (-60, 60),
+            (-60, 60),
+        ),
+        (
+            "bitwise_or",
+            "Tensor_out",
+            "Scalar_out",
+            lambda a, b: A.bitwise_or.Tensor(a, b),
+            (-60, 60),
+            (-60, 60),
+        ),
+        (
+            "bitwise_xor",
+            "Tensor_out",
+            "Scalar_out",
+            lambda a, b: A.bitwise_xor.Tensor(a, b),
+            (-60, 60),
+            (-60, 60),
+        ),
+        (
+            "bitwise_left_shift",
+            "Tensor_out",
+            "Tensor_Scalar_out",
+            lambda a, b: A.bitwise_left_shift.Tensor(a, b),
+            (-60, 60),
+            (-2, 70),
+        ),
+        (
+            "bitwise_right_shift",
+            "Tensor_out",
+            "Tensor_Scalar_out",
+            lambda a, b: A.bitwise_right_shift.Tensor(a, b),
+            (-60, 60),
+            (-2, 70),
+        ),
+        ("logical_and", "out", None, lambda a, b: A.logical_and.default(a, b), (-1, 1), (-1, 1)),
+        ("logical_or", "out", None, lambda a, b: A.logical_or.default(a, b), (-1, 1), (-1, 1)),
+        ("logical_xor", "out", None, lambda a, b: A.logical_xor.default(a, b), (-1, 1), (-1, 1)),
+    ]
+    + [
+        (
+            cmp,
+            "Tensor_out",
+            "Scalar_out",
+            (lambda c: lambda a, b: getattr(A, c).Tensor(a, b))(cmp),
+            (-2, 2),
+            (-2, 2),
+        )
+        for cmp in ("eq", "ne", "lt", "le", "gt", "ge")
+    ]
+    + [
+        (
+            fn,
+            "out",
+            None,
+            (lambda f: lambda a, b: getattr(A, f).default(a, b))(fn),
+            (-5, 5),
+            (-5, 5),
+        )
+        for fn in ("fmax", "fmin", "hypot", "logaddexp")
+    ]
+    + [
+        ("copysign", "out", None, lambda a, b: A.copysign.Tensor(a, b), (-5, 5), (-5, 5)),
+    ]
+    + [("xlogy", "OutTensor", None, lambda a, b: A.xlogy.Tensor(a, b), (-2, 3), (0, 4))]
+)
 
 SCALAR_FN = {
     "add": lambda a, s: A.add.Scalar(
@@ -498,7 +639,7 @@ def _binary_case(spec: tuple, da: torch.dtype, db: torch.dtype, bi: int, tag: st
     def build(g: torch.Generator) -> Call:
         a = rnd(g, sa, da, ra[0], ra[1], la)
         b = rnd(g, sb, db, rb[0], rb[1], lb)
-        if name in ("maximum", "minimum") and a.is_floating_point():
+        if name in ("maximum", "minimum", "fmax", "fmin", "xlogy") and a.is_floating_point():
             a = with_specials(a)
         pre = [a, b]
         if name == "sub":
@@ -973,6 +1114,57 @@ def _red_case(op: str, dt: torch.dtype, i: int) -> None:
                 err_dtype=dt,
                 scale=4,
             )
+        if op == "sum_full":
+            return single("aten::sum.out", [x, None], lambda: A.sum.default(x), scale=4)
+        if op in ("std", "std_correction"):
+            c = [None, 0, 2, 1.5][i % 4]
+            if op == "std":
+                ub = i % 2 == 0
+                return single(
+                    "aten::std.out",
+                    [x, dims, ub, keep],
+                    lambda: A.std.dim(x, dims, ub, keep),
+                    style=st,
+                    scale=8,
+                )
+            return single(
+                "aten::std.correction_out",
+                [x, dims, c, keep],
+                lambda: A.std.correction(x, dims, correction=c, keepdim=keep),
+                style=st,
+                scale=8,
+            )
+        if op == "cumprod":
+            d = -1 if i % 2 else 0
+            xs = rnd(g, shape, dt, 0.5, 1.5, layout) if dt.is_floating_point else x
+            return single(
+                "aten::cumprod.out",
+                [xs, d, None],
+                lambda: A.cumprod.default(xs, d),
+                style=st,
+                scale=4,
+            )
+        if op == "logsumexp":
+            dd = dims if dims is not None else [0] if shape else []
+            xs = with_specials(x) if i % 5 == 0 else x
+            return single(
+                "aten::logsumexp.out",
+                [xs, dd, keep],
+                lambda: A.logsumexp.default(xs, dd, keep),
+                style=st,
+                scale=4,
+                err_dtype=F32,
+            )
+        if op == "vector_norm":
+            o = [2, 1, 0, 3, math.inf, -math.inf, 0.5][i % 7]
+            return single(
+                "aten::linalg_vector_norm.out",
+                [x, o, dims, keep, None],
+                lambda: A.linalg_vector_norm.default(x, o, dims, keep),
+                style=st,
+                scale=8,
+                err_dtype=F32,
+            )
         raise AssertionError(op)
 
     case(f"{op}-{dname(dt)}-{i}", build)
@@ -1014,6 +1206,12 @@ def _dim_best(which: str, x: torch.Tensor, d: int, keep: bool) -> Call:
 
 
 RED_OPS = [
+    "sum_full",
+    "std",
+    "std_correction",
+    "cumprod",
+    "logsumexp",
+    "vector_norm",
     "sum",
     "sum_dtype",
     "mean",
