@@ -170,17 +170,63 @@ em_f32_gemm_ukernel_6x16__avx2(int64_t kc, const float *a, const float *b, float
     }
 }
 
-static ukernel_fn pick_ukernel(void) {
+/* Dot product of two contiguous rows: 4 x 8-lane FMA partial sums. */
+__attribute__((target("avx2,fma"))) static float em_f32_dot__avx2(const float *x, const float *y,
+                                                                  int64_t k) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+  int64_t p = 0;
+  for (; p + 32 <= k; p += 32) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p), _mm256_loadu_ps(y + p), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p + 8), _mm256_loadu_ps(y + p + 8), s1);
+    s2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p + 16), _mm256_loadu_ps(y + p + 16), s2);
+    s3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p + 24), _mm256_loadu_ps(y + p + 24), s3);
+  }
+  for (; p + 8 <= k; p += 8)
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p), _mm256_loadu_ps(y + p), s0);
+  float lanes[8];
+  _mm256_storeu_ps(lanes, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  float s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+            ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  for (; p < k; p++) s += x[p] * y[p];
+  return s;
+}
+
+static bool have_avx2(void) {
   static int have = -1; /* benign race: every thread computes the same value */
   if (have < 0) {
     __builtin_cpu_init();
     have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }
-  return have ? em_f32_gemm_ukernel_6x16__avx2 : em_f32_gemm_ukernel_6x16__scalar;
+  return have != 0;
+}
+
+static ukernel_fn pick_ukernel(void) {
+  return have_avx2() ? em_f32_gemm_ukernel_6x16__avx2 : em_f32_gemm_ukernel_6x16__scalar;
 }
 #else
 static ukernel_fn pick_ukernel(void) { return em_f32_gemm_ukernel_6x16__scalar; }
 #endif
+
+/* Dot product of two contiguous rows with 8 independent partial sums (vectorizable). */
+static float em_f32_dot__scalar(const float *x, const float *y, int64_t k) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t p = 0;
+  for (; p + 8 <= k; p += 8)
+    for (int l = 0; l < 8; l++) acc[l] += x[p + l] * y[p + l];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; p < k; p++) s += x[p] * y[p];
+  return s;
+}
+
+typedef float (*dot_fn)(const float *x, const float *y, int64_t k);
+
+static dot_fn pick_dot(void) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
+  if (have_avx2()) return em_f32_dot__avx2;
+#endif
+  return em_f32_dot__scalar;
+}
 
 /* ---- packing ---- */
 
@@ -248,6 +294,27 @@ static void compute_task(void *arg, int64_t begin, int64_t end) {
   }
 }
 
+/* ---- matrix-vector path (few rows, B columns contiguous: decode-time linear layers) ---- */
+
+typedef struct gemv_job {
+  nn_mat a, b, c;
+  int64_t m, k;
+  bool accumulate;
+  dot_fn dot;
+} gemv_job;
+
+static void gemv_task(void *arg, int64_t begin, int64_t end) {
+  const gemv_job *j = arg;
+  for (int64_t n = begin; n < end; n++) {
+    const float *col = j->b.p + n * j->b.cs;
+    for (int64_t i = 0; i < j->m; i++) {
+      float v = j->dot(j->a.p + i * j->a.rs, col, j->k);
+      float *cp = j->c.p + i * j->c.rs + n * j->c.cs;
+      *cp = j->accumulate ? *cp + v : v;
+    }
+  }
+}
+
 em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a, nn_mat b,
                    nn_mat c, bool accumulate) {
   if (m <= 0 || n <= 0) return EM_OK;
@@ -255,6 +322,11 @@ em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a
     if (!accumulate)
       for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) c.p[i * c.rs + j * c.cs] = 0.0f;
+    return EM_OK;
+  }
+  if (m <= 4 && a.cs == 1 && b.rs == 1) { /* rows of A against contiguous columns of B */
+    gemv_job j = {a, b, c, m, k, accumulate, pick_dot()};
+    em_parallel_for(ctx ? ctx->pool : NULL, n, gemv_task, &j);
     return EM_OK;
   }
   int64_t kc_max = k < KC ? k : KC;
