@@ -10,6 +10,7 @@
 #include "ember/backend_cpu.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -135,9 +136,19 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
     if (t->storage == EMC_INPUT) t->data = args[t->index]->u.tensor->data;
     else if (t->storage == EMC_OUTPUT) t->data = args[d->n_inputs + t->index]->u.tensor->data;
   }
+  static int profile = -1;
+  if (profile < 0) profile = getenv("EMBER_CPU_PROFILE") != NULL;
   for (uint32_t i = 0; i < d->n_ops; i++) {
+    uint64_t t0 = profile ? em_now_ns() : 0;
     em_status st = emc_op_run(d, &d->ops[i], ctx ? ctx->pool : NULL);
     if (st != EM_OK) return st;
+    if (profile) {
+      const emc_op *op = &d->ops[i];
+      const emc_rt_tensor *y = &d->t[op->out[0]];
+      fprintf(stderr, "emc op %3u kind %2u act %2u ip[%d %d %d %d %d %d] out %lld: %8.3f ms\n", i,
+              op->kind, op->act, op->ip[0], op->ip[1], op->ip[2], op->ip[3], op->ip[4], op->ip[5],
+              (long long)y->numel, (double)(em_now_ns() - t0) * 1e-6);
+    }
   }
   return EM_OK;
 }

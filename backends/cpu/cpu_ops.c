@@ -99,10 +99,8 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
   if (w->numel != g * (int64_t)div_up((size_t)mg, EMC_MR) * EMC_MR * kg)
     WHY("conv2d: packed weights have %lld elements, expected %lld", (long long)w->numel,
         (long long)(g * (int64_t)div_up((size_t)mg, EMC_MR) * EMC_MR * kg));
-  bool direct = kh == 1 && kw == 1 && ip[EMC_CONV_SH] == 1 && ip[EMC_CONV_SW] == 1 &&
-                ip[EMC_CONV_PH] == 0 && ip[EMC_CONV_PW] == 0;
-  if (!direct) {
-    uint64_t need = (uint64_t)kg * (uint64_t)(oh * ow) * sizeof(float);
+  {
+    uint64_t need = (uint64_t)kg * div_up((size_t)(oh * ow), EMC_NR_PANEL) * EMC_NR_PANEL * sizeof(float);
     uint64_t off = (uint64_t)ip[EMC_CONV_SCRATCH_OFF], nb = (uint64_t)ip[EMC_CONV_SCRATCH_NBYTES];
     if (nb < need || off % 16 || off + nb > d->arena_nbytes)
       WHY("conv2d: im2col scratch [%llu, +%llu) does not hold %llu bytes inside the %llu-byte "
@@ -117,14 +115,15 @@ static bool check_gemm(const emc_delegate *d, const emc_op *op, char *why, size_
   const emc_rt_tensor *bias = op->in[2] < 0 ? NULL : tensor_at(d, op->in[2]);
   const emc_rt_tensor *y = tensor_at(d, op->out[0]);
   if (!a || !b || !y || (op->in[2] >= 0 && !bias)) WHY("gemm: bad tensor id");
-  if (!params_nonneg(op, 7, why, why_n)) return false;
+  if (!params_nonneg(op, 8, why, why_n)) return false;
   const int32_t *ip = op->ip;
   int64_t batch = ip[EMC_GEMM_BATCH], m = ip[EMC_GEMM_M], k = ip[EMC_GEMM_K], n = ip[EMC_GEMM_N];
   if (batch < 1 || m < 1 || k < 1 || n < 1) WHY("gemm: empty problem");
   int64_t a_rows = ip[EMC_GEMM_A_PACKED] ? (int64_t)div_up((size_t)m, EMC_MR) * EMC_MR : m;
   if (a->numel < (batch - 1) * ip[EMC_GEMM_A_BSTRIDE] + a_rows * k)
     WHY("gemm: A has %lld elements, too few", (long long)a->numel);
-  if (b->numel < (batch - 1) * ip[EMC_GEMM_B_BSTRIDE] + k * n)
+  int64_t b_cols = ip[EMC_GEMM_B_PACKED] ? (int64_t)div_up((size_t)n, EMC_NR_PANEL) * EMC_NR_PANEL : n;
+  if (b->numel < (batch - 1) * ip[EMC_GEMM_B_BSTRIDE] + k * b_cols)
     WHY("gemm: B has %lld elements, too few", (long long)b->numel);
   if (y->numel != batch * m * n) WHY("gemm: output has %lld elements, expected %lld",
                                      (long long)y->numel, (long long)(batch * m * n));
@@ -278,6 +277,7 @@ typedef struct gemm_job {
   int a_packed;
   const float *b;
   size_t ldb;
+  int b_packed;
   float *c;
   size_t ldc;
   const float *bias_m, *bias_n;
@@ -297,7 +297,11 @@ static void gemm_tiles(void *ctx, int64_t begin, int64_t end) {
     size_t nc = j->n - n0 < nr ? j->n - n0 : nr;
     const float *a = j->a_packed ? j->a + mt * j->k * EMC_MR : j->a + m0 * j->a_rs;
     float *c = j->c + m0 * j->ldc + n0;
-    j->cfg->gemm(mr, nc, j->k, a, j->a_rs, j->a_ks, j->b + n0, j->ldb, c, j->ldc,
+    const float *b = j->b_packed ? j->b + (n0 / EMC_NR_PANEL) * j->k * EMC_NR_PANEL + n0 % EMC_NR_PANEL
+                                 : j->b + n0;
+    size_t ldb = j->b_packed ? EMC_NR_PANEL : j->ldb;
+    size_t b_next = j->b_packed ? j->k * EMC_NR_PANEL : EMC_NR_PANEL;
+    j->cfg->gemm(mr, nc, j->k, a, j->a_rs, j->a_ks, b, ldb, b_next, c, j->ldc,
                  j->bias_m ? j->bias_m + m0 : NULL, j->bias_n ? j->bias_n + n0 : NULL, 0, &j->mm);
     if (j->act)
       for (size_t r = 0; r < mr; r++) j->cfg->vact(nc, c + r * j->ldc, c + r * j->ldc, j->act, j->fp);
@@ -317,7 +321,8 @@ static em_status run_gemm(const emc_delegate *d, const emc_op *op, em_threadpool
   size_t m = (size_t)ip[EMC_GEMM_M], k = (size_t)ip[EMC_GEMM_K], n = (size_t)ip[EMC_GEMM_N];
   for (int64_t bi = 0; bi < ip[EMC_GEMM_BATCH]; bi++) {
     gemm_job j = {d->cfg, m, k, n, 0, a + bi * ip[EMC_GEMM_A_BSTRIDE], 0, 0,
-                  ip[EMC_GEMM_A_PACKED], b + bi * ip[EMC_GEMM_B_BSTRIDE], n, y + bi * (int64_t)(m * n), n,
+                  ip[EMC_GEMM_A_PACKED], b + bi * ip[EMC_GEMM_B_BSTRIDE], n, ip[EMC_GEMM_B_PACKED],
+                  y + bi * (int64_t)(m * n), n,
                   NULL, data_of(d, op->in[2]), clamp_of(op), post_act(op), op->fp};
     if (j.a_packed) j.a_rs = 1, j.a_ks = EMC_MR;
     else j.a_rs = k, j.a_ks = 1;
@@ -328,36 +333,59 @@ static em_status run_gemm(const emc_delegate *d, const emc_op *op, em_threadpool
 
 /* ---- convolution ------------------------------------------------------------------------- */
 
+/* Writes row[0, n) as row k of a 16-column-panel matrix with kg rows (dst = panel 0, row k). */
+static void scatter_panels(const float *row, int64_t n, float *dst, int64_t kg) {
+  int64_t p = 0;
+  for (; p + EMC_NR_PANEL <= n; p += EMC_NR_PANEL, dst += kg * EMC_NR_PANEL)
+    memcpy(dst, row + p, EMC_NR_PANEL * sizeof *dst);
+  if (p < n) {
+    int64_t i = 0;
+    for (; i < n - p; i++) dst[i] = row[p + i];
+    for (; i < EMC_NR_PANEL; i++) dst[i] = 0.0f;
+  }
+}
+
+typedef struct pack_job {
+  const float *x; /* [kg, n] row-major */
+  float *col;
+  int64_t kg, n;
+} pack_job;
+
+static void pack_rows(void *ctx, int64_t begin, int64_t end) {
+  const pack_job *j = ctx;
+  for (int64_t r = begin; r < end; r++)
+    scatter_panels(j->x + r * j->n, j->n, j->col + r * EMC_NR_PANEL, j->kg);
+}
+
 typedef struct im2col_job {
   const float *x; /* [cg, H, W] of one image and group */
-  float *col;     /* [cg * kh * kw, OH * OW] */
+  float *col;     /* [cg * kh * kw, OH * OW] as 16-column panels, see EMC_NR_PANEL */
   int64_t h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t khw_rows; /* rows of the matrix (cg * kh * kw) */
 } im2col_job;
 
+/* Rows [begin, end) of the im2col matrix, written straight into 16-column panels. */
 static void im2col_rows(void *ctx, int64_t begin, int64_t end) {
   const im2col_job *j = ctx;
-  const int64_t khw = j->kh * j->kw;
+  const int64_t khw = j->kh * j->kw, kg = j->khw_rows, pstride = kg * EMC_NR_PANEL;
   for (int64_t r = begin; r < end; r++) {
     int64_t c = r / khw, ky = (r % khw) / j->kw, kx = r % j->kw;
     const float *plane = j->x + c * j->h * j->w;
-    float *dst = j->col + r * j->oh * j->ow;
+    float *base = j->col + r * EMC_NR_PANEL;
     int64_t off = kx * j->dw - j->pw;
     int64_t lo = off >= 0 ? 0 : (-off + j->sw - 1) / j->sw;
     int64_t hi = (j->w - 1 - off) < 0 ? 0 : (j->w - 1 - off) / j->sw + 1;
     if (hi > j->ow) hi = j->ow;
     if (lo > hi) lo = hi;
-    for (int64_t oy = 0; oy < j->oh; oy++, dst += j->ow) {
+    float *dst = base;
+    int lane = 0;
+    for (int64_t oy = 0; oy < j->oh; oy++) {
       int64_t iy = oy * j->sh + ky * j->dh - j->ph;
-      if (iy < 0 || iy >= j->h) {
-        memset(dst, 0, (size_t)j->ow * sizeof *dst);
-        continue;
+      const float *src = (iy < 0 || iy >= j->h) ? NULL : plane + iy * j->w + off;
+      for (int64_t ox = 0; ox < j->ow; ox++) {
+        *dst++ = (src && ox >= lo && ox < hi) ? src[ox * j->sw] : 0.0f;
+        if (++lane == EMC_NR_PANEL) lane = 0, dst += pstride - EMC_NR_PANEL;
       }
-      const float *src = plane + iy * j->w;
-      for (int64_t ox = 0; ox < lo; ox++) dst[ox] = 0.0f;
-      if (j->sw == 1) memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof *dst);
-      else
-        for (int64_t ox = lo; ox < hi; ox++) dst[ox] = src[ox * j->sw + off];
-      for (int64_t ox = hi; ox < j->ow; ox++) dst[ox] = 0.0f;
     }
   }
 }
@@ -408,15 +436,16 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
   for (int64_t b = 0; b < n; b++) {
     for (int64_t gi = 0; gi < g; gi++) {
       const float *xg = x + (b * cin + gi * cg) * h * wd;
-      const float *bmat = xg;
       if (!direct) {
         im2col_job ij = {xg, col, h, wd, oh, ow, kh, kw, ip[EMC_CONV_SH], ip[EMC_CONV_SW],
-                         ip[EMC_CONV_PH], ip[EMC_CONV_PW], ip[EMC_CONV_DH], ip[EMC_CONV_DW]};
+                         ip[EMC_CONV_PH], ip[EMC_CONV_PW], ip[EMC_CONV_DH], ip[EMC_CONV_DW], kg};
         em_parallel_for(pool, kg, im2col_rows, &ij);
-        bmat = col;
+      } else {
+        pack_job pj = {xg, col, kg, npix};
+        em_parallel_for(pool, kg, pack_rows, &pj);
       }
       gemm_job j = {d->cfg, (size_t)mg, (size_t)kg, (size_t)npix, 0, w + (size_t)gi * panel, 1,
-                    EMC_MR, 1, bmat, (size_t)npix, y + (b * co + gi * mg) * npix, (size_t)npix,
+                    EMC_MR, 1, col, (size_t)npix, 1, y + (b * co + gi * mg) * npix, (size_t)npix,
                     bias ? bias + gi * mg : NULL, NULL, clamp_of(op), post_act(op), op->fp};
       run_gemm_job(&j, pool);
     }
@@ -583,19 +612,23 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end) {
       for (int64_t ox = 0; ox < j->ow; ox++) {
         int64_t y0 = oy * ip[EMC_POOL_SH] - ip[EMC_POOL_PH], x0 = ox * ip[EMC_POOL_SW] - ip[EMC_POOL_PW];
         float acc = is_max ? -INFINITY : 0.0f;
-        int64_t cnt = 0;
-        for (int64_t ky = 0; ky < ip[EMC_POOL_KH]; ky++) {
-          int64_t iy = y0 + ky * ip[EMC_POOL_DH];
-          if (iy < 0 || iy >= j->h) continue;
-          for (int64_t kx = 0; kx < ip[EMC_POOL_KW]; kx++) {
-            int64_t ix = x0 + kx * ip[EMC_POOL_DW];
-            if (ix < 0 || ix >= j->w) continue;
-            float v = x[iy * j->w + ix];
-            if (is_max) acc = (v > acc || isnan(v)) ? v : acc;
-            else acc += v;
-            cnt++;
-          }
+        const int64_t dh = ip[EMC_POOL_DH], dw = ip[EMC_POOL_DW];
+        int64_t ky0 = y0 >= 0 ? 0 : (-y0 + dh - 1) / dh, kx0 = x0 >= 0 ? 0 : (-x0 + dw - 1) / dw;
+        int64_t ky1 = ip[EMC_POOL_KH], kx1 = ip[EMC_POOL_KW];
+        while (ky1 > ky0 && y0 + (ky1 - 1) * dh >= j->h) ky1--;
+        while (kx1 > kx0 && x0 + (kx1 - 1) * dw >= j->w) kx1--;
+        int64_t cnt = (ky1 - ky0) * (kx1 - kx0);
+        for (int64_t ky = ky0; ky < ky1; ky++) {
+          const float *row = x + (y0 + ky * dh) * j->w + x0;
+          if (is_max)
+            for (int64_t kx = kx0; kx < kx1; kx++) {
+              float v = row[kx * dw];
+              acc = (v > acc || v != v) ? v : acc;
+            }
+          else
+            for (int64_t kx = kx0; kx < kx1; kx++) acc += row[kx * dw];
         }
+        if (cnt < 0) cnt = 0;
         if (!is_max) {
           int64_t div = cnt;
           if (ip[EMC_POOL_DIVISOR] > 0) div = ip[EMC_POOL_DIVISOR];

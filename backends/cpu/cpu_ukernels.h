@@ -5,7 +5,8 @@
  * GEMM micro-kernels compute one tile C[mr, nc] (mr <= EMC_MR, nc <= NR) of
  * C = A @ B, A read through (a_rs, a_ks) strides (a packed weight panel has
  * a_rs = 1, a_ks = EMC_MR; a row-major activation has a_rs = K, a_ks = 1), B
- * row-major with leading dimension ldb. The accumulator starts from C when
+ * row-major with leading dimension ldb; columns 16..31 of a tile start at b + b_next (16 for a
+ * row-major B, K * 16 for B packed in 16-column panels, EMC_NR_PANEL). The accumulator starts from C when
  * `accumulate`, else from bias_m[row] + bias_n[col] (either may be NULL); the
  * result is clamped to [p->min, p->max]. Rows past mr are never read or
  * written, nor columns past nc.
@@ -22,13 +23,14 @@ typedef struct em_minmax_params {
 
 typedef void (*em_f32_gemm_ukernel_fn)(size_t mr, size_t nc, size_t kc, const float *a,
                                        size_t a_rs, size_t a_ks, const float *b, size_t ldb,
-                                       float *c, size_t ldc, const float *bias_m,
+                                       size_t b_next, float *c, size_t ldc, const float *bias_m,
                                        const float *bias_n, int accumulate,
                                        const em_minmax_params *p);
 
 #define EM_GEMM_UKERNEL_DECL(name)                                                                 \
   void name(size_t mr, size_t nc, size_t kc, const float *a, size_t a_rs, size_t a_ks,            \
-            const float *b, size_t ldb, float *c, size_t ldc, const float *bias_m,                \
+            const float *b, size_t ldb, size_t b_next, float *c, size_t ldc,                       \
+            const float *bias_m,                                                                   \
             const float *bias_n, int accumulate, const em_minmax_params *p)
 
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x32__avx512f);

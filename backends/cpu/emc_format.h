@@ -17,7 +17,8 @@
  *
  * Packed GEMM weights ("A panels"): for a [M, K] matrix, ceil(M / 6) panels of
  * [K][6] floats, rows past M zero. Panels are what EMC_MR-row micro-kernels
- * broadcast from, whatever the ISA chosen at init.
+ * broadcast from, whatever the ISA chosen at init. Packed GEMM B operands (linear weights;
+ * conv inputs in the im2col scratch) are ceil(N / 16) panels of [K][16], columns past N zero.
  */
 #ifndef EMBER_BACKENDS_CPU_EMC_FORMAT_H
 #define EMBER_BACKENDS_CPU_EMC_FORMAT_H
@@ -29,6 +30,7 @@
 #define EMC_MAX_DIMS 6
 #define EMC_MR 6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
+#define EMC_NR_PANEL 16 /* columns of a packed B panel: [ceil(N/16)][K][16] */
 
 typedef struct emc_header {
   char magic[4];
@@ -82,7 +84,7 @@ enum { EMC_CONV_GROUPS, EMC_CONV_KH, EMC_CONV_KW, EMC_CONV_SH, EMC_CONV_SW, EMC_
        EMC_CONV_SCRATCH_NBYTES };
 /* GEMM ip[] slots: batch, M, K, N, element strides between batches of A and B (0 = shared). */
 enum { EMC_GEMM_BATCH, EMC_GEMM_M, EMC_GEMM_K, EMC_GEMM_N, EMC_GEMM_A_BSTRIDE,
-       EMC_GEMM_B_BSTRIDE, EMC_GEMM_A_PACKED };
+       EMC_GEMM_B_BSTRIDE, EMC_GEMM_A_PACKED, EMC_GEMM_B_PACKED };
 /* Pool ip[] slots (avg adds count_include_pad, divisor_override). */
 enum { EMC_POOL_KH, EMC_POOL_KW, EMC_POOL_SH, EMC_POOL_SW, EMC_POOL_PH, EMC_POOL_PW,
        EMC_POOL_DH, EMC_POOL_DW, EMC_POOL_INCLUDE_PAD, EMC_POOL_DIVISOR };

@@ -63,7 +63,7 @@ __attribute__((target("avx512f"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukern
   }
   for (size_t k = 0; k < kc; k++) {
     const __m512 w0 = _mm512_maskz_loadu_ps(k0, b);
-    const __m512 w1 = _mm512_maskz_loadu_ps(k1, b + 16);
+    const __m512 w1 = _mm512_maskz_loadu_ps(k1, b + b_next);
     b += ldb;
     __m512 x;
     x = _mm512_set1_ps(*a0), a0 += a_ks;

@@ -102,6 +102,18 @@ def pack_a_panels(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(p, MR, k).transpose(0, 2, 1)).reshape(-1)
 
 
+NR_PANEL = 16
+
+
+def pack_b_panels(b: np.ndarray) -> np.ndarray:
+    """[K, N] -> ceil(N/16) panels of [K][16] (columns past N are zero), flattened."""
+    k, n = b.shape
+    p = -(-n // NR_PANEL)
+    padded = np.zeros((k, p * NR_PANEL), dtype=np.float32)
+    padded[:, :n] = b
+    return np.ascontiguousarray(padded.reshape(k, p, NR_PANEL).transpose(1, 0, 2)).reshape(-1)
+
+
 class Graph:
     def __init__(self) -> None:
         self.tensors: list[BTensor] = []

@@ -209,9 +209,12 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         batch = m1.shape[0] if k == "aten::bmm.out" else 1
         m, kk = m1.shape[-2], m1.shape[-1]
         n = m2.shape[-1]
-        ins_ = [m1, _operand(m2), None if bias is None else _operand(bias)]
+        m2c = _const_arr(m2)
+        b_packed = m2c is not None and batch == 1
+        bop = Const(B.pack_b_panels(m2c.reshape(kk, n)), ("bpack", id(m2))) if b_packed else _operand(m2)
+        ins_ = [m1, bop, None if bias is None else _operand(bias)]
         return Op("gemm", ins_, [out], ip=[batch, m, kk, n, m * kk if batch > 1 else 0,
-                                            kk * n if batch > 1 else 0, 0])
+                                            kk * n if batch > 1 else 0, 0, int(b_packed)])
     if k == "aten::max_pool2d_with_indices.out":
         x = _f32x(a[0])
         if len(x.shape) != 4 or not only_here(_out(ins, 1)):
@@ -457,8 +460,8 @@ def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec) -> tuple[np.ndarray, bool
         return w.reshape(co, kh * kw), True, 0
     mg, kg = co // g, cg * kh * kw
     packed = np.concatenate([B.pack_a_panels(w[i * mg:(i + 1) * mg].reshape(mg, kg)) for i in range(g)])
-    direct = (kh, kw) == (1, 1) and op.attrs["stride"] == [1, 1] and op.attrs["pad"] == [0, 0]
-    scratch = 0 if direct else kg * out.shape[2] * out.shape[3] * 4
+    npix = out.shape[2] * out.shape[3]
+    scratch = kg * (-(-npix // B.NR_PANEL) * B.NR_PANEL) * 4  # B operand in 16-column panels
     return packed, False, scratch
 
 

@@ -1,0 +1,141 @@
+"""The benchmark zoo: models built from `transformers` configs with seeded random weights
+(torchvision does not import beside torch 2.13 here), batch 1, f32, eval mode.
+
+Each entry returns (module, example_inputs). Outputs are plain tensors (logits / hidden states)
+so every runtime compares the same thing.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class _Logits(torch.nn.Module):
+    def __init__(self, m: torch.nn.Module, key: str = "logits") -> None:
+        super().__init__()
+        self.m, self.key = m, key
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        return getattr(self.m(*args), self.key)
+
+
+def _seeded(m: torch.nn.Module) -> torch.nn.Module:
+    torch.manual_seed(0)
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            mod.running_mean.uniform_(-0.1, 0.1)
+            mod.running_var.uniform_(0.5, 1.5)
+            mod.weight.data.uniform_(0.5, 1.5)
+            mod.bias.data.uniform_(-0.1, 0.1)
+    return m.eval()
+
+
+def resnet(depth: int) -> tuple[torch.nn.Module, tuple]:
+    from transformers import ResNetConfig, ResNetForImageClassification
+
+    if depth == 18:
+        cfg = ResNetConfig(depths=[2, 2, 2, 2], hidden_sizes=[64, 128, 256, 512],
+                           layer_type="basic", num_labels=1000)
+    else:
+        cfg = ResNetConfig(depths=[3, 4, 6, 3], hidden_sizes=[256, 512, 1024, 2048],
+                           layer_type="bottleneck", num_labels=1000)
+    torch.manual_seed(0)
+    m = _seeded(ResNetForImageClassification(cfg))
+    return _Logits(m).eval(), (torch.randn(1, 3, 224, 224),)
+
+
+def mobilenet_v2() -> tuple[torch.nn.Module, tuple]:
+    from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
+
+    torch.manual_seed(0)
+    cfg = MobileNetV2Config(num_labels=1000, tf_padding=False)
+    m = _seeded(MobileNetV2ForImageClassification(cfg))
+    return _Logits(m).eval(), (torch.randn(1, 3, 224, 224),)
+
+
+def vit_b16() -> tuple[torch.nn.Module, tuple]:
+    from transformers import ViTConfig, ViTForImageClassification
+
+    torch.manual_seed(0)
+    cfg = ViTConfig(num_labels=1000, attn_implementation="eager")
+    m = ViTForImageClassification(cfg).eval()
+    return _Logits(m).eval(), (torch.randn(1, 3, 224, 224),)
+
+
+def minilm() -> tuple[torch.nn.Module, tuple]:
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                     intermediate_size=1536, max_position_embeddings=512, attn_implementation="eager")
+    m = BertModel(cfg, add_pooling_layer=False).eval()
+    ids = torch.randint(0, 30522, (1, 128))
+    return _Logits(m, "last_hidden_state").eval(), (ids,)
+
+
+class _SE(torch.nn.Module):
+    def __init__(self, c: int, r: int) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Conv2d(c, r, 1)
+        self.fc2 = torch.nn.Conv2d(r, c, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = torch.nn.functional.adaptive_avg_pool2d(x, 1)
+        s = torch.nn.functional.hardsigmoid(self.fc2(torch.relu(self.fc1(s))))
+        return x * s
+
+
+def _div8(v: float) -> int:
+    n = max(8, int(v + 4) // 8 * 8)
+    return n + 8 if n < 0.9 * v else n
+
+
+class _IR(torch.nn.Module):
+    """MobileNetV3 inverted residual (torchvision's definition)."""
+
+    def __init__(self, cin: int, k: int, exp: int, cout: int, se: bool, hs: bool, s: int) -> None:
+        super().__init__()
+        act = torch.nn.Hardswish if hs else torch.nn.ReLU
+        layers: list[torch.nn.Module] = []
+        if exp != cin:
+            layers += [torch.nn.Conv2d(cin, exp, 1, bias=False), torch.nn.BatchNorm2d(exp), act()]
+        layers += [torch.nn.Conv2d(exp, exp, k, s, (k - 1) // 2, groups=exp, bias=False),
+                   torch.nn.BatchNorm2d(exp), act()]
+        if se:
+            layers.append(_SE(exp, _div8(exp // 4)))
+        layers += [torch.nn.Conv2d(exp, cout, 1, bias=False), torch.nn.BatchNorm2d(cout)]
+        self.block = torch.nn.Sequential(*layers)
+        self.res = s == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.block(x)
+        return x + y if self.res else y
+
+
+def mobilenet_v3_small() -> tuple[torch.nn.Module, tuple]:
+    """torchvision's mobilenet_v3_small architecture (our own definition)."""
+    cfg = [(16, 3, 16, 16, True, False, 2), (16, 3, 72, 24, False, False, 2),
+           (24, 3, 88, 24, False, False, 1), (24, 5, 96, 40, True, True, 2),
+           (40, 5, 240, 40, True, True, 1), (40, 5, 240, 40, True, True, 1),
+           (40, 5, 120, 48, True, True, 1), (48, 5, 144, 48, True, True, 1),
+           (48, 5, 288, 96, True, True, 2), (96, 5, 576, 96, True, True, 1),
+           (96, 5, 576, 96, True, True, 1)]
+    torch.manual_seed(0)
+    layers: list[torch.nn.Module] = [torch.nn.Conv2d(3, 16, 3, 2, 1, bias=False),
+                                     torch.nn.BatchNorm2d(16), torch.nn.Hardswish()]
+    layers += [_IR(*c) for c in cfg]
+    layers += [torch.nn.Conv2d(96, 576, 1, bias=False), torch.nn.BatchNorm2d(576),
+               torch.nn.Hardswish(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(1),
+               torch.nn.Linear(576, 1024), torch.nn.Hardswish(), torch.nn.Linear(1024, 1000)]
+    m = _seeded(torch.nn.Sequential(*layers))
+    return m, (torch.randn(1, 3, 224, 224),)
+
+
+ZOO = {
+    "mobilenet_v2": mobilenet_v2,
+    "mobilenet_v3_small": mobilenet_v3_small,
+    "resnet18": lambda: resnet(18),
+    "resnet50": lambda: resnet(50),
+    "vit_b16": vit_b16,
+    "minilm_l6": minilm,
+}

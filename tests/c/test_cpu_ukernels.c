@@ -1,0 +1,219 @@
+/*
+ * test_cpu_ukernels.c — every EmberCpuBackend micro-kernel of every ISA this
+ * CPU runs (AVX-512F, AVX2+FMA, scalar), at sizes below, at, above and
+ * multiples of its tile, against a double-precision scalar reference. GEMM
+ * tiles are also checked for writes outside [mr, nc].
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <string.h>
+
+#include "../../backends/cpu/cpu_ukernels.h"
+#include "../../backends/cpu/emc_format.h"
+#include "test_util.h"
+
+static unsigned g_seed = 12345;
+static float frand(void) {
+  g_seed = g_seed * 1103515245u + 12345u;
+  return (float)((g_seed >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+}
+
+static int close_to(double got, double want, double tol) {
+  return fabs(got - want) <= tol * (1.0 + fabs(want));
+}
+
+#define SENTINEL 12345.0f
+
+static void test_gemm(const em_cpu_config *cfg) {
+  static const size_t ncs[] = {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32};
+  static const size_t kcs[] = {1, 2, 5, 16, 67};
+  enum { MAXK = 67, LDC = 40 };
+  static float a[MAXK * 8 * 6], b[MAXK * 64], c[8 * LDC], ref[8 * LDC], bias_m[6], bias_n[32];
+  int bad = 0;
+  for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++)
+    for (size_t mr = 1; mr <= EMC_MR; mr++)
+      for (size_t ni = 0; ni < sizeof ncs / sizeof ncs[0]; ni++)
+        for (int variant = 0; variant < 8; variant++) {
+          size_t kc = kcs[ki], nc = ncs[ni];
+          if (nc > cfg->nr) continue;
+          int packed_a = variant & 1, packed_b = (variant >> 1) & 1, accumulate = variant >> 2;
+          for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) a[i] = frand();
+          for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) b[i] = frand();
+          for (size_t i = 0; i < 6; i++) bias_m[i] = frand();
+          for (size_t i = 0; i < 32; i++) bias_n[i] = frand();
+          for (size_t i = 0; i < 8 * LDC; i++) c[i] = (i / LDC < mr && i % LDC < nc) ? frand() : SENTINEL;
+          size_t a_rs = packed_a ? 1 : kc, a_ks = packed_a ? EMC_MR : 1;
+          size_t ldb = packed_b ? EMC_NR_PANEL : 32, b_next = packed_b ? kc * EMC_NR_PANEL : 16;
+          em_minmax_params p = {-2.5f, 2.5f};
+          for (size_t m = 0; m < mr; m++)
+            for (size_t n = 0; n < nc; n++) {
+              double acc = accumulate ? c[m * LDC + n] : (double)bias_m[m] + bias_n[n];
+              for (size_t k = 0; k < kc; k++) {
+                const float *bk = packed_b ? (n < 16 ? b + k * 16 + n : b + b_next + k * 16 + n - 16)
+                                           : b + k * ldb + n;
+                acc += (double)a[m * a_rs + k * a_ks] * *bk;
+              }
+              ref[m * LDC + n] = (float)fmin(fmax(acc, p.min), p.max);
+            }
+          cfg->gemm(mr, nc, kc, a, a_rs, a_ks, b, ldb, b_next, c, LDC, bias_m, bias_n, accumulate, &p);
+          for (size_t i = 0; i < 8 * LDC && bad < 5; i++) {
+            size_t m = i / LDC, n = i % LDC;
+            int inside = m < mr && n < nc;
+            int ok = inside ? close_to(c[i], ref[i], 1e-5) : c[i] == SENTINEL;
+            if (!ok) {
+              bad++;
+              CHECK(ok, "%s gemm mr=%zu nc=%zu kc=%zu variant=%d: c[%zu][%zu] = %g, want %g", cfg->isa,
+                    mr, nc, kc, variant, m, n, c[i], inside ? ref[i] : SENTINEL);
+            }
+          }
+          if (!bad) g_pass++;
+        }
+}
+
+static void test_dwconv(const em_cpu_config *cfg) {
+  static float in[40 * 40], w[49], out[40 * 40];
+  static const int64_t sizes[] = {1, 5, 7, 16, 17, 33};
+  int bad = 0;
+  for (size_t hi = 0; hi < 6; hi++)
+    for (int64_t k = 1; k <= 5; k += 2)
+      for (int64_t s = 1; s <= 3; s++)
+        for (int64_t pad = 0; pad <= 2; pad++)
+          for (int64_t dil = 1; dil <= 2; dil++) {
+            int64_t h = sizes[hi], wd = sizes[(hi + 2) % 6];
+            int64_t span = dil * (k - 1) + 1;
+            if (h + 2 * pad < span || wd + 2 * pad < span) continue;
+            em_dw_params q = {h, wd, (h + 2 * pad - span) / s + 1, (wd + 2 * pad - span) / s + 1,
+                              k, k, s, s, pad, pad, dil, dil};
+            for (int64_t i = 0; i < h * wd; i++) in[i] = frand();
+            for (int64_t i = 0; i < k * k; i++) w[i] = frand();
+            em_minmax_params p = {-1.5f, 1.5f};
+            cfg->dwconv(&q, in, w, 0.25f, out, &p);
+            for (int64_t oy = 0; oy < q.oh; oy++)
+              for (int64_t ox = 0; ox < q.ow; ox++) {
+                double acc = 0.25;
+                for (int64_t ky = 0; ky < k; ky++)
+                  for (int64_t kx = 0; kx < k; kx++) {
+                    int64_t iy = oy * s + ky * dil - pad, ix = ox * s + kx * dil - pad;
+                    if (iy >= 0 && iy < h && ix >= 0 && ix < wd) acc += (double)w[ky * k + kx] * in[iy * wd + ix];
+                  }
+                acc = fmin(fmax(acc, p.min), p.max);
+                if (!close_to(out[oy * q.ow + ox], acc, 1e-5) && bad++ < 5)
+                  CHECK(0, "%s dwconv h=%lld w=%lld k=%lld s=%lld p=%lld d=%lld at %lld,%lld: %g vs %g",
+                        cfg->isa, (long long)h, (long long)wd, (long long)k, (long long)s,
+                        (long long)pad, (long long)dil, (long long)oy, (long long)ox,
+                        out[oy * q.ow + ox], acc);
+              }
+          }
+  CHECK(bad == 0, "%s dwconv: %d mismatches", cfg->isa, bad);
+}
+
+static double ref_act(uint32_t act, double x, const float *fp) {
+  switch (act) {
+  case EMC_ACT_CLAMP: return fmin(fmax(x, fp[0]), fp[1]);
+  case EMC_ACT_HARDSWISH: return x * fmin(fmax(x + 3, 0), 6) / 6;
+  case EMC_ACT_HARDSIGMOID: return fmin(fmax(x + 3, 0), 6) / 6;
+  case EMC_ACT_SIGMOID: return 1 / (1 + exp(-x));
+  case EMC_ACT_SILU: return x / (1 + exp(-x));
+  case EMC_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+  case EMC_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+  case EMC_ACT_TANH: return tanh(x);
+  case EMC_ACT_EXP: return exp(x);
+  case EMC_ACT_SQRT: return sqrt(fabs(x));
+  case EMC_ACT_RSQRT: return 1 / sqrt(fabs(x) + 0.1);
+  case EMC_ACT_NEG: return -x;
+  case EMC_ACT_ABS: return fabs(x);
+  default: return x;
+  }
+}
+
+static void test_elementwise(const em_cpu_config *cfg) {
+  static const size_t ns[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 100};
+  static float a[128], b[128], y[128];
+  const float fp[2] = {-0.75f, 0.5f};
+  for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+    size_t n = ns[ni];
+    for (size_t i = 0; i < 128; i++) a[i] = 4 * frand(), b[i] = frand() + 2.0f;
+    em_minmax_params p = {-3.0f, 3.0f};
+    for (int op = 0; op < 4; op++)
+      for (int sc = 0; sc < 2; sc++) {
+        y[n] = SENTINEL;
+        (sc ? cfg->vbinc : cfg->vbin)[op](n, a, b, y, &p);
+        int ok = y[n] == SENTINEL;
+        for (size_t i = 0; i < n; i++) {
+          double bv = sc ? b[0] : b[i];
+          double r = op == 0 ? a[i] + bv : op == 1 ? a[i] - bv : op == 2 ? (double)a[i] * bv : a[i] / bv;
+          ok &= close_to(y[i], fmin(fmax(r, -3.0), 3.0), 1e-6);
+        }
+        CHECK(ok, "%s vbinary op=%d scalar=%d n=%zu", cfg->isa, op, sc, n);
+      }
+    for (uint32_t act = 1; act < EMC_ACT_END; act++) {
+      for (size_t i = 0; i < n; i++) {
+        if (act == EMC_ACT_SQRT) a[i] = fabsf(a[i]);
+        if (act == EMC_ACT_RSQRT) a[i] = fabsf(a[i]) + 0.1f;
+        if (act == EMC_ACT_EXP) a[i] = a[i] * 5.0f;
+      }
+      y[n] = SENTINEL;
+      cfg->vact(n, a, y, act, fp);
+      int ok = y[n] == SENTINEL;
+      for (size_t i = 0; i < n; i++) {
+        double want = ref_act(act, a[i], fp);
+        if (act == EMC_ACT_SQRT || act == EMC_ACT_RSQRT) want = act == EMC_ACT_SQRT ? sqrt(a[i]) : 1 / sqrt(a[i]);
+        ok &= fabs(y[i] - want) <= 2e-6 + 2e-6 * fabs(want);
+        if (!ok) {
+          CHECK(ok, "%s act %u n=%zu x=%g: %g vs %g", cfg->isa, act, n, a[i], y[i], want);
+          break;
+        }
+      }
+      if (ok) g_pass++;
+    }
+    if (n == 0) continue;
+    for (int lg = 0; lg < 2; lg++) {
+      double mx = -1e30, sum = 0;
+      cfg->softmax(n, a, y, lg);
+      for (size_t i = 0; i < n; i++) mx = fmax(mx, a[i]);
+      for (size_t i = 0; i < n; i++) sum += exp(a[i] - mx);
+      int ok = 1;
+      for (size_t i = 0; i < n; i++) {
+        double want = lg ? a[i] - mx - log(sum) : exp(a[i] - mx) / sum;
+        ok &= close_to(y[i], want, 2e-6);
+      }
+      CHECK(ok, "%s softmax log=%d n=%zu", cfg->isa, lg, n);
+    }
+    for (int rms = 0; rms < 2; rms++) {
+      double mean = 0, var = 0;
+      for (size_t i = 0; i < n; i++) mean += rms ? 0 : a[i];
+      mean /= (double)n;
+      for (size_t i = 0; i < n; i++) var += (a[i] - mean) * (a[i] - mean);
+      double rstd = 1 / sqrt(var / (double)n + 1e-5);
+      cfg->norm(n, a, b, rms ? NULL : b + 1, 1e-5f, rms, y);
+      int ok = 1;
+      for (size_t i = 0; i < n; i++)
+        ok &= close_to(y[i], (a[i] - mean) * rstd * b[i] + (rms ? 0 : b[i + 1]), 1e-5);
+      CHECK(ok, "%s norm rms=%d n=%zu", cfg->isa, rms, n);
+    }
+    em_minmax_params p2 = {-1.0f, 1.0f};
+    cfg->vaffine(n, a, 0.5f, 0.25f, y, &p2);
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= close_to(y[i], fmin(fmax(a[i] * 0.5 + 0.25, -1), 1), 1e-6);
+    CHECK(ok, "%s vaffine n=%zu", cfg->isa, n);
+  }
+}
+
+int main(void) {
+  static const char *isas[] = {"avx512f", "avx2", "scalar"};
+  int tested = 0;
+  for (size_t i = 0; i < 3; i++) {
+    const em_cpu_config *cfg = em_cpu_config_for(isas[i]);
+    if (!cfg) {
+      printf("%s: not supported on this CPU, skipped\n", isas[i]);
+      continue;
+    }
+    tested++;
+    test_gemm(cfg);
+    test_dwconv(cfg);
+    test_elementwise(cfg);
+  }
+  CHECK(tested > 0, "no ISA tested");
+  CHECK(em_cpu_config_get() != NULL, "no configuration chosen");
+  return test_summary("test_cpu_ukernels");
+}
