@@ -197,6 +197,26 @@ for lay_a, lay_b in [("t", "c"), ("c", "t"), ("s", "s"), ("t", "t")]:
         return simple("aten::mm.out", [a, b], mm_ref(a, b))
 
 
+# GEMM tile edges: micro-tile 6x16, KC 256, MC 144 (below, at, above and multiples), and the
+# matrix-vector path (m <= 4 with a contiguous B column).
+for m, k, n in [
+    (5, 255, 15),
+    (6, 256, 16),
+    (7, 257, 17),
+    (12, 512, 32),
+    (145, 20, 33),
+    (1, 300, 70),
+    (4, 9, 5),
+    (2, 1, 40),
+]:
+    for lay_b in ["c", "t"]:
+
+        @case(f"mm-f32-tiles-{m}x{k}x{n}-{lay_b}")
+        def _(g, m=m, k=k, n=n, lay_b=lay_b):
+            a, b = rnd((m, k), F32, g), rnd((k, n), F32, g, lay_b)
+            return simple("aten::mm.out", [a, b], mm_ref(a, b), tol=(1e-5, 1e-4))
+
+
 @case("mm-f32-big")
 def _(g):
     a, b = rnd((150, 300), F32, g), rnd((300, 3100), F32, g)
@@ -2209,6 +2229,7 @@ for dt in [F32, F64, BF16]:
                 return simple(
                     "aten::_upsample_bilinear2d_aa.out", [x, osz, align, sh, sw], exp.to(dt)
                 )
+
 
 for qdt in [torch.uint8, torch.int8]:
     for lay in ["c", "t"]:
