@@ -148,7 +148,7 @@ def export(
     log.info(
         "exported %s: %d bytes%s",
         names,
-        len(pte),
+        sum(memoryview(p).nbytes for p in pte),
         f" + {len(ptd)} bytes of external data" if ptd is not None else "",
     )
     return Program(pte, ptd, debug=debug, exported={n: irs[n].ep for n in names}, irs=irs)

@@ -110,3 +110,32 @@ def test_compare_on_ember_runtime() -> None:
     load_runtime(prog)
     report = ember.compare(m, prog, (x,))
     assert report.ok, str(report)
+
+
+def test_debug_values_match_eager_on_ember_runtime() -> None:
+    """Every instruction's recorded outputs, read back through run_debug, equal the eager
+    value of the FX node the debug info names (so compare's localisation is trustworthy)."""
+    from conftest import SmallCNN, randomize_bn
+
+    ember_runtime_module()
+    m = randomize_bn(SmallCNN())
+    x = torch.randn(1, 3, 8, 8)
+    prog = export_for_tests(m, (x,))
+    require_ember_kernels(prog)
+    rt = load_runtime(prog)
+    dbg = [d for d in prog.debug_info() if d.out_values]
+    watch = {d.index: d.out_values for d in dbg}
+    flat = prog.flatten_inputs((x,))
+    _, captured = rt.run_debug("forward", flat, watch)
+    ref = eager_intermediates(prog._exported["forward"], flat)
+    checked = 0
+    for d in dbg:
+        want = ref[d.node]
+        wants = list(want) if isinstance(want, (list, tuple)) else [want]
+        for k, vi in enumerate(d.out_values):
+            got = captured[(d.index, vi)]
+            assert got.shape == wants[k].shape, d
+            if got.dtype.is_floating_point:
+                assert torch.allclose(got, wants[k], rtol=1e-4, atol=1e-5), d
+            checked += 1
+    assert checked >= len(dbg)

@@ -3,6 +3,8 @@ and on Ember's runtime."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from conftest import (
@@ -20,11 +22,24 @@ from conftest import (
 )
 
 
+@functools.cache
+def _exported(name: str) -> tuple[torch.nn.Module, object]:
+    """Model and program, exported once for both runtimes (programs are immutable)."""
+    torch.manual_seed(0)
+    make, shape = {
+        "mlp": (lambda: MLP().eval(), (3, 16)),
+        "cnn": (lambda: randomize_bn(SmallCNN()), (2, 3, 8, 8)),
+        "block": (lambda: Block().eval(), (2, 8, 32)),
+        "cond": (CondModel, (2, 4)),
+    }[name]
+    m = make()
+    return m, export_for_tests(m, (torch.randn(*shape),))
+
+
 @pytest.mark.parametrize("rt", RUNTIMES)
 def test_mlp(rt: str) -> None:
-    m = MLP().eval()
-    x = torch.randn(3, 16)
-    run = make_runner(rt, export_for_tests(m, (x,)))
+    m, prog = _exported("mlp")
+    run = make_runner(rt, prog)
     for _ in range(2):
         x = torch.randn(3, 16)
         (out,) = run(x)
@@ -33,9 +48,7 @@ def test_mlp(rt: str) -> None:
 
 @pytest.mark.parametrize("rt", RUNTIMES)
 def test_cnn_batchnorm_pool_residual(rt: str) -> None:
-    m = randomize_bn(SmallCNN())
-    x = torch.randn(2, 3, 8, 8)
-    prog = export_for_tests(m, (x,))
+    m, prog = _exported("cnn")
     run = make_runner(rt, prog)
     x = torch.randn(2, 3, 8, 8)
     (out,) = run(x)
@@ -44,9 +57,8 @@ def test_cnn_batchnorm_pool_residual(rt: str) -> None:
 
 @pytest.mark.parametrize("rt", RUNTIMES)
 def test_transformer_block(rt: str) -> None:
-    m = Block().eval()
-    x = torch.randn(2, 8, 32)
-    run = make_runner(rt, export_for_tests(m, (x,)))
+    m, prog = _exported("block")
+    run = make_runner(rt, prog)
     x = torch.randn(2, 8, 32)
     (out,) = run(x)
     assert_close(out, m(x).detach())
@@ -54,8 +66,7 @@ def test_transformer_block(rt: str) -> None:
 
 @pytest.mark.parametrize("rt", RUNTIMES)
 def test_cond_both_branches(rt: str) -> None:
-    m = CondModel()
-    prog = export_for_tests(m, (torch.randn(2, 4),))
+    m, prog = _exported("cond")
     run = make_runner(rt, prog)
     for x in (torch.rand(2, 4) + 0.1, -torch.rand(2, 4) - 0.1, torch.rand(2, 4) + 0.1):
         (out,) = run(x)
