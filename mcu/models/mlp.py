@@ -9,7 +9,10 @@ C runtime (host), and writes:
 * OUT/mlp.pte            — batch-1 program for the firmware
 * OUT/mlp_images.npy     — the first N test images, [N, 1, 784] f32 (firmware test cases)
 * OUT/mlp_labels.npy     — their labels, [N] i64
-* OUT/mlp_accuracy.txt   — the accuracy figures
+* OUT/mlp_int8.pte       — the same network after static int8 PTQ (ember.quant: per-channel
+                           int8 weights, per-tensor int8 activations, Q/DQ operators)
+* OUT/mlp_state.pt       — the trained weights (reused by later runs unless --retrain)
+* OUT/mlp_accuracy.txt   — the accuracy figures (fp32 and int8, eager and on Ember's runtime)
 
 The deployed module keeps each weight pre-transposed ([in, out]) and calls addmm, so the `.pte`
 needs no run-time transpose of constants (a transposed copy of the 784x32 weight would cost 100
@@ -115,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--cases", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--retrain", action="store_true", help="ignore a saved OUT/mlp_state.pt")
+    ap.add_argument("--calib", type=int, default=1000, help="training images for int8 calibration")
+    ap.add_argument("--observer", default="percentile", choices=["minmax", "percentile"])
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     log = logging.getLogger("mlp")
@@ -127,12 +133,19 @@ def main(argv: list[str] | None = None) -> int:
     xtr, ytr = load(data, "train")
     xte, yte = load(data, "test")
     model = mlp()
-    t0 = time.time()
-    train(model, xtr, ytr, args.epochs, args.seed)
+    state = out / "mlp_state.pt"
+    if state.exists() and not args.retrain:
+        model.load_state_dict(torch.load(state))
+        model.eval()
+        log.info("loaded trained weights from %s", state)
+    else:
+        t0 = time.time()
+        train(model, xtr, ytr, args.epochs, args.seed)
+        torch.save(model.state_dict(), state)
+        log.info("trained %d epochs in %.1f s", args.epochs, time.time() - t0)
     with torch.no_grad():
         eager_acc = (model(xte).argmax(1) == yte).float().mean().item()
-    log.info("trained %d epochs in %.1f s; eager fp32 test accuracy %.4f", args.epochs,
-             time.time() - t0, eager_acc)  # fmt: skip
+    log.info("eager fp32 test accuracy %.4f", eager_acc)
 
     import ember
 
@@ -143,13 +156,28 @@ def main(argv: list[str] | None = None) -> int:
 
     from ember.runtime import RuntimeProgram
 
-    rt = RuntimeProgram(pte)
-    correct = 0
-    for i in range(len(xte)):
-        y = rt.run("forward", [xte[i : i + 1]])[0]
-        correct += int(y.argmax().item() == yte[i].item())
-    ember_acc = correct / len(xte)
+    def runtime_accuracy(path: Path) -> float:
+        rt = RuntimeProgram(path)
+        correct = 0
+        for i in range(len(xte)):
+            y = rt.run("forward", [xte[i : i + 1]])[0]
+            correct += int(y.argmax().item() == yte[i].item())
+        return correct / len(xte)
+
+    ember_acc = runtime_accuracy(pte)
     log.info("Ember runtime (host) fp32 test accuracy %.4f on %d images", ember_acc, len(xte))
+
+    import ember.quant
+
+    g = torch.Generator().manual_seed(args.seed + 1)
+    calib = xtr[torch.randperm(len(xtr), generator=g)[: args.calib]]
+    qmodel = ember.quant.quantize(model, list(calib.split(100)), observer=args.observer)
+    with torch.no_grad():
+        eager_q = (qmodel(xte).argmax(1) == yte).float().mean().item()
+    qpte = out / "mlp_int8.pte"
+    ember.export(qmodel, (xte[:1],)).save(qpte)
+    ember_q = runtime_accuracy(qpte)
+    log.info("int8 (Q/DQ) test accuracy: eager %.4f, Ember runtime %.4f", eager_q, ember_q)
 
     np.save(out / "mlp_images.npy", xte[: args.cases].reshape(args.cases, 1, 784).numpy())
     np.save(out / "mlp_labels.npy", yte[: args.cases].numpy())
@@ -157,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         f"dataset {data}\nepochs {args.epochs} seed {args.seed}\n"
         f"eager fp32 test accuracy {eager_acc:.4f}\n"
         f"ember host fp32 test accuracy {ember_acc:.4f} ({len(xte)} images)\n"
+        f"eager int8 (Q/DQ, {args.observer} observer, {args.calib} calibration images) test "
+        f"accuracy {eager_q:.4f}\n"
+        f"ember host int8 test accuracy {ember_q:.4f} ({len(xte)} images); "
+        f"drop vs fp32 {100 * (ember_acc - ember_q):.2f} pp\n"
     )
     log.info("wrote %s (%d bytes) and %d test cases", pte, pte.stat().st_size, args.cases)
     return 0

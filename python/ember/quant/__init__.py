@@ -1,0 +1,184 @@
+"""Static int8 post-training quantization in ExecuTorch's Q/DQ representation.
+
+:func:`quantize` calibrates a float model on sample inputs and returns a module whose every
+``nn.Linear`` carries
+
+* int8 weights, **per-channel symmetric** (one scale per output channel, zero point 0), stored
+  transposed (``[in, out]``) so the exported program needs no run-time transpose, and turned back
+  into floats by ``quantized_decomposed::dequantize_per_channel``;
+* an int8 **per-tensor affine** input activation (scale and zero point from calibration with a
+  min/max or percentile observer), expressed as ``quantize_per_tensor`` → ``dequantize_per_tensor``;
+* its float bias (the integer-only lowering turns it into int32 with scale ``s_x * s_w``).
+
+The graph therefore uses only ExecuTorch's stock ``quantized_decomposed`` operators plus fp32
+``addmm`` / ``relu``, so the `.pte` runs on stock portable kernels and on Ember's, and its
+predictions are those of the quantized arithmetic. Fusing the Q/DQ patterns into integer-only
+``ember::`` operators is a separate lowering (not part of this module).
+
+    qmodel = ember.quant.quantize(model, calibration_batches, observer="percentile")
+    prog = ember.export(qmodel, (x,))
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+# Registers torch.ops.quantized_decomposed.* (ExecuTorch's Q/DQ operators) with PyTorch.
+import torch.ao.quantization.fx._decomposed  # noqa: F401  isort: skip
+
+from ember.errors import EmberError
+from ember.quant._ops import register_out_variants
+
+register_out_variants()
+
+log = logging.getLogger(__name__)
+
+QMIN, QMAX = -128, 127
+
+__all__ = ["QuantizationError", "QuantizedLinear", "quantize", "qparams_affine", "weight_qparams"]
+
+
+class QuantizationError(EmberError):
+    """The model cannot be quantized as asked (no calibration data, unsupported layer...)."""
+
+
+def qparams_affine(lo: float, hi: float) -> tuple[float, int]:
+    """Scale and zero point mapping [lo, hi] (widened to contain 0) onto int8 [-128, 127]."""
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    scale = (hi - lo) / float(QMAX - QMIN)
+    if scale <= 0 or not torch.isfinite(torch.tensor(scale)):
+        return 1.0, 0
+    zp = int(round(QMIN - lo / scale))
+    return float(scale), max(QMIN, min(QMAX, zp))
+
+
+def weight_qparams(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-output-channel symmetric int8 weights of ``w`` [out, in]: (int8 [out, in], scales)."""
+    amax = w.detach().abs().amax(dim=1).to(torch.float32)
+    scales = torch.where(amax > 0, amax / 127.0, torch.ones_like(amax))
+    q = torch.clamp(torch.round(w.detach() / scales[:, None]), -127, 127).to(torch.int8)
+    return q, scales
+
+
+class _Observer:
+    """Running range of a tensor: min/max, or a percentile of |values| per batch (averaged)."""
+
+    def __init__(self, kind: str, percentile: float) -> None:
+        if kind not in ("minmax", "percentile"):
+            raise QuantizationError(f"unknown observer {kind!r} (use 'minmax' or 'percentile')")
+        self.kind, self.percentile = kind, percentile
+        self.lo, self.hi, self.n = float("inf"), float("-inf"), 0
+        self._lo_sum, self._hi_sum = 0.0, 0.0
+
+    def __call__(self, x: torch.Tensor) -> None:
+        x = x.detach().float().flatten()
+        if x.numel() == 0:
+            return
+        self.n += 1
+        if self.kind == "minmax":
+            self.lo, self.hi = min(self.lo, x.min().item()), max(self.hi, x.max().item())
+            return
+        q = self.percentile / 100.0
+        if x.numel() > 1 << 24:  # torch.quantile's limit
+            x = x[torch.randperm(x.numel())[: 1 << 24]]
+        self._lo_sum += torch.quantile(x, 1.0 - q).item()
+        self._hi_sum += torch.quantile(x, q).item()
+        self.lo, self.hi = self._lo_sum / self.n, self._hi_sum / self.n
+
+
+class QuantizedLinear(nn.Module):
+    """``nn.Linear`` with int8 per-channel weights and an int8 per-tensor input, as Q/DQ ops."""
+
+    def __init__(self, lin: nn.Linear, in_scale: float, in_zp: int) -> None:
+        super().__init__()
+        q, scales = weight_qparams(lin.weight)
+        # [in, out] int8 and per-output-channel (axis 1) scales: addmm(bias, x, W^T) directly.
+        self.register_buffer("weight_int8_t", q.t().contiguous())
+        self.register_buffer("weight_scales", scales)
+        self.register_buffer("weight_zero_points", torch.zeros_like(scales, dtype=torch.int64))
+        bias = lin.bias.detach().clone() if lin.bias is not None else torch.zeros(q.shape[0])
+        self.register_buffer("bias", bias.to(torch.float32))
+        self.in_scale, self.in_zp = float(in_scale), int(in_zp)
+        self.in_features, self.out_features = lin.in_features, lin.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        qd = torch.ops.quantized_decomposed
+        xq = qd.quantize_per_tensor(x, self.in_scale, self.in_zp, QMIN, QMAX, torch.int8)
+        xd = qd.dequantize_per_tensor(xq, self.in_scale, self.in_zp, QMIN, QMAX, torch.int8)
+        w = qd.dequantize_per_channel(
+            self.weight_int8_t, self.weight_scales, self.weight_zero_points, 1, -127, 127,
+            torch.int8,
+        )  # fmt: skip
+        lead = xd.shape[:-1]
+        y = torch.addmm(self.bias, xd.reshape(-1, self.in_features), w)
+        return y.reshape(*lead, self.out_features) if len(lead) != 1 else y
+
+    def extra_repr(self) -> str:
+        return (f"in={self.in_features}, out={self.out_features}, in_scale={self.in_scale:.6g}, "
+                f"in_zp={self.in_zp}, weights=int8 per-channel")  # fmt: skip
+
+
+def _batches(calibration_data: Iterable[Any]) -> list[tuple[Any, ...]]:
+    out = []
+    for b in calibration_data:
+        out.append(b if isinstance(b, tuple) else tuple(b) if isinstance(b, list) else (b,))
+    if not out:
+        raise QuantizationError("calibration_data is empty: give at least one batch of inputs")
+    return out
+
+
+def quantize(
+    model: nn.Module,
+    calibration_data: Iterable[Any],
+    *,
+    observer: str = "minmax",
+    percentile: float = 99.99,
+    progress: bool = True,
+) -> nn.Module:
+    """Returns a copy of `model` with every ``nn.Linear`` replaced by :class:`QuantizedLinear`.
+
+    `calibration_data` yields model inputs (a tensor or a tuple of tensors per batch); each batch
+    is run once in eval mode while observers record the range of every linear layer's input.
+    `observer` is ``"minmax"`` or ``"percentile"`` (the `percentile`-th percentile of each batch,
+    averaged over batches, which ignores outliers). The model is not modified.
+    """
+    import copy
+
+    batches = _batches(calibration_data)
+    qmodel = copy.deepcopy(model).eval()
+    linears = [(n, m) for n, m in qmodel.named_modules() if isinstance(m, nn.Linear)]
+    if not linears:
+        raise QuantizationError("the model has no nn.Linear layer to quantize")
+    observers = {n: _Observer(observer, percentile) for n, _ in linears}
+    hooks = [m.register_forward_pre_hook(lambda mod, args, n=n: observers[n](args[0]))
+             for n, m in linears]  # fmt: skip
+    it: Iterable[tuple[Any, ...]] = batches
+    if progress:
+        try:
+            from tqdm import tqdm
+
+            it = tqdm(batches, desc="calibrating", leave=False, disable=None)
+        except ImportError:  # pragma: no cover
+            pass
+    try:
+        with torch.no_grad():
+            for b in it:
+                qmodel(*b)
+    finally:
+        for h in hooks:
+            h.remove()
+    for name, lin in linears:
+        obs = observers[name]
+        if obs.n == 0:
+            raise QuantizationError(f"layer {name!r} never ran during calibration")
+        scale, zp = qparams_affine(obs.lo, obs.hi)
+        parent = qmodel.get_submodule(name.rsplit(".", 1)[0]) if "." in name else qmodel
+        setattr(parent, name.rsplit(".", 1)[-1], QuantizedLinear(lin, scale, zp))
+        log.info("quantized %s: input range [%.4g, %.4g] -> scale %.4g zp %d", name, obs.lo,
+                 obs.hi, scale, zp)  # fmt: skip
+    return qmodel
