@@ -1,0 +1,273 @@
+"""EmberCpuBackend (ember.export(..., backend="cpu")): delegated models match eager PyTorch and
+the undelegated Ember run; every supported operator is delegated; malformed blobs are rejected
+with an error, never a crash. Kernel-level tests are in tests/c/test_cpu_ukernels.c.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+import subprocess
+import sys
+
+import ember
+import pytest
+import torch
+import torch.nn.functional as F
+from ember.backends.delegate import DelegateInstr
+from ember.passes.ir import KernelInstr
+from torch import nn
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def _runtime():
+    from ember.runtime import RuntimeProgram
+
+    return RuntimeProgram
+
+
+def _run(prog: ember.Program, inputs: tuple, threads: int = 1) -> torch.Tensor:
+    return _runtime()(prog.buffer, threads=threads).run("forward", list(inputs))[0]
+
+
+def _outside(prog: ember.Program) -> list[str]:
+    ir = prog._irs["forward"]
+    return [i.kernel for i in ir.instrs if isinstance(i, KernelInstr) and not isinstance(i, DelegateInstr)]
+
+
+def _n_delegates(prog: ember.Program) -> int:
+    return sum(isinstance(i, DelegateInstr) for i in prog._irs["forward"].instrs)
+
+
+def _check_model(m: nn.Module, inputs: tuple, *, outside_ok: int = 0, threads: tuple = (1, 2)) -> ember.Program:
+    m = m.eval()
+    with torch.inference_mode():
+        want = m(*inputs)
+    prog = ember.export(m, inputs, backend="cpu")
+    assert _n_delegates(prog) >= 1
+    assert len(_outside(prog)) <= outside_ok, _outside(prog)
+    for th in threads:
+        got = _run(prog, inputs, th)
+        torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
+    plain = _run(ember.export(m, inputs), inputs)
+    torch.testing.assert_close(got, plain, rtol=RTOL, atol=ATOL)
+    return prog
+
+
+def _seed_bn(m: nn.Module) -> nn.Module:
+    g = torch.Generator().manual_seed(1)
+    for mod in m.modules():
+        if isinstance(mod, nn.BatchNorm2d):
+            mod.running_mean.copy_(torch.rand(mod.num_features, generator=g) * 0.2 - 0.1)
+            mod.running_var.copy_(torch.rand(mod.num_features, generator=g) + 0.5)
+            mod.weight.data.copy_(torch.rand(mod.num_features, generator=g) + 0.5)
+            mod.bias.data.copy_(torch.rand(mod.num_features, generator=g) * 0.2 - 0.1)
+    return m
+
+
+class ConvZoo(nn.Module):
+    """Every conv flavour, folded batch norm, each fused activation, pooling, residual adds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(16)
+        self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.dw5 = nn.Conv2d(16, 16, 5, stride=2, padding=2, groups=16, bias=False)
+        self.pw = nn.Conv2d(16, 26, 1)
+        self.grouped = nn.Conv2d(26, 26, 3, padding=2, dilation=2, groups=2)
+        self.rect = nn.Conv2d(26, 13, (3, 1), stride=(1, 2), padding=(1, 0))
+        self.bn2 = nn.BatchNorm2d(13)
+        self.fc = nn.Linear(13, 7)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.bn(self.stem(x)))
+        y = y + F.relu6(self.dw(y))
+        y = F.hardswish(self.dw5(y))
+        y = F.silu(self.pw(y)) * torch.sigmoid(y.mean(1, keepdim=True))
+        y = F.gelu(self.grouped(y)) - 0.5
+        y = self.bn2(F.hardtanh(self.rect(y), -0.5, 2.0))  # unfolded batch norm (affine)
+        a = F.max_pool2d(y, 3, 2, 1)
+        b = F.avg_pool2d(y, 3, 2, 1)
+        y = a + b
+        y = F.adaptive_avg_pool2d(y, 1).flatten(1)
+        return F.hardsigmoid(self.fc(y))
+
+
+@pytest.mark.parametrize("size", [17, 32])
+def test_conv_zoo_matches_eager_and_portable(size: int) -> None:
+    torch.manual_seed(0)
+    m = _seed_bn(ConvZoo())
+    prog = _check_model(m, (torch.randn(1, 3, size, size),), outside_ok=0)
+    assert len(prog.buffer) > 0
+
+
+def test_mlp() -> None:
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(33, 64), nn.GELU(), nn.LayerNorm(64), nn.Linear(64, 48), nn.ReLU(),
+                      nn.Linear(48, 5), nn.Softmax(-1))
+    _check_model(m, (torch.randn(3, 33),))
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block with hand-written multi-head attention."""
+
+    def __init__(self, d: int = 48, h: int = 4) -> None:
+        super().__init__()
+        self.h = h
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, -1)
+        q, k, v = (z.reshape(b, t, self.h, d // self.h).transpose(1, 2) for z in (q, k, v))
+        att = torch.softmax(q @ k.transpose(-1, -2) / (d // self.h) ** 0.5, -1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+
+def test_transformer_block() -> None:
+    torch.manual_seed(0)
+    prog = _check_model(Block(), (torch.randn(1, 19, 48),), outside_ok=2)
+    assert _n_delegates(prog) >= 1
+
+
+def test_bert_layer_from_transformers() -> None:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=64, max_position_embeddings=32,
+                                  attn_implementation="eager")
+
+    class Enc(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = transformers.BertModel(cfg, add_pooling_layer=False)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.m(ids).last_hidden_state
+
+    ids = torch.randint(0, 100, (1, 11))
+    m = Enc().eval()
+    with torch.inference_mode():
+        want = m(ids)
+    prog = ember.export(m, (ids,), backend="cpu")
+    torch.testing.assert_close(_run(prog, (ids,), 2), want, rtol=RTOL, atol=ATOL)
+
+
+def test_unsupported_stays_outside_and_default_is_portable() -> None:
+    class M(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cumsum(F.relu(x * 2.0), 0) + 1.0
+
+    x = torch.randn(5, 6)
+    prog = ember.export(M(), (x,), backend="cpu")
+    assert "aten::cumsum.out" in _outside(prog)
+    torch.testing.assert_close(_run(prog, (x,)), M()(x), rtol=RTOL, atol=ATOL)
+    assert _n_delegates(ember.export(M(), (x,))) == 0
+
+
+@pytest.mark.parametrize("isa", ["avx2", "scalar"])
+def test_lower_isa_in_subprocess(isa: str, tmp_path) -> None:
+    """EMBER_CPU_ISA forces a lower micro-kernel family; results are the same."""
+    torch.manual_seed(0)
+    m = _seed_bn(ConvZoo()).eval()
+    x = torch.randn(1, 3, 20, 20)
+    prog = ember.export(m, (x,), backend="cpu")
+    pte = tmp_path / "m.pte"
+    prog.save(pte)
+    torch.save((x, m(x).detach()), tmp_path / "io.pt")
+    code = (
+        "import sys, torch; from ember.runtime import RuntimeProgram;"
+        f"x, want = torch.load({str(tmp_path / 'io.pt')!r});"
+        f"got = RuntimeProgram(open({str(pte)!r}, 'rb').read()).run('forward', [x])[0];"
+        "torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5); print('ok')"
+    )
+    env = dict(os.environ, EMBER_CPU_ISA=isa)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+
+
+# ---- malformed blobs ------------------------------------------------------------------------
+def _blob_span(buf: bytes) -> tuple[int, int]:
+    at = buf.index(b"EMC1")
+    n_tensors, n_ops = struct.unpack_from("<II", buf, at + 8)
+    data_off, data_n = struct.unpack_from("<QQ", buf, at + 48)
+    return at, data_off + data_n
+
+
+def _load_and_run(buf: bytes, x: torch.Tensor) -> str:
+    try:
+        _runtime()(buf).run("forward", [x])
+        return "ok"
+    except Exception as e:  # the runtime's error, with its status name
+        return str(e)
+
+
+@pytest.fixture(scope="module")
+def small_program() -> tuple[bytes, torch.Tensor]:
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, groups=8),
+                      nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4)).eval()
+    x = torch.randn(1, 3, 9, 9)
+    return ember.export(m, (x,), backend="cpu").buffer, x
+
+
+def test_blob_version_and_magic_are_checked(small_program) -> None:
+    buf, x = small_program
+    at, _ = _blob_span(buf)
+    assert _load_and_run(buf, x) == "ok"
+    bad = bytearray(buf)
+    struct.pack_into("<I", bad, at + 4, 2)
+    assert "DelegateInvalidCompatibility" in _load_and_run(bytes(bad), x)
+    bad = bytearray(buf)
+    bad[at : at + 4] = b"XXXX"
+    assert "InvalidProgram" in _load_and_run(bytes(bad), x)
+
+
+def test_blob_fields_out_of_range_are_rejected(small_program) -> None:
+    buf, x = small_program
+    at, _ = _blob_span(buf)
+    n_tensors, n_ops = struct.unpack_from("<II", buf, at + 8)
+    tensors_off, ops_off = struct.unpack_from("<QQ", buf, at + 32)
+    cases = {
+        "huge arena": (at + 24, "<Q", 1 << 50),
+        "tensors past end": (at + 32, "<Q", 1 << 40),
+        "ops past end": (at + 40, "<Q", 1 << 33),
+        "too many tensors": (at + 8, "<I", n_tensors + 1000),
+        "too many ops": (at + 12, "<I", n_ops + 1000),
+        "const offset": (at + tensors_off + 8, "<Q", 1 << 40),  # tensor 0 may be arg or const
+        "tensor rank": (at + tensors_off + 16, "<I", 9),
+        "tensor size": (at + tensors_off + 20, "<i", -5),
+        "op kind": (at + ops_off, "<I", 99),
+        "op input id": (at + ops_off + 8, "<i", 10_000),
+        "op output id": (at + ops_off + 24, "<i", -1),
+        "op act": (at + ops_off + 4, "<I", 77),
+    }
+    for name, (off, fmt, val) in cases.items():
+        bad = bytearray(buf)
+        struct.pack_into(fmt, bad, off, val)
+        res = _load_and_run(bytes(bad), x)
+        assert res != "ok" or name == "const offset", f"{name}: accepted"
+
+
+def test_blob_random_corruption_never_crashes(small_program) -> None:
+    """Flip random bytes in the header, tensor and operator tables: load must fail cleanly or
+    run (a crash fails the whole test process)."""
+    buf, x = small_program
+    at, _ = _blob_span(buf)
+    _, n_ops = struct.unpack_from("<II", buf, at + 8)
+    ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
+    end = at + ops_off + n_ops * 160
+    rng = random.Random(7)
+    for _ in range(300):
+        bad = bytearray(buf)
+        for _ in range(rng.randint(1, 4)):
+            pos = rng.randrange(at, end)
+            bad[pos] = rng.randrange(256)
+        _load_and_run(bytes(bad), x)
