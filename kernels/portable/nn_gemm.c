@@ -66,6 +66,12 @@ bool nn_is_contiguous(const em_tensor *t) {
   return true;
 }
 
+size_t nn_temp_mark(em_kernel_ctx *ctx) { return ctx && ctx->temp ? ctx->temp->used : 0; }
+
+void nn_temp_release(em_kernel_ctx *ctx, size_t mark) {
+  if (ctx && ctx->temp && mark <= ctx->temp->used) ctx->temp->used = mark;
+}
+
 void *nn_temp(em_kernel_ctx *ctx, int64_t n, size_t size) {
   if (n < 0 || (n > 0 && (uint64_t)n > SIZE_MAX / size)) return NULL;
   size_t bytes = (size_t)n * size;
@@ -332,8 +338,10 @@ em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a
   int64_t kc_max = k < KC ? k : KC;
   int64_t nc_max = n < NC ? n : NC;
   int64_t mc_max = m < MC ? m : MC;
+  size_t mark = nn_temp_mark(ctx); /* packing buffers live for this call only */
   float *bp = nn_temp(ctx, kc_max * ((nc_max + NR - 1) / NR * NR), sizeof(float));
   float *ap = nn_temp(ctx, kc_max * ((mc_max + MR - 1) / MR * MR), sizeof(float));
+  if (!bp || !ap) nn_temp_release(ctx, mark);
   NN_CHECK_ALLOC(ctx, bp && ap);
   em_threadpool *pool = ctx ? ctx->pool : NULL;
   gemm_job job;
@@ -361,5 +369,6 @@ em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a
       }
     }
   }
+  nn_temp_release(ctx, mark);
   return EM_OK;
 }

@@ -50,6 +50,7 @@ em_status nn_mm_any(em_kernel_ctx *ctx, int dtype, int64_t m, int64_t n, int64_t
                     (nn_mat){cp, c.rs, c.cs}, false);
   }
   if (dtype == EM_DTYPE_F16 || dtype == EM_DTYPE_BF16) {
+    size_t mark = nn_temp_mark(ctx); /* widened copies live for this call only */
     float *aw = nn_temp(ctx, m * k, sizeof(float));
     float *bw = nn_temp(ctx, k * n, sizeof(float));
     float *cw = nn_temp(ctx, m * n, sizeof(float));
@@ -61,8 +62,10 @@ em_status nn_mm_any(em_kernel_ctx *ctx, int dtype, int64_t m, int64_t n, int64_t
       for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++)
           em_store_f64(c.p, dtype, c.off + i * c.rs + j * c.cs, cw[i * n + j]);
+      nn_temp_release(ctx, mark);
       return EM_OK;
     }
+    nn_temp_release(ctx, mark);
   }
   mm_generic(dtype, m, n, k, a, b, c);
   return EM_OK;

@@ -70,6 +70,15 @@ bool nn_is_contiguous(const em_tensor *t);
 /* Allocates `n` elements of `size` bytes from the kernel's temp allocator (64-byte aligned). */
 void *nn_temp(em_kernel_ctx *ctx, int64_t n, size_t size);
 
+/*
+ * Scratch stack discipline: nn_temp_release(ctx, nn_temp_mark(ctx)) frees every
+ * temp allocation made after the mark (the temp allocator is a bump arena), so
+ * helpers called in loops (GEMM per batch, group or head) do not accumulate
+ * scratch over one instruction. Only release what the caller no longer uses.
+ */
+size_t nn_temp_mark(em_kernel_ctx *ctx);
+void nn_temp_release(em_kernel_ctx *ctx, size_t mark);
+
 /* Logs and returns EM_ERR_MEMORY_ALLOCATION_FAILED when `p` is NULL. */
 #define NN_CHECK_ALLOC(ctx, p)                                                                     \
   do {                                                                                             \

@@ -295,6 +295,18 @@ for dt in [F32, F64, BF16, torch.int32]:
             return simple("aten::bmm.out", [a, b], exp)
 
 
+for dt in [F32, F16]:
+
+    @case(f"bmm-many-batches-small-scratch-{dt}")
+    def _(g, dt=dt):
+        # Per-batch GEMM scratch must be released: 300 batches x ~40 KiB > the 1 MiB given.
+        a, b = rnd((300, 40, 48), dt, g), rnd((300, 48, 40), dt, g)
+        exp = torch.stack([mm_ref(a[i], b[i]) for i in range(300)])
+        c = simple("aten::bmm.out", [a, b], exp, tol=(1e-5, 1e-5) if dt == F32 else None)
+        c.temp_bytes = 1 << 20
+        return c
+
+
 @case("bmm-empty-batch")
 def _(g):
     a, b = rnd((0, 2, 3), F32, g), rnd((0, 3, 4), F32, g)
