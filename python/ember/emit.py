@@ -186,7 +186,12 @@ class _MethodEmitter:
     def symint(self, iv: IntValue) -> int:
         idx = self.int_idx.get(id(iv))
         if idx is None:
-            idx = self.add(S.EValue(S.K_INT, 0))
+            if iv.kind == "bool":
+                idx = self.add(S.EValue(S.K_BOOL, False))
+            elif iv.kind == "double":
+                idx = self.add(S.EValue(S.K_DOUBLE, 0.0))
+            else:
+                idx = self.add(S.EValue(S.K_INT, 0))
             self.int_idx[id(iv)] = idx
         return idx
 

@@ -89,7 +89,13 @@ class StockMethod:
         return list(self.method.execute(list(inputs)))
 
 
-_LIB_PROBLEMS = ("undefined symbol", "cannot open shared object", "No such file", "not built")
+_LIB_PROBLEMS = (
+    "undefined symbol",
+    "cannot open shared object",
+    "No such file",
+    "not built",
+    "invalid ELF header",
+)
 
 
 def load_runtime(program: ember.Program) -> object:

@@ -196,3 +196,39 @@ def test_buffer_views_and_snapshots(rt: str) -> None:
         x = torch.randn(2, 3)
         for got, want in zip(run(x), eager(x), strict=True):
             assert_close(got, want.clone())
+
+
+class SymShapes(torch.nn.Module):
+    """Symbolic sizes flow into view sizes, arange and slices (prim ops on SymInts)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        n = x.shape[0]
+        y = x.reshape(n, 2, 4).sum(1)
+        z = torch.arange(n, dtype=torch.float32).unsqueeze(1)
+        w = x.view(n * 2, 4)[:n]
+        return y + z, w * 2, torch.cat([x, x], 0)
+
+
+class ShapeCond(torch.nn.Module):
+    """torch.cond on a symbolic predicate (a SymBool computed by prim ops)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.shape[0] > 4, lambda x: x * 2, lambda x: x - 1, (x,))
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_symbolic_shapes_and_shape_cond(rt: str) -> None:
+    n = torch.export.Dim("n", min=2, max=10)
+    sym = make_runner(
+        rt, export_for_tests(SymShapes(), (torch.randn(4, 8),), dynamic_shapes=({0: n},))
+    )
+    cond = make_runner(
+        rt, export_for_tests(ShapeCond(), (torch.randn(5, 3),), dynamic_shapes=({0: n},))
+    )
+    for rows in (2, 5, 10):
+        x = torch.randn(rows, 8)
+        for got, want in zip(sym(x), SymShapes()(x), strict=True):
+            assert_close(got, want)
+        x = torch.randn(rows, 3)
+        (got,) = cond(x)
+        assert_close(got, ShapeCond()(x))

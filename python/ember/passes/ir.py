@@ -78,9 +78,11 @@ class TensorSpec:
 
 @dataclass(eq=False)
 class IntValue:
-    """A runtime integer (SymInt) produced by a prim op such as ``aten::sym_size.int``."""
+    """A runtime scalar (SymInt / SymBool / SymFloat) produced by a prim op such as
+    ``aten::sym_size.int``; ``kind`` is ``int``, ``bool`` or ``double``."""
 
     name: str
+    kind: str = "int"
 
 
 @dataclass

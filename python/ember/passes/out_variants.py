@@ -246,6 +246,16 @@ def scalar_overload(node: torch.fx.Node) -> torch._ops.OpOverload | None:
     return None
 
 
+def _sym_value(node: torch.fx.Node) -> IntValue:
+    val = node.meta.get("val")
+    kind = "int"
+    if isinstance(val, (torch.SymBool, bool)):
+        kind = "bool"
+    elif isinstance(val, (torch.SymFloat, float)):
+        kind = "double"
+    return IntValue(node.name, kind)
+
+
 def _scalar_arg(v: Any) -> Arg:
     if isinstance(v, bool):
         return Arg("bool", v)
@@ -347,7 +357,7 @@ class _Lowerer:
                     env[n] = t
                     ir.inputs.append(Arg("tensor", t))
                 elif isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-                    iv = IntValue(n.name)
+                    iv = _sym_value(n)
                     env[n] = iv
                     ir.inputs.append(Arg("symint", iv))
                 else:
@@ -460,7 +470,7 @@ class _Lowerer:
             return
         if target in SYM_PRIM:
             args = [self.value(env, a) for a in node.args]
-            out = IntValue(node.name)
+            out = _sym_value(node)
             ir.instrs.append(
                 KernelInstr(
                     SYM_PRIM[target],
@@ -479,7 +489,7 @@ class _Lowerer:
             return
         if base in SYM_ATEN:
             self_spec = self.value(env, node.args[0])
-            out = IntValue(node.name)
+            out = _sym_value(node)
             args = [Arg("tensor", self_spec)] + [Arg("int", int(a)) for a in node.args[1:]]
             ir.instrs.append(
                 KernelInstr(
