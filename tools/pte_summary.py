@@ -95,6 +95,19 @@ class Plan:
                     ds.add(t.dtype)
         return out
 
+    def op_primary_dtypes(self) -> dict[str, set[int]]:
+        """For each operator, the dtypes of its primary tensor: the first tensor argument of each
+        call (the convention of the dtype masks in ops.def, see python/ember/oplist.py)."""
+        out: dict[str, set[int]] = {op: set() for op in self.operators}
+        for kc in self.kernel_calls:
+            if 0 <= kc.op_index < len(self.operators):
+                for a in kc.args:
+                    ts = self._tensors_of(a)
+                    if ts:
+                        out[self.operators[kc.op_index]].add(ts[0].dtype)
+                        break
+        return out
+
     def _tensors_of(self, idx: int) -> list[TensorInfo]:
         if not 0 <= idx < len(self.values):
             return []

@@ -110,16 +110,20 @@ def kernel_table(kernels_dir: Path) -> dict[str, DefEntry]:
     return table
 
 
-def model_ops(paths: list[str]) -> tuple[dict[str, set[int]], list[str]]:
-    """Operators (with the dtypes of their tensor arguments) and delegate ids of `paths`."""
+def model_ops(paths: list[str]) -> tuple[dict[str, set[int]], dict[str, set[int]], list[str]]:
+    """Operators of `paths` with the dtypes of all their tensor arguments, with the dtypes of
+    their primary (first) tensor argument, and the delegate ids."""
     ops: dict[str, set[int]] = {}
+    primary: dict[str, set[int]] = {}
     delegates: list[str] = []
     for p in paths:
         for plan in read_file(p):
             for op, dts in plan.op_dtypes().items():
                 ops.setdefault(op, set()).update(dts)
+            for op, dts in plan.op_primary_dtypes().items():
+                primary.setdefault(op, set()).update(dts)
             delegates += [d for d in plan.delegates if d not in delegates]
-    return ops, delegates
+    return ops, primary, delegates
 
 
 DEF_RE = re.compile(
@@ -196,15 +200,17 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     try:
-        ops, delegates = model_ops(args.models)
+        ops, primary, delegates = model_ops(args.models)
     except (OSError, PteError) as e:
         print(f"selective_build: {e}", file=sys.stderr)
         return 2
     for name in filter(None, (s.strip() for s in re.split(r"[,;\s]+", args.ops))):
         if name.endswith(".pte") or name.endswith(".bpte"):
-            more, _ = model_ops([name])
+            more, more_primary, _ = model_ops([name])
             for k, v in more.items():
                 ops.setdefault(k, set()).update(v)
+            for k, v in more_primary.items():
+                primary.setdefault(k, set()).update(v)
         else:
             ops.setdefault(name, set())
     table = kernel_table(Path(args.kernels_dir))
@@ -217,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         mask = e.dtype_mask()
         for dt in sorted(ops[e.name]):
             used_mask |= 1 << dt
+        for dt in sorted(primary.get(e.name, ())):
             if mask is not None and not mask >> dt & 1:
                 warnings.append(f"{e.name}: called with {DTYPE_NAMES.get(dt, dt)}, "
                                 f"which its kernel does not list ({e.dtypes})")  # fmt: skip
