@@ -41,8 +41,9 @@ static void norm5(const em_tensor *t, int32_t S, int64_t *sz, int64_t *st) {
 static em_status read_geom(em_kernel_ctx *ctx, em_evalue **args, em_tensor *x, em_tensor *w,
                            conv_geom *g, int32_t *S_out) {
   int32_t S = x->dim - 2;
-  EM_KCHECK(ctx, S >= 1 && S <= 3, "expected a 3-D, 4-D or 5-D input, got %d-D", x->dim);
-  EM_KCHECK(ctx, w->dim == x->dim, "weight rank %d must equal input rank %d", w->dim, x->dim);
+  EM_KCHECK(ctx, S >= 1 && S <= 3, "expected a 3-D, 4-D or 5-D input, got %d-D", (int)(x->dim));
+  EM_KCHECK(ctx, w->dim == x->dim, "weight rank %d must equal input rank %d", (int)(w->dim),
+            (int)(x->dim));
   int64_t s[3], p[3], d[3], op[3], one[3] = {1, 1, 1}, zero[3] = {0, 0, 0};
   EM_KCHECK(ctx, nn_int_list(args[3], S, one, s), "bad stride");
   EM_KCHECK(ctx, nn_int_list(args[4], S, zero, p), "bad padding");
@@ -471,7 +472,7 @@ em_status em_convolution_out(em_kernel_ctx *ctx, em_evalue **args) {
   }
   int64_t osz[5] = {g.n, g.cout, 0, 0, 0};
   for (int32_t i = 0; i < S; i++) osz[2 + i] = g.out[3 - S + i];
-  EM_KCHECK(ctx, out->dim == x->dim, "out must have rank %d", x->dim);
+  EM_KCHECK(ctx, out->dim == x->dim, "out must have rank %d", (int)(x->dim));
   EM_KTRY(em_resize_out(ctx, out, osz, x->dim));
   if (out->numel == 0) return EM_OK;
   int64_t tmp[5];
@@ -501,8 +502,8 @@ em_status em_convolution_out(em_kernel_ctx *ctx, em_evalue **args) {
 /* Resizes `t` to `sz` (rank dim) when it is wanted; checks dtype. */
 static em_status grad_out(em_kernel_ctx *ctx, em_tensor *t, const int64_t *sz, int32_t dim, int dt,
                           const char *name) {
-  EM_KCHECK(ctx, t && t->dim == dim && t->dtype == dt, "%s must be a %d-D %s tensor", name, dim,
-            em_dtype_name(dt));
+  EM_KCHECK(ctx, t && t->dim == dim && t->dtype == dt, "%s must be a %d-D %s tensor", name,
+            (int)(dim), em_dtype_name(dt));
   return em_resize_out(ctx, t, sz, dim);
 }
 

@@ -18,7 +18,7 @@ em_status em_embedding_out(em_kernel_ctx *ctx, em_evalue **args) {
             *out = EM_ARG_TENSOR(args, 5);
   NN_CHECK_TENSOR(ctx, w, "weight");
   NN_CHECK_TENSOR(ctx, idx, "indices");
-  EM_KCHECK(ctx, w->dim == 2, "weight must be 2-D, got %d-D", w->dim);
+  EM_KCHECK(ctx, w->dim == 2, "weight must be 2-D, got %d-D", (int)(w->dim));
   EM_KCHECK(ctx, idx->dtype == EM_DTYPE_I64 || idx->dtype == EM_DTYPE_I32,
             "indices must be int64 or int32");
   EM_KCHECK(ctx, idx->dim + 1 <= EM_MAX_DIM, "indices rank too large");
@@ -99,7 +99,7 @@ em_status em__cdist_forward_out(em_kernel_ctx *ctx, em_evalue **args) {
   bsz[bd] = P;
   bsz[bd + 1] = R;
   EM_KCHECK(ctx, out && out->dtype == x1->dtype && out->dim == bd + 2,
-            "out must be a %d-D tensor of the input dtype", bd + 2);
+            "out must be a %d-D tensor of the input dtype", (int)(bd + 2));
   EM_KTRY(em_resize_out(ctx, out, bsz, bd + 2));
   int64_t B = 1;
   for (int32_t d = 0; d < bd; d++) B *= bsz[d];
@@ -130,7 +130,7 @@ em_status em__pdist_forward_out(em_kernel_ctx *ctx, em_evalue **args) {
   double p;
   NN_CHECK_TENSOR(ctx, x, "self");
   EM_KCHECK(ctx, em_arg_double(args[1], &p) && p >= 0.0, "p must be a non-negative float");
-  EM_KCHECK(ctx, x->dim == 2, "self must be 2-D, got %d-D", x->dim);
+  EM_KCHECK(ctx, x->dim == 2, "self must be 2-D, got %d-D", (int)(x->dim));
   EM_KCHECK(ctx, x->dtype == EM_DTYPE_F32 || x->dtype == EM_DTYPE_F64, "self must be f32 or f64");
   EM_KCHECK(ctx, out && out->dtype == x->dtype && out->dim == 1,
             "out must be 1-D of the input dtype");

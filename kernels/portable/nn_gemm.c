@@ -335,31 +335,42 @@ em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a
     em_parallel_for(ctx ? ctx->pool : NULL, n, gemv_task, &j);
     return EM_OK;
   }
-  int64_t kc_max = k < KC ? k : KC;
-  int64_t nc_max = n < NC ? n : NC;
-  int64_t mc_max = m < MC ? m : MC;
+  /* Block sizes shrink (NC, then KC, then MC) until the packing buffers fit the scratch. */
+  int64_t kcb = k < KC ? k : KC, ncb = n < NC ? n : NC, mcb = m < MC ? m : MC;
   size_t mark = nn_temp_mark(ctx); /* packing buffers live for this call only */
-  float *bp = nn_temp(ctx, kc_max * ((nc_max + NR - 1) / NR * NR), sizeof(float));
-  float *ap = nn_temp(ctx, kc_max * ((mc_max + MR - 1) / MR * MR), sizeof(float));
-  if (!bp || !ap) nn_temp_release(ctx, mark);
+  float *bp = NULL, *ap = NULL;
+  for (;;) {
+    bp = nn_temp(ctx, kcb * ((ncb + NR - 1) / NR * NR), sizeof(float));
+    ap = bp ? nn_temp(ctx, kcb * ((mcb + MR - 1) / MR * MR), sizeof(float)) : NULL;
+    if (ap) break;
+    nn_temp_release(ctx, mark);
+    if (ncb > NR)
+      ncb = (ncb / 2 + NR - 1) / NR * NR;
+    else if (kcb > 16)
+      kcb /= 2;
+    else if (mcb > MR)
+      mcb = (mcb / 2 + MR - 1) / MR * MR;
+    else
+      break;
+  }
   NN_CHECK_ALLOC(ctx, bp && ap);
   em_threadpool *pool = ctx ? ctx->pool : NULL;
   gemm_job job;
   job.uk = pick_ukernel();
   job.ap = ap;
   job.bp = bp;
-  for (int64_t jc = 0; jc < n; jc += NC) {
-    int64_t nc = n - jc < NC ? n - jc : NC;
-    for (int64_t pc = 0; pc < k; pc += KC) {
-      int64_t kc = k - pc < KC ? k - pc : KC;
+  for (int64_t jc = 0; jc < n; jc += ncb) {
+    int64_t nc = n - jc < ncb ? n - jc : ncb;
+    for (int64_t pc = 0; pc < k; pc += kcb) {
+      int64_t kc = k - pc < kcb ? k - pc : kcb;
       job.b = (nn_mat){b.p + pc * b.rs + jc * b.cs, b.rs, b.cs};
       job.kc = kc;
       job.nc = nc;
       job.n_npanels = (nc + NR - 1) / NR;
       em_parallel_for(pool, job.n_npanels, pack_b_task, &job);
       job.accumulate = accumulate || pc > 0;
-      for (int64_t ic = 0; ic < m; ic += MC) {
-        int64_t mc = m - ic < MC ? m - ic : MC;
+      for (int64_t ic = 0; ic < m; ic += mcb) {
+        int64_t mc = m - ic < mcb ? m - ic : mcb;
         job.a = (nn_mat){a.p + ic * a.rs + pc * a.cs, a.rs, a.cs};
         job.mc = mc;
         job.n_mpanels = (mc + MR - 1) / MR;

@@ -92,8 +92,8 @@ static em_status check_operands(em_kernel_ctx *ctx, em_tensor *a, em_tensor *b, 
 em_status em_mm_out(em_kernel_ctx *ctx, em_evalue **args) {
   em_tensor *a = EM_ARG_TENSOR(args, 0), *b = EM_ARG_TENSOR(args, 1), *out = EM_ARG_TENSOR(args, 2);
   EM_KTRY(check_operands(ctx, a, b, out));
-  EM_KCHECK(ctx, a->dim == 2 && b->dim == 2, "expected 2-D tensors, got %d-D and %d-D", a->dim,
-            b->dim);
+  EM_KCHECK(ctx, a->dim == 2 && b->dim == 2, "expected 2-D tensors, got %d-D and %d-D",
+            (int)(a->dim), (int)(b->dim));
   EM_KCHECK(ctx, a->sizes[1] == b->sizes[0],
             "shapes cannot be multiplied (%lldx%lld and %lldx%lld)", (long long)a->sizes[0],
             (long long)a->sizes[1], (long long)b->sizes[0], (long long)b->sizes[1]);
@@ -107,8 +107,8 @@ em_status em_mm_out(em_kernel_ctx *ctx, em_evalue **args) {
 em_status em_bmm_out(em_kernel_ctx *ctx, em_evalue **args) {
   em_tensor *a = EM_ARG_TENSOR(args, 0), *b = EM_ARG_TENSOR(args, 1), *out = EM_ARG_TENSOR(args, 2);
   EM_KTRY(check_operands(ctx, a, b, out));
-  EM_KCHECK(ctx, a->dim == 3 && b->dim == 3, "expected 3-D tensors, got %d-D and %d-D", a->dim,
-            b->dim);
+  EM_KCHECK(ctx, a->dim == 3 && b->dim == 3, "expected 3-D tensors, got %d-D and %d-D",
+            (int)(a->dim), (int)(b->dim));
   EM_KCHECK(ctx, a->sizes[0] == b->sizes[0] && a->sizes[2] == b->sizes[1],
             "shapes cannot be multiplied ([%lld,%lld,%lld] and [%lld,%lld,%lld])",
             (long long)a->sizes[0], (long long)a->sizes[1], (long long)a->sizes[2],
@@ -212,7 +212,7 @@ em_status em_linear_out(em_kernel_ctx *ctx, em_evalue **args) {
   int64_t sz[EM_MAX_DIM];
   for (int32_t d = 0; d < x->dim; d++) sz[d] = x->sizes[d];
   sz[x->dim - 1] = out_f;
-  EM_KCHECK(ctx, out->dim == x->dim, "out must have rank %d", x->dim);
+  EM_KCHECK(ctx, out->dim == x->dim, "out must have rank %d", (int)(x->dim));
   EM_KTRY(em_resize_out(ctx, out, sz, x->dim));
   if (out->numel == 0) return EM_OK;
   int32_t lead = x->dim - 1;                               /* leading (row) dims */

@@ -114,7 +114,7 @@ static void channel_stats(const em_tensor *x, double *mean, double *var) {
 static em_status bn_front(em_kernel_ctx *ctx, em_evalue **args, em_tensor *x, em_tensor *out,
                           em_tensor **w, em_tensor **b) {
   NN_CHECK_TENSOR(ctx, x, "input");
-  EM_KCHECK(ctx, x->dim >= 2, "input must have at least 2 dims, has %d", x->dim);
+  EM_KCHECK(ctx, x->dim >= 2, "input must have at least 2 dims, has %d", (int)(x->dim));
   EM_KCHECK(ctx, em_dtype_is_float(x->dtype), "input must be floating point");
   EM_KCHECK(ctx, out && out->dtype == x->dtype, "out must be a tensor of the input dtype");
   EM_KTRY(opt_channel(ctx, args, 1, x->sizes[1], w, "weight"));

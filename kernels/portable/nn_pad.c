@@ -26,15 +26,16 @@ static em_status pad_run(em_kernel_ctx *ctx, em_tensor *x, em_tensor *out, const
   int64_t osz[EM_MAX_DIM];
   for (int32_t d = 0; d < x->dim; d++) {
     osz[d] = x->sizes[d] + lo[d] + hi[d];
-    EM_KCHECK(ctx, osz[d] >= 0, "padded size of dim %d is negative (%lld)", d, (long long)osz[d]);
+    EM_KCHECK(ctx, osz[d] >= 0, "padded size of dim %d is negative (%lld)", (int)(d),
+              (long long)osz[d]);
     if (mode == PAD_REFLECT && (lo[d] || hi[d]))
       EM_KCHECK(ctx, lo[d] < x->sizes[d] && hi[d] < x->sizes[d],
                 "padding (%lld, %lld) must be less than the input size %lld of dim %d",
-                (long long)lo[d], (long long)hi[d], (long long)x->sizes[d], d);
+                (long long)lo[d], (long long)hi[d], (long long)x->sizes[d], (int)(d));
     if (mode == PAD_REPLICATE && (lo[d] || hi[d]))
-      EM_KCHECK(ctx, x->sizes[d] > 0, "cannot replicate-pad an empty dim %d", d);
+      EM_KCHECK(ctx, x->sizes[d] > 0, "cannot replicate-pad an empty dim %d", (int)(d));
   }
-  EM_KCHECK(ctx, out->dim == x->dim, "out must have rank %d", x->dim);
+  EM_KCHECK(ctx, out->dim == x->dim, "out must have rank %d", (int)(x->dim));
   EM_KTRY(em_resize_out(ctx, out, osz, x->dim));
   if (out->numel == 0) return EM_OK;
   size_t es = em_dtype_size(x->dtype);
@@ -76,8 +77,9 @@ static em_status read_pads(em_kernel_ctx *ctx, em_evalue *v, int32_t dim, int32_
   const int64_t *p = em_evalue_int_list(v, &n);
   EM_KCHECK(ctx, p && n % 2 == 0, "pad must be a list of an even number of ints");
   EM_KCHECK(ctx, want_pairs < 0 || n == (size_t)want_pairs * 2, "pad must have %d ints",
-            want_pairs * 2);
-  EM_KCHECK(ctx, n / 2 <= (size_t)dim, "pad has %d pairs for a %d-D tensor", (int)(n / 2), dim);
+            (int)(want_pairs * 2));
+  EM_KCHECK(ctx, n / 2 <= (size_t)dim, "pad has %d pairs for a %d-D tensor", (int)(n / 2),
+            (int)(dim));
   for (int32_t d = 0; d < dim; d++) lo[d] = hi[d] = 0;
   for (size_t k = 0; k < n / 2; k++) {
     lo[dim - 1 - (int32_t)k] = p[2 * k];
@@ -108,7 +110,7 @@ static em_status pad_nd(em_kernel_ctx *ctx, em_evalue **args, int32_t nsp, enum 
   em_tensor *x = EM_ARG_TENSOR(args, 0), *out = EM_ARG_TENSOR(args, 2);
   NN_CHECK_TENSOR(ctx, x, "self");
   EM_KCHECK(ctx, x->dim == nsp + 1 || x->dim == nsp + 2, "expected a %d-D or %d-D input, got %d-D",
-            nsp + 1, nsp + 2, x->dim);
+            (int)(nsp + 1), (int)(nsp + 2), (int)(x->dim));
   EM_KCHECK(ctx, out && out->dtype == x->dtype, "out must be a tensor of the input dtype");
   EM_KCHECK(ctx, (EM_DT_ALL & EM_DTYPE_BIT(x->dtype)) != 0, "unsupported dtype");
   int64_t lo[EM_MAX_DIM], hi[EM_MAX_DIM];

@@ -39,7 +39,7 @@ static void strides4(const em_tensor *t, int64_t *st) {
 /* Reads input sizes (3-D or 4-D) into g and checks the rank. */
 static em_status pool_input(em_kernel_ctx *ctx, em_tensor *x, pool_geom *g) {
   NN_CHECK_TENSOR(ctx, x, "self");
-  EM_KCHECK(ctx, x->dim == 3 || x->dim == 4, "expected 3-D or 4-D input, got %d-D", x->dim);
+  EM_KCHECK(ctx, x->dim == 3 || x->dim == 4, "expected 3-D or 4-D input, got %d-D", (int)(x->dim));
   int32_t off = x->dim - 3;
   g->n = off ? x->sizes[0] : 1;
   g->c = x->sizes[off];
@@ -76,7 +76,7 @@ static em_status pool_window(em_kernel_ctx *ctx, em_evalue **args, int ia_k, int
 
 static em_status resize_like_input(em_kernel_ctx *ctx, em_tensor *x, em_tensor *out, int64_t oh,
                                    int64_t ow) {
-  EM_KCHECK(ctx, out && out->dim == x->dim, "out must be a %d-D tensor", x->dim);
+  EM_KCHECK(ctx, out && out->dim == x->dim, "out must be a %d-D tensor", (int)(x->dim));
   int64_t sz[4];
   for (int32_t i = 0; i < x->dim; i++) sz[i] = x->sizes[i];
   sz[x->dim - 2] = oh;

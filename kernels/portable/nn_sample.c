@@ -40,7 +40,7 @@ static em_status up_sizes(em_kernel_ctx *ctx, em_evalue *osz_v, em_evalue *sc_v,
 static em_status up_front(em_kernel_ctx *ctx, em_tensor *x, em_tensor *out, const int64_t *osz,
                           uint32_t dtypes) {
   NN_CHECK_TENSOR(ctx, x, "input");
-  EM_KCHECK(ctx, x->dim == 4, "expected a 4-D input, got %d-D", x->dim);
+  EM_KCHECK(ctx, x->dim == 4, "expected a 4-D input, got %d-D", (int)(x->dim));
   EM_KCHECK(ctx, (dtypes & EM_DTYPE_BIT(x->dtype)) != 0, "unsupported dtype %s",
             em_dtype_name(x->dtype));
   EM_KCHECK(ctx, x->sizes[2] > 0 && x->sizes[3] > 0, "input spatial dims must be non-empty");
@@ -66,7 +66,7 @@ em_status em_upsample_nearest2d_vec_out(em_kernel_ctx *ctx, em_evalue **args) {
   int64_t osz[2];
   double sc[2];
   NN_CHECK_TENSOR(ctx, x, "input");
-  EM_KCHECK(ctx, x->dim == 4, "expected a 4-D input, got %d-D", x->dim);
+  EM_KCHECK(ctx, x->dim == 4, "expected a 4-D input, got %d-D", (int)(x->dim));
   EM_KTRY(up_sizes(ctx, args[1], args[2], x, osz, sc));
   EM_KTRY(up_front(ctx, x, out, osz, EM_DT_FLOATS | EM_DT_U8));
   size_t es = em_dtype_size(x->dtype);
@@ -126,7 +126,7 @@ em_status em_upsample_bilinear2d_vec_out(em_kernel_ctx *ctx, em_evalue **args) {
   double sc[2];
   bool align;
   NN_CHECK_TENSOR(ctx, x, "input");
-  EM_KCHECK(ctx, x->dim == 4, "expected a 4-D input, got %d-D", x->dim);
+  EM_KCHECK(ctx, x->dim == 4, "expected a 4-D input, got %d-D", (int)(x->dim));
   EM_KCHECK(ctx, em_arg_bool(args[2], &align), "align_corners must be a bool");
   EM_KTRY(up_sizes(ctx, args[1], args[3], x, osz, sc));
   EM_KTRY(up_front(ctx, x, out, osz, EM_DT_FLOATS));
@@ -272,7 +272,7 @@ static em_status shuffle(em_kernel_ctx *ctx, em_evalue **args, bool up) {
   int64_t r;
   NN_CHECK_TENSOR(ctx, x, "self");
   EM_KCHECK(ctx, em_arg_int(args[1], &r) && r > 0, "factor must be a positive int");
-  EM_KCHECK(ctx, x->dim >= 3, "expected at least 3 dims, got %d", x->dim);
+  EM_KCHECK(ctx, x->dim >= 3, "expected at least 3 dims, got %d", (int)(x->dim));
   EM_KCHECK(ctx, out && out->dtype == x->dtype && out->dim == x->dim,
             "out must have the input's dtype and rank");
   int32_t d = x->dim;
@@ -388,7 +388,7 @@ em_status em__upsample_bilinear2d_aa_out(em_kernel_ctx *ctx, em_evalue **args) {
   bool align;
   double sh, sw;
   NN_CHECK_TENSOR(ctx, x, "self");
-  EM_KCHECK(ctx, x->dim == 4, "expected a 4-D input, got %d-D", x->dim);
+  EM_KCHECK(ctx, x->dim == 4, "expected a 4-D input, got %d-D", (int)(x->dim));
   EM_KCHECK(ctx, nn_int_list(args[1], 2, NULL, osz) && osz[0] > 0 && osz[1] > 0,
             "output_size must be 2 positive ints");
   EM_KCHECK(ctx, em_arg_bool(args[2], &align), "align_corners must be a bool");

@@ -68,7 +68,7 @@ static int64_t clamp_q(double v, int64_t qmin, int64_t qmax) {
 }
 
 static em_status same_shape_out(em_kernel_ctx *ctx, const em_tensor *x, em_tensor *out) {
-  EM_KCHECK(ctx, out && out->dim == x->dim, "out must be a tensor of rank %d", x->dim);
+  EM_KCHECK(ctx, out && out->dim == x->dim, "out must be a tensor of rank %d", (int)(x->dim));
   return em_resize_out(ctx, out, x->sizes, x->dim);
 }
 
@@ -359,7 +359,7 @@ em_status em_qd_dequantize_per_token_out(em_kernel_ctx *ctx, em_evalue **args) {
 /* Resizes a qparam output to `dim` sizes and checks it is float (scale) or integral (zp). */
 static em_status qparam_out(em_kernel_ctx *ctx, em_tensor *t, const int64_t *sz, int32_t dim,
                             bool is_scale) {
-  EM_KCHECK(ctx, t && t->dim == dim, "qparam output must be a %d-D tensor", dim);
+  EM_KCHECK(ctx, t && t->dim == dim, "qparam output must be a %d-D tensor", (int)(dim));
   EM_KCHECK(ctx,
             is_scale ? em_dtype_is_float(t->dtype)
                      : (em_dtype_is_int(t->dtype) || em_dtype_is_float(t->dtype)),

@@ -61,7 +61,7 @@ static em_status embedding_xbit(em_kernel_ctx *ctx, em_evalue **args, int bits, 
     int64_t dt;
     EM_KCHECK(ctx, em_arg_int(dtype_v, &dt) && dt == out->dtype, "dtype must match out's dtype");
   }
-  EM_KCHECK(ctx, out->dim == idx->dim + 1, "out must have rank %d", idx->dim + 1);
+  EM_KCHECK(ctx, out->dim == idx->dim + 1, "out must have rank %d", (int)(idx->dim + 1));
   int64_t sz[EM_MAX_DIM];
   for (int32_t d = 0; d < idx->dim; d++) sz[d] = idx->sizes[d];
   sz[idx->dim] = D;

@@ -217,6 +217,15 @@ for m, k, n in [
             return simple("aten::mm.out", [a, b], mm_ref(a, b), tol=(1e-5, 1e-4))
 
 
+@case("mm-f32-small-scratch")
+def _(g):
+    # 96 KiB of scratch: the GEMM must shrink its blocks (NC/KC/MC) rather than fail.
+    a, b = rnd((200, 700), F32, g, "t"), rnd((700, 900), F32, g)
+    c = simple("aten::mm.out", [a, b], mm_ref(a, b), tol=(1e-4, 1e-4))
+    c.temp_bytes = 96 << 10
+    return c
+
+
 @case("mm-f32-big")
 def _(g):
     a, b = rnd((150, 300), F32, g), rnd((300, 3100), F32, g)
