@@ -3,6 +3,21 @@ C11 runtime.
 
 Public surface: :func:`export`, :func:`load`, :class:`Program`, :func:`compare`, the errors in
 :mod:`ember.errors` and the ``ember-py`` command line (:mod:`ember.cli`).
+
+Example::
+
+    import torch, ember
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU()).eval()
+    x = torch.randn(1, 16)
+    prog = ember.export(model, (x,))                # or external_constants=True for a .ptd
+    prog.save("model.pte")                          # ExecuTorch 1.x compatible
+    y = prog.run(x)                                 # on Ember's C runtime
+    print(ember.compare(model, prog, (x,)))         # eager vs runtime, op by op on mismatch
+    prog2 = ember.load("model.pte")
+
+Multi-method programs: ``ember.export({"prefill": (m1, args1), "decode": (m2, args2)})``.
+Dynamic shapes: ``dynamic_shapes=({0: torch.export.Dim("n", max=64)},)`` (a max is required).
 """
 
 from ember import errors

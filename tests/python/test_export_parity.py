@@ -232,3 +232,16 @@ def test_symbolic_shapes_and_shape_cond(rt: str) -> None:
         x = torch.randn(rows, 3)
         (got,) = cond(x)
         assert_close(got, ShapeCond()(x))
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_saved_pair_loads_and_runs(rt: str, tmp_path) -> None:  # noqa: ANN001
+    import ember
+
+    m = randomize_bn(SmallCNN())
+    x = torch.randn(1, 3, 8, 8)
+    path = export_for_tests(m, (x,), external_constants=True).save(tmp_path / "cnn.pte")
+    loaded = ember.load(path)  # picks up cnn.ptd beside it
+    assert loaded.ptd_buffer is not None
+    (out,) = make_runner(rt, loaded)(x)
+    assert_close(out, m(x).detach())
