@@ -7,7 +7,10 @@
  * (deterministic across runs; each call continues the stream).
  */
 #include <math.h>
+#if !defined(EMBER_NO_THREADS) && !defined(__STDC_NO_ATOMICS__)
 #include <stdatomic.h>
+#define EW_RNG_ATOMIC 1
+#endif
 
 #include "portable/ew_util.h"
 
@@ -193,7 +196,13 @@ em_status em_arange_start_out(em_kernel_ctx *ctx, em_evalue **args) {
 
 /* ---- rand / randn ---- */
 
+/* The stream position; single-threaded builds (and MCUs without 64-bit atomics) use a plain
+ * counter. */
+#ifdef EW_RNG_ATOMIC
 static _Atomic uint64_t g_rng_state = 0x853c49e6748fea9bULL;
+#else
+static uint64_t g_rng_state = 0x853c49e6748fea9bULL;
+#endif
 
 /* SplitMix64 (Steele, Lea, Flood 2014): one 64-bit draw. */
 static uint64_t splitmix64(uint64_t *s) {
@@ -207,7 +216,14 @@ static uint64_t splitmix64(uint64_t *s) {
 static double uniform(uint64_t *s) { return (double)(splitmix64(s) >> 11) * 0x1.0p-53; }
 
 uint64_t ew_rng_begin(int64_t n) {
-  return atomic_fetch_add(&g_rng_state, 0x9e3779b97f4a7c15ULL * (uint64_t)(n + 1));
+  uint64_t step = 0x9e3779b97f4a7c15ULL * (uint64_t)(n + 1);
+#ifdef EW_RNG_ATOMIC
+  return atomic_fetch_add(&g_rng_state, step);
+#else
+  uint64_t s = g_rng_state;
+  g_rng_state += step;
+  return s;
+#endif
 }
 
 double ew_rng_uniform(uint64_t *state) { return uniform(state); }

@@ -41,6 +41,7 @@ static em_status act_float(em_kernel_ctx *ctx, em_evalue **args, int oi, bool fl
   if (op_params) {
     memcpy(op.p, op_params->p, sizeof op.p);
     op.mode = op_params->mode;
+    op.f32 = op_params->f32;
   }
   ew_in in[1] = {ew_in_tensor(self, common)};
   return ew_map(ctx, out, in, 1, fn, &op);
@@ -107,10 +108,30 @@ static ew_val f_act(const ew_val *x, ew_op *op) {
   return r;
 }
 
+/* Single-precision versions of the common activations (see ew_op.f32). */
+static float f32_act(const float *x, const ew_op *op) {
+  float a = x[0];
+  if (a != a) return a;
+  switch (op->mode) {
+  case A_SIGMOID: return 1.0f / (1.0f + expf(-a));
+  case A_TANH: return tanhf(a);
+  case A_SILU: return a / (1.0f + expf(-a));
+  case A_HSWISH: return a * fminf(fmaxf(a + 3.0f, 0.0f), 6.0f) / 6.0f;
+  case A_HSIGMOID: return fminf(fmaxf(a + 3.0f, 0.0f), 6.0f) / 6.0f;
+  case A_LEAKY: return a > 0 ? a : a * (float)op->p[0].f;
+  case A_GELU: return 0.5f * a * (1.0f + erff(a * 0.70710678f));
+  default: {
+    float k = 0.7978845608f;
+    return 0.5f * a * (1.0f + tanhf(k * (a + 0.044715f * a * a * a)));
+  }
+  }
+}
+
 static em_status act_mode(em_kernel_ctx *ctx, em_evalue **args, int oi, bool float_only, int mode) {
   ew_op p;
   memset(&p, 0, sizeof p);
   p.mode = mode;
+  if (mode != A_SOFTPLUS && mode != A_MISH && mode != A_ELU) p.f32 = f32_act;
   return act_float(ctx, args, oi, float_only, f_act, &p);
 }
 
@@ -148,6 +169,7 @@ em_status em_leaky_relu_out(em_kernel_ctx *ctx, em_evalue **args) {
   ew_op p;
   memset(&p, 0, sizeof p);
   p.mode = A_LEAKY;
+  p.f32 = f32_act;
   EM_KCHECK(ctx, scalar_param(args[1], self_is_f64(args), &p.p[0].f),
             "negative_slope must be a scalar");
   return act_float(ctx, args, 2, true, f_act, &p);
@@ -216,6 +238,15 @@ static ew_val f_clamp(const ew_val *x, ew_op *op) {
   return r;
 }
 
+static float f32_clamp(const float *x, const ew_op *op) {
+  float r = x[0];
+  if (r != r) return r;
+  if ((op->mode & 1) && r < (float)op->p[0].f) r = (float)op->p[0].f;
+  if ((op->mode & 2) && r > (float)op->p[1].f) r = (float)op->p[1].f;
+  if (op->p[0].f != op->p[0].f || op->p[1].f != op->p[1].f) r = NAN;
+  return r;
+}
+
 em_status em_relu_out(em_kernel_ctx *ctx, em_evalue **args) {
   EW_TENSOR_ARG(self, ctx, args, 0);
   em_tensor *out = EM_ARG_TENSOR(args, 1);
@@ -228,6 +259,7 @@ em_status em_relu_out(em_kernel_ctx *ctx, em_evalue **args) {
   ew_op_init(&op, d, d);
   op.mode = 1;
   op.p[0].i = 0; /* 0.0 has the same bits */
+  op.f32 = f32_clamp;
   ew_in in[1] = {ew_in_tensor(self, d)};
   return ew_map(ctx, out, in, 1, f_clamp, &op);
 }
@@ -247,6 +279,7 @@ em_status em_hardtanh_out(em_kernel_ctx *ctx, em_evalue **args) {
   op.mode = 3;
   op.p[0] = ew_scalar_val(args[1], d);
   op.p[1] = ew_scalar_val(args[2], d);
+  op.f32 = f32_clamp;
   ew_in in[1] = {ew_in_tensor(self, d)};
   return ew_map(ctx, out, in, 1, f_clamp, &op);
 }
@@ -280,6 +313,7 @@ em_status em_clamp_out(em_kernel_ctx *ctx, em_evalue **args) {
               "clamp bound cannot be converted to %s without overflow", em_dtype_name(common));
     op.p[k] = ew_scalar_val(args[1 + k], common);
   }
+  op.f32 = f32_clamp;
   ew_in in[1] = {ew_in_tensor(self, common)};
   return ew_map(ctx, out, in, 1, f_clamp, &op);
 }

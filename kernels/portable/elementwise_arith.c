@@ -55,6 +55,16 @@ static ew_val f_add(const ew_val *x, ew_op *op) {
   return r;
 }
 
+static float f32_add(const float *x, const ew_op *op) { return x[0] + (float)op->p[0].f * x[1]; }
+static float f32_mul(const float *x, const ew_op *op) {
+  (void)op;
+  return x[0] * x[1];
+}
+static float f32_div(const float *x, const ew_op *op) {
+  (void)op;
+  return x[0] / x[1];
+}
+
 /* out = x + sign * alpha * y, for add (sign 1, swap 0), sub (-1, 0) and rsub (-1, 1). */
 static em_status add_like(em_kernel_ctx *ctx, em_evalue **args, int sign, bool swap) {
   ew_bin b;
@@ -82,6 +92,7 @@ static em_status add_like(em_kernel_ctx *ctx, em_evalue **args, int sign, bool s
     in[0] = in[1];
     in[1] = t;
   }
+  op.f32 = f32_add;
   return ew_map(ctx, b.out, in, 2, f_add, &op);
 }
 
@@ -107,6 +118,15 @@ em_status em_rsub_scalar_out(em_kernel_ctx *ctx, em_evalue **args) {
 }
 
 /* Generic binary op with out = fn(self, other) in the common dtype (res = common or `res`). */
+static ew_val f_mul(const ew_val *x, ew_op *op) {
+  ew_val r;
+  if (op->fp)
+    r.f = x[0].f * x[1].f;
+  else
+    r.i = ew_mul_i64(x[0].i, x[1].i);
+  return r;
+}
+
 static em_status binary(em_kernel_ctx *ctx, em_evalue **args, ew_fn fn, bool float_result,
                         int mode) {
   ew_bin b;
@@ -117,18 +137,10 @@ static em_status binary(em_kernel_ctx *ctx, em_evalue **args, ew_fn fn, bool flo
   ew_op op;
   ew_op_init(&op, common, common);
   op.mode = mode;
+  if (fn == f_mul) op.f32 = f32_mul;
   ew_in in[2];
   ew_bin_ins(&b, common, in);
   return ew_map(ctx, b.out, in, 2, fn, &op);
-}
-
-static ew_val f_mul(const ew_val *x, ew_op *op) {
-  ew_val r;
-  if (op->fp)
-    r.f = x[0].f * x[1].f;
-  else
-    r.i = ew_mul_i64(x[0].i, x[1].i);
-  return r;
 }
 
 em_status em_mul_out(em_kernel_ctx *ctx, em_evalue **args) {
@@ -215,6 +227,7 @@ static em_status div_mode(em_kernel_ctx *ctx, em_evalue **args, int mode, int ou
   ew_op op;
   ew_op_init(&op, common, common);
   op.mode = mode;
+  if (mode == DIV_TRUE) op.f32 = f32_div;
   ew_in in[2];
   ew_bin_ins(&b, common, in);
   return ew_map(ctx, b.out, in, 2, f_div, &op);

@@ -203,28 +203,35 @@ static bool all_f32(const em_tensor *out, const ew_in *ins, int n_in, const ew_o
 static void run_f32(em_tensor *out, const ew_in *ins, int n_in, ew_fn fn, ew_op *op,
                     const int64_t *sizes, int32_t dim) {
   ew_val x[EW_MAX_OPS];
-  for (int k = 0; k < n_in; k++) x[k] = ins[k].s;
+  float xf[EW_MAX_OPS];
+  for (int k = 0; k < n_in; k++) {
+    x[k] = ins[k].s;
+    xf[k] = (float)ins[k].s.f;
+  }
   float *o = (float *)out->data;
   bool dense = dense_same(out, sizes, dim);
   for (int k = 0; k < n_in && dense; k++) dense = !ins[k].t || dense_same(ins[k].t, sizes, dim);
-  if (dense) {
-    for (int64_t i = 0; i < out->numel; i++) {
-      for (int k = 0; k < n_in; k++)
-        if (ins[k].t) x[k].f = ((const float *)ins[k].t->data)[i];
-      o[i] = (float)fn(x, op).f;
-    }
-    return;
-  }
-  const em_tensor *ts[EW_MAX_OPS];
-  ts[0] = out;
-  for (int k = 0; k < n_in; k++) ts[k + 1] = ins[k].t;
+  const ew_iter *itp = NULL;
   ew_iter it;
-  ew_iter_init(&it, sizes, dim, ts, n_in + 1);
-  for (int64_t i = 0; i < it.numel; i++) {
-    for (int k = 0; k < n_in; k++)
-      if (ins[k].t) x[k].f = ((const float *)ins[k].t->data)[it.off[k + 1]];
-    o[it.off[0]] = (float)fn(x, op).f;
-    ew_iter_next(&it);
+  if (!dense) {
+    const em_tensor *ts[EW_MAX_OPS];
+    ts[0] = out;
+    for (int k = 0; k < n_in; k++) ts[k + 1] = ins[k].t;
+    ew_iter_init(&it, sizes, dim, ts, n_in + 1);
+    itp = &it;
+  }
+  for (int64_t i = 0; i < out->numel; i++) {
+    int64_t oo = itp ? it.off[0] : i;
+    if (op->f32) {
+      for (int k = 0; k < n_in; k++)
+        if (ins[k].t) xf[k] = ((const float *)ins[k].t->data)[itp ? it.off[k + 1] : i];
+      o[oo] = op->f32(xf, op);
+    } else {
+      for (int k = 0; k < n_in; k++)
+        if (ins[k].t) x[k].f = ((const float *)ins[k].t->data)[itp ? it.off[k + 1] : i];
+      o[oo] = (float)fn(x, op).f;
+    }
+    if (itp) ew_iter_next(&it);
   }
 }
 

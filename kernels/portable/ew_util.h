@@ -136,7 +136,10 @@ typedef struct ew_op {
   ew_val p[4];            /* op parameters (alpha, bounds, ...) */
   int mode;               /* op variant (rounding mode, which bound, ...) */
   double (*math)(double); /* a float-domain function for table-driven ops */
-  bool err;               /* set by the op on a data-dependent error */
+  /* Optional single-precision version of the op for the all-f32 path (MCUs without a double
+   * FPU); x holds the inputs as floats, p[] the parameters as above. */
+  float (*f32)(const float *x, const struct ew_op *op);
+  bool err; /* set by the op on a data-dependent error */
   const char *errmsg;
 } ew_op;
 

@@ -69,7 +69,7 @@ static em_status amaxmin(em_kernel_ctx *ctx, em_evalue **args, bool is_max) {
   EM_KTRY(ew_parse_dims(ctx, args[1], self->dim, true, mask));
   EM_KCHECK(ctx, em_arg_bool(args[2], &keepdim), "keepdim must be a bool");
   for (int32_t d = 0; d < self->dim; d++)
-    EM_KCHECK(ctx, !mask[d] || self->sizes[d] > 0, "cannot reduce over a zero-size dim %d", d);
+    EM_KCHECK(ctx, !mask[d] || self->sizes[d] > 0, "cannot reduce over a zero-size dim %d", (int)d);
   ew_reduce r;
   EM_KTRY(plan_mask(ctx, self, mask, keepdim, &out, 1, &r));
   EM_KCHECK(ctx, self->numel > 0 || r.out_numel == 0, "empty input");
@@ -97,7 +97,8 @@ static em_status argbest(em_kernel_ctx *ctx, em_evalue **args, bool is_max) {
     EM_KCHECK(ctx, args[1]->tag == EM_TAG_INT, "dim must be an int or None");
     EM_KTRY(ew_parse_dims(ctx, args[1], self->dim, true, mask));
     for (int32_t d = 0; d < self->dim; d++)
-      EM_KCHECK(ctx, !mask[d] || self->sizes[d] > 0, "cannot reduce over a zero-size dim %d", d);
+      EM_KCHECK(ctx, !mask[d] || self->sizes[d] > 0, "cannot reduce over a zero-size dim %d",
+                (int)d);
   }
   ew_reduce r;
   EM_KTRY(plan_mask(ctx, self, mask, keepdim, &out, 1, &r));
@@ -120,7 +121,7 @@ static em_status dim_best(em_kernel_ctx *ctx, em_evalue **args, bool is_max) {
   EM_KTRY(ew_parse_dims(ctx, args[1], self->dim, true, mask));
   EM_KCHECK(ctx, em_arg_bool(args[2], &keepdim), "keepdim must be a bool");
   for (int32_t d = 0; d < self->dim; d++)
-    EM_KCHECK(ctx, !mask[d] || self->sizes[d] > 0, "cannot reduce over a zero-size dim %d", d);
+    EM_KCHECK(ctx, !mask[d] || self->sizes[d] > 0, "cannot reduce over a zero-size dim %d", (int)d);
   em_tensor *outs[2] = {vals, idx};
   ew_reduce r;
   EM_KTRY(plan_mask(ctx, self, mask, keepdim, outs, 2, &r));
