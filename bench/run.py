@@ -1,0 +1,331 @@
+"""`make bench`: Ember (EmberCpuBackend) against ExecuTorch 1.5.1 + XNNPACK, ExecuTorch portable,
+ONNX Runtime and PyTorch eager on the model zoo (bench/models.py), f32, batch 1.
+
+Every runtime runs in its own process; for each model and thread count the runtimes are
+interleaved round by round (A B C D E, A B C D E, ...), and each round's timed runs are pooled,
+so background load on a shared machine hits every runtime alike. Reported per runtime: median and
+p90 latency, load time (file to ready-to-run), peak RSS (for Python peers this includes the
+interpreter and torch; "ΔRSS" is the growth after imports), file size, and the largest error
+relative to eager's output (max |y - y_eager| / max |y_eager|).
+
+    .venv/bin/python bench/run.py [--models resnet18 mobilenet_v2] [--threads 1 2]
+                                  [--rounds 3] [--runs 5] [--out bench/results/NAME.md]
+
+Ember is timed by bench/ember_bench.c (built here against build/libember.a), not from Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "out" / "bench"
+RUNTIMES = ["ember", "et_xnnpack", "et_portable", "ort", "eager"]
+PY = sys.executable
+
+
+# ---- preparation (one subprocess per model) -------------------------------------------------
+def prepare(model: str, runtimes: list[str]) -> dict:
+    """Export the model for every runtime; write input, eager reference and files."""
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, str(ROOT / "python"))
+    sys.path.insert(0, str(ROOT))
+    from bench.models import ZOO
+
+    d = OUT / model
+    d.mkdir(parents=True, exist_ok=True)
+    m, inputs = ZOO[model]()
+    x = inputs[0]
+    with torch.inference_mode():
+        ref = m(*inputs)
+    x.numpy().tofile(d / "input.bin")
+    torch.save((x, ref), d / "io.pt")
+    info: dict = {"files": {}, "errors": {}, "export_s": {}}
+
+    def record(rt: str, path: Path, fn) -> None:
+        t = time.perf_counter()
+        try:
+            fn()
+            info["files"][rt] = path.stat().st_size
+        except Exception as e:  # a peer that cannot export this model is reported, not fatal
+            info["errors"][rt] = f"{type(e).__name__}: {str(e)[:200]}"
+        info["export_s"][rt] = round(time.perf_counter() - t, 1)
+
+    if "ember" in runtimes:
+        import ember
+
+        def ember_export() -> None:
+            ember.export(m, inputs, backend="cpu").save(d / "ember.pte")
+
+        record("ember", d / "ember.pte", ember_export)
+    if "et_xnnpack" in runtimes or "et_portable" in runtimes:
+        from executorch.exir import to_edge, to_edge_transform_and_lower
+
+        ep = torch.export.export(m, inputs)
+        if "et_xnnpack" in runtimes:
+            from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+            def et_x() -> None:
+                prog = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+                (d / "et_xnnpack.pte").write_bytes(prog.buffer)
+
+            record("et_xnnpack", d / "et_xnnpack.pte", et_x)
+        if "et_portable" in runtimes:
+
+            def et_p() -> None:
+                (d / "et_portable.pte").write_bytes(to_edge(ep).to_executorch().buffer)
+
+            record("et_portable", d / "et_portable.pte", et_p)
+    if "ort" in runtimes:
+
+        def onnx_export() -> None:
+            torch.onnx.export(m, inputs, str(d / "model.onnx"), dynamo=False, opset_version=17)
+
+        record("ort", d / "model.onnx", onnx_export)
+    info["files"]["eager"] = sum(p.numel() * p.element_size() for p in m.parameters())
+    np.save(d / "ref.npy", ref.detach().numpy())
+    (d / "prep.json").write_text(json.dumps(info))
+    return info
+
+
+# ---- workers (one subprocess per measurement) -------------------------------------------------
+def _rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def worker(rt: str, model: str, threads: int, warmup: int, runs: int) -> dict:
+    d = OUT / model
+    import numpy as np
+
+    if rt == "ember":
+        raise AssertionError("ember is timed by ember_bench")
+    import torch
+
+    torch.set_num_threads(threads)
+    x, _ = torch.load(d / "io.pt")
+    if rt.startswith("et_"):
+        import executorch.extension.pybindings.portable_lib as pl
+        from executorch.runtime import Runtime
+
+        pl._unsafe_reset_threadpool(threads)
+        Runtime.get()
+    elif rt == "ort":
+        import onnxruntime as ort
+    else:
+        sys.path.insert(0, str(ROOT))
+        from bench.models import ZOO
+    base = _rss_mb()
+    t0 = time.perf_counter()  # load = file (or model construction, for eager) to ready-to-run
+    if rt.startswith("et_"):
+        method = Runtime.get().load_program(d / f"{rt}.pte").load_method("forward")
+
+        def run():
+            return method.execute([x])[0]
+    elif rt == "ort":
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(str(d / "model.onnx"), so, providers=["CPUExecutionProvider"])
+        name = sess.get_inputs()[0].name
+        xn = x.numpy()
+
+        def run():
+            return torch.from_numpy(sess.run(None, {name: xn})[0])
+    else:
+        m, _ = ZOO[model]()
+        torch.inference_mode().__enter__()
+
+        def run():
+            return m(x)
+    load_ms = (time.perf_counter() - t0) * 1e3
+    times = []
+    for i in range(warmup + runs):
+        s = time.perf_counter()
+        y = run()
+        if i >= warmup:
+            times.append((time.perf_counter() - s) * 1e3)
+    np.asarray(y.detach().numpy() if hasattr(y, "detach") else y, dtype=np.float32).tofile(d / f"out_{rt}.bin")
+    return {"load_ms": load_ms, "times_ms": times, "rss_mb": _rss_mb(), "rss_delta_mb": _rss_mb() - base}
+
+
+def measure(rt: str, model: str, threads: int, warmup: int, runs: int, timeout: float) -> dict:
+    d = OUT / model
+    if rt == "ember":
+        cmd = [str(OUT / "ember_bench"), str(d / "ember.pte"), str(d / "input.bin"),
+               str(d / "out_ember.bin"), str(threads), str(warmup), str(runs)]
+        env = dict(os.environ)
+    else:
+        cmd = [PY, __file__, "--worker", rt, model, str(threads), str(warmup), str(runs)]
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout ({timeout:.0f} s)"}
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if r.returncode != 0 or not line:
+        return {"error": (r.stderr.strip().splitlines() or ["failed"])[-1][:160]}
+    return json.loads(line[-1])
+
+
+def build_ember_bench(build: Path) -> None:
+    subprocess.run(["cmake", "--build", str(build), "--target", "ember_static"], check=True,
+                   capture_output=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cc", "-O2", "-std=c11", f"-I{ROOT / 'include'}", f"-I{ROOT / 'extension'}",
+                    str(ROOT / "bench" / "ember_bench.c"), str(build / "libember.a"), "-lpthread", "-lm",
+                    "-o", str(OUT / "ember_bench")], check=True)
+
+
+def max_rel_err(model: str, rt: str) -> float | None:
+    import numpy as np
+
+    d = OUT / model
+    ref = np.load(d / "ref.npy").reshape(-1)
+    p = d / f"out_{rt}.bin"
+    if not p.exists():
+        return None
+    y = np.fromfile(p, dtype=np.float32)
+    if y.size != ref.size:
+        return None
+    return float(np.abs(y - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+# ---- driver -------------------------------------------------------------------------------------
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="*", default=["mobilenet_v2", "resnet18", "mobilenet_v3_small",
+                                                     "resnet50", "minilm_l6", "vit_b16"])
+    ap.add_argument("--runtimes", nargs="*", default=RUNTIMES)
+    ap.add_argument("--threads", nargs="*", type=int, default=[1, 2])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5, help="timed runs per round")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--portable-timeout", type=float, default=240.0)
+    ap.add_argument("--build", default=str(ROOT / "build"))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    ap.add_argument("--prepare", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        rt, model, th, wu, runs = a.worker
+        print(json.dumps(worker(rt, model, int(th), int(wu), int(runs))))
+        return
+    if a.prepare:
+        print(json.dumps(prepare(a.prepare, a.runtimes)))
+        return
+    build_ember_bench(Path(a.build))
+    rows = []
+    for model in a.models:
+        print(f"[{model}] exporting for {', '.join(a.runtimes)}", flush=True)
+        r = subprocess.run([PY, __file__, "--prepare", model, "--runtimes", *a.runtimes],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            print(r.stderr[-2000:])
+            continue
+        prep = json.loads(r.stdout.strip().splitlines()[-1])
+        for th in a.threads:
+            res: dict[str, dict] = {rt: {"times_ms": [], "load_ms": [], "rss_mb": 0.0, "rss_delta_mb": 0.0}
+                                    for rt in a.runtimes}
+            for rnd in range(a.rounds):
+                for rt in a.runtimes:
+                    if rt in prep["errors"] or "error" in res[rt]:
+                        continue
+                    slow = rt == "et_portable"
+                    if slow and rnd > 0:
+                        continue  # portable kernels: one round of one run is enough to place them
+                    m = measure(rt, model, th, 0 if slow else a.warmup, 1 if slow else a.runs,
+                                a.portable_timeout if slow else 900)
+                    if "error" in m:
+                        res[rt]["error"] = m["error"]
+                        continue
+                    res[rt]["times_ms"] += m["times_ms"]
+                    res[rt]["load_ms"].append(m["load_ms"])
+                    res[rt]["rss_mb"] = max(res[rt]["rss_mb"], m["rss_mb"])
+                    res[rt]["rss_delta_mb"] = max(res[rt]["rss_delta_mb"], m.get("rss_delta_mb", m["rss_mb"]))
+                    if rt == "ember":
+                        res[rt]["isa"] = m.get("isa")
+                print(f"  threads={th} round {rnd + 1}/{a.rounds} done", flush=True)
+            for rt in a.runtimes:
+                v = res[rt]
+                row = {"model": model, "threads": th, "runtime": rt, "size_mb": prep["files"].get(rt, 0) / 1e6}
+                if rt in prep["errors"]:
+                    row["error"] = "export: " + prep["errors"][rt]
+                elif "error" in v:
+                    row["error"] = v["error"]
+                if v["times_ms"]:
+                    t = sorted(v["times_ms"])
+                    row.update(median=statistics.median(t), p90=t[min(len(t) - 1, int(round(0.9 * (len(t) - 1))))],
+                               n=len(t), load=statistics.median(v["load_ms"]), rss=v["rss_mb"],
+                               drss=v["rss_delta_mb"], err=max_rel_err(model, rt))
+                rows.append(row)
+            best_peer = min((r["median"] for r in rows if r["model"] == model and r["threads"] == th
+                             and r["runtime"] in ("et_xnnpack", "ort", "eager") and "median" in r), default=None)
+            for r in rows:
+                if r["model"] == model and r["threads"] == th and "median" in r and best_peer:
+                    r["vs_best"] = r["median"] / best_peer
+            for r in rows[-len(a.runtimes):]:
+                print("   ", _fmt_row(r), flush=True)
+    write_table(rows, a)
+
+
+def _fmt_row(r: dict) -> str:
+    if "median" not in r:
+        return f"| {r['model']} | {r['threads']} | {r['runtime']} | — | — | — | — | — | — | {r['size_mb']:.1f} | — | {r.get('error', '')} |"
+    err = "—" if r.get("err") is None else f"{r['err']:.1e}"
+    return (f"| {r['model']} | {r['threads']} | {r['runtime']} | {r['median']:.2f} | {r['p90']:.2f} | "
+            f"{r.get('vs_best', float('nan')):.2f} | {r['load']:.1f} | {r['rss']:.0f} | {r['drss']:.0f} | "
+            f"{r['size_mb']:.1f} | {err} | n={r['n']} {r.get('error', '')} |")
+
+
+def write_table(rows: list[dict], a: argparse.Namespace) -> None:
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d_%H%M")
+    out = Path(a.out) if a.out else ROOT / "bench" / "results" / f"{stamp}.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = "cd /work/main && .venv/bin/python bench/run.py " + " ".join(shlex.quote(x) for x in sys.argv[1:])
+    try:
+        load = open("/proc/loadavg").read().split()[:3]
+    except OSError:
+        load = ["?"]
+    cpu = "?"
+    try:
+        cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    lines = [
+        f"# Benchmark {stamp} UTC",
+        "",
+        f"Command: `{cmd}`",
+        "",
+        f"Machine: {cpu}, {os.cpu_count()} CPUs, {platform.platform()}; load average at the end "
+        f"{' '.join(load)} (shared machine: compare runtimes within a row group, not across runs).",
+        "",
+        "Latency in ms (median, p90 of all timed runs pooled over interleaved rounds); `vs best` = "
+        "median / best median among ExecuTorch+XNNPACK, ONNX Runtime, eager; load in ms; RSS = peak "
+        "resident MB of the process (Python peers include the interpreter and torch); ΔRSS = growth "
+        "after imports; size = file MB (eager: parameter bytes); err = max |y - y_eager| / max |y_eager|. "
+        "ExecuTorch portable runs once (it is minutes per run on the large models).",
+        "",
+        "| model | threads | runtime | median | p90 | vs best | load | RSS | ΔRSS | size | err | notes |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    lines += [_fmt_row(r) for r in rows]
+    out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
