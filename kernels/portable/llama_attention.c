@@ -64,6 +64,7 @@ static em_status sdpa_f32(em_kernel_ctx *ctx, const sdpa_args *a) {
   int64_t chunk = nk > 0 ? SDPA_SCORES_BUDGET / nk : a->S;
   if (chunk < 1) chunk = 1;
   if (chunk > a->S) chunk = a->S;
+  chunk = nn_temp_fit(ctx, (nk ? nk : 1) * (int64_t)sizeof(float), chunk);
   float *sc = nn_temp(ctx, (chunk ? chunk : 1) * (nk ? nk : 1), sizeof(float));
   NN_CHECK_ALLOC(ctx, sc);
   int64_t rep = a->Hq / a->Hkv;

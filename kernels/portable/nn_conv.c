@@ -311,6 +311,7 @@ static em_status conv_f32(em_kernel_ctx *ctx, const conv_geom *g, em_tensor *x, 
   int64_t chunk = K > 0 ? COL_BUDGET / K : g->p_out;
   if (chunk < 64) chunk = 64;
   if (chunk > g->p_out) chunk = g->p_out;
+  if (!direct) chunk = nn_temp_fit(ctx, K * (int64_t)sizeof(float), chunk);
   float *col = direct ? NULL : nn_temp(ctx, K * chunk, sizeof(float));
   if (!direct) NN_CHECK_ALLOC(ctx, col);
   for (int64_t n = 0; n < g->n; n++)
@@ -354,6 +355,7 @@ static em_status conv_transposed_f32(em_kernel_ctx *ctx, const conv_geom *g, em_
   int64_t chunk = M > 0 ? COL_BUDGET / M : g->p_in;
   if (chunk < 64) chunk = 64;
   if (chunk > g->p_in) chunk = g->p_in;
+  chunk = nn_temp_fit(ctx, M * (int64_t)sizeof(float), chunk);
   float *col = nn_temp(ctx, M * chunk, sizeof(float));
   NN_CHECK_ALLOC(ctx, col);
   const float *bp = b ? b->data : NULL;

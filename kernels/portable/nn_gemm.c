@@ -72,6 +72,14 @@ void nn_temp_release(em_kernel_ctx *ctx, size_t mark) {
   if (ctx && ctx->temp && mark <= ctx->temp->used) ctx->temp->used = mark;
 }
 
+int64_t nn_temp_fit(em_kernel_ctx *ctx, int64_t unit_bytes, int64_t want) {
+  if (!ctx || !ctx->temp || unit_bytes <= 0) return want;
+  size_t avail = ctx->temp->size > ctx->temp->used ? ctx->temp->size - ctx->temp->used : 0;
+  int64_t fit = (int64_t)(avail / 2 / (size_t)unit_bytes);
+  if (fit < 1) fit = 1;
+  return want < fit ? want : fit;
+}
+
 void *nn_temp(em_kernel_ctx *ctx, int64_t n, size_t size) {
   if (n < 0 || (n > 0 && (uint64_t)n > SIZE_MAX / size)) return NULL;
   size_t bytes = (size_t)n * size;

@@ -77,6 +77,13 @@ void *nn_temp(em_kernel_ctx *ctx, int64_t n, size_t size);
  * scratch over one instruction. Only release what the caller no longer uses.
  */
 size_t nn_temp_mark(em_kernel_ctx *ctx);
+
+/*
+ * How many units of `unit_bytes` to allocate for a chunked buffer: `want`, or
+ * fewer so the buffer takes at most half of the scratch left (the rest stays
+ * for the GEMM's packing buffers); at least 1.
+ */
+int64_t nn_temp_fit(em_kernel_ctx *ctx, int64_t unit_bytes, int64_t want);
 void nn_temp_release(em_kernel_ctx *ctx, size_t mark);
 
 /* Logs and returns EM_ERR_MEMORY_ALLOCATION_FAILED when `p` is NULL. */

@@ -169,6 +169,7 @@ static em_status mixed(em_kernel_ctx *ctx, em_tensor *x, em_tensor *w, em_tensor
   int64_t nb = K > 0 ? MIXED_BLOCK / K : N;
   if (nb < 16) nb = 16;
   if (nb > N) nb = N;
+  nb = nn_temp_fit(ctx, (K > 0 ? K : 1) * (int64_t)sizeof(float), nb);
   float *wd = nn_temp(ctx, (K > 0 ? K : 1) * nb, sizeof(float)); /* [K, nb] */
   NN_CHECK_ALLOC(ctx, wd);
   for (int64_t n0 = 0; n0 < N; n0 += nb) {

@@ -2270,3 +2270,62 @@ for qdt in [torch.uint8, torch.int8]:
             args = [a, sa, za, lo, hi, b, sb, zb, lo, hi, so, zo, lo, hi]
             o = torch.zeros(5, 7, dtype=qdt)
             return Call("quantized_decomposed::add.out", args + [o, o], [(o, exp)])
+
+
+# Small scratch (an MCU-sized temp arena): chunked buffers and GEMM blocks must shrink to fit.
+@case("conv-small-scratch")
+def _(g):
+    x, w = rnd((1, 16, 30, 30), F32, g), rnd((24, 16, 3, 3), F32, g)
+    exp = conv_ref(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    c = simple(
+        "aten::convolution.out",
+        [x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1],
+        exp,
+        tol=(1e-4, 1e-4),
+    )
+    c.temp_bytes = 64 << 10
+    return c
+
+
+@case("conv-transposed-small-scratch")
+def _(g):
+    x, w = rnd((1, 8, 20, 20), F32, g), rnd((8, 12, 3, 3), F32, g)
+    exp = conv_ref(x, w, None, [2, 2], [1, 1], [1, 1], True, [1, 1], 1)
+    c = simple(
+        "aten::convolution.out",
+        [x, w, None, [2, 2], [1, 1], [1, 1], True, [1, 1], 1],
+        exp,
+        tol=(1e-4, 1e-4),
+    )
+    c.temp_bytes = 64 << 10
+    return c
+
+
+@case("custom-sdpa-small-scratch")
+def _(g):
+    q, k, v = (
+        rnd((1, 64, 2, 32), F32, g),
+        rnd((1, 200, 2, 32), F32, g),
+        rnd((1, 200, 2, 32), F32, g),
+    )
+    c = simple(
+        "llama::custom_sdpa.out",
+        [q, k, v, 100, None, 0.0, True, None],
+        sdpa_ref(q, k, v, 100, None, True, None),
+        tol=(1e-4, 1e-5),
+    )
+    c.temp_bytes = 48 << 10
+    return c
+
+
+@case("mixed-linear-small-scratch")
+def _(g):
+    x = rnd((8, 256), F32, g)
+    w = torch.randint(-128, 128, (300, 256), generator=g).to(torch.int8)
+    s = torch.rand(300, generator=g) * 0.05
+    exp = (x.double() @ (w.double() * s.double()[:, None]).t()).float()
+    c = simple(
+        "quantized_decomposed::mixed_linear.out", [x, w, s, None, F32], exp, tol=(1e-4, 1e-4)
+    )
+    c.temp_bytes = 64 << 10
+    return c
