@@ -292,6 +292,19 @@ em_status em_native_layer_norm_out(em_kernel_ctx *ctx, em_evalue **args) {
   int64_t M = 1;
   for (int32_t d = 0; d < lead; d++) M *= x->sizes[d];
   bool f32 = x->dtype == EM_DTYPE_F32 && nn_is_contiguous(x) && nn_is_contiguous(out);
+  /* weight/bias as contiguous f32 (None: 1 and 0) for the typed path; NULL when not possible */
+  const float *wf = NULL, *bf = NULL;
+  if (f32) {
+    float *tmp = nn_temp(ctx, 2 * (N ? N : 1), sizeof(float));
+    if (tmp) {
+      for (int64_t j = 0; j < N; j++) {
+        tmp[j] = w ? (float)ld(w, j) : 1.0f;
+        tmp[N + j] = b ? (float)ld(b, j) : 0.0f;
+      }
+      wf = tmp;
+      bf = tmp + N;
+    }
+  }
   for (int64_t m = 0; m < M; m++) {
     int64_t xo = lead_offset(x, lead, m), oo = lead_offset(out, lead, m);
     double mean = 0.0, var = 0.0;
@@ -313,6 +326,13 @@ em_status em_native_layer_norm_out(em_kernel_ctx *ctx, em_evalue **args) {
     double rstd = 1.0 / sqrt(var + eps);
     em_store_f64(mo->data, mo->dtype, lead_offset(mo, lead, m), mean);
     em_store_f64(ro->data, ro->dtype, lead_offset(ro, lead, m), rstd);
+    if (f32 && wf && bf) { /* typed path: f32 rows, weight and bias as contiguous f32 */
+      const float *xp = (const float *)x->data + xo;
+      float *op = (float *)out->data + oo;
+      float mf = (float)mean, rf = (float)rstd;
+      for (int64_t j = 0; j < N; j++) op[j] = (xp[j] - mf) * rf * wf[j] + bf[j];
+      continue;
+    }
     for (int64_t j = 0; j < N; j++) {
       double v =
           (em_load_f64(x->data, x->dtype, xo + (f32 ? j : sub_offset(x, lead, j))) - mean) * rstd;
