@@ -1585,6 +1585,46 @@ case(
 )
 
 
+# -- sort --------------------------------------------------------------------------------------------
+def mk_sort(dt: torch.dtype, shp: tuple, g: torch.Generator) -> Call:
+    x = rnd(shp, dt, g, pick(g, LAYOUTS + ["cl"]))
+    if dt.is_floating_point and x.numel() > 2 and pick(g, [0, 1]):
+        x = x.clone()  # NaN sorts last; -0.0 == 0.0 ties keep their order
+        x[tuple(0 for _ in shp)] = float("nan")
+        x[tuple(s - 1 for s in shp)] = -0.0
+    r = max(len(shp), 1)
+    d = rint(g, -r, r - 1)
+    desc = bool(pick(g, [0, 1]))
+    want_v, want_i = torch.sort(x, dim=d, descending=desc, stable=True)
+    v, i = out_like(want_v, pick(g, ["c", "t", "d"])), out_like(want_i, pick(g, ["c", "t", "d"]))
+    ret = [ret_of(v), ret_of(i)]
+    if pick(g, [0, 1]):
+        args = [x, d, desc, v, i, ret]
+        return Call("aten::sort.values", args, [(v, want_v), (i, want_i)])
+    args = [x, pick(g, [None, True, False]), d, desc, v, i, ret]
+    return Call("aten::sort.values_stable", args, [(v, want_v), (i, want_i)])
+
+
+for rep in range(3):
+    each_dtype_shape(f"sort{rep}", mk_sort, SHAPES + [(40,), (3, 17)])
+case(
+    "sort-err-dim",
+    lambda g: Call(
+        "aten::sort.values",
+        [rnd((3, 4), F32, g), 2, False, torch.empty(3, 4), torch.empty(3, 4, dtype=I64), []],
+        error=True,
+    ),
+)
+case(
+    "sort-err-indices-dtype",
+    lambda g: Call(
+        "aten::sort.values",
+        [rnd((3, 4), F32, g), 1, False, torch.empty(3, 4), torch.empty(3, 4, dtype=I32), []],
+        error=True,
+    ),
+)
+
+
 # -- the test -------------------------------------------------------------------------------------
 def _value(o: Any) -> torch.Tensor:
     return o.view() if isinstance(o, Out) else o
