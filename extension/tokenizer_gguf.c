@@ -277,6 +277,9 @@ static em_status build_from_gguf(const gg_tok *k, const char *path, em_tokenizer
     const char *s = k->merges[i];
     const char *sp = strchr(s, ' ');
     if (!sp) continue;
+    char *p = realloc(tmp, strlen(s) + 1);
+    if (!p) goto fail;
+    tmp = p;
     int32_t a = -1, b = -1;
     size_t la = tok_unmap_bytelevel(s, (size_t)(sp - s), tmp);
     if (la != (size_t)-1) a = tok_lookup(t, tmp, la);

@@ -36,7 +36,9 @@ PRETOK_NONE, PRETOK_GPT2, PRETOK_LLAMA3, PRETOK_DIGITS_GPT2 = 0, 1, 2, 3
 _ADD_BOS, _PARSE_SPECIAL, _DEFAULT_BOS = 1, 2, 4
 _FLAG_ADD_BOS, _FLAG_IGNORE_MERGES, _FLAG_SPM_PREFIX = 1, 2, 4
 # GGUF token types (tokenizer.ggml.token_type).
-TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = range(1, 7)
+TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = range(
+    1, 7
+)
 
 
 class TokenizerError(RuntimeError):
@@ -53,8 +55,13 @@ _SIGS: dict[str, tuple[object, list[object]]] = {
     "em_tokenizer_load_compact": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_P)]),
     "em_tokenizer_load_tiktoken": (
         ctypes.c_int,
-        [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
-         ctypes.POINTER(_P)],
+        [
+            ctypes.c_char_p,
+            ctypes.c_int,
+            ctypes.POINTER(ctypes.c_char_p),
+            ctypes.c_size_t,
+            ctypes.POINTER(_P),
+        ],
     ),
     "em_tokenizer_save_compact": (ctypes.c_int, [_P, ctypes.c_char_p]),
     "em_tokenizer_destroy": (None, [_P]),
@@ -135,7 +142,9 @@ class Tokenizer:
         arr = (ctypes.c_char_p * max(1, len(specials)))(*[s.encode() for s in specials])
         h = ctypes.c_void_p()
         _check(
-            L.em_tokenizer_load_tiktoken(os.fsencode(path), pretok, arr, len(specials), ctypes.byref(h)),
+            L.em_tokenizer_load_tiktoken(
+                os.fsencode(path), pretok, arr, len(specials), ctypes.byref(h)
+            ),
             f"loading {path}",
         )
         return cls(h.value)
@@ -146,10 +155,13 @@ class Tokenizer:
             self._L.em_tokenizer_destroy(h)
             self._h = ctypes.c_void_p()
 
-    def encode(self, text: str, *, special: bool = False, bos: bool | None = False) -> list[int]:
-        """Token ids of ``text``. ``special`` matches special tokens' text; ``bos`` True adds
-        BOS, None adds it when the tokenizer's metadata asks for it."""
-        b = text.encode("utf-8", errors="surrogatepass")
+    def encode(
+        self, text: str | bytes, *, special: bool = False, bos: bool | None = False
+    ) -> list[int]:
+        """Token ids of ``text`` (str, or raw bytes that need not be valid UTF-8). ``special``
+        matches special tokens' text; ``bos`` True adds BOS, None adds it when the tokenizer's
+        metadata asks for it."""
+        b = text if isinstance(text, bytes) else text.encode("utf-8")
         flags = (_PARSE_SPECIAL if special else 0) | (
             _DEFAULT_BOS if bos is None else (_ADD_BOS if bos else 0)
         )
@@ -157,8 +169,10 @@ class Tokenizer:
         for _ in range(2):
             buf = (ctypes.c_int32 * cap)()
             n = ctypes.c_size_t()
-            _check(self._L.em_tokenizer_encode(self._h, b, len(b), flags, buf, cap, ctypes.byref(n)),
-                   "encode")
+            _check(
+                self._L.em_tokenizer_encode(self._h, b, len(b), flags, buf, cap, ctypes.byref(n)),
+                "encode",
+            )
             if n.value <= cap:
                 return list(buf[: n.value])
             cap = n.value
@@ -170,8 +184,10 @@ class Tokenizer:
         for _ in range(2):
             buf = ctypes.create_string_buffer(cap)
             n = ctypes.c_size_t()
-            _check(self._L.em_tokenizer_decode(self._h, arr, len(ids), buf, cap, ctypes.byref(n)),
-                   "decode")
+            _check(
+                self._L.em_tokenizer_decode(self._h, arr, len(ids), buf, cap, ctypes.byref(n)),
+                "decode",
+            )
             if n.value <= cap:
                 return buf.raw[: n.value]
             cap = n.value
@@ -219,8 +235,12 @@ def pretokenize(text: str, pretok: int = PRETOK_GPT2) -> list[str]:
     cap = len(b) + 1
     spans = (ctypes.c_size_t * (2 * cap))()
     n = ctypes.c_size_t()
-    _check(L.em_tokenizer_pretokenize(pretok, b, len(b), spans, cap, ctypes.byref(n)), "pretokenize")
-    return [b[spans[2 * i]: spans[2 * i + 1]].decode("utf-8", errors="replace") for i in range(n.value)]
+    _check(
+        L.em_tokenizer_pretokenize(pretok, b, len(b), spans, cap, ctypes.byref(n)), "pretokenize"
+    )
+    return [
+        b[spans[2 * i] : spans[2 * i + 1]].decode("utf-8", errors="replace") for i in range(n.value)
+    ]
 
 
 # ---------------------------------------------------------------- compact file (Python writer)
@@ -235,7 +255,7 @@ def _bytes_to_unicode() -> dict[int, str]:
             bs.append(b)
             cs.append(256 + n)
             n += 1
-    return dict(zip(bs, (chr(c) for c in cs)))
+    return dict(zip(bs, (chr(c) for c in cs), strict=True))
 
 
 _U2B = {v: k for k, v in _bytes_to_unicode().items()}
@@ -265,8 +285,10 @@ def write_compact(
 ) -> None:
     """Writes the compact ``EMTK`` tokenizer file. ``tokens`` are raw bytes (byte-level tokens
     already un-mapped), ``merges`` pairs of ids in rank order."""
-    flags = (_FLAG_ADD_BOS if add_bos else 0) | (_FLAG_IGNORE_MERGES if ignore_merges else 0) | (
-        _FLAG_SPM_PREFIX if spm_prefix else 0
+    flags = (
+        (_FLAG_ADD_BOS if add_bos else 0)
+        | (_FLAG_IGNORE_MERGES if ignore_merges else 0)
+        | (_FLAG_SPM_PREFIX if spm_prefix else 0)
     )
     out = bytearray(b"EMTK")
     out += struct.pack("<IIIIiI", 1, model, pretok, flags, bos_id, len(eos_ids))
@@ -281,8 +303,13 @@ def write_compact(
     Path(path).write_bytes(bytes(out))
 
 
-_GGUF_PRETOK = {"smollm": PRETOK_DIGITS_GPT2, "llama-bpe": PRETOK_LLAMA3, "llama3": PRETOK_LLAMA3,
-                "gpt-2": PRETOK_GPT2, "default": PRETOK_GPT2}
+_GGUF_PRETOK = {
+    "smollm": PRETOK_DIGITS_GPT2,
+    "llama-bpe": PRETOK_LLAMA3,
+    "llama3": PRETOK_LLAMA3,
+    "gpt-2": PRETOK_GPT2,
+    "default": PRETOK_GPT2,
+}
 
 
 def compact_from_gguf(gguf_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> None:
@@ -299,7 +326,8 @@ def compact_from_gguf(gguf_path: str | os.PathLike[str], out_path: str | os.Path
             v = f.parts[f.data[0]]
             return bytes(v).decode() if f.types[0].name == "STRING" else v.tolist()[0]
         return [
-            bytes(f.parts[i]) if f.types[-1].name == "STRING" else f.parts[i].tolist()[0] for i in f.data
+            bytes(f.parts[i]) if f.types[-1].name == "STRING" else f.parts[i].tolist()[0]
+            for i in f.data
         ]
 
     model_name = field("tokenizer.ggml.model")
@@ -308,7 +336,7 @@ def compact_from_gguf(gguf_path: str | os.PathLike[str], out_path: str | os.Path
     types = field("tokenizer.ggml.token_type") or [TOKEN_NORMAL] * len(raw_tokens)
     scores = field("tokenizer.ggml.scores")
     tokens: list[bytes] = []
-    for t, ty in zip(raw_tokens, types):
+    for t, ty in zip(raw_tokens, types, strict=True):
         u = None if spm or ty in (TOKEN_CONTROL, TOKEN_USER_DEFINED) else _unmap(t.decode())
         tokens.append(u if u is not None else t)
     index = {t: i for i, t in reversed(list(enumerate(tokens)))}
@@ -323,7 +351,9 @@ def compact_from_gguf(gguf_path: str | os.PathLike[str], out_path: str | os.Path
     write_compact(
         out_path,
         model=MODEL_SPM_BPE if spm else MODEL_BPE_BYTELEVEL,
-        pretok=PRETOK_NONE if spm else _GGUF_PRETOK.get(field("tokenizer.ggml.pre", "default"), PRETOK_GPT2),
+        pretok=PRETOK_NONE
+        if spm
+        else _GGUF_PRETOK.get(field("tokenizer.ggml.pre", "default"), PRETOK_GPT2),
         tokens=tokens,
         scores=scores,
         types=types,
