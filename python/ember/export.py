@@ -24,7 +24,7 @@ from ember.passes.ir import MethodIR
 from ember.passes.memory_plan import plan_memory
 from ember.passes.out_variants import to_out_variants
 from ember.passes.spec_prop import propagate_specs
-from ember.passes.verify import verify_edge
+from ember.passes.verify import verify_arity, verify_edge
 from ember.passes.views import elide_views
 from ember.program import Program
 from ember.serialize import serialize_ptd, serialize_pte_pieces
@@ -64,6 +64,7 @@ def lower_method(
     step(f"{name}: lower")
     ir = to_out_variants(ep, name)
     ir = elide_views(ir)
+    ir = verify_arity(ir, oplist)
     ir = partition(ir, backend)
     ir = propagate_specs(ir)
     step(f"{name}: plan memory")

@@ -114,3 +114,14 @@ def test_errors_hierarchy() -> None:
         ember.EmberRuntimeError,
     ):
         assert issubclass(cls, ember.EmberError)
+
+
+def test_kernel_arity_mismatch_is_reported() -> None:
+    from ember.oplist import KernelInfo
+
+    ol = OpList({"aten::relu.out": KernelInfo("aten::relu.out", 2, DTYPE_BITS["F32"])})
+    with pytest.raises(ember.UnsupportedOperatorError) as ei:
+        ember.export(Relu(), (torch.randn(4),), oplist=ol)
+    msg = str(ei.value)
+    assert "aten::relu.out" in msg and "2" in msg and "3" in msg
+    assert _line_of("RELU") in msg

@@ -20,6 +20,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from ember.errors import DataDependentShapeError, UnsupportedDtypeError, UnsupportedOperatorError
 from ember.oplist import TORCH_DTYPE_NAME, OpList, load_oplist
+from ember.passes.ir import KernelInstr, MethodIR
 from ember.passes.out_variants import (
     ASSERT_OPS,
     SYM_ATEN,
@@ -149,3 +150,21 @@ def _verify_node(node: torch.fx.Node, oplist: OpList) -> None:
             f"{str(primary.dtype).replace('torch.', '')} ({desc})",
             node=node,
         )
+
+
+def verify_arity(ir: MethodIR, oplist: OpList | None = None) -> MethodIR:
+    """After lowering: every kernel call passes exactly the argument count the runtime's
+    operator list declares for it (``-1`` = variable). Raises UnsupportedOperatorError naming
+    the kernel, both counts and the source line otherwise (the runtime would refuse to load)."""
+    oplist = oplist if oplist is not None else load_oplist()
+    for ins in ir.instrs:
+        if not isinstance(ins, KernelInstr):
+            continue
+        info = oplist.get(ins.kernel)
+        if info is not None and info.n_args >= 0 and info.n_args != len(ins.args):
+            raise UnsupportedOperatorError(
+                f"kernel '{ins.kernel}' is registered with {info.n_args} arguments but the "
+                f"ATen convention (schema arguments + return) gives {len(ins.args)}",
+                node=ins.node,
+            )
+    return ir
