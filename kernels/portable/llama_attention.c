@@ -226,3 +226,24 @@ em_status em_llama_update_cache_out(em_kernel_ctx *ctx, em_evalue **args) {
       }
   return EM_OK;
 }
+
+/*
+ * llama::sdpa_with_kv_cache.out(Tensor query, Tensor key, Tensor value, Tensor(a!) key_cache,
+ *   Tensor(b!) value_cache, SymInt start_pos, SymInt seq_len, Tensor? attn_mask=None,
+ *   float drpout_p=0., bool is_causal=False, float? scale=None, *, Tensor(c!) out)
+ * The legacy fused form: update_cache for key and value, then custom_sdpa over the caches.
+ */
+em_status em_llama_sdpa_with_kv_cache_out(em_kernel_ctx *ctx, em_evalue **args) {
+  em_tensor *q = EM_ARG_TENSOR(args, 0);
+  int64_t seq_len;
+  NN_CHECK_TENSOR(ctx, q, "query");
+  EM_KCHECK(ctx, em_arg_int(args[6], &seq_len) && q->dim == 4 && seq_len == q->sizes[1],
+            "seq_len must equal the query's sequence length");
+  em_evalue *uk[4] = {args[1], args[3], args[5], args[3]};
+  em_evalue *uv[4] = {args[2], args[4], args[5], args[4]};
+  EM_KTRY(em_llama_update_cache_out(ctx, uk));
+  EM_KTRY(em_llama_update_cache_out(ctx, uv));
+  em_evalue *sd[10] = {args[0], args[3], args[4],  args[5],  args[7],
+                       args[8], args[9], args[10], args[11], args[11]};
+  return em_llama_custom_sdpa_out(ctx, sd);
+}

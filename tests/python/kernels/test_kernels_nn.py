@@ -2329,3 +2329,25 @@ def _(g):
     )
     c.temp_bytes = 64 << 10
     return c
+
+
+for dt in [F32, BF16]:
+    for causal in [True, False]:
+
+        @case(f"sdpa-with-kv-cache-{dt}-{causal}")
+        def _(g, dt=dt, causal=causal):
+            B, S, H, D, L, start = 1, 3, 4, 8, 10, 2
+            q, k, v = rnd((B, S, H, D), dt, g), rnd((B, S, 2, D), dt, g), rnd((B, S, 2, D), dt, g)
+            kc, vc = rnd((B, L, 2, D), dt, g), rnd((B, L, 2, D), dt, g)
+            ekc, evc = kc.clone(), vc.clone()
+            ekc[:, start : start + S] = k
+            evc[:, start : start + S] = v
+            exp = sdpa_ref(q, ekc, evc, start, None, causal, None)
+            o = torch.zeros_like(exp)
+            tol = (1e-5, 1e-5) if dt == F32 else (2e-2, 2e-2)
+            return Call(
+                "llama::sdpa_with_kv_cache.out",
+                [q, k, v, kc, vc, start, S, None, 0.0, causal, None, o, o],
+                [(o, exp), (kc, ekc), (vc, evc)],
+                tol,
+            )
