@@ -12,8 +12,8 @@
 
 #include "cpu_ukernels.h"
 
-#define EM_VOPS_TABLE(isa)                                                                         \
-  em_f32_dwconv2d_minmax_ukernel__##isa,                                                           \
+#define EM_VOPS_TABLE(dwconv, isa)                                                                 \
+  dwconv,                                                                                          \
       {em_f32_vadd_minmax_ukernel__##isa, em_f32_vsub_minmax_ukernel__##isa,                      \
        em_f32_vmul_minmax_ukernel__##isa, em_f32_vdiv_minmax_ukernel__##isa},                     \
       {em_f32_vaddc_minmax_ukernel__##isa, em_f32_vsubc_minmax_ukernel__##isa,                    \
@@ -23,10 +23,10 @@
 
 static const em_cpu_config configs[] = {
 #if defined(__x86_64__) || defined(__i386__)
-    {"avx512f", 32, em_f32_gemm_minmax_ukernel_6x32__avx512f, EM_VOPS_TABLE(avx512f)},
-    {"avx2", 16, em_f32_gemm_minmax_ukernel_6x16__avx2, EM_VOPS_TABLE(avx2)},
+    {"avx512f", 32, em_f32_gemm_minmax_ukernel_6x32__avx512f, EM_VOPS_TABLE(em_f32_dwconv2d_chw_minmax_ukernel__avx512f, avx512f)},
+    {"avx2", 16, em_f32_gemm_minmax_ukernel_6x16__avx2, EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__avx2, avx2)},
 #endif
-    {"scalar", 8, em_f32_gemm_minmax_ukernel_6x8__scalar, EM_VOPS_TABLE(scalar)},
+    {"scalar", 8, em_f32_gemm_minmax_ukernel_6x8__scalar, EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__scalar, scalar)},
 };
 
 static int isa_supported(const char *isa) {

@@ -250,9 +250,11 @@ bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why
   case EMC_OP_COPY: return check_same_numel(d, op, why, why_n);
   case EMC_OP_MAXPOOL2D:
   case EMC_OP_AVGPOOL2D: return check_pool(d, op, why, why_n);
-  case EMC_OP_MEAN:
+  case EMC_OP_MEAN: {
+    int64_t inner = op->ip[2] < 1 ? 1 : op->ip[2];
     if (op->ip[0] < 0 || op->ip[1] < 1) WHY("mean: bad shape");
-    return check_rows(d, op, (int64_t)op->ip[0] * op->ip[1], op->ip[0], why, why_n);
+    return check_rows(d, op, (int64_t)op->ip[0] * op->ip[1] * inner, op->ip[0] * inner, why, why_n);
+  }
   case EMC_OP_SOFTMAX:
     if (op->ip[0] < 0 || op->ip[1] < 1 || op->ip[2] != 1) WHY("softmax: bad shape");
     return check_rows(d, op, (int64_t)op->ip[0] * op->ip[1], (int64_t)op->ip[0] * op->ip[1], why,
@@ -669,6 +671,18 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; r++) {
     switch (op->kind) {
     case EMC_OP_MEAN: {
+      if (op->ip[2] > 1) { /* reduce the middle of [outer, cols, inner] */
+        const int64_t inner = op->ip[2];
+        float *yo = y + r * inner;
+        for (int64_t i = 0; i < inner; i++) yo[i] = 0.0f;
+        for (int64_t l = 0; l < cols; l++) {
+          const float *xr = x + (r * cols + l) * inner;
+          for (int64_t i = 0; i < inner; i++) yo[i] += xr[i];
+        }
+        for (int64_t i = 0; i < inner; i++) yo[i] /= (float)cols;
+        if (op->act) d->cfg->vact((size_t)inner, yo, yo, op->act, op->fp);
+        break;
+      }
       const float *row = x + r * cols;
       float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
       int64_t i = 0;

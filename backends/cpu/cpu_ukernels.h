@@ -93,6 +93,9 @@ typedef void (*em_f32_norm_fn)(size_t n, const float *x, const float *w, const f
                                   float eps, int rms, float *y);
 
 EM_VOPS_DECL(avx512f)
+void em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const float *in,
+                                                 const float *w, float bias, float *out,
+                                                 const em_minmax_params *p);
 EM_VOPS_DECL(avx2)
 EM_VOPS_DECL(scalar)
 

@@ -66,7 +66,7 @@ enum emc_op_kind {
   EMC_OP_UNARY = 4,     /* in: x; out = act(x)                                        */
   EMC_OP_MAXPOOL2D = 5, /* in: x[N,C,H,W]                                             */
   EMC_OP_AVGPOOL2D = 6, /* in: x[N,C,H,W]                                             */
-  EMC_OP_MEAN = 7,      /* mean over the last ip[1] elements of each of ip[0] rows    */
+  EMC_OP_MEAN = 7,      /* [ip0, ip1, ip2 (0 = 1)] -> [ip0, ip2]: mean over the middle   */
   EMC_OP_SOFTMAX = 8,   /* ip: outer, axis length, inner, log                         */
   EMC_OP_LAYERNORM = 9, /* in: x, weight|-1, bias|-1; ip: rows, cols; fp[0] eps       */
   EMC_OP_PERMUTE = 10,  /* ip[0..ndim) = permutation of in0's dims                    */
