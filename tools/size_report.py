@@ -104,12 +104,13 @@ def kept_core(map_path: Path, obj_dir: Path) -> dict[str, int]:
     return tot
 
 
-def build(target: str, tmp: Path) -> dict:
-    arm = target == "cortex-m33"
+def build(target: str, tmp: Path, extra: tuple[str, ...] = ()) -> dict:
+    arm = target.startswith("cortex-m33")
     cc = "arm-none-eabi-gcc" if arm else os.environ.get("CC", "cc")
     size_tool = "arm-none-eabi-size" if arm else "size"
     strip = "arm-none-eabi-strip" if arm else "strip"
-    flags = FLAGS + (M33 if arm else [])
+    flags = FLAGS + (M33 if arm else []) + list(extra)
+    tmp = tmp / ("_".join(e.strip("-").replace("=", "") for e in extra) or "default")
     obj_dir = tmp / target / "core"
     obj_dir.mkdir(parents=True)
     objs = []
@@ -117,8 +118,9 @@ def build(target: str, tmp: Path) -> dict:
         o = obj_dir / (src.stem + ".o")
         run([cc, *flags, "-c", str(src), "-o", str(o)])
         objs.append(o)
+    label = target + "".join(f" `{e}`" for e in extra)
     res = {
-        "target": target,
+        "target": label,
         "cc": run([cc, "--version"]).splitlines()[0],
         "all": sum_size(size_tool, objs),
     }
@@ -170,15 +172,16 @@ def main(argv: list[str] | None = None) -> int:
     targets = ["x86-64"] + (["cortex-m33"] if have_arm else [])
     with tempfile.TemporaryDirectory() as t:
         results = [build(tg, Path(t)) for tg in targets]
+        # Without log messages (EM_LOG_ENABLED=0): error codes only, no format strings.
+        results += [build(tg, Path(t), ("-DEM_LOG_ENABLED=0",)) for tg in targets]
     fixtures = REPO.parent / "shared" / "fixtures" / "executorch"
     models = REPO / "build-mcu" / "models"
     firmwares = [("add.pte (aten::add.out)", fixtures / "add.pte", "")]
-    if (models / "mlp.pte").exists():
-        firmwares.append((
-            "mlp.pte (784-32-16-10 MLP, fp32, Fashion-MNIST; `make mcu` trains it)",
-            models / "mlp.pte",
-            f"--input {models / 'mlp_images.npy'} --labels {models / 'mlp_labels.npy'} --cases 8",
-        ))  # fmt: skip
+    cases = f"--input {models / 'mlp_images.npy'} --labels {models / 'mlp_labels.npy'} --cases 8"
+    for stem, what in (("mlp", "fp32"), ("mlp_int8", "int8 Q/DQ (ember.quant)")):
+        if (models / f"{stem}.pte").exists():
+            name = f"{stem}.pte (784-32-16-10 MLP, {what}, Fashion-MNIST; `make mcu` makes it)"
+            firmwares.append((name, models / f"{stem}.pte", cases))
     all_fws = []
     if have_arm and not args.no_firmware:
         for name, pte, gen in firmwares:
