@@ -97,7 +97,7 @@ mcu-deps:
 
 # The paper's MLP (784-32-16-10), trained on Fashion-MNIST once (a few minutes on 2 cores),
 # exported in fp32 and after int8 post-training quantization (ember.quant, Q/DQ operators).
-$(MCU_MLP): mcu/models/mlp.py | venv mcu-deps
+$(MCU_MLP): mcu/models/mlp.py $(wildcard mcu/models/mlp_state.pt) | venv mcu-deps
 	$(VPY) mcu/models/mlp.py --out $(dir $@) --cases $(MCU_MLP_CASES)
 
 mcu: mcu-deps venv build $(MCU_MLP)

@@ -11,7 +11,8 @@ C runtime (host), and writes:
 * OUT/mlp_labels.npy     — their labels, [N] i64
 * OUT/mlp_int8.pte       — the same network after static int8 PTQ (ember.quant: per-channel
                            int8 weights, per-tensor int8 activations, Q/DQ operators)
-* OUT/mlp_state.pt       — the trained weights (reused by later runs unless --retrain)
+* OUT/mlp_state.pt       — the trained weights, when trained here (mcu/models/mlp_state.pt, the
+                           committed result of `--retrain` with the defaults, is used otherwise)
 * OUT/mlp_accuracy.txt   — the accuracy figures (fp32 and int8, eager and on Ember's runtime)
 
 The deployed module keeps each weight pre-transposed ([in, out]) and calls addmm, so the `.pte`
@@ -118,7 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--cases", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--retrain", action="store_true", help="ignore a saved OUT/mlp_state.pt")
+    ap.add_argument("--retrain", action="store_true", help="train even if saved weights exist")
+    ap.add_argument(
+        "--state",
+        default=str(Path(__file__).with_name("mlp_state.pt")),
+        help="trained weights to start from (committed; OUT/mlp_state.pt if absent)",
+    )
     ap.add_argument("--calib", type=int, default=1000, help="training images for int8 calibration")
     ap.add_argument("--observer", default="percentile", choices=["minmax", "percentile"])
     args = ap.parse_args(argv)
@@ -133,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     xtr, ytr = load(data, "train")
     xte, yte = load(data, "test")
     model = mlp()
-    state = out / "mlp_state.pt"
+    state = Path(args.state) if Path(args.state).exists() else out / "mlp_state.pt"
     if state.exists() and not args.retrain:
         model.load_state_dict(torch.load(state))
         model.eval()
@@ -141,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         t0 = time.time()
         train(model, xtr, ytr, args.epochs, args.seed)
+        state = out / "mlp_state.pt"
         torch.save(model.state_dict(), state)
         log.info("trained %d epochs in %.1f s", args.epochs, time.time() - t0)
     with torch.no_grad():
