@@ -15,6 +15,7 @@
 enum { OUT_FLOAT, OUT_SAME, OUT_BOOL };
 
 typedef double (*math_fn)(double);
+typedef float (*mathf_fn)(float);
 
 static ew_val f_math(const ew_val *x, ew_op *op) {
   ew_val r;
@@ -22,8 +23,10 @@ static ew_val f_math(const ew_val *x, ew_op *op) {
   return r;
 }
 
-/* Runs a FLOAT-rule unary op computing `fn` in double. */
-static em_status unary_float(em_kernel_ctx *ctx, em_evalue **args, math_fn fn) {
+static float f32_math(const float *x, const ew_op *op) { return op->mathf(x[0]); }
+
+/* Runs a FLOAT-rule unary op computing `fn` in double (`fnf` in float on the all-f32 path). */
+static em_status unary_float(em_kernel_ctx *ctx, em_evalue **args, math_fn fn, mathf_fn fnf) {
   EW_TENSOR_ARG(self, ctx, args, 0);
   em_tensor *out = EM_ARG_TENSOR(args, 1);
   EM_KCHECK(ctx, out && ew_dtype_is_real_or_bool(out->dtype), "out must be a real or bool tensor");
@@ -33,48 +36,52 @@ static em_status unary_float(em_kernel_ctx *ctx, em_evalue **args, math_fn fn) {
   ew_op op;
   ew_op_init(&op, common, common);
   op.math = fn;
+  op.mathf = fnf;
+  if (fnf) op.f32 = f32_math;
   ew_in in[1] = {ew_in_tensor(self, common)};
   return ew_map(ctx, out, in, 1, f_math, &op);
 }
 
 static double m_rsqrt(double x) { return 1.0 / sqrt(x); }
 static double m_reciprocal(double x) { return 1.0 / x; }
+static float m_rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static float m_reciprocalf(float x) { return 1.0f / x; }
 
-#define EW_FLOAT_UNARY(name, fn)                                                                   \
+#define EW_FLOAT_UNARY(name, fn, fnf)                                                              \
   em_status em_##name##_out(em_kernel_ctx *ctx, em_evalue **args) {                                \
-    return unary_float(ctx, args, fn);                                                             \
+    return unary_float(ctx, args, fn, fnf);                                                        \
   }
-EW_FLOAT_UNARY(acos, acos)
-EW_FLOAT_UNARY(acosh, acosh)
-EW_FLOAT_UNARY(asin, asin)
-EW_FLOAT_UNARY(asinh, asinh)
-EW_FLOAT_UNARY(atan, atan)
-EW_FLOAT_UNARY(atanh, atanh)
-EW_FLOAT_UNARY(cos, cos)
-EW_FLOAT_UNARY(cosh, cosh)
-EW_FLOAT_UNARY(sin, sin)
-EW_FLOAT_UNARY(sinh, sinh)
-EW_FLOAT_UNARY(tan, tan)
-EW_FLOAT_UNARY(erf, erf)
-EW_FLOAT_UNARY(exp, exp)
-EW_FLOAT_UNARY(expm1, expm1)
-EW_FLOAT_UNARY(log, log)
-EW_FLOAT_UNARY(log10, log10)
-EW_FLOAT_UNARY(log1p, log1p)
-EW_FLOAT_UNARY(log2, log2)
-EW_FLOAT_UNARY(sqrt, sqrt)
-EW_FLOAT_UNARY(rsqrt, m_rsqrt)
-EW_FLOAT_UNARY(reciprocal, m_reciprocal)
-EW_FLOAT_UNARY(exp2, exp2)
-EW_FLOAT_UNARY(erfc, erfc)
-EW_FLOAT_UNARY(lgamma, lgamma)
+EW_FLOAT_UNARY(acos, acos, acosf)
+EW_FLOAT_UNARY(acosh, acosh, acoshf)
+EW_FLOAT_UNARY(asin, asin, asinf)
+EW_FLOAT_UNARY(asinh, asinh, asinhf)
+EW_FLOAT_UNARY(atan, atan, atanf)
+EW_FLOAT_UNARY(atanh, atanh, atanhf)
+EW_FLOAT_UNARY(cos, cos, cosf)
+EW_FLOAT_UNARY(cosh, cosh, coshf)
+EW_FLOAT_UNARY(sin, sin, sinf)
+EW_FLOAT_UNARY(sinh, sinh, sinhf)
+EW_FLOAT_UNARY(tan, tan, tanf)
+EW_FLOAT_UNARY(erf, erf, erff)
+EW_FLOAT_UNARY(exp, exp, expf)
+EW_FLOAT_UNARY(expm1, expm1, expm1f)
+EW_FLOAT_UNARY(log, log, logf)
+EW_FLOAT_UNARY(log10, log10, log10f)
+EW_FLOAT_UNARY(log1p, log1p, log1pf)
+EW_FLOAT_UNARY(log2, log2, log2f)
+EW_FLOAT_UNARY(sqrt, sqrt, sqrtf)
+EW_FLOAT_UNARY(rsqrt, m_rsqrt, m_rsqrtf)
+EW_FLOAT_UNARY(reciprocal, m_reciprocal, m_reciprocalf)
+EW_FLOAT_UNARY(exp2, exp2, exp2f)
+EW_FLOAT_UNARY(erfc, erfc, erfcf)
+EW_FLOAT_UNARY(lgamma, lgamma, NULL)
 
 static double m_sinc(double x) {
   if (x == 0) return 1.0;
   double px = 3.14159265358979323846 * x;
   return sin(px) / px;
 }
-EW_FLOAT_UNARY(sinc, m_sinc)
+EW_FLOAT_UNARY(sinc, m_sinc, NULL)
 
 /* ---- same-dtype ops ---- */
 

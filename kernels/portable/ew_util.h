@@ -136,6 +136,7 @@ typedef struct ew_op {
   ew_val p[4];            /* op parameters (alpha, bounds, ...) */
   int mode;               /* op variant (rounding mode, which bound, ...) */
   double (*math)(double); /* a float-domain function for table-driven ops */
+  float (*mathf)(float);  /* its single-precision version, when there is one */
   /* Optional single-precision version of the op for the all-f32 path (MCUs without a double
    * FPU); x holds the inputs as floats, p[] the parameters as above. */
   float (*f32)(const float *x, const struct ew_op *op);

@@ -51,18 +51,19 @@ static em_status softmax(em_kernel_ctx *ctx, em_evalue **args, bool log_sm) {
   for (int64_t o = 0; o < r.out_numel; o++) {
     int64_t bi = r.outer.off[0], bo = r.outer.off[1];
     double mx = -INFINITY, sum = 0;
-    if (fast) {
+    if (fast) { /* single precision, as ATen's vectorized f32 softmax */
       const float *x = (const float *)self->data + bi;
       float *y = (float *)out->data + bo;
+      float m = -INFINITY, sf = 0.0f;
       for (int64_t j = 0; j < n; j++) {
-        double v = x[j * si];
-        mx = (v != v || mx != mx) ? NAN : fmax(mx, v);
+        float v = x[j * si];
+        m = (v != v || m != m) ? NAN : fmaxf(m, v);
       }
-      for (int64_t j = 0; j < n; j++) sum += exp((double)x[j * si] - mx);
-      double ls = log(sum);
+      for (int64_t j = 0; j < n; j++) sf += expf(x[j * si] - m);
+      float lsf = logf(sf);
       for (int64_t j = 0; j < n; j++) {
-        double e = (double)x[j * si] - mx;
-        y[j * so] = (float)(log_sm ? e - ls : exp(e) / sum);
+        float e = x[j * si] - m;
+        y[j * so] = log_sm ? e - lsf : expf(e) / sf;
       }
     } else {
       for (int64_t j = 0; j < n; j++) {
