@@ -65,6 +65,63 @@ static void copy_row(char *dst, int64_t dstr, const char *src, int64_t sstr, int
   }
 }
 
+/* Copies the 2-D box [a, b] with strides (da, db) / (sa, sb) in 32x32 tiles (cache-friendly
+ * transposes). */
+#define EM_SHAPE_TILE 32
+#define TILE_LOOP(T)                                                                               \
+  do {                                                                                             \
+    T *d_ = (T *)dst;                                                                              \
+    const T *s_ = (const T *)src;                                                                  \
+    for (int64_t i = i0; i < i1; i++)                                                              \
+      for (int64_t j = j0; j < j1; j++) d_[i * da + j * db] = s_[i * sa + j * sb];                 \
+  } while (0)
+static void copy_tile2d(void *dst, int64_t da, int64_t db, const void *src, int64_t sa, int64_t sb,
+                        int64_t a, int64_t b, size_t elsize) {
+  for (int64_t i0 = 0; i0 < a; i0 += EM_SHAPE_TILE) {
+    int64_t i1 = i0 + EM_SHAPE_TILE < a ? i0 + EM_SHAPE_TILE : a;
+    for (int64_t j0 = 0; j0 < b; j0 += EM_SHAPE_TILE) {
+      int64_t j1 = j0 + EM_SHAPE_TILE < b ? j0 + EM_SHAPE_TILE : b;
+      switch (elsize) {
+      case 1: TILE_LOOP(uint8_t); break;
+      case 2: TILE_LOOP(uint16_t); break;
+      case 4: TILE_LOOP(uint32_t); break;
+      case 8: TILE_LOOP(uint64_t); break;
+      default:
+        for (int64_t i = i0; i < i1; i++)
+          for (int64_t j = j0; j < j1; j++)
+            memcpy((char *)dst + (i * da + j * db) * (int64_t)elsize,
+                   (const char *)src + (i * sa + j * sb) * (int64_t)elsize, elsize);
+      }
+    }
+  }
+}
+#undef TILE_LOOP
+
+/*
+ * When exactly one operand is contiguous in the innermost dim and the other
+ * has its unit stride on another dim j (a transpose), moves j next to the
+ * innermost dim so that copy_tile2d can walk both in tiles. Returns true if
+ * the box (already simplified, n >= 2) should be tiled.
+ */
+static bool plan_tiles(int64_t *sz, int64_t *ds, int64_t *ss, int32_t n) {
+  const int64_t *other = ds[n - 1] == 1 ? ss : ss[n - 1] == 1 ? ds : NULL;
+  if (!other || other[n - 1] == 1) return false;
+  int32_t j = -1;
+  for (int32_t d = 0; d < n - 1; d++)
+    if (other[d] == 1) j = d;
+  if (j < 0 || sz[j] < 8 || sz[n - 1] < 8) return false;
+  int64_t a = sz[j], b = ds[j], c = ss[j];
+  for (int32_t d = j; d < n - 2; d++) {
+    sz[d] = sz[d + 1];
+    ds[d] = ds[d + 1];
+    ss[d] = ss[d + 1];
+  }
+  sz[n - 2] = a;
+  ds[n - 2] = b;
+  ss[n - 2] = c;
+  return true;
+}
+
 void em_shape_copy(void *dst, const int64_t *dst_strides, const void *src,
                    const int64_t *src_strides, const int64_t *sizes, int32_t dim, size_t elsize) {
   int64_t sz[EM_SHAPE_COPY_MAX_DIM], ds[EM_SHAPE_COPY_MAX_DIM], ss[EM_SHAPE_COPY_MAX_DIM];
@@ -80,14 +137,20 @@ void em_shape_copy(void *dst, const int64_t *dst_strides, const void *src,
     memcpy(dst, src, elsize);
     return;
   }
+  bool tiled = n >= 2 && plan_tiles(sz, ds, ss, n);
+  int32_t inner = tiled ? 2 : 1; /* dims handled per step of the outer counter */
   int64_t idx[EM_SHAPE_COPY_MAX_DIM] = {0};
-  int64_t rows = em_shape_numel(sz, n - 1);
+  int64_t rows = em_shape_numel(sz, n - inner);
   int64_t doff = 0, soff = 0;
   int64_t eb = (int64_t)elsize;
   for (int64_t r = 0; r < rows; r++) {
-    copy_row((char *)dst + doff * eb, ds[n - 1], (const char *)src + soff * eb, ss[n - 1],
-             sz[n - 1], elsize);
-    for (int32_t d = n - 2; d >= 0; d--) {
+    if (tiled)
+      copy_tile2d((char *)dst + doff * eb, ds[n - 2], ds[n - 1], (const char *)src + soff * eb,
+                  ss[n - 2], ss[n - 1], sz[n - 2], sz[n - 1], elsize);
+    else
+      copy_row((char *)dst + doff * eb, ds[n - 1], (const char *)src + soff * eb, ss[n - 1],
+               sz[n - 1], elsize);
+    for (int32_t d = n - inner - 1; d >= 0; d--) {
       doff += ds[d];
       soff += ss[d];
       if (++idx[d] < sz[d]) break;

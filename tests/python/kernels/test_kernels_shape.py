@@ -227,6 +227,20 @@ def mk_permute(dt: torch.dtype, shp: tuple, g: torch.Generator) -> Call:
 
 
 each_dtype_shape("permute_copy", mk_permute)
+# Transposes big enough for em_shape_copy's 32x32 tiled path (sizes below, at, above a tile).
+for dt in ALL + [torch.complex128]:
+    for shp in [(40, 70), (2, 9, 35, 3), (33, 8, 64), (32, 32)]:
+        case(
+            f"permute_copy-tiled-{str(dt)[6:]}-{'x'.join(map(str, shp))}",
+            lambda g, dt=dt, shp=shp: (
+                lambda x, p: out_call(
+                    "aten::permute_copy.out", [x, p], A.permute_copy.default(x, p), g
+                )
+            )(
+                torch.randn(shp, generator=g, dtype=dt) if dt.is_complex else rnd(shp, dt, g),
+                list(reversed(range(len(shp)))),
+            ),
+        )
 case(
     "permute_copy-err-repeat",
     lambda g: err_call("aten::permute_copy.out", [rnd((2, 3), F32, g), [0, 0]], torch.empty(2, 3)),
@@ -1585,7 +1599,7 @@ case(
 )
 
 
-# -- sort --------------------------------------------------------------------------------------------
+# -- sort ---------------------------------------------------------------------------------------
 def mk_sort(dt: torch.dtype, shp: tuple, g: torch.Generator) -> Call:
     x = rnd(shp, dt, g, pick(g, LAYOUTS + ["cl"]))
     if dt.is_floating_point and x.numel() > 2 and pick(g, [0, 1]):
