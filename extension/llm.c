@@ -65,12 +65,12 @@ static size_t read_meta(em_llm *l, const char *name, int64_t *vals, size_t cap) 
     const em_tensor *t = v->u.tensor;
     for (int64_t i = 0; i < t->numel && n < cap; i++) {
       switch (t->dtype) {
-        case EM_DTYPE_I64: vals[n++] = ((const int64_t *)t->data)[i]; break;
-        case EM_DTYPE_I32: vals[n++] = ((const int32_t *)t->data)[i]; break;
-        case EM_DTYPE_BOOL:
-        case EM_DTYPE_U8: vals[n++] = ((const uint8_t *)t->data)[i]; break;
-        case EM_DTYPE_F32: vals[n++] = (int64_t)((const float *)t->data)[i]; break;
-        default: return n;
+      case EM_DTYPE_I64: vals[n++] = ((const int64_t *)t->data)[i]; break;
+      case EM_DTYPE_I32: vals[n++] = ((const int32_t *)t->data)[i]; break;
+      case EM_DTYPE_BOOL:
+      case EM_DTYPE_U8: vals[n++] = ((const uint8_t *)t->data)[i]; break;
+      case EM_DTYPE_F32: vals[n++] = (int64_t)((const float *)t->data)[i]; break;
+      default: return n;
       }
     }
   }
@@ -112,7 +112,8 @@ em_status em_llm_create(const char *pte_path, const char *tokenizer_path,
   l->max_seq_len = read_meta(l, "get_max_seq_len", v, 1) ? v[0] : l->max_chunk;
   l->vocab = read_meta(l, "get_vocab_size", v, 1) ? v[0] : (int64_t)em_tokenizer_vocab_size(l->tok);
   l->bos = read_meta(l, "get_bos_id", v, 1) ? v[0] : em_tokenizer_bos_id(l->tok);
-  l->kv_cache = read_meta(l, "use_kv_cache", v, 1) ? (int)v[0] : (em_method_input_count(l->fwd) > 1);
+  l->kv_cache =
+      read_meta(l, "use_kv_cache", v, 1) ? (int)v[0] : (em_method_input_count(l->fwd) > 1);
   l->n_eos = read_meta(l, "get_eos_ids", l->eos, 8);
   if (l->n_eos == 0) {
     const int32_t *ids;
@@ -163,8 +164,9 @@ em_status em_llm_forward(em_llm *l, const int64_t *tokens, size_t n, int64_t sta
   }
   int64_t sizes[2] = {1, (int64_t)n}, strides[2] = {(int64_t)n, 1};
   uint8_t order[2] = {0, 1};
-  em_tensor t = {(void *)tokens, sizes, strides, order, (int64_t)n, (int64_t)n, 2, EM_DTYPE_I64,
-                 EM_SHAPE_DYNAMIC_BOUND};
+  em_tensor t = {
+      (void *)tokens,        sizes, strides, order, (int64_t)n, (int64_t)n, 2, EM_DTYPE_I64,
+      EM_SHAPE_DYNAMIC_BOUND};
   em_status st = em_method_set_input_tensor(l->fwd, 0, &t);
   if (st != EM_OK) return st;
   if (em_method_input_count(l->fwd) > 1) {
@@ -251,7 +253,11 @@ typedef struct stream {
 } stream;
 
 static size_t utf8_len(unsigned char c) {
-  return c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+  return c < 0x80             ? 1
+         : (c & 0xE0) == 0xC0 ? 2
+         : (c & 0xF0) == 0xE0 ? 3
+         : (c & 0xF8) == 0xF0 ? 4
+                              : 1;
 }
 
 /* Emits whole characters; holds back a trailing partial one. */

@@ -441,7 +441,7 @@ static int bpe_piece(const em_tokenizer *t, bpe_work *w, const uint8_t *s, size_
     y->start = i;
     y->n = k;
     y->id = (k == 1 && t->model != EM_TOKENIZER_SPM_BPE) ? t->byte_id[s[i]]
-                                                          : tok_lookup(t, (const char *)s + i, k);
+                                                         : tok_lookup(t, (const char *)s + i, k);
     y->prev = m - 1;
     y->next = -1;
     if (m > 0) w->syms[m - 1].next = m;
@@ -495,8 +495,8 @@ static int enc_span(void *ctx, size_t a, size_t b) {
 }
 
 /* Encodes a stretch with no special tokens in it. */
-static int encode_plain(const em_tokenizer *t, bpe_work *w, const uint8_t *s, size_t n,
-                        int prefix, out_ids *o) {
+static int encode_plain(const em_tokenizer *t, bpe_work *w, const uint8_t *s, size_t n, int prefix,
+                        out_ids *o) {
   if (t->model != EM_TOKENIZER_SPM_BPE) {
     enc_ctx e = {t, w, s, o};
     return tok_pretokenize(t->pretok, s, n, enc_span, &e);

@@ -181,8 +181,9 @@ static size_t b64_decode(const char *s, size_t n, uint8_t *out) {
   return o;
 }
 
-em_status em_tokenizer_load_tiktoken(const char *path, em_pretok pretok, const char *const *specials,
-                                     size_t n_specials, em_tokenizer **out) {
+em_status em_tokenizer_load_tiktoken(const char *path, em_pretok pretok,
+                                     const char *const *specials, size_t n_specials,
+                                     em_tokenizer **out) {
   if (!path || !out || (!specials && n_specials)) return EM_ERR_INVALID_ARGUMENT;
   char *buf;
   size_t n;
@@ -222,7 +223,8 @@ em_status em_tokenizer_load_tiktoken(const char *path, em_pretok pretok, const c
       size_t k = (size_t)(sp - (buf + i));
       long r = strtol(sp + 1, NULL, 10);
       size_t len = k <= 1360 ? b64_decode(buf + i, k, tmp) : (size_t)-1;
-      if (len == (size_t)-1 || r < 0 || t->len[r] || !tok_set(t, (size_t)r, (char *)tmp, len, 0, 1)) {
+      if (len == (size_t)-1 || r < 0 || t->len[r] ||
+          !tok_set(t, (size_t)r, (char *)tmp, len, 0, 1)) {
         EM_LOG_ERROR("tokenizer: %s:%zu: bad token or duplicate rank %ld", path, line + 1, r);
         goto fail;
       }

@@ -17,8 +17,19 @@
 #include "tokenizer_internal.h"
 
 enum {
-  GG_U8 = 0, GG_I8, GG_U16, GG_I16, GG_U32, GG_I32, GG_F32, GG_BOOL, GG_STRING, GG_ARRAY,
-  GG_U64, GG_I64, GG_F64
+  GG_U8 = 0,
+  GG_I8,
+  GG_U16,
+  GG_I16,
+  GG_U32,
+  GG_I32,
+  GG_F32,
+  GG_BOOL,
+  GG_STRING,
+  GG_ARRAY,
+  GG_U64,
+  GG_I64,
+  GG_F64
 };
 
 typedef struct gg {
@@ -330,8 +341,7 @@ em_status em_tokenizer_load_gguf(const char *path, em_tokenizer **out) {
   fclose(f);
   em_status st;
   if (!ok) {
-    EM_LOG_ERROR("tokenizer: %s: not a GGUF file, or its metadata is truncated or malformed",
-                 path);
+    EM_LOG_ERROR("tokenizer: %s: not a GGUF file, or its metadata is truncated or malformed", path);
     st = EM_ERR_INVALID_ARGUMENT;
   } else {
     st = build_from_gguf(&k, path, out);

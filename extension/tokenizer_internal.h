@@ -17,12 +17,12 @@
 enum { EM_UC_OTHER = 0, EM_UC_LETTER = 1, EM_UC_NUMBER = 2, EM_UC_SPACE = 3 };
 
 /* Flags stored in the tokenizer (and the compact file). */
-#define TOKF_ADD_BOS 1u
+#define TOKF_ADD_BOS       1u
 #define TOKF_IGNORE_MERGES 2u
-#define TOKF_SPM_PREFIX 4u
+#define TOKF_SPM_PREFIX    4u
 
 typedef struct tok_merge {
-  int32_t a, b;  /* pair of token ids; a == -1 marks an empty slot */
+  int32_t a, b; /* pair of token ids; a == -1 marks an empty slot */
   int32_t rank;
   int32_t id; /* merged token */
 } tok_merge;

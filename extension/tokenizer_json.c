@@ -20,7 +20,7 @@ enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
 
 typedef struct jnode {
   uint8_t type;
-  int32_t next, child; /* siblings; first child of arrays/objects (-1 = none) */
+  int32_t next, child;   /* siblings; first child of arrays/objects (-1 = none) */
   uint32_t key, key_len; /* member name in the string buffer (objects' children) */
   uint32_t str, str_len;
   double num;
@@ -37,8 +37,8 @@ typedef struct jparser {
 } jparser;
 
 static void ws(jparser *p) {
-  while (p->at < p->n && (p->s[p->at] == ' ' || p->s[p->at] == '\n' || p->s[p->at] == '\r' ||
-                          p->s[p->at] == '\t'))
+  while (p->at < p->n &&
+         (p->s[p->at] == ' ' || p->s[p->at] == '\n' || p->s[p->at] == '\r' || p->s[p->at] == '\t'))
     p->at++;
 }
 
@@ -64,8 +64,10 @@ static int hex4(const char *s, uint32_t *v) {
   *v = 0;
   for (int i = 0; i < 4; i++) {
     char c = s[i];
-    int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-            : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+    int d = (c >= '0' && c <= '9')   ? c - '0'
+            : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+            : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                     : -1;
     if (d < 0) return 0;
     *v = (*v << 4) | (uint32_t)d;
   }
@@ -110,24 +112,24 @@ static int parse_str(jparser *p, uint32_t *off, uint32_t *len) {
     if (p->at >= p->n) return 0;
     c = p->s[p->at++];
     switch (c) {
-      case 'n': p->strs[p->n_strs++] = '\n'; break;
-      case 't': p->strs[p->n_strs++] = '\t'; break;
-      case 'r': p->strs[p->n_strs++] = '\r'; break;
-      case 'b': p->strs[p->n_strs++] = '\b'; break;
-      case 'f': p->strs[p->n_strs++] = '\f'; break;
-      case 'u': {
-        uint32_t cp, lo;
-        if (p->n - p->at < 4 || !hex4(p->s + p->at, &cp)) return 0;
-        p->at += 4;
-        if (cp >= 0xD800 && cp < 0xDC00 && p->n - p->at >= 6 && p->s[p->at] == '\\' &&
-            p->s[p->at + 1] == 'u' && hex4(p->s + p->at + 2, &lo) && lo >= 0xDC00 && lo < 0xE000) {
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          p->at += 6;
-        }
-        put_utf8(p, cp);
-        break;
+    case 'n': p->strs[p->n_strs++] = '\n'; break;
+    case 't': p->strs[p->n_strs++] = '\t'; break;
+    case 'r': p->strs[p->n_strs++] = '\r'; break;
+    case 'b': p->strs[p->n_strs++] = '\b'; break;
+    case 'f': p->strs[p->n_strs++] = '\f'; break;
+    case 'u': {
+      uint32_t cp, lo;
+      if (p->n - p->at < 4 || !hex4(p->s + p->at, &cp)) return 0;
+      p->at += 4;
+      if (cp >= 0xD800 && cp < 0xDC00 && p->n - p->at >= 6 && p->s[p->at] == '\\' &&
+          p->s[p->at + 1] == 'u' && hex4(p->s + p->at + 2, &lo) && lo >= 0xDC00 && lo < 0xE000) {
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        p->at += 6;
       }
-      default: p->strs[p->n_strs++] = c; break; /* \" \\ \/ */
+      put_utf8(p, cp);
+      break;
+    }
+    default: p->strs[p->n_strs++] = c; break; /* \" \\ \/ */
     }
   }
   if (p->at >= p->n) return 0;
@@ -239,7 +241,8 @@ static const jnode *jget(const jparser *p, const jnode *obj, const char *key) {
 }
 
 static int jstr_is(const jparser *p, const jnode *j, const char *s) {
-  return j && j->type == J_STR && j->str_len == strlen(s) && !memcmp(p->strs + j->str, s, j->str_len);
+  return j && j->type == J_STR && j->str_len == strlen(s) &&
+         !memcmp(p->strs + j->str, s, j->str_len);
 }
 
 static int jtrue(const jnode *j) { return j && j->type == J_BOOL && j->num != 0; }
@@ -290,20 +293,22 @@ static int pretok_of(const jparser *p, const jnode *pt) {
 static em_status build(const jparser *p, const jnode *root, const char *path, em_tokenizer **out) {
   const jnode *model = jget(p, root, "model");
   const jnode *vocab = jget(p, model, "vocab"), *merges = jget(p, model, "merges");
-  if (!jstr_is(p, jget(p, model, "type"), "BPE") || !vocab || vocab->type != J_OBJ ||
-      !merges || merges->type != J_ARR) {
+  if (!jstr_is(p, jget(p, model, "type"), "BPE") || !vocab || vocab->type != J_OBJ || !merges ||
+      merges->type != J_ARR) {
     EM_LOG_ERROR("tokenizer: %s: only BPE models (with vocab and merges) are supported", path);
     return EM_ERR_NOT_SUPPORTED;
   }
   int pre = pretok_of(p, jget(p, root, "pre_tokenizer"));
   if (pre < 0) {
     EM_LOG_ERROR("tokenizer: %s: pre_tokenizer not supported (byte-level BPE with the GPT-2 or "
-                 "Llama-3 split, optionally after Digits(individual_digits))", path);
+                 "Llama-3 split, optionally after Digits(individual_digits))",
+                 path);
     return EM_ERR_NOT_SUPPORTED;
   }
   size_t n_vocab = 0;
   for (const jnode *e = jchild(p, vocab, 0); e; e = jnext(p, e))
-    if (e->type == J_NUM && e->num >= 0 && e->num < (double)INT32_MAX && (size_t)e->num + 1 > n_vocab)
+    if (e->type == J_NUM && e->num >= 0 && e->num < (double)INT32_MAX &&
+        (size_t)e->num + 1 > n_vocab)
       n_vocab = (size_t)e->num + 1;
   const jnode *added = jget(p, root, "added_tokens");
   for (const jnode *e = jchild(p, added, 0); e; e = jnext(p, e)) {

@@ -54,9 +54,9 @@ size_t tok_utf8_next(const uint8_t *s, size_t n, uint32_t *cp_out) {
 }
 
 typedef struct chars {
-  uint32_t *cp;  /* [m] */
-  uint8_t *cl;   /* [m] */
-  size_t *off;   /* [m + 1] byte offsets */
+  uint32_t *cp; /* [m] */
+  uint8_t *cl;  /* [m] */
+  size_t *off;  /* [m + 1] byte offsets */
   size_t m;
 } chars;
 
@@ -123,8 +123,7 @@ static size_t match_llama3(const chars *c, size_t i, size_t m) {
   return space_run(c, i, m);
 }
 
-static int split_range(const chars *c, size_t a, size_t b, em_pretok p, tok_span_fn fn,
-                       void *ctx) {
+static int split_range(const chars *c, size_t a, size_t b, em_pretok p, tok_span_fn fn, void *ctx) {
   size_t i = a;
   while (i < b) {
     size_t k = (p == EM_PRETOK_LLAMA3) ? match_llama3(c, i, b) : match_gpt2(c, i, b);

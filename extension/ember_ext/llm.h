@@ -35,24 +35,24 @@ extern "C" {
 typedef struct em_llm em_llm;
 
 typedef struct em_llm_options {
-  int n_threads;   /* 0 or 1: run on the caller's thread */
-  int use_mmap;    /* 1 (default when options are NULL): map the .pte */
+  int n_threads; /* 0 or 1: run on the caller's thread */
+  int use_mmap;  /* 1 (default when options are NULL): map the .pte */
 } em_llm_options;
 
 typedef struct em_llm_gen_options {
-  int max_new_tokens;   /* default 128; stops earlier at EOS or the context limit */
-  float temperature;    /* <= 0: greedy (argmax) */
-  float top_p;          /* nucleus sampling mass in (0, 1]; 1 disables */
-  uint64_t seed;        /* sampler seed */
-  int chat;             /* apply the ChatML template (<|im_start|>user ... assistant) */
-  int echo;             /* also stream the prompt's text */
+  int max_new_tokens; /* default 128; stops earlier at EOS or the context limit */
+  float temperature;  /* <= 0: greedy (argmax) */
+  float top_p;        /* nucleus sampling mass in (0, 1]; 1 disables */
+  uint64_t seed;      /* sampler seed */
+  int chat;           /* apply the ChatML template (<|im_start|>user ... assistant) */
+  int echo;           /* also stream the prompt's text */
 } em_llm_gen_options;
 
 /* Why generation stopped. */
 typedef enum em_llm_stop {
   EM_LLM_STOP_EOS = 1,
   EM_LLM_STOP_MAX_TOKENS = 2,
-  EM_LLM_STOP_CONTEXT = 3,   /* max_seq_len reached */
+  EM_LLM_STOP_CONTEXT = 3, /* max_seq_len reached */
   EM_LLM_STOP_CALLBACK = 4
 } em_llm_stop;
 

@@ -86,9 +86,9 @@ typedef enum em_token_type {
 } em_token_type;
 
 /* Encode flags. */
-#define EM_TOK_ADD_BOS 1u       /* prepend BOS (when the tokenizer has one) */
+#define EM_TOK_ADD_BOS       1u /* prepend BOS (when the tokenizer has one) */
 #define EM_TOK_PARSE_SPECIAL 2u /* match special/added tokens' text in the input */
-#define EM_TOK_DEFAULT_BOS 4u   /* prepend BOS when the tokenizer's metadata asks for it */
+#define EM_TOK_DEFAULT_BOS   4u /* prepend BOS when the tokenizer's metadata asks for it */
 
 /*
  * Loads a tokenizer, choosing the format from the file's first bytes: "GGUF" (GGUF metadata),
@@ -105,8 +105,9 @@ em_status em_tokenizer_load_compact(const char *path, em_tokenizer **out);
  * Loads a tiktoken rank file. `pretok` picks the split pattern; `specials` (may be NULL) are
  * `n_specials` NUL-terminated strings given ids after the highest rank, in order.
  */
-em_status em_tokenizer_load_tiktoken(const char *path, em_pretok pretok, const char *const *specials,
-                                     size_t n_specials, em_tokenizer **out);
+em_status em_tokenizer_load_tiktoken(const char *path, em_pretok pretok,
+                                     const char *const *specials, size_t n_specials,
+                                     em_tokenizer **out);
 
 /* Writes the tokenizer in the compact format (any model; tiktoken ranks become merges-free). */
 em_status em_tokenizer_save_compact(const em_tokenizer *tok, const char *path);

@@ -38,16 +38,26 @@ int main(int argc, char **argv) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     int takes = 1;
-    if (!strcmp(a, "--model") && v) model = v;
-    else if (!strcmp(a, "--tokenizer") && v) tokenizer = v;
-    else if (!strcmp(a, "--prompt") && v) prompt = v;
-    else if (!strcmp(a, "--max-new-tokens") && v) g.max_new_tokens = atoi(v);
-    else if (!strcmp(a, "--temperature") && v) g.temperature = (float)atof(v);
-    else if (!strcmp(a, "--top-p") && v) g.top_p = (float)atof(v);
-    else if (!strcmp(a, "--seed") && v) g.seed = strtoull(v, NULL, 10);
-    else if (!strcmp(a, "--threads") && v) o.n_threads = atoi(v);
-    else if (!strcmp(a, "--chat")) g.chat = 1, takes = 0;
-    else if (!strcmp(a, "--echo")) g.echo = 1, takes = 0;
+    if (!strcmp(a, "--model") && v)
+      model = v;
+    else if (!strcmp(a, "--tokenizer") && v)
+      tokenizer = v;
+    else if (!strcmp(a, "--prompt") && v)
+      prompt = v;
+    else if (!strcmp(a, "--max-new-tokens") && v)
+      g.max_new_tokens = atoi(v);
+    else if (!strcmp(a, "--temperature") && v)
+      g.temperature = (float)atof(v);
+    else if (!strcmp(a, "--top-p") && v)
+      g.top_p = (float)atof(v);
+    else if (!strcmp(a, "--seed") && v)
+      g.seed = strtoull(v, NULL, 10);
+    else if (!strcmp(a, "--threads") && v)
+      o.n_threads = atoi(v);
+    else if (!strcmp(a, "--chat"))
+      g.chat = 1, takes = 0;
+    else if (!strcmp(a, "--echo"))
+      g.echo = 1, takes = 0;
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage();
       return 0;
