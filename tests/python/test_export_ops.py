@@ -1,15 +1,17 @@
-"""Many small single-purpose models, exported and run on stock ExecuTorch: each exercises an
+"""Many small single-purpose models, exported once and run on stock ExecuTorch and on Ember's
+runtime: each exercises an
 operator's out-variant argument convention (scalars, lists, optional args, multi-output ops,
 ``-> ()`` ops, dtype arguments...)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import StockMethod, assert_close, export_for_tests
+from conftest import RUNTIMES, assert_close, export_for_tests, make_runner
 
 
 class Fn(torch.nn.Module):
@@ -98,11 +100,18 @@ CASES: dict[str, tuple[Callable[..., object], tuple[torch.Tensor, ...]]] = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_op_on_stock_executorch(name: str) -> None:
+@functools.cache
+def _exported(name: str) -> tuple[Fn, object]:
     fn, inputs = CASES[name]
     m = Fn(fn)
-    prog = export_for_tests(m, inputs)
-    outs = StockMethod(prog)(*inputs)
+    return m, export_for_tests(m, inputs)
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_op(name: str, rt: str) -> None:
+    m, prog = _exported(name)
+    inputs = CASES[name][1]
+    outs = make_runner(rt, prog)(*inputs)
     assert len(outs) == 1
     assert_close(outs[0], m(*inputs))
