@@ -2351,3 +2351,223 @@ for dt in [F32, BF16]:
                 [(o, exp), (kc, ekc), (vc, evc)],
                 tol,
             )
+
+
+# ---------------------------------------------------------------------------------------------
+# more error cases (bad shapes, dtypes, arguments must raise, never crash)
+# ---------------------------------------------------------------------------------------------
+
+I8, U8, I64 = torch.int8, torch.uint8, torch.int64
+MORE_ERRORS = [
+    (
+        "maxpool-backward-err-index",
+        "aten::max_pool2d_with_indices_backward.grad_input",
+        [
+            torch.ones(1, 1, 2, 2),
+            torch.ones(1, 1, 4, 4),
+            [2, 2],
+            [2, 2],
+            [0, 0],
+            [1, 1],
+            False,
+            torch.full((1, 1, 2, 2), 16, dtype=I64),
+            torch.zeros(1, 1, 4, 4),
+            torch.zeros(1, 1, 4, 4),
+        ],
+    ),
+    (
+        "maxpool-backward-err-shape",
+        "aten::max_pool2d_with_indices_backward.grad_input",
+        [
+            torch.ones(1, 1, 3, 3),
+            torch.ones(1, 1, 4, 4),
+            [2, 2],
+            [2, 2],
+            [0, 0],
+            [1, 1],
+            False,
+            torch.zeros(1, 1, 3, 3, dtype=I64),
+            torch.zeros(1, 1, 4, 4),
+            torch.zeros(1, 1, 4, 4),
+        ],
+    ),
+    (
+        "constant-pad-err-dtype",
+        "aten::constant_pad_nd.out",
+        [torch.ones(3), [1, 1], 0.0, torch.ones(5, dtype=F64), torch.ones(5, dtype=F64)],
+    ),
+    (
+        "upsample-aa-err-size",
+        "aten::_upsample_bilinear2d_aa.out",
+        [
+            torch.ones(1, 1, 4, 4),
+            [0, 2],
+            False,
+            None,
+            None,
+            torch.ones(1, 1, 1, 2),
+            torch.ones(1, 1, 1, 2),
+        ],
+    ),
+    (
+        "pixel-unshuffle-err-spatial",
+        "aten::pixel_unshuffle.out",
+        [torch.ones(1, 1, 3, 4), 2, torch.ones(1, 4, 1, 2), torch.ones(1, 4, 1, 2)],
+    ),
+    (
+        "dq-per-channel-err-axis",
+        "quantized_decomposed::dequantize_per_channel.out",
+        [
+            torch.zeros(2, 3, dtype=I8),
+            torch.ones(3),
+            None,
+            2,
+            -128,
+            127,
+            I8,
+            None,
+            torch.zeros(2, 3),
+            torch.zeros(2, 3),
+        ],
+    ),
+    (
+        "q-per-token-err-scales",
+        "quantized_decomposed::quantize_per_token.out",
+        [
+            torch.ones(2, 3),
+            torch.ones(3, 1, dtype=F64),
+            torch.zeros(3, 1, dtype=I64),
+            -128,
+            127,
+            I8,
+            torch.zeros(2, 3, dtype=I8),
+            torch.zeros(2, 3, dtype=I8),
+        ],
+    ),
+    (
+        "choose-qparams-err-empty",
+        "quantized_decomposed::choose_qparams.Tensor_out",
+        [
+            torch.ones(0),
+            -128,
+            127,
+            1e-7,
+            I8,
+            torch.zeros(1, dtype=F64),
+            torch.zeros(1, dtype=I64),
+            [torch.zeros(1, dtype=F64), torch.zeros(1, dtype=I64)],
+        ],
+    ),
+    (
+        "mixed-mm-err-shape",
+        "quantized_decomposed::mixed_mm.out",
+        [
+            torch.ones(2, 3),
+            torch.zeros(4, 5, dtype=I8),
+            torch.ones(4),
+            None,
+            torch.ones(2, 5),
+            torch.ones(2, 5),
+        ],
+    ),
+    (
+        "q-add-err-dtype",
+        "quantized_decomposed::add.out",
+        [
+            torch.zeros(3, dtype=U8),
+            0.1,
+            0,
+            0,
+            255,
+            torch.zeros(3, dtype=I8),
+            0.1,
+            0,
+            0,
+            255,
+            0.1,
+            0,
+            0,
+            255,
+            torch.zeros(3, dtype=U8),
+            torch.zeros(3, dtype=U8),
+        ],
+    ),
+    (
+        "sdpa-kv-cache-err-seq-len",
+        "llama::sdpa_with_kv_cache.out",
+        [
+            torch.ones(1, 2, 2, 4),
+            torch.ones(1, 2, 2, 4),
+            torch.ones(1, 2, 2, 4),
+            torch.ones(1, 6, 2, 4),
+            torch.ones(1, 6, 2, 4),
+            0,
+            3,
+            None,
+            0.0,
+            True,
+            None,
+            torch.ones(1, 2, 2, 4),
+            torch.ones(1, 2, 2, 4),
+        ],
+    ),
+    (
+        "custom-sdpa-err-dtype",
+        "llama::custom_sdpa.out",
+        [
+            torch.ones(1, 1, 2, 4, dtype=I64),
+            torch.ones(1, 4, 2, 4, dtype=I64),
+            torch.ones(1, 4, 2, 4, dtype=I64),
+            0,
+            None,
+            0.0,
+            True,
+            None,
+            torch.ones(1, 1, 2, 4, dtype=I64),
+            torch.ones(1, 1, 2, 4, dtype=I64),
+        ],
+    ),
+    (
+        "groupnorm-err-shape",
+        "aten::native_group_norm.out",
+        [
+            torch.ones(2, 6, 4),
+            None,
+            None,
+            2,
+            6,
+            5,
+            3,
+            1e-5,
+            torch.ones(2, 6, 4),
+            torch.ones(2, 3),
+            torch.ones(2, 3),
+            [torch.ones(2, 6, 4), torch.ones(2, 3), torch.ones(2, 3)],
+        ],
+    ),
+    (
+        "cdist-err-batch",
+        "aten::_cdist_forward.out",
+        [
+            torch.ones(2, 3, 4),
+            torch.ones(3, 5, 4),
+            2.0,
+            None,
+            torch.ones(2, 3, 5),
+            torch.ones(2, 3, 5),
+        ],
+    ),
+    (
+        "embedding-err-weight-rank",
+        "aten::embedding.out",
+        [torch.ones(4), torch.tensor([1]), -1, False, False, torch.ones(1, 1), torch.ones(1, 1)],
+    ),
+]
+for name, op, args in MORE_ERRORS:
+    CASES.append((name, err(op, args)))
+
+
+@case("constant-pad-0dim")
+def _(g):
+    x = torch.tensor(3.5)
+    return simple("aten::constant_pad_nd.out", [x, [], 1.0], torch.ops.aten.constant_pad_nd(x, []))
