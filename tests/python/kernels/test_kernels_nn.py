@@ -2571,3 +2571,20 @@ for name, op, args in MORE_ERRORS:
 def _(g):
     x = torch.tensor(3.5)
     return simple("aten::constant_pad_nd.out", [x, [], 1.0], torch.ops.aten.constant_pad_nd(x, []))
+
+
+def _nn_ops() -> list[tuple[str, int]]:
+    """(name, n_args) of every entry in ops_nn.def."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[3] / "kernels/portable/ops_nn.def").read_text()
+    return [(m[0], int(m[1])) for m in re.findall(r'EM_OP\("([^"]+)",\s*\w+,\s*(-?\d+)', text)]
+
+
+# Garbage arguments (all None; all ints; tensors where scalars belong) must raise, not crash.
+for _op, _n in _nn_ops():
+    CASES.append((f"garbage-none-{_op}", err(_op, [None] * _n)))
+    CASES.append((f"garbage-int-{_op}", err(_op, [1] * _n)))
+    if _op != "aten::mm.out":  # all-[2, 2] tensors is a valid mm call
+        CASES.append((f"garbage-tensor-{_op}", err(_op, [torch.ones(2, 2)] * _n)))
