@@ -288,25 +288,46 @@ typedef struct gemm_job {
   const float *fp;
 } gemm_job;
 
-/* Tiles are numbered column strip major, so a thread's contiguous range reuses each B strip. */
+/* K block: a 16-column B panel pair of EMC_KC rows (32 KiB) stays in L1 across the m-tiles. */
+#define EMC_KC 256
+
+/*
+ * Tiles are numbered column strip major, so a thread's contiguous range covers whole strips
+ * (or parts of them); within a strip, K is blocked (GotoBLAS order: k-block outer, m-tiles
+ * inner) so B is read from L1; partial sums go through C, and the clamp and activation run
+ * once, after the last block.
+ */
 static void gemm_tiles(void *ctx, int64_t begin, int64_t end) {
   const gemm_job *j = ctx;
   const size_t nr = j->cfg->nr;
-  for (int64_t t = begin; t < end; t++) {
-    size_t nt = (size_t)t / j->mtiles, mt = (size_t)t % j->mtiles;
-    size_t m0 = mt * EMC_MR, n0 = nt * nr;
-    size_t mr = j->m - m0 < EMC_MR ? j->m - m0 : EMC_MR;
-    size_t nc = j->n - n0 < nr ? j->n - n0 : nr;
-    const float *a = j->a_packed ? j->a + mt * j->k * EMC_MR : j->a + m0 * j->a_rs;
-    float *c = j->c + m0 * j->ldc + n0;
+  const em_minmax_params none = {-INFINITY, INFINITY};
+  int64_t t = begin;
+  while (t < end) {
+    const size_t nt = (size_t)t / j->mtiles;
+    const int64_t strip_end = (int64_t)((nt + 1) * j->mtiles) < end ? (int64_t)((nt + 1) * j->mtiles) : end;
+    const size_t n0 = nt * nr, nc = j->n - n0 < nr ? j->n - n0 : nr;
     const float *b = j->b_packed ? j->b + (n0 / EMC_NR_PANEL) * j->k * EMC_NR_PANEL + n0 % EMC_NR_PANEL
                                  : j->b + n0;
-    size_t ldb = j->b_packed ? EMC_NR_PANEL : j->ldb;
-    size_t b_next = j->b_packed ? j->k * EMC_NR_PANEL : EMC_NR_PANEL;
-    j->cfg->gemm(mr, nc, j->k, a, j->a_rs, j->a_ks, b, ldb, b_next, c, j->ldc,
-                 j->bias_m ? j->bias_m + m0 : NULL, j->bias_n ? j->bias_n + n0 : NULL, 0, &j->mm);
-    if (j->act)
-      for (size_t r = 0; r < mr; r++) j->cfg->vact(nc, c + r * j->ldc, c + r * j->ldc, j->act, j->fp);
+    const size_t ldb = j->b_packed ? EMC_NR_PANEL : j->ldb;
+    const size_t b_next = j->b_packed ? j->k * EMC_NR_PANEL : EMC_NR_PANEL;
+    for (size_t k0 = 0; k0 < j->k; k0 += EMC_KC) {
+      const size_t kc = j->k - k0 < EMC_KC ? j->k - k0 : EMC_KC;
+      const int last = k0 + kc == j->k;
+      for (int64_t u = t; u < strip_end; u++) {
+        const size_t mt = (size_t)u % j->mtiles, m0 = mt * EMC_MR;
+        const size_t mr = j->m - m0 < EMC_MR ? j->m - m0 : EMC_MR;
+        const float *a = j->a_packed ? j->a + mt * j->k * EMC_MR + k0 * EMC_MR
+                                     : j->a + m0 * j->a_rs + k0;
+        float *c = j->c + m0 * j->ldc + n0;
+        j->cfg->gemm(mr, nc, kc, a, j->a_rs, j->a_ks, b + k0 * ldb, ldb, b_next, c, j->ldc,
+                     j->bias_m ? j->bias_m + m0 : NULL, j->bias_n ? j->bias_n + n0 : NULL, k0 > 0,
+                     last ? &j->mm : &none);
+        if (last && j->act)
+          for (size_t r = 0; r < mr; r++)
+            j->cfg->vact(nc, c + r * j->ldc, c + r * j->ldc, j->act, j->fp);
+      }
+    }
+    t = strip_end;
   }
 }
 

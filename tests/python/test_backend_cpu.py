@@ -104,6 +104,15 @@ def test_conv_zoo_matches_eager_and_portable(size: int) -> None:
     assert len(prog.buffer) > 0
 
 
+def test_deep_k_uses_k_blocks() -> None:
+    """K > 256 (the GEMM's K block): partial sums across blocks, clamp and bias once."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(40, 19, 3, padding=1), nn.ReLU6(), nn.Conv2d(19, 300, 1),
+                      nn.Conv2d(300, 7, 1), nn.Flatten(), nn.Linear(7 * 25, 530), nn.GELU(),
+                      nn.Linear(530, 3))
+    _check_model(m, (torch.randn(1, 40, 5, 5),), threads=(1, 2))
+
+
 def test_mlp() -> None:
     torch.manual_seed(0)
     m = nn.Sequential(nn.Linear(33, 64), nn.GELU(), nn.LayerNorm(64), nn.Linear(64, 48), nn.ReLU(),
