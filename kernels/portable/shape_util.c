@@ -252,6 +252,25 @@ bool em_shape_can_cast(int from, int to) {
   return true;
 }
 
+/* ATen's slice bounds: clamps start/end into [0, n]; returns the output length. */
+int64_t em_shape_slice_bounds(int64_t n, bool has_start, int64_t start, bool has_end, int64_t end,
+                              int64_t step, int64_t *start_out) {
+  int64_t s = has_start ? start : 0;
+  int64_t e = has_end ? end : INT64_MAX;
+  if (s < 0) s += n;
+  if (e < 0) e += n;
+  if (s < 0)
+    s = 0;
+  else if (s > n)
+    s = n;
+  if (e < s)
+    e = s;
+  else if (e > n)
+    e = n;
+  *start_out = s;
+  return (e - s + step - 1) / step;
+}
+
 bool em_shape_same_sizes(const em_tensor *a, const em_tensor *b) {
   if (a->dim != b->dim) return false;
   for (int32_t d = 0; d < a->dim; d++)

@@ -298,25 +298,6 @@ em_status em_select_copy_int_out(em_kernel_ctx *ctx, em_evalue **args) {
   return emit(ctx, in, out, &v);
 }
 
-/* ATen's slice bounds: clamps start/end into [0, n]; returns the output length. */
-int64_t em_shape_slice_bounds(int64_t n, bool has_start, int64_t start, bool has_end, int64_t end,
-                              int64_t step, int64_t *start_out) {
-  int64_t s = has_start ? start : 0;
-  int64_t e = has_end ? end : INT64_MAX;
-  if (s < 0) s += n;
-  if (e < 0) e += n;
-  if (s < 0)
-    s = 0;
-  else if (s > n)
-    s = n;
-  if (e < s)
-    e = s;
-  else if (e > n)
-    e = n;
-  *start_out = s;
-  return (e - s + step - 1) / step;
-}
-
 /* slice_copy.Tensor_out(self, dim, start, end, step, *, out). */
 em_status em_slice_copy_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {
   GET_IN_OUT(in, 0, out, 5);
