@@ -235,6 +235,6 @@ int main(void) {
 #endif
   (void)hits;
   em_method_destroy(m);
-  mcu_puts(mismatches ? "RESULT: MISMATCH\n" : "RESULT: OK (outputs match the host run)\n");
+  mcu_puts(mismatches ? "RESULT: MISMATCH\n" : "RESULT: OK (outputs match the expected values computed on the host)\n");
   return mismatches ? 1 : 0;
 }

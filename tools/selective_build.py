@@ -104,7 +104,11 @@ def read_defs(path: Path, kernels_dir: Path, seen: set[Path] | None = None) -> l
 def kernel_table(kernels_dir: Path) -> dict[str, DefEntry]:
     """Every operator the runtime can register, by full name (a later entry replaces)."""
     table: dict[str, DefEntry] = {}
-    for d in (kernels_dir / "portable" / "ops.def", kernels_dir / "prim" / "ops.def"):
+    for d in (
+        kernels_dir / "portable" / "ops.def",
+        kernels_dir / "prim" / "ops.def",
+        kernels_dir / "quantized" / "ops.def",
+    ):
         for e in read_defs(d, kernels_dir):
             table[e.name] = e
     return table

@@ -11,6 +11,10 @@ C runtime (host), and writes:
 * OUT/mlp_labels.npy     — their labels, [N] i64
 * OUT/mlp_int8.pte       — the same network after static int8 PTQ (ember.quant: per-channel
                            int8 weights, per-tensor int8 activations, Q/DQ operators)
+* OUT/mlp_int8_fused.pte — integer-only: ember.quant.fused.lower_to_integer (int8 activations end
+                           to end, ember::quantized_linear with int32 accumulation and
+                           fixed-point requantization); OUT/mlp_int8_fused_expected.npy holds the
+                           bit-exact Python reference outputs of the test cases
 * OUT/mlp_state.pt       — the trained weights, when trained here (mcu/models/mlp_state.pt, the
                            committed result of `--retrain` with the defaults, is used otherwise)
 * OUT/mlp_accuracy.txt   — the accuracy figures (fp32 and int8, eager and on Ember's runtime)
@@ -186,6 +190,27 @@ def main(argv: list[str] | None = None) -> int:
     ember_q = runtime_accuracy(qpte)
     log.info("int8 (Q/DQ) test accuracy: eager %.4f, Ember runtime %.4f", eager_q, ember_q)
 
+    # Integer-only lowering: int8 activations end to end, ember::quantized_linear kernels.
+    import ember.quant.fused as fused
+
+    imodel = fused.lower_to_integer(qmodel, list(calib.split(100)))
+    with torch.no_grad():
+        eager_i = (imodel(xte).argmax(1) == yte).float().mean().item()
+    ipte = out / "mlp_int8_fused.pte"
+    ember.export(imodel, (xte[:1],), oplist=fused.oplist_with_fused()).save(ipte)
+    with torch.no_grad():
+        ref = torch.cat([imodel(xte[i : i + 1]) for i in range(args.cases)])
+    np.save(out / "mlp_int8_fused_expected.npy", ref.reshape(args.cases, 1, 10).numpy())
+    ember_i = float("nan")
+    try:
+        from ember import _lib
+
+        _lib.lib().em_register_quantized_kernels()  # not in the default registration
+        ember_i = runtime_accuracy(ipte)
+    except (AttributeError, OSError) as e:
+        log.warning("cannot run %s on the host runtime: %s", ipte, e)
+    log.info("int8 integer-only test accuracy: eager %.4f, Ember runtime %.4f", eager_i, ember_i)
+
     np.save(out / "mlp_images.npy", xte[: args.cases].reshape(args.cases, 1, 784).numpy())
     np.save(out / "mlp_labels.npy", yte[: args.cases].numpy())
     (out / "mlp_accuracy.txt").write_text(
@@ -196,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
         f"accuracy {eager_q:.4f}\n"
         f"ember host int8 test accuracy {ember_q:.4f} ({len(xte)} images); "
         f"drop vs fp32 {100 * (ember_acc - ember_q):.2f} pp\n"
+        f"eager int8 integer-only (ember::quantized_linear) test accuracy {eager_i:.4f}\n"
+        f"ember host int8 integer-only test accuracy {ember_i:.4f}; "
+        f"drop vs fp32 {100 * (ember_acc - ember_i):.2f} pp\n"
     )
     log.info("wrote %s (%d bytes) and %d test cases", pte, pte.stat().st_size, args.cases)
     return 0
