@@ -34,11 +34,55 @@ static void mm_generic(int dtype, int64_t m, int64_t n, int64_t k, nn_view a, nn
     }
 }
 
-/* Copies an [r, s] view into a contiguous f32 buffer. */
+/* One f16/bf16 element (bits) as f32. */
+static inline float half_to_f32(int dtype, uint16_t h) {
+  return dtype == EM_DTYPE_BF16 ? em_bf16_to_f32(h) : em_f16_to_f32(h);
+}
+
+/* Copies an [r, s] f16/bf16 view into a row-major f32 buffer dst[i * s + j]. */
 static void widen(int dtype, nn_view v, int64_t r, int64_t s, float *dst) {
+  const uint16_t *src = (const uint16_t *)v.p + v.off;
   for (int64_t i = 0; i < r; i++)
-    for (int64_t j = 0; j < s; j++)
-      dst[i * s + j] = (float)em_load_f64(v.p, dtype, v.off + i * v.rs + j * v.cs);
+    for (int64_t j = 0; j < s; j++) dst[i * s + j] = half_to_f32(dtype, src[i * v.rs + j * v.cs]);
+}
+
+/*
+ * f16/bf16 product through f32: A widened once, B widened and multiplied in
+ * column blocks sized to the scratch (a large weight never needs a full f32
+ * copy). Blocks of B are stored column-major so a decode-time product keeps the
+ * matrix-vector path. Returns EM_ERR_MEMORY_ALLOCATION_FAILED (nothing logged)
+ * when even one column does not fit.
+ */
+static em_status mm_half(em_kernel_ctx *ctx, int dtype, int64_t m, int64_t n, int64_t k, nn_view a,
+                         nn_view b, nn_view c) {
+  size_t mark = nn_temp_mark(ctx); /* widened copies live for this call only */
+  float *aw = nn_temp(ctx, m * k, sizeof(float));
+  int64_t nb = aw ? nn_temp_fit(ctx, (k + m) * (int64_t)sizeof(float), n) : 0;
+  float *bw = aw ? nn_temp(ctx, k * nb, sizeof(float)) : NULL;
+  float *cw = bw ? nn_temp(ctx, m * nb, sizeof(float)) : NULL;
+  if (!cw) {
+    nn_temp_release(ctx, mark);
+    return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  }
+  widen(dtype, a, m, k, aw);
+  const uint16_t *bsrc = (const uint16_t *)b.p + b.off;
+  uint16_t *cdst = (uint16_t *)c.p + c.off;
+  for (int64_t n0 = 0; n0 < n; n0 += nb) {
+    int64_t w = n - n0 < nb ? n - n0 : nb;
+    for (int64_t j = 0; j < w; j++) /* column j of the block, contiguous in bw */
+      for (int64_t p = 0; p < k; p++)
+        bw[j * k + p] = half_to_f32(dtype, bsrc[p * b.rs + (n0 + j) * b.cs]);
+    EM_KTRY(
+        nn_sgemm(ctx, m, w, k, (nn_mat){aw, k, 1}, (nn_mat){bw, 1, k}, (nn_mat){cw, w, 1}, false));
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < w; j++) {
+        float v = cw[i * w + j];
+        cdst[i * c.rs + (n0 + j) * c.cs] =
+            dtype == EM_DTYPE_BF16 ? em_f32_to_bf16(v) : em_f32_to_f16(v);
+      }
+  }
+  nn_temp_release(ctx, mark);
+  return EM_OK;
 }
 
 em_status nn_mm_any(em_kernel_ctx *ctx, int dtype, int64_t m, int64_t n, int64_t k, nn_view a,
@@ -50,22 +94,8 @@ em_status nn_mm_any(em_kernel_ctx *ctx, int dtype, int64_t m, int64_t n, int64_t
                     (nn_mat){cp, c.rs, c.cs}, false);
   }
   if (dtype == EM_DTYPE_F16 || dtype == EM_DTYPE_BF16) {
-    size_t mark = nn_temp_mark(ctx); /* widened copies live for this call only */
-    float *aw = nn_temp(ctx, m * k, sizeof(float));
-    float *bw = nn_temp(ctx, k * n, sizeof(float));
-    float *cw = nn_temp(ctx, m * n, sizeof(float));
-    if (aw && bw && cw) {
-      widen(dtype, a, m, k, aw);
-      widen(dtype, b, k, n, bw);
-      EM_KTRY(nn_sgemm(ctx, m, n, k, (nn_mat){aw, k, 1}, (nn_mat){bw, n, 1}, (nn_mat){cw, n, 1},
-                       false));
-      for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++)
-          em_store_f64(c.p, dtype, c.off + i * c.rs + j * c.cs, cw[i * n + j]);
-      nn_temp_release(ctx, mark);
-      return EM_OK;
-    }
-    nn_temp_release(ctx, mark);
+    em_status st = mm_half(ctx, dtype, m, n, k, a, b, c);
+    if (st != EM_ERR_MEMORY_ALLOCATION_FAILED) return st;
   }
   mm_generic(dtype, m, n, k, a, b, c);
   return EM_OK;

@@ -2588,3 +2588,16 @@ for _op, _n in _nn_ops():
     CASES.append((f"garbage-int-{_op}", err(_op, [1] * _n)))
     if _op != "aten::mm.out":  # all-[2, 2] tensors is a valid mm call
         CASES.append((f"garbage-tensor-{_op}", err(_op, [torch.ones(2, 2)] * _n)))
+
+
+for dt in [BF16, F16]:
+    for m in [1, 3, 9]:
+
+        @case(f"linear-half-column-blocks-{dt}-{m}")
+        def _(g, dt=dt, m=m):
+            # f16/bf16 weights are widened in column blocks sized to the scratch (here ~4).
+            x, w, b = rnd((m, 64), dt, g), rnd((300, 64), dt, g), rnd((300,), dt, g)
+            exp = (x.double() @ w.double().t() + b.double()).to(dt)
+            c = simple("aten::linear.out", [x, w, b], exp, tol=(3e-2, 5e-2))
+            c.temp_bytes = 64 << 10
+            return c
