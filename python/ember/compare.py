@@ -160,6 +160,19 @@ def compare(
         return report
     debug = program.debug_info(method)
     ep = program._exported.get(method)
+    if (not debug or ep is None) and runner is None and method == "forward":
+        # A loaded program carries no debug info: re-export the model (deterministic for the
+        # same model and inputs) and locate the divergence on that program.
+        from ember.export import export
+
+        log.info("program has no export-time debug info; re-exporting to locate the divergence")
+        try:
+            program = export(model, inputs)
+        except Exception as e:  # the report above still stands
+            log.warning("re-export failed (%s); cannot locate the divergence", e)
+            return report
+        rt = program.runtime()
+        debug, ep = program.debug_info(method), program._exported.get(method)
     if not debug or ep is None:
         log.warning("program has no export-time debug info; cannot locate the divergence")
         return report
