@@ -126,3 +126,37 @@ def test_mcu_firmware_runs_in_qemu(float_abi: str) -> None:
     sizes = subprocess.run(["arm-none-eabi-size", str(elf)], capture_output=True, text=True)
     text = int(sizes.stdout.splitlines()[1].split()[0])
     assert text < 128 * 1024, sizes.stdout
+
+
+def test_mcu_integer_only_model_matches_python_reference(tmp_path: Path) -> None:
+    """A small int8 MLP lowered to ember::quantized_linear runs in QEMU (hard float), with every
+    output equal to the bit-exact Python reference and no kernel scratch memory."""
+    _need_toolchain()
+    import ember
+    import ember.quant as Q
+    import ember.quant.fused as F
+    import numpy as np
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(24, 16), torch.nn.ReLU(), torch.nn.Linear(16, 10)
+    ).eval()
+    calib = [torch.randn(32, 24)]
+    im = F.lower_to_integer(Q.quantize(model, calib, progress=False), calib)
+    pte = tmp_path / "tiny_fused.pte"
+    ember.export(im, (calib[0][:1],), oplist=F.oplist_with_fused()).save(pte)
+    xs = torch.randn(4, 1, 24)
+    np.save(tmp_path / "x.npy", xs.numpy())
+    with torch.no_grad():
+        np.save(tmp_path / "y.npy", torch.stack([im(x) for x in xs]).numpy())
+    gen = f"--input {tmp_path / 'x.npy'} --expected {tmp_path / 'y.npy'} --cases 4"
+    cmd = ["make", "-s", "--no-print-directory", "-C", str(REPO / "mcu"),
+           f"-j{os.cpu_count() or 2}", f"MODEL={pte}", "FLOAT=hard", f"HOST_EMBER={HOST_EMBER}",
+           f"PY={sys.executable}", f"OUT={REPO / 'build-mcu' / 'test-fused-hard'}",
+           f"GEN_ARGS={gen}", "QEMU_TIMEOUT=30", "run"]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "RESULT: OK" in out and "ember::quantized_linear.out" in out, out
+    assert "temp peak 0 B" in out, out

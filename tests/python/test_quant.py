@@ -116,3 +116,64 @@ def test_quantized_program_runs_on_ember_runtime(tmp_path) -> None:
     # int8 weights are stored as int8 constants (1 byte per weight, not 4)
     consts = [v.tensor for v in plan.values if v.tensor is not None and v.tensor.constant]
     assert sum(t.nbytes for t in consts if t.dtype == 1) == 20 * 12 + 12 * 8 + 8 * 4
+
+
+# -- integer-only lowering (ember::quantized_linear) --------------------------------------------
+def _fused_small(seed: int = 5):
+    import ember.quant.fused as F
+
+    model = _mlp(seed)
+    torch.manual_seed(seed)
+    calib = [torch.randn(32, 20) for _ in range(2)]
+    qm = Q.quantize(model, calib, progress=False)
+    return F, qm, F.lower_to_integer(qm, calib), calib
+
+
+def test_quantize_multiplier_represents_scale() -> None:
+    import ember.quant.fused as F
+
+    for scale in (1e-6, 0.0003, 0.25, 0.5, 0.999999, 1.0, 3.7):
+        m, s = F.quantize_multiplier(scale)
+        assert 1 << 30 <= m < 1 << 31
+        assert m * 2.0 ** (s - 31) == pytest.approx(scale, rel=1e-9)
+    with pytest.raises(Q.QuantizationError):
+        F.quantize_multiplier(0.0)
+
+
+def test_integer_lowering_tracks_qdq_model() -> None:
+    F, qm, im, calib = _fused_small()
+    layers = list(im.layers)
+    assert len(layers) == 3
+    assert layers[0].act_min == layers[0].out_zp  # ReLU folded into the clamp
+    assert layers[-1].act_min == -128  # no ReLU after the last layer
+    x = calib[0][:8]
+    with torch.no_grad():
+        y_q, y_i = qm(x), im(x)
+    # One int8 step of the output scale per layer at most, roughly.
+    assert (y_q - y_i).abs().max().item() <= 4 * layers[-1].out_scale + 1e-6
+    # The reference's requantization equals float rescaling within one step.
+    acc = torch.randint(-(1 << 20), 1 << 20, (1000,), dtype=torch.int64)
+    m, s = F.quantize_multiplier(0.0123)
+    r = (acc * m + (1 << (30 - s))) >> (31 - s)
+    assert (r - torch.round(acc.double() * 0.0123)).abs().max().item() <= 1
+
+
+def test_quantized_linear_c_kernel_is_bit_exact(tmp_path) -> None:
+    try:
+        from ember import _lib
+        from ember.runtime import RuntimeProgram
+
+        L = _lib.lib()
+        L.em_register_quantized_kernels()
+    except (ImportError, OSError, AttributeError) as e:
+        pytest.skip(f"C runtime with kernels/quantized not built: {e}")
+    F, _, im, _ = _fused_small(6)
+    x = torch.randn(1, 20)
+    path = tmp_path / "fused.pte"
+    ember.export(im, (x,), oplist=F.oplist_with_fused()).save(path)
+    rt = RuntimeProgram(path)
+    for seed in range(20):
+        torch.manual_seed(100 + seed)
+        xi = torch.randn(1, 20) * (1 + seed % 3)  # some inputs saturate
+        got = rt.run("forward", [xi])[0]
+        assert torch.equal(got, im(xi).detach()), seed
