@@ -125,6 +125,64 @@ static em_status sdpa_generic(em_kernel_ctx *ctx, const sdpa_args *a) {
   return EM_OK;
 }
 
+/* A [B, rows, H, D] f32 copy of the first `rows` sequence rows of t, with its tensor header. */
+typedef struct wide4 {
+  em_tensor t;
+  int64_t sizes[4], strides[4];
+} wide4;
+
+static bool widen4(em_kernel_ctx *ctx, const em_tensor *src, int64_t rows, wide4 *w) {
+  for (int i = 0; i < 4; i++) w->sizes[i] = i == 1 ? rows : src->sizes[i];
+  w->strides[3] = 1;
+  for (int i = 2; i >= 0; i--) w->strides[i] = w->strides[i + 1] * w->sizes[i + 1];
+  int64_t n = w->sizes[0] * w->strides[0];
+  float *p = nn_temp(ctx, n, sizeof(float));
+  if (!p) return false;
+  int64_t i = 0;
+  for (int64_t b = 0; b < w->sizes[0]; b++)
+    for (int64_t s = 0; s < rows; s++)
+      for (int64_t h = 0; h < w->sizes[2]; h++)
+        for (int64_t d = 0; d < w->sizes[3]; d++)
+          p[i++] = (float)em_load_f64(src->data, src->dtype, off4(src, b, s, h, d));
+  w->t = *src;
+  w->t.data = p;
+  w->t.dtype = EM_DTYPE_F32;
+  w->t.sizes = w->sizes;
+  w->t.strides = w->strides;
+  w->t.numel = n;
+  return true;
+}
+
+/*
+ * f16/bf16: run the f32 path on widened copies of q and the visible cache rows,
+ * rounding the result once. EM_ERR_MEMORY_ALLOCATION_FAILED (nothing logged)
+ * when the copies do not fit, so the caller can use the reference loops.
+ */
+static em_status sdpa_widened(em_kernel_ctx *ctx, const sdpa_args *a0) {
+  size_t mark = nn_temp_mark(ctx);
+  wide4 q, k, v, o;
+  if (!widen4(ctx, a0->q, a0->S, &q) || !widen4(ctx, a0->k, a0->n_keys, &k) ||
+      !widen4(ctx, a0->v, a0->n_keys, &v) || !widen4(ctx, a0->q, a0->S, &o)) {
+    nn_temp_release(ctx, mark);
+    return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  }
+  sdpa_args a = *a0;
+  a.q = &q.t;
+  a.k = &k.t;
+  a.v = &v.t;
+  a.out = &o.t;
+  EM_KTRY(sdpa_f32(ctx, &a));
+  const float *op = o.t.data;
+  int64_t i = 0;
+  for (int64_t b = 0; b < a.B; b++)
+    for (int64_t s = 0; s < a.S; s++)
+      for (int64_t h = 0; h < a.Hq; h++)
+        for (int64_t d = 0; d < a.Dv; d++)
+          em_store_f64(a0->out->data, a0->out->dtype, off4(a0->out, b, s, h, d), op[i++]);
+  nn_temp_release(ctx, mark);
+  return EM_OK;
+}
+
 /*
  * llama::custom_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos,
  *   Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None, *,
@@ -186,6 +244,10 @@ em_status em_llama_custom_sdpa_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(em_resize_out(ctx, a.out, a.q->sizes, 4));
   if (a.out->numel == 0) return EM_OK;
   if (a.q->dtype == EM_DTYPE_F32) return sdpa_f32(ctx, &a);
+  if (a.q->dtype == EM_DTYPE_F16 || a.q->dtype == EM_DTYPE_BF16) {
+    em_status st = sdpa_widened(ctx, &a);
+    if (st != EM_ERR_MEMORY_ALLOCATION_FAILED) return st;
+  }
   return sdpa_generic(ctx, &a);
 }
 
