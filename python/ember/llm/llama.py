@@ -56,6 +56,15 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
+def _linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x [..., K] times w [N, K]^T as (w @ x^T)^T: the exported graph then transposes only the
+    (small) activations, never the weight (aten.linear decomposes to a weight transpose + mm,
+    which the runtime would redo at every call)."""
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, x.shape[-1])
+    return torch.mm(w, x2.t()).t().reshape(*lead, w.shape[0])
+
+
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     h = x.shape[-1] // 2
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
@@ -86,9 +95,9 @@ class Attention(nn.Module):
         c = self.c
         B, S, _ = x.shape
         hd = c.head_dim
-        q = self.wq(x).view(B, S, c.n_heads, hd)
-        k = self.wk(x).view(B, S, c.n_kv_heads, hd)
-        v = self.wv(x).view(B, S, c.n_kv_heads, hd)
+        q = _linear(x, self.wq.weight).view(B, S, c.n_heads, hd)
+        k = _linear(x, self.wk.weight).view(B, S, c.n_kv_heads, hd)
+        v = _linear(x, self.wv.weight).view(B, S, c.n_kv_heads, hd)
         cs, sn = cos[None, :, None, :], sin[None, :, None, :]
         q = q * cs + _rotate_half(q) * sn
         k = k * cs + _rotate_half(k) * sn
@@ -104,7 +113,7 @@ class Attention(nn.Module):
         qt = q.transpose(1, 2)  # [1, H, S, D]
         att = (qt @ kc.transpose(2, 3)) * (1.0 / math.sqrt(hd)) + mask
         y = torch.softmax(att, dim=-1) @ vc  # [1, H, S, D]
-        return self.wo(y.transpose(1, 2).reshape(B, S, c.n_heads * hd))
+        return _linear(y.transpose(1, 2).reshape(B, S, c.n_heads * hd), self.wo.weight)
 
 
 class FeedForward(nn.Module):
@@ -115,7 +124,9 @@ class FeedForward(nn.Module):
         self.w2 = nn.Linear(c.hidden_dim, c.dim, bias=False)  # down
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return _linear(
+            F.silu(_linear(x, self.w1.weight)) * _linear(x, self.w3.weight), self.w2.weight
+        )
 
 
 class Block(nn.Module):
@@ -166,7 +177,7 @@ class Llama(nn.Module):
         h = self.norm(h)
         if self.last_logits_only:
             h = h[:, -1:, :]
-        return self.output(h)
+        return _linear(h, self.output.weight)
 
 
 # ---------------------------------------------------------------- GGUF weights
