@@ -245,3 +245,39 @@ def test_saved_pair_loads_and_runs(rt: str, tmp_path) -> None:  # noqa: ANN001
     assert loaded.ptd_buffer is not None
     (out,) = make_runner(rt, loaded)(x)
     assert_close(out, m(x).detach())
+
+
+class NestedCond(torch.nn.Module):
+    """A cond inside a cond branch, two outputs each, a parameter used inside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        def inner_t(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return x + self.w, y.clone()
+
+        def inner_f(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return x * 2, y * 3
+
+        def t(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            a, b = torch.cond(y.sum() > 0, inner_t, inner_f, (x, y))
+            return a + 1, b
+
+        def f(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return x.clone(), y - 1
+
+        a, b = torch.cond(x.sum() > 0, t, f, (x, y))
+        return a * b, b
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_nested_cond(rt: str) -> None:
+    m = NestedCond()
+    run = make_runner(rt, export_for_tests(m, (torch.randn(3), torch.randn(3))))
+    for sx in (1, -1):
+        for sy in (1, -1):
+            x, y = torch.rand(3) * sx, torch.rand(3) * sy
+            for got, want in zip(run(x, y), m(x, y), strict=True):
+                assert_close(got, want.detach())
