@@ -125,3 +125,18 @@ def test_kernel_arity_mismatch_is_reported() -> None:
     msg = str(ei.value)
     assert "aten::relu.out" in msg and "2" in msg and "3" in msg
     assert _line_of("RELU") in msg
+
+
+class DataBranch(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:  # BRANCH
+            return x * 2
+        return x
+
+
+def test_python_branch_on_data() -> None:
+    with pytest.raises(ember.DataDependentShapeError) as ei:
+        ember.export(DataBranch(), (torch.randn(3),), oplist=stock_executorch_oplist())
+    msg = str(ei.value)
+    assert "torch.cond" in msg
+    assert _line_of("BRANCH") in msg

@@ -2,17 +2,21 @@
 
 Guarantees: the result is an ATen-dialect ExportedProgram (functional, parameters and buffers
 lifted to placeholders) for ``model`` called with ``example_inputs``. Plain callables are wrapped
-in an ``nn.Module`` first. Data-dependent control flow and unbounded guards surface as
-torch.export's own errors.
+in an ``nn.Module`` first. Python control flow on tensor data raises DataDependentShapeError
+naming the user's line; other tracing failures surface as torch.export's own errors.
 """
 
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+from ember.errors import DataDependentShapeError
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,30 @@ def capture(
             tuple(example_inputs) if isinstance(example_inputs, list) else (example_inputs,)
         )
     log.debug("torch.export.export(strict=%s)", strict)
-    return torch.export.export(
-        model, example_inputs, kwargs=example_kwargs, dynamic_shapes=dynamic_shapes, strict=strict
-    )
+    try:
+        return torch.export.export(
+            model,
+            example_inputs,
+            kwargs=example_kwargs,
+            dynamic_shapes=dynamic_shapes,
+            strict=strict,
+        )
+    except GuardOnDataDependentSymNode as e:
+        raise DataDependentShapeError(
+            "Python control flow or a shape depends on tensor data "
+            f"({str(e).splitlines()[0]}); use torch.cond or torch.where instead",
+            source=_user_frame(e),
+        ) from e
+
+
+def _user_frame(e: BaseException) -> str | None:
+    """``file:line in fn: code`` of the innermost traceback frame outside torch and ember."""
+    frames = [
+        f
+        for f in traceback.extract_tb(e.__traceback__)
+        if "/torch/" not in f.filename and "/ember/" not in f.filename and f.filename[0] != "<"
+    ]
+    if not frames:
+        return None
+    f = frames[-1]
+    return f"{f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
