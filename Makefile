@@ -109,12 +109,15 @@ mcu: mcu-deps venv build $(MCU_MLP)
 	    HOST_EMBER=$(abspath $(BUILD))/ember run size; \
 	done; done
 	@cat $(dir $(MCU_MLP))mlp_accuracy.txt
-	@set -e; d=$(abspath $(dir $(MCU_MLP))); for m in mlp mlp_int8 mlp_int8_fused; do \
-	  exp=; test $$m != mlp_int8_fused || exp="--expected $$d/$${m}_expected.npy"; \
+	@set -e; d=$(abspath $(dir $(MCU_MLP))); \
+	for m in mlp mlp_int8 mlp_int8_fused mlp_int8_in8; do \
+	  exp=; img=mlp_images; \
+	  case $$m in *fused|*in8) exp="--expected $$d/$${m}_expected.npy";; esac; \
+	  test $$m != mlp_int8_in8 || img=mlp_images_int8; \
 	  for f in hard soft; do \
 	  echo "==== $$m.pte, 784-32-16-10 on Fashion-MNIST ($$f float, pools sized exactly) ===="; \
 	  $(MAKE) -s --no-print-directory -C mcu MODEL=$$d/$$m.pte FLOAT=$$f \
-	    HOST_EMBER=$(abspath $(BUILD))/ember GEN_ARGS="--input $$d/mlp_images.npy \
+	    HOST_EMBER=$(abspath $(BUILD))/ember GEN_ARGS="--input $$d/$$img.npy \
 	    --labels $$d/mlp_labels.npy --cases $(MCU_MLP_CASES) $$exp" exact; \
 	done; done
 

@@ -15,6 +15,8 @@ C runtime (host), and writes:
                            to end, ember::quantized_linear with int32 accumulation and
                            fixed-point requantization); OUT/mlp_int8_fused_expected.npy holds the
                            bit-exact Python reference outputs of the test cases
+* OUT/mlp_int8_in8.pte   — the same, taking int8 input (pixel - 128; OUT/mlp_images_int8.npy,
+                           OUT/mlp_int8_in8_expected.npy): no float input buffer, no Q kernel
 * OUT/mlp_state.pt       — the trained weights, when trained here (mcu/models/mlp_state.pt, the
                            committed result of `--retrain` with the defaults, is used otherwise)
 * OUT/mlp_accuracy.txt   — the accuracy figures (fp32 and int8, eager and on Ember's runtime)
@@ -211,6 +213,20 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("cannot run %s on the host runtime: %s", ipte, e)
     log.info("int8 integer-only test accuracy: eager %.4f, Ember runtime %.4f", eager_i, ember_i)
 
+    # The same network taking int8 input (pixel - 128): no float input buffer, no Q kernel.
+    imodel8 = fused.lower_to_integer(qmodel, list(calib.split(100)), int8_input=True)
+    x8 = imodel8.quantize_input(xte)
+    with torch.no_grad():
+        eager_i8 = (imodel8(x8).argmax(1) == yte).float().mean().item()
+    ember.export(imodel8, (x8[:1],), oplist=fused.oplist_with_fused()).save(
+        out / "mlp_int8_in8.pte"
+    )
+    np.save(out / "mlp_images_int8.npy", x8[: args.cases].reshape(args.cases, 1, 784).numpy())
+    with torch.no_grad():
+        ref8 = torch.cat([imodel8(x8[i : i + 1]) for i in range(args.cases)])
+    np.save(out / "mlp_int8_in8_expected.npy", ref8.reshape(args.cases, 1, 10).numpy())
+    log.info("int8-input integer-only test accuracy: eager %.4f", eager_i8)
+
     np.save(out / "mlp_images.npy", xte[: args.cases].reshape(args.cases, 1, 784).numpy())
     np.save(out / "mlp_labels.npy", yte[: args.cases].numpy())
     (out / "mlp_accuracy.txt").write_text(
@@ -224,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         f"eager int8 integer-only (ember::quantized_linear) test accuracy {eager_i:.4f}\n"
         f"ember host int8 integer-only test accuracy {ember_i:.4f}; "
         f"drop vs fp32 {100 * (ember_acc - ember_i):.2f} pp\n"
+        f"eager int8-input integer-only (mlp_int8_in8.pte) test accuracy {eager_i8:.4f}\n"
     )
     log.info("wrote %s (%d bytes) and %d test cases", pte, pte.stat().st_size, args.cases)
     return 0

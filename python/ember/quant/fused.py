@@ -116,14 +116,22 @@ class FusedQuantizedLinear(nn.Module):
 class IntegerMLP(nn.Module):
     """Quantize the float input once, run fused int8 layers, dequantize the logits."""
 
-    def __init__(self, layers: list[FusedQuantizedLinear], in_scale: float, in_zp: int) -> None:
+    def __init__(
+        self, layers: list[FusedQuantizedLinear], in_scale: float, in_zp: int, int8_input: bool
+    ) -> None:
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.in_scale, self.in_zp = float(in_scale), int(in_zp)
+        self.int8_input = int8_input
+
+    def quantize_input(self, x: torch.Tensor) -> torch.Tensor:
+        """The int8 input an ``int8_input`` model expects for float input `x`."""
+        qd = torch.ops.quantized_decomposed
+        return qd.quantize_per_tensor(x, self.in_scale, self.in_zp, QMIN, QMAX, torch.int8)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         qd = torch.ops.quantized_decomposed
-        h = qd.quantize_per_tensor(x, self.in_scale, self.in_zp, QMIN, QMAX, torch.int8)
+        h = x if self.int8_input else self.quantize_input(x)
         for layer in self.layers:
             h = layer(h)
         last = self.layers[-1]
@@ -131,11 +139,16 @@ class IntegerMLP(nn.Module):
 
 
 def lower_to_integer(
-    qmodel: nn.Module, calibration_data: list[torch.Tensor], percentile: float | None = None
+    qmodel: nn.Module,
+    calibration_data: list[torch.Tensor],
+    percentile: float | None = None,
+    int8_input: bool = False,
 ) -> IntegerMLP:
     """Fuses a quantized ``nn.Sequential`` of QuantizedLinear (+ ReLU) layers into integer-only
     layers. Each layer's output scale is the next layer's input scale; the last layer's comes from
-    the range of its (float) outputs on `calibration_data`."""
+    the range of its (float) outputs on `calibration_data`. With `int8_input` the model takes
+    the already-quantized int8 input (``model.quantize_input(x)``; for images in [0, 1] with
+    scale 1/255 and zero point -128 that is ``pixel - 128``), so no float input buffer exists."""
     register_ops()
     mods = list(qmodel.children()) if isinstance(qmodel, nn.Sequential) else []
     groups: list[tuple[QuantizedLinear, bool]] = []
@@ -168,7 +181,7 @@ def lower_to_integer(
             out_scale, out_zp = last_scale, last_zp
         layers.append(FusedQuantizedLinear(ql, out_scale, out_zp, relu))
     first = groups[0][0]
-    return IntegerMLP(layers, first.in_scale, first.in_zp).eval()
+    return IntegerMLP(layers, first.in_scale, first.in_zp, int8_input).eval()
 
 
 def oplist_with_fused():
