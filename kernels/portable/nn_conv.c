@@ -50,7 +50,8 @@ static em_status read_geom(em_kernel_ctx *ctx, em_evalue **args, em_tensor *x, e
   EM_KCHECK(ctx, nn_int_list(args[5], S, one, d), "bad dilation");
   EM_KCHECK(ctx, em_arg_bool(args[6], &g->transposed), "transposed must be a bool");
   EM_KCHECK(ctx, nn_int_list(args[7], S, zero, op), "bad output_padding");
-  EM_KCHECK(ctx, em_arg_int(args[8], &g->groups) && g->groups > 0, "groups must be positive");
+  EM_KCHECK(ctx, em_arg_int(args[8], &g->groups) && g->groups > 0 && g->groups <= (1 << 24),
+            "groups must be in [1, 2^24]");
   int64_t xs[5], ws[5];
   norm5(x, S, xs, g->istr);
   norm5(w, S, ws, g->wstr);
@@ -66,6 +67,10 @@ static em_status read_geom(em_kernel_ctx *ctx, em_evalue **args, em_tensor *x, e
     g->op[i] = src >= 0 ? op[src] : 0;
     EM_KCHECK(ctx, g->s[i] > 0 && g->d[i] > 0 && g->p[i] >= 0 && g->op[i] >= 0,
               "stride and dilation must be positive, padding non-negative");
+    /* Bounded so the geometry arithmetic below cannot overflow int64. */
+    EM_KCHECK(ctx, g->s[i] <= (1 << 24) && g->d[i] <= (1 << 24) && g->p[i] <= (1 << 24) &&
+                       g->op[i] <= (1 << 24),
+              "stride, padding or dilation larger than 2^24");
   }
   if (!g->transposed) {
     g->cout = ws[0];

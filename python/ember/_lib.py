@@ -218,6 +218,9 @@ class ValueBuilder:
     def __init__(self) -> None:
         self.keep: list[Any] = []
         self.outs: list[tuple[Out, EmTensor]] = []
+        # The same Python tensor passed twice (an out argument and its return slot) must be
+        # one runtime tensor, so a resize through one is seen through the other.
+        self.shared: dict[int, EmTensor] = {}
 
     def tensor(
         self,
@@ -253,13 +256,19 @@ class ValueBuilder:
         if x is None:
             ev.tag = TAG_NONE
         elif isinstance(x, Out):
-            et = self.tensor(x.t, dynamic=x.dynamic, capacity=x.t.numel())
-            self.outs.append((x, et))
+            et = self.shared.get(id(x))
+            if et is None:
+                et = self.tensor(x.t, dynamic=x.dynamic, capacity=x.t.numel())
+                self.shared[id(x)] = et
+                self.outs.append((x, et))
             ev.tag = TAG_TENSOR
             ev.u.tensor = ctypes.pointer(et)
         elif isinstance(x, torch.Tensor):
+            et = self.shared.get(id(x))
+            if et is None:
+                et = self.shared[id(x)] = self.tensor(x)
             ev.tag = TAG_TENSOR
-            ev.u.tensor = ctypes.pointer(self.tensor(x))
+            ev.u.tensor = ctypes.pointer(et)
         elif isinstance(x, bool):
             ev.tag = TAG_BOOL
             ev.u.b = x

@@ -104,6 +104,8 @@ int main(void) {
   em_register_portable_kernels();
   const char *rounds_env = getenv("EMBER_CORRUPT_ROUNDS");
   int rounds = rounds_env ? atoi(rounds_env) : 1500;
+  const char *seed_env = getenv("EMBER_CORRUPT_SEED");
+  if (seed_env && atoi(seed_env) != 0) g_rng = (uint32_t)atoi(seed_env);
   unsigned total = 0;
   try_stats s = {0, 0, 0, 0};
   int files = run_dir(EMBER_FIXTURES, rounds, &total, &s);
