@@ -39,6 +39,7 @@ class Call:
     tol: tuple[float, float] | None = None  # overrides TOL
     error: bool = False
     temp_bytes: int = 0  # kernel scratch; 0 = by operator (call_kernel zero-fills it per call)
+    threads: bool = False  # run with a 4-thread pool in the kernel context
 
 
 # Scratch per call: GEMM-based kernels pack operands and build im2col chunks (<= 8 MiB).
@@ -120,6 +121,37 @@ def check(got: torch.Tensor, exp: torch.Tensor, tol: tuple[float, float] | None)
         assert torch.equal(got, exp), f"mismatch:\n{got}\n!=\n{exp}"
 
 
+_POOL: list[int] = []
+
+
+def call_with_pool(op: str, args: list[Any], temp_bytes: int) -> None:
+    """call_kernel with ctx->pool set to a shared 4-thread pool (exercises parallel loops)."""
+    import ctypes
+
+    import ember._lib as E
+
+    L = E.lib()
+    if not _POOL:
+        L.em_threadpool_create.restype = ctypes.c_void_p
+        L.em_threadpool_create.argtypes = [ctypes.c_int]
+        _POOL.append(L.em_threadpool_create(4))
+    entry = L.em_find_kernel(op.encode())
+    assert entry, op
+    vb = E.ValueBuilder()
+    evs = [vb.value(a) for a in args]
+    argv = (ctypes.POINTER(E.EmEValue) * len(evs))(*[ctypes.pointer(v) for v in evs])
+    buf = ctypes.create_string_buffer(temp_bytes)
+    temp = E.EmAllocator()
+    L.em_allocator_init(ctypes.byref(temp), buf, temp_bytes)
+    ctx = E.EmKernelCtx()
+    ctx.temp = ctypes.pointer(temp)
+    ctx.pool = _POOL[0]
+    ctx.op_name = op.encode()
+    st = E.KERNEL_FN(entry.contents.fn)(ctypes.byref(ctx), argv)
+    if st != 0:
+        raise RuntimeError(f"{op} failed: {E.status_message(st)}")
+
+
 @pytest.mark.parametrize("name,builder", CASES, ids=[c[0] for c in CASES])
 def test_kernel(name: str, builder: Builder) -> None:
     g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
@@ -129,7 +161,10 @@ def test_kernel(name: str, builder: Builder) -> None:
         with pytest.raises(RuntimeError):
             call_kernel(c.op, c.args, temp_bytes=temp)
         return
-    call_kernel(c.op, c.args, temp_bytes=temp)
+    if c.threads:
+        call_with_pool(c.op, c.args, temp)
+    else:
+        call_kernel(c.op, c.args, temp_bytes=temp)
     for got, exp in c.expect:
         if isinstance(got, Out):
             got = got.view()
@@ -2601,3 +2636,67 @@ for dt in [BF16, F16]:
             c = simple("aten::linear.out", [x, w, b], exp, tol=(3e-2, 5e-2))
             c.temp_bytes = 64 << 10
             return c
+
+
+# The same kernels with a thread pool in the context (GEMM tiles and packing, matrix-vector
+# columns, depthwise channels run in parallel).
+_THREADED = [
+    (
+        "mm",
+        lambda g: (lambda a, b: simple("aten::mm.out", [a, b], mm_ref(a, b), tol=(1e-4, 1e-4)))(
+            rnd((100, 300), F32, g, "t"), rnd((300, 700), F32, g)
+        ),
+    ),
+    (
+        "linear-gemv",
+        lambda g: (
+            lambda x, w: simple(
+                "aten::linear.out",
+                [x, w, None],
+                (x.double() @ w.double().t()).float(),
+                tol=(1e-4, 1e-4),
+            )
+        )(rnd((3, 500), F32, g), rnd((70, 500), F32, g)),
+    ),
+    (
+        "conv",
+        lambda g: (
+            lambda x, w: simple(
+                "aten::convolution.out",
+                [x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1],
+                conv_ref(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1),
+                tol=(1e-4, 1e-4),
+            )
+        )(rnd((2, 16, 20, 20), F32, g), rnd((32, 16, 3, 3), F32, g)),
+    ),
+    (
+        "conv-depthwise",
+        lambda g: (
+            lambda x, w: simple(
+                "aten::convolution.out",
+                [x, w, None, [2, 2], [1, 1], [1, 1], False, [0, 0], 16],
+                conv_ref(x, w, None, [2, 2], [1, 1], [1, 1], False, [0, 0], 16),
+                tol=(1e-4, 1e-4),
+            )
+        )(rnd((2, 16, 21, 20), F32, g, "cl"), rnd((16, 1, 3, 3), F32, g)),
+    ),
+    (
+        "sdpa",
+        lambda g: (
+            lambda q, k, v: simple(
+                "llama::custom_sdpa.out",
+                [q, k, v, 30, None, 0.0, True, None],
+                sdpa_ref(q, k, v, 30, None, True, None),
+                tol=(1e-4, 1e-5),
+            )
+        )(rnd((1, 50, 4, 32), F32, g), rnd((1, 80, 2, 32), F32, g), rnd((1, 80, 2, 32), F32, g)),
+    ),
+]
+for _name, _build in _THREADED:
+
+    @case(f"threaded-{_name}")
+    def _(g, _build=_build):
+        c = _build(g)
+        c.threads = True
+        c.temp_bytes = 32 << 20
+        return c
