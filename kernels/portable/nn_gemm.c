@@ -7,9 +7,14 @@
  * accumulates one MR x NR tile of C in registers. Packing reads operands
  * through their strides, so transposed and channels-last views cost nothing
  * extra. The micro-kernel is plain C with fixed trip counts that compilers
- * vectorize; on x86-64 with GCC/Clang a second copy is compiled for AVX2+FMA
- * and chosen once at run time (the only ISA switch of this kernel family).
- * Summation order per output element is k-ascending within each KC block.
+ * vectorize; on x86-64 with GCC/Clang an AVX2+FMA version (intrinsics) is
+ * chosen once at run time (the only ISA switch of this kernel family;
+ * -DEMBER_NO_ISA_DISPATCH keeps the portable one). Products with at most 4
+ * rows whose B columns are contiguous (decode-time linear layers) skip
+ * packing and run as dot products. Packing buffers come from the kernel's
+ * temp arena, shrink (NC, KC, MC) until they fit it, and are released when
+ * the call returns. Summation order per output element is k-ascending within
+ * each KC block.
  */
 #include "portable/nn_util.h"
 
