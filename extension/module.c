@@ -78,8 +78,8 @@ em_status em_module_open_ex(const char *pte_path, const char *ptd_path,
   em_module *m = calloc(1, sizeof *m);
   if (!m) return EM_ERR_MEMORY_ALLOCATION_FAILED;
   int use_mmap = !opts || opts->use_mmap;
-  em_status st = use_mmap ? em_mmap_loader_open(&m->pte, pte_path)
-                          : em_file_loader_open(&m->pte, pte_path);
+  em_status st =
+      use_mmap ? em_mmap_loader_open(&m->pte, pte_path) : em_file_loader_open(&m->pte, pte_path);
   if (st == EM_OK && ptd_path) {
     m->has_ptd = 1;
     st = use_mmap ? em_mmap_loader_open(&m->ptd, ptd_path) : em_file_loader_open(&m->ptd, ptd_path);
@@ -166,8 +166,9 @@ static em_status prepare_method(em_module *m, module_method *mm, const char *nam
     if (!mm->method_mem) return EM_ERR_MEMORY_ALLOCATION_FAILED;
     mm->method_bytes = size;
     em_allocator_init(&mm->method_alloc, mm->method_mem, size);
-    em_method_config cfg = {&mm->method_alloc, &mm->temp_alloc, mm->arenas, mm->arena_sizes,
-                            mm->n_arenas, m->external, m->opts.pool, m->opts.profiler, 0};
+    em_method_config cfg = {&mm->method_alloc, &mm->temp_alloc,  mm->arenas,
+                            mm->arena_sizes,   mm->n_arenas,     m->external,
+                            m->opts.pool,      m->opts.profiler, 0};
     st = em_method_prepare(m->program, name, &cfg, &mm->method);
     if (st != EM_ERR_MEMORY_ALLOCATION_FAILED || size > ((size_t)1 << 31)) return st;
   }

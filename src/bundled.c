@@ -15,8 +15,9 @@ em_status em_bundled_program_find(const void *data, size_t size, size_t *offset_
   fb_init(&r, data, size);
   fb_tab root = fb_root(&r);
   fb_vec prog = fb_vector(&r, root, 2, 1, 1);
-  if (r.bad || prog.n == 0) EM_FAIL(EM_ERR_INVALID_PROGRAM, "bundled program without a program: %s",
-                                    r.why ? r.why : "empty");
+  if (r.bad || prog.n == 0)
+    EM_FAIL(EM_ERR_INVALID_PROGRAM, "bundled program without a program: %s",
+            r.why ? r.why : "empty");
   *offset_out = prog.data;
   *size_out = prog.n;
   return EM_OK;

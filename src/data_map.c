@@ -43,15 +43,17 @@ static em_status verify_ptd(em_data_map *m) {
         EM_FAIL(EM_ERR_INVALID_EXTERNAL_DATA, ".ptd entry %u has a bad tensor layout", i);
     }
   }
-  if (r->bad) EM_FAIL(EM_ERR_INVALID_EXTERNAL_DATA, "malformed .ptd: %s at byte %u", r->why, r->where);
+  if (r->bad)
+    EM_FAIL(EM_ERR_INVALID_EXTERNAL_DATA, "malformed .ptd: %s at byte %u", r->why, r->where);
   return EM_OK;
 }
 
 em_status em_data_map_load(em_data_loader *loader, em_allocator *alloc, em_data_map **map_out) {
   if (!loader || !loader->load || !alloc || !map_out) return EM_ERR_INVALID_ARGUMENT;
   *map_out = NULL;
-  if (loader->size < 48) EM_FAIL(EM_ERR_INVALID_EXTERNAL_DATA, ".ptd too small (%llu bytes)",
-                                 (unsigned long long)loader->size);
+  if (loader->size < 48)
+    EM_FAIL(EM_ERR_INVALID_EXTERNAL_DATA, ".ptd too small (%llu bytes)",
+            (unsigned long long)loader->size);
   const void *head_v;
   EM_TRY(loader->load(loader, 0, 48, &head_v));
   const uint8_t *head = head_v;
@@ -104,7 +106,8 @@ em_status em_data_map_get(const em_data_map *m, const char *key, const void **da
     const char *k = fb_string(&r, nd, NAMED_DATA_KEY, NULL);
     if (!k || strcmp(k, key) != 0) continue;
     uint32_t si = fb_u32(&r, nd, NAMED_DATA_SEGMENT, 0);
-    if (si >= m->segments.n) EM_FAIL(EM_ERR_INVALID_EXTERNAL_DATA, "named data '%s': bad segment", key);
+    if (si >= m->segments.n)
+      EM_FAIL(EM_ERR_INVALID_EXTERNAL_DATA, "named data '%s': bad segment", key);
     fb_tab s = fb_vec_table(&r, m->segments, si);
     uint64_t off = fb_u64(&r, s, SEGMENT_OFFSET, 0), n = fb_u64(&r, s, SEGMENT_SIZE, 0);
     if (m->seg_base > m->loader->size || off > m->loader->size - m->seg_base ||

@@ -30,8 +30,9 @@ static void *alloc0(prep *s, size_t n) {
   do {                                                                                             \
     (ptr) = alloc0((s), (n));                                                                      \
     if (!(ptr))                                                                                    \
-      EM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method allocator exhausted (%zu bytes used of %zu)", \
-              (s)->cfg->method_alloc->used, (s)->cfg->method_alloc->size);                        \
+      EM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,                                                     \
+              "method allocator exhausted (%zu bytes used of %zu)", (s)->cfg->method_alloc->used,  \
+              (s)->cfg->method_alloc->size);                                                       \
   } while (0)
 
 /* Resolves the data pointer of a tensor per pte-format.md §5. */
@@ -72,7 +73,8 @@ static em_status bind_data(prep *s, const tensor_desc *d, em_tensor *t, uint32_t
       EM_FAIL(EM_ERR_NOT_FOUND, "external tensor '%s' is missing from the .ptd", d->fqn);
     EM_TRY(st);
     if (n < d->nbytes || (lay.has_layout && (lay.dtype != d->dtype || lay.dim != d->dim)))
-      EM_FAIL(EM_ERR_INVALID_EXTERNAL_DATA, "external tensor '%s' does not match its layout", d->fqn);
+      EM_FAIL(EM_ERR_INVALID_EXTERNAL_DATA, "external tensor '%s' does not match its layout",
+              d->fqn);
     for (int32_t k = 0; lay.has_layout && k < d->dim; k++)
       if (lay.sizes[k] != d->sizes[k])
         EM_FAIL(EM_ERR_INVALID_EXTERNAL_DATA, "external tensor '%s' has another shape", d->fqn);
@@ -281,7 +283,8 @@ static em_status build_instr(prep *s, fb_tab in, uint32_t n_in_chain, em_instr *
   switch (out->kind) {
   case INSTR_KERNEL_CALL: {
     int32_t op = fb_i32(r, a, KERNEL_CALL_OP_INDEX, 0);
-    if (op < 0 || (uint32_t)op >= m->n_ops) PFAIL("instruction %u: operator %d out of range", idx, op);
+    if (op < 0 || (uint32_t)op >= m->n_ops)
+      PFAIL("instruction %u: operator %d out of range", idx, op);
     const em_kernel_entry *k = em_find_kernel(m->op_names[op]);
     out->u.k.fn = k->fn;
     out->u.k.op = (uint32_t)op;
@@ -294,7 +297,8 @@ static em_status build_instr(prep *s, fb_tab in, uint32_t n_in_chain, em_instr *
   }
   case INSTR_DELEGATE_CALL: {
     int32_t d = fb_i32(r, a, DELEGATE_CALL_INDEX, 0);
-    if (d < 0 || (uint32_t)d >= m->n_delegates) PFAIL("instruction %u: delegate %d out of range", idx, d);
+    if (d < 0 || (uint32_t)d >= m->n_delegates)
+      PFAIL("instruction %u: delegate %d out of range", idx, d);
     out->u.d.delegate = (uint32_t)d;
     EM_TRY(arg_list(s, a, DELEGATE_CALL_ARGS, &out->u.d.args, &out->u.d.n_args));
     break;
@@ -313,7 +317,8 @@ static em_status build_instr(prep *s, fb_tab in, uint32_t n_in_chain, em_instr *
     uint32_t tag = m->values[c].tag;
     if (tag != EM_TAG_BOOL && tag != EM_TAG_TENSOR)
       PFAIL("instruction %u: jump condition is neither a bool nor a tensor", idx);
-    if (dest < 0 || (uint32_t)dest > n_in_chain) PFAIL("instruction %u: jump to %d out of range", idx, dest);
+    if (dest < 0 || (uint32_t)dest > n_in_chain)
+      PFAIL("instruction %u: jump to %d out of range", idx, dest);
     out->u.jf.cond = (uint32_t)c;
     out->u.jf.dest = (uint32_t)dest;
     break;
@@ -372,8 +377,8 @@ static em_status init_delegates(prep *s) {
                                 s->cfg->external, s->cfg->pool};
     void *handle = NULL;
     em_status st = b->init(&ictx, blob, (size_t)blob_n, specs, specs_v.n, &handle);
-    if (st != EM_OK) EM_FAIL(st, "backend '%s' failed to initialize delegate %u: %s", id, i,
-                             em_status_str(st));
+    if (st != EM_OK)
+      EM_FAIL(st, "backend '%s' failed to initialize delegate %u: %s", id, i, em_status_str(st));
     m->delegates[i] = (em_delegate_inst){b, handle, id, true};
   }
   return EM_OK;
@@ -400,8 +405,10 @@ static void flag_rebound_values(em_method *m) {
     for (uint32_t i = 0; i < m->chains[c].n; i++) {
       const em_instr *src = &m->chains[c].instrs[i];
       const em_evalue *v = NULL;
-      if (src->kind == INSTR_FREE_CALL) v = &m->values[src->u.fr.value];
-      else if (src->kind == INSTR_MOVE_CALL) v = &m->values[src->u.mv.to];
+      if (src->kind == INSTR_FREE_CALL)
+        v = &m->values[src->u.fr.value];
+      else if (src->kind == INSTR_MOVE_CALL)
+        v = &m->values[src->u.mv.to];
       if (!v) continue;
       for (uint32_t c2 = 0; c2 < m->n_chains; c2++)
         for (uint32_t k = 0; k < m->chains[c2].n; k++) {
@@ -544,7 +551,8 @@ static bool input_is_planned(const em_method *m, size_t i) {
 }
 
 em_status em_method_set_input_tensor(em_method *m, size_t i, const em_tensor *src) {
-  if (!m || !src || i >= m->n_inputs) EM_FAIL(EM_ERR_INVALID_ARGUMENT, "set_input: bad index %zu", i);
+  if (!m || !src || i >= m->n_inputs)
+    EM_FAIL(EM_ERR_INVALID_ARGUMENT, "set_input: bad index %zu", i);
   em_evalue *v = &m->values[m->inputs[i]];
   if (v->tag != EM_TAG_TENSOR)
     EM_FAIL(EM_ERR_INVALID_ARGUMENT, "input %zu of '%s' is not a tensor", i, m->name);
@@ -560,8 +568,8 @@ em_status em_method_set_input_tensor(em_method *m, size_t i, const em_tensor *sr
       EM_FAIL(EM_ERR_INVALID_ARGUMENT, "input %zu of '%s' has another dim order", i, m->name);
   if (em_tensor_resize(dst, src->sizes, src->dim) != EM_OK)
     EM_FAIL(EM_ERR_INVALID_ARGUMENT,
-            "input %zu of '%s' has a shape that does not fit (%s tensor of at most %lld elements)", i,
-            m->name, dst->dynamism ? "dynamic" : "static", (long long)dst->numel_bound);
+            "input %zu of '%s' has a shape that does not fit (%s tensor of at most %lld elements)",
+            i, m->name, dst->dynamism ? "dynamic" : "static", (long long)dst->numel_bound);
   size_t n = em_tensor_nbytes(dst);
   if (input_is_planned(m, i)) {
     if (n && !src->data) EM_FAIL(EM_ERR_INVALID_ARGUMENT, "input %zu has no data", i);

@@ -11,7 +11,7 @@
 #include "internal.h"
 
 #define HEAD_BYTES 64
-#define EH_MAGIC "eh00"
+#define EH_MAGIC   "eh00"
 
 static uint64_t rd64(const uint8_t *p) {
   uint64_t v;
@@ -73,8 +73,8 @@ static em_status bind_constants(em_program *p) {
   return r->bad ? EM_ERR_INVALID_PROGRAM : EM_OK;
 }
 
-em_status em_program_load(em_data_loader *loader, em_verification verification,
-                          em_allocator *alloc, em_program **program_out) {
+em_status em_program_load(em_data_loader *loader, em_verification verification, em_allocator *alloc,
+                          em_program **program_out) {
   em_clear_last_error();
   if (!loader || !loader->load || !alloc || !program_out)
     EM_FAIL(EM_ERR_INVALID_ARGUMENT, "em_program_load: loader, allocator and output are required");
@@ -132,8 +132,8 @@ em_status em_program_load(em_data_loader *loader, em_verification verification,
     p->named.seg_data_size = p->seg_data_size;
     p->named.has_layouts = false;
   }
-  if (p->r.bad) EM_FAIL(EM_ERR_INVALID_PROGRAM, "malformed program: %s at byte %u", p->r.why,
-                        p->r.where);
+  if (p->r.bad)
+    EM_FAIL(EM_ERR_INVALID_PROGRAM, "malformed program: %s at byte %u", p->r.why, p->r.where);
   *program_out = p;
   return EM_OK;
 }
@@ -193,8 +193,7 @@ em_status em_program_mutable(const em_program *p, uint32_t idx, const uint8_t **
             idx);
   fb_vec offs = fb_vector(&r, p->mutable_seg, SUBSEGMENT_OFFSETS, 8, 8);
   uint32_t seg = fb_u32(&r, p->mutable_seg, SUBSEGMENT_INDEX, 0);
-  if (r.bad || idx >= offs.n)
-    EM_FAIL(EM_ERR_INVALID_PROGRAM, "mutable data %u out of range", idx);
+  if (r.bad || idx >= offs.n) EM_FAIL(EM_ERR_INVALID_PROGRAM, "mutable data %u out of range", idx);
   const uint8_t *base;
   uint64_t n;
   EM_TRY(em_program_segment(p, seg, &base, &n));
@@ -294,9 +293,9 @@ static em_status value_info(const em_method_meta *m, unsigned slot, size_t i, em
   uint8_t kt = fb_u8(&r, ev, EVALUE_TYPE, 0);
   memset(out, 0, sizeof *out);
   static const uint8_t tags[KT_COUNT] = {
-      EM_TAG_NONE, EM_TAG_NONE, EM_TAG_INT, EM_TAG_BOOL, EM_TAG_DOUBLE, EM_TAG_TENSOR,
-      EM_TAG_STRING, EM_TAG_LIST_INT, EM_TAG_LIST_DOUBLE, EM_TAG_LIST_BOOL, EM_TAG_LIST_TENSOR,
-      EM_TAG_LIST_OPTIONAL_TENSOR};
+      EM_TAG_NONE,        EM_TAG_NONE,      EM_TAG_INT,         EM_TAG_BOOL,
+      EM_TAG_DOUBLE,      EM_TAG_TENSOR,    EM_TAG_STRING,      EM_TAG_LIST_INT,
+      EM_TAG_LIST_DOUBLE, EM_TAG_LIST_BOOL, EM_TAG_LIST_TENSOR, EM_TAG_LIST_OPTIONAL_TENSOR};
   out->tag = kt < KT_COUNT ? tags[kt] : EM_TAG_NONE;
   if (kt == KT_TENSOR) {
     tensor_desc d;

@@ -63,7 +63,7 @@ enum {
   KT_COUNT = 12
 };
 enum { EVALUE_TYPE = 0, EVALUE_VAL = 1 };
-enum { SCALAR_VAL = 0 };   /* Int.int_val, Bool.bool_val, Double.double_val, String.string_val */
+enum { SCALAR_VAL = 0 }; /* Int.int_val, Bool.bool_val, Double.double_val, String.string_val */
 enum { LIST_ITEMS = 0 };
 
 enum { OPERATOR_NAME = 0, OPERATOR_OVERLOAD = 1 };
@@ -91,7 +91,7 @@ enum { DATA_REF_LOCATION = 0, DATA_REF_INDEX = 1 };
 enum { DATA_INLINE = 0, DATA_SEGMENT = 1 };
 enum { COMPILE_SPEC_KEY = 0, COMPILE_SPEC_VALUE = 1 };
 
-enum { BUFFER_STORAGE = 0 };           /* Buffer and BackendDelegateInlineData */
+enum { BUFFER_STORAGE = 0 }; /* Buffer and BackendDelegateInlineData */
 enum { SEGMENT_OFFSET = 0, SEGMENT_SIZE = 1 };
 enum { SUBSEGMENT_INDEX = 0, SUBSEGMENT_OFFSETS = 1 };
 enum { NAMED_DATA_KEY = 0, NAMED_DATA_SEGMENT = 1, NAMED_DATA_LAYOUT = 2 };

@@ -13,21 +13,36 @@ typedef struct dtype_traits {
 } dtype_traits;
 
 static const dtype_traits k_dtypes[EM_DTYPE_COUNT] = {
-    [EM_DTYPE_U8] = {"u8", 1},        [EM_DTYPE_I8] = {"i8", 1},
-    [EM_DTYPE_I16] = {"i16", 2},      [EM_DTYPE_I32] = {"i32", 4},
-    [EM_DTYPE_I64] = {"i64", 8},      [EM_DTYPE_F16] = {"f16", 2},
-    [EM_DTYPE_F32] = {"f32", 4},      [EM_DTYPE_F64] = {"f64", 8},
-    [EM_DTYPE_C32] = {"c32", 4},      [EM_DTYPE_C64] = {"c64", 8},
-    [EM_DTYPE_C128] = {"c128", 16},   [EM_DTYPE_BOOL] = {"bool", 1},
-    [EM_DTYPE_QI8] = {"qi8", 1},      [EM_DTYPE_QU8] = {"qu8", 1},
-    [EM_DTYPE_QI32] = {"qi32", 4},    [EM_DTYPE_BF16] = {"bf16", 2},
-    [EM_DTYPE_QU4X2] = {"qu4x2", 1},  [EM_DTYPE_QU2X4] = {"qu2x4", 1},
-    [EM_DTYPE_BITS1X8] = {"bits1x8", 1}, [EM_DTYPE_BITS2X4] = {"bits2x4", 1},
-    [EM_DTYPE_BITS4X2] = {"bits4x2", 1}, [EM_DTYPE_BITS8] = {"bits8", 1},
-    [EM_DTYPE_BITS16] = {"bits16", 2},   [EM_DTYPE_F8E5M2] = {"f8e5m2", 1},
-    [EM_DTYPE_F8E4M3FN] = {"f8e4m3fn", 1}, [EM_DTYPE_F8E5M2FNUZ] = {"f8e5m2fnuz", 1},
-    [EM_DTYPE_F8E4M3FNUZ] = {"f8e4m3fnuz", 1}, [EM_DTYPE_U16] = {"u16", 2},
-    [EM_DTYPE_U32] = {"u32", 4},      [EM_DTYPE_U64] = {"u64", 8},
+    [EM_DTYPE_U8] = {"u8", 1},
+    [EM_DTYPE_I8] = {"i8", 1},
+    [EM_DTYPE_I16] = {"i16", 2},
+    [EM_DTYPE_I32] = {"i32", 4},
+    [EM_DTYPE_I64] = {"i64", 8},
+    [EM_DTYPE_F16] = {"f16", 2},
+    [EM_DTYPE_F32] = {"f32", 4},
+    [EM_DTYPE_F64] = {"f64", 8},
+    [EM_DTYPE_C32] = {"c32", 4},
+    [EM_DTYPE_C64] = {"c64", 8},
+    [EM_DTYPE_C128] = {"c128", 16},
+    [EM_DTYPE_BOOL] = {"bool", 1},
+    [EM_DTYPE_QI8] = {"qi8", 1},
+    [EM_DTYPE_QU8] = {"qu8", 1},
+    [EM_DTYPE_QI32] = {"qi32", 4},
+    [EM_DTYPE_BF16] = {"bf16", 2},
+    [EM_DTYPE_QU4X2] = {"qu4x2", 1},
+    [EM_DTYPE_QU2X4] = {"qu2x4", 1},
+    [EM_DTYPE_BITS1X8] = {"bits1x8", 1},
+    [EM_DTYPE_BITS2X4] = {"bits2x4", 1},
+    [EM_DTYPE_BITS4X2] = {"bits4x2", 1},
+    [EM_DTYPE_BITS8] = {"bits8", 1},
+    [EM_DTYPE_BITS16] = {"bits16", 2},
+    [EM_DTYPE_F8E5M2] = {"f8e5m2", 1},
+    [EM_DTYPE_F8E4M3FN] = {"f8e4m3fn", 1},
+    [EM_DTYPE_F8E5M2FNUZ] = {"f8e5m2fnuz", 1},
+    [EM_DTYPE_F8E4M3FNUZ] = {"f8e4m3fnuz", 1},
+    [EM_DTYPE_U16] = {"u16", 2},
+    [EM_DTYPE_U32] = {"u32", 4},
+    [EM_DTYPE_U64] = {"u64", 8},
 };
 
 size_t em_dtype_size(int dtype) {
@@ -40,9 +55,7 @@ const char *em_dtype_name(int dtype) {
   return k_dtypes[dtype].name;
 }
 
-size_t em_tensor_nbytes(const em_tensor *t) {
-  return (size_t)t->numel * em_dtype_size(t->dtype);
-}
+size_t em_tensor_nbytes(const em_tensor *t) { return (size_t)t->numel * em_dtype_size(t->dtype); }
 
 bool em_tensor_is_contiguous_order(const em_tensor *t) {
   for (int32_t i = 0; i < t->dim; i++)

@@ -19,7 +19,8 @@ em_status em_tensor_desc_read(fb_reader *r, fb_tab t, tensor_desc *d) {
   memset(d, 0, sizeof *d);
   if (!fb_present(t)) VFAIL("tensor value without a Tensor table");
   d->dtype = fb_i8(r, t, TENSOR_SCALAR_TYPE, 0);
-  if (d->dtype < 0 || d->dtype >= EM_DTYPE_COUNT) VFAIL("tensor has invalid scalar type %d", d->dtype);
+  if (d->dtype < 0 || d->dtype >= EM_DTYPE_COUNT)
+    VFAIL("tensor has invalid scalar type %d", d->dtype);
   if (fb_i32(r, t, TENSOR_STORAGE_OFFSET, 0) != 0)
     EM_FAIL(EM_ERR_NOT_SUPPORTED, "tensor has a non-zero storage_offset");
   int8_t dyn = fb_i8(r, t, TENSOR_SHAPE_DYNAMISM, 0);
@@ -27,7 +28,8 @@ em_status em_tensor_desc_read(fb_reader *r, fb_tab t, tensor_desc *d) {
   if (dyn == EM_SHAPE_DYNAMIC_UNBOUND)
     EM_FAIL(EM_ERR_NOT_SUPPORTED, "DYNAMIC_UNBOUND tensors are not supported");
   d->dynamism = (uint8_t)dyn;
-  if (fb_i8(r, t, TENSOR_LAYOUT, 0) != 0) EM_FAIL(EM_ERR_NOT_SUPPORTED, "non-strided tensor layout");
+  if (fb_i8(r, t, TENSOR_LAYOUT, 0) != 0)
+    EM_FAIL(EM_ERR_NOT_SUPPORTED, "non-strided tensor layout");
   if (!fb_has(r, t, TENSOR_SIZES) || !fb_has(r, t, TENSOR_DIM_ORDER))
     VFAIL("tensor without sizes or dim_order");
   fb_vec sizes = fb_vector(r, t, TENSOR_SIZES, 4, 4);
@@ -47,9 +49,12 @@ em_status em_tensor_desc_read(fb_reader *r, fb_tab t, tensor_desc *d) {
     seen |= 1u << o;
     d->sizes[i] = s;
     d->dim_order[i] = o;
-    if (s == 0) zero = true;
-    else if (!zero && numel > INT64_MAX / s) VFAIL("tensor numel overflows");
-    else if (!zero) numel *= s;
+    if (s == 0)
+      zero = true;
+    else if (!zero && numel > INT64_MAX / s)
+      VFAIL("tensor numel overflows");
+    else if (!zero)
+      numel *= s;
   }
   d->numel = zero ? 0 : numel;
   size_t es = em_dtype_size(d->dtype);
@@ -67,7 +72,8 @@ em_status em_tensor_desc_read(fb_reader *r, fb_tab t, tensor_desc *d) {
   fb_tab extra = fb_table(r, t, TENSOR_EXTRA_INFO);
   if (fb_present(extra)) {
     int8_t loc = fb_i8(r, extra, EXTRA_LOCATION, LOCATION_SEGMENT);
-    if (loc != LOCATION_SEGMENT && loc != LOCATION_EXTERNAL) VFAIL("bad tensor data location %d", loc);
+    if (loc != LOCATION_SEGMENT && loc != LOCATION_EXTERNAL)
+      VFAIL("bad tensor data location %d", loc);
     d->external = loc == LOCATION_EXTERNAL;
     d->fqn = fb_string(r, extra, EXTRA_FQN, NULL);
     if (d->external && !d->fqn) VFAIL("external tensor without a fully-qualified name");
@@ -145,7 +151,8 @@ static em_status verify_values(em_program *p, fb_vec values, const uint64_t *are
     case KT_INT_LIST:
       items = fb_vector(r, v, LIST_ITEMS, 8, 8);
       for (uint32_t k = 0; k < items.n; k++)
-        EM_TRY(check_value_ref(r, values, fb_vec_i64(r, items, k), KT_INT, KT_INT, "int list item"));
+        EM_TRY(
+            check_value_ref(r, values, fb_vec_i64(r, items, k), KT_INT, KT_INT, "int list item"));
       break;
     case KT_DOUBLE_LIST: (void)fb_vector(r, v, LIST_ITEMS, 8, 8); break;
     case KT_BOOL_LIST: (void)fb_vector(r, v, LIST_ITEMS, 1, 1); break;
@@ -176,7 +183,8 @@ static em_status verify_args(fb_reader *r, fb_tab call, unsigned slot, uint32_t 
   fb_vec args = fb_vector(r, call, slot, 4, 4);
   for (uint32_t k = 0; k < args.n; k++) {
     int32_t a = fb_vec_i32(r, args, k);
-    if (a < 0 || (uint32_t)a >= n_values) VFAIL("%s argument %u = value %d of %u", what, k, a, n_values);
+    if (a < 0 || (uint32_t)a >= n_values)
+      VFAIL("%s argument %u = value %d of %u", what, k, a, n_values);
   }
   return EM_OK;
 }
@@ -191,12 +199,14 @@ static em_status verify_chain(em_program *p, fb_tab chain, fb_vec values, uint32
     fb_tab in = fb_vec_table(r, ins, i);
     uint8_t type = fb_u8(r, in, INSTRUCTION_TYPE, 0);
     fb_tab a = fb_table(r, in, INSTRUCTION_ARGS);
-    if (type < INSTR_KERNEL_CALL || type > INSTR_FREE_CALL) VFAIL("instruction %u has type %u", i, type);
+    if (type < INSTR_KERNEL_CALL || type > INSTR_FREE_CALL)
+      VFAIL("instruction %u has type %u", i, type);
     if (!fb_present(a)) VFAIL("instruction %u has no arguments table", i);
     switch (type) {
     case INSTR_KERNEL_CALL: {
       int32_t op = fb_i32(r, a, KERNEL_CALL_OP_INDEX, 0);
-      if (op < 0 || (uint32_t)op >= n_ops) VFAIL("instruction %u calls operator %d of %u", i, op, n_ops);
+      if (op < 0 || (uint32_t)op >= n_ops)
+        VFAIL("instruction %u calls operator %d of %u", i, op, n_ops);
       EM_TRY(verify_args(r, a, KERNEL_CALL_ARGS, n_values, "kernel call"));
       break;
     }
@@ -220,8 +230,7 @@ static em_status verify_chain(em_program *p, fb_tab chain, fb_vec values, uint32
       break;
     }
     case INSTR_FREE_CALL:
-      EM_TRY(check_value_ref(r, values, fb_i32(r, a, FREE_VALUE, 0), KT_TENSOR, KT_TENSOR,
-                             "free"));
+      EM_TRY(check_value_ref(r, values, fb_i32(r, a, FREE_VALUE, 0), KT_TENSOR, KT_TENSOR, "free"));
       break;
     default: break;
     }
@@ -251,7 +260,8 @@ static em_status verify_delegates(em_program *p, fb_tab plan, uint32_t *n_out) {
     fb_vec specs = fb_vector(r, d, DELEGATE_COMPILE_SPECS, 4, 4);
     for (uint32_t k = 0; k < specs.n; k++) {
       fb_tab s = fb_vec_table(r, specs, k);
-      if (!fb_string(r, s, COMPILE_SPEC_KEY, NULL)) VFAIL("delegate %u compile spec without key", i);
+      if (!fb_string(r, s, COMPILE_SPEC_KEY, NULL))
+        VFAIL("delegate %u compile spec without key", i);
       (void)fb_vector(r, s, COMPILE_SPEC_VALUE, 1, 1);
     }
   }
@@ -264,13 +274,15 @@ static em_status verify_delegates(em_program *p, fb_tab plan, uint32_t *n_out) {
 static em_status verify_plan(em_program *p, fb_tab plan) {
   fb_reader *r = &p->r;
   if (!fb_string(r, plan, PLAN_NAME, NULL)) VFAIL("method without a name");
-  if (!fb_has(r, plan, PLAN_VALUES) || !fb_has(r, plan, PLAN_INPUTS) || !fb_has(r, plan, PLAN_OUTPUTS) ||
-      !fb_has(r, plan, PLAN_CHAINS) || !fb_has(r, plan, PLAN_NON_CONST_BUFFER_SIZES))
+  if (!fb_has(r, plan, PLAN_VALUES) || !fb_has(r, plan, PLAN_INPUTS) ||
+      !fb_has(r, plan, PLAN_OUTPUTS) || !fb_has(r, plan, PLAN_CHAINS) ||
+      !fb_has(r, plan, PLAN_NON_CONST_BUFFER_SIZES))
     VFAIL("method lacks values, inputs, outputs, chains or non_const_buffer_sizes");
   fb_vec values = fb_vector(r, plan, PLAN_VALUES, 4, 4);
   fb_vec sizes = fb_vector(r, plan, PLAN_NON_CONST_BUFFER_SIZES, 8, 8);
   if (r->bad) VFAIL("bad method table: %s", r->why);
-  if (sizes.n > MAX_ARENAS + 1) EM_FAIL(EM_ERR_NOT_SUPPORTED, "method has %u planned arenas", sizes.n - 1);
+  if (sizes.n > MAX_ARENAS + 1)
+    EM_FAIL(EM_ERR_NOT_SUPPORTED, "method has %u planned arenas", sizes.n - 1);
   uint64_t arena[MAX_ARENAS + 1] = {0};
   for (uint32_t i = 1; i < sizes.n; i++) {
     int64_t s = fb_vec_i64(r, sizes, i);
@@ -308,8 +320,8 @@ static em_status verify_subsegment(em_program *p, fb_tab s, const char *what) {
   if (seg >= p->segments.n) VFAIL("%s refers to segment %u of %u", what, seg, p->segments.n);
   EM_TRY(em_program_segment(p, seg, &d, &n));
   for (uint32_t i = 0; i < offs.n; i++)
-    if (fb_vec_u64(r, offs, i) > n) VFAIL("%s offset %u lies past its %llu-byte segment", what, i,
-                                          (unsigned long long)n);
+    if (fb_vec_u64(r, offs, i) > n)
+      VFAIL("%s offset %u lies past its %llu-byte segment", what, i, (unsigned long long)n);
   return EM_OK;
 }
 

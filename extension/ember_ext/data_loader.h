@@ -19,9 +19,9 @@ extern "C" {
 /* A loader over a whole file, mapped (zero-copy) or read into memory. */
 typedef struct em_file_loader {
   em_data_loader base;
-  void *data;   /* the mapping or the 64-aligned copy */
+  void *data; /* the mapping or the 64-aligned copy */
   size_t size;
-  int mapped;   /* 1 when `data` is an mmap */
+  int mapped; /* 1 when `data` is an mmap */
 } em_file_loader;
 
 /* Maps `path` read-only. Falls back to reading when mapping is impossible. */

@@ -25,10 +25,10 @@ typedef struct em_module em_module;
 /* Options for em_module_open_ex; zero-initialize and set what you need. */
 typedef struct em_module_options {
   em_verification verification; /* default EM_VERIFY_FULL */
-  int use_mmap;                  /* 1 maps the files (also when opts is NULL), 0 reads them */
-  em_threadpool *pool;           /* used by every method; retained */
-  const em_profiler *profiler;   /* used by every method; retained */
-  size_t temp_bytes;             /* scratch per method (default 64 MiB, reserved lazily) */
+  int use_mmap;                 /* 1 maps the files (also when opts is NULL), 0 reads them */
+  em_threadpool *pool;          /* used by every method; retained */
+  const em_profiler *profiler;  /* used by every method; retained */
+  size_t temp_bytes;            /* scratch per method (default 64 MiB, reserved lazily) */
 } em_module_options;
 
 /* Opens `pte_path` (mmap) and, when not NULL, the `.ptd` at `ptd_path`. */

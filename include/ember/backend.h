@@ -37,16 +37,16 @@ typedef struct em_compile_spec {
 
 /* What init may use. */
 typedef struct em_backend_init_ctx {
-  em_allocator *method_alloc;     /* lives as long as the method: allocate the handle here */
+  em_allocator *method_alloc; /* lives as long as the method: allocate the handle here */
   const char *method_name;
-  const em_data_map *named_data;  /* the program's named data, or NULL */
-  const em_data_map *external;    /* the external `.ptd` map, or NULL */
+  const em_data_map *named_data; /* the program's named data, or NULL */
+  const em_data_map *external;   /* the external `.ptd` map, or NULL */
   em_threadpool *pool;
 } em_backend_init_ctx;
 
 /* What execute may use. */
 typedef struct em_backend_exec_ctx {
-  em_allocator *temp;  /* reset after the call; may be NULL */
+  em_allocator *temp; /* reset after the call; may be NULL */
   em_threadpool *pool;
   const char *method_name;
 } em_backend_exec_ctx;

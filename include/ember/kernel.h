@@ -36,12 +36,13 @@ extern "C" {
 
 /* What a kernel may use while it runs. */
 typedef struct em_kernel_ctx {
-  em_allocator *temp;     /* scratch, reset after every instruction; may be NULL */
-  em_threadpool *pool;    /* NULL = serial */
-  const char *op_name;    /* "aten::add.out", for messages */
+  em_allocator *temp;  /* scratch, reset after every instruction; may be NULL */
+  em_threadpool *pool; /* NULL = serial */
+  const char *op_name; /* "aten::add.out", for messages */
 } em_kernel_ctx;
 
-/* Returns `n` bytes of scratch aligned to `align`, valid until the instruction ends; NULL if none. */
+/* Returns `n` bytes of scratch aligned to `align`, valid until the instruction ends; NULL if none.
+ */
 void *em_kernel_alloc_temp(em_kernel_ctx *ctx, size_t n, size_t align);
 
 /* A kernel: returns EM_OK or an error (and logs what was wrong). */
@@ -52,10 +53,10 @@ typedef em_status (*em_kernel_fn)(em_kernel_ctx *ctx, em_evalue **args);
 
 /* One registered operator. */
 typedef struct em_kernel_entry {
-  const char *name;    /* "namespace::op.overload" ("aten::copy_" when no overload) */
+  const char *name; /* "namespace::op.overload" ("aten::copy_" when no overload) */
   em_kernel_fn fn;
-  int32_t n_args;      /* schema arguments + returns, or EM_ARGS_VARIABLE */
-  uint32_t dtypes;     /* mask of EM_DTYPE_BIT()s the kernel accepts (informational) */
+  int32_t n_args;  /* schema arguments + returns, or EM_ARGS_VARIABLE */
+  uint32_t dtypes; /* mask of EM_DTYPE_BIT()s the kernel accepts (informational) */
 } em_kernel_entry;
 
 /* Capacity of the global kernel registry. */

@@ -78,11 +78,11 @@ void em_abort(void);
 
 #if EM_LOG_ENABLED
 #define EM_LOG_ERROR(...) em_log(EM_LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
-#define EM_LOG_INFO(...) em_log(EM_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
+#define EM_LOG_INFO(...)  em_log(EM_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
 #define EM_LOG_DEBUG(...) em_log(EM_LOG_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
 #else
 #define EM_LOG_ERROR(...) ((void)0)
-#define EM_LOG_INFO(...) ((void)0)
+#define EM_LOG_INFO(...)  ((void)0)
 #define EM_LOG_DEBUG(...) ((void)0)
 #endif
 

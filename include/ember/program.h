@@ -33,8 +33,8 @@ extern "C" {
 typedef struct em_program em_program;
 
 typedef enum em_verification {
-  EM_VERIFY_FULL = 0,    /* verify everything (untrusted input) */
-  EM_VERIFY_MINIMAL = 1  /* header and root only: for files in the device's own flash */
+  EM_VERIFY_FULL = 0,   /* verify everything (untrusted input) */
+  EM_VERIFY_MINIMAL = 1 /* header and root only: for files in the device's own flash */
 } em_verification;
 
 /*
@@ -42,8 +42,8 @@ typedef enum em_verification {
  * program's bookkeeping comes from `alloc`. On failure a message naming what
  * was wrong is available from em_last_error().
  */
-em_status em_program_load(em_data_loader *loader, em_verification verification,
-                          em_allocator *alloc, em_program **program_out);
+em_status em_program_load(em_data_loader *loader, em_verification verification, em_allocator *alloc,
+                          em_program **program_out);
 
 /* Number of methods (execution plans). */
 size_t em_program_method_count(const em_program *p);
@@ -56,13 +56,13 @@ const em_data_map *em_program_named_data(const em_program *p);
 
 /* Description of one input or output. */
 typedef struct em_value_info {
-  uint32_t tag;              /* em_tag */
-  int8_t dtype;              /* tensors only */
+  uint32_t tag; /* em_tag */
+  int8_t dtype; /* tensors only */
   int32_t dim;
   int64_t sizes[EM_MAX_DIM]; /* upper bounds for dynamic tensors */
   uint8_t dim_order[EM_MAX_DIM];
   uint8_t dynamism;
-  bool planned;              /* memory-planned (set_input copies) or not (shares) */
+  bool planned; /* memory-planned (set_input copies) or not (shares) */
   size_t nbytes;
 } em_value_info;
 
@@ -74,7 +74,7 @@ typedef struct em_method_meta {
   size_t n_inputs;
   size_t n_outputs;
   size_t n_instructions;
-  size_t n_arenas;        /* planned buffers, memory_id 1..n_arenas */
+  size_t n_arenas; /* planned buffers, memory_id 1..n_arenas */
 } em_method_meta;
 
 /* Fills `meta` for method `name`. EM_ERR_NOT_FOUND when missing. */
@@ -101,11 +101,11 @@ const char *em_method_meta_delegate_id(const em_method_meta *meta, size_t i);
 /* Program-wide layout facts for `ember info`. */
 typedef struct em_program_stats {
   uint64_t file_size;
-  uint64_t program_size;         /* flatbuffer incl. headers */
+  uint64_t program_size; /* flatbuffer incl. headers */
   uint64_t segment_base_offset;
   uint64_t segment_data_size;
   size_t n_segments;
-  size_t n_constants;            /* constant buffers (excluding the placeholder) */
+  size_t n_constants; /* constant buffers (excluding the placeholder) */
   uint64_t constant_bytes;
   size_t n_named_data;
   bool has_extended_header;

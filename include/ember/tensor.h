@@ -37,8 +37,8 @@ typedef enum em_dtype {
   EM_DTYPE_F16 = 5,
   EM_DTYPE_F32 = 6,
   EM_DTYPE_F64 = 7,
-  EM_DTYPE_C32 = 8, /* ComplexHalf */
-  EM_DTYPE_C64 = 9, /* ComplexFloat */
+  EM_DTYPE_C32 = 8,   /* ComplexHalf */
+  EM_DTYPE_C64 = 9,   /* ComplexFloat */
   EM_DTYPE_C128 = 10, /* ComplexDouble */
   EM_DTYPE_BOOL = 11,
   EM_DTYPE_QI8 = 12,
@@ -80,15 +80,15 @@ typedef enum em_dynamism {
 
 /* A strided view of memory. Owned by whoever built it (usually a method). */
 typedef struct em_tensor {
-  void *data;           /* may be NULL until an input is bound */
-  int64_t *sizes;       /* [dim] */
-  int64_t *strides;     /* [dim], in elements */
-  uint8_t *dim_order;   /* [dim], outermost first */
-  int64_t numel;        /* product of sizes */
-  int64_t numel_bound;  /* capacity in elements (== numel for static tensors) */
+  void *data;          /* may be NULL until an input is bound */
+  int64_t *sizes;      /* [dim] */
+  int64_t *strides;    /* [dim], in elements */
+  uint8_t *dim_order;  /* [dim], outermost first */
+  int64_t numel;       /* product of sizes */
+  int64_t numel_bound; /* capacity in elements (== numel for static tensors) */
   int32_t dim;
-  int8_t dtype;         /* em_dtype */
-  uint8_t dynamism;     /* em_dynamism */
+  int8_t dtype;     /* em_dtype */
+  uint8_t dynamism; /* em_dynamism */
 } em_tensor;
 
 /* Returns numel * element size. */

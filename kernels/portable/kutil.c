@@ -76,8 +76,8 @@ uint16_t em_f32_to_f16(float f) {
   if (absx >= 0x7f800000u) /* inf or nan */
     return (uint16_t)(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0));
   if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflow after rounding */
-  if (absx < 0x38800000u) { /* subnormal or zero in f16 */
-    if (absx < 0x33000000u) return (uint16_t)sign; /* rounds to zero (<= 2^-25) */
+  if (absx < 0x38800000u) {                                   /* subnormal or zero in f16 */
+    if (absx < 0x33000000u) return (uint16_t)sign;            /* rounds to zero (<= 2^-25) */
     uint32_t e = absx >> 23;
     uint32_t m = (absx & 0x7fffffu) | 0x800000u;
     uint32_t shift = 126 - e; /* 14 + (113 - e) - ... */
@@ -89,7 +89,7 @@ uint16_t em_f32_to_f16(float f) {
     return (uint16_t)(sign | r);
   }
   uint32_t r = absx + 0xfffu + ((absx >> 13) & 1u); /* round to nearest even */
-  r -= 0x38000000u;                                  /* rebias 127 -> 15 */
+  r -= 0x38000000u;                                 /* rebias 127 -> 15 */
   return (uint16_t)(sign | (r >> 13));
 }
 
@@ -151,7 +151,8 @@ int64_t em_load_i64(const void *data, int dtype, int64_t i) {
   }
 }
 
-/* float -> integer conversion as C's cast does for in-range values; out of range wraps via int64. */
+/* float -> integer conversion as C's cast does for in-range values; out of range wraps via int64.
+ */
 static int64_t f64_to_i64(double v) {
   if (v != v) return 0;
   if (v >= 9.2233720368547758e18) return INT64_MIN; /* what x86 cvttsd2si gives */
@@ -200,9 +201,18 @@ static int lattice_index(int d) {
 }
 
 int em_promote_types(int a, int b) {
-  enum { u1 = EM_DTYPE_U8, i1 = EM_DTYPE_I8, i2 = EM_DTYPE_I16, i4 = EM_DTYPE_I32,
-         i8 = EM_DTYPE_I64, f2 = EM_DTYPE_F16, f4 = EM_DTYPE_F32, f8 = EM_DTYPE_F64,
-         b1 = EM_DTYPE_BOOL, bf = EM_DTYPE_BF16 };
+  enum {
+    u1 = EM_DTYPE_U8,
+    i1 = EM_DTYPE_I8,
+    i2 = EM_DTYPE_I16,
+    i4 = EM_DTYPE_I32,
+    i8 = EM_DTYPE_I64,
+    f2 = EM_DTYPE_F16,
+    f4 = EM_DTYPE_F32,
+    f8 = EM_DTYPE_F64,
+    b1 = EM_DTYPE_BOOL,
+    bf = EM_DTYPE_BF16
+  };
   /* torch's promoteTypes table restricted to these dtypes (c10/core/ScalarType.cpp). */
   static const signed char table[10][10] = {
       /*        u1  i1  i2  i4  i8  f2  f4  f8  b1  bf */

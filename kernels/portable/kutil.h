@@ -31,20 +31,20 @@ extern "C" {
 #endif
 
 /* Dtype masks used in ops.def registrations (Python's oplist.py reads these names). */
-#define EM_DT_U8 EM_DTYPE_BIT(EM_DTYPE_U8)
-#define EM_DT_I8 EM_DTYPE_BIT(EM_DTYPE_I8)
-#define EM_DT_I16 EM_DTYPE_BIT(EM_DTYPE_I16)
-#define EM_DT_I32 EM_DTYPE_BIT(EM_DTYPE_I32)
-#define EM_DT_I64 EM_DTYPE_BIT(EM_DTYPE_I64)
-#define EM_DT_F16 EM_DTYPE_BIT(EM_DTYPE_F16)
-#define EM_DT_BF16 EM_DTYPE_BIT(EM_DTYPE_BF16)
-#define EM_DT_F32 EM_DTYPE_BIT(EM_DTYPE_F32)
-#define EM_DT_F64 EM_DTYPE_BIT(EM_DTYPE_F64)
-#define EM_DT_BOOL EM_DTYPE_BIT(EM_DTYPE_BOOL)
+#define EM_DT_U8     EM_DTYPE_BIT(EM_DTYPE_U8)
+#define EM_DT_I8     EM_DTYPE_BIT(EM_DTYPE_I8)
+#define EM_DT_I16    EM_DTYPE_BIT(EM_DTYPE_I16)
+#define EM_DT_I32    EM_DTYPE_BIT(EM_DTYPE_I32)
+#define EM_DT_I64    EM_DTYPE_BIT(EM_DTYPE_I64)
+#define EM_DT_F16    EM_DTYPE_BIT(EM_DTYPE_F16)
+#define EM_DT_BF16   EM_DTYPE_BIT(EM_DTYPE_BF16)
+#define EM_DT_F32    EM_DTYPE_BIT(EM_DTYPE_F32)
+#define EM_DT_F64    EM_DTYPE_BIT(EM_DTYPE_F64)
+#define EM_DT_BOOL   EM_DTYPE_BIT(EM_DTYPE_BOOL)
 #define EM_DT_FLOATS (EM_DT_F16 | EM_DT_BF16 | EM_DT_F32 | EM_DT_F64)
-#define EM_DT_INTS (EM_DT_U8 | EM_DT_I8 | EM_DT_I16 | EM_DT_I32 | EM_DT_I64)
-#define EM_DT_REALS (EM_DT_FLOATS | EM_DT_INTS)
-#define EM_DT_ALL (EM_DT_REALS | EM_DT_BOOL)
+#define EM_DT_INTS   (EM_DT_U8 | EM_DT_I8 | EM_DT_I16 | EM_DT_I32 | EM_DT_I64)
+#define EM_DT_REALS  (EM_DT_FLOATS | EM_DT_INTS)
+#define EM_DT_ALL    (EM_DT_REALS | EM_DT_BOOL)
 
 /* Logs "<op>: <message>" and returns EM_ERR_INVALID_ARGUMENT when `cond` is false. */
 #define EM_KCHECK(ctx, cond, ...)                                                                  \
@@ -63,7 +63,7 @@ extern "C" {
   } while (0)
 
 /* Argument accessors (NULL/0 when the tag differs; check before use). */
-#define EM_ARG_TENSOR(args, i) em_evalue_tensor((args)[i])
+#define EM_ARG_TENSOR(args, i)  em_evalue_tensor((args)[i])
 #define EM_ARG_IS_NONE(args, i) ((args)[i]->tag == EM_TAG_NONE)
 
 /* Logs an error message prefixed with the op name (used by EM_KCHECK). */
@@ -110,7 +110,8 @@ int em_promote_types(int a, int b);
  */
 int em_promote_with_scalar(int tensor_dtype, bool scalar_is_float, bool scalar_is_bool);
 
-/* Normalizes a possibly negative dim against `rank` (rank 0 accepts 0 and -1). false if out of range. */
+/* Normalizes a possibly negative dim against `rank` (rank 0 accepts 0 and -1). false if out of
+ * range. */
 bool em_norm_dim(int64_t dim, int32_t rank, int32_t *out);
 
 /*

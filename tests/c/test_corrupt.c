@@ -37,7 +37,7 @@ static unsigned corrupt_file(const unsigned char *orig, size_t n, try_stats *s, 
   }
   /* 3. Oversized counts and offsets over aligned u32 words. */
   static const uint32_t evil[] = {0xffffffffu, 0x7fffffffu, 0x80000000u, 0xfffffff0u, 0x10000u,
-                                  1u << 20, 0, 1, 2, 3};
+                                  1u << 20,    0,           1,           2,           3};
   for (int i = 0; i < rounds; i++, count++) {
     memcpy(buf, orig, n);
     size_t at = (rnd() % (n / 4)) * 4;
@@ -75,7 +75,8 @@ static int run_dir(const char *dir, int rounds, unsigned *total, try_stats *s) {
   int files = 0;
   while ((e = readdir(d))) {
     size_t l = strlen(e->d_name);
-    if (l < 5 || (strcmp(e->d_name + l - 4, ".pte") != 0 && strcmp(e->d_name + l - 5, ".bpte") != 0))
+    if (l < 5 ||
+        (strcmp(e->d_name + l - 4, ".pte") != 0 && strcmp(e->d_name + l - 5, ".bpte") != 0))
       continue;
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);

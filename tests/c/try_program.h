@@ -29,8 +29,10 @@ static inline void try_method(const em_program *p, const char *name, try_stats *
   int ok = mem && temp;
   for (size_t i = 0; ok && i < meta.n_arenas; i++) {
     sizes[i] = em_method_meta_arena_size(&meta, i);
-    if (sizes[i] > TRY_ARENA_CAP) ok = 0;
-    else if (!(arenas[i] = calloc(1, sizes[i] ? (size_t)sizes[i] : 1))) ok = 0;
+    if (sizes[i] > TRY_ARENA_CAP)
+      ok = 0;
+    else if (!(arenas[i] = calloc(1, sizes[i] ? (size_t)sizes[i] : 1)))
+      ok = 0;
   }
   if (ok) {
     em_allocator ma, ta;

@@ -20,12 +20,11 @@
 int cmd_ops(int argc, char **argv);
 
 static void usage(void) {
-  fprintf(stderr,
-          "usage:\n"
-          "  ember info MODEL.pte [--ptd DATA.ptd]\n"
-          "  ember run MODEL.pte [--ptd DATA.ptd] [--method NAME] [--input X.npy ...]\n"
-          "            [--output-dir DIR] [--iters N] [--threads N] [--profile]\n"
-          "  ember ops [--all]\n");
+  fprintf(stderr, "usage:\n"
+                  "  ember info MODEL.pte [--ptd DATA.ptd]\n"
+                  "  ember run MODEL.pte [--ptd DATA.ptd] [--method NAME] [--input X.npy ...]\n"
+                  "            [--output-dir DIR] [--iters N] [--threads N] [--profile]\n"
+                  "  ember ops [--all]\n");
 }
 
 static int fail(const char *what, em_status st) {
@@ -35,9 +34,9 @@ static int fail(const char *what, em_status st) {
 }
 
 static void print_value_info(const char *kind, size_t i, const em_value_info *v) {
-  static const char *tags[] = {"None", "Tensor", "String", "Double", "Int", "Bool", "BoolList",
-                               "DoubleList", "IntList", "TensorList", "ScalarList",
-                               "OptionalTensorList"};
+  static const char *tags[] = {"None",    "Tensor",     "String",     "Double",
+                               "Int",     "Bool",       "BoolList",   "DoubleList",
+                               "IntList", "TensorList", "ScalarList", "OptionalTensorList"};
   printf("    %s %zu: %s", kind, i, v->tag < 12 ? tags[v->tag] : "?");
   if (v->tag == EM_TAG_TENSOR) {
     printf(" %s [", em_dtype_name(v->dtype));
@@ -69,7 +68,8 @@ static int cmd_info(const char *path, const char *ptd) {
   printf("  segments: %zu (base %llu, %llu bytes)\n", s.n_segments,
          (unsigned long long)s.segment_base_offset, (unsigned long long)s.segment_data_size);
   printf("  constants: %zu tensors, %llu bytes%s\n", s.n_constants,
-         (unsigned long long)s.constant_bytes, s.legacy_constant_buffer ? " (legacy constant_buffer)" : "");
+         (unsigned long long)s.constant_bytes,
+         s.legacy_constant_buffer ? " (legacy constant_buffer)" : "");
   if (s.n_named_data) printf("  named data: %zu entries\n", s.n_named_data);
   size_t n = em_program_method_count(p);
   printf("  methods: %zu\n", n);
@@ -165,7 +165,8 @@ static void fill_generated(em_tensor *t, uint32_t seed) {
     case EM_DTYPE_F32: ((float *)t->data)[i] = f; break;
     case EM_DTYPE_F64: ((double *)t->data)[i] = f; break;
     case EM_DTYPE_BOOL: ((uint8_t *)t->data)[i] = 1; break;
-    default: memset((uint8_t *)t->data + (size_t)i * em_dtype_size(t->dtype), 0, em_dtype_size(t->dtype));
+    default:
+      memset((uint8_t *)t->data + (size_t)i * em_dtype_size(t->dtype), 0, em_dtype_size(t->dtype));
     }
   }
 }
@@ -203,7 +204,8 @@ static void summarize(size_t i, const em_evalue *v) {
     for (int64_t k = 0; k < t->numel && k < 6; k++) printf(" %.6g", p[k]);
   } else if (t->dtype == EM_DTYPE_I64 && t->numel > 0) {
     printf("  first:");
-    for (int64_t k = 0; k < t->numel && k < 8; k++) printf(" %lld", (long long)((const int64_t *)t->data)[k]);
+    for (int64_t k = 0; k < t->numel && k < 8; k++)
+      printf(" %lld", (long long)((const int64_t *)t->data)[k]);
   }
   printf("\n");
 }
@@ -352,7 +354,10 @@ int main(int argc, char **argv) {
   }
   em_register_prim_ops();
   em_register_portable_kernels();
-  { extern em_status em_register_cpu_backend(void); em_register_cpu_backend(); } /* backend_cpu.h */
+  {
+    extern em_status em_register_cpu_backend(void);
+    em_register_cpu_backend();
+  } /* backend_cpu.h */
   const char *cmd = argv[1];
   if (strcmp(cmd, "ops") == 0) return cmd_ops(argc - 1, argv + 1);
   if (argc < 3 || (strcmp(cmd, "info") != 0 && strcmp(cmd, "run") != 0)) {
@@ -363,13 +368,20 @@ int main(int argc, char **argv) {
   for (int i = 3; i < argc; i++) {
     const char *a = argv[i];
     int more = i + 1 < argc;
-    if (strcmp(a, "--ptd") == 0 && more) o.ptd = argv[++i];
-    else if (strcmp(a, "--method") == 0 && more) o.method = argv[++i];
-    else if (strcmp(a, "--input") == 0 && more && o.n_inputs < 64) o.inputs[o.n_inputs++] = argv[++i];
-    else if (strcmp(a, "--output-dir") == 0 && more) o.out_dir = argv[++i];
-    else if (strcmp(a, "--iters") == 0 && more) o.iters = atoi(argv[++i]);
-    else if (strcmp(a, "--threads") == 0 && more) o.threads = atoi(argv[++i]);
-    else if (strcmp(a, "--profile") == 0) o.profile = 1;
+    if (strcmp(a, "--ptd") == 0 && more)
+      o.ptd = argv[++i];
+    else if (strcmp(a, "--method") == 0 && more)
+      o.method = argv[++i];
+    else if (strcmp(a, "--input") == 0 && more && o.n_inputs < 64)
+      o.inputs[o.n_inputs++] = argv[++i];
+    else if (strcmp(a, "--output-dir") == 0 && more)
+      o.out_dir = argv[++i];
+    else if (strcmp(a, "--iters") == 0 && more)
+      o.iters = atoi(argv[++i]);
+    else if (strcmp(a, "--threads") == 0 && more)
+      o.threads = atoi(argv[++i]);
+    else if (strcmp(a, "--profile") == 0)
+      o.profile = 1;
     else {
       fprintf(stderr, "ember: unknown or incomplete option '%s'\n", a);
       usage();

@@ -12,8 +12,8 @@ static const struct {
   const char *descr;
   int dtype;
 } k_descr[] = {
-    {"<f4", EM_DTYPE_F32}, {"<f8", EM_DTYPE_F64}, {"<f2", EM_DTYPE_F16}, {"<i8", EM_DTYPE_I64},
-    {"<i4", EM_DTYPE_I32}, {"<i2", EM_DTYPE_I16}, {"|i1", EM_DTYPE_I8},  {"|u1", EM_DTYPE_U8},
+    {"<f4", EM_DTYPE_F32},  {"<f8", EM_DTYPE_F64}, {"<f2", EM_DTYPE_F16}, {"<i8", EM_DTYPE_I64},
+    {"<i4", EM_DTYPE_I32},  {"<i2", EM_DTYPE_I16}, {"|i1", EM_DTYPE_I8},  {"|u1", EM_DTYPE_U8},
     {"|b1", EM_DTYPE_BOOL}, {"<u2", EM_DTYPE_U16}, {"<u4", EM_DTYPE_U32}, {"<u8", EM_DTYPE_U64},
 };
 
