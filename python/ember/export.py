@@ -142,14 +142,18 @@ def export(
             plan, dbg = emit_method(irs[name], tables)
             plans.append(plan)
             debug[name] = dbg
-        pte = serialize_pte_pieces(plans, tables.constants.buffers, tables.mutables.buffers)
+        # Joined now (one copy of the weights): the pieces point into the model's own
+        # parameters, which the caller may change after export.
+        pte = b"".join(
+            serialize_pte_pieces(plans, tables.constants.buffers, tables.mutables.buffers)
+        )
         ptd = serialize_ptd(list(tables.ptd.values())) if external_constants else None
     finally:
         bar.close()
     log.info(
         "exported %s: %d bytes%s",
         names,
-        sum(memoryview(p).nbytes for p in pte),
+        len(pte),
         f" + {len(ptd)} bytes of external data" if ptd is not None else "",
     )
     return Program(pte, ptd, debug=debug, exported={n: irs[n].ep for n in names}, irs=irs)

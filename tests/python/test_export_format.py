@@ -287,3 +287,15 @@ def test_pytree_string_examples() -> None:
 
     assert pytree_str.encode(pt.tree_structure((1, 2, [3, 4]))) == "T3#1#1#2($,$,L2#1#1($,$))"
     assert pytree_str.encode(pt.tree_structure(((1,), {}))) == "T2#1#0(T1#1($),D0())"
+
+
+def test_weights_snapshotted_at_export() -> None:
+    from conftest import MLP
+
+    m = MLP().eval()
+    prog = export_for_tests(m, (torch.randn(1, 16),))
+    before = bytes(prog.buffer)
+    with torch.no_grad():
+        m.fc1.weight.add_(1.0)
+    assert prog.buffer == before
+    assert before.find(m.fc1.weight.detach().numpy().tobytes()) < 0
