@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -177,11 +178,19 @@ def main(argv: list[str] | None = None) -> int:
     fixtures = REPO.parent / "shared" / "fixtures" / "executorch"
     models = REPO / "build-mcu" / "models"
     firmwares = [("add.pte (aten::add.out)", fixtures / "add.pte", "")]
-    cases = f"--input {models / 'mlp_images.npy'} --labels {models / 'mlp_labels.npy'} --cases 8"
-    for stem, what in (("mlp", "fp32"), ("mlp_int8", "int8 Q/DQ (ember.quant)")):
+    lab = f"--labels {models / 'mlp_labels.npy'} --cases 8"
+    img, img8 = models / "mlp_images.npy", models / "mlp_images_int8.npy"
+    for stem, what, gen in (
+        ("mlp", "fp32", f"--input {img} {lab}"),
+        ("mlp_int8", "int8 Q/DQ (ember.quant)", f"--input {img} {lab}"),
+        ("mlp_int8_fused", "int8 integer-only (ember::quantized_linear), f32 input",
+         f"--input {img} {lab} --expected {models / 'mlp_int8_fused_expected.npy'}"),
+        ("mlp_int8_in8", "int8 integer-only, int8 input",
+         f"--input {img8} {lab} --expected {models / 'mlp_int8_in8_expected.npy'}"),
+    ):  # fmt: skip
         if (models / f"{stem}.pte").exists():
             name = f"{stem}.pte (784-32-16-10 MLP, {what}, Fashion-MNIST; `make mcu` makes it)"
-            firmwares.append((name, models / f"{stem}.pte", cases))
+            firmwares.append((name, models / f"{stem}.pte", gen))
     all_fws = []
     if have_arm and not args.no_firmware:
         for name, pte, gen in firmwares:
@@ -214,6 +223,27 @@ def main(argv: list[str] | None = None) -> int:
             f"- {r['target']}: kept text+rodata {k['text']} B, data {k['data']} B, bss {k['bss']}"
             " B (bss is mostly the kernel registry: EM_MAX_KERNELS pointers)."
         )
+    if all_fws:
+        L += ["", "## Cortex-M33 summary (QEMU mps2-an505, `-icount shift=0`)", "",
+              "| firmware | float ABI | runtime+kernels .text | runtime RAM (program + method + "
+              "arenas + temp) | instructions / inference |", "|---|---|---|---|---|"]  # fmt: skip
+        for fws in all_fws:
+            for fa, fw in fws.items():
+                run_text = "\n".join(fw.get("run", []))
+                ram = re.search(r"= (\d+) B", run_text)
+                ins = re.search(r"~(\d+) instructions", run_text)
+                L.append(
+                    f"| {fw['name'].split(' (')[0]} | {fa} | "
+                    f"{kib(fw['runtime_and_kernels']['text'])} | "
+                    f"{int(ram.group(1)):,} B | "
+                    if ram
+                    else "— | "
+                )
+                L[-1] += f"{int(ins.group(1)):,} |" if ins else "— |"
+        acc = REPO / "build-mcu" / "models" / "mlp_accuracy.txt"
+        if acc.exists():
+            L += ["", "MLP test-set accuracy (10,000 Fashion-MNIST test images; "
+                  "`mcu/models/mlp.py`):", "", "```", acc.read_text().strip(), "```"]  # fmt: skip
     for fws in all_fws:
         name = next(iter(fws.values()))["name"]
         L += ["", f"## Cortex-M33 firmware: {name}, QEMU mps2-an505", "",
