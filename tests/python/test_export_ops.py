@@ -27,6 +27,12 @@ def _x(*shape: int) -> torch.Tensor:
     return torch.randn(*shape)
 
 
+def _slice_assign(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    z = x.clone()
+    z[:, 0:2] = y
+    return z
+
+
 CASES: dict[str, tuple[Callable[..., object], tuple[torch.Tensor, ...]]] = {
     "add_scalar": (lambda x: x + 3, (_x(3, 4),)),
     "sub_alpha": (lambda x, y: torch.sub(x, y, alpha=2), (_x(3, 4), _x(4))),
@@ -97,6 +103,16 @@ CASES: dict[str, tuple[Callable[..., object], tuple[torch.Tensor, ...]]] = {
     "bool_logic": (lambda x: (~(x > 0)).logical_or(x > 1).float(), (_x(6),)),
     "unsqueeze_squeeze_view": (lambda x: x.unsqueeze(0).squeeze(0).view(-1, 2) * 1.5, (_x(3, 4),)),
     "scalar_tensor_out": (lambda x: x.sum(), (_x(3, 4),)),
+    "slice_assign": (_slice_assign, (_x(3, 4), _x(3, 2))),
+    "index_put": (lambda x, i, v: x.index_put((i,), v), (_x(5, 2), torch.tensor([0, 3]), _x(2, 2))),
+    "zeros_full_like": (lambda x: torch.zeros_like(x) + torch.full_like(x, 3.0), (_x(4),)),
+    "sdpa_causal": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        (_x(1, 2, 4, 8), _x(1, 2, 4, 8), _x(1, 2, 4, 8)),
+    ),
+    "matmul_broadcast": (lambda a, b: torch.matmul(a, b), (_x(2, 3, 4), _x(4, 5))),
+    "rms_norm": (lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6), (_x(2, 8),)),
+    "half_roundtrip": (lambda x: (x.half() * 2).float(), (_x(4),)),
 }
 
 
