@@ -217,6 +217,7 @@ def main() -> None:
     ap.add_argument("--portable-timeout", type=float, default=240.0)
     ap.add_argument("--build", default=str(ROOT / "build"))
     ap.add_argument("--out", default=None)
+    ap.add_argument("--reuse", action="store_true", help="reuse exports from an earlier run (out/bench)")
     ap.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     ap.add_argument("--prepare", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -230,13 +231,18 @@ def main() -> None:
     build_ember_bench(Path(a.build))
     rows = []
     for model in a.models:
-        print(f"[{model}] exporting for {', '.join(a.runtimes)}", flush=True)
-        r = subprocess.run([PY, __file__, "--prepare", model, "--runtimes", *a.runtimes],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            print(r.stderr[-2000:])
-            continue
-        prep = json.loads(r.stdout.strip().splitlines()[-1])
+        cached = OUT / model / "prep.json"
+        if a.reuse and cached.exists():
+            prep = json.loads(cached.read_text())
+            print(f"[{model}] reusing the exports in {cached.parent}", flush=True)
+        else:
+            print(f"[{model}] exporting for {', '.join(a.runtimes)}", flush=True)
+            r = subprocess.run([PY, __file__, "--prepare", model, "--runtimes", *a.runtimes],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                print(r.stderr[-2000:])
+                continue
+            prep = json.loads(r.stdout.strip().splitlines()[-1])
         for th in a.threads:
             res: dict[str, dict] = {rt: {"times_ms": [], "load_ms": [], "rss_mb": 0.0, "rss_delta_mb": 0.0}
                                     for rt in a.runtimes}
@@ -245,8 +251,8 @@ def main() -> None:
                     if rt in prep["errors"] or "error" in res[rt]:
                         continue
                     slow = rt == "et_portable"
-                    if slow and rnd > 0:
-                        continue  # portable kernels: one round of one run is enough to place them
+                    if slow and (rnd > 0 or th != a.threads[0]):
+                        continue  # portable kernels: one run at the first thread count places them
                     m = measure(rt, model, th, 0 if slow else a.warmup, 1 if slow else a.runs,
                                 a.portable_timeout if slow else 900)
                     if "error" in m:
@@ -317,7 +323,8 @@ def write_table(rows: list[dict], a: argparse.Namespace) -> None:
         "median / best median among ExecuTorch+XNNPACK, ONNX Runtime, eager; load in ms; RSS = peak "
         "resident MB of the process (Python peers include the interpreter and torch); ΔRSS = growth "
         "after imports; size = file MB (eager: parameter bytes); err = max |y - y_eager| / max |y_eager|. "
-        "ExecuTorch portable runs once (it is minutes per run on the large models).",
+        "ExecuTorch portable runs once, at the first thread count (it is minutes per run on the large "
+        "models).",
         "",
         "| model | threads | runtime | median | p90 | vs best | load | RSS | ΔRSS | size | err | notes |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",

@@ -238,7 +238,7 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         if len(x.shape) != 4:
             raise Unsupported("adaptive pool rank")
         if (oh, ow) == (1, 1):
-            return Op("mean", [x], [out], ip=[x.shape[0] * x.shape[1], h * w])
+            return Op("mean", [x], [out], ip=[x.shape[0] * x.shape[1], h * w, 1])
         if h % oh or w % ow:
             raise Unsupported("adaptive pool with uneven windows")
         return Op("avgpool2d", [x], [out], ip=[h // oh, w // ow, h // oh, w // ow, 0, 0, 1, 1, 0, 0])
@@ -246,10 +246,14 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         x = _f32x(a[0])
         nd = len(x.shape)
         dims = sorted({d % nd for d in _ints(a[1])}) if a[1].kind == "intlist" else list(range(nd))
-        if a[3].kind != "null" or dims != list(range(nd - len(dims), nd)):
-            raise Unsupported("mean over non-trailing dims")
-        cols = math.prod(x.shape[nd - len(dims):])
-        return Op("mean", [x], [out], ip=[math.prod(x.shape) // max(cols, 1), cols])
+        if a[3].kind != "null" or not dims or dims != list(range(dims[0], dims[-1] + 1)):
+            raise Unsupported("mean over non-adjacent dims")
+        outer = math.prod(x.shape[: dims[0]])
+        cols = math.prod(x.shape[dims[0] : dims[-1] + 1])
+        inner = math.prod(x.shape[dims[-1] + 1 :])
+        if cols == 0:
+            raise Unsupported("empty mean")
+        return Op("mean", [x], [out], ip=[outer, cols, inner])
     if k in ("aten::_softmax.out", "aten::_log_softmax.out"):
         x = _f32x(a[0])
         nd = len(x.shape)
@@ -386,7 +390,8 @@ def _fuse_acts(ops: list[Op], u: _Uses) -> None:
     for act in [o for o in ops if o.kind == "unary"]:
         p = u.producer(act.ins[0])
         if (p is None or p.kind not in _FUSABLE or p.act != "none" or len(p.outs) != 1
-                or not u.private(act.ins[0], act) or p.outs[0].shape != act.outs[0].shape):
+                or not u.private(act.ins[0], act)
+                or math.prod(p.outs[0].shape) != math.prod(act.outs[0].shape)):
             continue
         p.act = act.act
         if act.act == "clamp":
