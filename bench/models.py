@@ -34,11 +34,19 @@ def resnet(depth: int) -> tuple[torch.nn.Module, tuple]:
     from transformers import ResNetConfig, ResNetForImageClassification
 
     if depth == 18:
-        cfg = ResNetConfig(depths=[2, 2, 2, 2], hidden_sizes=[64, 128, 256, 512],
-                           layer_type="basic", num_labels=1000)
+        cfg = ResNetConfig(
+            depths=[2, 2, 2, 2],
+            hidden_sizes=[64, 128, 256, 512],
+            layer_type="basic",
+            num_labels=1000,
+        )
     else:
-        cfg = ResNetConfig(depths=[3, 4, 6, 3], hidden_sizes=[256, 512, 1024, 2048],
-                           layer_type="bottleneck", num_labels=1000)
+        cfg = ResNetConfig(
+            depths=[3, 4, 6, 3],
+            hidden_sizes=[256, 512, 1024, 2048],
+            layer_type="bottleneck",
+            num_labels=1000,
+        )
     torch.manual_seed(0)
     m = _seeded(ResNetForImageClassification(cfg))
     return _Logits(m).eval(), (torch.randn(1, 3, 224, 224),)
@@ -66,8 +74,15 @@ def minilm() -> tuple[torch.nn.Module, tuple]:
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
-                     intermediate_size=1536, max_position_embeddings=512, attn_implementation="eager")
+    cfg = BertConfig(
+        vocab_size=30522,
+        hidden_size=384,
+        num_hidden_layers=6,
+        num_attention_heads=12,
+        intermediate_size=1536,
+        max_position_embeddings=512,
+        attn_implementation="eager",
+    )
     m = BertModel(cfg, add_pooling_layer=False).eval()
     ids = torch.randint(0, 30522, (1, 128))
     return _Logits(m, "last_hidden_state").eval(), (ids,)
@@ -99,8 +114,11 @@ class _IR(torch.nn.Module):
         layers: list[torch.nn.Module] = []
         if exp != cin:
             layers += [torch.nn.Conv2d(cin, exp, 1, bias=False), torch.nn.BatchNorm2d(exp), act()]
-        layers += [torch.nn.Conv2d(exp, exp, k, s, (k - 1) // 2, groups=exp, bias=False),
-                   torch.nn.BatchNorm2d(exp), act()]
+        layers += [
+            torch.nn.Conv2d(exp, exp, k, s, (k - 1) // 2, groups=exp, bias=False),
+            torch.nn.BatchNorm2d(exp),
+            act(),
+        ]
         if se:
             layers.append(_SE(exp, _div8(exp // 4)))
         layers += [torch.nn.Conv2d(exp, cout, 1, bias=False), torch.nn.BatchNorm2d(cout)]
@@ -114,19 +132,36 @@ class _IR(torch.nn.Module):
 
 def mobilenet_v3_small() -> tuple[torch.nn.Module, tuple]:
     """torchvision's mobilenet_v3_small architecture (our own definition)."""
-    cfg = [(16, 3, 16, 16, True, False, 2), (16, 3, 72, 24, False, False, 2),
-           (24, 3, 88, 24, False, False, 1), (24, 5, 96, 40, True, True, 2),
-           (40, 5, 240, 40, True, True, 1), (40, 5, 240, 40, True, True, 1),
-           (40, 5, 120, 48, True, True, 1), (48, 5, 144, 48, True, True, 1),
-           (48, 5, 288, 96, True, True, 2), (96, 5, 576, 96, True, True, 1),
-           (96, 5, 576, 96, True, True, 1)]
+    cfg = [
+        (16, 3, 16, 16, True, False, 2),
+        (16, 3, 72, 24, False, False, 2),
+        (24, 3, 88, 24, False, False, 1),
+        (24, 5, 96, 40, True, True, 2),
+        (40, 5, 240, 40, True, True, 1),
+        (40, 5, 240, 40, True, True, 1),
+        (40, 5, 120, 48, True, True, 1),
+        (48, 5, 144, 48, True, True, 1),
+        (48, 5, 288, 96, True, True, 2),
+        (96, 5, 576, 96, True, True, 1),
+        (96, 5, 576, 96, True, True, 1),
+    ]
     torch.manual_seed(0)
-    layers: list[torch.nn.Module] = [torch.nn.Conv2d(3, 16, 3, 2, 1, bias=False),
-                                     torch.nn.BatchNorm2d(16), torch.nn.Hardswish()]
+    layers: list[torch.nn.Module] = [
+        torch.nn.Conv2d(3, 16, 3, 2, 1, bias=False),
+        torch.nn.BatchNorm2d(16),
+        torch.nn.Hardswish(),
+    ]
     layers += [_IR(*c) for c in cfg]
-    layers += [torch.nn.Conv2d(96, 576, 1, bias=False), torch.nn.BatchNorm2d(576),
-               torch.nn.Hardswish(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(1),
-               torch.nn.Linear(576, 1024), torch.nn.Hardswish(), torch.nn.Linear(1024, 1000)]
+    layers += [
+        torch.nn.Conv2d(96, 576, 1, bias=False),
+        torch.nn.BatchNorm2d(576),
+        torch.nn.Hardswish(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(1),
+        torch.nn.Linear(576, 1024),
+        torch.nn.Hardswish(),
+        torch.nn.Linear(1024, 1000),
+    ]
     m = _seeded(torch.nn.Sequential(*layers))
     return m, (torch.randn(1, 3, 224, 224),)
 

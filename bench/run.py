@@ -78,7 +78,9 @@ def prepare(model: str, runtimes: list[str]) -> dict:
             from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
             def et_x() -> None:
-                prog = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+                prog = to_edge_transform_and_lower(
+                    ep, partitioner=[XnnpackPartitioner()]
+                ).to_executorch()
                 (d / "et_xnnpack.pte").write_bytes(prog.buffer)
 
             record("et_xnnpack", d / "et_xnnpack.pte", et_x)
@@ -151,6 +153,7 @@ def worker(rt: str, model: str, threads: int, warmup: int, runs: int) -> dict:
 
         def run():
             return m(x)
+
     load_ms = (time.perf_counter() - t0) * 1e3
     times = []
     for i in range(warmup + runs):
@@ -158,15 +161,29 @@ def worker(rt: str, model: str, threads: int, warmup: int, runs: int) -> dict:
         y = run()
         if i >= warmup:
             times.append((time.perf_counter() - s) * 1e3)
-    np.asarray(y.detach().numpy() if hasattr(y, "detach") else y, dtype=np.float32).tofile(d / f"out_{rt}.bin")
-    return {"load_ms": load_ms, "times_ms": times, "rss_mb": _rss_mb(), "rss_delta_mb": _rss_mb() - base}
+    np.asarray(y.detach().numpy() if hasattr(y, "detach") else y, dtype=np.float32).tofile(
+        d / f"out_{rt}.bin"
+    )
+    return {
+        "load_ms": load_ms,
+        "times_ms": times,
+        "rss_mb": _rss_mb(),
+        "rss_delta_mb": _rss_mb() - base,
+    }
 
 
 def measure(rt: str, model: str, threads: int, warmup: int, runs: int, timeout: float) -> dict:
     d = OUT / model
     if rt == "ember":
-        cmd = [str(OUT / "ember_bench"), str(d / "ember.pte"), str(d / "input.bin"),
-               str(d / "out_ember.bin"), str(threads), str(warmup), str(runs)]
+        cmd = [
+            str(OUT / "ember_bench"),
+            str(d / "ember.pte"),
+            str(d / "input.bin"),
+            str(d / "out_ember.bin"),
+            str(threads),
+            str(warmup),
+            str(runs),
+        ]
         env = dict(os.environ)
     else:
         cmd = [PY, __file__, "--worker", rt, model, str(threads), str(warmup), str(runs)]
@@ -182,12 +199,28 @@ def measure(rt: str, model: str, threads: int, warmup: int, runs: int, timeout: 
 
 
 def build_ember_bench(build: Path) -> None:
-    subprocess.run(["cmake", "--build", str(build), "--target", "ember_static"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["cmake", "--build", str(build), "--target", "ember_static"],
+        check=True,
+        capture_output=True,
+    )
     OUT.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["cc", "-O2", "-std=c11", f"-I{ROOT / 'include'}", f"-I{ROOT / 'extension'}",
-                    str(ROOT / "bench" / "ember_bench.c"), str(build / "libember.a"), "-lpthread", "-lm",
-                    "-o", str(OUT / "ember_bench")], check=True)
+    subprocess.run(
+        [
+            "cc",
+            "-O2",
+            "-std=c11",
+            f"-I{ROOT / 'include'}",
+            f"-I{ROOT / 'extension'}",
+            str(ROOT / "bench" / "ember_bench.c"),
+            str(build / "libember.a"),
+            "-lpthread",
+            "-lm",
+            "-o",
+            str(OUT / "ember_bench"),
+        ],
+        check=True,
+    )
 
 
 def max_rel_err(model: str, rt: str) -> float | None:
@@ -207,8 +240,18 @@ def max_rel_err(model: str, rt: str) -> float | None:
 # ---- driver -------------------------------------------------------------------------------------
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="*", default=["mobilenet_v2", "resnet18", "mobilenet_v3_small",
-                                                     "resnet50", "minilm_l6", "vit_b16"])
+    ap.add_argument(
+        "--models",
+        nargs="*",
+        default=[
+            "mobilenet_v2",
+            "resnet18",
+            "mobilenet_v3_small",
+            "resnet50",
+            "minilm_l6",
+            "vit_b16",
+        ],
+    )
     ap.add_argument("--runtimes", nargs="*", default=RUNTIMES)
     ap.add_argument("--threads", nargs="*", type=int, default=[1, 2])
     ap.add_argument("--rounds", type=int, default=3)
@@ -217,7 +260,9 @@ def main() -> None:
     ap.add_argument("--portable-timeout", type=float, default=240.0)
     ap.add_argument("--build", default=str(ROOT / "build"))
     ap.add_argument("--out", default=None)
-    ap.add_argument("--reuse", action="store_true", help="reuse exports from an earlier run (out/bench)")
+    ap.add_argument(
+        "--reuse", action="store_true", help="reuse exports from an earlier run (out/bench)"
+    )
     ap.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     ap.add_argument("--prepare", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -237,15 +282,20 @@ def main() -> None:
             print(f"[{model}] reusing the exports in {cached.parent}", flush=True)
         else:
             print(f"[{model}] exporting for {', '.join(a.runtimes)}", flush=True)
-            r = subprocess.run([PY, __file__, "--prepare", model, "--runtimes", *a.runtimes],
-                               capture_output=True, text=True)
+            r = subprocess.run(
+                [PY, __file__, "--prepare", model, "--runtimes", *a.runtimes],
+                capture_output=True,
+                text=True,
+            )
             if r.returncode != 0:
                 print(r.stderr[-2000:])
                 continue
             prep = json.loads(r.stdout.strip().splitlines()[-1])
         for th in a.threads:
-            res: dict[str, dict] = {rt: {"times_ms": [], "load_ms": [], "rss_mb": 0.0, "rss_delta_mb": 0.0}
-                                    for rt in a.runtimes}
+            res: dict[str, dict] = {
+                rt: {"times_ms": [], "load_ms": [], "rss_mb": 0.0, "rss_delta_mb": 0.0}
+                for rt in a.runtimes
+            }
             for rnd in range(a.rounds):
                 for rt in a.runtimes:
                     if rt in prep["errors"] or "error" in res[rt]:
@@ -253,62 +303,102 @@ def main() -> None:
                     slow = rt == "et_portable"
                     if slow and (rnd > 0 or th != a.threads[0]):
                         continue  # portable kernels: one run at the first thread count places them
-                    m = measure(rt, model, th, 0 if slow else a.warmup, 1 if slow else a.runs,
-                                a.portable_timeout if slow else 900)
+                    m = measure(
+                        rt,
+                        model,
+                        th,
+                        0 if slow else a.warmup,
+                        1 if slow else a.runs,
+                        a.portable_timeout if slow else 900,
+                    )
                     if "error" in m:
                         res[rt]["error"] = m["error"]
                         continue
                     res[rt]["times_ms"] += m["times_ms"]
                     res[rt]["load_ms"].append(m["load_ms"])
                     res[rt]["rss_mb"] = max(res[rt]["rss_mb"], m["rss_mb"])
-                    res[rt]["rss_delta_mb"] = max(res[rt]["rss_delta_mb"], m.get("rss_delta_mb", m["rss_mb"]))
+                    res[rt]["rss_delta_mb"] = max(
+                        res[rt]["rss_delta_mb"], m.get("rss_delta_mb", m["rss_mb"])
+                    )
                     if rt == "ember":
                         res[rt]["isa"] = m.get("isa")
                 print(f"  threads={th} round {rnd + 1}/{a.rounds} done", flush=True)
             for rt in a.runtimes:
                 v = res[rt]
-                row = {"model": model, "threads": th, "runtime": rt, "size_mb": prep["files"].get(rt, 0) / 1e6}
+                row = {
+                    "model": model,
+                    "threads": th,
+                    "runtime": rt,
+                    "size_mb": prep["files"].get(rt, 0) / 1e6,
+                }
                 if rt in prep["errors"]:
                     row["error"] = "export: " + prep["errors"][rt]
                 elif "error" in v:
                     row["error"] = v["error"]
                 if v["times_ms"]:
                     t = sorted(v["times_ms"])
-                    row.update(median=statistics.median(t), p90=t[min(len(t) - 1, int(round(0.9 * (len(t) - 1))))],
-                               n=len(t), load=statistics.median(v["load_ms"]), rss=v["rss_mb"],
-                               drss=v["rss_delta_mb"], err=max_rel_err(model, rt))
+                    row.update(
+                        median=statistics.median(t),
+                        p90=t[min(len(t) - 1, int(round(0.9 * (len(t) - 1))))],
+                        n=len(t),
+                        load=statistics.median(v["load_ms"]),
+                        rss=v["rss_mb"],
+                        drss=v["rss_delta_mb"],
+                        err=max_rel_err(model, rt),
+                    )
                 rows.append(row)
-            best_peer = min((r["median"] for r in rows if r["model"] == model and r["threads"] == th
-                             and r["runtime"] in ("et_xnnpack", "ort", "eager") and "median" in r), default=None)
+            best_peer = min(
+                (
+                    r["median"]
+                    for r in rows
+                    if r["model"] == model
+                    and r["threads"] == th
+                    and r["runtime"] in ("et_xnnpack", "ort", "eager")
+                    and "median" in r
+                ),
+                default=None,
+            )
             for r in rows:
                 if r["model"] == model and r["threads"] == th and "median" in r and best_peer:
                     r["vs_best"] = r["median"] / best_peer
-            for r in rows[-len(a.runtimes):]:
+            for r in rows[-len(a.runtimes) :]:
                 print("   ", _fmt_row(r), flush=True)
     write_table(rows, a)
 
 
 def _fmt_row(r: dict) -> str:
     if "median" not in r:
-        return f"| {r['model']} | {r['threads']} | {r['runtime']} | — | — | — | — | — | — | {r['size_mb']:.1f} | — | {r.get('error', '')} |"
+        return (
+            f"| {r['model']} | {r['threads']} | {r['runtime']} | — | — | — | — | — | — | "
+            f"{r['size_mb']:.1f} | — | {r.get('error', '')} |"
+        )
     err = "—" if r.get("err") is None else f"{r['err']:.1e}"
-    return (f"| {r['model']} | {r['threads']} | {r['runtime']} | {r['median']:.2f} | {r['p90']:.2f} | "
-            f"{r.get('vs_best', float('nan')):.2f} | {r['load']:.1f} | {r['rss']:.0f} | {r['drss']:.0f} | "
-            f"{r['size_mb']:.1f} | {err} | n={r['n']} {r.get('error', '')} |")
+    return (
+        f"| {r['model']} | {r['threads']} | {r['runtime']} | {r['median']:.2f} | {r['p90']:.2f} | "
+        f"{r.get('vs_best', float('nan')):.2f} | {r['load']:.1f} | {r['rss']:.0f} | "
+        f"{r['drss']:.0f} | "
+        f"{r['size_mb']:.1f} | {err} | n={r['n']} {r.get('error', '')} |"
+    )
 
 
 def write_table(rows: list[dict], a: argparse.Namespace) -> None:
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d_%H%M")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d_%H%M")
     out = Path(a.out) if a.out else ROOT / "bench" / "results" / f"{stamp}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = "cd /work/main && .venv/bin/python bench/run.py " + " ".join(shlex.quote(x) for x in sys.argv[1:])
+    cmd = "cd /work/main && .venv/bin/python bench/run.py " + " ".join(
+        shlex.quote(x) for x in sys.argv[1:]
+    )
     try:
         load = open("/proc/loadavg").read().split()[:3]
     except OSError:
         load = ["?"]
     cpu = "?"
     try:
-        cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
+        cpu = next(
+            ln.split(":", 1)[1].strip()
+            for ln in open("/proc/cpuinfo")
+            if ln.startswith("model name")
+        )
     except (OSError, StopIteration):
         pass
     lines = [
@@ -319,14 +409,15 @@ def write_table(rows: list[dict], a: argparse.Namespace) -> None:
         f"Machine: {cpu}, {os.cpu_count()} CPUs, {platform.platform()}; load average at the end "
         f"{' '.join(load)} (shared machine: compare runtimes within a row group, not across runs).",
         "",
-        "Latency in ms (median, p90 of all timed runs pooled over interleaved rounds); `vs best` = "
-        "median / best median among ExecuTorch+XNNPACK, ONNX Runtime, eager; load in ms; RSS = peak "
-        "resident MB of the process (Python peers include the interpreter and torch); ΔRSS = growth "
-        "after imports; size = file MB (eager: parameter bytes); err = max |y - y_eager| / max |y_eager|. "
-        "ExecuTorch portable runs once, at the first thread count (it is minutes per run on the large "
-        "models).",
+        "Latency in ms (median, p90 of all timed runs pooled over interleaved rounds); "
+        "`vs best` = median / best median among ExecuTorch+XNNPACK, ONNX Runtime, eager; "
+        "load in ms; RSS = peak resident MB of the process (Python peers include the "
+        "interpreter and torch); ΔRSS = growth after imports; size = file MB (eager: "
+        "parameter bytes); err = max |y - y_eager| / max |y_eager|. ExecuTorch portable runs "
+        "once, at the first thread count (it is minutes per run on the large models).",
         "",
-        "| model | threads | runtime | median | p90 | vs best | load | RSS | ΔRSS | size | err | notes |",
+        "| model | threads | runtime | median | p90 | vs best | load | RSS | ΔRSS | size | err "
+        "| notes |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     lines += [_fmt_row(r) for r in rows]

@@ -34,14 +34,20 @@ def _run(prog: ember.Program, inputs: tuple, threads: int = 1) -> torch.Tensor:
 
 def _outside(prog: ember.Program) -> list[str]:
     ir = prog._irs["forward"]
-    return [i.kernel for i in ir.instrs if isinstance(i, KernelInstr) and not isinstance(i, DelegateInstr)]
+    return [
+        i.kernel
+        for i in ir.instrs
+        if isinstance(i, KernelInstr) and not isinstance(i, DelegateInstr)
+    ]
 
 
 def _n_delegates(prog: ember.Program) -> int:
     return sum(isinstance(i, DelegateInstr) for i in prog._irs["forward"].instrs)
 
 
-def _check_model(m: nn.Module, inputs: tuple, *, outside_ok: int = 0, threads: tuple = (1, 2)) -> ember.Program:
+def _check_model(
+    m: nn.Module, inputs: tuple, *, outside_ok: int = 0, threads: tuple = (1, 2)
+) -> ember.Program:
     m = m.eval()
     with torch.inference_mode():
         want = m(*inputs)
@@ -107,16 +113,30 @@ def test_conv_zoo_matches_eager_and_portable(size: int) -> None:
 def test_deep_k_uses_k_blocks() -> None:
     """K > 256 (the GEMM's K block): partial sums across blocks, clamp and bias once."""
     torch.manual_seed(0)
-    m = nn.Sequential(nn.Conv2d(40, 19, 3, padding=1), nn.ReLU6(), nn.Conv2d(19, 300, 1),
-                      nn.Conv2d(300, 7, 1), nn.Flatten(), nn.Linear(7 * 25, 530), nn.GELU(),
-                      nn.Linear(530, 3))
+    m = nn.Sequential(
+        nn.Conv2d(40, 19, 3, padding=1),
+        nn.ReLU6(),
+        nn.Conv2d(19, 300, 1),
+        nn.Conv2d(300, 7, 1),
+        nn.Flatten(),
+        nn.Linear(7 * 25, 530),
+        nn.GELU(),
+        nn.Linear(530, 3),
+    )
     _check_model(m, (torch.randn(1, 40, 5, 5),), threads=(1, 2))
 
 
 def test_mlp() -> None:
     torch.manual_seed(0)
-    m = nn.Sequential(nn.Linear(33, 64), nn.GELU(), nn.LayerNorm(64), nn.Linear(64, 48), nn.ReLU(),
-                      nn.Linear(48, 5), nn.Softmax(-1))
+    m = nn.Sequential(
+        nn.Linear(33, 64),
+        nn.GELU(),
+        nn.LayerNorm(64),
+        nn.Linear(64, 48),
+        nn.ReLU(),
+        nn.Linear(48, 5),
+        nn.Softmax(-1),
+    )
     _check_model(m, (torch.randn(3, 33),))
 
 
@@ -149,9 +169,15 @@ def test_transformer_block() -> None:
 def test_bert_layer_from_transformers() -> None:
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                  intermediate_size=64, max_position_embeddings=32,
-                                  attn_implementation="eager")
+    cfg = transformers.BertConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        attn_implementation="eager",
+    )
 
     class Enc(nn.Module):
         def __init__(self) -> None:
@@ -198,7 +224,9 @@ def test_lower_isa_in_subprocess(isa: str, tmp_path) -> None:
         "torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5); print('ok')"
     )
     env = dict(os.environ, EMBER_CPU_ISA=isa)
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
 
 
@@ -221,8 +249,14 @@ def _load_and_run(buf: bytes, x: torch.Tensor) -> str:
 @pytest.fixture(scope="module")
 def small_program() -> tuple[bytes, torch.Tensor]:
     torch.manual_seed(0)
-    m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, groups=8),
-                      nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4)).eval()
+    m = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(8, 8, 3, groups=8),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 4),
+    ).eval()
     x = torch.randn(1, 3, 9, 9)
     return ember.export(m, (x,), backend="cpu").buffer, x
 

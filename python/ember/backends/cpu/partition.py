@@ -109,15 +109,32 @@ UNARY = {
     "aten::neg.out": "neg",
     "aten::abs.out": "abs",
 }
-BINARY_T = {"aten::add.out": "add", "aten::sub.out": "sub", "aten::mul.out": "mul",
-            "aten::div.out": "div"}
-BINARY_S = {"aten::add.Scalar_out": "add", "aten::sub.Scalar_out": "sub",
-            "aten::mul.Scalar_out": "mul", "aten::div.Scalar_out": "div",
-            "aten::rsub.Scalar_out": "rsub"}
-COPIES = {"aten::view_copy.out", "aten::_unsafe_view.out", "aten::clone.out",
-          "aten::alias_copy.out", "aten::detach_copy.out", "aten::squeeze_copy.dim_out",
-          "aten::squeeze_copy.dims_out", "aten::squeeze_copy.out", "aten::unsqueeze_copy.out",
-          "aten::expand_copy.out", "aten::_to_copy.out"}
+BINARY_T = {
+    "aten::add.out": "add",
+    "aten::sub.out": "sub",
+    "aten::mul.out": "mul",
+    "aten::div.out": "div",
+}
+BINARY_S = {
+    "aten::add.Scalar_out": "add",
+    "aten::sub.Scalar_out": "sub",
+    "aten::mul.Scalar_out": "mul",
+    "aten::div.Scalar_out": "div",
+    "aten::rsub.Scalar_out": "rsub",
+}
+COPIES = {
+    "aten::view_copy.out",
+    "aten::_unsafe_view.out",
+    "aten::clone.out",
+    "aten::alias_copy.out",
+    "aten::detach_copy.out",
+    "aten::squeeze_copy.dim_out",
+    "aten::squeeze_copy.dims_out",
+    "aten::squeeze_copy.out",
+    "aten::unsqueeze_copy.out",
+    "aten::expand_copy.out",
+    "aten::_to_copy.out",
+}
 
 
 def _clamp(lo: float | None, hi: float | None) -> tuple[str, list[float]]:
@@ -142,13 +159,24 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         x, w = _t(a[0]), _t(a[1])
         wa = _const_arr(w)
         ba = None if a[2].kind == "null" else _const_arr(_t(a[2]))
-        if (len(x.shape) != 4 or not _f32(x) or wa is None or (a[2].kind != "null" and ba is None)
-                or a[6].value):
+        if (
+            len(x.shape) != 4
+            or not _f32(x)
+            or wa is None
+            or (a[2].kind != "null" and ba is None)
+            or a[6].value
+        ):
             raise Unsupported("conv2d needs 4-d input, constant weights, not transposed")
         stride, pad, dil = _ints(a[3]), _ints(a[4]), _ints(a[5])
         groups = int(a[8].value)
-        return Op("conv2d", [x], [out], attrs=dict(w=wa.astype(np.float32), b=ba, stride=stride,
-                                                     pad=pad, dil=dil, groups=groups))
+        return Op(
+            "conv2d",
+            [x],
+            [out],
+            attrs=dict(
+                w=wa.astype(np.float32), b=ba, stride=stride, pad=pad, dil=dil, groups=groups
+            ),
+        )
     if k == "aten::_native_batch_norm_legit_no_training.out":
         x = _t(a[0])
         if not _f32(x) or len(x.shape) < 2 or not all(only_here(_out(ins, i)) for i in (1, 2)):
@@ -156,15 +184,26 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         w = None if a[1].kind == "null" else _const_arr(_t(a[1]))
         b = None if a[2].kind == "null" else _const_arr(_t(a[2]))
         mean, var = _const_arr(_t(a[3])), _const_arr(_t(a[4]))
-        if mean is None or var is None or (a[1].kind != "null" and w is None) or (
-                a[2].kind != "null" and b is None):
+        if (
+            mean is None
+            or var is None
+            or (a[1].kind != "null" and w is None)
+            or (a[2].kind != "null" and b is None)
+        ):
             raise Unsupported("batch norm with non-constant statistics")
         eps = float(a[6].value)
         c = x.shape[1]
         scale = (1.0 / np.sqrt(var.astype(np.float64) + eps)) * (w if w is not None else 1.0)
         shift = (b if b is not None else 0.0) - mean * scale
-        return Op("bn", [x], [out], attrs=dict(scale=np.broadcast_to(scale, (c,)).astype(np.float64),
-                                                shift=np.broadcast_to(shift, (c,)).astype(np.float64)))
+        return Op(
+            "bn",
+            [x],
+            [out],
+            attrs=dict(
+                scale=np.broadcast_to(scale, (c,)).astype(np.float64),
+                shift=np.broadcast_to(shift, (c,)).astype(np.float64),
+            ),
+        )
     if k == "aten::relu.out":
         return Op("unary", [_f32x(a[0])], [out], act="clamp", fp=[0.0, INF])
     if k == "aten::hardtanh.out":
@@ -199,8 +238,11 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
             bias, m1, m2 = _t(a[0]), _t(a[1]), _t(a[2])
             if _num(a[3]) != 1.0 or _num(a[4]) != 1.0:
                 raise Unsupported("addmm with beta/alpha")
-            if not _f32(bias) or math.prod(bias.shape) != m2.shape[-1] or (
-                    len(bias.shape) == 2 and bias.shape[0] != 1):
+            if (
+                not _f32(bias)
+                or math.prod(bias.shape) != m2.shape[-1]
+                or (len(bias.shape) == 2 and bias.shape[0] != 1)
+            ):
                 raise Unsupported("addmm bias is not a row")
         else:
             bias, m1, m2 = None, _t(a[0]), _t(a[1])
@@ -211,10 +253,27 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         n = m2.shape[-1]
         m2c = _const_arr(m2)
         b_packed = m2c is not None and batch == 1
-        bop = Const(B.pack_b_panels(m2c.reshape(kk, n)), ("bpack", id(m2))) if b_packed else _operand(m2)
+        bop = (
+            Const(B.pack_b_panels(m2c.reshape(kk, n)), ("bpack", id(m2)))
+            if b_packed
+            else _operand(m2)
+        )
         ins_ = [m1, bop, None if bias is None else _operand(bias)]
-        return Op("gemm", ins_, [out], ip=[batch, m, kk, n, m * kk if batch > 1 else 0,
-                                            kk * n if batch > 1 else 0, 0, int(b_packed)])
+        return Op(
+            "gemm",
+            ins_,
+            [out],
+            ip=[
+                batch,
+                m,
+                kk,
+                n,
+                m * kk if batch > 1 else 0,
+                kk * n if batch > 1 else 0,
+                0,
+                int(b_packed),
+            ],
+        )
     if k == "aten::max_pool2d_with_indices.out":
         x = _f32x(a[0])
         if len(x.shape) != 4 or not only_here(_out(ins, 1)):
@@ -241,7 +300,9 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
             return Op("mean", [x], [out], ip=[x.shape[0] * x.shape[1], h * w, 1])
         if h % oh or w % ow:
             raise Unsupported("adaptive pool with uneven windows")
-        return Op("avgpool2d", [x], [out], ip=[h // oh, w // ow, h // oh, w // ow, 0, 0, 1, 1, 0, 0])
+        return Op(
+            "avgpool2d", [x], [out], ip=[h // oh, w // ow, h // oh, w // ow, 0, 0, 1, 1, 0, 0]
+        )
     if k in ("aten::mean.out", "aten::mean.dim_out"):
         x = _f32x(a[0])
         nd = len(x.shape)
@@ -260,8 +321,12 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         if nd == 0 or int(a[1].value) % nd != nd - 1:
             raise Unsupported("softmax over a non-last dim")
         cols = x.shape[-1]
-        return Op("softmax", [x], [out], ip=[math.prod(x.shape) // cols, cols, 1,
-                                              int(k == "aten::_log_softmax.out")])
+        return Op(
+            "softmax",
+            [x],
+            [out],
+            ip=[math.prod(x.shape) // cols, cols, 1, int(k == "aten::_log_softmax.out")],
+        )
     if k == "aten::native_layer_norm.out":
         x = _f32x(a[0])
         if not (only_here(_out(ins, 1)) and only_here(_out(ins, 2))):
@@ -269,8 +334,13 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         cols = math.prod(_ints(a[1]))
         w = None if a[2].kind == "null" else _operand(_t(a[2]))
         b = None if a[3].kind == "null" else _operand(_t(a[3]))
-        return Op("layernorm", [x, w, b], [out], ip=[math.prod(x.shape) // cols, cols],
-                  fp=[float(a[4].value)])
+        return Op(
+            "layernorm",
+            [x, w, b],
+            [out],
+            ip=[math.prod(x.shape) // cols, cols],
+            fp=[float(a[4].value)],
+        )
     if k == "aten::permute_copy.out":
         x = _f32x(a[0])
         dims = [d % max(len(x.shape), 1) for d in _ints(a[1])]
@@ -303,8 +373,12 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         length = len(range(start, end, step))
         if length != out.shape[dim]:
             raise Unsupported("slice shape")
-        return Op("slice", [x], [out], ip=[math.prod(x.shape[:dim]), n, math.prod(x.shape[dim + 1:]),
-                                            start, step, length])
+        return Op(
+            "slice",
+            [x],
+            [out],
+            ip=[math.prod(x.shape[:dim]), n, math.prod(x.shape[dim + 1 :]), start, step, length],
+        )
     raise Unsupported(k)
 
 
@@ -322,7 +396,9 @@ def _binary(op: str, x: TensorSpec, y: TensorSpec, out: TensorSpec) -> Op:
     if xa is not None and ya is not None:
         raise Unsupported("constant binary")
     if ya is not None and ya.size == 1:
-        return Op("binary", [x, None], [out], ip=[B.BIN[op]], fp=[-INF, INF, float(ya.reshape(-1)[0])])
+        return Op(
+            "binary", [x, None], [out], ip=[B.BIN[op]], fp=[-INF, INF, float(ya.reshape(-1)[0])]
+        )
     if xa is not None and xa.size == 1 and op in ("add", "mul", "sub"):
         v = float(xa.reshape(-1)[0])
         if op == "sub":
@@ -372,8 +448,11 @@ def _fold_bn(ops: list[Op], u: _Uses) -> None:
         else:
             x = bn.ins[0]
             bn.kind = "channel_affine"
-            bn.ins = [x, Const(bn.attrs["scale"].astype(np.float32)),
-                      Const(bn.attrs["shift"].astype(np.float32))]
+            bn.ins = [
+                x,
+                Const(bn.attrs["scale"].astype(np.float32)),
+                Const(bn.attrs["shift"].astype(np.float32)),
+            ]
             bn.ip = [x.shape[0], x.shape[1], math.prod(x.shape[2:])]
 
 
@@ -389,21 +468,31 @@ def _merge_clamps(ops: list[Op], u: _Uses) -> None:
 def _fuse_acts(ops: list[Op], u: _Uses) -> None:
     for act in [o for o in ops if o.kind == "unary"]:
         p = u.producer(act.ins[0])
-        if (p is None or p.kind not in _FUSABLE or p.act != "none" or len(p.outs) != 1
-                or not u.private(act.ins[0], act)
-                or math.prod(p.outs[0].shape) != math.prod(act.outs[0].shape)):
+        if (
+            p is None
+            or p.kind not in _FUSABLE
+            or p.act != "none"
+            or len(p.outs) != 1
+            or not u.private(act.ins[0], act)
+            or math.prod(p.outs[0].shape) != math.prod(act.outs[0].shape)
+        ):
             continue
         p.act = act.act
         if act.act == "clamp":
-            p.fp = (p.fp + [0.0, 0.0])[:max(len(p.fp), 2)]
+            p.fp = (p.fp + [0.0, 0.0])[: max(len(p.fp), 2)]
             p.fp[0], p.fp[1] = act.fp[0], act.fp[1]
         p.outs = act.outs
         ops.remove(act)
 
 
 def _is_scalar_bin(o: Op | None, op: str, v: float) -> bool:
-    return (o is not None and o.kind == "binary" and o.ins[1] is None and o.ip[0] == B.BIN[op]
-            and abs(o.fp[2] - v) < 1e-6)
+    return (
+        o is not None
+        and o.kind == "binary"
+        and o.ins[1] is None
+        and o.ip[0] == B.BIN[op]
+        and abs(o.fp[2] - v) < 1e-6
+    )
 
 
 def _hard_patterns(ops: list[Op], u: _Uses) -> None:
@@ -419,8 +508,13 @@ def _hard_patterns(ops: list[Op], u: _Uses) -> None:
 
         def h0_of(spec: Any, consumer: Op) -> Op | None:
             h = u.producer(spec)
-            if (_is_scalar_bin(h, "add", 3.0) and h.act == "clamp" and h.fp[0] == 0.0
-                    and h.fp[1] == 6.0 and u.private(spec, consumer)):
+            if (
+                _is_scalar_bin(h, "add", 3.0)
+                and h.act == "clamp"
+                and h.fp[0] == 0.0
+                and h.fp[1] == 6.0
+                and u.private(spec, consumer)
+            ):
                 return h
             return None
 
@@ -429,12 +523,21 @@ def _hard_patterns(ops: list[Op], u: _Uses) -> None:
             d.kind, d.ins, d.act, d.ip, d.fp = "unary", [h.ins[0]], "hardsigmoid", [], []
             ops.remove(h)
             continue
-        if m.kind == "binary" and m.ip[0] == B.BIN["mul"] and m.act == "none" and m.ins[1] is not None:
+        if (
+            m.kind == "binary"
+            and m.ip[0] == B.BIN["mul"]
+            and m.act == "none"
+            and m.ins[1] is not None
+        ):
             for xi, ti in ((0, 1), (1, 0)):
                 x, t = m.ins[xi], m.ins[ti]
                 h = h0_of(t, m) if isinstance(t, TensorSpec) else None
-                if h is not None and isinstance(x, TensorSpec) and h.ins[0].root() is x.root() \
-                        and x.shape == d.outs[0].shape:
+                if (
+                    h is not None
+                    and isinstance(x, TensorSpec)
+                    and h.ins[0].root() is x.root()
+                    and x.shape == d.outs[0].shape
+                ):
                     d.kind, d.ins, d.act, d.ip, d.fp = "unary", [x], "hardswish", [], []
                     ops.remove(h)
                     ops.remove(m)
@@ -448,8 +551,15 @@ def _silu(ops: list[Op], u: _Uses) -> None:
         for xi, si in ((0, 1), (1, 0)):
             x, s = m.ins[xi], m.ins[si]
             p = u.producer(s)
-            if (p is not None and p.kind == "unary" and p.act == "sigmoid" and isinstance(x, TensorSpec)
-                    and p.ins[0].root() is x.root() and u.private(s, m) and x.shape == m.outs[0].shape):
+            if (
+                p is not None
+                and p.kind == "unary"
+                and p.act == "sigmoid"
+                and isinstance(x, TensorSpec)
+                and p.ins[0].root() is x.root()
+                and u.private(s, m)
+                and x.shape == m.outs[0].shape
+            ):
                 m.kind, m.ins, m.act, m.ip, m.fp = "unary", [x], "silu", [], []
                 ops.remove(p)
                 break
@@ -464,13 +574,17 @@ def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec) -> tuple[np.ndarray, bool
     if depthwise:
         return w.reshape(co, kh * kw), True, 0
     mg, kg = co // g, cg * kh * kw
-    packed = np.concatenate([B.pack_a_panels(w[i * mg:(i + 1) * mg].reshape(mg, kg)) for i in range(g)])
+    packed = np.concatenate(
+        [B.pack_a_panels(w[i * mg : (i + 1) * mg].reshape(mg, kg)) for i in range(g)]
+    )
     npix = out.shape[2] * out.shape[3]
     scratch = kg * (-(-npix // B.NR_PANEL) * B.NR_PANEL) * 4  # B operand in 16-column panels
     return packed, False, scratch
 
 
-def build_blob(ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec]) -> tuple[bytes, int]:
+def build_blob(
+    ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec]
+) -> tuple[bytes, int]:
     g = B.Graph()
     g.n_inputs, g.n_outputs = len(inputs), len(outputs)
     in_idx = {id(r): i for i, r in enumerate(inputs)}
@@ -500,14 +614,36 @@ def build_blob(ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec
             x, out = op.ins[0], op.outs[0]
             packed, dw, scratch = _pack_conv(op, x, out)
             a = op.attrs
-            ip = [a["groups"], a["w"].shape[2], a["w"].shape[3], *a["stride"], *a["pad"], *a["dil"],
-                  int(dw), 0, 0]
+            ip = [
+                a["groups"],
+                a["w"].shape[2],
+                a["w"].shape[3],
+                *a["stride"],
+                *a["pad"],
+                *a["dil"],
+                int(dw),
+                0,
+                0,
+            ]
             b = a["b"]
-            bop = B.BOp("conv2d", [tid(x), g.const(packed), -1 if b is None else g.const(b)],
-                        [tid(out)], ip=ip, fp=list(op.fp), act=op.act, scratch=scratch)
+            bop = B.BOp(
+                "conv2d",
+                [tid(x), g.const(packed), -1 if b is None else g.const(b)],
+                [tid(out)],
+                ip=ip,
+                fp=list(op.fp),
+                act=op.act,
+                scratch=scratch,
+            )
         else:
-            bop = B.BOp(op.kind, [tid(i) for i in op.ins], [tid(o) for o in op.outs], ip=list(op.ip),
-                        fp=list(op.fp), act=op.act)
+            bop = B.BOp(
+                op.kind,
+                [tid(i) for i in op.ins],
+                [tid(o) for o in op.outs],
+                ip=list(op.ip),
+                fp=list(op.fp),
+                act=op.act,
+            )
         g.ops.append(bop)
     data = g.serialize()
     return data, g.arena_nbytes
@@ -517,10 +653,16 @@ def build_blob(ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec
 def _fold_constant_permutes(ir: MethodIR) -> None:
     kept = []
     for ins in ir.instrs:
-        if (isinstance(ins, KernelInstr) and ins.kernel == "aten::permute_copy.out"
-                and ins.args[0].kind == "tensor" and ins.args[0].value.kind == CONSTANT
-                and ins.args[0].value.data is not None and ins.outputs
-                and not ins.outputs[0].value.dynamic and ins.args[1].kind == "intlist"):
+        if (
+            isinstance(ins, KernelInstr)
+            and ins.kernel == "aten::permute_copy.out"
+            and ins.args[0].kind == "tensor"
+            and ins.args[0].value.kind == CONSTANT
+            and ins.args[0].value.data is not None
+            and ins.outputs
+            and not ins.outputs[0].value.dynamic
+            and ins.args[1].kind == "intlist"
+        ):
             out = ins.outputs[0].value
             if out.root() is out and out.kind != MUTABLE:
                 src = ins.args[0].value
@@ -554,8 +696,12 @@ def partition_cpu(ir: MethodIR) -> MethodIR:
         op = None
         if isinstance(ins, KernelInstr) and not isinstance(ins, DelegateInstr):
             try:
-                op = lower(ins, lambda s, i=i: refs.get(id(s.root()), set()) <= {i}
-                           and id(s.root()) not in out_roots)
+                op = lower(
+                    ins,
+                    lambda s, i=i: (
+                        refs.get(id(s.root()), set()) <= {i} and id(s.root()) not in out_roots
+                    ),
+                )
             except (Unsupported, IndexError, KeyError, ValueError, TypeError, AttributeError) as e:
                 log.debug("cpu backend: %s stays outside: %s", ins.kernel, e)
         lowered.append(op)
@@ -615,7 +761,7 @@ def partition_cpu(ir: MethodIR) -> MethodIR:
             processed=data,
             n_inputs=len(inputs),
             summary=f"{j - i} instructions -> {len(ops)} ops ({', '.join(kinds)}), "
-                    f"{len(data)} bytes, arena {arena}",
+            f"{len(data)} bytes, arena {arena}",
         )
         new_instrs.append(d)
         n_deleg += 1
