@@ -198,42 +198,72 @@ static bool all_f32(const em_tensor *out, const ew_in *ins, int n_in, const ew_o
   return true;
 }
 
-/* The f32 paths: typed loads and stores, linear indexing when every tensor is dense in the
- * output's shape, else the strided walk. */
-static void run_f32(em_tensor *out, const ew_in *ins, int n_in, ew_fn fn, ew_op *op,
-                    const int64_t *sizes, int32_t dim) {
+/* Positions a walk at linear element i (row-major over the walk's shape). */
+static void iter_seek(ew_iter *it, int64_t i) {
+  for (int k = 0; k < it->n_ops; k++) it->off[k] = 0;
+  for (int32_t d = it->dim - 1; d >= 0; d--) {
+    it->idx[d] = i % it->sizes[d];
+    i /= it->sizes[d];
+    for (int k = 0; k < it->n_ops; k++) it->off[k] += it->idx[d] * it->strides[k][d];
+  }
+}
+
+/* One ew_map call, shared by the chunks of a parallel loop. */
+typedef struct map_job {
+  em_tensor *out;
+  const ew_in *ins;
+  int n_in;
+  ew_fn fn;
+  const ew_op *op;
+  bool f32;   /* all-f32 typed path */
+  bool dense; /* every tensor dense in the output's shape: linear indexing */
+  ew_iter it; /* the strided walk (when !dense), at element 0 */
+  bool err;   /* set by a serial run when the op reported an error */
+  const char *errmsg;
+} map_job;
+
+/* Computes elements [begin, end) of a job. */
+static void map_chunk(void *ctx, int64_t begin, int64_t end) {
+  map_job *job = (map_job *)ctx;
+  ew_op op = *job->op; /* chunk-local: ops may record errors in it */
+  const ew_in *ins = job->ins;
+  int n_in = job->n_in;
+  ew_iter it = job->it;
+  if (!job->dense) iter_seek(&it, begin);
   ew_val x[EW_MAX_OPS];
   float xf[EW_MAX_OPS];
   for (int k = 0; k < n_in; k++) {
     x[k] = ins[k].s;
     xf[k] = (float)ins[k].s.f;
   }
-  float *o = (float *)out->data;
-  bool dense = dense_same(out, sizes, dim);
-  for (int k = 0; k < n_in && dense; k++) dense = !ins[k].t || dense_same(ins[k].t, sizes, dim);
-  const ew_iter *itp = NULL;
-  ew_iter it;
-  if (!dense) {
-    const em_tensor *ts[EW_MAX_OPS];
-    ts[0] = out;
-    for (int k = 0; k < n_in; k++) ts[k + 1] = ins[k].t;
-    ew_iter_init(&it, sizes, dim, ts, n_in + 1);
-    itp = &it;
-  }
-  for (int64_t i = 0; i < out->numel; i++) {
-    int64_t oo = itp ? it.off[0] : i;
-    if (op->f32) {
-      for (int k = 0; k < n_in; k++)
-        if (ins[k].t) xf[k] = ((const float *)ins[k].t->data)[itp ? it.off[k + 1] : i];
-      o[oo] = op->f32(xf, op);
+  for (int64_t i = begin; i < end; i++) {
+    int64_t oo = job->dense ? i : it.off[0];
+    if (job->f32) {
+      float *o = (float *)job->out->data;
+      if (op.f32) {
+        for (int k = 0; k < n_in; k++)
+          if (ins[k].t) xf[k] = ((const float *)ins[k].t->data)[job->dense ? i : it.off[k + 1]];
+        o[oo] = op.f32(xf, &op);
+      } else {
+        for (int k = 0; k < n_in; k++)
+          if (ins[k].t) x[k].f = ((const float *)ins[k].t->data)[job->dense ? i : it.off[k + 1]];
+        o[oo] = (float)job->fn(x, &op).f;
+      }
     } else {
       for (int k = 0; k < n_in; k++)
-        if (ins[k].t) x[k].f = ((const float *)ins[k].t->data)[itp ? it.off[k + 1] : i];
-      o[oo] = (float)fn(x, op).f;
+        if (ins[k].t) x[k] = ew_load(ins[k].t, job->dense ? i : it.off[k + 1], ins[k].dtype);
+      ew_store(job->out, oo, job->fn(x, &op), op.res);
     }
-    if (itp) ew_iter_next(&it);
+    if (!job->dense) ew_iter_next(&it);
+  }
+  if (op.err) {
+    job->err = true;
+    job->errmsg = op.errmsg;
   }
 }
+
+/* Below this many elements a loop runs on the caller alone. */
+#define EW_PARALLEL_MIN 32768
 
 em_status ew_map(em_kernel_ctx *ctx, em_tensor *out, const ew_in *ins, int n_in, ew_fn fn,
                  ew_op *op) {
@@ -251,24 +281,29 @@ em_status ew_map(em_kernel_ctx *ctx, em_tensor *out, const ew_in *ins, int n_in,
   EM_KTRY(em_resize_out(ctx, out, sizes, dim));
   if (out->numel == 0) return EM_OK;
   EM_KCHECK(ctx, out->data, "out has no data");
-  if (all_f32(out, ins, n_in, op)) {
-    run_f32(out, ins, n_in, fn, op, sizes, dim);
-  } else {
+  map_job job;
+  memset(&job, 0, sizeof job);
+  job.out = out;
+  job.ins = ins;
+  job.n_in = n_in;
+  job.fn = fn;
+  job.op = op;
+  job.f32 = all_f32(out, ins, n_in, op);
+  job.dense = dense_same(out, sizes, dim);
+  for (int k = 0; k < n_in && job.dense; k++)
+    job.dense = !ins[k].t || dense_same(ins[k].t, sizes, dim);
+  if (!job.dense) {
     const em_tensor *ts[EW_MAX_OPS];
     ts[0] = out;
     for (int k = 0; k < n_in; k++) ts[k + 1] = ins[k].t;
-    ew_iter it;
-    ew_iter_init(&it, sizes, dim, ts, n_in + 1);
-    ew_val x[EW_MAX_OPS];
-    for (int k = 0; k < n_in; k++) x[k] = ins[k].s;
-    for (int64_t i = 0; i < it.numel; i++) {
-      for (int k = 0; k < n_in; k++)
-        if (ins[k].t) x[k] = ew_load(ins[k].t, it.off[k + 1], ins[k].dtype);
-      ew_store(out, it.off[0], fn(x, op), op->res);
-      ew_iter_next(&it);
-    }
+    ew_iter_init(&job.it, sizes, dim, ts, n_in + 1);
   }
-  EM_KCHECK(ctx, !op->err, "%s", op->errmsg ? op->errmsg : "invalid value");
+  /* Float-domain ops never report data errors, so their chunks may run concurrently. */
+  if (op->fp && out->numel >= EW_PARALLEL_MIN && ctx)
+    em_parallel_for(ctx->pool, out->numel, map_chunk, &job);
+  else
+    map_chunk(&job, 0, out->numel);
+  EM_KCHECK(ctx, !job.err, "%s", job.errmsg ? job.errmsg : "invalid value");
   return EM_OK;
 }
 
