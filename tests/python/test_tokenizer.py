@@ -124,7 +124,7 @@ def smollm(tmp_path_factory: pytest.TempPathFactory) -> dict:
     )
     d = tmp_path_factory.mktemp("smollm")
     ref.save(str(d / "tokenizer.json"))
-    T.compact_from_gguf(path, d / "smollm.emtk")
+    T.compact_from_gguf(r, d / "smollm.emtk")
     return {"gguf": path, "ref": ref, "dir": d, "n_vocab": len(toks)}
 
 

@@ -13,6 +13,7 @@ import os
 import struct
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ember import _lib
 
@@ -312,11 +313,14 @@ _GGUF_PRETOK = {
 }
 
 
-def compact_from_gguf(gguf_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> None:
-    """Writes the compact tokenizer file from a GGUF's tokenizer metadata (read with ``gguf``)."""
+def compact_from_gguf(
+    gguf_path: str | os.PathLike[str] | Any, out_path: str | os.PathLike[str]
+) -> None:
+    """Writes the compact tokenizer file from a GGUF's tokenizer metadata (read with ``gguf``;
+    ``gguf_path`` may also be an open ``gguf.GGUFReader``)."""
     from gguf import GGUFReader  # test/export-time dependency only
 
-    r = GGUFReader(str(gguf_path))
+    r = gguf_path if isinstance(gguf_path, GGUFReader) else GGUFReader(str(gguf_path))
 
     def field(name: str, default=None):  # type: ignore[no-untyped-def]
         f = r.fields.get(name)
