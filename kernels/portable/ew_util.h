@@ -11,7 +11,8 @@
  *    compute dtype (the common dtype for arithmetic), an ew_fn computes the
  *    result in the "float domain" (double, rounded to the compute dtype like
  *    ATen's opmath) or the "int domain" (int64 wrapped to the compute dtype),
- *    and the result is cast to the out tensor's dtype.
+ *    and the result is cast to the out tensor's dtype. All-f32 calls take a
+ *    typed path (single precision when the op provides ew_op.f32).
  *
  *     ew_op op;
  *     ew_op_init(&op, common, common);
@@ -179,6 +180,9 @@ typedef ew_val (*ew_fn)(const ew_val *x, ew_op *op);
  * Broadcasts the tensor inputs, resizes `out` to the broadcast shape and
  * writes fn(inputs) cast to out's dtype into every element. Returns the op's
  * error (EM_ERR_INVALID_ARGUMENT, with op->errmsg) when fn set op->err.
+ * When every operand is f32 it uses typed loads and op->f32 if set; large
+ * float-domain loops run in chunks on ctx->pool (fn must then not write *op:
+ * each chunk works on a copy).
  */
 em_status ew_map(em_kernel_ctx *ctx, em_tensor *out, const ew_in *ins, int n_in, ew_fn fn,
                  ew_op *op);
