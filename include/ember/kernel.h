@@ -88,6 +88,9 @@ em_status em_register_prim_ops(void);
 /* Registers the portable kernel library (kernels/portable). */
 em_status em_register_portable_kernels(void);
 
+/* Registers Ember's integer-only quantized kernels (kernels/quantized, ember:: namespace). */
+em_status em_register_quantized_kernels(void);
+
 #ifdef __cplusplus
 }
 #endif

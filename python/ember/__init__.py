@@ -49,3 +49,12 @@ __all__ = [
     "SerializationError",
     "EmberRuntimeError",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``ember.quantize`` (static int8 post-training quantization) loads on first use."""
+    if name == "quantize":
+        from ember.quant import quantize
+
+        return quantize
+    raise AttributeError(f"module 'ember' has no attribute {name!r}")

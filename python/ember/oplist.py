@@ -1,6 +1,6 @@
 """The runtime's operator list, read from the C kernel registry files (one source of truth).
 
-The C runtime declares every kernel in ``kernels/portable/ops.def`` and ``kernels/prim/ops.def`` as
+The C runtime declares every kernel in ``kernels/{portable,prim,quantized}/ops.def`` as
 lines of the form::
 
     EM_OP("aten::add.out", some_c_fn, 5, EM_DT_REALS)
@@ -238,7 +238,7 @@ def load_oplist() -> OpList:
     for d in kernel_dirs():
         kernels: dict[str, KernelInfo] = {}
         sources = []
-        for sub in ("portable", "prim"):
+        for sub in ("portable", "prim", "quantized"):
             p = d / sub / "ops.def"
             if p.is_file():
                 kernels.update(read_ops_def(p, d))

@@ -103,6 +103,7 @@ int main(void) {
   em_log_set_level(EM_LOG_FATAL);
   em_register_prim_ops();
   em_register_portable_kernels();
+  em_register_quantized_kernels();
   const char *rounds_env = getenv("EMBER_CORRUPT_ROUNDS");
   int rounds = rounds_env ? atoi(rounds_env) : 1500;
   const char *seed_env = getenv("EMBER_CORRUPT_SEED");

@@ -106,6 +106,7 @@ int main(void) {
   em_log_set_level(EM_LOG_FATAL);
   em_register_prim_ops();
   em_register_portable_kernels();
+  em_register_quantized_kernels();
   int ran = run_dir(EMBER_FIXTURES) + run_dir("tests/fixtures");
   CHECK(ran >= 3, "only %d executions ran", ran);
   printf("executions watched: %d\n", ran);

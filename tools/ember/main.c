@@ -354,6 +354,7 @@ int main(int argc, char **argv) {
   }
   em_register_prim_ops();
   em_register_portable_kernels();
+  em_register_quantized_kernels();
   {
     extern em_status em_register_cpu_backend(void);
     em_register_cpu_backend();
