@@ -223,10 +223,11 @@ static int32_t sample(em_llm *l, const float *logits, size_t V, float temp, floa
       if (r < (c += l->probs[i])) return (int32_t)i;
     return (int32_t)(V - 1);
   }
-  float cutoff = (1.0f - top_p) / (float)(V - 1);
+  float cutoff = V > 1 ? (1.0f - top_p) / (float)(V - 1) : 0.0f;
   size_t n = 0;
   for (size_t i = 0; i < V; i++)
     if (l->probs[i] >= cutoff) l->order[n++] = (int32_t)i;
+  if (n == 0) return (int32_t)best;
   g_probs = l->probs;
   qsort(l->order, n, sizeof *l->order, cmp_prob_desc);
   float c = 0.0f;
@@ -382,6 +383,7 @@ em_status em_llm_generate(em_llm *l, const char *prompt, const em_llm_gen_option
     pos++;
     n_steps++;
   }
+  if (out.n_pend && out.fn && !out.stopped) out.fn(out.ctx, out.pend, out.n_pend); /* cut char */
   s.decode_s = now_s() - t1;
   s.prefill_tok_per_s = s.prefill_s > 0 ? (double)n / s.prefill_s : 0;
   s.decode_tok_per_s = s.decode_s > 0 ? (double)n_steps / s.decode_s : 0;
