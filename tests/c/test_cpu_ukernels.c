@@ -25,10 +25,10 @@ static int close_to(double got, double want, double tol) {
 #define SENTINEL 12345.0f
 
 static void test_gemm(const em_cpu_config *cfg) {
-  static const size_t ncs[] = {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32};
+  static const size_t ncs[] = {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40, 47, 48};
   static const size_t kcs[] = {1, 2, 5, 16, 67};
-  enum { MAXK = 67, LDC = 40 };
-  static float a[MAXK * 8 * 6], b[MAXK * 64], c[8 * LDC], ref[8 * LDC], bias_m[6], bias_n[32];
+  enum { MAXK = 67, LDC = 56, LDB = 48 };
+  static float a[MAXK * 8 * 6], b[MAXK * 64], c[8 * LDC], ref[8 * LDC], bias_m[6], bias_n[48];
   int bad = 0;
   for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++)
     for (size_t mr = 1; mr <= EMC_MR; mr++)
@@ -40,17 +40,16 @@ static void test_gemm(const em_cpu_config *cfg) {
           for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) a[i] = frand();
           for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) b[i] = frand();
           for (size_t i = 0; i < 6; i++) bias_m[i] = frand();
-          for (size_t i = 0; i < 32; i++) bias_n[i] = frand();
+          for (size_t i = 0; i < 48; i++) bias_n[i] = frand();
           for (size_t i = 0; i < 8 * LDC; i++) c[i] = (i / LDC < mr && i % LDC < nc) ? frand() : SENTINEL;
           size_t a_rs = packed_a ? 1 : kc, a_ks = packed_a ? EMC_MR : 1;
-          size_t ldb = packed_b ? EMC_NR_PANEL : 32, b_next = packed_b ? kc * EMC_NR_PANEL : 16;
+          size_t ldb = packed_b ? EMC_NR_PANEL : LDB, b_next = packed_b ? kc * EMC_NR_PANEL : 16;
           em_minmax_params p = {-2.5f, 2.5f};
           for (size_t m = 0; m < mr; m++)
             for (size_t n = 0; n < nc; n++) {
               double acc = accumulate ? c[m * LDC + n] : (double)bias_m[m] + bias_n[n];
               for (size_t k = 0; k < kc; k++) {
-                const float *bk = packed_b ? (n < 16 ? b + k * 16 + n : b + b_next + k * 16 + n - 16)
-                                           : b + k * ldb + n;
+                const float *bk = packed_b ? b + (n / 16) * b_next + k * 16 + n % 16 : b + k * ldb + n;
                 acc += (double)a[m * a_rs + k * a_ks] * *bk;
               }
               ref[m * LDC + n] = (float)fmin(fmax(acc, p.min), p.max);
@@ -210,6 +209,11 @@ int main(void) {
     }
     tested++;
     test_gemm(cfg);
+    if (cfg->gemm == em_f32_gemm_minmax_ukernel_6x48__avx512f) { /* the 6x32 variant too */
+      em_cpu_config c32 = *cfg;
+      c32.isa = "avx512f-6x32", c32.nr = 32, c32.gemm = em_f32_gemm_minmax_ukernel_6x32__avx512f;
+      test_gemm(&c32);
+    }
     test_dwconv(cfg);
     test_elementwise(cfg);
   }
