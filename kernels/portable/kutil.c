@@ -6,6 +6,9 @@
 #include <stdarg.h>
 
 void em_kernel_fail(em_kernel_ctx *ctx, const char *file, int line, const char *fmt, ...) {
+#if !EM_LOG_ENABLED
+  (void)ctx, (void)file, (void)line, (void)fmt;
+#else
   char fmt2[256];
   const char *op = ctx && ctx->op_name ? ctx->op_name : "kernel";
   size_t n = 0;
@@ -18,6 +21,7 @@ void em_kernel_fail(em_kernel_ctx *ctx, const char *file, int line, const char *
   va_start(ap, fmt);
   em_logv(EM_LOG_ERROR, file, line, fmt2, ap);
   va_end(ap);
+#endif
 }
 
 bool em_arg_int(const em_evalue *v, int64_t *out) {

@@ -1,9 +1,8 @@
 /*
  * log.c — formatted logging and the last-error message, on top of the
- * platform hooks. Part of the platform layer: it may use vsnprintf.
+ * platform hooks. Formatting is Ember's own (format.c): no stdio needed.
  */
 #include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "ember/platform.h"
@@ -36,9 +35,8 @@ void em_log(em_log_level level, const char *file, int line, const char *fmt, ...
 
 void em_logv(em_log_level level, const char *file, int line, const char *fmt, va_list ap) {
   char msg[EM_LAST_ERROR_LEN];
-  int n = vsnprintf(msg, sizeof msg, fmt, ap);
-  if (n < 0) return;
-  size_t len = (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
+  size_t n = em_vformat(msg, sizeof msg, fmt, ap);
+  size_t len = n < sizeof msg ? n : sizeof msg - 1;
   if (level_rank(level) >= level_rank(EM_LOG_ERROR)) memcpy(t_last_error, msg, len + 1);
   if (level_rank(level) < level_rank(g_min_level)) return;
   const em_platform_hooks *h = em_platform_get();
