@@ -333,6 +333,12 @@ class ValueBuilder:
             raise TypeError(f"unsupported list for a kernel argument: {xs!r}")
 
 
+@cache
+def _scratch(nbytes: int) -> ctypes.Array:
+    """One reusable scratch buffer per size (allocating and zeroing 64 MiB per call is slow)."""
+    return ctypes.create_string_buffer(nbytes)
+
+
 def call_kernel(name: str, args: Sequence[Any], temp_bytes: int = 64 << 20) -> None:
     """Runs registered kernel ``name`` on ``args`` (see ValueBuilder for accepted types).
 
@@ -349,7 +355,7 @@ def call_kernel(name: str, args: Sequence[Any], temp_bytes: int = 64 << 20) -> N
     vb = ValueBuilder()
     evs = [vb.value(a) for a in args]
     argv = (ctypes.POINTER(EmEValue) * max(len(evs), 1))(*[ctypes.pointer(v) for v in evs])
-    temp_buf = ctypes.create_string_buffer(temp_bytes)
+    temp_buf = _scratch(temp_bytes)
     temp = EmAllocator()
     L.em_allocator_init(ctypes.byref(temp), temp_buf, temp_bytes)
     ctx = EmKernelCtx()
