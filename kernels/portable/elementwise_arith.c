@@ -127,6 +127,8 @@ static ew_val f_mul(const ew_val *x, ew_op *op) {
   return r;
 }
 
+static ew_val f_fmod(const ew_val *x, ew_op *op);
+
 static em_status binary(em_kernel_ctx *ctx, em_evalue **args, ew_fn fn, bool float_result,
                         int mode) {
   ew_bin b;
@@ -139,7 +141,10 @@ static em_status binary(em_kernel_ctx *ctx, em_evalue **args, ew_fn fn, bool flo
   op.mode = mode;
   if (fn == f_mul) op.f32 = f32_mul;
   ew_in in[2];
-  ew_bin_ins(&b, common, in);
+  if (fn == f_fmod)
+    ew_bin_ins_exact(&b, common, in);
+  else
+    ew_bin_ins(&b, common, in);
   return ew_map(ctx, b.out, in, 2, fn, &op);
 }
 

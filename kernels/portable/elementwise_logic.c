@@ -196,7 +196,7 @@ static em_status compare(em_kernel_ctx *ctx, em_evalue **args, int mode, bool te
   ew_op_init(&op, b.common, EM_DTYPE_BOOL);
   op.mode = mode;
   ew_in in[2];
-  ew_bin_ins(&b, b.common, in);
+  ew_bin_ins_exact(&b, b.common, in);
   return ew_map(ctx, b.out, in, 2, f_cmp, &op);
 }
 

@@ -494,6 +494,12 @@ void ew_bin_ins(const ew_bin *b, int dtype, ew_in *ins) {
   ins[1] = b->b ? ew_in_tensor(b->b, dtype) : ew_in_scalar(b->bs, dtype);
 }
 
+void ew_bin_ins_exact(const ew_bin *b, int dtype, ew_in *ins) {
+  ew_bin_ins(b, dtype, ins);
+  for (int k = 0; k < 2; k++)
+    if (!ins[k].t && em_dtype_is_float(dtype)) ins[k].s.f = ew_round_to(ins[k].s.f, dtype);
+}
+
 int ew_operand_dtype(const em_tensor *t, const em_evalue *s) {
   if (t) return t->dtype;
   return s->tag == EM_TAG_DOUBLE ? EM_DTYPE_F64

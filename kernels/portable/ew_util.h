@@ -271,6 +271,9 @@ typedef struct ew_bin {
 em_status ew_bin_setup(em_kernel_ctx *ctx, em_evalue *x, em_evalue *y, em_evalue *out, ew_bin *r);
 /* The two ew_in of a binary op, both cast to dtype. */
 void ew_bin_ins(const ew_bin *b, int dtype, ew_in *ins);
+/* Same, with Scalars rounded all the way to dtype (ATen casts a wrapped scalar to the common
+ * dtype for comparisons, fmod, remainder; only add/sub/mul/div keep opmath precision). */
+void ew_bin_ins_exact(const ew_bin *b, int dtype, ew_in *ins);
 /* The dtype of an operand (a Scalar counts as i64/f64/bool). */
 int ew_operand_dtype(const em_tensor *t, const em_evalue *s);
 

@@ -1727,6 +1727,18 @@ def test_every_registered_kernel_is_covered() -> None:
     assert names - covered == set()
 
 
+@pytest.mark.parametrize("dtype", [F16, BF16])
+@pytest.mark.parametrize("op", ["eq", "ge", "lt", "fmod", "remainder"])
+def test_scalar_is_cast_to_reduced_common_dtype(op: str, dtype: torch.dtype) -> None:
+    """Comparisons, fmod and remainder see a Scalar cast to the f16/bf16 common dtype."""
+    x = torch.tensor([0.1, 1.0, 0.2, -0.3], dtype=dtype)
+    fn = getattr(A, op).Scalar
+    ref = fn(x, 0.1)
+    o = torch.zeros_like(ref)
+    call_kernel(f"aten::{op}.Scalar_out", [x, 0.1, o, o])
+    _check(op, o, ref, 1.0)
+
+
 def _call_with_pool(name: str, args: list[Any], n_threads: int) -> None:
     """call_kernel with a real thread pool in the kernel context (ew_map splits large loops)."""
     import ctypes
