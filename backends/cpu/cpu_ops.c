@@ -41,6 +41,15 @@ static em_minmax_params clamp_of(const emc_op *op) {
 /* The activation that must run after a kernel that already clamped. */
 static uint32_t post_act(const emc_op *op) { return op->act == EMC_ACT_CLAMP ? 0 : op->act; }
 
+/*
+ * em_parallel_for for a loop of about `work` element operations: small loops run on the caller,
+ * since waking a worker costs more than they do (and far more when the machine is loaded).
+ */
+#define EMC_MIN_PARALLEL_WORK 32768
+static void par_for(em_threadpool *pool, int64_t n, em_parallel_fn fn, void *ctx, int64_t work) {
+  em_parallel_for(work < EMC_MIN_PARALLEL_WORK ? NULL : pool, n, fn, ctx);
+}
+
 /* ---- validation helpers ----------------------------------------------------------------- */
 
 static bool is_const(const emc_rt_tensor *t) { return t && t->storage == EMC_CONST; }
@@ -334,7 +343,7 @@ static void gemm_tiles(void *ctx, int64_t begin, int64_t end) {
 static void run_gemm_job(gemm_job *j, em_threadpool *pool) {
   j->mtiles = div_up(j->m, EMC_MR);
   size_t ntiles = div_up(j->n, j->cfg->nr);
-  em_parallel_for(pool, (int64_t)(j->mtiles * ntiles), gemm_tiles, j);
+  par_for(pool, (int64_t)(j->mtiles * ntiles), gemm_tiles, j, (int64_t)(j->m * j->n * j->k));
 }
 
 static em_status run_gemm(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
@@ -448,7 +457,7 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
                 {h, wd, oh, ow, kh, kw, ip[EMC_CONV_SH], ip[EMC_CONV_SW], ip[EMC_CONV_PH],
                  ip[EMC_CONV_PW], ip[EMC_CONV_DH], ip[EMC_CONV_DW]},
                 co, x, w, bias, y, clamp_of(op)};
-    em_parallel_for(pool, n * co, dw_planes, &j);
+    par_for(pool, n * co, dw_planes, &j, yt->numel * kh * kw);
     return EM_OK;
   }
   int64_t cg = cin / g, mg = co / g, kg = cg * kh * kw, npix = oh * ow;
@@ -462,10 +471,10 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
       if (!direct) {
         im2col_job ij = {xg, col, h, wd, oh, ow, kh, kw, ip[EMC_CONV_SH], ip[EMC_CONV_SW],
                          ip[EMC_CONV_PH], ip[EMC_CONV_PW], ip[EMC_CONV_DH], ip[EMC_CONV_DW], kg};
-        em_parallel_for(pool, kg, im2col_rows, &ij);
+        par_for(pool, kg, im2col_rows, &ij, kg * npix);
       } else {
         pack_job pj = {xg, col, kg, npix};
-        em_parallel_for(pool, kg, pack_rows, &pj);
+        par_for(pool, kg, pack_rows, &pj, kg * npix);
       }
       gemm_job j = {d->cfg, (size_t)mg, (size_t)kg, (size_t)npix, 0, w + (size_t)gi * panel, 1,
                     EMC_MR, 1, col, (size_t)npix, 1, y + (b * co + gi * mg) * npix, (size_t)npix,
@@ -582,9 +591,9 @@ static em_status run_binary(const emc_delegate *d, const emc_op *op, em_threadpo
   for (int i = 0; i < k; i++) j.sizes[i] = yt->sizes[i], j.as[i] = as[i], j.bs[i] = bs[i], rows *= yt->sizes[i];
   if (rows == 1) {
     j.ndim = 0;
-    em_parallel_for(pool, j.inner, bin_rows, &j);
+    par_for(pool, j.inner, bin_rows, &j, yt->numel);
   } else {
-    em_parallel_for(pool, rows, bin_rows, &j);
+    par_for(pool, rows, bin_rows, &j, yt->numel);
   }
   return EM_OK;
 }
@@ -610,7 +619,7 @@ static void act_chunk(void *ctx, int64_t begin, int64_t end) {
 
 static em_status run_unary(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   act_job j = {d, op, data_of(d, op->in[0]), data_of(d, op->out[0])};
-  em_parallel_for(pool, d->t[op->out[0]].numel, act_chunk, &j);
+  par_for(pool, d->t[op->out[0]].numel, act_chunk, &j, d->t[op->out[0]].numel * (op->act > 2 ? 8 : 1));
   return EM_OK;
 }
 
@@ -673,7 +682,8 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end) {
 static em_status run_pool(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   pool_job j = {d, op, xt->data, yt->data, xt->sizes[2], xt->sizes[3], yt->sizes[2], yt->sizes[3]};
-  em_parallel_for(pool, xt->sizes[0] * xt->sizes[1], pool_planes, &j);
+  par_for(pool, xt->sizes[0] * xt->sizes[1], pool_planes, &j,
+          yt->numel * op->ip[EMC_POOL_KH] * op->ip[EMC_POOL_KW]);
   return EM_OK;
 }
 
@@ -728,7 +738,7 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
 
 static em_status run_rows(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   rows_job j = {d, op};
-  em_parallel_for(pool, op->ip[0], rows_chunk, &j);
+  par_for(pool, op->ip[0], rows_chunk, &j, d->t[op->in[0]].numel * 4);
   return EM_OK;
 }
 
@@ -770,7 +780,7 @@ static em_status run_permute(const emc_delegate *d, const emc_op *op, em_threadp
   int64_t st[EMC_MAX_DIMS], s = 1;
   for (int i = (int)xt->ndim - 1; i >= 0; i--) st[i] = s, s *= xt->sizes[i];
   for (uint32_t i = 0; i < xt->ndim; i++) j.ysz[i] = yt->sizes[i], j.xst[i] = st[op->ip[i]];
-  em_parallel_for(pool, yt->numel / j.ysz[xt->ndim - 1], permute_rows, &j);
+  par_for(pool, yt->numel / j.ysz[xt->ndim - 1], permute_rows, &j, yt->numel);
   return EM_OK;
 }
 
@@ -840,7 +850,7 @@ em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *poo
   case EMC_OP_SLICE: return run_slice(d, op);
   case EMC_OP_CHANNEL_AFFINE: {
     affine_job j = {d, op};
-    em_parallel_for(pool, (int64_t)op->ip[0] * op->ip[1], affine_planes, &j);
+    par_for(pool, (int64_t)op->ip[0] * op->ip[1], affine_planes, &j, d->t[op->out[0]].numel);
     return EM_OK;
   }
   default: return EM_ERR_INVALID_PROGRAM;
