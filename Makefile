@@ -19,10 +19,11 @@ deps:
 	    (apt-get update -q && apt-get install -y -q clang clang-format) >/dev/null 2>&1 || \
 	    echo "warning: could not install clang; the fuzz target will be skipped"; }
 
-$(VENV)/.stamp: pyproject.toml requirements-dev.txt
+$(VENV)/.stamp: pyproject.toml requirements-dev.txt requirements-nodeps.txt
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -r requirements-dev.txt
+	$(VPY) -m pip install -q --no-deps -r requirements-nodeps.txt
 	$(VPY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 

@@ -160,6 +160,8 @@ static em_status prepare_method(em_module *m, module_method *mm, const char *nam
   mm->temp_mem = malloc(m->opts.temp_bytes);
   if (!mm->temp_mem) return EM_ERR_MEMORY_ALLOCATION_FAILED;
   em_allocator_init(&mm->temp_alloc, mm->temp_mem, m->opts.temp_bytes);
+  /* Grow the method allocator until preparation fits; the failed attempts stay quiet. */
+  em_log_level level = em_log_get_level();
   for (size_t size = 16384;; size *= 2) {
     free(mm->method_mem);
     mm->method_mem = malloc(size);
@@ -169,8 +171,15 @@ static em_status prepare_method(em_module *m, module_method *mm, const char *nam
     em_method_config cfg = {&mm->method_alloc, &mm->temp_alloc,  mm->arenas,
                             mm->arena_sizes,   mm->n_arenas,     m->external,
                             m->opts.pool,      m->opts.profiler, 0};
+    int last_try = size > ((size_t)1 << 31);
+    em_log_set_level(last_try ? level : EM_LOG_FATAL);
     st = em_method_prepare(m->program, name, &cfg, &mm->method);
-    if (st != EM_ERR_MEMORY_ALLOCATION_FAILED || size > ((size_t)1 << 31)) return st;
+    em_log_set_level(level);
+    if (st != EM_ERR_MEMORY_ALLOCATION_FAILED || last_try) {
+      /* A real error was silenced if it happened on a quiet try: report it now. */
+      if (st != EM_OK && !last_try) EM_LOG_ERROR("%s", em_last_error());
+      return st;
+    }
   }
 }
 

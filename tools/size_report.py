@@ -2,7 +2,7 @@
 """size_report.py — how many bytes the Ember runtime core costs, on x86-64 and on a Cortex-M33.
 
 The core is src/*.c (flatbuffer reader, verifier, program/method, executor, registries, tensors,
-data maps) plus the platform layer a bare-metal build uses (src/platform/noos.c, log.c and
+data maps) plus the platform layer a bare-metal build uses (src/platform/noos.c, log.c, format.c and
 threadpool.c with EMBER_NO_THREADS); no kernels, no extensions. Built with -Os,
 -ffunction-sections -fdata-sections. Three numbers per target:
 
@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "mcu"))
 import size_breakdown  # noqa: E402
 
 CORE_SRC = sorted(REPO.glob("src/*.c")) + [
-    REPO / "src" / "platform" / n for n in ("noos.c", "log.c", "threadpool.c")
+    REPO / "src" / "platform" / n for n in ("noos.c", "log.c", "format.c", "threadpool.c")
 ]
 FLAGS = ["-std=c11", "-Os", "-ffunction-sections", "-fdata-sections", "-DEMBER_NO_THREADS=1",
          "-DEMBER_PLATFORM_NOOS=1", f"-I{REPO / 'include'}", f"-I{REPO / 'src'}"]  # fmt: skip

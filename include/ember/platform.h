@@ -50,6 +50,9 @@ void em_platform_set(const em_platform_hooks *hooks);
 /* Minimum level that em_log emits (default EM_LOG_INFO). */
 void em_log_set_level(em_log_level level);
 
+/* The current minimum level. */
+em_log_level em_log_get_level(void);
+
 /* Formats and emits a log message (printf-style subset: %d %i %u %ld %lld %zu %s %c %x %p %%). */
 void em_log(em_log_level level, const char *file, int line, const char *fmt, ...)
 /* Format checking on hosts; on arm-none-eabi uint32_t is `long`, and %u for it is fine there. */

@@ -26,6 +26,8 @@ static int level_rank(em_log_level l) {
 
 void em_log_set_level(em_log_level level) { g_min_level = level; }
 
+em_log_level em_log_get_level(void) { return g_min_level; }
+
 void em_log(em_log_level level, const char *file, int line, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
