@@ -340,7 +340,24 @@ static void gemm_tiles(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* M = 1 with a packed B: stream each 16-column panel once (no 6-row tile). */
+static void gemv_panels(void *ctx, int64_t begin, int64_t end) {
+  const gemm_job *j = ctx;
+  for (int64_t pi = begin; pi < end; pi++) {
+    size_t n0 = (size_t)pi * EMC_NR_PANEL, nc = j->n - n0 < EMC_NR_PANEL ? j->n - n0 : EMC_NR_PANEL;
+    float *c = j->c + n0;
+    j->cfg->gemv16(j->k, nc, j->a, j->b + (size_t)pi * j->k * EMC_NR_PANEL,
+                   j->bias_n ? j->bias_n + n0 : NULL, c, &j->mm);
+    if (j->act) j->cfg->vact(nc, c, c, j->act, j->fp);
+  }
+}
+
 static void run_gemm_job(gemm_job *j, em_threadpool *pool) {
+  if (j->m == 1 && j->b_packed && !j->bias_m && !j->a_packed) {
+    size_t panels = div_up(j->n, EMC_NR_PANEL);
+    par_for(pool, (int64_t)panels, gemv_panels, j, (int64_t)(j->n * j->k));
+    return;
+  }
   j->mtiles = div_up(j->m, EMC_MR);
   size_t ntiles = div_up(j->n, j->cfg->nr);
   par_for(pool, (int64_t)(j->mtiles * ntiles), gemm_tiles, j, (int64_t)(j->m * j->n * j->k));

@@ -58,6 +58,9 @@ typedef void (*em_f32_vact_fn)(size_t n, const float *x, float *y, uint32_t act,
 /* y = x * s + t, clamped (an unfolded batch norm over one channel plane). */
 typedef void (*em_f32_vaffine_fn)(size_t n, const float *x, float s, float t, float *y,
                                   const em_minmax_params *p);
+/* A row vector times one zero-padded 16-column B panel (M = 1 GEMMs: classifier heads). */
+typedef void (*em_f32_gemv16_fn)(size_t kc, size_t nc, const float *x, const float *b,
+                                 const float *bias, float *y, const em_minmax_params *p);
 /* One softmax row (log_softmax when `log`). */
 typedef void (*em_f32_softmax_fn)(size_t n, const float *x, float *y, int log);
 /* One layer-norm row (rms-norm when `rms`); w / b may be NULL. */
@@ -90,6 +93,9 @@ typedef void (*em_f32_norm_fn)(size_t n, const float *x, const float *w, const f
   void em_f32_vaffine_minmax_ukernel__##isa(size_t n, const float *x, float s, float t, float *y, \
                                             const em_minmax_params *p);                           \
   void em_f32_softmax_ukernel__##isa(size_t n, const float *x, float *y, int log);               \
+  void em_f32_gemv16_minmax_ukernel__##isa(size_t kc, size_t nc, const float *x, const float *b,  \
+                                           const float *bias, float *y,                           \
+                                           const em_minmax_params *p);                            \
   void em_f32_norm_ukernel__##isa(size_t n, const float *x, const float *w, const float *b,      \
                                   float eps, int rms, float *y);
 
@@ -112,6 +118,7 @@ typedef struct em_cpu_config {
   em_f32_vaffine_fn vaffine;
   em_f32_softmax_fn softmax;
   em_f32_norm_fn norm;
+  em_f32_gemv16_fn gemv16;
 } em_cpu_config;
 
 /* The configuration for this CPU, detected once (thread-safe after the first call). */

@@ -191,6 +191,20 @@ void EM_NAME(em_f32_norm_ukernel__)(size_t n, const float *x, const float *w, co
     for (size_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd;
 }
 
+/* One 16-column B panel times a row vector: y[0, nc) = clamp(bias + x[0, kc) @ b[kc][16]). */
+void EM_NAME(em_f32_gemv16_minmax_ukernel__)(size_t kc, size_t nc, const float *x, const float *b,
+                                            const float *bias, float *y,
+                                            const em_minmax_params *p) {
+  float acc[16];
+  for (size_t j = 0; j < 16; j++) acc[j] = (bias && j < nc) ? bias[j] : 0.0f;
+  for (size_t k = 0; k < kc; k++) {
+    const float xv = x[k];
+    const float *restrict br = b + k * 16;
+    for (size_t j = 0; j < 16; j++) acc[j] += xv * br[j];
+  }
+  for (size_t j = 0; j < nc; j++) y[j] = vx_clampf(acc[j], p->min, p->max);
+}
+
 /* First output column whose tap (ow * s + off) lands inside [0, w), and one past the last. */
 static inline void vx_valid_cols(int64_t w, int64_t ow, int64_t s, int64_t off, int64_t *lo,
                                  int64_t *hi) {

@@ -198,6 +198,28 @@ static void test_elementwise(const em_cpu_config *cfg) {
   }
 }
 
+static void test_gemv16(const em_cpu_config *cfg) {
+  static float x[300], b[300 * 16], bias[16], y[17];
+  static const size_t kcs[] = {1, 5, 16, 300}, ncs[] = {1, 7, 15, 16};
+  for (size_t ki = 0; ki < 4; ki++)
+    for (size_t ni = 0; ni < 4; ni++) {
+      size_t kc = kcs[ki], nc = ncs[ni];
+      for (size_t i = 0; i < kc; i++) x[i] = frand();
+      for (size_t i = 0; i < kc * 16; i++) b[i] = (i % 16) < nc ? frand() : 0.0f;
+      for (size_t i = 0; i < 16; i++) bias[i] = frand();
+      y[nc] = SENTINEL;
+      em_minmax_params p = {-3.0f, 3.0f};
+      cfg->gemv16(kc, nc, x, b, bias, y, &p);
+      int ok = y[nc] == SENTINEL;
+      for (size_t j = 0; j < nc; j++) {
+        double acc = bias[j];
+        for (size_t k = 0; k < kc; k++) acc += (double)x[k] * b[k * 16 + j];
+        ok &= close_to(y[j], fmin(fmax(acc, -3.0), 3.0), 1e-5);
+      }
+      CHECK(ok, "%s gemv16 kc=%zu nc=%zu", cfg->isa, kc, nc);
+    }
+}
+
 int main(void) {
   static const char *isas[] = {"avx512f", "avx2", "scalar"};
   int tested = 0;
@@ -215,6 +237,7 @@ int main(void) {
       test_gemm(&c32);
     }
     test_dwconv(cfg);
+    test_gemv16(cfg);
     test_elementwise(cfg);
   }
   CHECK(tested > 0, "no ISA tested");
