@@ -363,7 +363,7 @@ def main() -> None:
                     r["vs_best"] = r["median"] / best_peer
             for r in rows[-len(a.runtimes) :]:
                 print("   ", _fmt_row(r), flush=True)
-    write_table(rows, a)
+            write_table(rows, a)  # after every group, so a long run leaves a table behind
 
 
 def _fmt_row(r: dict) -> str:
