@@ -148,21 +148,39 @@ void EM_NAME(em_f32_vact_ukernel__)(size_t n, const float *x, float *y, uint32_t
   }
 }
 
+/* Reductions keep 16 partial results so they vectorize without -ffast-math. */
+static inline float vx_sum(size_t n, const float *x) {
+  float part[16] = {0};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (size_t j = 0; j < 16; j++) part[j] += x[i + j];
+  float s = 0.0f;
+  for (size_t j = 0; j < 16; j++) s += part[j];
+  for (; i < n; i++) s += x[i];
+  return s;
+}
+
+static inline float vx_max(size_t n, const float *x) {
+  float part[16];
+  for (size_t j = 0; j < 16; j++) part[j] = -INFINITY;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (size_t j = 0; j < 16; j++) part[j] = x[i + j] > part[j] ? x[i + j] : part[j];
+  float m = -INFINITY;
+  for (size_t j = 0; j < 16; j++) m = part[j] > m ? part[j] : m;
+  for (; i < n; i++) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
 void EM_NAME(em_f32_softmax_ukernel__)(size_t n, const float *x, float *y, int log) {
   if (n == 0) return;
-  float mx = x[0];
-  for (size_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-  float sum = 0.0f;
+  const float mx = vx_max(n, x);
+  for (size_t i = 0; i < n; i++) y[i] = vx_expf(x[i] - mx);
+  const float sum = vx_sum(n, y);
   if (log) {
-    for (size_t i = 0; i < n; i++) sum += vx_expf(x[i] - mx);
     const float lse = mx + logf(sum);
     for (size_t i = 0; i < n; i++) y[i] = x[i] - lse;
     return;
-  }
-  for (size_t i = 0; i < n; i++) {
-    const float e = vx_expf(x[i] - mx);
-    y[i] = e;
-    sum += e;
   }
   const float inv = 1.0f / sum;
   for (size_t i = 0; i < n; i++) y[i] *= inv;
@@ -171,24 +189,26 @@ void EM_NAME(em_f32_softmax_ukernel__)(size_t n, const float *x, float *y, int l
 void EM_NAME(em_f32_norm_ukernel__)(size_t n, const float *x, const float *w, const float *b,
                                     float eps, int rms, float *y) {
   if (n == 0) return;
-  float mean = 0.0f, var = 0.0f;
-  if (!rms) {
-    for (size_t i = 0; i < n; i++) mean += x[i];
-    mean /= (float)n;
-  }
-  for (size_t i = 0; i < n; i++) {
-    const float d = x[i] - mean;
-    var += d * d;
-  }
+  const float mean = rms ? 0.0f : vx_sum(n, x) / (float)n;
+  float part[16] = {0};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (size_t j = 0; j < 16; j++) {
+      const float d = x[i + j] - mean;
+      part[j] += d * d;
+    }
+  float var = 0.0f;
+  for (size_t j = 0; j < 16; j++) var += part[j];
+  for (; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
   const float rstd = 1.0f / sqrtf(var / (float)n + eps);
   if (w && b)
-    for (size_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
+    for (size_t k = 0; k < n; k++) y[k] = (x[k] - mean) * rstd * w[k] + b[k];
   else if (w)
-    for (size_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd * w[i];
+    for (size_t k = 0; k < n; k++) y[k] = (x[k] - mean) * rstd * w[k];
   else if (b)
-    for (size_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd + b[i];
+    for (size_t k = 0; k < n; k++) y[k] = (x[k] - mean) * rstd + b[k];
   else
-    for (size_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd;
+    for (size_t k = 0; k < n; k++) y[k] = (x[k] - mean) * rstd;
 }
 
 /* One 16-column B panel times a row vector: y[0, nc) = clamp(bias + x[0, kc) @ b[kc][16]). */
