@@ -20,6 +20,7 @@ from ember.emit import InstrDebug, ProgramTables, emit_method
 from ember.oplist import OpList
 from ember.passes.capture import capture
 from ember.passes.decompose import decompose
+from ember.passes.fold import fold_constants
 from ember.passes.ir import MethodIR
 from ember.passes.memory_plan import plan_memory
 from ember.passes.out_variants import to_out_variants
@@ -51,6 +52,7 @@ def lower_method(
     strict: bool = False,
     oplist: OpList | None = None,
     backend: str | None = None,
+    external: bool = False,
     step: Callable[[str], None] = lambda s: None,
 ) -> MethodIR:
     """Run every stage up to memory planning for one method."""
@@ -63,6 +65,7 @@ def lower_method(
     verify_edge(ep, oplist)
     step(f"{name}: lower")
     ir = to_out_variants(ep, name)
+    ir = fold_constants(ir, external=external)
     ir = elide_views(ir)
     ir = verify_arity(ir, oplist)
     ir = partition(ir, backend)
@@ -132,6 +135,7 @@ def export(
                 strict=strict,
                 oplist=oplist,
                 backend=backend,
+                external=external_constants,
                 step=step,
             )
         step("serialize")

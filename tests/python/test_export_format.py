@@ -79,13 +79,16 @@ def test_header_segments_and_constant_layout() -> None:
     offsets = fb.vec(cseg, 1, "Q")
     assert offsets[0] == 0 and all(o % 16 == 0 for o in offsets)
     assert fb.vec(root, 2, "I") == []  # legacy constant_buffer empty
-    # Every parameter's bytes sit at base + offsets[i] for some i (16-aligned, deduplicated).
+    # Every parameter's bytes sit at base + offsets[i] for some i (16-aligned, deduplicated);
+    # linear weights are stored transposed (fold_constants evaluates their permute at export).
     seg_start = base + segs[0][0]
     for name, p in m.state_dict().items():
         if name.endswith("num_batches_tracked"):
             continue
         data = p.detach().contiguous().numpy().tobytes()
         pos = b.find(data, seg_start)
+        if pos < 0 and p.dim() == 2:
+            pos = b.find(p.detach().t().contiguous().numpy().tobytes(), seg_start)
         assert pos >= 0, name
         assert (pos - seg_start) in offsets, name
     # Plan: non_const_buffer_sizes = [0, arena], a single chain, delegates present but empty.
