@@ -207,9 +207,10 @@ def test_unsupported_stays_outside_and_default_is_portable() -> None:
     assert _n_delegates(ember.export(M(), (x,))) == 0
 
 
-@pytest.mark.parametrize("isa", ["avx2", "scalar"])
-def test_lower_isa_in_subprocess(isa: str, tmp_path) -> None:
-    """EMBER_CPU_ISA forces a lower micro-kernel family; results are the same."""
+def test_lower_isa_in_subprocess(tmp_path) -> None:
+    """EMBER_CPU_ISA=scalar forces the portable micro-kernels; results are the same (AVX2 is
+    covered kernel by kernel in tests/c/test_cpu_ukernels.c)."""
+    isa = "scalar"
     torch.manual_seed(0)
     m = _seed_bn(ConvZoo()).eval()
     x = torch.randn(1, 3, 20, 20)
