@@ -9,10 +9,10 @@ Models with real trained weights are also checked on real inputs:
 - all-MiniLM-L6-v2: sentence embeddings cosine >= 0.9999 against eager, per sentence;
 - SmolLM2-135M: next-token logits max abs <= 1e-3 on a real prompt, the same greedy token.
 
-Each model is exported once per session (module-scoped cache); the big ones (ResNet-50,
-ViT-B/16, SmolLM2) run once. A model that fails because of an exporter or kernel bug is marked
-``xfail(strict=True)`` in :data:`KNOWN_FAILURES` with the reason, so the fix turns it into a
-failure to remove the mark.
+Each model is exported once per session (a module-scoped parametrized fixture: one model in
+memory at a time); the big ones (ResNet-50, ViT-B/16, SmolLM2) run once. A model that fails
+because of an exporter or kernel bug is marked ``xfail(strict=True)`` in :data:`KNOWN_FAILURES`
+with the reason, so the fix turns it into a failure to remove the mark.
 """
 
 from __future__ import annotations
@@ -49,15 +49,6 @@ NEEDS: dict[str, list[str]] = {
 }
 
 
-def _params(names: list[str]) -> list[Any]:
-    return [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[n]))
-        if n in KNOWN_FAILURES
-        else n
-        for n in names
-    ]
-
-
 class Exported:
     """A zoo model, its seeded inputs, its eager output and its Ember program."""
 
@@ -86,17 +77,24 @@ class Exported:
             return self.model(*inputs)
 
 
-@pytest.fixture(scope="module")
-def exported() -> Any:
-    """``exported(name)``: the model exported once for the whole module."""
-    cache: dict[str, Exported] = {}
-
-    def get(name: str) -> Exported:
-        if name not in cache:
-            cache[name] = Exported(name)
-        return cache[name]
-
-    return get
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[n]))
+        if n in KNOWN_FAILURES
+        else n
+        for n in zoo.ZOO
+    ],
+    ids=list(zoo.ZOO),
+)
+def exported(request: pytest.FixtureRequest) -> Any:
+    """One zoo model, exported once per session. Module scope with parameters makes pytest run
+    every test of one model together and release it before building the next (peak memory is
+    one model, not the whole zoo); the real-input tests select theirs with indirect=True."""
+    e = Exported(request.param)
+    yield e
+    del e
+    zoo.build.cache_clear()
 
 
 def _rel_err(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
@@ -112,9 +110,8 @@ def _divergence(e: Exported) -> str:
         return f"(compare failed: {err})"
 
 
-@pytest.mark.parametrize("name", _params(list(zoo.ZOO)))
-def test_zoo_parity(exported: Any, name: str) -> None:
-    e = exported(name)
+def test_zoo_parity(exported: Exported) -> None:
+    e, name = exported, exported.name
     got = e.output()
     assert isinstance(got, torch.Tensor), type(got)
     assert got.shape == e.eager.shape and got.dtype == e.eager.dtype
@@ -124,8 +121,9 @@ def test_zoo_parity(exported: Any, name: str) -> None:
         pytest.fail(f"{name}: max abs {diff:.3e}, rel {rel:.3e} > {REL_TOL}; {_divergence(e)}")
 
 
-def test_efficientnet_lite0_real_images(exported: Any) -> None:
-    e = exported("efficientnet_lite0")
+@pytest.mark.parametrize("exported", ["efficientnet_lite0"], indirect=True)
+def test_efficientnet_lite0_real_images(exported: Exported) -> None:
+    e = exported
     images = zoo.real_images(224)
     top1 = {}
     for img_name, img in images.items():
@@ -142,8 +140,9 @@ def test_efficientnet_lite0_real_images(exported: Any) -> None:
     assert top1["coffee"] == 967, top1
 
 
-def test_minilm_real_sentences(exported: Any) -> None:
-    e = exported("minilm")
+@pytest.mark.parametrize("exported", ["minilm"], indirect=True)
+def test_minilm_real_sentences(exported: Exported) -> None:
+    e = exported
     ids, mask = zoo.minilm_real_inputs()
     want = e.eager_run(ids, mask)
     got = e.run(ids, mask)
@@ -154,8 +153,9 @@ def test_minilm_real_sentences(exported: Any) -> None:
     assert sim[1] > sim[2] and sim[1] > sim[3], sim.tolist()
 
 
-def test_smollm2_real_prompt(exported: Any) -> None:
-    e = exported("smollm2_135m")
+@pytest.mark.parametrize("exported", ["smollm2_135m"], indirect=True)
+def test_smollm2_real_prompt(exported: Exported) -> None:
+    e = exported
     # The zoo's inputs for SmolLM2 are the real prompt itself (one run of the big model).
     (ids,) = e.inputs
     assert ids[0].tolist() == zoo.PROMPT_IDS
