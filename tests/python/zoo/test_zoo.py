@@ -123,6 +123,7 @@ def test_zoo_parity(exported: Exported) -> None:
 
 @pytest.mark.parametrize("exported", ["efficientnet_lite0"], indirect=True)
 def test_efficientnet_lite0_real_images(exported: Exported) -> None:
+    pytest.importorskip("skimage", reason="the photographs come from scikit-image's skimage.data")
     e = exported
     images = zoo.real_images(224)
     top1 = {}
