@@ -67,8 +67,25 @@ def _constant_input(a: Arg) -> TensorSpec | None:
     return a.value
 
 
+def _constant_uses(ir: MethodIR) -> dict[int, int]:
+    """How many instruction arguments read each constant (by the root spec's identity)."""
+    uses: dict[int, int] = {}
+    for ins in ir.instrs:
+        if not isinstance(ins, KernelInstr):
+            continue
+        outs = {id(t) for a in ins.outputs for t in a.tensors()}
+        for a in ins.args:
+            for t in a.tensors():
+                if id(t) not in outs and t.root().kind == CONSTANT:
+                    uses[id(t.root())] = uses.get(id(t.root()), 0) + 1
+    return uses
+
+
 def fold_constants(ir: MethodIR, external: bool = False) -> MethodIR:
-    """Evaluate foldable layout copies of constants (see module docstring)."""
+    """Evaluate foldable layout copies of constants (see module docstring). A constant that is
+    also read elsewhere (a tied embedding/output weight) is not folded: that would store it
+    twice."""
+    uses = _constant_uses(ir)
     kept = []
     folded = 0
     for ins in ir.instrs:
@@ -78,7 +95,7 @@ def fold_constants(ir: MethodIR, external: bool = False) -> MethodIR:
         if src is None or out is None or out.kind != "tensor" or out.value.dynamic:
             kept.append(ins)
             continue
-        if external and src.root().fqn:
+        if (external and src.root().fqn) or uses.get(id(src.root()), 0) > 1:
             kept.append(ins)
             continue
         data = src.root().data.reshape(src.shape)
