@@ -10,7 +10,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "ember/backend_cpu.h"
 
-#include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,7 +154,8 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
     if (profile) {
       const emc_op *op = &d->ops[i];
       const emc_rt_tensor *y = &d->t[op->out[0]];
-      fprintf(stderr, "emc op %3u kind %2u act %2u ip[%d %d %d %d %d %d] out %lld: %8.3f ms\n", i,
+      em_log(EM_LOG_INFO, __FILE__, __LINE__,
+             "emc op %3u kind %2u act %2u ip[%d %d %d %d %d %d] out %lld: %8.3f ms", i,
               op->kind, op->act, op->ip[0], op->ip[1], op->ip[2], op->ip[3], op->ip[4], op->ip[5],
               (long long)y->numel, (double)(thread_cpu_ns() - t0) * 1e-6);
     }

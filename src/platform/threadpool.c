@@ -42,9 +42,9 @@ struct em_threadpool {
   pthread_mutex_t mu;
   pthread_cond_t wake;
   pthread_cond_t done;
-  uint64_t generation;
-  int active; /* workers still inside the current job */
-  int stop;
+  atomic_ullong generation;
+  atomic_int active; /* workers still inside the current job */
+  atomic_int stop;
   em_parallel_fn fn;
   void *ctx;
   int64_t n;
@@ -61,20 +61,30 @@ static void run_chunks(em_threadpool *p) {
   }
 }
 
+/* Spin iterations before blocking: a job that follows within a few microseconds (the next
+ * operator) is picked up without a futex wake-up, which costs a scheduler tick on a busy host. */
+#define SPIN_ITERS  20000
+
 static void *worker(void *arg) {
   em_threadpool *p = arg;
-  uint64_t seen = 0;
-  pthread_mutex_lock(&p->mu);
+  unsigned long long seen = 0;
   for (;;) {
-    while (!p->stop && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
-    if (p->stop) break;
-    seen = p->generation;
-    pthread_mutex_unlock(&p->mu);
-    run_chunks(p);
+    for (int i = 0; i < SPIN_ITERS && atomic_load(&p->generation) == seen && !atomic_load(&p->stop);
+         i++) {
+    }
     pthread_mutex_lock(&p->mu);
-    if (--p->active == 0) pthread_cond_signal(&p->done);
+    while (!atomic_load(&p->stop) && atomic_load(&p->generation) == seen)
+      pthread_cond_wait(&p->wake, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    if (atomic_load(&p->stop)) break;
+    seen = atomic_load(&p->generation);
+    run_chunks(p);
+    if (atomic_fetch_sub(&p->active, 1) == 1) {
+      pthread_mutex_lock(&p->mu);
+      pthread_cond_signal(&p->done);
+      pthread_mutex_unlock(&p->mu);
+    }
   }
-  pthread_mutex_unlock(&p->mu);
   return NULL;
 }
 
@@ -101,7 +111,7 @@ em_threadpool *em_threadpool_create(int n_threads) {
 void em_threadpool_destroy(em_threadpool *p) {
   if (!p) return;
   pthread_mutex_lock(&p->mu);
-  p->stop = 1;
+  atomic_store(&p->stop, 1);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
   for (int i = 1; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
@@ -127,14 +137,19 @@ void em_parallel_for(em_threadpool *p, int64_t n, em_parallel_fn fn, void *ctx) 
   p->n = n;
   p->chunk = chunk < 1 ? 1 : chunk;
   atomic_store(&p->next, 0);
-  p->active = p->n_threads - 1;
-  p->generation++;
+  atomic_store(&p->active, p->n_threads - 1);
+  atomic_fetch_add(&p->generation, 1);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
   run_chunks(p);
-  pthread_mutex_lock(&p->mu);
-  while (p->active > 0) pthread_cond_wait(&p->done, &p->mu);
-  pthread_mutex_unlock(&p->mu);
+  /* Every worker must leave the job before the next one reuses fn/ctx: spin, then block. */
+  for (int i = 0; i < SPIN_ITERS && atomic_load(&p->active) > 0; i++) {
+  }
+  if (atomic_load(&p->active) > 0) {
+    pthread_mutex_lock(&p->mu);
+    while (atomic_load(&p->active) > 0) pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+  }
 }
 
 #endif

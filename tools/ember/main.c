@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ember/backend_cpu.h"
 #include "ember/ember.h"
 #include "ember_ext/module.h"
 #include "npy.h"
@@ -355,10 +356,7 @@ int main(int argc, char **argv) {
   em_register_prim_ops();
   em_register_portable_kernels();
   em_register_quantized_kernels();
-  {
-    extern em_status em_register_cpu_backend(void);
-    em_register_cpu_backend();
-  } /* backend_cpu.h */
+  em_register_cpu_backend();
   const char *cmd = argv[1];
   if (strcmp(cmd, "ops") == 0) return cmd_ops(argc - 1, argv + 1);
   if (argc < 3 || (strcmp(cmd, "info") != 0 && strcmp(cmd, "run") != 0)) {
