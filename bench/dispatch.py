@@ -39,7 +39,9 @@ class Chain(torch.nn.Module):
 def median_ms(pte: Path, iters: int) -> float:
     out = subprocess.run(
         [str(ROOT / "build" / "ember"), "run", str(pte), "--iters", str(iters)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     m = re.search(r"median ([0-9.]+) ms", out)
     if not m:

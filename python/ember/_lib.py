@@ -163,8 +163,12 @@ def lib() -> ctypes.CDLL:
     L.em_log_set_level.argtypes = [ctypes.c_int]
     # Errors are raised as Python exceptions with em_last_error(); keep stderr quiet.
     L.em_log_set_level(ord("F"))
-    for reg in ("em_register_prim_ops", "em_register_portable_kernels",
-                "em_register_quantized_kernels", "em_register_cpu_backend"):
+    for reg in (
+        "em_register_prim_ops",
+        "em_register_portable_kernels",
+        "em_register_quantized_kernels",
+        "em_register_cpu_backend",
+    ):
         st = getattr(L, reg)()
         if st != 0:
             raise RuntimeError(f"{reg} failed: {L.em_status_str(st).decode()}")

@@ -37,7 +37,9 @@ class _ModuleOptions(ctypes.Structure):
 
 
 _PROF_BEGIN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_char_p)
-_PROF_END = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint64)
+_PROF_END = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint64
+)
 
 
 class _Profiler(ctypes.Structure):
@@ -48,7 +50,14 @@ def _setup(L: ctypes.CDLL) -> None:
     if getattr(L, "_ember_runtime_ready", False):
         return
     vp, sz = ctypes.c_void_p, ctypes.c_size_t
-    L.em_module_open_buffer.argtypes = [vp, sz, vp, sz, ctypes.POINTER(_ModuleOptions), ctypes.POINTER(vp)]
+    L.em_module_open_buffer.argtypes = [
+        vp,
+        sz,
+        vp,
+        sz,
+        ctypes.POINTER(_ModuleOptions),
+        ctypes.POINTER(vp),
+    ]
     L.em_module_method.argtypes = [vp, ctypes.c_char_p, ctypes.POINTER(vp)]
     L.em_module_program.argtypes = [vp]
     L.em_module_program.restype = vp
@@ -148,13 +157,19 @@ class RuntimeProgram:
         # The profiler struct is retained by every method; its `end` hook is set only while
         # run_debug runs, so plain runs pay no Python callback per instruction.
         self._profiler = _Profiler(_PROF_BEGIN(), _PROF_END(), None)
-        opts = _ModuleOptions(0, 0, self._pool, ctypes.cast(ctypes.pointer(self._profiler), ctypes.c_void_p), 0)
+        opts = _ModuleOptions(
+            0, 0, self._pool, ctypes.cast(ctypes.pointer(self._profiler), ctypes.c_void_p), 0
+        )
         mod = ctypes.c_void_p()
         ptd_buf = self._ptd or b""
         _check(
             self._L.em_module_open_buffer(
-                self._pte, len(self._pte), ptd_buf if self._ptd is not None else None, len(ptd_buf),
-                ctypes.byref(opts), ctypes.byref(mod),
+                self._pte,
+                len(self._pte),
+                ptd_buf if self._ptd is not None else None,
+                len(ptd_buf),
+                ctypes.byref(opts),
+                ctypes.byref(mod),
             ),
             "loading program",
         )
@@ -180,7 +195,10 @@ class RuntimeProgram:
     def _method(self, name: str) -> ctypes.c_void_p:
         if name not in self._methods:
             m = ctypes.c_void_p()
-            _check(self._L.em_module_method(self._mod, name.encode(), ctypes.byref(m)), f"preparing method '{name}'")
+            _check(
+                self._L.em_module_method(self._mod, name.encode(), ctypes.byref(m)),
+                f"preparing method '{name}'",
+            )
             self._methods[name] = m
         return self._methods[name]
 
@@ -230,8 +248,14 @@ class RuntimeProgram:
         for i in range(self._L.em_method_value_count(m)):
             v = self._L.em_method_value(m, i).contents
             has_data = v.tag != _lib.TAG_TENSOR or bool(v.u.tensor.contents.data)
-            simple = v.tag in (_lib.TAG_NONE, _lib.TAG_TENSOR, _lib.TAG_INT, _lib.TAG_DOUBLE,
-                               _lib.TAG_BOOL, _lib.TAG_STRING)
+            simple = v.tag in (
+                _lib.TAG_NONE,
+                _lib.TAG_TENSOR,
+                _lib.TAG_INT,
+                _lib.TAG_DOUBLE,
+                _lib.TAG_BOOL,
+                _lib.TAG_STRING,
+            )
             out.append(value_from_em(v) if simple and has_data else None)
         return out
 

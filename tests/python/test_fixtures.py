@@ -20,19 +20,27 @@ FIXTURES = ROOT.parent / "shared" / "fixtures" / "executorch"
 EMBER = ROOT / "build" / "ember"
 
 
-@pytest.mark.parametrize("name", ["add.pte", "arduino_add_model.pte",
-                                  "module_linear_legacy_constant_buffer.pte",
-                                  "bundled_program.bpte"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "add.pte",
+        "arduino_add_model.pte",
+        "module_linear_legacy_constant_buffer.pte",
+        "bundled_program.bpte",
+    ],
+)
 def test_info_loads_every_program(name: str) -> None:
-    out = subprocess.run([str(EMBER), "info", str(FIXTURES / name)], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [str(EMBER), "info", str(FIXTURES / name)], capture_output=True, text=True, check=True
+    ).stdout
     assert "method 'forward'" in out
     assert "missing kernels in this build: 0" in out
 
 
 def test_info_rejects_etdump_with_a_clear_error() -> None:
-    r = subprocess.run([str(EMBER), "info", str(FIXTURES / "etdump.etdp")], capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        [str(EMBER), "info", str(FIXTURES / "etdump.etdp")], capture_output=True, text=True
+    )
     assert r.returncode != 0
     assert "not an ExecuTorch program" in r.stderr
 
@@ -60,7 +68,10 @@ def test_module_linear_legacy_constant_buffer() -> None:
     (out,) = prog.run("forward", [x])
     # mul.out then add.out with two [2, 2] constants from the legacy constant_buffer.
     consts = [v for v in vals if isinstance(v, torch.Tensor) and v.shape == (2, 2)][:3]
-    a, b = [c for c in consts if not torch.equal(c, torch.zeros(2, 2))][:2] if len(consts) > 2 \
+    a, b = (
+        [c for c in consts if not torch.equal(c, torch.zeros(2, 2))][:2]
+        if len(consts) > 2
         else consts[:2]
+    )
     candidates = [a * x + b, b * x + a, x * a + b]
     assert any(torch.equal(out, c) for c in candidates), (out, a, b)

@@ -20,7 +20,9 @@ F32 = 6
 
 
 def planned(offset: int, n: int) -> S.EValue:
-    return S.EValue(S.K_TENSOR, S.Tensor(F32, [n], [0], allocation_info=S.AllocationDetails(1, offset)))
+    return S.EValue(
+        S.K_TENSOR, S.Tensor(F32, [n], [0], allocation_info=S.AllocationDetails(1, offset))
+    )
 
 
 def hand_program(cond: bool) -> bytes:
@@ -36,18 +38,24 @@ def hand_program(cond: bool) -> bytes:
         planned(64, 4),
     ]
     ins = [
-        S.Instruction(S.I_KERNEL, (0, [0, 0, 1, 2, 2])),   # 0: y = x + x
-        S.Instruction(S.I_JUMPFALSE, (4, 4)),               # 1: if not cond goto 4
-        S.Instruction(S.I_KERNEL, (0, [2, 2, 1, 6, 6])),   # 2: out = y + y   (true branch)
-        S.Instruction(S.I_JUMPFALSE, (5, 5)),               # 3: goto 5
-        S.Instruction(S.I_KERNEL, (0, [2, 0, 1, 6, 6])),   # 4: out = y + x   (false branch)
-        S.Instruction(S.I_MOVE, (6, 3)),                    # 5: z = out (alias)
-        S.Instruction(S.I_KERNEL, (0, [3, 3, 1, 7, 7])),   # 6: tmp = z + z
-        S.Instruction(S.I_FREE, (7,)),                      # 7: free tmp
+        S.Instruction(S.I_KERNEL, (0, [0, 0, 1, 2, 2])),  # 0: y = x + x
+        S.Instruction(S.I_JUMPFALSE, (4, 4)),  # 1: if not cond goto 4
+        S.Instruction(S.I_KERNEL, (0, [2, 2, 1, 6, 6])),  # 2: out = y + y   (true branch)
+        S.Instruction(S.I_JUMPFALSE, (5, 5)),  # 3: goto 5
+        S.Instruction(S.I_KERNEL, (0, [2, 0, 1, 6, 6])),  # 4: out = y + x   (false branch)
+        S.Instruction(S.I_MOVE, (6, 3)),  # 5: z = out (alias)
+        S.Instruction(S.I_KERNEL, (0, [3, 3, 1, 7, 7])),  # 6: tmp = z + z
+        S.Instruction(S.I_FREE, (7,)),  # 7: free tmp
     ]
     plan = S.ExecutionPlan(
-        name="forward", encoded_inp_str="", encoded_out_str="", values=values, inputs=[0],
-        outputs=[3], instructions=ins, operators=[S.Operator("aten::add", "out")],
+        name="forward",
+        encoded_inp_str="",
+        encoded_out_str="",
+        values=values,
+        inputs=[0],
+        outputs=[3],
+        instructions=ins,
+        operators=[S.Operator("aten::add", "out")],
         non_const_buffer_sizes=[0, 80],
     )
     return serialize_pte([plan], [b""])
