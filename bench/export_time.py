@@ -17,8 +17,9 @@ import os
 import tempfile
 import time
 
-import ember
 import torch
+
+import ember
 from ember.oplist import stock_executorch_oplist
 
 

@@ -35,9 +35,10 @@ COMMAND = ".venv/bin/python bench/zoo_table.py"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-import ember  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+
+import ember  # noqa: E402
 
 
 def _load_zoo():  # noqa: ANN202

@@ -12,9 +12,10 @@ import os
 import tempfile
 from typing import Any
 
-import ember
 import pytest
 import torch
+
+import ember
 from ember.oplist import load_oplist, stock_executorch_oplist
 
 RTOL = 1e-5

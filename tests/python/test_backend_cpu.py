@@ -11,13 +11,14 @@ import struct
 import subprocess
 import sys
 
-import ember
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
+
+import ember
 from ember.backends.delegate import DelegateInstr
 from ember.passes.ir import KernelInstr
-from torch import nn
 
 RTOL, ATOL = 1e-4, 1e-5
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import ember
 import pytest
 import torch
 from conftest import StockMethod, assert_close
+
+import ember
 from ember import cli
 from ember.oplist import DTYPE_BITS, DTYPE_GROUPS, parse_dtype_mask, parse_ops_def, read_ops_def
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ember
 import torch
 from conftest import (
     MLP,
@@ -11,6 +10,8 @@ from conftest import (
     load_runtime,
     require_ember_kernels,
 )
+
+import ember
 from ember.compare import eager_intermediates
 
 

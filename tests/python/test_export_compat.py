@@ -3,7 +3,6 @@ agree with eager PyTorch."""
 
 from __future__ import annotations
 
-import ember
 import pytest
 import torch
 from conftest import (
@@ -16,6 +15,8 @@ from conftest import (
     randomize_bn,
     require_ember_kernels,
 )
+
+import ember
 
 
 def _stock_pte(m: torch.nn.Module, inputs: tuple) -> bytes:

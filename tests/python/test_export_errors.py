@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import ember
 import pytest
 import torch
+
+import ember
 from ember.oplist import DTYPE_BITS, OpList, stock_executorch_oplist
 
 

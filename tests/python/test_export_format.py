@@ -8,6 +8,7 @@ import struct
 import pytest
 import torch
 from conftest import Accumulator, CondModel, DynMLP, SmallCNN, export_for_tests, randomize_bn
+
 from ember import pytree_str
 
 

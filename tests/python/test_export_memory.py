@@ -16,6 +16,7 @@ from conftest import (
     export_for_tests,
     randomize_bn,
 )
+
 from ember.passes.ir import ACTIVATION, MUTABLE, MethodIR, TensorSpec
 from ember.passes.memory_plan import check_plan, plan_memory
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from ember.llm.llama import Llama, LlamaConfig, load_gguf
 
 transformers = pytest.importorskip("transformers")

@@ -11,9 +11,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import ember
 import pytest
 import torch
+
+import ember
 from ember import _lib
 from ember.llm import generate
 from ember.llm import tokenizer as T

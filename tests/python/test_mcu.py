@@ -132,11 +132,12 @@ def test_mcu_integer_only_model_matches_python_reference(tmp_path: Path) -> None
     """A small int8 MLP lowered to ember::quantized_linear runs in QEMU (hard float), with every
     output equal to the bit-exact Python reference and no kernel scratch memory."""
     _need_toolchain()
+    import numpy as np
+    import torch
+
     import ember
     import ember.quant as Q
     import ember.quant.fused as F
-    import numpy as np
-    import torch
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(

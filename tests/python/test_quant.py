@@ -6,11 +6,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import ember
-import ember.quant as Q
 import pytest
 import torch
 from torch import nn
+
+import ember
+import ember.quant as Q
 
 
 def _mlp(seed: int = 0) -> nn.Module:

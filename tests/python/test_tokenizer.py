@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from ember.llm import tokenizer as T
 
 TEXT = (

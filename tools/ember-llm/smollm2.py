@@ -73,8 +73,9 @@ def cmd_chat(a: argparse.Namespace) -> None:
 def cmd_check_greedy(a: argparse.Namespace) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
-    from ember.llm import Tokenizer
     from transformers import LlamaForCausalLM
+
+    from ember.llm import Tokenizer
 
     g = gguf_path()
     hf = LlamaForCausalLM.from_pretrained(

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from ember._lib import Out, call_kernel
 
 A = torch.ops.aten

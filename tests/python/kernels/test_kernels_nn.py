@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+
 from ember._lib import Out, call_kernel
 
 F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from ember._lib import (
     KERNEL_FN,
     TAG_BOOL,

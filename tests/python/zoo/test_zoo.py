@@ -22,10 +22,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import ember
 import pytest
 import torch
 from conftest import load_runtime
+
+import ember
 
 _spec = importlib.util.spec_from_file_location(
     "ember_zoo_models", Path(__file__).with_name("models.py")
