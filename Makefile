@@ -53,7 +53,7 @@ test-fuzz: deps
 	else echo "clang not found: fuzz target skipped"; fi
 
 test-py: venv build
-	$(VPY) -m pytest -q -x -p no:cacheprovider tests/python
+	$(VPY) -m pytest -q -rs -p no:cacheprovider tests/python
 
 test: venv build build-asan
 	$(MAKE) test-c
