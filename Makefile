@@ -49,7 +49,9 @@ test-fuzz: deps
 	  cmake -S . -B build-fuzz $(CMAKE_GEN) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DEMBER_FUZZ=ON -DEMBER_TESTS=OFF >/dev/null && \
 	  cmake --build build-fuzz -j $(JOBS) --target fuzz_loader && \
 	  mkdir -p build-fuzz/corpus && cp ../shared/fixtures/executorch/*.pte tests/fixtures/*.pte build-fuzz/corpus/ 2>/dev/null; \
-	  ./build-fuzz/fuzz_loader -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 -print_final_stats=1 build-fuzz/corpus 2>&1 | tail -n 12; \
+	  ./build-fuzz/fuzz_loader -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=build-fuzz/ build-fuzz/corpus > build-fuzz/fuzz.log 2>&1; rc=$$?; \
+	  tail -n 30 build-fuzz/fuzz.log; exit $$rc; \
 	else echo "clang not found: fuzz target skipped"; fi
 
 test-py: venv build

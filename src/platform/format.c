@@ -175,7 +175,7 @@ size_t em_vformat(char *dst, size_t cap, const char *fmt, va_list ap) {
       const char *s = va_arg(ap, const char *);
       if (!s) s = "(null)";
       size_t len = 0;
-      while (s[len] && (prec < 0 || len < (size_t)prec)) len++;
+      while ((prec < 0 || len < (size_t)prec) && s[len]) len++;
       put_padded(&o, s, len, width, left, ' ');
       continue;
     }

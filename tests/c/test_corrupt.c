@@ -99,6 +99,13 @@ static int run_dir(const char *dir, int rounds, unsigned *total, try_stats *s) {
   return files;
 }
 
+/* Inputs the fuzzer once crashed on, kept as regressions. */
+static void regressions(try_stats *s) {
+  /* "ET1\xff": an almost-identifier; the error message printed 4 bytes with %.4s past the end. */
+  static const unsigned char short_et[] = {0x24, 0, 0, 0, 0x45, 0x54, 0x31, 0xff};
+  try_program(short_et, sizeof short_et, s);
+}
+
 int main(void) {
   em_log_set_level(EM_LOG_FATAL);
   em_register_prim_ops();
@@ -110,6 +117,7 @@ int main(void) {
   if (seed_env && atoi(seed_env) != 0) g_rng = (uint32_t)atoi(seed_env);
   unsigned total = 0;
   try_stats s = {0, 0, 0, 0};
+  regressions(&s);
   int files = run_dir(EMBER_FIXTURES, rounds, &total, &s);
   files += run_dir("tests/fixtures", rounds, &total, &s);
   CHECK(files >= 3, "expected fixture files, found %d", files);
