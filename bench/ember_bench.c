@@ -5,9 +5,9 @@
  *
  * Opens the file (mmap, full verification), prepares "forward" (load time =
  * both), binds input 0 from raw bytes, runs WARMUP then RUNS times, writes
- * output 0's raw bytes (the input is bound before every run, inside the timing) and prints one JSON line: load_ms, per-run ms, peak RSS.
- * Built by bench/run.py against the static library (no Python in the process,
- * so its RSS is the runtime's own).
+ * output 0's raw bytes (the input is bound before every run, inside the timing) and prints one JSON
+ * line: load_ms, per-run ms, peak RSS. Built by bench/run.py against the static library (no Python
+ * in the process, so its RSS is the runtime's own).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>

@@ -81,8 +81,15 @@ static em_status set_input(em_method *m, size_t i, const mcu_tensor *src) {
   uint8_t order[MCU_MAX_DIM];
   for (int32_t d = 0; d < src->dim; d++) sizes[d] = src->sizes[d], order[d] = (uint8_t)d;
   em_strides_from_dim_order(sizes, order, src->dim, strides);
-  em_tensor t = {(void *)(uintptr_t)src->data, sizes, strides, order, src->numel, src->numel,
-                 src->dim, src->dtype, EM_SHAPE_STATIC};
+  em_tensor t = {(void *)(uintptr_t)src->data,
+                 sizes,
+                 strides,
+                 order,
+                 src->numel,
+                 src->numel,
+                 src->dim,
+                 src->dtype,
+                 EM_SHAPE_STATIC};
   return em_method_set_input_tensor(m, i, &t);
 }
 
@@ -148,8 +155,8 @@ int main(void) {
   em_buffer_loader bl;
   em_data_loader *loader = em_buffer_loader_init(&bl, em_model_pte, sizeof em_model_pte);
   em_program *prog;
-  st = em_program_load(loader, MCU_VERIFY_FULL ? EM_VERIFY_FULL : EM_VERIFY_MINIMAL,
-                       &runtime_alloc, &prog);
+  st = em_program_load(loader, MCU_VERIFY_FULL ? EM_VERIFY_FULL : EM_VERIFY_MINIMAL, &runtime_alloc,
+                       &prog);
   if (st != EM_OK) return fail("load", st);
   size_t program_bytes = runtime_alloc.used;
 
@@ -235,6 +242,7 @@ int main(void) {
 #endif
   (void)hits;
   em_method_destroy(m);
-  mcu_puts(mismatches ? "RESULT: MISMATCH\n" : "RESULT: OK (outputs match the expected values computed on the host)\n");
+  mcu_puts(mismatches ? "RESULT: MISMATCH\n"
+                      : "RESULT: OK (outputs match the expected values computed on the host)\n");
   return mismatches ? 1 : 0;
 }

@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
-#define SYS_WRITE0 0x04
-#define SYS_EXIT_EXTENDED 0x20
+#define SYS_WRITE0                   0x04
+#define SYS_EXIT_EXTENDED            0x20
 #define ADP_STOPPED_APPLICATION_EXIT 0x20026
 
 static uint32_t semihost(uint32_t op, const void *arg) {
@@ -96,9 +96,9 @@ void mcu_exit(int status) {
 }
 
 /* ---- SysTick (ARMv8-M: SYST_CSR 0xE000E010, RVR +4, CVR +8) ---- */
-#define SYST_CSR (*(volatile uint32_t *)0xE000E010u)
-#define SYST_RVR (*(volatile uint32_t *)0xE000E014u)
-#define SYST_CVR (*(volatile uint32_t *)0xE000E018u)
+#define SYST_CSR    (*(volatile uint32_t *)0xE000E010u)
+#define SYST_RVR    (*(volatile uint32_t *)0xE000E014u)
+#define SYST_CVR    (*(volatile uint32_t *)0xE000E018u)
 #define SYST_RELOAD 0xFFFFFFu
 
 static volatile uint32_t g_wraps;
@@ -124,7 +124,8 @@ uint64_t mcu_ticks(void) {
 }
 
 /* Two instructions per iteration (subs + bne). With -icount shift=0 QEMU's clock advances one
- * nanosecond per instruction, so the ratio is constant (measured 50 on QEMU 7.2 mps2-an505: a 20 MHz SysTick clock). */
+ * nanosecond per instruction, so the ratio is constant (measured 50 on QEMU 7.2 mps2-an505: a 20
+ * MHz SysTick clock). */
 uint32_t mcu_instructions_per_tick(void) {
   static uint32_t ratio;
   if (ratio) return ratio;

@@ -101,8 +101,8 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
     FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,
          "method allocator too small for the delegate (%llu-byte arena, %u tensors, %u ops)",
          (unsigned long long)h.arena_nbytes, h.n_tensors, h.n_ops);
-  *d = (emc_delegate){cfg, h.n_tensors, h.n_ops, h.n_inputs, h.n_outputs, ts, ops, need, arena,
-                      h.arena_nbytes};
+  *d = (emc_delegate){cfg, h.n_tensors, h.n_ops, h.n_inputs, h.n_outputs,
+                      ts,  ops,         need,    arena,      h.arena_nbytes};
   memset(need, 0, (h.n_inputs + h.n_outputs + 1) * sizeof *need);
   for (uint32_t i = 0; i < h.n_tensors; i++) {
     emc_tensor rec;
@@ -140,8 +140,10 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
   }
   for (uint32_t i = 0; i < d->n_tensors; i++) {
     emc_rt_tensor *t = &d->t[i];
-    if (t->storage == EMC_INPUT) t->data = args[t->index]->u.tensor->data;
-    else if (t->storage == EMC_OUTPUT) t->data = args[d->n_inputs + t->index]->u.tensor->data;
+    if (t->storage == EMC_INPUT)
+      t->data = args[t->index]->u.tensor->data;
+    else if (t->storage == EMC_OUTPUT)
+      t->data = args[d->n_inputs + t->index]->u.tensor->data;
   }
   /* EMBER_CPU_PROFILE=1 prints each operator's CPU time of the calling thread (a shared,
      loaded machine preempts wall-clock timings; run with one thread for whole figures). */
@@ -155,9 +157,9 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
       const emc_op *op = &d->ops[i];
       const emc_rt_tensor *y = &d->t[op->out[0]];
       em_log(EM_LOG_INFO, __FILE__, __LINE__,
-             "emc op %3u kind %2u act %2u ip[%d %d %d %d %d %d] out %lld: %8.3f ms", i,
-              op->kind, op->act, op->ip[0], op->ip[1], op->ip[2], op->ip[3], op->ip[4], op->ip[5],
-              (long long)y->numel, (double)(thread_cpu_ns() - t0) * 1e-6);
+             "emc op %3u kind %2u act %2u ip[%d %d %d %d %d %d] out %lld: %8.3f ms", i, op->kind,
+             op->act, op->ip[0], op->ip[1], op->ip[2], op->ip[3], op->ip[4], op->ip[5],
+             (long long)y->numel, (double)(thread_cpu_ns() - t0) * 1e-6);
     }
   }
   return EM_OK;

@@ -14,19 +14,23 @@
 
 #define EM_VOPS_TABLE(dwconv, isa)                                                                 \
   dwconv,                                                                                          \
-      {em_f32_vadd_minmax_ukernel__##isa, em_f32_vsub_minmax_ukernel__##isa,                      \
-       em_f32_vmul_minmax_ukernel__##isa, em_f32_vdiv_minmax_ukernel__##isa},                     \
-      {em_f32_vaddc_minmax_ukernel__##isa, em_f32_vsubc_minmax_ukernel__##isa,                    \
-       em_f32_vmulc_minmax_ukernel__##isa, em_f32_vdivc_minmax_ukernel__##isa},                   \
+      {em_f32_vadd_minmax_ukernel__##isa, em_f32_vsub_minmax_ukernel__##isa,                       \
+       em_f32_vmul_minmax_ukernel__##isa, em_f32_vdiv_minmax_ukernel__##isa},                      \
+      {em_f32_vaddc_minmax_ukernel__##isa, em_f32_vsubc_minmax_ukernel__##isa,                     \
+       em_f32_vmulc_minmax_ukernel__##isa, em_f32_vdivc_minmax_ukernel__##isa},                    \
       em_f32_vact_ukernel__##isa, em_f32_vaffine_minmax_ukernel__##isa,                            \
-      em_f32_softmax_ukernel__##isa, em_f32_norm_ukernel__##isa, em_f32_gemv16_minmax_ukernel__##isa
+      em_f32_softmax_ukernel__##isa, em_f32_norm_ukernel__##isa,                                   \
+      em_f32_gemv16_minmax_ukernel__##isa
 
 static const em_cpu_config configs[] = {
 #if defined(__x86_64__) || defined(__i386__)
-    {"avx512f", 48, em_f32_gemm_minmax_ukernel_6x48__avx512f, EM_VOPS_TABLE(em_f32_dwconv2d_chw_minmax_ukernel__avx512f, avx512f)},
-    {"avx2", 16, em_f32_gemm_minmax_ukernel_6x16__avx2, EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__avx2, avx2)},
+    {"avx512f", 48, em_f32_gemm_minmax_ukernel_6x48__avx512f,
+     EM_VOPS_TABLE(em_f32_dwconv2d_chw_minmax_ukernel__avx512f, avx512f)},
+    {"avx2", 16, em_f32_gemm_minmax_ukernel_6x16__avx2,
+     EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__avx2, avx2)},
 #endif
-    {"scalar", 8, em_f32_gemm_minmax_ukernel_6x8__scalar, EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__scalar, scalar)},
+    {"scalar", 8, em_f32_gemm_minmax_ukernel_6x8__scalar,
+     EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__scalar, scalar)},
 };
 
 static int isa_supported(const char *isa) {

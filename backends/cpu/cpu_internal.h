@@ -26,8 +26,8 @@ typedef struct emc_rt_tensor {
 typedef struct emc_delegate {
   const em_cpu_config *cfg;
   uint32_t n_tensors, n_ops, n_inputs, n_outputs;
-  emc_rt_tensor *t; /* [n_tensors] */
-  emc_op *ops;      /* [n_ops], copied from the blob (aligned) */
+  emc_rt_tensor *t;  /* [n_tensors] */
+  emc_op *ops;       /* [n_ops], copied from the blob (aligned) */
   int64_t *arg_need; /* [n_inputs + n_outputs]: the most elements any tensor reads from an arg */
   uint8_t *arena;
   uint64_t arena_nbytes;

@@ -26,9 +26,7 @@ static const emc_rt_tensor *tensor_at(const emc_delegate *d, int32_t id) {
   return (id >= 0 && (uint32_t)id < d->n_tensors) ? &d->t[id] : NULL;
 }
 
-static float *data_of(const emc_delegate *d, int32_t id) {
-  return id >= 0 ? d->t[id].data : NULL;
-}
+static float *data_of(const emc_delegate *d, int32_t id) { return id >= 0 ? d->t[id].data : NULL; }
 
 static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
 
@@ -96,12 +94,12 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
   if (oh != y->sizes[2] || ow != y->sizes[3])
     WHY("conv2d: output %lldx%lld, expected %lldx%lld", (long long)y->sizes[2],
         (long long)y->sizes[3], (long long)oh, (long long)ow);
-  if (b && b->numel != co) WHY("conv2d: bias has %lld elements for %lld channels",
-                               (long long)b->numel, (long long)co);
+  if (b && b->numel != co)
+    WHY("conv2d: bias has %lld elements for %lld channels", (long long)b->numel, (long long)co);
   if (ip[EMC_CONV_DEPTHWISE]) {
     if (g != cin || g != co) WHY("conv2d: depthwise needs groups == in == out channels");
-    if (w->numel != co * kh * kw) WHY("conv2d: depthwise weights have %lld elements",
-                                      (long long)w->numel);
+    if (w->numel != co * kh * kw)
+      WHY("conv2d: depthwise weights have %lld elements", (long long)w->numel);
     return check_act(op, why, why_n);
   }
   int64_t mg = co / g, kg = cin / g * kh * kw;
@@ -109,11 +107,13 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
     WHY("conv2d: packed weights have %lld elements, expected %lld", (long long)w->numel,
         (long long)(g * (int64_t)div_up((size_t)mg, EMC_MR) * EMC_MR * kg));
   {
-    uint64_t need = (uint64_t)kg * div_up((size_t)(oh * ow), EMC_NR_PANEL) * EMC_NR_PANEL * sizeof(float);
+    uint64_t need =
+        (uint64_t)kg * div_up((size_t)(oh * ow), EMC_NR_PANEL) * EMC_NR_PANEL * sizeof(float);
     uint64_t off = (uint64_t)ip[EMC_CONV_SCRATCH_OFF], nb = (uint64_t)ip[EMC_CONV_SCRATCH_NBYTES];
     if (nb < need || off % 16 || off + nb > d->arena_nbytes)
       WHY("conv2d: im2col scratch [%llu, +%llu) does not hold %llu bytes inside the %llu-byte "
-          "arena", (unsigned long long)off, (unsigned long long)nb, (unsigned long long)need,
+          "arena",
+          (unsigned long long)off, (unsigned long long)nb, (unsigned long long)need,
           (unsigned long long)d->arena_nbytes);
   }
   return check_act(op, why, why_n);
@@ -131,11 +131,13 @@ static bool check_gemm(const emc_delegate *d, const emc_op *op, char *why, size_
   int64_t a_rows = ip[EMC_GEMM_A_PACKED] ? (int64_t)div_up((size_t)m, EMC_MR) * EMC_MR : m;
   if (a->numel < (batch - 1) * ip[EMC_GEMM_A_BSTRIDE] + a_rows * k)
     WHY("gemm: A has %lld elements, too few", (long long)a->numel);
-  int64_t b_cols = ip[EMC_GEMM_B_PACKED] ? (int64_t)div_up((size_t)n, EMC_NR_PANEL) * EMC_NR_PANEL : n;
+  int64_t b_cols =
+      ip[EMC_GEMM_B_PACKED] ? (int64_t)div_up((size_t)n, EMC_NR_PANEL) * EMC_NR_PANEL : n;
   if (b->numel < (batch - 1) * ip[EMC_GEMM_B_BSTRIDE] + k * b_cols)
     WHY("gemm: B has %lld elements, too few", (long long)b->numel);
-  if (y->numel != batch * m * n) WHY("gemm: output has %lld elements, expected %lld",
-                                     (long long)y->numel, (long long)(batch * m * n));
+  if (y->numel != batch * m * n)
+    WHY("gemm: output has %lld elements, expected %lld", (long long)y->numel,
+        (long long)(batch * m * n));
   if (bias && bias->numel != n) WHY("gemm: bias has %lld elements", (long long)bias->numel);
   return check_act(op, why, why_n);
 }
@@ -162,8 +164,8 @@ static bool check_binary(const emc_delegate *d, const emc_op *op, char *why, siz
 static bool check_same_numel(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
   const emc_rt_tensor *x = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
   if (!x || !y) WHY("bad tensor id");
-  if (x->numel != y->numel) WHY("input has %lld elements, output %lld", (long long)x->numel,
-                                (long long)y->numel);
+  if (x->numel != y->numel)
+    WHY("input has %lld elements, output %lld", (long long)x->numel, (long long)y->numel);
   return check_act(op, why, why_n);
 }
 
@@ -313,10 +315,12 @@ static void gemm_tiles(void *ctx, int64_t begin, int64_t end) {
   int64_t t = begin;
   while (t < end) {
     const size_t nt = (size_t)t / j->mtiles;
-    const int64_t strip_end = (int64_t)((nt + 1) * j->mtiles) < end ? (int64_t)((nt + 1) * j->mtiles) : end;
+    const int64_t strip_end =
+        (int64_t)((nt + 1) * j->mtiles) < end ? (int64_t)((nt + 1) * j->mtiles) : end;
     const size_t n0 = nt * nr, nc = j->n - n0 < nr ? j->n - n0 : nr;
-    const float *b = j->b_packed ? j->b + (n0 / EMC_NR_PANEL) * j->k * EMC_NR_PANEL + n0 % EMC_NR_PANEL
-                                 : j->b + n0;
+    const float *b = j->b_packed
+                         ? j->b + (n0 / EMC_NR_PANEL) * j->k * EMC_NR_PANEL + n0 % EMC_NR_PANEL
+                         : j->b + n0;
     const size_t ldb = j->b_packed ? EMC_NR_PANEL : j->ldb;
     const size_t b_next = j->b_packed ? j->k * EMC_NR_PANEL : EMC_NR_PANEL;
     for (size_t k0 = 0; k0 < j->k; k0 += EMC_KC) {
@@ -325,8 +329,8 @@ static void gemm_tiles(void *ctx, int64_t begin, int64_t end) {
       for (int64_t u = t; u < strip_end; u++) {
         const size_t mt = (size_t)u % j->mtiles, m0 = mt * EMC_MR;
         const size_t mr = j->m - m0 < EMC_MR ? j->m - m0 : EMC_MR;
-        const float *a = j->a_packed ? j->a + mt * j->k * EMC_MR + k0 * EMC_MR
-                                     : j->a + m0 * j->a_rs + k0;
+        const float *a =
+            j->a_packed ? j->a + mt * j->k * EMC_MR + k0 * EMC_MR : j->a + m0 * j->a_rs + k0;
         float *c = j->c + m0 * j->ldc + n0;
         j->cfg->gemm(mr, nc, kc, a, j->a_rs, j->a_ks, b + k0 * ldb, ldb, b_next, c, j->ldc,
                      j->bias_m ? j->bias_m + m0 : NULL, j->bias_n ? j->bias_n + n0 : NULL, k0 > 0,
@@ -369,12 +373,29 @@ static em_status run_gemm(const emc_delegate *d, const emc_op *op, em_threadpool
   float *y = data_of(d, op->out[0]);
   size_t m = (size_t)ip[EMC_GEMM_M], k = (size_t)ip[EMC_GEMM_K], n = (size_t)ip[EMC_GEMM_N];
   for (int64_t bi = 0; bi < ip[EMC_GEMM_BATCH]; bi++) {
-    gemm_job j = {d->cfg, m, k, n, 0, a + bi * ip[EMC_GEMM_A_BSTRIDE], 0, 0,
-                  ip[EMC_GEMM_A_PACKED], b + bi * ip[EMC_GEMM_B_BSTRIDE], n, ip[EMC_GEMM_B_PACKED],
-                  y + bi * (int64_t)(m * n), n,
-                  NULL, data_of(d, op->in[2]), clamp_of(op), post_act(op), op->fp};
-    if (j.a_packed) j.a_rs = 1, j.a_ks = EMC_MR;
-    else j.a_rs = k, j.a_ks = 1;
+    gemm_job j = {d->cfg,
+                  m,
+                  k,
+                  n,
+                  0,
+                  a + bi * ip[EMC_GEMM_A_BSTRIDE],
+                  0,
+                  0,
+                  ip[EMC_GEMM_A_PACKED],
+                  b + bi * ip[EMC_GEMM_B_BSTRIDE],
+                  n,
+                  ip[EMC_GEMM_B_PACKED],
+                  y + bi * (int64_t)(m * n),
+                  n,
+                  NULL,
+                  data_of(d, op->in[2]),
+                  clamp_of(op),
+                  post_act(op),
+                  op->fp};
+    if (j.a_packed)
+      j.a_rs = 1, j.a_ks = EMC_MR;
+    else
+      j.a_rs = k, j.a_ks = 1;
     run_gemm_job(&j, pool);
   }
   return EM_OK;
@@ -470,10 +491,16 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
   int64_t co = yt->sizes[1], oh = yt->sizes[2], ow = yt->sizes[3];
   int64_t g = ip[EMC_CONV_GROUPS], kh = ip[EMC_CONV_KH], kw = ip[EMC_CONV_KW];
   if (ip[EMC_CONV_DEPTHWISE]) {
-    dw_job j = {d, op,
+    dw_job j = {d,
+                op,
                 {h, wd, oh, ow, kh, kw, ip[EMC_CONV_SH], ip[EMC_CONV_SW], ip[EMC_CONV_PH],
                  ip[EMC_CONV_PW], ip[EMC_CONV_DH], ip[EMC_CONV_DW]},
-                co, x, w, bias, y, clamp_of(op)};
+                co,
+                x,
+                w,
+                bias,
+                y,
+                clamp_of(op)};
     par_for(pool, n * co, dw_planes, &j, yt->numel * kh * kw);
     return EM_OK;
   }
@@ -486,16 +513,45 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
     for (int64_t gi = 0; gi < g; gi++) {
       const float *xg = x + (b * cin + gi * cg) * h * wd;
       if (!direct) {
-        im2col_job ij = {xg, col, h, wd, oh, ow, kh, kw, ip[EMC_CONV_SH], ip[EMC_CONV_SW],
-                         ip[EMC_CONV_PH], ip[EMC_CONV_PW], ip[EMC_CONV_DH], ip[EMC_CONV_DW], kg};
+        im2col_job ij = {xg,
+                         col,
+                         h,
+                         wd,
+                         oh,
+                         ow,
+                         kh,
+                         kw,
+                         ip[EMC_CONV_SH],
+                         ip[EMC_CONV_SW],
+                         ip[EMC_CONV_PH],
+                         ip[EMC_CONV_PW],
+                         ip[EMC_CONV_DH],
+                         ip[EMC_CONV_DW],
+                         kg};
         par_for(pool, kg, im2col_rows, &ij, kg * npix);
       } else {
         pack_job pj = {xg, col, kg, npix};
         par_for(pool, kg, pack_rows, &pj, kg * npix);
       }
-      gemm_job j = {d->cfg, (size_t)mg, (size_t)kg, (size_t)npix, 0, w + (size_t)gi * panel, 1,
-                    EMC_MR, 1, col, (size_t)npix, 1, y + (b * co + gi * mg) * npix, (size_t)npix,
-                    bias ? bias + gi * mg : NULL, NULL, clamp_of(op), post_act(op), op->fp};
+      gemm_job j = {d->cfg,
+                    (size_t)mg,
+                    (size_t)kg,
+                    (size_t)npix,
+                    0,
+                    w + (size_t)gi * panel,
+                    1,
+                    EMC_MR,
+                    1,
+                    col,
+                    (size_t)npix,
+                    1,
+                    y + (b * co + gi * mg) * npix,
+                    (size_t)npix,
+                    bias ? bias + gi * mg : NULL,
+                    NULL,
+                    clamp_of(op),
+                    post_act(op),
+                    op->fp};
       run_gemm_job(&j, pool);
     }
   }
@@ -509,9 +565,9 @@ typedef struct bin_job {
   const emc_op *op;
   const float *a, *b;
   float *y;
-  int64_t inner;   /* elements per row */
-  int kind;        /* 0: a, b rows; 1: b scalar per row; 2: a scalar per row */
-  uint32_t ndim;   /* outer dims */
+  int64_t inner; /* elements per row */
+  int kind;      /* 0: a, b rows; 1: b scalar per row; 2: a scalar per row */
+  uint32_t ndim; /* outer dims */
   int64_t sizes[EMC_MAX_DIMS], as[EMC_MAX_DIMS], bs[EMC_MAX_DIMS];
   em_minmax_params mm;
   float scalar;
@@ -521,10 +577,12 @@ static void bin_row(const bin_job *j, const float *a, const float *b, float *y, 
   const em_cpu_config *cfg = j->d->cfg;
   int op = j->op->ip[0];
   if (op == EMC_BIN_RSUB) { /* y = b - a */
-    if (j->kind == 0) cfg->vbin[EMC_BIN_SUB](n, b, a, y, &j->mm);
+    if (j->kind == 0)
+      cfg->vbin[EMC_BIN_SUB](n, b, a, y, &j->mm);
     else if (j->kind == 1)
       for (size_t i = 0; i < n; i++) y[i] = fminf(fmaxf(*b - a[i], j->mm.min), j->mm.max);
-    else cfg->vbinc[EMC_BIN_SUB](n, b, a, y, &j->mm);
+    else
+      cfg->vbinc[EMC_BIN_SUB](n, b, a, y, &j->mm);
   } else if (j->kind == 0) {
     cfg->vbin[op](n, a, b, y, &j->mm);
   } else if (j->kind == 1) {
@@ -605,7 +663,8 @@ static em_status run_binary(const emc_delegate *d, const emc_op *op, em_threadpo
   for (int i = k; i < nd; i++) j.inner *= yt->sizes[i];
   j.ndim = (uint32_t)k;
   int64_t rows = 1;
-  for (int i = 0; i < k; i++) j.sizes[i] = yt->sizes[i], j.as[i] = as[i], j.bs[i] = bs[i], rows *= yt->sizes[i];
+  for (int i = 0; i < k; i++)
+    j.sizes[i] = yt->sizes[i], j.as[i] = as[i], j.bs[i] = bs[i], rows *= yt->sizes[i];
   if (rows == 1) {
     j.ndim = 0;
     par_for(pool, j.inner, bin_rows, &j, yt->numel);
@@ -636,7 +695,8 @@ static void act_chunk(void *ctx, int64_t begin, int64_t end) {
 
 static em_status run_unary(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   act_job j = {d, op, data_of(d, op->in[0]), data_of(d, op->out[0])};
-  par_for(pool, d->t[op->out[0]].numel, act_chunk, &j, d->t[op->out[0]].numel * (op->act > 2 ? 8 : 1));
+  par_for(pool, d->t[op->out[0]].numel, act_chunk, &j,
+          d->t[op->out[0]].numel * (op->act > 2 ? 8 : 1));
   return EM_OK;
 }
 
@@ -659,7 +719,8 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end) {
     float *y = j->y + p * j->oh * j->ow;
     for (int64_t oy = 0; oy < j->oh; oy++) {
       for (int64_t ox = 0; ox < j->ow; ox++) {
-        int64_t y0 = oy * ip[EMC_POOL_SH] - ip[EMC_POOL_PH], x0 = ox * ip[EMC_POOL_SW] - ip[EMC_POOL_PW];
+        int64_t y0 = oy * ip[EMC_POOL_SH] - ip[EMC_POOL_PH],
+                x0 = ox * ip[EMC_POOL_SW] - ip[EMC_POOL_PW];
         float acc = is_max ? -INFINITY : 0.0f;
         const int64_t dh = ip[EMC_POOL_DH], dw = ip[EMC_POOL_DW];
         int64_t ky0 = y0 >= 0 ? 0 : (-y0 + dh - 1) / dh, kx0 = x0 >= 0 ? 0 : (-x0 + dw - 1) / dw;
@@ -680,7 +741,8 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end) {
         if (cnt < 0) cnt = 0;
         if (!is_max) {
           int64_t div = cnt;
-          if (ip[EMC_POOL_DIVISOR] > 0) div = ip[EMC_POOL_DIVISOR];
+          if (ip[EMC_POOL_DIVISOR] > 0)
+            div = ip[EMC_POOL_DIVISOR];
           else if (ip[EMC_POOL_INCLUDE_PAD]) {
             /* PyTorch: the window clipped to the padded input. */
             int64_t ye = y0 + ip[EMC_POOL_KH], xe = x0 + ip[EMC_POOL_KW];
@@ -734,7 +796,8 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
       const float *row = x + r * cols;
       float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
       int64_t i = 0;
-      for (; i + 4 <= cols; i += 4) s0 += row[i], s1 += row[i + 1], s2 += row[i + 2], s3 += row[i + 3];
+      for (; i + 4 <= cols; i += 4)
+        s0 += row[i], s1 += row[i + 1], s2 += row[i + 2], s3 += row[i + 3];
       for (; i < cols; i++) s0 += row[i];
       y[r] = ((s0 + s1) + (s2 + s3)) / (float)cols;
       if (op->act) d->cfg->vact(1, y + r, y + r, op->act, op->fp);
@@ -780,7 +843,8 @@ static void permute_rows(void *ctx, int64_t begin, int64_t end) {
     }
     float *dst = j->y + r * inner;
     const float *src = j->x + off;
-    if (ist == 1) memcpy(dst, src, (size_t)inner * sizeof *dst);
+    if (ist == 1)
+      memcpy(dst, src, (size_t)inner * sizeof *dst);
     else
       for (int64_t i = 0; i < inner; i++) dst[i] = src[i * ist];
   }

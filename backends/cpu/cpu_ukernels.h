@@ -6,10 +6,10 @@
  * C = A @ B, A read through (a_rs, a_ks) strides (a packed weight panel has
  * a_rs = 1, a_ks = EMC_MR; a row-major activation has a_rs = K, a_ks = 1), B
  * row-major with leading dimension ldb; columns 16..31 of a tile start at b + b_next (16 for a
- * row-major B, K * 16 for B packed in 16-column panels, EMC_NR_PANEL), 32..47 at b + 2 b_next. The accumulator starts from C when
- * `accumulate`, else from bias_m[row] + bias_n[col] (either may be NULL); the
- * result is clamped to [p->min, p->max]. Rows past mr are never read or
- * written, nor columns past nc.
+ * row-major B, K * 16 for B packed in 16-column panels, EMC_NR_PANEL), 32..47 at b + 2 b_next. The
+ * accumulator starts from C when `accumulate`, else from bias_m[row] + bias_n[col] (either may be
+ * NULL); the result is clamped to [p->min, p->max]. Rows past mr are never read or written, nor
+ * columns past nc.
  */
 #ifndef EMBER_BACKENDS_CPU_UKERNELS_H
 #define EMBER_BACKENDS_CPU_UKERNELS_H
@@ -21,16 +21,15 @@ typedef struct em_minmax_params {
   float min, max;
 } em_minmax_params;
 
-typedef void (*em_f32_gemm_ukernel_fn)(size_t mr, size_t nc, size_t kc, const float *a,
-                                       size_t a_rs, size_t a_ks, const float *b, size_t ldb,
-                                       size_t b_next, float *c, size_t ldc, const float *bias_m,
+typedef void (*em_f32_gemm_ukernel_fn)(size_t mr, size_t nc, size_t kc, const float *a, size_t a_rs,
+                                       size_t a_ks, const float *b, size_t ldb, size_t b_next,
+                                       float *c, size_t ldc, const float *bias_m,
                                        const float *bias_n, int accumulate,
                                        const em_minmax_params *p);
 
 #define EM_GEMM_UKERNEL_DECL(name)                                                                 \
-  void name(size_t mr, size_t nc, size_t kc, const float *a, size_t a_rs, size_t a_ks,            \
-            const float *b, size_t ldb, size_t b_next, float *c, size_t ldc,                       \
-            const float *bias_m,                                                                   \
+  void name(size_t mr, size_t nc, size_t kc, const float *a, size_t a_rs, size_t a_ks,             \
+            const float *b, size_t ldb, size_t b_next, float *c, size_t ldc, const float *bias_m,  \
             const float *bias_n, int accumulate, const em_minmax_params *p)
 
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x32__avx512f);
@@ -46,15 +45,14 @@ EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x8__scalar);
 typedef struct em_dw_params {
   int64_t h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
 } em_dw_params;
-typedef void (*em_f32_dwconv_fn)(const em_dw_params *q, const float *in, const float *w,
-                                 float bias, float *out, const em_minmax_params *p);
+typedef void (*em_f32_dwconv_fn)(const em_dw_params *q, const float *in, const float *w, float bias,
+                                 float *out, const em_minmax_params *p);
 
 /* Elementwise: y[i] = clamp(a[i] op b[i], min, max); the "c" form takes a scalar *b. */
 typedef void (*em_f32_vbinary_fn)(size_t n, const float *a, const float *b, float *y,
                                   const em_minmax_params *p);
 /* y[i] = act(x[i]) (emc_act; fp[0], fp[1] are the clamp bounds). In place is allowed. */
-typedef void (*em_f32_vact_fn)(size_t n, const float *x, float *y, uint32_t act,
-                               const float *fp);
+typedef void (*em_f32_vact_fn)(size_t n, const float *x, float *y, uint32_t act, const float *fp);
 /* y = x * s + t, clamped (an unfolded batch norm over one channel plane). */
 typedef void (*em_f32_vaffine_fn)(size_t n, const float *x, float s, float t, float *y,
                                   const em_minmax_params *p);
@@ -64,39 +62,39 @@ typedef void (*em_f32_gemv16_fn)(size_t kc, size_t nc, const float *x, const flo
 /* One softmax row (log_softmax when `log`). */
 typedef void (*em_f32_softmax_fn)(size_t n, const float *x, float *y, int log);
 /* One layer-norm row (rms-norm when `rms`); w / b may be NULL. */
-typedef void (*em_f32_norm_fn)(size_t n, const float *x, const float *w, const float *b,
-                               float eps, int rms, float *y);
+typedef void (*em_f32_norm_fn)(size_t n, const float *x, const float *w, const float *b, float eps,
+                               int rms, float *y);
 
 /* Declares the elementwise family of one ISA (instantiated by f32_vops__<isa>.c). */
 #define EM_VOPS_DECL(isa)                                                                          \
-  void em_f32_dwconv2d_minmax_ukernel__##isa(const em_dw_params *q, const float *in,              \
-                                             const float *w, float bias, float *out,              \
-                                             const em_minmax_params *p);                          \
-  void em_f32_vadd_minmax_ukernel__##isa(size_t, const float *, const float *, float *,          \
-                                         const em_minmax_params *);                               \
-  void em_f32_vsub_minmax_ukernel__##isa(size_t, const float *, const float *, float *,          \
-                                         const em_minmax_params *);                               \
-  void em_f32_vmul_minmax_ukernel__##isa(size_t, const float *, const float *, float *,          \
-                                         const em_minmax_params *);                               \
-  void em_f32_vdiv_minmax_ukernel__##isa(size_t, const float *, const float *, float *,          \
-                                         const em_minmax_params *);                               \
-  void em_f32_vaddc_minmax_ukernel__##isa(size_t, const float *, const float *, float *,         \
-                                          const em_minmax_params *);                              \
-  void em_f32_vsubc_minmax_ukernel__##isa(size_t, const float *, const float *, float *,         \
-                                          const em_minmax_params *);                              \
-  void em_f32_vmulc_minmax_ukernel__##isa(size_t, const float *, const float *, float *,         \
-                                          const em_minmax_params *);                              \
-  void em_f32_vdivc_minmax_ukernel__##isa(size_t, const float *, const float *, float *,         \
-                                          const em_minmax_params *);                              \
-  void em_f32_vact_ukernel__##isa(size_t n, const float *x, float *y, uint32_t act,              \
+  void em_f32_dwconv2d_minmax_ukernel__##isa(const em_dw_params *q, const float *in,               \
+                                             const float *w, float bias, float *out,               \
+                                             const em_minmax_params *p);                           \
+  void em_f32_vadd_minmax_ukernel__##isa(size_t, const float *, const float *, float *,            \
+                                         const em_minmax_params *);                                \
+  void em_f32_vsub_minmax_ukernel__##isa(size_t, const float *, const float *, float *,            \
+                                         const em_minmax_params *);                                \
+  void em_f32_vmul_minmax_ukernel__##isa(size_t, const float *, const float *, float *,            \
+                                         const em_minmax_params *);                                \
+  void em_f32_vdiv_minmax_ukernel__##isa(size_t, const float *, const float *, float *,            \
+                                         const em_minmax_params *);                                \
+  void em_f32_vaddc_minmax_ukernel__##isa(size_t, const float *, const float *, float *,           \
+                                          const em_minmax_params *);                               \
+  void em_f32_vsubc_minmax_ukernel__##isa(size_t, const float *, const float *, float *,           \
+                                          const em_minmax_params *);                               \
+  void em_f32_vmulc_minmax_ukernel__##isa(size_t, const float *, const float *, float *,           \
+                                          const em_minmax_params *);                               \
+  void em_f32_vdivc_minmax_ukernel__##isa(size_t, const float *, const float *, float *,           \
+                                          const em_minmax_params *);                               \
+  void em_f32_vact_ukernel__##isa(size_t n, const float *x, float *y, uint32_t act,                \
                                   const float *fp);                                                \
-  void em_f32_vaffine_minmax_ukernel__##isa(size_t n, const float *x, float s, float t, float *y, \
-                                            const em_minmax_params *p);                           \
-  void em_f32_softmax_ukernel__##isa(size_t n, const float *x, float *y, int log);               \
-  void em_f32_gemv16_minmax_ukernel__##isa(size_t kc, size_t nc, const float *x, const float *b,  \
-                                           const float *bias, float *y,                           \
-                                           const em_minmax_params *p);                            \
-  void em_f32_norm_ukernel__##isa(size_t n, const float *x, const float *w, const float *b,      \
+  void em_f32_vaffine_minmax_ukernel__##isa(size_t n, const float *x, float s, float t, float *y,  \
+                                            const em_minmax_params *p);                            \
+  void em_f32_softmax_ukernel__##isa(size_t n, const float *x, float *y, int log);                 \
+  void em_f32_gemv16_minmax_ukernel__##isa(size_t kc, size_t nc, const float *x, const float *b,   \
+                                           const float *bias, float *y,                            \
+                                           const em_minmax_params *p);                             \
+  void em_f32_norm_ukernel__##isa(size_t n, const float *x, const float *w, const float *b,        \
                                   float eps, int rms, float *y);
 
 EM_VOPS_DECL(avx512f)

@@ -25,12 +25,12 @@
 
 #include <stdint.h>
 
-#define EMC_MAGIC "EMC1"
-#define EMC_VERSION 1u
-#define EMC_MAX_DIMS 6
-#define EMC_MR 6 /* rows of a packed weight panel */
+#define EMC_MAGIC      "EMC1"
+#define EMC_VERSION    1u
+#define EMC_MAX_DIMS   6
+#define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
-#define EMC_NR_PANEL 16 /* columns of a packed B panel: [ceil(N/16)][K][16] */
+#define EMC_NR_PANEL   16 /* columns of a packed B panel: [ceil(N/16)][K][16] */
 
 typedef struct emc_header {
   char magic[4];
@@ -60,37 +60,71 @@ typedef struct emc_tensor {
 _Static_assert(sizeof(emc_tensor) == 48, "emc_tensor is 48 bytes");
 
 enum emc_op_kind {
-  EMC_OP_CONV2D = 1,    /* in: x[N,C,H,W], w, bias|-1; out [N,Co,OH,OW]            */
-  EMC_OP_GEMM = 2,      /* in: A, B, bias[N]|-1; out[b] = A[b] @ B[b] + bias          */
-  EMC_OP_BINARY = 3,    /* in: a, b|-1 (scalar fp[2]); broadcast to out               */
-  EMC_OP_UNARY = 4,     /* in: x; out = act(x)                                        */
-  EMC_OP_MAXPOOL2D = 5, /* in: x[N,C,H,W]                                             */
-  EMC_OP_AVGPOOL2D = 6, /* in: x[N,C,H,W]                                             */
-  EMC_OP_MEAN = 7,      /* [ip0, ip1, ip2 (0 = 1)] -> [ip0, ip2]: mean over the middle   */
-  EMC_OP_SOFTMAX = 8,   /* ip: outer, axis length, inner, log                         */
-  EMC_OP_LAYERNORM = 9, /* in: x, weight|-1, bias|-1; ip: rows, cols; fp[0] eps       */
-  EMC_OP_PERMUTE = 10,  /* ip[0..ndim) = permutation of in0's dims                    */
-  EMC_OP_COPY = 11,     /* out = in0 (same numel)                                     */
-  EMC_OP_CAT = 12,      /* in0..3 along a dim: ip0 outer, ip1 inner, ip2 n_in          */
-  EMC_OP_SLICE = 13,    /* ip: outer, in_len, inner, start, step                      */
+  EMC_OP_CONV2D = 1,          /* in: x[N,C,H,W], w, bias|-1; out [N,Co,OH,OW]            */
+  EMC_OP_GEMM = 2,            /* in: A, B, bias[N]|-1; out[b] = A[b] @ B[b] + bias          */
+  EMC_OP_BINARY = 3,          /* in: a, b|-1 (scalar fp[2]); broadcast to out               */
+  EMC_OP_UNARY = 4,           /* in: x; out = act(x)                                        */
+  EMC_OP_MAXPOOL2D = 5,       /* in: x[N,C,H,W]                                             */
+  EMC_OP_AVGPOOL2D = 6,       /* in: x[N,C,H,W]                                             */
+  EMC_OP_MEAN = 7,            /* [ip0, ip1, ip2 (0 = 1)] -> [ip0, ip2]: mean over the middle   */
+  EMC_OP_SOFTMAX = 8,         /* ip: outer, axis length, inner, log                         */
+  EMC_OP_LAYERNORM = 9,       /* in: x, weight|-1, bias|-1; ip: rows, cols; fp[0] eps       */
+  EMC_OP_PERMUTE = 10,        /* ip[0..ndim) = permutation of in0's dims                    */
+  EMC_OP_COPY = 11,           /* out = in0 (same numel)                                     */
+  EMC_OP_CAT = 12,            /* in0..3 along a dim: ip0 outer, ip1 inner, ip2 n_in          */
+  EMC_OP_SLICE = 13,          /* ip: outer, in_len, inner, start, step                      */
   EMC_OP_CHANNEL_AFFINE = 14, /* in: x[N,C,...], scale[C], shift[C] (unfolded batch norm) */
-  EMC_OP_RMSNORM = 15,  /* in: x, weight|-1; ip: rows, cols; fp[0] eps                */
+  EMC_OP_RMSNORM = 15,        /* in: x, weight|-1; ip: rows, cols; fp[0] eps                */
   EMC_OP_KIND_END
 };
 
 /* Conv2d ip[] slots. */
-enum { EMC_CONV_GROUPS, EMC_CONV_KH, EMC_CONV_KW, EMC_CONV_SH, EMC_CONV_SW, EMC_CONV_PH,
-       EMC_CONV_PW, EMC_CONV_DH, EMC_CONV_DW, EMC_CONV_DEPTHWISE, EMC_CONV_SCRATCH_OFF,
-       EMC_CONV_SCRATCH_NBYTES };
+enum {
+  EMC_CONV_GROUPS,
+  EMC_CONV_KH,
+  EMC_CONV_KW,
+  EMC_CONV_SH,
+  EMC_CONV_SW,
+  EMC_CONV_PH,
+  EMC_CONV_PW,
+  EMC_CONV_DH,
+  EMC_CONV_DW,
+  EMC_CONV_DEPTHWISE,
+  EMC_CONV_SCRATCH_OFF,
+  EMC_CONV_SCRATCH_NBYTES
+};
 /* GEMM ip[] slots: batch, M, K, N, element strides between batches of A and B (0 = shared). */
-enum { EMC_GEMM_BATCH, EMC_GEMM_M, EMC_GEMM_K, EMC_GEMM_N, EMC_GEMM_A_BSTRIDE,
-       EMC_GEMM_B_BSTRIDE, EMC_GEMM_A_PACKED, EMC_GEMM_B_PACKED };
+enum {
+  EMC_GEMM_BATCH,
+  EMC_GEMM_M,
+  EMC_GEMM_K,
+  EMC_GEMM_N,
+  EMC_GEMM_A_BSTRIDE,
+  EMC_GEMM_B_BSTRIDE,
+  EMC_GEMM_A_PACKED,
+  EMC_GEMM_B_PACKED
+};
 /* Pool ip[] slots (avg adds count_include_pad, divisor_override). */
-enum { EMC_POOL_KH, EMC_POOL_KW, EMC_POOL_SH, EMC_POOL_SW, EMC_POOL_PH, EMC_POOL_PW,
-       EMC_POOL_DH, EMC_POOL_DW, EMC_POOL_INCLUDE_PAD, EMC_POOL_DIVISOR };
+enum {
+  EMC_POOL_KH,
+  EMC_POOL_KW,
+  EMC_POOL_SH,
+  EMC_POOL_SW,
+  EMC_POOL_PH,
+  EMC_POOL_PW,
+  EMC_POOL_DH,
+  EMC_POOL_DW,
+  EMC_POOL_INCLUDE_PAD,
+  EMC_POOL_DIVISOR
+};
 
-enum emc_binary { EMC_BIN_ADD = 0, EMC_BIN_SUB = 1, EMC_BIN_MUL = 2, EMC_BIN_DIV = 3,
-                  EMC_BIN_RSUB = 4 };
+enum emc_binary {
+  EMC_BIN_ADD = 0,
+  EMC_BIN_SUB = 1,
+  EMC_BIN_MUL = 2,
+  EMC_BIN_DIV = 3,
+  EMC_BIN_RSUB = 4
+};
 
 /* Activation applied to an operator's output; clamp bounds in fp[0], fp[1]. */
 enum emc_act {

@@ -16,9 +16,9 @@
 
 #define PAD_FLOATS 24576 /* 96 KiB of stack */
 
-__attribute__((target("avx512f"))) void em_f32_dwconv2d_chw_minmax_ukernel__avx512f(
-    const em_dw_params *q, const float *in, const float *w, float bias, float *out,
-    const em_minmax_params *p) {
+__attribute__((target("avx512f"))) void
+em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const float *in, const float *w,
+                                            float bias, float *out, const em_minmax_params *p) {
   const int64_t s = q->sw;
   const int64_t ph = q->h + 2 * q->ph, pw = q->w + 2 * q->pw;
   const int64_t cols = s == 2 ? (pw + 1) / 2 : pw; /* width of each (de-interleaved) plane */
@@ -32,7 +32,8 @@ __attribute__((target("avx512f"))) void em_f32_dwconv2d_chw_minmax_ukernel__avx5
     em_f32_dwconv2d_minmax_ukernel__avx512f(q, in, w, bias, out, p);
     return;
   }
-  const __m512i ieven = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i ieven =
+      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i iodd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   float *even = buf, *odd = buf + ph * cols;
   memset(buf, 0, (size_t)(ph * cols * s) * sizeof *buf);
@@ -68,11 +69,13 @@ __attribute__((target("avx512f"))) void em_f32_dwconv2d_chw_minmax_ukernel__avx5
         const int64_t row = (oy * s + ky * q->dh) * cols;
         for (int64_t kx = 0; kx < q->kw; kx++) {
           const int64_t c = kx * q->dw;
-          const float *src = s == 1 ? even + row + ox + c
-                                    : ((c & 1) ? odd : even) + row + ox + (c >> 1);
+          const float *src =
+              s == 1 ? even + row + ox + c : ((c & 1) ? odd : even) + row + ox + (c >> 1);
           const __m512 v = _mm512_maskz_loadu_ps(m, src);
-          if (kx & 1) acc2 = _mm512_fmadd_ps(wv[ky * q->kw + kx], v, acc2);
-          else acc = _mm512_fmadd_ps(wv[ky * q->kw + kx], v, acc);
+          if (kx & 1)
+            acc2 = _mm512_fmadd_ps(wv[ky * q->kw + kx], v, acc2);
+          else
+            acc = _mm512_fmadd_ps(wv[ky * q->kw + kx], v, acc);
         }
       }
       acc = _mm512_add_ps(acc, acc2);

@@ -26,7 +26,7 @@ __attribute__((target("avx512f"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukern
   float *c4 = mr > 4 ? c3 + ldc : c3;
   float *c5 = mr > 5 ? c4 + ldc : c4;
   const __mmask16 k0 = nc >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nc) - 1u);
-  const __mmask16 k1 = nc >= 32 ? (__mmask16)0xFFFF
+  const __mmask16 k1 = nc >= 32  ? (__mmask16)0xFFFF
                        : nc > 16 ? (__mmask16)((1u << (nc - 16)) - 1u)
                                  : (__mmask16)0;
   __m512 v00, v01, v10, v11, v20, v21, v30, v31, v40, v41, v50, v51;

@@ -43,7 +43,8 @@ __attribute__((target("avx512f"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukern
     }
     for (int r = 0; r < 6; r++) {
       __m512 bm = _mm512_set1_ps(bias_m ? bias_m[(size_t)r < mr ? (size_t)r : mr - 1] : 0.0f);
-      v[r][0] = _mm512_add_ps(n0, bm), v[r][1] = _mm512_add_ps(n1, bm), v[r][2] = _mm512_add_ps(n2, bm);
+      v[r][0] = _mm512_add_ps(n0, bm), v[r][1] = _mm512_add_ps(n1, bm),
+      v[r][2] = _mm512_add_ps(n2, bm);
     }
   }
   __m512 a00 = v[0][0], a01 = v[0][1], a02 = v[0][2], a10 = v[1][0], a11 = v[1][1], a12 = v[1][2];

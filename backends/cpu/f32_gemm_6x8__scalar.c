@@ -10,8 +10,8 @@ EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x8__scalar) {
   float acc[6][8];
   for (size_t r = 0; r < mr; r++)
     for (size_t j = 0; j < nc; j++)
-      acc[r][j] = accumulate ? c[r * ldc + j]
-                             : (bias_m ? bias_m[r] : 0.0f) + (bias_n ? bias_n[j] : 0.0f);
+      acc[r][j] =
+          accumulate ? c[r * ldc + j] : (bias_m ? bias_m[r] : 0.0f) + (bias_n ? bias_n[j] : 0.0f);
   for (size_t k = 0; k < kc; k++) {
     const float *brow = b + k * ldb;
     for (size_t r = 0; r < mr; r++) {

@@ -14,7 +14,7 @@
 #include "emc_format.h"
 
 #define EM_CAT2(a, b) a##b
-#define EM_CAT(a, b) EM_CAT2(a, b)
+#define EM_CAT(a, b)  EM_CAT2(a, b)
 #define EM_NAME(base) EM_CAT(base, EM_ISA)
 
 static inline float vx_clampf(float x, float lo, float hi) {
@@ -67,16 +67,16 @@ static inline float vx_erff(float x) {
 }
 
 #define EM_VBIN(op, expr)                                                                          \
-  void EM_NAME(em_f32_v##op##_minmax_ukernel__)(size_t n, const float *a, const float *b,         \
-                                                float *y, const em_minmax_params *p) {            \
+  void EM_NAME(em_f32_v##op##_minmax_ukernel__)(size_t n, const float *a, const float *b,          \
+                                                float *y, const em_minmax_params *p) {             \
     const float lo = p->min, hi = p->max;                                                          \
     for (size_t i = 0; i < n; i++) {                                                               \
       const float x = a[i], z = b[i];                                                              \
       y[i] = vx_clampf(expr, lo, hi);                                                              \
     }                                                                                              \
   }                                                                                                \
-  void EM_NAME(em_f32_v##op##c_minmax_ukernel__)(size_t n, const float *a, const float *b,        \
-                                                 float *y, const em_minmax_params *p) {           \
+  void EM_NAME(em_f32_v##op##c_minmax_ukernel__)(size_t n, const float *a, const float *b,         \
+                                                 float *y, const em_minmax_params *p) {            \
     const float lo = p->min, hi = p->max, z = *b;                                                  \
     for (size_t i = 0; i < n; i++) {                                                               \
       const float x = a[i];                                                                        \
@@ -90,7 +90,7 @@ EM_VBIN(div, x / z)
 #undef EM_VBIN
 
 void EM_NAME(em_f32_vaffine_minmax_ukernel__)(size_t n, const float *x, float s, float t, float *y,
-                                             const em_minmax_params *p) {
+                                              const em_minmax_params *p) {
   const float lo = p->min, hi = p->max;
   for (size_t i = 0; i < n; i++) y[i] = vx_clampf(x[i] * s + t, lo, hi);
 }
@@ -116,7 +116,8 @@ void EM_NAME(em_f32_vact_ukernel__)(size_t n, const float *x, float *y, uint32_t
     for (size_t i = 0; i < n; i++) y[i] = x[i] * vx_sigmoidf(x[i]);
     break;
   case EMC_ACT_GELU:
-    for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + vx_erff(x[i] * 0.70710678118654752f));
+    for (size_t i = 0; i < n; i++)
+      y[i] = 0.5f * x[i] * (1.0f + vx_erff(x[i] * 0.70710678118654752f));
     break;
   case EMC_ACT_GELU_TANH:
     for (size_t i = 0; i < n; i++) {
@@ -213,8 +214,8 @@ void EM_NAME(em_f32_norm_ukernel__)(size_t n, const float *x, const float *w, co
 
 /* One 16-column B panel times a row vector: y[0, nc) = clamp(bias + x[0, kc) @ b[kc][16]). */
 void EM_NAME(em_f32_gemv16_minmax_ukernel__)(size_t kc, size_t nc, const float *x, const float *b,
-                                            const float *bias, float *y,
-                                            const em_minmax_params *p) {
+                                             const float *bias, float *y,
+                                             const em_minmax_params *p) {
   float acc[16];
   for (size_t j = 0; j < 16; j++) acc[j] = (bias && j < nc) ? bias[j] : 0.0f;
   for (size_t k = 0; k < kc; k++) {

@@ -4,7 +4,8 @@
  * The peak is measured here, on this machine, with 12 independent AVX-512
  * (or AVX2) FMA chains per thread; the GEMM is C[M,N] = A[M,K] B[K,N] with A
  * packed in EMC_MR-row panels (as the CPU backend's conv weights are) and B
- * packed in 16-column panels (as linear weights and the im2col scratch are), run tile by tile through the chosen micro-kernel, single thread.
+ * packed in 16-column panels (as linear weights and the im2col scratch are), run tile by tile
+ * through the chosen micro-kernel, single thread.
  *
  *   bench/gemm/gemm_bench [M N K] [reps]
  */
@@ -25,7 +26,7 @@ static double now(void) {
 
 /* 12 independent accumulator chains in named registers (an array may be spilled). */
 #define FMA12(T, fma, set1)                                                                        \
-  T a0 = set1(0.f), a1 = set1(1.f), a2 = set1(2.f), a3 = set1(3.f), a4 = set1(4.f),               \
+  T a0 = set1(0.f), a1 = set1(1.f), a2 = set1(2.f), a3 = set1(3.f), a4 = set1(4.f),                \
     a5 = set1(5.f), a6 = set1(6.f), a7 = set1(7.f), a8 = set1(8.f), a9 = set1(9.f),                \
     a10 = set1(10.f), a11 = set1(11.f);                                                            \
   const T x = set1(1.0000001f), y = set1(0.9999999f);                                              \
@@ -33,13 +34,13 @@ static double now(void) {
     a0 = fma(a0, x, y), a1 = fma(a1, x, y), a2 = fma(a2, x, y), a3 = fma(a3, x, y);                \
     a4 = fma(a4, x, y), a5 = fma(a5, x, y), a6 = fma(a6, x, y), a7 = fma(a7, x, y);                \
     a8 = fma(a8, x, y), a9 = fma(a9, x, y), a10 = fma(a10, x, y), a11 = fma(a11, x, y);            \
-    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));            \
-    __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));          \
+    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));             \
+    __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));           \
   }
 
 /* 12 independent accumulator chains in named registers (an array may be spilled). */
 #define FMA12(T, fma, set1)                                                                        \
-  T a0 = set1(0.f), a1 = set1(1.f), a2 = set1(2.f), a3 = set1(3.f), a4 = set1(4.f),               \
+  T a0 = set1(0.f), a1 = set1(1.f), a2 = set1(2.f), a3 = set1(3.f), a4 = set1(4.f),                \
     a5 = set1(5.f), a6 = set1(6.f), a7 = set1(7.f), a8 = set1(8.f), a9 = set1(9.f),                \
     a10 = set1(10.f), a11 = set1(11.f);                                                            \
   const T x = set1(1.0000001f), y = set1(0.9999999f);                                              \
@@ -47,8 +48,8 @@ static double now(void) {
     a0 = fma(a0, x, y), a1 = fma(a1, x, y), a2 = fma(a2, x, y), a3 = fma(a3, x, y);                \
     a4 = fma(a4, x, y), a5 = fma(a5, x, y), a6 = fma(a6, x, y), a7 = fma(a7, x, y);                \
     a8 = fma(a8, x, y), a9 = fma(a9, x, y), a10 = fma(a10, x, y), a11 = fma(a11, x, y);            \
-    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));            \
-    __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));          \
+    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));             \
+    __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));           \
   }
 
 __attribute__((target("avx512f"), noinline)) static float fma_loop_avx512(long iters) {
@@ -109,8 +110,9 @@ int main(int argc, char **argv) {
         size_t kc = k - k0 < 256 ? k - k0 : 256;
         for (size_t mt = 0; mt < panels; mt++) {
           size_t mr = m - mt * EMC_MR < EMC_MR ? m - mt * EMC_MR : EMC_MR;
-          cfg->gemm(mr, nc, kc, a + mt * EMC_MR * k + k0 * EMC_MR, 1, EMC_MR, bp + k0 * EMC_NR_PANEL,
-                    EMC_NR_PANEL, k * EMC_NR_PANEL, c + mt * EMC_MR * n + n0, n, NULL, NULL, k0 > 0, &p);
+          cfg->gemm(mr, nc, kc, a + mt * EMC_MR * k + k0 * EMC_MR, 1, EMC_MR,
+                    bp + k0 * EMC_NR_PANEL, EMC_NR_PANEL, k * EMC_NR_PANEL,
+                    c + mt * EMC_MR * n + n0, n, NULL, NULL, k0 > 0, &p);
         }
       }
     }

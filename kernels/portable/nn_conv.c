@@ -68,8 +68,9 @@ static em_status read_geom(em_kernel_ctx *ctx, em_evalue **args, em_tensor *x, e
     EM_KCHECK(ctx, g->s[i] > 0 && g->d[i] > 0 && g->p[i] >= 0 && g->op[i] >= 0,
               "stride and dilation must be positive, padding non-negative");
     /* Bounded so the geometry arithmetic below cannot overflow int64. */
-    EM_KCHECK(ctx, g->s[i] <= (1 << 24) && g->d[i] <= (1 << 24) && g->p[i] <= (1 << 24) &&
-                       g->op[i] <= (1 << 24),
+    EM_KCHECK(ctx,
+              g->s[i] <= (1 << 24) && g->d[i] <= (1 << 24) && g->p[i] <= (1 << 24) &&
+                  g->op[i] <= (1 << 24),
               "stride, padding or dilation larger than 2^24");
   }
   if (!g->transposed) {

@@ -74,8 +74,9 @@ em_status em_quantized_linear_out(em_kernel_ctx *ctx, em_evalue **args) {
   int64_t act_min = args[7]->u.i, act_max = args[8]->u.i;
   EM_KCHECK(ctx, x->dtype == EM_DTYPE_I8 && w->dtype == EM_DTYPE_I8 && out->dtype == EM_DTYPE_I8,
             "input, weight and out must be int8");
-  EM_KCHECK(ctx, bias->dtype == EM_DTYPE_I32 && mult->dtype == EM_DTYPE_I32 &&
-                     shift->dtype == EM_DTYPE_I32,
+  EM_KCHECK(ctx,
+            bias->dtype == EM_DTYPE_I32 && mult->dtype == EM_DTYPE_I32 &&
+                shift->dtype == EM_DTYPE_I32,
             "bias, multiplier and shift must be int32");
   EM_KCHECK(ctx, x->dim >= 1 && w->dim == 2, "input rank >= 1 and weight rank 2 expected");
   int64_t n = w->sizes[0], k = w->sizes[1];
@@ -83,8 +84,9 @@ em_status em_quantized_linear_out(em_kernel_ctx *ctx, em_evalue **args) {
             (long long)x->sizes[x->dim - 1], (long long)k);
   EM_KCHECK(ctx, bias->numel == n && mult->numel == n && shift->numel == n,
             "bias, multiplier and shift need %lld entries", (long long)n);
-  EM_KCHECK(ctx, in_zp >= -128 && in_zp <= 127 && out_zp >= -128 && out_zp <= 127 &&
-                     act_min >= -128 && act_max <= 127 && act_min <= act_max,
+  EM_KCHECK(ctx,
+            in_zp >= -128 && in_zp <= 127 && out_zp >= -128 && out_zp <= 127 && act_min >= -128 &&
+                act_max <= 127 && act_min <= act_max,
             "zero points and activation bounds must lie in int8");
   EM_KCHECK(ctx, em_tensor_is_contiguous_order(x) && em_tensor_is_contiguous_order(w),
             "contiguous input and weight expected");

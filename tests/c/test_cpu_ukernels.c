@@ -41,7 +41,8 @@ static void test_gemm(const em_cpu_config *cfg) {
           for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) b[i] = frand();
           for (size_t i = 0; i < 6; i++) bias_m[i] = frand();
           for (size_t i = 0; i < 48; i++) bias_n[i] = frand();
-          for (size_t i = 0; i < 8 * LDC; i++) c[i] = (i / LDC < mr && i % LDC < nc) ? frand() : SENTINEL;
+          for (size_t i = 0; i < 8 * LDC; i++)
+            c[i] = (i / LDC < mr && i % LDC < nc) ? frand() : SENTINEL;
           size_t a_rs = packed_a ? 1 : kc, a_ks = packed_a ? EMC_MR : 1;
           size_t ldb = packed_b ? EMC_NR_PANEL : LDB, b_next = packed_b ? kc * EMC_NR_PANEL : 16;
           em_minmax_params p = {-2.5f, 2.5f};
@@ -49,20 +50,22 @@ static void test_gemm(const em_cpu_config *cfg) {
             for (size_t n = 0; n < nc; n++) {
               double acc = accumulate ? c[m * LDC + n] : (double)bias_m[m] + bias_n[n];
               for (size_t k = 0; k < kc; k++) {
-                const float *bk = packed_b ? b + (n / 16) * b_next + k * 16 + n % 16 : b + k * ldb + n;
+                const float *bk =
+                    packed_b ? b + (n / 16) * b_next + k * 16 + n % 16 : b + k * ldb + n;
                 acc += (double)a[m * a_rs + k * a_ks] * *bk;
               }
               ref[m * LDC + n] = (float)fmin(fmax(acc, p.min), p.max);
             }
-          cfg->gemm(mr, nc, kc, a, a_rs, a_ks, b, ldb, b_next, c, LDC, bias_m, bias_n, accumulate, &p);
+          cfg->gemm(mr, nc, kc, a, a_rs, a_ks, b, ldb, b_next, c, LDC, bias_m, bias_n, accumulate,
+                    &p);
           for (size_t i = 0; i < 8 * LDC && bad < 5; i++) {
             size_t m = i / LDC, n = i % LDC;
             int inside = m < mr && n < nc;
             int ok = inside ? close_to(c[i], ref[i], 1e-5) : c[i] == SENTINEL;
             if (!ok) {
               bad++;
-              CHECK(ok, "%s gemm mr=%zu nc=%zu kc=%zu variant=%d: c[%zu][%zu] = %g, want %g", cfg->isa,
-                    mr, nc, kc, variant, m, n, c[i], inside ? ref[i] : SENTINEL);
+              CHECK(ok, "%s gemm mr=%zu nc=%zu kc=%zu variant=%d: c[%zu][%zu] = %g, want %g",
+                    cfg->isa, mr, nc, kc, variant, m, n, c[i], inside ? ref[i] : SENTINEL);
             }
           }
           if (!bad) g_pass++;
@@ -81,8 +84,18 @@ static void test_dwconv(const em_cpu_config *cfg) {
             int64_t h = sizes[hi], wd = sizes[(hi + 2) % 6];
             int64_t span = dil * (k - 1) + 1;
             if (h + 2 * pad < span || wd + 2 * pad < span) continue;
-            em_dw_params q = {h, wd, (h + 2 * pad - span) / s + 1, (wd + 2 * pad - span) / s + 1,
-                              k, k, s, s, pad, pad, dil, dil};
+            em_dw_params q = {h,
+                              wd,
+                              (h + 2 * pad - span) / s + 1,
+                              (wd + 2 * pad - span) / s + 1,
+                              k,
+                              k,
+                              s,
+                              s,
+                              pad,
+                              pad,
+                              dil,
+                              dil};
             for (int64_t i = 0; i < h * wd; i++) in[i] = frand();
             for (int64_t i = 0; i < k * k; i++) w[i] = frand();
             em_minmax_params p = {-1.5f, 1.5f};
@@ -93,14 +106,17 @@ static void test_dwconv(const em_cpu_config *cfg) {
                 for (int64_t ky = 0; ky < k; ky++)
                   for (int64_t kx = 0; kx < k; kx++) {
                     int64_t iy = oy * s + ky * dil - pad, ix = ox * s + kx * dil - pad;
-                    if (iy >= 0 && iy < h && ix >= 0 && ix < wd) acc += (double)w[ky * k + kx] * in[iy * wd + ix];
+                    if (iy >= 0 && iy < h && ix >= 0 && ix < wd)
+                      acc += (double)w[ky * k + kx] * in[iy * wd + ix];
                   }
                 acc = fmin(fmax(acc, p.min), p.max);
                 if (!close_to(out[oy * q.ow + ox], acc, 1e-5) && bad++ < 5)
-                  CHECK(0, "%s dwconv h=%lld w=%lld k=%lld s=%lld p=%lld d=%lld at %lld,%lld: %g vs %g",
-                        cfg->isa, (long long)h, (long long)wd, (long long)k, (long long)s,
-                        (long long)pad, (long long)dil, (long long)oy, (long long)ox,
-                        out[oy * q.ow + ox], acc);
+                  CHECK(
+                      0,
+                      "%s dwconv h=%lld w=%lld k=%lld s=%lld p=%lld d=%lld at %lld,%lld: %g vs %g",
+                      cfg->isa, (long long)h, (long long)wd, (long long)k, (long long)s,
+                      (long long)pad, (long long)dil, (long long)oy, (long long)ox,
+                      out[oy * q.ow + ox], acc);
               }
           }
   CHECK(bad == 0, "%s dwconv: %d mismatches", cfg->isa, bad);
@@ -114,7 +130,8 @@ static double ref_act(uint32_t act, double x, const float *fp) {
   case EMC_ACT_SIGMOID: return 1 / (1 + exp(-x));
   case EMC_ACT_SILU: return x / (1 + exp(-x));
   case EMC_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-  case EMC_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+  case EMC_ACT_GELU_TANH:
+    return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
   case EMC_ACT_TANH: return tanh(x);
   case EMC_ACT_EXP: return exp(x);
   case EMC_ACT_SQRT: return sqrt(fabs(x));
@@ -140,7 +157,10 @@ static void test_elementwise(const em_cpu_config *cfg) {
         int ok = y[n] == SENTINEL;
         for (size_t i = 0; i < n; i++) {
           double bv = sc ? b[0] : b[i];
-          double r = op == 0 ? a[i] + bv : op == 1 ? a[i] - bv : op == 2 ? (double)a[i] * bv : a[i] / bv;
+          double r = op == 0   ? a[i] + bv
+                     : op == 1 ? a[i] - bv
+                     : op == 2 ? (double)a[i] * bv
+                               : a[i] / bv;
           ok &= close_to(y[i], fmin(fmax(r, -3.0), 3.0), 1e-6);
         }
         CHECK(ok, "%s vbinary op=%d scalar=%d n=%zu", cfg->isa, op, sc, n);
@@ -156,7 +176,8 @@ static void test_elementwise(const em_cpu_config *cfg) {
       int ok = y[n] == SENTINEL;
       for (size_t i = 0; i < n; i++) {
         double want = ref_act(act, a[i], fp);
-        if (act == EMC_ACT_SQRT || act == EMC_ACT_RSQRT) want = act == EMC_ACT_SQRT ? sqrt(a[i]) : 1 / sqrt(a[i]);
+        if (act == EMC_ACT_SQRT || act == EMC_ACT_RSQRT)
+          want = act == EMC_ACT_SQRT ? sqrt(a[i]) : 1 / sqrt(a[i]);
         ok &= fabs(y[i] - want) <= 2e-6 + 2e-6 * fabs(want);
         if (!ok) {
           CHECK(ok, "%s act %u n=%zu x=%g: %g vs %g", cfg->isa, act, n, a[i], y[i], want);

@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     em_log_set_level(EM_LOG_FATAL);
     em_register_prim_ops();
     em_register_portable_kernels();
-  em_register_quantized_kernels();
+    em_register_quantized_kernels();
     ready = 1;
   }
   try_stats s = {0, 0, 0, 0};
