@@ -61,6 +61,7 @@ test: venv build build-asan
 	$(MAKE) test-c
 	$(MAKE) test-asan
 	$(MAKE) test-fuzz
+	-$(MAKE) mcu-deps
 	$(MAKE) test-py
 
 demo: venv build
