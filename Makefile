@@ -8,7 +8,7 @@ BUILD := build
 ASAN_BUILD := build-asan
 CMAKE_GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps venv build build-asan test test-c test-asan test-fuzz test-py demo bench format lint clean size
+.PHONY: all deps venv build build-asan test test-c test-asan test-fuzz test-py demo bench bench-deps bench-llm format lint clean size
 
 all: build
 
@@ -69,6 +69,22 @@ demo: venv build
 
 bench: venv build
 	$(VPY) bench/run.py
+
+# llama.cpp (llama-cpp-python) for bench/llm.py, built from source for the AVX2/AVX-512/VNNI CPU
+# features this project targets. AMX is left out: the reference CPU (Zen 4) has none, and
+# llama.cpp's AMX path crashes on this machine's Xeon.
+LLAMA_CPP_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+  -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_BF16=ON \
+  -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_CURL=OFF
+$(VENV)/.stamp-bench: $(VENV)/.stamp requirements-bench.txt
+	CMAKE_ARGS="$(LLAMA_CPP_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) \
+	  $(VPY) -m pip install -q --no-deps --no-binary llama-cpp-python -r requirements-bench.txt
+	touch $@
+
+bench-deps: $(VENV)/.stamp-bench
+
+bench-llm: bench-deps build
+	$(VPY) bench/llm.py
 
 size:
 	$(VPY) tools/size_report.py

