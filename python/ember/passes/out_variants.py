@@ -12,7 +12,9 @@
 - Scalars are one Int/Double/Bool arg per occurrence; dtypes, memory formats and layouts are Int;
   ``None`` is Null; int lists are IntLists whose items may be runtime ints (SymInts).
 - Symbolic-int arithmetic becomes prim ops (``aten::sym_size.int``, ``executorch_prim::*.Scalar``);
-  runtime assertions are dropped.
+  ``Tensor.item()`` (``aten::_local_scalar_dense``) writes a runtime Int that later SymInt
+  arguments read. Runtime assertions (``torch._check`` -> ``_assert_scalar``,
+  ``sym_constrain_range_for_size``...) are dropped, with the symbolic arithmetic only they use.
 - ``torch.cond`` becomes ``JumpFalse(pred -> false)``, true branch, Moves into the cond outputs,
   ``JumpFalse(False -> end)``, false branch, Moves (ExecuTorch's layout).
 - Mutated buffers are MUTABLE specs (initial state = the buffer's value at export) written back at
@@ -121,7 +123,13 @@ SYM_PRIM = {
     torch.sym_min: "executorch_prim::sym_min.Scalar",
     torch.sym_not: "executorch_prim::sym_not.Scalar",
 }
-SYM_ATEN = {"sym_size": "aten::sym_size.int", "sym_numel": "aten::sym_numel"}
+SYM_ATEN = {
+    "sym_size": "aten::sym_size.int",
+    "sym_numel": "aten::sym_numel",
+    # ``Tensor.item()``: a prim-style kernel that writes the element into an Int / Double / Bool
+    # value at run time (an unbacked SymInt at export; later ops read that value).
+    "_local_scalar_dense": "aten::_local_scalar_dense",
+}
 
 
 @dataclass(frozen=True)
@@ -244,6 +252,31 @@ def scalar_overload(node: torch.fx.Node) -> torch._ops.OpOverload | None:
         if ok and all(a.type.kind() == "NumberType" for a in cs.arguments if a.name in scalar_args):
             return cand
     return None
+
+
+def is_assert(node: torch.fx.Node) -> bool:
+    """True for runtime-assertion nodes (``torch._check`` and friends), which Ember drops."""
+    t = node.target
+    return isinstance(t, torch._ops.OpOverload) and t._schema.name.split("::")[1] in ASSERT_OPS
+
+
+def assert_only_nodes(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """Assertion nodes plus the symbolic-scalar nodes whose results only feed assertions (the
+    ``u0 + s0 <= 16`` of a ``torch._check``): none of them becomes an instruction."""
+    dead: set[torch.fx.Node] = set()
+    for node in reversed(gm.graph.nodes):
+        if node.op != "call_function":
+            continue
+        if is_assert(node):
+            dead.add(node)
+            continue
+        pure_sym = node.target in SYM_PRIM or (
+            isinstance(node.target, torch._ops.OpOverload)
+            and node.target._schema.name.split("::")[1] in ("sym_size", "sym_numel")
+        )
+        if pure_sym and node.users and all(u in dead for u in node.users):
+            dead.add(node)
+    return dead
 
 
 def _sym_value(node: torch.fx.Node) -> IntValue:
@@ -443,8 +476,12 @@ class _Lowerer:
 
     def lower_graph(self, gm: torch.fx.GraphModule, env: dict[torch.fx.Node, Any]) -> list[Any]:
         """Lower the nodes of ``gm`` (placeholders pre-bound in ``env``); return output values."""
+        dead = assert_only_nodes(gm)
         for node in gm.graph.nodes:
             if node.op == "placeholder":
+                continue
+            if node in dead:
+                env[node] = None
                 continue
             if node.op == "get_attr":
                 env[node] = getattr(gm, node.target)
