@@ -30,9 +30,11 @@ from ember.oplist import TORCH_DTYPE_NAME, OpList, load_oplist
 from ember.passes.ir import KernelInstr, MethodIR
 from ember.passes.out_variants import (
     ASSERT_OPS,
+    AUTO_FUNCTIONALIZED,
     SYM_ATEN,
     SYM_PRIM,
     is_view_op,
+    resolve_mutating_out,
     resolve_out_variant,
     scalar_overload,
 )
@@ -108,6 +110,15 @@ def _verify_node(node: torch.fx.Node, oplist: OpList) -> None:
     if free_unbacked_symbols(val):
         _check_unbacked(node, tname, val)
     if target is operator.getitem or target is torch.ops.higher_order.cond:
+        return
+    if target in AUTO_FUNCTIONALIZED:
+        inner = node.args[0]
+        ov = resolve_mutating_out(inner)
+        if ov is None or ov.kernel not in oplist:
+            raise UnsupportedOperatorError(
+                f"mutating operator {inner} has no out-variant kernel in the runtime operator list",
+                node=node,
+            )
         return
     if target in SYM_PRIM:
         kernel = SYM_PRIM[target]
