@@ -8,10 +8,12 @@
  * through their strides, so transposed and channels-last views cost nothing
  * extra. The micro-kernel is plain C with fixed trip counts that compilers
  * vectorize; on x86-64 with GCC/Clang an AVX2+FMA version (intrinsics) is
- * chosen once at run time (the only ISA switch of this kernel family;
- * -DEMBER_NO_ISA_DISPATCH keeps the portable one). Products with at most 4
- * rows whose B columns are contiguous (decode-time linear layers) skip
- * packing and run as dot products. Packing buffers come from the kernel's
+ * chosen once at run time (-DEMBER_NO_ISA_DISPATCH keeps the portable one).
+ * Products with at most 4 rows or columns (decode-time linear layers) skip
+ * packing: contiguous A rows against contiguous B columns run as dot products
+ * (threaded over the longer side); few A rows against a row-major B (a folded
+ * weight transpose) accumulate 64-column blocks of B rows in registers,
+ * threaded over the blocks. Packing buffers come from the kernel's
  * temp arena, shrink (NC, KC, MC) until they fit it, and are released when
  * the call returns. Summation order per output element is k-ascending within
  * each KC block.
@@ -313,15 +315,16 @@ static void compute_task(void *arg, int64_t begin, int64_t end) {
   }
 }
 
-/* ---- matrix-vector path (few rows, B columns contiguous: decode-time linear layers) ---- */
+/* ---- matrix-vector paths (decode-time linear layers: one side has at most 4 rows) ---- */
 
 typedef struct gemv_job {
   nn_mat a, b, c;
-  int64_t m, k;
+  int64_t m, n, k;
   bool accumulate;
   dot_fn dot;
 } gemv_job;
 
+/* C[i, n] = dot(A row i, B column n) for columns [begin, end): A rows and B columns contiguous. */
 static void gemv_task(void *arg, int64_t begin, int64_t end) {
   const gemv_job *j = arg;
   for (int64_t n = begin; n < end; n++) {
@@ -334,6 +337,96 @@ static void gemv_task(void *arg, int64_t begin, int64_t end) {
   }
 }
 
+/* The same for rows [begin, end) of A (many rows, at most 4 columns: W [N, K] @ x^T). */
+static void gemv_rows_task(void *arg, int64_t begin, int64_t end) {
+  const gemv_job *j = arg;
+  for (int64_t i = begin; i < end; i++) {
+    const float *row = j->a.p + i * j->a.rs;
+    for (int64_t n = 0; n < j->n; n++) {
+      float v = j->dot(row, j->b.p + n * j->b.cs, j->k);
+      float *cp = j->c.p + i * j->c.rs + n * j->c.cs;
+      *cp = j->accumulate ? *cp + v : v;
+    }
+  }
+}
+
+/*
+ * Row-major B (x @ W^T with W^T stored [K, N], as the exporter folds linear
+ * weights): each block of NB output columns accumulates a[i][p] * B[p][block]
+ * over p in registers, so B is streamed once, row segment by row segment.
+ * One-row products use 64-column blocks, 2..4 rows 32-column blocks (rows past
+ * m read as zero); the tail block goes through the generic loop.
+ */
+#define NN_GEMV_ROWMAJOR_BODY(MB, NB)                                                              \
+  float acc[MB][NB];                                                                               \
+  for (int i = 0; i < MB; i++)                                                                     \
+    for (int q = 0; q < NB; q++) acc[i][q] = 0.0f;                                                 \
+  for (int64_t p = 0; p < k; p++) {                                                                \
+    const float *bp = b + p * brs;                                                                 \
+    for (int i = 0; i < MB; i++) {                                                                 \
+      float av = i < m ? a[i * ars + p * acs] : 0.0f;                                              \
+      for (int q = 0; q < NB; q++) acc[i][q] += av * bp[q];                                        \
+    }                                                                                              \
+  }                                                                                                \
+  for (int i = 0; i < m; i++) {                                                                    \
+    float *cr = c + i * crs;                                                                       \
+    for (int q = 0; q < NB; q++) cr[q * ccs] = accumulate ? cr[q * ccs] + acc[i][q] : acc[i][q];   \
+  }
+
+typedef void (*gemv_block_fn)(const float *a, int64_t ars, int64_t acs, const float *b, int64_t brs,
+                              float *c, int64_t crs, int64_t ccs, int m, int64_t k,
+                              bool accumulate);
+
+#define NN_GEMV_BLOCK_FN(NAME, ATTR, MB, NB)                                                       \
+  ATTR static void NAME(const float *a, int64_t ars, int64_t acs, const float *b, int64_t brs,     \
+                        float *c, int64_t crs, int64_t ccs, int m, int64_t k, bool accumulate) {   \
+    NN_GEMV_ROWMAJOR_BODY(MB, NB)                                                                  \
+  }
+
+NN_GEMV_BLOCK_FN(gemv_1x64__scalar, , 1, 64)
+NN_GEMV_BLOCK_FN(gemv_4x32__scalar, , 4, 32)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
+/* The same source compiled for AVX2+FMA (chosen at run time like the micro-kernel). */
+NN_GEMV_BLOCK_FN(gemv_1x64__avx2, __attribute__((target("avx2,fma"))), 1, 64)
+NN_GEMV_BLOCK_FN(gemv_4x32__avx2, __attribute__((target("avx2,fma"))), 4, 32)
+#endif
+
+typedef struct gemv_rm_job {
+  nn_mat a, b, c;
+  int64_t m, n, k, nb;
+  bool accumulate;
+  gemv_block_fn block;
+} gemv_rm_job;
+
+static void gemv_rm_setup(gemv_rm_job *j) {
+  bool one = j->m == 1;
+  j->nb = one ? 64 : 32;
+  j->block = one ? gemv_1x64__scalar : gemv_4x32__scalar;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
+  if (have_avx2()) j->block = one ? gemv_1x64__avx2 : gemv_4x32__avx2;
+#endif
+}
+
+static void gemv_rowmajor_task(void *arg, int64_t begin, int64_t end) {
+  const gemv_rm_job *j = arg;
+  for (int64_t blk = begin; blk < end; blk++) {
+    int64_t n0 = blk * j->nb;
+    if (n0 + j->nb <= j->n) {
+      j->block(j->a.p, j->a.rs, j->a.cs, j->b.p + n0, j->b.rs, j->c.p + n0 * j->c.cs, j->c.rs,
+               j->c.cs, (int)j->m, j->k, j->accumulate);
+      continue;
+    }
+    for (int64_t i = 0; i < j->m; i++)
+      for (int64_t n = n0; n < j->n; n++) {
+        float s = 0.0f;
+        for (int64_t p = 0; p < j->k; p++)
+          s += j->a.p[i * j->a.rs + p * j->a.cs] * j->b.p[p * j->b.rs + n];
+        float *cp = j->c.p + i * j->c.rs + n * j->c.cs;
+        *cp = j->accumulate ? *cp + s : s;
+      }
+  }
+}
+
 em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a, nn_mat b,
                    nn_mat c, bool accumulate) {
   if (m <= 0 || n <= 0) return EM_OK;
@@ -343,9 +436,19 @@ em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a
         for (int64_t j = 0; j < n; j++) c.p[i * c.rs + j * c.cs] = 0.0f;
     return EM_OK;
   }
-  if (m <= 4 && a.cs == 1 && b.rs == 1) { /* rows of A against contiguous columns of B */
-    gemv_job j = {a, b, c, m, k, accumulate, pick_dot()};
-    em_parallel_for(ctx ? ctx->pool : NULL, n, gemv_task, &j);
+  em_threadpool *pool = ctx ? ctx->pool : NULL;
+  if ((m <= 4 || n <= 4) && a.cs == 1 && b.rs == 1) { /* contiguous A rows . B columns */
+    gemv_job j = {a, b, c, m, n, k, accumulate, pick_dot()};
+    if (m <= 4)
+      em_parallel_for(pool, n, gemv_task, &j);
+    else
+      em_parallel_for(pool, m, gemv_rows_task, &j);
+    return EM_OK;
+  }
+  if (m <= 4 && b.cs == 1) { /* few rows against row-major B (folded weights) */
+    gemv_rm_job j = {a, b, c, m, n, k, 0, accumulate, NULL};
+    gemv_rm_setup(&j);
+    em_parallel_for(pool, (n + j.nb - 1) / j.nb, gemv_rowmajor_task, &j);
     return EM_OK;
   }
   /* Block sizes shrink (NC, then KC, then MC) until the packing buffers fit the scratch. */
@@ -367,7 +470,6 @@ em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a
       break;
   }
   NN_CHECK_ALLOC(ctx, bp && ap);
-  em_threadpool *pool = ctx ? ctx->pool : NULL;
   gemm_job job;
   job.uk = pick_ukernel();
   job.ap = ap;
