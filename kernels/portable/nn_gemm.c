@@ -12,11 +12,9 @@
  * Products with at most 4 rows or columns (decode-time linear layers) skip
  * packing: contiguous A rows against contiguous B columns run as dot products
  * (threaded over the longer side); few A rows against a row-major B (a folded
- * weight transpose) accumulate 64-column blocks of B rows in registers,
- * threaded over the blocks. Packing buffers come from the kernel's
- * temp arena, shrink (NC, KC, MC) until they fit it, and are released when
- * the call returns. Summation order per output element is k-ascending within
- * each KC block.
+ * weight transpose) stream B in storage order, threads splitting its rows. Packing buffers come
+ * from the kernel's temp arena, shrink (NC, KC, MC) until they fit it, and are released when the
+ * call returns. Summation order per output element is k-ascending within each KC block.
  */
 #include "portable/nn_util.h"
 
@@ -352,79 +350,69 @@ static void gemv_rows_task(void *arg, int64_t begin, int64_t end) {
 
 /*
  * Row-major B (x @ W^T with W^T stored [K, N], as the exporter folds linear
- * weights): each block of NB output columns accumulates a[i][p] * B[p][block]
- * over p in registers, so B is streamed once, row segment by row segment.
- * One-row products use 64-column blocks, 2..4 rows 32-column blocks (rows past
- * m read as zero); the tail block goes through the generic loop.
+ * weights): B is streamed in storage order. The K rows are split into one
+ * contiguous range per thread; a task accumulates a[i][p] * B[p][:] over its
+ * rows into its own m x N partial sums (scratch carved before the loop), so
+ * every thread reads one sequential stream; the caller adds the partials.
+ * The inner loop over N is contiguous and compiled twice (portable, AVX2+FMA).
  */
-#define NN_GEMV_ROWMAJOR_BODY(MB, NB)                                                              \
-  float acc[MB][NB];                                                                               \
-  for (int i = 0; i < MB; i++)                                                                     \
-    for (int q = 0; q < NB; q++) acc[i][q] = 0.0f;                                                 \
-  for (int64_t p = 0; p < k; p++) {                                                                \
-    const float *bp = b + p * brs;                                                                 \
-    for (int i = 0; i < MB; i++) {                                                                 \
-      float av = i < m ? a[i * ars + p * acs] : 0.0f;                                              \
-      for (int q = 0; q < NB; q++) acc[i][q] += av * bp[q];                                        \
-    }                                                                                              \
-  }                                                                                                \
-  for (int i = 0; i < m; i++) {                                                                    \
-    float *cr = c + i * crs;                                                                       \
-    for (int q = 0; q < NB; q++) cr[q * ccs] = accumulate ? cr[q * ccs] + acc[i][q] : acc[i][q];   \
-  }
-
-typedef void (*gemv_block_fn)(const float *a, int64_t ars, int64_t acs, const float *b, int64_t brs,
-                              float *c, int64_t crs, int64_t ccs, int m, int64_t k,
-                              bool accumulate);
-
-#define NN_GEMV_BLOCK_FN(NAME, ATTR, MB, NB)                                                       \
-  ATTR static void NAME(const float *a, int64_t ars, int64_t acs, const float *b, int64_t brs,     \
-                        float *c, int64_t crs, int64_t ccs, int m, int64_t k, bool accumulate) {   \
-    NN_GEMV_ROWMAJOR_BODY(MB, NB)                                                                  \
-  }
-
-NN_GEMV_BLOCK_FN(gemv_1x64__scalar, , 1, 64)
-NN_GEMV_BLOCK_FN(gemv_4x32__scalar, , 4, 32)
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
-/* The same source compiled for AVX2+FMA (chosen at run time like the micro-kernel). */
-NN_GEMV_BLOCK_FN(gemv_1x64__avx2, __attribute__((target("avx2,fma"))), 1, 64)
-NN_GEMV_BLOCK_FN(gemv_4x32__avx2, __attribute__((target("avx2,fma"))), 4, 32)
-#endif
-
 typedef struct gemv_rm_job {
   nn_mat a, b, c;
-  int64_t m, n, k, nb;
-  bool accumulate;
-  gemv_block_fn block;
+  int64_t m, n, k, rows_per_task;
+  float *part; /* [task][m][n] */
 } gemv_rm_job;
 
-static void gemv_rm_setup(gemv_rm_job *j) {
-  bool one = j->m == 1;
-  j->nb = one ? 64 : 32;
-  j->block = one ? gemv_1x64__scalar : gemv_4x32__scalar;
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
-  if (have_avx2()) j->block = one ? gemv_1x64__avx2 : gemv_4x32__avx2;
-#endif
-}
-
-static void gemv_rowmajor_task(void *arg, int64_t begin, int64_t end) {
-  const gemv_rm_job *j = arg;
-  for (int64_t blk = begin; blk < end; blk++) {
-    int64_t n0 = blk * j->nb;
-    if (n0 + j->nb <= j->n) {
-      j->block(j->a.p, j->a.rs, j->a.cs, j->b.p + n0, j->b.rs, j->c.p + n0 * j->c.cs, j->c.rs,
-               j->c.cs, (int)j->m, j->k, j->accumulate);
-      continue;
-    }
-    for (int64_t i = 0; i < j->m; i++)
-      for (int64_t n = n0; n < j->n; n++) {
-        float s = 0.0f;
-        for (int64_t p = 0; p < j->k; p++)
-          s += j->a.p[i * j->a.rs + p * j->a.cs] * j->b.p[p * j->b.rs + n];
-        float *cp = j->c.p + i * j->c.rs + n * j->c.cs;
-        *cp = j->accumulate ? *cp + s : s;
-      }
+#define NN_GEMV_RM_BODY                                                                            \
+  const gemv_rm_job *j = arg;                                                                      \
+  int64_t m = j->m, n = j->n;                                                                      \
+  for (int64_t t = begin; t < end; t++) {                                                          \
+    float *restrict acc = j->part + t * m * n;                                                     \
+    for (int64_t q = 0; q < m * n; q++) acc[q] = 0.0f;                                             \
+    int64_t p0 = t * j->rows_per_task;                                                             \
+    int64_t p1 = p0 + j->rows_per_task < j->k ? p0 + j->rows_per_task : j->k;                      \
+    for (int64_t p = p0; p < p1; p++) {                                                            \
+      const float *restrict bp = j->b.p + p * j->b.rs;                                             \
+      for (int64_t i = 0; i < m; i++) {                                                            \
+        float av = j->a.p[i * j->a.rs + p * j->a.cs];                                              \
+        float *restrict ai = acc + i * n;                                                          \
+        for (int64_t q = 0; q < n; q++) ai[q] += av * bp[q];                                       \
+      }                                                                                            \
+    }                                                                                              \
   }
+
+static void gemv_rm_task__scalar(void *arg, int64_t begin, int64_t end) { NN_GEMV_RM_BODY }
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
+__attribute__((target("avx2,fma"))) static void gemv_rm_task__avx2(void *arg, int64_t begin,
+                                                                   int64_t end) {
+  NN_GEMV_RM_BODY
+}
+#endif
+
+/* Returns false (nothing done) when the partial sums do not fit the scratch. */
+static bool gemv_rowmajor(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a, nn_mat b,
+                          nn_mat c, bool accumulate) {
+  em_threadpool *pool = ctx ? ctx->pool : NULL;
+  int64_t tasks = em_threadpool_size(pool);
+  if (tasks > k) tasks = k;
+  size_t mark = nn_temp_mark(ctx);
+  float *part = nn_temp(ctx, tasks * m * n, sizeof(float));
+  if (!part) return false;
+  gemv_rm_job j = {a, b, c, m, n, k, (k + tasks - 1) / tasks, part};
+  em_parallel_fn fn = gemv_rm_task__scalar;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
+  if (have_avx2()) fn = gemv_rm_task__avx2;
+#endif
+  em_parallel_for(pool, tasks, fn, &j);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t q = 0; q < n; q++) {
+      float s = part[i * n + q];
+      for (int64_t t = 1; t < tasks; t++) s += part[(t * m + i) * n + q];
+      float *cp = c.p + i * c.rs + q * c.cs;
+      *cp = accumulate ? *cp + s : s;
+    }
+  nn_temp_release(ctx, mark);
+  return true;
 }
 
 em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a, nn_mat b,
@@ -445,12 +433,8 @@ em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a
       em_parallel_for(pool, m, gemv_rows_task, &j);
     return EM_OK;
   }
-  if (m <= 4 && b.cs == 1) { /* few rows against row-major B (folded weights) */
-    gemv_rm_job j = {a, b, c, m, n, k, 0, accumulate, NULL};
-    gemv_rm_setup(&j);
-    em_parallel_for(pool, (n + j.nb - 1) / j.nb, gemv_rowmajor_task, &j);
-    return EM_OK;
-  }
+  /* few rows against row-major B (folded weights) */
+  if (m <= 4 && b.cs == 1 && gemv_rowmajor(ctx, m, n, k, a, b, c, accumulate)) return EM_OK;
   /* Block sizes shrink (NC, then KC, then MC) until the packing buffers fit the scratch. */
   int64_t kcb = k < KC ? k : KC, ncb = n < NC ? n : NC, mcb = m < MC ? m : MC;
   size_t mark = nn_temp_mark(ctx); /* packing buffers live for this call only */

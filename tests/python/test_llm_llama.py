@@ -181,3 +181,58 @@ def test_smollm2_gguf_matches_transformers() -> None:
     with torch.no_grad():
         ref = hf(toks).logits
         assert (m(toks, torch.tensor([0])) - ref).abs().max().item() <= 1e-3
+
+
+def test_exported_graph_uses_llama_attention_ops() -> None:
+    """Attention is llama::update_cache (in place, no cache copies) + llama::custom_sdpa, the
+    start position a runtime Int from .item(); no weight is transposed at run time (the folded
+    linear weights are constants; only the tied output projection transposes the activation)."""
+    from collections import Counter
+
+    from ember.llm.llama import export
+
+    m = _random_llama(max_seq_len=24)
+    prog = export(m, max_prefill=8)
+    k = Counter(d.kernel for d in prog.debug_info("forward"))
+    n = m.c.n_layers
+    assert k["llama::custom_sdpa.out"] == n and k["llama::update_cache.out"] == 2 * n
+    assert k["aten::_local_scalar_dense"] == 1
+    assert not any("index_put" in x or "repeat_interleave" in x or "bmm" in x for x in k)
+    assert k["aten::copy_"] == 0 and k["aten::clone.out"] == 0
+    assert k["aten::permute_copy.out"] <= 2 and k["aten::mm.out"] == 7 * n + 1
+
+
+class _Wrapped(torch.nn.Module):
+    """A stand-in for a quantized linear: another module with the same call signature."""
+
+    def __init__(self, lin: torch.nn.Linear) -> None:
+        super().__init__()
+        self.lin = lin
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.lin(x)
+
+
+def test_projections_are_swappable_modules() -> None:
+    m = _random_llama(max_seq_len=16)
+    toks = torch.randint(0, 300, (1, 5), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        ref = m(toks, torch.tensor([0]))
+    wrapped = []
+    for layer in m.layers:
+        for parent in (layer.attention, layer.feed_forward):
+            for name, child in list(parent.named_children()):
+                if isinstance(child, torch.nn.Linear):
+                    w = _Wrapped(child)
+                    setattr(parent, name, w)
+                    wrapped.append(w)
+    assert len(wrapped) == 7 * m.c.n_layers
+    for layer in m.layers:
+        layer.attention.k_cache.zero_()
+        layer.attention.v_cache.zero_()
+    with torch.no_grad():
+        got = m(toks, torch.tensor([0]))
+    assert all(w.calls == 1 for w in wrapped)
+    torch.testing.assert_close(got, ref)
