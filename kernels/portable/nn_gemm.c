@@ -12,7 +12,9 @@
  * Products with at most 4 rows or columns (decode-time linear layers) skip
  * packing: contiguous A rows against contiguous B columns run as dot products
  * (threaded over the longer side); few A rows against a row-major B (a folded
- * weight transpose) stream B in storage order, threads splitting its rows. Packing buffers come
+ * weight transpose) stream B in storage order, threads splitting its rows.
+ * Up to 64 rows against a row-major B (prefill) skip packing B: the
+ * micro-kernel reads its full NR-wide panels in place (row stride ldb). Packing buffers come
  * from the kernel's temp arena, shrink (NC, KC, MC) until they fit it, and are released when the
  * call returns. Summation order per output element is k-ascending within each KC block.
  */
@@ -102,7 +104,7 @@ void *nn_temp(em_kernel_ctx *ctx, int64_t n, size_t size) {
   for (int i = 0; i < MR; i++)                                                                     \
     for (int j = 0; j < NR; j++) acc[i][j] = 0.0f;                                                 \
   for (int64_t p = 0; p < kc; p++) {                                                               \
-    const float *bp = b + p * NR;                                                                  \
+    const float *bp = b + p * ldb;                                                                 \
     const float *ap = a + p * MR;                                                                  \
     for (int i = 0; i < MR; i++) {                                                                 \
       float av = ap[i];                                                                            \
@@ -125,12 +127,12 @@ void *nn_temp(em_kernel_ctx *ctx, int64_t n, size_t size) {
       }                                                                                            \
   }
 
-typedef void (*ukernel_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t rs,
-                           int64_t cs, int mr, int nr, bool accumulate);
+typedef void (*ukernel_fn)(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
+                           int64_t rs, int64_t cs, int mr, int nr, bool accumulate);
 
-static void em_f32_gemm_ukernel_6x16__scalar(int64_t kc, const float *a, const float *b, float *c,
-                                             int64_t rs, int64_t cs, int mr, int nr,
-                                             bool accumulate) {
+static void em_f32_gemm_ukernel_6x16__scalar(int64_t kc, const float *a, const float *b,
+                                             int64_t ldb, float *c, int64_t rs, int64_t cs, int mr,
+                                             int nr, bool accumulate) {
   NN_UKERNEL_BODY
 }
 
@@ -139,8 +141,8 @@ static void em_f32_gemm_ukernel_6x16__scalar(int64_t kc, const float *a, const f
 
 /* 6x16 tile in 12 ymm accumulators: per k, two B vectors and six A broadcasts. */
 __attribute__((target("avx2,fma"))) static void
-em_f32_gemm_ukernel_6x16__avx2(int64_t kc, const float *a, const float *b, float *c, int64_t rs,
-                               int64_t cs, int mr, int nr, bool accumulate) {
+em_f32_gemm_ukernel_6x16__avx2(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
+                               int64_t rs, int64_t cs, int mr, int nr, bool accumulate) {
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
   __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
   __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
@@ -148,7 +150,7 @@ em_f32_gemm_ukernel_6x16__avx2(int64_t kc, const float *a, const float *b, float
   __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
   __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
   for (int64_t p = 0; p < kc; p++) {
-    __m256 b0 = _mm256_loadu_ps(b + p * NR), b1 = _mm256_loadu_ps(b + p * NR + 8);
+    __m256 b0 = _mm256_loadu_ps(b + p * ldb), b1 = _mm256_loadu_ps(b + p * ldb + 8);
     const float *ap = a + p * MR;
     __m256 av = _mm256_broadcast_ss(ap + 0);
     c00 = _mm256_fmadd_ps(av, b0, c00);
@@ -291,12 +293,18 @@ typedef struct gemm_job {
   int64_t n_mpanels, n_npanels;
   float *ap, *bp;
   bool accumulate;
+  bool direct_b; /* full NR-wide panels read straight from a row-major B */
   ukernel_fn uk;
 } gemm_job;
 
 static void pack_b_task(void *arg, int64_t begin, int64_t end) {
   gemm_job *j = arg;
   pack_b(j->b, j->kc, j->nc, j->bp, begin, end);
+}
+
+/* True if panel pj is read from B itself (else from the packed copy). */
+static bool b_direct(const gemm_job *j, int64_t pj) {
+  return j->direct_b && (pj + 1) * NR <= j->nc;
 }
 
 /* Runs tiles [begin, end) of the mc x nc block; tile t = (n panel major, m panel minor). */
@@ -308,8 +316,11 @@ static void compute_task(void *arg, int64_t begin, int64_t end) {
     int mr = (int)(j->mc - i0 < MR ? j->mc - i0 : MR);
     int nr = (int)(j->nc - j0 < NR ? j->nc - j0 : NR);
     float *c = j->c.p + i0 * j->c.rs + j0 * j->c.cs;
-    j->uk(j->kc, j->ap + pi * MR * j->kc, j->bp + pj * NR * j->kc, c, j->c.rs, j->c.cs, mr, nr,
-          j->accumulate);
+    const float *ap = j->ap + pi * MR * j->kc;
+    if (b_direct(j, pj))
+      j->uk(j->kc, ap, j->b.p + j0, j->b.rs, c, j->c.rs, j->c.cs, mr, nr, j->accumulate);
+    else
+      j->uk(j->kc, ap, j->bp + pj * NR * j->kc, NR, c, j->c.rs, j->c.cs, mr, nr, j->accumulate);
   }
 }
 
@@ -456,6 +467,9 @@ em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a
   NN_CHECK_ALLOC(ctx, bp && ap);
   gemm_job job;
   job.uk = pick_ukernel();
+  /* Few rows against a row-major B (prefill through folded weights): B's rows are read in
+   * place, each NR-wide panel line a whole 64-byte line, instead of copying B at every call. */
+  job.direct_b = b.cs == 1 && m <= 64;
   job.ap = ap;
   job.bp = bp;
   for (int64_t jc = 0; jc < n; jc += ncb) {
@@ -466,7 +480,10 @@ em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a
       job.kc = kc;
       job.nc = nc;
       job.n_npanels = (nc + NR - 1) / NR;
-      em_parallel_for(pool, job.n_npanels, pack_b_task, &job);
+      if (!job.direct_b)
+        em_parallel_for(pool, job.n_npanels, pack_b_task, &job);
+      else if (nc % NR)
+        pack_b(job.b, kc, nc, bp, job.n_npanels - 1, job.n_npanels);
       job.accumulate = accumulate || pc > 0;
       for (int64_t ic = 0; ic < m; ic += mcb) {
         int64_t mc = m - ic < mcb ? m - ic : mcb;
