@@ -236,3 +236,44 @@ def test_projections_are_swappable_modules() -> None:
         got = m(toks, torch.tensor([0]))
     assert all(w.calls == 1 for w in wrapped)
     torch.testing.assert_close(got, ref)
+
+
+_ET_RUN = """
+import sys, torch
+import executorch.extension.llm.custom_ops.custom_ops  # llama:: kernels for the runtime
+from executorch.runtime import Runtime
+p = Runtime.get().load_program(sys.argv[1])
+m = p.load_method("forward")
+toks, ref = torch.load(sys.argv[2])
+outs = [m.execute([toks[:, :8], torch.tensor([0])])[0]]
+outs += [m.execute([toks[:, i : i + 1], torch.tensor([i])])[0] for i in range(8, 14)]
+assert p.load_method("get_max_seq_len").execute([])[0].tolist() == [24]
+print("ERR", (torch.cat(outs, 1) - ref).abs().max().item())
+"""
+
+
+def test_exported_llama_on_stock_executorch(tmp_path: Path) -> None:
+    """The same program on ExecuTorch's runtime with its LLM custom-op kernels (a separate
+    process: ExecuTorch's AOT library would redefine the llama:: ops ember registered)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("executorch.runtime")
+    from ember.llm import export
+
+    m = _random_llama(max_seq_len=24)
+    export(m, tmp_path / "tiny.pte", max_prefill=8)
+    toks = torch.randint(0, 300, (1, 14), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.save((toks, m(toks, torch.tensor([0]))), tmp_path / "ref.pt")
+    r = subprocess.run(
+        [sys.executable, "-c", _ET_RUN, str(tmp_path / "tiny.pte"), str(tmp_path / "ref.pt")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if "No module named 'executorch.extension.llm" in r.stderr:
+        pytest.skip("ExecuTorch's LLM custom ops are not installed")
+    assert r.returncode == 0, r.stderr[-2000:]
+    err = float(r.stdout.split("ERR")[-1])
+    assert err <= 1e-4
