@@ -13,7 +13,9 @@
 
 plus their ``.out`` overloads (the names Ember's and ExecuTorch's runtimes register). Schemas
 are ExecuTorch's (``extension/llm/custom_ops``). When the namespace already has them (ExecuTorch's
-AOT library was loaded first), nothing is redefined. Importing this module registers the ops.
+AOT library was loaded first), nothing is redefined; a process that needs both must load
+ExecuTorch's library first (it would refuse to redefine ours). Importing this module registers
+the ops.
 """
 
 from __future__ import annotations

@@ -60,7 +60,8 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        # x * x rather than x.pow(2): the same values, and an elementwise mul the runtime does fast.
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
 def _linear_t(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
