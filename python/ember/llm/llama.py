@@ -1,8 +1,8 @@
 """A Llama-architecture model for export (RMSNorm, RoPE, GQA, SiLU MLP, tied embeddings) with a
 static KV cache held in registered buffers, and loading of SmolLM2-style weights from a GGUF file.
 
-    model, meta = load_gguf("SmolLM2-135M-Instruct.Q4_1.gguf", max_seq_len=512)
-    prog = export(model, meta)          # forward(tokens[1,S], start_pos[1]) + metadata methods
+    model = load_gguf("SmolLM2-135M-Instruct.Q4_1.gguf", max_seq_len=512)
+    prog = export(model)                # forward(tokens[1,S], start_pos[1]) + metadata methods
     prog.save("smollm2.pte")
 
 The forward contract is ExecuTorch's LLM runner's: ``forward(tokens [1, S] int64, start_pos [1]
