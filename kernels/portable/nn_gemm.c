@@ -150,6 +150,8 @@ em_f32_gemm_ukernel_6x16__avx2(int64_t kc, const float *a, const float *b, int64
   __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
   __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
   for (int64_t p = 0; p < kc; p++) {
+    if (ldb != NR) /* B read in place (row stride ldb): fetch row p of the panel two ahead */
+      _mm_prefetch((const char *)((uintptr_t)(b + p * ldb) + 2 * NR * sizeof(float)), _MM_HINT_T0);
     __m256 b0 = _mm256_loadu_ps(b + p * ldb), b1 = _mm256_loadu_ps(b + p * ldb + 8);
     const float *ap = a + p * MR;
     __m256 av = _mm256_broadcast_ss(ap + 0);
