@@ -363,10 +363,10 @@ static void gemv_rows_task(void *arg, int64_t begin, int64_t end) {
 
 /*
  * Row-major B (x @ W^T with W^T stored [K, N], as the exporter folds linear
- * weights): B is streamed in storage order. The K rows are split into one
- * contiguous range per thread; a task accumulates a[i][p] * B[p][:] over its
+ * weights): B is streamed in storage order. The K rows are split into
+ * contiguous ranges (4 per thread); a task accumulates a[i][p] * B[p][:] over its
  * rows into its own m x N partial sums (scratch carved before the loop), so
- * every thread reads one sequential stream; the caller adds the partials.
+ * every task reads one sequential stream; the caller adds the partials.
  * The inner loop over N is contiguous and compiled twice (portable, AVX2+FMA).
  */
 typedef struct gemv_rm_job {
@@ -406,7 +406,9 @@ __attribute__((target("avx2,fma"))) static void gemv_rm_task__avx2(void *arg, in
 static bool gemv_rowmajor(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a, nn_mat b,
                           nn_mat c, bool accumulate) {
   em_threadpool *pool = ctx ? ctx->pool : NULL;
-  int64_t tasks = em_threadpool_size(pool);
+  /* 4 row ranges per thread: a thread that is descheduled leaves its later ranges to others */
+  int64_t threads = em_threadpool_size(pool);
+  int64_t tasks = threads > 1 ? threads * 4 : 1;
   if (tasks > k) tasks = k;
   size_t mark = nn_temp_mark(ctx);
   float *part = nn_temp(ctx, tasks * m * n, sizeof(float));
