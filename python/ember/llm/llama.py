@@ -96,7 +96,7 @@ class Attention(nn.Module):
     def forward(
         self,
         x: torch.Tensor,  # [1, S, dim]
-        cos: torch.Tensor,  # [S, head_dim]
+        cos: torch.Tensor,  # [1, S, 1, head_dim]
         sin: torch.Tensor,
         start_pos: int,  # a SymInt when exported (from .item())
     ) -> torch.Tensor:
@@ -106,9 +106,8 @@ class Attention(nn.Module):
         q = self.wq(x).view(B, S, c.n_heads, hd)
         k = self.wk(x).view(B, S, c.n_kv_heads, hd)
         v = self.wv(x).view(B, S, c.n_kv_heads, hd)
-        cs, sn = cos[None, :, None, :], sin[None, :, None, :]
-        q = q * cs + _rotate_half(q) * sn
-        k = k * cs + _rotate_half(k) * sn
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
         torch.ops.llama.update_cache(k, self.k_cache, start_pos)
         torch.ops.llama.update_cache(v, self.v_cache, start_pos)
         y = torch.ops.llama.custom_sdpa(q, self.k_cache, self.v_cache, start_pos, None, 0.0, True)
@@ -165,8 +164,9 @@ class Llama(nn.Module):
         p = start_pos[0].item()
         torch._check(p >= 0)
         torch._check(p + S <= self.c.max_seq_len)
-        cos = self.rope_cos[p : p + S]  # [S, head_dim] rows of the new tokens' positions
-        sin = self.rope_sin[p : p + S]
+        # [1, S, 1, head_dim]: the new tokens' rows, shaped once for every layer's broadcast
+        cos = self.rope_cos[p : p + S][None, :, None, :]
+        sin = self.rope_sin[p : p + S][None, :, None, :]
         h = self.tok_embeddings(tokens)
         for layer in self.layers:
             h = layer(h, cos, sin, p)
