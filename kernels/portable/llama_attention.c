@@ -10,8 +10,10 @@
  * mask keeps True positions); it cannot be combined with is_causal. Query
  * heads map to kv head h / (Hq / Hkv) (grouped-query attention). The default
  * scale is 1 / sqrt(D). A query row whose every key is masked gives zeros.
- * f32 runs two GEMMs per (batch, head, query chunk); other float dtypes use
- * a scalar reference path in double.
+ * f32 with contiguous head dims runs one task per (batch, query head) over
+ * ctx->pool (dot products, softmax, axpys; see sdpa_f32_heads); other f32
+ * layouts run two GEMMs per (batch, head, query chunk); f16/bf16 widen to f32;
+ * otherwise a scalar reference path in double.
  */
 #include "portable/nn_util.h"
 
@@ -89,6 +91,102 @@ static em_status sdpa_f32(em_kernel_ctx *ctx, const sdpa_args *a) {
         EM_KTRY(nn_sgemm(ctx, m, a->Dv, nk, (nn_mat){sc, nk, 1}, vm, om, false));
       }
     }
+  return EM_OK;
+}
+
+/*
+ * Fast f32 path (every last dim contiguous): one task per (batch, query head),
+ * spread over ctx->pool. A task handles its query rows one at a time: scores
+ * against kv head h / (Hq / Hkv) rows [0, visible) as 8-lane dot products,
+ * softmax, then out = sum_j p_j * v_j as contiguous axpys over D. Only the
+ * cache rows [0, start_pos + S) are read. Each task owns n_keys floats of
+ * scores, carved from the temp allocator before the loop (no allocation in
+ * workers). The body is compiled twice (portable, AVX2+FMA) like the GEMM.
+ */
+typedef struct sdpa_job {
+  const sdpa_args *a;
+  float *scratch; /* n_keys floats per task */
+} sdpa_job;
+
+#define SDPA_HEAD_BODY                                                                             \
+  const sdpa_args *a = j->a;                                                                       \
+  int64_t rep = a->Hq / a->Hkv, nk = a->n_keys, D = a->D;                                          \
+  for (int64_t t = begin; t < end; t++) {                                                          \
+    int64_t b = t / a->Hq, h = t % a->Hq, hk = h / rep;                                            \
+    float *sc = j->scratch + t * nk;                                                               \
+    const float *kb = (const float *)a->k->data + off4(a->k, b, 0, hk, 0);                         \
+    const float *vb = (const float *)a->v->data + off4(a->v, b, 0, hk, 0);                         \
+    int64_t ks = a->k->strides[1], vs = a->v->strides[1];                                          \
+    for (int64_t s = 0; s < a->S; s++) {                                                           \
+      const float *q = (const float *)a->q->data + off4(a->q, b, s, h, 0);                         \
+      float *o = (float *)a->out->data + off4(a->out, b, s, h, 0);                                 \
+      int64_t vis = keys_for(a, s);                                                                \
+      float mx = -INFINITY;                                                                        \
+      for (int64_t r = 0; r < vis; r++) {                                                          \
+        const float *kr = kb + r * ks;                                                             \
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                   \
+        int64_t d = 0;                                                                             \
+        for (; d + 8 <= D; d += 8)                                                                 \
+          for (int l = 0; l < 8; l++) acc[l] += q[d + l] * kr[d + l];                              \
+        float dot =                                                                                \
+            ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));     \
+        for (; d < D; d++) dot += q[d] * kr[d];                                                    \
+        float x = (float)(dot * a->scale + mask_at(a, s, r));                                      \
+        sc[r] = x;                                                                                 \
+        mx = x > mx ? x : mx;                                                                      \
+      }                                                                                            \
+      for (int64_t d = 0; d < a->Dv; d++) o[d] = 0.0f;                                             \
+      if (mx == -INFINITY) continue; /* every key masked: zeros */                                 \
+      double sum = 0.0;                                                                            \
+      for (int64_t r = 0; r < vis; r++) {                                                          \
+        sc[r] = expf(sc[r] - mx);                                                                  \
+        sum += sc[r];                                                                              \
+      }                                                                                            \
+      float inv = (float)(1.0 / sum);                                                              \
+      for (int64_t r = 0; r < vis; r++) {                                                          \
+        const float *vr = vb + r * vs;                                                             \
+        float pr = sc[r] * inv;                                                                    \
+        for (int64_t d = 0; d < a->Dv; d++) o[d] += pr * vr[d];                                    \
+      }                                                                                            \
+    }                                                                                              \
+  }
+
+static void sdpa_heads__scalar(void *arg, int64_t begin, int64_t end) {
+  const sdpa_job *j = arg;
+  SDPA_HEAD_BODY
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
+__attribute__((target("avx2,fma"))) static void sdpa_heads__avx2(void *arg, int64_t begin,
+                                                                 int64_t end) {
+  const sdpa_job *j = arg;
+  SDPA_HEAD_BODY
+}
+
+static em_parallel_fn pick_sdpa_heads(void) {
+  static int have = -1; /* benign race: every thread computes the same value */
+  if (have < 0) {
+    __builtin_cpu_init();
+    have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }
+  return have ? sdpa_heads__avx2 : sdpa_heads__scalar;
+}
+#else
+static em_parallel_fn pick_sdpa_heads(void) { return sdpa_heads__scalar; }
+#endif
+
+static bool inner_contiguous(const sdpa_args *a) {
+  return a->q->strides[3] == 1 && a->k->strides[3] == 1 && a->v->strides[3] == 1 &&
+         a->out->strides[3] == 1;
+}
+
+/* EM_ERR_MEMORY_ALLOCATION_FAILED (nothing logged) when the scores do not fit the scratch. */
+static em_status sdpa_f32_heads(em_kernel_ctx *ctx, const sdpa_args *a) {
+  int64_t tasks = a->B * a->Hq;
+  float *scratch = nn_temp(ctx, tasks * (a->n_keys ? a->n_keys : 1), sizeof(float));
+  if (!scratch) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  sdpa_job j = {a, scratch};
+  em_parallel_for(ctx ? ctx->pool : NULL, tasks, pick_sdpa_heads(), &j);
   return EM_OK;
 }
 
@@ -243,7 +341,13 @@ em_status em_llama_custom_sdpa_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KCHECK(ctx, a.out->dim == 4, "out must be 4-D");
   EM_KTRY(em_resize_out(ctx, a.out, a.q->sizes, 4));
   if (a.out->numel == 0) return EM_OK;
-  if (a.q->dtype == EM_DTYPE_F32) return sdpa_f32(ctx, &a);
+  if (a.q->dtype == EM_DTYPE_F32) {
+    if (inner_contiguous(&a)) {
+      em_status st = sdpa_f32_heads(ctx, &a);
+      if (st != EM_ERR_MEMORY_ALLOCATION_FAILED) return st;
+    }
+    return sdpa_f32(ctx, &a);
+  }
   if (a.q->dtype == EM_DTYPE_F16 || a.q->dtype == EM_DTYPE_BF16) {
     em_status st = sdpa_widened(ctx, &a);
     if (st != EM_ERR_MEMORY_ALLOCATION_FAILED) return st;

@@ -8,13 +8,15 @@
  * through their strides, so transposed and channels-last views cost nothing
  * extra. The micro-kernel is plain C with fixed trip counts that compilers
  * vectorize; on x86-64 with GCC/Clang an AVX2+FMA version (intrinsics) is
- * chosen once at run time (the only ISA switch of this kernel family;
- * -DEMBER_NO_ISA_DISPATCH keeps the portable one). Products with at most 4
- * rows whose B columns are contiguous (decode-time linear layers) skip
- * packing and run as dot products. Packing buffers come from the kernel's
- * temp arena, shrink (NC, KC, MC) until they fit it, and are released when
- * the call returns. Summation order per output element is k-ascending within
- * each KC block.
+ * chosen once at run time (-DEMBER_NO_ISA_DISPATCH keeps the portable one).
+ * Products with at most 4 rows or columns (decode-time linear layers) skip
+ * packing: contiguous A rows against contiguous B columns run as dot products
+ * (threaded over the longer side); few A rows against a row-major B (a folded
+ * weight transpose) stream B in storage order, threads splitting its rows.
+ * Up to 64 rows against a row-major B (prefill) skip packing B: the
+ * micro-kernel reads its full NR-wide panels in place (row stride ldb). Packing buffers come
+ * from the kernel's temp arena, shrink (NC, KC, MC) until they fit it, and are released when the
+ * call returns. Summation order per output element is k-ascending within each KC block.
  */
 #include "portable/nn_util.h"
 
@@ -102,7 +104,7 @@ void *nn_temp(em_kernel_ctx *ctx, int64_t n, size_t size) {
   for (int i = 0; i < MR; i++)                                                                     \
     for (int j = 0; j < NR; j++) acc[i][j] = 0.0f;                                                 \
   for (int64_t p = 0; p < kc; p++) {                                                               \
-    const float *bp = b + p * NR;                                                                  \
+    const float *bp = b + p * ldb;                                                                 \
     const float *ap = a + p * MR;                                                                  \
     for (int i = 0; i < MR; i++) {                                                                 \
       float av = ap[i];                                                                            \
@@ -125,12 +127,12 @@ void *nn_temp(em_kernel_ctx *ctx, int64_t n, size_t size) {
       }                                                                                            \
   }
 
-typedef void (*ukernel_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t rs,
-                           int64_t cs, int mr, int nr, bool accumulate);
+typedef void (*ukernel_fn)(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
+                           int64_t rs, int64_t cs, int mr, int nr, bool accumulate);
 
-static void em_f32_gemm_ukernel_6x16__scalar(int64_t kc, const float *a, const float *b, float *c,
-                                             int64_t rs, int64_t cs, int mr, int nr,
-                                             bool accumulate) {
+static void em_f32_gemm_ukernel_6x16__scalar(int64_t kc, const float *a, const float *b,
+                                             int64_t ldb, float *c, int64_t rs, int64_t cs, int mr,
+                                             int nr, bool accumulate) {
   NN_UKERNEL_BODY
 }
 
@@ -139,8 +141,8 @@ static void em_f32_gemm_ukernel_6x16__scalar(int64_t kc, const float *a, const f
 
 /* 6x16 tile in 12 ymm accumulators: per k, two B vectors and six A broadcasts. */
 __attribute__((target("avx2,fma"))) static void
-em_f32_gemm_ukernel_6x16__avx2(int64_t kc, const float *a, const float *b, float *c, int64_t rs,
-                               int64_t cs, int mr, int nr, bool accumulate) {
+em_f32_gemm_ukernel_6x16__avx2(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
+                               int64_t rs, int64_t cs, int mr, int nr, bool accumulate) {
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
   __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
   __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
@@ -148,7 +150,9 @@ em_f32_gemm_ukernel_6x16__avx2(int64_t kc, const float *a, const float *b, float
   __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
   __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
   for (int64_t p = 0; p < kc; p++) {
-    __m256 b0 = _mm256_loadu_ps(b + p * NR), b1 = _mm256_loadu_ps(b + p * NR + 8);
+    if (ldb != NR) /* B read in place (row stride ldb): fetch row p of the panel two ahead */
+      _mm_prefetch((const char *)((uintptr_t)(b + p * ldb) + 2 * NR * sizeof(float)), _MM_HINT_T0);
+    __m256 b0 = _mm256_loadu_ps(b + p * ldb), b1 = _mm256_loadu_ps(b + p * ldb + 8);
     const float *ap = a + p * MR;
     __m256 av = _mm256_broadcast_ss(ap + 0);
     c00 = _mm256_fmadd_ps(av, b0, c00);
@@ -291,12 +295,18 @@ typedef struct gemm_job {
   int64_t n_mpanels, n_npanels;
   float *ap, *bp;
   bool accumulate;
+  bool direct_b; /* full NR-wide panels read straight from a row-major B */
   ukernel_fn uk;
 } gemm_job;
 
 static void pack_b_task(void *arg, int64_t begin, int64_t end) {
   gemm_job *j = arg;
   pack_b(j->b, j->kc, j->nc, j->bp, begin, end);
+}
+
+/* True if panel pj is read from B itself (else from the packed copy). */
+static bool b_direct(const gemm_job *j, int64_t pj) {
+  return j->direct_b && (pj + 1) * NR <= j->nc;
 }
 
 /* Runs tiles [begin, end) of the mc x nc block; tile t = (n panel major, m panel minor). */
@@ -308,20 +318,24 @@ static void compute_task(void *arg, int64_t begin, int64_t end) {
     int mr = (int)(j->mc - i0 < MR ? j->mc - i0 : MR);
     int nr = (int)(j->nc - j0 < NR ? j->nc - j0 : NR);
     float *c = j->c.p + i0 * j->c.rs + j0 * j->c.cs;
-    j->uk(j->kc, j->ap + pi * MR * j->kc, j->bp + pj * NR * j->kc, c, j->c.rs, j->c.cs, mr, nr,
-          j->accumulate);
+    const float *ap = j->ap + pi * MR * j->kc;
+    if (b_direct(j, pj))
+      j->uk(j->kc, ap, j->b.p + j0, j->b.rs, c, j->c.rs, j->c.cs, mr, nr, j->accumulate);
+    else
+      j->uk(j->kc, ap, j->bp + pj * NR * j->kc, NR, c, j->c.rs, j->c.cs, mr, nr, j->accumulate);
   }
 }
 
-/* ---- matrix-vector path (few rows, B columns contiguous: decode-time linear layers) ---- */
+/* ---- matrix-vector paths (decode-time linear layers: one side has at most 4 rows) ---- */
 
 typedef struct gemv_job {
   nn_mat a, b, c;
-  int64_t m, k;
+  int64_t m, n, k;
   bool accumulate;
   dot_fn dot;
 } gemv_job;
 
+/* C[i, n] = dot(A row i, B column n) for columns [begin, end): A rows and B columns contiguous. */
 static void gemv_task(void *arg, int64_t begin, int64_t end) {
   const gemv_job *j = arg;
   for (int64_t n = begin; n < end; n++) {
@@ -334,6 +348,88 @@ static void gemv_task(void *arg, int64_t begin, int64_t end) {
   }
 }
 
+/* The same for rows [begin, end) of A (many rows, at most 4 columns: W [N, K] @ x^T). */
+static void gemv_rows_task(void *arg, int64_t begin, int64_t end) {
+  const gemv_job *j = arg;
+  for (int64_t i = begin; i < end; i++) {
+    const float *row = j->a.p + i * j->a.rs;
+    for (int64_t n = 0; n < j->n; n++) {
+      float v = j->dot(row, j->b.p + n * j->b.cs, j->k);
+      float *cp = j->c.p + i * j->c.rs + n * j->c.cs;
+      *cp = j->accumulate ? *cp + v : v;
+    }
+  }
+}
+
+/*
+ * Row-major B (x @ W^T with W^T stored [K, N], as the exporter folds linear
+ * weights): B is streamed in storage order. The K rows are split into
+ * contiguous ranges (4 per thread); a task accumulates a[i][p] * B[p][:] over its
+ * rows into its own m x N partial sums (scratch carved before the loop), so
+ * every task reads one sequential stream; the caller adds the partials.
+ * The inner loop over N is contiguous and compiled twice (portable, AVX2+FMA).
+ */
+typedef struct gemv_rm_job {
+  nn_mat a, b, c;
+  int64_t m, n, k, rows_per_task;
+  float *part; /* [task][m][n] */
+} gemv_rm_job;
+
+#define NN_GEMV_RM_BODY                                                                            \
+  const gemv_rm_job *j = arg;                                                                      \
+  int64_t m = j->m, n = j->n;                                                                      \
+  for (int64_t t = begin; t < end; t++) {                                                          \
+    float *restrict acc = j->part + t * m * n;                                                     \
+    for (int64_t q = 0; q < m * n; q++) acc[q] = 0.0f;                                             \
+    int64_t p0 = t * j->rows_per_task;                                                             \
+    int64_t p1 = p0 + j->rows_per_task < j->k ? p0 + j->rows_per_task : j->k;                      \
+    for (int64_t p = p0; p < p1; p++) {                                                            \
+      const float *restrict bp = j->b.p + p * j->b.rs;                                             \
+      for (int64_t i = 0; i < m; i++) {                                                            \
+        float av = j->a.p[i * j->a.rs + p * j->a.cs];                                              \
+        float *restrict ai = acc + i * n;                                                          \
+        for (int64_t q = 0; q < n; q++) ai[q] += av * bp[q];                                       \
+      }                                                                                            \
+    }                                                                                              \
+  }
+
+static void gemv_rm_task__scalar(void *arg, int64_t begin, int64_t end) { NN_GEMV_RM_BODY }
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
+__attribute__((target("avx2,fma"))) static void gemv_rm_task__avx2(void *arg, int64_t begin,
+                                                                   int64_t end) {
+  NN_GEMV_RM_BODY
+}
+#endif
+
+/* Returns false (nothing done) when the partial sums do not fit the scratch. */
+static bool gemv_rowmajor(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a, nn_mat b,
+                          nn_mat c, bool accumulate) {
+  em_threadpool *pool = ctx ? ctx->pool : NULL;
+  /* 4 row ranges per thread: a thread that is descheduled leaves its later ranges to others */
+  int64_t threads = em_threadpool_size(pool);
+  int64_t tasks = threads > 1 ? threads * 4 : 1;
+  if (tasks > k) tasks = k;
+  size_t mark = nn_temp_mark(ctx);
+  float *part = nn_temp(ctx, tasks * m * n, sizeof(float));
+  if (!part) return false;
+  gemv_rm_job j = {a, b, c, m, n, k, (k + tasks - 1) / tasks, part};
+  em_parallel_fn fn = gemv_rm_task__scalar;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
+  if (have_avx2()) fn = gemv_rm_task__avx2;
+#endif
+  em_parallel_for(pool, tasks, fn, &j);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t q = 0; q < n; q++) {
+      float s = part[i * n + q];
+      for (int64_t t = 1; t < tasks; t++) s += part[(t * m + i) * n + q];
+      float *cp = c.p + i * c.rs + q * c.cs;
+      *cp = accumulate ? *cp + s : s;
+    }
+  nn_temp_release(ctx, mark);
+  return true;
+}
+
 em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a, nn_mat b,
                    nn_mat c, bool accumulate) {
   if (m <= 0 || n <= 0) return EM_OK;
@@ -343,11 +439,17 @@ em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a
         for (int64_t j = 0; j < n; j++) c.p[i * c.rs + j * c.cs] = 0.0f;
     return EM_OK;
   }
-  if (m <= 4 && a.cs == 1 && b.rs == 1) { /* rows of A against contiguous columns of B */
-    gemv_job j = {a, b, c, m, k, accumulate, pick_dot()};
-    em_parallel_for(ctx ? ctx->pool : NULL, n, gemv_task, &j);
+  em_threadpool *pool = ctx ? ctx->pool : NULL;
+  if ((m <= 4 || n <= 4) && a.cs == 1 && b.rs == 1) { /* contiguous A rows . B columns */
+    gemv_job j = {a, b, c, m, n, k, accumulate, pick_dot()};
+    if (m <= 4)
+      em_parallel_for(pool, n, gemv_task, &j);
+    else
+      em_parallel_for(pool, m, gemv_rows_task, &j);
     return EM_OK;
   }
+  /* few rows against row-major B (folded weights) */
+  if (m <= 4 && b.cs == 1 && gemv_rowmajor(ctx, m, n, k, a, b, c, accumulate)) return EM_OK;
   /* Block sizes shrink (NC, then KC, then MC) until the packing buffers fit the scratch. */
   int64_t kcb = k < KC ? k : KC, ncb = n < NC ? n : NC, mcb = m < MC ? m : MC;
   size_t mark = nn_temp_mark(ctx); /* packing buffers live for this call only */
@@ -367,9 +469,11 @@ em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a
       break;
   }
   NN_CHECK_ALLOC(ctx, bp && ap);
-  em_threadpool *pool = ctx ? ctx->pool : NULL;
   gemm_job job;
   job.uk = pick_ukernel();
+  /* Few rows against a row-major B (prefill through folded weights): B's rows are read in
+   * place, each NR-wide panel line a whole 64-byte line, instead of copying B at every call. */
+  job.direct_b = b.cs == 1 && m <= 64;
   job.ap = ap;
   job.bp = bp;
   for (int64_t jc = 0; jc < n; jc += ncb) {
@@ -380,7 +484,10 @@ em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a
       job.kc = kc;
       job.nc = nc;
       job.n_npanels = (nc + NR - 1) / NR;
-      em_parallel_for(pool, job.n_npanels, pack_b_task, &job);
+      if (!job.direct_b)
+        em_parallel_for(pool, job.n_npanels, pack_b_task, &job);
+      else if (nc % NR)
+        pack_b(job.b, kc, nc, bp, job.n_npanels - 1, job.n_npanels);
       job.accumulate = accumulate || pc > 0;
       for (int64_t ic = 0; ic < m; ic += mcb) {
         int64_t mc = m - ic < mcb ? m - ic : mcb;

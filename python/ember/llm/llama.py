@@ -1,25 +1,32 @@
 """A Llama-architecture model for export (RMSNorm, RoPE, GQA, SiLU MLP, tied embeddings) with a
 static KV cache held in registered buffers, and loading of SmolLM2-style weights from a GGUF file.
 
-    model, meta = load_gguf("SmolLM2-135M-Instruct.Q4_1.gguf", max_seq_len=512)
-    prog = export(model, meta)          # forward(tokens[1,S], start_pos[1]) + metadata methods
+    model = load_gguf("SmolLM2-135M-Instruct.Q4_1.gguf", max_seq_len=512)
+    prog = export(model)                # forward(tokens[1,S], start_pos[1]) + metadata methods
     prog.save("smollm2.pte")
 
 The forward contract is ExecuTorch's LLM runner's: ``forward(tokens [1, S] int64, start_pos [1]
 int64) -> logits``; the cache rows [start_pos, start_pos + S) are written, and attention covers
-rows [0, start_pos + S) with a causal mask.
+rows [0, start_pos + S) with a causal mask. As in ExecuTorch's Llama export, ``start_pos`` is read
+with ``.item()`` (bounded with ``torch._check``), the caches are updated in place by
+``llama::update_cache`` and attention is ``llama::custom_sdpa`` (see :mod:`ember.llm.custom_ops`),
+which reads only the rows [0, start_pos + S) and maps query heads to kv heads itself.
+
+The projections are ``nn.Linear`` submodules called as modules (``self.wq(x)``), so a quantizer
+can swap them for other modules.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from ember.llm import custom_ops  # noqa: F401 - registers llama::update_cache / custom_sdpa
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +60,15 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        # x * x rather than x.pow(2): the same values, and an elementwise mul the runtime does fast.
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def _linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """x [..., K] times w [N, K]^T as (w @ x^T)^T: the exported graph then transposes only the
-    (small) activations, never the weight (aten.linear decomposes to a weight transpose + mm,
-    which the runtime would redo at every call)."""
+def _linear_t(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x [..., K] times w [N, K]^T as (w @ x^T)^T: the exported graph transposes only the
+    (small) activations and reads w as stored. Used for the output projection when it shares
+    its weight with the embedding (folding aten.linear's weight transpose would store a second,
+    transposed copy of the largest tensor)."""
     lead = x.shape[:-1]
     x2 = x.reshape(-1, x.shape[-1])
     return torch.mm(w, x2.t()).t().reshape(*lead, w.shape[0])
@@ -87,33 +96,22 @@ class Attention(nn.Module):
     def forward(
         self,
         x: torch.Tensor,  # [1, S, dim]
-        cos: torch.Tensor,  # [S, head_dim]
+        cos: torch.Tensor,  # [1, S, 1, head_dim]
         sin: torch.Tensor,
-        idx: torch.Tensor,  # [S] int64 cache rows start_pos .. start_pos + S - 1
-        mask: torch.Tensor,  # [S, max_seq_len] additive
+        start_pos: int,  # a SymInt when exported (from .item())
     ) -> torch.Tensor:
         c = self.c
         B, S, _ = x.shape
         hd = c.head_dim
-        q = _linear(x, self.wq.weight).view(B, S, c.n_heads, hd)
-        k = _linear(x, self.wk.weight).view(B, S, c.n_kv_heads, hd)
-        v = _linear(x, self.wv.weight).view(B, S, c.n_kv_heads, hd)
-        cs, sn = cos[None, :, None, :], sin[None, :, None, :]
-        q = q * cs + _rotate_half(q) * sn
-        k = k * cs + _rotate_half(k) * sn
-        # index_put with a position tensor: no data-dependent shapes (Ember plans memory ahead).
-        self.k_cache[:, idx] = k
-        self.v_cache[:, idx] = v
-        rep = c.n_heads // c.n_kv_heads
-        kc = self.k_cache.transpose(1, 2)  # [1, Hkv, T, D]
-        vc = self.v_cache.transpose(1, 2)
-        if rep > 1:
-            kc = kc.repeat_interleave(rep, dim=1)
-            vc = vc.repeat_interleave(rep, dim=1)
-        qt = q.transpose(1, 2)  # [1, H, S, D]
-        att = (qt @ kc.transpose(2, 3)) * (1.0 / math.sqrt(hd)) + mask
-        y = torch.softmax(att, dim=-1) @ vc  # [1, H, S, D]
-        return _linear(y.transpose(1, 2).reshape(B, S, c.n_heads * hd), self.wo.weight)
+        q = self.wq(x).view(B, S, c.n_heads, hd)
+        k = self.wk(x).view(B, S, c.n_kv_heads, hd)
+        v = self.wv(x).view(B, S, c.n_kv_heads, hd)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        torch.ops.llama.update_cache(k, self.k_cache, start_pos)
+        torch.ops.llama.update_cache(v, self.v_cache, start_pos)
+        y = torch.ops.llama.custom_sdpa(q, self.k_cache, self.v_cache, start_pos, None, 0.0, True)
+        return self.wo(y.reshape(B, S, c.n_heads * hd))
 
 
 class FeedForward(nn.Module):
@@ -124,9 +122,7 @@ class FeedForward(nn.Module):
         self.w2 = nn.Linear(c.hidden_dim, c.dim, bias=False)  # down
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _linear(
-            F.silu(_linear(x, self.w1.weight)) * _linear(x, self.w3.weight), self.w2.weight
-        )
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
 class Block(nn.Module):
@@ -137,8 +133,8 @@ class Block(nn.Module):
         self.ffn_norm = RMSNorm(c.dim, c.norm_eps)
         self.feed_forward = FeedForward(c)
 
-    def forward(self, x, cos, sin, idx, mask):  # type: ignore[no-untyped-def]
-        h = x + self.attention(self.attention_norm(x), cos, sin, idx, mask)
+    def forward(self, x, cos, sin, start_pos):  # type: ignore[no-untyped-def]
+        h = x + self.attention(self.attention_norm(x), cos, sin, start_pos)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
@@ -162,22 +158,24 @@ class Llama(nn.Module):
         ang = torch.cat((ang, ang), dim=-1)  # [max_seq_len, head_dim]
         self.register_buffer("rope_cos", ang.cos().float(), persistent=False)
         self.register_buffer("rope_sin", ang.sin().float(), persistent=False)
-        self.register_buffer("positions", torch.arange(c.max_seq_len), persistent=False)
 
     def forward(self, tokens: torch.Tensor, start_pos: torch.Tensor) -> torch.Tensor:
         S = tokens.shape[1]
-        idx = start_pos + self.positions[:S]  # [S] absolute positions of the new tokens
-        cos = F.embedding(idx, self.rope_cos)  # [S, head_dim]
-        sin = F.embedding(idx, self.rope_sin)
-        allowed = self.positions[None, :] <= idx[:, None]  # [S, max_seq_len] causal
-        mask = torch.where(allowed, 0.0, float("-inf"))
+        p = start_pos[0].item()
+        torch._check(p >= 0)
+        torch._check(p + S <= self.c.max_seq_len)
+        # [1, S, 1, head_dim]: the new tokens' rows, shaped once for every layer's broadcast
+        cos = self.rope_cos[p : p + S][None, :, None, :]
+        sin = self.rope_sin[p : p + S][None, :, None, :]
         h = self.tok_embeddings(tokens)
         for layer in self.layers:
-            h = layer(h, cos, sin, idx, mask)
+            h = layer(h, cos, sin, p)
         h = self.norm(h)
         if self.last_logits_only:
             h = h[:, -1:, :]
-        return _linear(h, self.output.weight)
+        if type(self.output) is nn.Linear and self.output.weight is self.tok_embeddings.weight:
+            return _linear_t(h, self.output.weight)
+        return self.output(h)
 
 
 # ---------------------------------------------------------------- GGUF weights

@@ -12,7 +12,11 @@
 - Scalars are one Int/Double/Bool arg per occurrence; dtypes, memory formats and layouts are Int;
   ``None`` is Null; int lists are IntLists whose items may be runtime ints (SymInts).
 - Symbolic-int arithmetic becomes prim ops (``aten::sym_size.int``, ``executorch_prim::*.Scalar``);
-  runtime assertions are dropped.
+  ``Tensor.item()`` (``aten::_local_scalar_dense``) writes a runtime Int that later SymInt
+  arguments read. Runtime assertions (``torch._check`` -> ``_assert_scalar``,
+  ``sym_constrain_range_for_size``...) are dropped, with the symbolic arithmetic only they use.
+- A mutating custom op wrapped by torch.export in ``auto_functionalized[_v2]`` (e.g.
+  ``llama::update_cache``) becomes its ``.out`` overload writing the base tensor in place.
 - ``torch.cond`` becomes ``JumpFalse(pred -> false)``, true branch, Moves into the cond outputs,
   ``JumpFalse(False -> end)``, false branch, Moves (ExecuTorch's layout).
 - Mutated buffers are MUTABLE specs (initial state = the buffer's value at export) written back at
@@ -121,7 +125,13 @@ SYM_PRIM = {
     torch.sym_min: "executorch_prim::sym_min.Scalar",
     torch.sym_not: "executorch_prim::sym_not.Scalar",
 }
-SYM_ATEN = {"sym_size": "aten::sym_size.int", "sym_numel": "aten::sym_numel"}
+SYM_ATEN = {
+    "sym_size": "aten::sym_size.int",
+    "sym_numel": "aten::sym_numel",
+    # ``Tensor.item()``: a prim-style kernel that writes the element into an Int / Double / Bool
+    # value at run time (an unbacked SymInt at export; later ops read that value).
+    "_local_scalar_dense": "aten::_local_scalar_dense",
+}
 
 
 @dataclass(frozen=True)
@@ -208,6 +218,29 @@ def resolve_out_variant(op: torch._ops.OpOverload) -> OutVariant | None:
     return OutVariant(best[1], kernel_name(best[1]), best[2], func)
 
 
+AUTO_FUNCTIONALIZED = (
+    torch.ops.higher_order.auto_functionalized,
+    torch.ops.higher_order.auto_functionalized_v2,
+)
+
+
+@functools.cache
+def resolve_mutating_out(op: torch._ops.OpOverload) -> OutVariant | None:
+    """The out overload of a mutating, non-out op such as ``llama::update_cache(Tensor value,
+    Tensor(a!) cache, SymInt start_pos) -> Tensor``: an overload of the same packet with the
+    same arguments (the mutated ones included) plus kwarg-only written outs, one per return."""
+    args = [(a.name, str(a.type)) for a in op._schema.arguments]
+    packet = op.overloadpacket
+    for ov_name in packet.overloads():
+        cand = getattr(packet, ov_name)
+        cs = cand._schema
+        outs = [a for a in cs.arguments if a.kwarg_only and _is_write(a)]
+        rest = [(a.name, str(a.type)) for a in cs.arguments if not (a.kwarg_only and _is_write(a))]
+        if outs and rest == args and len(outs) == len(op._schema.returns):
+            return OutVariant(cand, kernel_name(cand), tuple(a.name for a in outs), op)
+    return None
+
+
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float, bool)) and not isinstance(v, torch.SymInt)
 
@@ -244,6 +277,31 @@ def scalar_overload(node: torch.fx.Node) -> torch._ops.OpOverload | None:
         if ok and all(a.type.kind() == "NumberType" for a in cs.arguments if a.name in scalar_args):
             return cand
     return None
+
+
+def is_assert(node: torch.fx.Node) -> bool:
+    """True for runtime-assertion nodes (``torch._check`` and friends), which Ember drops."""
+    t = node.target
+    return isinstance(t, torch._ops.OpOverload) and t._schema.name.split("::")[1] in ASSERT_OPS
+
+
+def assert_only_nodes(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """Assertion nodes plus the symbolic-scalar nodes whose results only feed assertions (the
+    ``u0 + s0 <= 16`` of a ``torch._check``): none of them becomes an instruction."""
+    dead: set[torch.fx.Node] = set()
+    for node in reversed(gm.graph.nodes):
+        if node.op != "call_function":
+            continue
+        if is_assert(node):
+            dead.add(node)
+            continue
+        pure_sym = node.target in SYM_PRIM or (
+            isinstance(node.target, torch._ops.OpOverload)
+            and node.target._schema.name.split("::")[1] in ("sym_size", "sym_numel")
+        )
+        if pure_sym and node.users and all(u in dead for u in node.users):
+            dead.add(node)
+    return dead
 
 
 def _sym_value(node: torch.fx.Node) -> IntValue:
@@ -443,8 +501,12 @@ class _Lowerer:
 
     def lower_graph(self, gm: torch.fx.GraphModule, env: dict[torch.fx.Node, Any]) -> list[Any]:
         """Lower the nodes of ``gm`` (placeholders pre-bound in ``env``); return output values."""
+        dead = assert_only_nodes(gm)
         for node in gm.graph.nodes:
             if node.op == "placeholder":
+                continue
+            if node in dead:
+                env[node] = None
                 continue
             if node.op == "get_attr":
                 env[node] = getattr(gm, node.target)
@@ -467,6 +529,9 @@ class _Lowerer:
             return
         if target is torch.ops.higher_order.cond:
             self.lower_cond(gm, node, env)
+            return
+        if target in AUTO_FUNCTIONALIZED:
+            self.lower_auto_functionalized(node, env)
             return
         if target in SYM_PRIM:
             args = [self.value(env, a) for a in node.args]
@@ -514,11 +579,24 @@ class _Lowerer:
         for k, v in node.kwargs.items():
             bound[k] = self.value(env, v)
         val = node.meta.get("val")
-        outs: list[TensorSpec] = []
         if not ov.out_names:  # in-place op: result aliases self
             raise UnsupportedOperatorError(
                 f"in-place operator {target} in a functional graph is not supported", node=node
             )
+        env[node] = self.emit_out(node, target, ov, bound, val)
+
+    def emit_out(
+        self,
+        node: torch.fx.Node,
+        target: torch._ops.OpOverload,
+        ov: OutVariant,
+        bound: dict[str, Any],
+        val: Any,
+    ) -> Any:
+        """Append the out-variant call of ``target`` with arguments ``bound`` (by schema name)
+        and fresh out specs shaped like ``val``; return the result spec(s)."""
+        ir = self.ir
+        outs: list[TensorSpec] = []
         vals = list(val) if isinstance(val, (list, tuple)) else [val]
         for i, v in enumerate(vals):
             if not isinstance(v, torch.Tensor):
@@ -559,10 +637,73 @@ class _Lowerer:
                 Arg(a.kind, list(a.value) if a.kind == "tensorlist" else a.value) for a in out_args
             )
         ir.instrs.append(KernelInstr(ov.kernel, args, node=node, outputs=out_args))
-        if isinstance(val, (list, tuple)):
-            env[node] = tuple(outs)
-        else:
-            env[node] = outs[0]
+        return tuple(outs) if isinstance(val, (list, tuple)) else outs[0]
+
+    def lower_auto_functionalized(self, node: torch.fx.Node, env: dict[torch.fx.Node, Any]) -> None:
+        """A mutating custom op (``llama::update_cache``) that torch.export wrapped in
+        ``auto_functionalized[_v2]``: call its out variant with the mutated arguments bound to
+        their base tensors, in place (as ExecuTorch does after removing the wrapper). A base that
+        other nodes still read is cloned first, so they keep seeing the old value. The wrapper's
+        results are (op result, new value of each base / mutated argument)."""
+        op = node.args[0]
+        ov = resolve_mutating_out(op)
+        if ov is None:
+            raise UnsupportedOperatorError(
+                f"mutating operator {op} has no out-variant overload Ember can call", node=node
+            )
+        schema = op._schema
+        mutated = [a.name for a in schema.arguments if _is_write(a)]
+        kw = node.kwargs
+        v2 = node.target is torch.ops.higher_order.auto_functionalized_v2
+        base_nodes: list[Any] = list(kw["_all_bases"]) if v2 else [kw[m] for m in mutated]
+        bases: list[Any] = []
+        for b in base_nodes:
+            spec = self.value(env, b)
+            if not isinstance(spec, TensorSpec):
+                raise UnsupportedOperatorError(f"{op}: mutated argument is not a tensor", node=node)
+            if isinstance(b, torch.fx.Node) and any(u is not node for u in b.users):
+                spec = self._clone(node, spec)
+            bases.append(spec)
+        bound: dict[str, Any] = {}
+        for a in schema.arguments:
+            if a.name in mutated:
+                if v2:
+                    idx = kw.get(f"_{a.name}_base_index")
+                    if idx is None:
+                        bound[a.name] = None
+                        continue
+                    if any(f"_{a.name}_{x}" in kw for x in ("size", "stride", "storage_offset")):
+                        raise UnsupportedOperatorError(
+                            f"{op} mutates a view of a tensor ('{a.name}'); pass the whole "
+                            "tensor instead",
+                            node=node,
+                        )
+                    bound[a.name] = bases[idx]
+                else:
+                    bound[a.name] = bases[mutated.index(a.name)]
+            elif a.name in kw:
+                bound[a.name] = self.value(env, kw[a.name])
+        val = node.meta.get("val")
+        ret = val[0] if isinstance(val, (list, tuple)) and val else None
+        n_ret = len(schema.returns)
+        if n_ret != 1 or not isinstance(ret, torch.Tensor):
+            raise UnsupportedOperatorError(
+                f"mutating operator {op} must return exactly one tensor", node=node
+            )
+        result = self.emit_out(node, op, ov, bound, ret)
+        env[node] = (result, *bases)
+
+    def _clone(self, node: torch.fx.Node, src: TensorSpec) -> TensorSpec:
+        dst = self.ir.new_spec(f"{node.name}_base", src.dtype, src.shape, dynamic=src.dynamic)
+        self.ir.instrs.append(
+            KernelInstr(
+                "aten::clone.out",
+                [Arg("tensor", src), Arg("null"), Arg("tensor", dst), Arg("tensor", dst)],
+                node=node,
+                outputs=[Arg("tensor", dst)],
+            )
+        )
+        return dst
 
     def lower_cond(
         self, gm: torch.fx.GraphModule, node: torch.fx.Node, env: dict[torch.fx.Node, Any]

@@ -4,7 +4,9 @@ Guarantees when it returns: each ``call_function`` node of the graph (and of eve
 branch) is a Core ATen op whose out-variant kernel (``aten::add.out``...) is in the runtime
 operator list (:mod:`ember.oplist`) and admits the op's primary dtype, or a prim/control-flow
 node Ember lowers itself; every tensor has a dtype the runtime represents; no output shape depends
-on tensor data. Otherwise it raises, naming the op overload, the dtypes and the user's source line:
+on tensor data without an upper bound (``.item()`` values are runtime Ints; a data-dependent
+dim needs a ``torch._check`` bound). Otherwise it raises, naming the op overload, the dtypes and
+the user's source line:
 :class:`UnsupportedOperatorError`, :class:`UnsupportedDtypeError`, :class:`DataDependentShapeError`.
 """
 
@@ -18,18 +20,27 @@ import torch
 import torch.fx
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-from ember.errors import DataDependentShapeError, UnsupportedDtypeError, UnsupportedOperatorError
+from ember.errors import (
+    DataDependentShapeError,
+    MemoryPlanError,
+    UnsupportedDtypeError,
+    UnsupportedOperatorError,
+)
 from ember.oplist import TORCH_DTYPE_NAME, OpList, load_oplist
 from ember.passes.ir import KernelInstr, MethodIR
 from ember.passes.out_variants import (
     ASSERT_OPS,
+    AUTO_FUNCTIONALIZED,
     SYM_ATEN,
     SYM_PRIM,
     is_view_op,
+    resolve_mutating_out,
     resolve_out_variant,
     scalar_overload,
 )
+from ember.passes.spec_prop import upper_bound
 
+_ITEM_OPS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
 _ELIDABLE = {"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "alias", "detach"}
 
 
@@ -97,13 +108,17 @@ def _verify_node(node: torch.fx.Node, oplist: OpList) -> None:
     if node.op == "placeholder":
         return
     if free_unbacked_symbols(val):
-        raise DataDependentShapeError(
-            f"operator {tname} produces a data-dependent shape or value ({val}); Ember plans "
-            "memory ahead of time and cannot export it (rewrite with a fixed-size op such as "
-            "torch.where, or move it out of the model)",
-            node=node,
-        )
+        _check_unbacked(node, tname, val)
     if target is operator.getitem or target is torch.ops.higher_order.cond:
+        return
+    if target in AUTO_FUNCTIONALIZED:
+        inner = node.args[0]
+        ov = resolve_mutating_out(inner)
+        if ov is None or ov.kernel not in oplist:
+            raise UnsupportedOperatorError(
+                f"mutating operator {inner} has no out-variant kernel in the runtime operator list",
+                node=node,
+            )
         return
     if target in SYM_PRIM:
         kernel = SYM_PRIM[target]
@@ -150,6 +165,34 @@ def _verify_node(node: torch.fx.Node, oplist: OpList) -> None:
             f"{str(primary.dtype).replace('torch.', '')} ({desc})",
             node=node,
         )
+
+
+def _check_unbacked(node: torch.fx.Node, tname: str, val: Any) -> None:
+    """Data-dependent values are fine as scalars (``.item()`` gives a runtime Int); a tensor
+    whose shape depends on such a value needs a finite upper bound (``torch._check(n <= N)``),
+    which memory planning uses. Other ops that create a data-dependent size themselves
+    (``nonzero``, ``masked_select``) are refused."""
+    if node.meta.get("unbacked_bindings") and node.target not in _ITEM_OPS:
+        raise DataDependentShapeError(
+            f"operator {tname} produces a data-dependent shape or value ({val}); Ember plans "
+            "memory ahead of time and cannot export it (rewrite with a fixed-size op such as "
+            "torch.where, or move it out of the model)",
+            node=node,
+        )
+    for t in _tensors(val):
+        for d in t.shape:
+            if isinstance(d, int) or not free_unbacked_symbols(d):
+                continue
+            try:
+                upper_bound(d)
+            except MemoryPlanError:
+                raise DataDependentShapeError(
+                    f"operator {tname} produces a tensor whose shape depends on tensor data "
+                    f"({list(t.shape)}) with no upper bound; Ember plans memory ahead of time: "
+                    "bound it with torch._check(n <= N) after .item(), or rewrite with a "
+                    "fixed-size op such as torch.where",
+                    node=node,
+                ) from None
 
 
 def verify_arity(ir: MethodIR, oplist: OpList | None = None) -> MethodIR:
