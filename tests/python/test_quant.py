@@ -81,7 +81,7 @@ def test_quantize_errors() -> None:
     with pytest.raises(Q.QuantizationError, match="no nn.Linear"):
         Q.quantize(nn.Sequential(nn.ReLU()), [torch.randn(2, 3)], progress=False)
     with pytest.raises(Q.QuantizationError, match="observer"):
-        Q.quantize(_mlp(), [torch.randn(2, 20)], observer="mse", progress=False)
+        Q.quantize(_mlp(), [torch.randn(2, 20)], observer="bogus", progress=False)
     assert issubclass(Q.QuantizationError, ember.EmberError)
 
 

@@ -1,40 +1,57 @@
-"""Integer-only lowering: Q/DQ linear layers fused into ``ember::quantized_linear``.
+"""Integer-only lowering: Q/DQ layers fused into ``ember::`` int8 operators.
 
-After :func:`ember.quant.quantize`, each :class:`~ember.quant.QuantizedLinear` still computes in
-float between Q/DQ pairs. :func:`lower_to_integer` replaces the chain with integer arithmetic, as
-integer-only inference (Jacob et al., 2018; TFLite Micro / CMSIS-NN) does:
+After :func:`ember.quant.quantize`, each :class:`~ember.quant.QuantizedLinear` /
+:class:`~ember.quant.QuantizedConv2d` still computes in float between Q/DQ pairs.
+:func:`lower_to_integer` replaces the chain with integer arithmetic, as integer-only inference
+(Jacob et al., 2018; TFLite Micro / CMSIS-NN) does:
 
     acc[n]  = bias_q[n] + sum_k (x[k] - in_zp) * w[n, k]            (int32, w int8 symmetric)
     y[n]    = clamp(requant(acc[n], mult[n], shift[n]) + out_zp, act_min, act_max)   (int8)
     requant(a, m, s) = (a * m + 2^(t-1)) >> t,  t = 31 - s     (int64 product, arithmetic shift)
 
 with ``bias_q = round(b / (s_x * s_w[n]))`` and ``mult * 2^(s-31) = s_x * s_w[n] / s_y``
-(``mult`` in [2^30, 2^31)). A ReLU after the layer is folded into ``act_min = out_zp``. The model
-quantizes its float input once, runs every layer in int8 and dequantizes the output.
-:func:`quantized_linear_ref` is the bit-exact Python reference of the C kernel
-(`kernels/quantized/quantized_linear.c`).
+(``mult`` in [2^30, 2^31)). A ReLU after the layer is folded into ``act_min = out_zp``. Max and
+average pooling run on int8 with the input's scale; an add of two int8 tensors rescales both to
+a common fixed-point scale (``quantized_add_ref``). The model quantizes its float input once,
+runs every layer in int8 and dequantizes the output.
+
+Operators (``ember::``; C kernels in `kernels/quantized/`, each bit-exact with the Python
+reference here that also serves as its PyTorch implementation):
+
+* ``quantized_linear``  — :func:`quantized_linear_ref`
+* ``quantized_conv2d``  — :func:`quantized_conv2d_ref` (NCHW, OIHW per-channel weights, groups)
+* ``quantized_add``     — :func:`quantized_add_ref`
+* ``quantized_max_pool2d`` / ``quantized_avg_pool2d`` — :func:`quantized_max_pool2d_ref`,
+  :func:`quantized_avg_pool2d_ref`
 """
 
 from __future__ import annotations
 
+import logging
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
-from ember.quant import QMAX, QMIN, QuantizationError, QuantizedLinear, qparams_affine
+from ember.quant import (
+    QMAX,
+    QMIN,
+    QuantizationError,
+    QuantizedConv2d,
+    QuantizedLinear,
+    qparams_affine,
+)
 from ember.quant._ops import register_out_variants
 
+log = logging.getLogger(__name__)
+
+#: Left shift applied to both (zero-point-free) inputs of ``quantized_add`` before rescaling.
+ADD_LEFT_SHIFT = 20
+
 _LIB: torch.library.Library | None = None
-_SCHEMA = (
-    "quantized_linear(Tensor input, Tensor weight, Tensor bias, Tensor multiplier, Tensor shift, "
-    "int input_zero_point, int output_zero_point, int activation_min, int activation_max) -> Tensor"
-)
-_SCHEMA_OUT = (
-    "quantized_linear.out(Tensor input, Tensor weight, Tensor bias, Tensor multiplier, "
-    "Tensor shift, int input_zero_point, int output_zero_point, int activation_min, "
-    "int activation_max, *, Tensor(a!) out) -> Tensor(a!)"
-)
 
 
 def quantize_multiplier(scale: float) -> tuple[int, int]:
@@ -51,39 +68,174 @@ def quantize_multiplier(scale: float) -> tuple[int, int]:
     return q, e
 
 
+def requantize_ref(acc: torch.Tensor, mult: Any, shift: Any) -> torch.Tensor:
+    """``(acc * mult + 2^(t-1)) >> t`` with ``t = 31 - shift`` in int64 (floor shift), the
+    fixed-point rescaling every kernel uses (`q8_requantize`, kernels/quantized/q8_util.h)."""
+    acc = acc.to(torch.int64)
+    mult = torch.as_tensor(mult, dtype=torch.int64)
+    t = 31 - torch.as_tensor(shift, dtype=torch.int64)
+    return (acc * mult + (torch.ones_like(t) << (t - 1))) >> t
+
+
 def quantized_linear_ref(
     x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, mult: torch.Tensor,
     shift: torch.Tensor, in_zp: int, out_zp: int, act_min: int, act_max: int,
 ) -> torch.Tensor:  # fmt: skip
     """Bit-exact reference of ``ember::quantized_linear`` (int8 [.., K] x int8 [N, K] -> int8)."""
     acc = (x.to(torch.int64) - in_zp) @ w.to(torch.int64).t() + bias.to(torch.int64)
-    t = 31 - shift.to(torch.int64)
-    r = (acc * mult.to(torch.int64) + (torch.ones_like(t) << (t - 1))) >> t
+    r = requantize_ref(acc, mult, shift)
     return torch.clamp(r + out_zp, act_min, act_max).to(torch.int8)
 
 
+def quantized_conv2d_ref(
+    x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, mult: torch.Tensor,
+    shift: torch.Tensor, stride: list[int], padding: list[int], dilation: list[int], groups: int,
+    in_zp: int, out_zp: int, act_min: int, act_max: int,
+) -> torch.Tensor:  # fmt: skip
+    """Bit-exact reference of ``ember::quantized_conv2d`` (int8 NCHW x int8 OIHW -> int8 NCHW).
+
+    The integer sums are computed in float64, which is exact: every partial sum is an integer far
+    below 2^53. Padding holds the input zero point (a real 0)."""
+    xd = x.to(torch.float64) - in_zp
+    acc = F.conv2d(xd, w.to(torch.float64), None, stride, padding, dilation, groups)
+    acc = acc.round().to(torch.int64) + bias.to(torch.int64).view(1, -1, 1, 1)
+    r = requantize_ref(acc, mult.view(1, -1, 1, 1), shift.view(1, -1, 1, 1))
+    return torch.clamp(r + out_zp, act_min, act_max).to(torch.int8)
+
+
+def quantized_add_ref(
+    a: torch.Tensor, b: torch.Tensor, a_zp: int, a_mult: int, a_shift: int, b_zp: int,
+    b_mult: int, b_shift: int, out_zp: int, out_mult: int, out_shift: int, act_min: int,
+    act_max: int,
+) -> torch.Tensor:  # fmt: skip
+    """Bit-exact reference of ``ember::quantized_add``: both inputs rescaled to a common
+    fixed-point scale (after a left shift of :data:`ADD_LEFT_SHIFT`), summed, requantized."""
+    xa = requantize_ref((a.to(torch.int64) - a_zp) << ADD_LEFT_SHIFT, a_mult, a_shift)
+    xb = requantize_ref((b.to(torch.int64) - b_zp) << ADD_LEFT_SHIFT, b_mult, b_shift)
+    r = requantize_ref(xa + xb, out_mult, out_shift)
+    return torch.clamp(r + out_zp, act_min, act_max).to(torch.int8)
+
+
+def _pool_stride(kernel_size: list[int], stride: list[int]) -> list[int]:
+    return list(stride) if len(stride) else list(kernel_size)
+
+
+def quantized_max_pool2d_ref(
+    x: torch.Tensor, kernel_size: list[int], stride: list[int], padding: list[int]
+) -> torch.Tensor:
+    """Bit-exact reference of ``ember::quantized_max_pool2d`` (int8 NCHW, same scale)."""
+    y = F.max_pool2d(x.to(torch.float32), kernel_size, _pool_stride(kernel_size, stride), padding)
+    return y.to(torch.int8)
+
+
+def quantized_avg_pool2d_ref(
+    x: torch.Tensor, kernel_size: list[int], stride: list[int], padding: list[int],
+    count_include_pad: bool, zero_point: int,
+) -> torch.Tensor:  # fmt: skip
+    """Bit-exact reference of ``ember::quantized_avg_pool2d``: ``zp + round(sum(x - zp) / d)``,
+    rounding half away from zero (integer sums, computed exactly in float64)."""
+    st = _pool_stride(kernel_size, stride)
+    xd = x.to(torch.float64) - zero_point
+    s = F.avg_pool2d(xd, kernel_size, st, padding, count_include_pad=True, divisor_override=1)
+    s = s.round().to(torch.int64)
+    if count_include_pad:
+        d = torch.full_like(s, int(kernel_size[0]) * int(kernel_size[-1]))
+    else:
+        ones = torch.ones_like(xd)
+        d = F.avg_pool2d(ones, kernel_size, st, padding, count_include_pad=True, divisor_override=1)
+        d = d.round().to(torch.int64)
+    mag = (s.abs() * 2 + d) // (2 * d)
+    return torch.clamp(zero_point + torch.where(s < 0, -mag, mag), QMIN, QMAX).to(torch.int8)
+
+
+def _conv_out(n: int, k: int, s: int, p: int, d: int) -> int:
+    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _fake_conv(x, w, bias, mult, shift, stride, padding, dilation, *rest):
+    sh, sw = stride[0], stride[-1]
+    ph, pw = padding[0], padding[-1]
+    dh, dw = dilation[0], dilation[-1]
+    oh = _conv_out(x.shape[2], w.shape[2], sh, ph, dh)
+    ow = _conv_out(x.shape[3], w.shape[3], sw, pw, dw)
+    return x.new_empty((x.shape[0], w.shape[0], oh, ow), dtype=torch.int8)
+
+
+def _fake_pool(x, kernel_size, stride, padding, *rest):
+    st = _pool_stride(kernel_size, stride)
+    oh = _conv_out(x.shape[2], kernel_size[0], st[0], padding[0], 1)
+    ow = _conv_out(x.shape[3], kernel_size[-1], st[-1], padding[-1], 1)
+    return x.new_empty((x.shape[0], x.shape[1], oh, ow), dtype=torch.int8)
+
+
+# name -> (argument list of the schema, reference implementation, fake (shape) implementation)
+_OPS: dict[str, tuple[str, Callable[..., torch.Tensor], Callable[..., torch.Tensor]]] = {
+    "quantized_linear": (
+        "Tensor input, Tensor weight, Tensor bias, Tensor multiplier, Tensor shift, "
+        "int input_zero_point, int output_zero_point, int activation_min, int activation_max",
+        quantized_linear_ref,
+        lambda x, w, *r: x.new_empty((*x.shape[:-1], w.shape[0]), dtype=torch.int8),
+    ),
+    "quantized_conv2d": (
+        "Tensor input, Tensor weight, Tensor bias, Tensor multiplier, Tensor shift, "
+        "int[2] stride, int[2] padding, int[2] dilation, int groups, int input_zero_point, "
+        "int output_zero_point, int activation_min, int activation_max",
+        quantized_conv2d_ref,
+        _fake_conv,
+    ),
+    "quantized_add": (
+        "Tensor a, Tensor b, int a_zero_point, int a_multiplier, int a_shift, int b_zero_point, "
+        "int b_multiplier, int b_shift, int output_zero_point, int output_multiplier, "
+        "int output_shift, int activation_min, int activation_max",
+        quantized_add_ref,
+        lambda a, *r: torch.empty_like(a, dtype=torch.int8),
+    ),
+    "quantized_max_pool2d": (
+        "Tensor input, int[2] kernel_size, int[2] stride, int[2] padding",
+        quantized_max_pool2d_ref,
+        _fake_pool,
+    ),
+    "quantized_avg_pool2d": (
+        "Tensor input, int[2] kernel_size, int[2] stride, int[2] padding, "
+        "bool count_include_pad, int zero_point",
+        quantized_avg_pool2d_ref,
+        _fake_pool,
+    ),
+}
+
+
 def register_ops() -> None:
-    """Defines ``ember::quantized_linear`` (+ ``.out``) in PyTorch, once per process."""
+    """Defines the ``ember::quantized_*`` operators (+ ``.out``) in PyTorch, once per process."""
     global _LIB
     if _LIB is not None:
         return
     register_out_variants()
     lib = torch.library.Library("ember", "FRAGMENT")
-    lib.define(_SCHEMA)
-    lib.define(_SCHEMA_OUT)
-    lib.impl("quantized_linear", quantized_linear_ref, "CompositeExplicitAutograd")
+    for name, (args, ref, fake) in _OPS.items():
+        lib.define(f"{name}({args}) -> Tensor")
+        lib.define(f"{name}.out({args}, *, Tensor(a!) out) -> Tensor(a!)")
+        lib.impl(name, ref, "CompositeExplicitAutograd")
 
-    def out_impl(*args, out):
-        out.copy_(quantized_linear_ref(*args))
-        return out
+        def out_impl(*a, out, _ref=ref):
+            out.copy_(_ref(*a))
+            return out
 
-    lib.impl("quantized_linear.out", out_impl, "CompositeExplicitAutograd")
-
-    def fake(x, w, *rest):
-        return x.new_empty((*x.shape[:-1], w.shape[0]), dtype=torch.int8)
-
-    torch.library.register_fake("ember::quantized_linear", fake, lib=lib)
+        lib.impl(f"{name}.out", out_impl, "CompositeExplicitAutograd")
+        torch.library.register_fake(f"ember::{name}", fake, lib=lib)
     _LIB = lib
+
+
+def _requant_params(s_in: float, s_w: torch.Tensor, out_scale: float) -> tuple[torch.Tensor, ...]:
+    pairs = [quantize_multiplier(s_in * float(s) / out_scale) for s in s_w]
+    mult = torch.tensor([p[0] for p in pairs], dtype=torch.int32)
+    return mult, torch.tensor([p[1] for p in pairs], dtype=torch.int32)
+
+
+def _bias_int32(bias: torch.Tensor, s_in: float, s_w: torch.Tensor) -> torch.Tensor:
+    bias_q = torch.round(bias.double() / (s_in * s_w.double()))
+    if bias_q.abs().max().item() >= 2**31:
+        raise QuantizationError("quantized bias does not fit int32")
+    return bias_q.to(torch.int32)
 
 
 class FusedQuantizedLinear(nn.Module):
@@ -91,17 +243,11 @@ class FusedQuantizedLinear(nn.Module):
 
     def __init__(self, ql: QuantizedLinear, out_scale: float, out_zp: int, relu: bool) -> None:
         super().__init__()
-        w = ql.weight_int8_t.t().contiguous()  # [out, in]
-        s_w = ql.weight_scales.double()
-        s_x = ql.in_scale
-        self.register_buffer("weight", w)
-        bias_q = torch.round(ql.bias.double() / (s_x * s_w))
-        if bias_q.abs().max().item() >= 2**31:
-            raise QuantizationError("quantized bias does not fit int32")
-        self.register_buffer("bias", bias_q.to(torch.int32))
-        pairs = [quantize_multiplier(s_x * float(s) / out_scale) for s in s_w]
-        self.register_buffer("multiplier", torch.tensor([p[0] for p in pairs], dtype=torch.int32))
-        self.register_buffer("shift", torch.tensor([p[1] for p in pairs], dtype=torch.int32))
+        self.register_buffer("weight", ql.weight_int8_t.t().contiguous())  # [out, in]
+        self.register_buffer("bias", _bias_int32(ql.bias, ql.in_scale, ql.weight_scales))
+        mult, shift = _requant_params(ql.in_scale, ql.weight_scales.double(), out_scale)
+        self.register_buffer("multiplier", mult)
+        self.register_buffer("shift", shift)
         self.in_zp, self.out_zp = int(ql.in_zp), int(out_zp)
         self.act_min, self.act_max = (self.out_zp if relu else QMIN), QMAX
         self.out_scale = float(out_scale)
@@ -113,15 +259,104 @@ class FusedQuantizedLinear(nn.Module):
         )  # fmt: skip
 
 
-class IntegerMLP(nn.Module):
-    """Quantize the float input once, run fused int8 layers, dequantize the logits."""
+class FusedQuantizedConv2d(nn.Module):
+    """One integer-only 2-D convolution (+ optional ReLU): int8 NCHW in, int8 NCHW out."""
+
+    def __init__(self, qc: QuantizedConv2d, out_scale: float, out_zp: int, relu: bool) -> None:
+        super().__init__()
+        self.register_buffer("weight", qc.weight_int8.contiguous())  # [out, in / groups, kh, kw]
+        self.register_buffer("bias", _bias_int32(qc.bias, qc.in_scale, qc.weight_scales))
+        mult, shift = _requant_params(qc.in_scale, qc.weight_scales.double(), out_scale)
+        self.register_buffer("multiplier", mult)
+        self.register_buffer("shift", shift)
+        self.stride, self.padding = list(qc.stride), list(qc.padding)
+        self.dilation, self.groups = list(qc.dilation), qc.groups
+        self.in_zp, self.out_zp = int(qc.in_zp), int(out_zp)
+        self.act_min, self.act_max = (self.out_zp if relu else QMIN), QMAX
+        self.out_scale = float(out_scale)
+
+    def forward(self, xq: torch.Tensor) -> torch.Tensor:
+        return torch.ops.ember.quantized_conv2d(
+            xq, self.weight, self.bias, self.multiplier, self.shift, self.stride, self.padding,
+            self.dilation, self.groups, self.in_zp, self.out_zp, self.act_min, self.act_max,
+        )  # fmt: skip
+
+
+class QuantizedMaxPool2d(nn.Module):
+    """``nn.MaxPool2d`` on int8 (the input's scale and zero point carry over)."""
+
+    def __init__(self, pool: nn.MaxPool2d) -> None:
+        super().__init__()
+        k, s, p, d = (_pair(v) for v in (pool.kernel_size, pool.stride or pool.kernel_size,
+                                        pool.padding, pool.dilation))  # fmt: skip
+        if pool.ceil_mode or d != [1, 1] or pool.return_indices:
+            raise QuantizationError(f"{pool!r}: ceil_mode, dilation and indices are not supported")
+        self.kernel_size, self.stride, self.padding = k, s, p
+
+    def forward(self, xq: torch.Tensor) -> torch.Tensor:
+        return torch.ops.ember.quantized_max_pool2d(xq, self.kernel_size, self.stride, self.padding)
+
+
+class QuantizedAvgPool2d(nn.Module):
+    """``nn.AvgPool2d`` on int8 with the input's scale and zero point (integer rounding)."""
+
+    def __init__(self, pool: nn.AvgPool2d, zero_point: int) -> None:
+        super().__init__()
+        k, s, p = (_pair(v) for v in (pool.kernel_size, pool.stride or pool.kernel_size,
+                                     pool.padding))  # fmt: skip
+        if pool.ceil_mode or pool.divisor_override:
+            raise QuantizationError(f"{pool!r}: ceil_mode and divisor_override are not supported")
+        self.kernel_size, self.stride, self.padding = k, s, p
+        self.count_include_pad, self.zero_point = bool(pool.count_include_pad), int(zero_point)
+
+    def forward(self, xq: torch.Tensor) -> torch.Tensor:
+        return torch.ops.ember.quantized_avg_pool2d(
+            xq, self.kernel_size, self.stride, self.padding, self.count_include_pad,
+            self.zero_point,
+        )  # fmt: skip
+
+
+class FusedQuantizedAdd(nn.Module):
+    """``a + b`` (+ optional ReLU) of two int8 tensors with their own scales and zero points,
+    requantized to (`out_scale`, `out_zp`): ``ember::quantized_add``."""
 
     def __init__(
-        self, layers: list[FusedQuantizedLinear], in_scale: float, in_zp: int, int8_input: bool
-    ) -> None:
+        self, a_scale: float, a_zp: int, b_scale: float, b_zp: int, out_scale: float,
+        out_zp: int, relu: bool = False,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        twice_max = 2.0 * max(a_scale, b_scale)
+        self.a_zp, self.b_zp, self.out_zp = int(a_zp), int(b_zp), int(out_zp)
+        self.a_mult, self.a_shift = quantize_multiplier(a_scale / twice_max)
+        self.b_mult, self.b_shift = quantize_multiplier(b_scale / twice_max)
+        self.out_mult, self.out_shift = quantize_multiplier(
+            twice_max / ((1 << ADD_LEFT_SHIFT) * out_scale)
+        )
+        self.act_min, self.act_max = (self.out_zp if relu else QMIN), QMAX
+        self.out_scale = float(out_scale)
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.ops.ember.quantized_add(
+            a, b, self.a_zp, self.a_mult, self.a_shift, self.b_zp, self.b_mult, self.b_shift,
+            self.out_zp, self.out_mult, self.out_shift, self.act_min, self.act_max,
+        )  # fmt: skip
+
+
+def _pair(v: Any) -> list[int]:
+    return [int(v), int(v)] if isinstance(v, int) else [int(x) for x in v]
+
+
+class IntegerSequential(nn.Module):
+    """Quantize the float input once, run int8 layers, dequantize the output."""
+
+    def __init__(
+        self, layers: list[nn.Module], in_scale: float, in_zp: int, out_scale: float,
+        out_zp: int, int8_input: bool,
+    ) -> None:  # fmt: skip
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.in_scale, self.in_zp = float(in_scale), int(in_zp)
+        self.out_scale, self.out_zp = float(out_scale), int(out_zp)
         self.int8_input = int8_input
 
     def quantize_input(self, x: torch.Tensor) -> torch.Tensor:
@@ -134,8 +369,14 @@ class IntegerMLP(nn.Module):
         h = x if self.int8_input else self.quantize_input(x)
         for layer in self.layers:
             h = layer(h)
-        last = self.layers[-1]
-        return qd.dequantize_per_tensor(h, last.out_scale, last.out_zp, QMIN, QMAX, torch.int8)
+        return qd.dequantize_per_tensor(h, self.out_scale, self.out_zp, QMIN, QMAX, torch.int8)
+
+
+#: The integer-only MLP of earlier releases is an :class:`IntegerSequential`.
+IntegerMLP = IntegerSequential
+
+_COMPUTE = (QuantizedLinear, QuantizedConv2d)
+_PASS = (nn.MaxPool2d, nn.AvgPool2d, nn.Flatten, nn.Identity, nn.Dropout)
 
 
 def lower_to_integer(
@@ -143,45 +384,76 @@ def lower_to_integer(
     calibration_data: list[torch.Tensor],
     percentile: float | None = None,
     int8_input: bool = False,
-) -> IntegerMLP:
-    """Fuses a quantized ``nn.Sequential`` of QuantizedLinear (+ ReLU) layers into integer-only
-    layers. Each layer's output scale is the next layer's input scale; the last layer's comes from
-    the range of its (float) outputs on `calibration_data`. With `int8_input` the model takes
-    the already-quantized int8 input (``model.quantize_input(x)``; for images in [0, 1] with
-    scale 1/255 and zero point -128 that is ``pixel - 128``), so no float input buffer exists."""
+) -> IntegerSequential:
+    """Fuses a quantized ``nn.Sequential`` into integer-only layers.
+
+    Accepted modules: QuantizedLinear / QuantizedConv2d (each optionally followed by a ReLU,
+    folded into its output clamp), nn.MaxPool2d / nn.AvgPool2d (int8, scale-preserving),
+    nn.Flatten, nn.Identity and nn.Dropout (eval). Each compute layer's output scale is the next
+    compute layer's (calibrated) input scale; the last one's comes from the range of the model's
+    (float) outputs on `calibration_data` (min/max, or the given `percentile`). With
+    `int8_input` the model takes the already-quantized int8 input (``model.quantize_input(x)``;
+    for images in [0, 1] with scale 1/255 and zero point -128 that is ``pixel - 128``), so no
+    float input buffer exists."""
     register_ops()
     mods = list(qmodel.children()) if isinstance(qmodel, nn.Sequential) else []
-    groups: list[tuple[QuantizedLinear, bool]] = []
+    if not mods:
+        raise QuantizationError("integer lowering expects a quantized nn.Sequential")
+    # items: [kind, module, relu]; kind "compute" or "pass"
+    items: list[list[Any]] = []
     for m in mods:
-        if isinstance(m, QuantizedLinear):
-            groups.append((m, False))
-        elif isinstance(m, nn.ReLU) and groups and not groups[-1][1]:
-            groups[-1] = (groups[-1][0], True)
+        if isinstance(m, _COMPUTE):
+            items.append(["compute", m, False])
+        elif isinstance(m, nn.ReLU):
+            if not items or items[-1][0] != "compute" or items[-1][2]:
+                raise QuantizationError(
+                    "a ReLU must directly follow a quantized Linear/Conv2d to be folded"
+                )
+            items[-1][2] = True
+        elif isinstance(m, _PASS):
+            if not any(it[0] == "compute" for it in items):
+                raise QuantizationError(f"{m!r} before the first quantized layer: not supported")
+            items.append(["pass", m, False])
         else:
             raise QuantizationError(
-                f"integer lowering handles nn.Sequential of QuantizedLinear/ReLU, found {m!r}"
+                "integer lowering handles nn.Sequential of QuantizedLinear/QuantizedConv2d, ReLU, "
+                f"MaxPool2d, AvgPool2d, Flatten; found {m!r}"
             )
-    if not groups:
-        raise QuantizationError("nothing to lower: no QuantizedLinear layer")
+    computes = [it for it in items if it[0] == "compute"]
+    if not computes:
+        raise QuantizationError("nothing to lower: no QuantizedLinear or QuantizedConv2d layer")
     with torch.no_grad():
-        y = torch.cat([qmodel(x) for x in calibration_data])
+        y = torch.cat([qmodel(x).flatten() for x in calibration_data]).float()
     if percentile is None:
         lo, hi = y.min().item(), y.max().item()
     else:
-        f = y.flatten().float()
-        lo = torch.quantile(f, 1 - percentile / 100).item()
-        hi = torch.quantile(f, percentile / 100).item()
+        lo = torch.quantile(y, 1 - percentile / 100).item()
+        hi = torch.quantile(y, percentile / 100).item()
     last_scale, last_zp = qparams_affine(lo, hi)
-    layers = []
-    for i, (ql, relu) in enumerate(groups):
-        if i + 1 < len(groups):
-            nxt = groups[i + 1][0]
-            out_scale, out_zp = nxt.in_scale, nxt.in_zp
-        else:
-            out_scale, out_zp = last_scale, last_zp
-        layers.append(FusedQuantizedLinear(ql, out_scale, out_zp, relu))
-    first = groups[0][0]
-    return IntegerMLP(layers, first.in_scale, first.in_zp, int8_input).eval()
+    layers: list[nn.Module] = []
+    cur_scale, cur_zp = computes[0][1].in_scale, computes[0][1].in_zp
+    ci = 0
+    for kind, m, relu in items:
+        if kind == "compute":
+            ci += 1
+            if ci < len(computes):
+                out_scale, out_zp = computes[ci][1].in_scale, computes[ci][1].in_zp
+            else:
+                out_scale, out_zp = last_scale, last_zp
+            cls = FusedQuantizedLinear if isinstance(m, QuantizedLinear) else FusedQuantizedConv2d
+            layers.append(cls(m, out_scale, out_zp, relu))
+            cur_scale, cur_zp = out_scale, out_zp
+        elif isinstance(m, nn.MaxPool2d):
+            layers.append(QuantizedMaxPool2d(m))
+        elif isinstance(m, nn.AvgPool2d):
+            layers.append(QuantizedAvgPool2d(m, cur_zp))
+        elif isinstance(m, nn.Flatten):
+            layers.append(m)
+    first = computes[0][1]
+    log.info("lowered %d quantized layer(s) to integer-only ember:: operators", len(computes))
+    return IntegerSequential(
+        layers, first.in_scale, first.in_zp, cur_scale, cur_zp, int8_input
+    ).eval()
 
 
 def oplist_with_fused():

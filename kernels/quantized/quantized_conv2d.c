@@ -1,0 +1,108 @@
+/*
+ * quantized_conv2d.c — ember::quantized_conv2d.out: an int8 2-D convolution (NCHW) with
+ * per-output-channel symmetric int8 weights, int32 bias and accumulation, and fixed-point
+ * requantization (integer-only inference).
+ *
+ *   acc[n,o,y,x] = bias[o] + sum_{c,i,j} (in[n, g*Cg + c, y*sh - ph + i*dh, x*sw - pw + j*dw]
+ *                                         - in_zp) * w[o, c, i, j]      (padding: in_zp)
+ *   out          = clamp(requant(acc, mult[o], shift[o]) + out_zp, act_min, act_max)
+ *
+ * Bit-exact with ember.quant.fused.quantized_conv2d_ref. For each output pixel the receptive
+ * field of one group is gathered into a column of Cg*KH*KW int8 (kernel scratch: 72 bytes for a
+ * 3x3 conv over 8 channels), then every output channel of the group is one contiguous dot
+ * product of that column with its weights (PyTorch's [O, Cg, KH, KW] layout, read in place
+ * from flash) — q8_dot, with dual 16-bit MACs on a Cortex-M with the DSP extension.
+ *
+ * Args: [input i8 [N, C, H, W], weight i8 [O, C/groups, KH, KW], bias i32 [O],
+ *        multiplier i32 [O], shift i32 [O], stride int[2], padding int[2], dilation int[2],
+ *        groups, input_zero_point, output_zero_point, activation_min, activation_max,
+ *        out i8 [N, O, OH, OW], ret]
+ */
+#include "quantized/q8_util.h"
+
+em_status em_quantized_conv2d_out(em_kernel_ctx *ctx, em_evalue **args);
+em_status em_quantized_conv2d_out(em_kernel_ctx *ctx, em_evalue **args) {
+  em_tensor *x = EM_ARG_TENSOR(args, 0), *w = EM_ARG_TENSOR(args, 1);
+  em_tensor *bias = EM_ARG_TENSOR(args, 2), *mult = EM_ARG_TENSOR(args, 3);
+  em_tensor *shift = EM_ARG_TENSOR(args, 4), *out = EM_ARG_TENSOR(args, 13);
+  EM_KCHECK(ctx, x && w && bias && mult && shift && out, "expected tensor arguments");
+  int64_t st[2], pad[2], dil[2], groups, in_zp, out_zp, act_min, act_max;
+  EM_KCHECK(ctx,
+            q8_int_pair(args[5], st) && st[0] > 0 && st[1] > 0 && st[0] <= 4096 && st[1] <= 4096,
+            "stride must be 1 or 2 ints in [1, 4096]");
+  EM_KCHECK(ctx,
+            q8_int_pair(args[6], pad) && pad[0] >= 0 && pad[1] >= 0 && pad[0] <= 4096 &&
+                pad[1] <= 4096,
+            "padding must be 1 or 2 ints in [0, 4096]");
+  EM_KCHECK(ctx,
+            q8_int_pair(args[7], dil) && dil[0] > 0 && dil[1] > 0 && dil[0] <= 4096 &&
+                dil[1] <= 4096,
+            "dilation must be 1 or 2 ints in [1, 4096]");
+  EM_KCHECK(ctx, q8_int_in(args[8], 1, 1 << 16, &groups), "groups must be in [1, 65536]");
+  EM_KCHECK(ctx,
+            q8_int_in(args[9], -128, 127, &in_zp) && q8_int_in(args[10], -128, 127, &out_zp) &&
+                q8_int_in(args[11], -128, 127, &act_min) &&
+                q8_int_in(args[12], -128, 127, &act_max) && act_min <= act_max,
+            "zero points and activation bounds must be ints in [-128, 127], min <= max");
+  EM_KCHECK(ctx, x->dtype == EM_DTYPE_I8 && w->dtype == EM_DTYPE_I8 && out->dtype == EM_DTYPE_I8,
+            "input, weight and out must be int8");
+  EM_KCHECK(ctx,
+            bias->dtype == EM_DTYPE_I32 && mult->dtype == EM_DTYPE_I32 &&
+                shift->dtype == EM_DTYPE_I32,
+            "bias, multiplier and shift must be int32");
+  EM_KCHECK(ctx, x->dim == 4 && w->dim == 4, "4-D input and weight expected (NCHW, OIHW)");
+  EM_KCHECK(ctx, em_tensor_is_contiguous_order(x) && em_tensor_is_contiguous_order(w),
+            "contiguous input and weight expected");
+  int64_t nb = x->sizes[0], c = x->sizes[1], h = x->sizes[2], wd = x->sizes[3];
+  int64_t o = w->sizes[0], cg = w->sizes[1], kh = w->sizes[2], kw = w->sizes[3];
+  EM_KCHECK(ctx, cg * groups == c && o % groups == 0,
+            "input has %lld channels; weight [%lld, %lld, ..] with %lld groups does not fit",
+            (long long)c, (long long)o, (long long)cg, (long long)groups);
+  EM_KCHECK(ctx, bias->numel == o && mult->numel == o && shift->numel == o,
+            "bias, multiplier and shift need %lld entries", (long long)o);
+  int64_t eh = dil[0] * (kh - 1) + 1, ew = dil[1] * (kw - 1) + 1;
+  EM_KCHECK(ctx, kh > 0 && kw > 0 && h + 2 * pad[0] >= eh && wd + 2 * pad[1] >= ew,
+            "kernel %lldx%lld larger than the padded input %lldx%lld", (long long)kh, (long long)kw,
+            (long long)(h + 2 * pad[0]), (long long)(wd + 2 * pad[1]));
+  const int32_t *mu = mult->data, *sh = shift->data, *b = bias->data;
+  for (int64_t j = 0; j < o; j++)
+    EM_KCHECK(ctx, q8_valid_requant(mu[j], sh[j]), "channel %lld: bad multiplier/shift %d/%d",
+              (long long)j, (int)mu[j], (int)sh[j]);
+  int64_t oh = (h + 2 * pad[0] - eh) / st[0] + 1, ow = (wd + 2 * pad[1] - ew) / st[1] + 1;
+  int64_t sizes[4] = {nb, o, oh, ow};
+  EM_KTRY(em_resize_out(ctx, out, sizes, 4));
+
+  int64_t k = cg * kh * kw, og = o / groups;
+  int8_t *col = em_kernel_alloc_temp(ctx, (size_t)k, 4);
+  EM_KCHECK(ctx, col != NULL, "no scratch memory for a %lld-byte column", (long long)k);
+  const int8_t *xp = x->data, *wp = w->data;
+  int8_t *yp = out->data;
+  int32_t zp = (int32_t)in_zp, lo = (int32_t)act_min, hi = (int32_t)act_max;
+  for (int64_t n = 0; n < nb; n++) {
+    for (int64_t g = 0; g < groups; g++) {
+      const int8_t *xg = xp + (n * c + g * cg) * h * wd;
+      for (int64_t y = 0; y < oh; y++) {
+        for (int64_t xo = 0; xo < ow; xo++) {
+          /* Gather the receptive field; padding holds the zero point ((zp - zp) * w = 0). */
+          int8_t *cp = col;
+          for (int64_t ci = 0; ci < cg; ci++) {
+            for (int64_t i = 0; i < kh; i++) {
+              int64_t iy = y * st[0] - pad[0] + i * dil[0];
+              const int8_t *row = xg + (ci * h + iy) * wd;
+              for (int64_t j = 0; j < kw; j++) {
+                int64_t ix = xo * st[1] - pad[1] + j * dil[1];
+                *cp++ = (iy >= 0 && iy < h && ix >= 0 && ix < wd) ? row[ix] : (int8_t)zp;
+              }
+            }
+          }
+          for (int64_t oc = g * og; oc < (g + 1) * og; oc++) {
+            int32_t acc = b[oc] + q8_dot(col, wp + oc * k, k, zp);
+            int32_t v = q8_requantize(acc, mu[oc], sh[oc]) + (int32_t)out_zp;
+            yp[((n * o + oc) * oh + y) * ow + xo] = (int8_t)q8_clamp(v, lo, hi);
+          }
+        }
+      }
+    }
+  }
+  return EM_OK;
+}
