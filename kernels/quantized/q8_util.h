@@ -34,20 +34,37 @@ static inline int32_t q8_clamp(int32_t v, int32_t lo, int32_t hi) {
 
 #if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
 /*
- * sum_i (x[i] - in_zp) * w[i] on a Cortex-M with the DSP extension (M4/M7/M33...): four int8
- * pairs per step with two dual 16-bit multiply-accumulates. __sxtb16 sign-extends bytes 0 and 2
- * (and, after a rotate by 8, bytes 1 and 3) into two int16 halves; __smlad adds both products.
- * Same integer sum as the portable loop, so the result is bit-exact with it.
+ * Cortex-M with the DSP extension (M4/M7/M33...): four int8 pairs per step with two dual 16-bit
+ * multiply-accumulates. __sxtb16 sign-extends bytes 0 and 2 (and, after a rotate by 8, bytes 1
+ * and 3) into two int16 halves; __smlad adds both products. Same integer sums as the portable
+ * loops, so the results are bit-exact with them.
  */
-static inline int32_t q8_dot(const int8_t *x, const int8_t *w, int64_t k, int32_t in_zp) {
-  int32_t acc = 0, wsum = 0;
-  int64_t i = 0;
+
+/* sum_i x[i] * w[i] (int32 accumulation). */
+static inline int32_t q8_dot(const int8_t *x, const int8_t *w, int32_t k) {
+  int32_t acc = 0, i = 0;
   for (; i + 4 <= k; i += 4) {
     uint32_t xv, wv;
     memcpy(&xv, x + i, 4);
     memcpy(&wv, w + i, 4);
-    uint32_t x02 = __sxtb16(xv), x13 = __sxtb16(__ror(xv, 8));
-    uint32_t w02 = __sxtb16(wv), w13 = __sxtb16(__ror(wv, 8));
+    uint32_t x02 = __sxtb16(xv), x13 = __sxtb16((xv >> 8) | (xv << 24));
+    uint32_t w02 = __sxtb16(wv), w13 = __sxtb16((wv >> 8) | (wv << 24));
+    acc = (int32_t)__smlad(x02, w02, (uint32_t)acc);
+    acc = (int32_t)__smlad(x13, w13, (uint32_t)acc);
+  }
+  for (; i < k; i++) acc += (int32_t)x[i] * w[i];
+  return acc;
+}
+
+/* sum_i (x[i] - in_zp) * w[i], computed as sum x*w - in_zp * sum w in one pass. */
+static inline int32_t q8_dot_zp(const int8_t *x, const int8_t *w, int32_t k, int32_t in_zp) {
+  int32_t acc = 0, wsum = 0, i = 0;
+  for (; i + 4 <= k; i += 4) {
+    uint32_t xv, wv;
+    memcpy(&xv, x + i, 4);
+    memcpy(&wv, w + i, 4);
+    uint32_t x02 = __sxtb16(xv), x13 = __sxtb16((xv >> 8) | (xv << 24));
+    uint32_t w02 = __sxtb16(wv), w13 = __sxtb16((wv >> 8) | (wv << 24));
     acc = (int32_t)__smlad(x02, w02, (uint32_t)acc);
     acc = (int32_t)__smlad(x13, w13, (uint32_t)acc);
     wsum = (int32_t)__smlad(w02, 0x00010001u, (uint32_t)wsum);
@@ -60,16 +77,30 @@ static inline int32_t q8_dot(const int8_t *x, const int8_t *w, int64_t k, int32_
   return acc - in_zp * wsum;
 }
 #else
+/* sum_i x[i] * w[i] (int32 accumulation; portable C). */
+static inline int32_t q8_dot(const int8_t *x, const int8_t *w, int32_t k) {
+  int32_t acc = 0;
+  for (int32_t i = 0; i < k; i++) acc += (int32_t)x[i] * w[i];
+  return acc;
+}
+
 /* sum_i (x[i] - in_zp) * w[i] (int32 accumulation; portable C). */
-static inline int32_t q8_dot(const int8_t *x, const int8_t *w, int64_t k, int32_t in_zp) {
+static inline int32_t q8_dot_zp(const int8_t *x, const int8_t *w, int32_t k, int32_t in_zp) {
   int32_t acc = 0, wsum = 0;
-  for (int64_t i = 0; i < k; i++) {
+  for (int32_t i = 0; i < k; i++) {
     acc += (int32_t)x[i] * w[i];
     wsum += w[i];
   }
   return acc - in_zp * wsum;
 }
 #endif
+
+/* sum_i w[i]. */
+static inline int32_t q8_sum(const int8_t *w, int32_t k) {
+  int32_t s = 0;
+  for (int32_t i = 0; i < k; i++) s += w[i];
+  return s;
+}
 
 /* Reads an int[2] argument (a one-item list repeats its value) into out[2]; false if malformed. */
 static inline bool q8_int_pair(em_evalue *v, int64_t out[2]) {

@@ -43,6 +43,8 @@ em_status em_quantized_linear_out(em_kernel_ctx *ctx, em_evalue **args) {
             "zero points and activation bounds must lie in int8");
   EM_KCHECK(ctx, em_tensor_is_contiguous_order(x) && em_tensor_is_contiguous_order(w),
             "contiguous input and weight expected");
+  EM_KCHECK(ctx, k <= (1 << 20), "%lld input features: at most 2^20 (int32 accumulation)",
+            (long long)k);
   const int32_t *sh = shift->data, *mu = mult->data, *b = bias->data;
   for (int64_t j = 0; j < n; j++)
     EM_KCHECK(ctx, sh[j] >= -30 && sh[j] <= 30, "shift %d out of [-30, 30]", (int)sh[j]);
@@ -56,7 +58,7 @@ em_status em_quantized_linear_out(em_kernel_ctx *ctx, em_evalue **args) {
   int8_t *yp = out->data;
   for (int64_t r = 0; r < m; r++) {
     for (int64_t j = 0; j < n; j++) {
-      int32_t acc = b[j] + q8_dot(xp + r * k, wp + j * k, k, (int32_t)in_zp);
+      int32_t acc = b[j] + q8_dot_zp(xp + r * k, wp + j * k, (int32_t)k, (int32_t)in_zp);
       int32_t v = q8_requantize(acc, mu[j], sh[j]) + (int32_t)out_zp;
       yp[r * n + j] = (int8_t)q8_clamp(v, (int32_t)act_min, (int32_t)act_max);
     }

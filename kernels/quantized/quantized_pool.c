@@ -58,20 +58,22 @@ em_status em_quantized_max_pool2d_out(em_kernel_ctx *ctx, em_evalue **args) {
   em_tensor *x = EM_ARG_TENSOR(args, 0), *out = EM_ARG_TENSOR(args, 4);
   q8_pool g;
   EM_KTRY(pool_geom(ctx, args, x, out, &g));
+  EM_KCHECK(ctx, x->numel <= INT32_MAX, "input too large for the int8 kernel (int32 indexing)");
   const int8_t *xp = x->data;
   int8_t *yp = out->data;
-  for (int64_t c = 0; c < g.nc; c++) {
-    const int8_t *plane = xp + c * g.h * g.w;
-    for (int64_t y = 0; y < g.oh; y++) {
-      for (int64_t xo = 0; xo < g.ow; xo++) {
+  int32_t H = (int32_t)g.h, W = (int32_t)g.w, KH = (int32_t)g.k[0], KW = (int32_t)g.k[1];
+  int32_t SH = (int32_t)g.s[0], SW = (int32_t)g.s[1], PH = (int32_t)g.p[0], PW = (int32_t)g.p[1];
+  for (int32_t c = 0; c < (int32_t)g.nc; c++) {
+    const int8_t *plane = xp + c * H * W;
+    for (int32_t y = 0; y < (int32_t)g.oh; y++) {
+      int32_t y0 = y * SH - PH, i0 = y0 < 0 ? -y0 : 0, i1 = y0 + KH > H ? H - y0 : KH;
+      for (int32_t xo = 0; xo < (int32_t)g.ow; xo++) {
+        int32_t x0 = xo * SW - PW, j0 = x0 < 0 ? -x0 : 0, j1 = x0 + KW > W ? W - x0 : KW;
         int32_t best = -128;
-        for (int64_t i = 0; i < g.k[0]; i++) {
-          int64_t iy = y * g.s[0] - g.p[0] + i;
-          if (iy < 0 || iy >= g.h) continue;
-          for (int64_t j = 0; j < g.k[1]; j++) {
-            int64_t ix = xo * g.s[1] - g.p[1] + j;
-            if (ix >= 0 && ix < g.w && plane[iy * g.w + ix] > best) best = plane[iy * g.w + ix];
-          }
+        for (int32_t i = i0; i < i1; i++) {
+          const int8_t *row = plane + (y0 + i) * W + x0;
+          for (int32_t j = j0; j < j1; j++)
+            if (row[j] > best) best = row[j];
         }
         *yp++ = (int8_t)best;
       }
