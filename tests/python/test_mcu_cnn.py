@@ -100,13 +100,21 @@ def test_cnn_int8_in_qemu_matches_host_portable_path(tmp_path: Path) -> None:
     cmd = ["make", "-s", "--no-print-directory", "-C", str(REPO / "mcu"),
            f"-j{os.cpu_count() or 2}", f"MODEL={pte}", "FLOAT=hard", f"HOST_EMBER={HOST_EMBER}",
            f"PY={sys.executable}", f"OUT={out_dir}", f"GEN_ARGS={gen}", "QEMU_TIMEOUT=60",
-           "run"]  # fmt: skip
+           "run", "size"]  # fmt: skip
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
     assert "RESULT: OK" in out, out
     preds = [int(p) for p in re.findall(r"predicted class (\d+)", out)]
     assert preds == host.reshape(len(x8), -1).argmax(1).tolist(), out
+    # The export-time budget's planned arena is what the firmware allocates; the size report
+    # splits .text/.data/.bss.
+    from ember.quant.budget import budget_of
+
+    ram = re.search(r"planned arenas (\d+) B \+ temp peak (\d+) B", out)
+    assert ram and int(ram.group(1)) == budget_of(pte.read_bytes()).arena_total, out
+    assert re.search(r"^\.text\s+\d+", out, re.M) and re.search(r"^\.bss\s+\d+", out, re.M), out
+    assert "runtime + kernels (core, platform, kernels): text" in out, out
     # The Cortex-M33 build took the DSP path: dual 16-bit MACs in the linked kernels.
     dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(out_dir / "app.elf")],
                          capture_output=True, text=True).stdout  # fmt: skip
