@@ -193,3 +193,68 @@ def test_quantize_conv_errors() -> None:
         QF.lower_to_integer(nn.Sequential(*list(qm), nn.Sigmoid()), [torch.rand(2, 1, 12, 12)])
     with pytest.raises(Q.QuantizationError, match="ceil_mode"):
         QF.QuantizedMaxPool2d(nn.MaxPool2d(2, ceil_mode=True))
+
+
+class _Residual(nn.Module):
+    """conv -> relu -> [conv -> relu -> conv] + skip -> relu -> avgpool -> linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv0, self.relu0 = nn.Conv2d(1, 4, 3, padding=1), nn.ReLU()
+        self.conv1, self.relu1 = nn.Conv2d(4, 4, 3, padding=1), nn.ReLU()
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1)
+        self.add, self.relu2 = Q.Add(), nn.ReLU()
+        self.pool, self.flat, self.fc = nn.AvgPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.relu0(self.conv0(x))
+        y = self.conv2(self.relu1(self.conv1(x)))
+        return self.fc(self.flat(self.pool(self.relu2(self.add(x, y)))))
+
+
+def test_residual_add_quantized_and_lowered(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = _Residual().eval()
+    gen = torch.Generator().manual_seed(2)
+    calib = [torch.rand(8, 1, 8, 8, generator=gen) for _ in range(3)]
+    qm = Q.quantize(model, calib, progress=False)
+    assert isinstance(qm.add, Q.QuantizedAdd)
+    x = torch.rand(6, 1, 8, 8, generator=gen)
+    with torch.no_grad():
+        y, yq = model(x), qm(x)
+    assert (y - yq).abs().max().item() < 0.05 * y.abs().max().item() + 0.01
+    im = QF.lower_graph_to_integer(qm, calib)
+    assert [s[0] for s in im.steps] == ["conv0", "conv1", "conv2", "add", "pool", "flat", "fc"]
+    assert im.steps[3][1] == ["conv0", "conv2"]  # the skip connection reads conv0's int8 output
+    assert im.layers["add"].act_min == im.layers["add"].out_zp  # relu2 folded into the add
+    with torch.no_grad():
+        yi = im(x)
+    assert (yq - yi).abs().max().item() <= 6 * im.out_scale + 0.02 * yq.abs().max().item()
+    rt_cls = _runtime()
+    path = tmp_path / "res_int.pte"
+    ember.export(im, (x[:1],), oplist=QF.oplist_with_fused()).save(path)
+    rt = rt_cls(path)
+    for i in range(len(x)):
+        assert torch.equal(rt.run("forward", [x[i : i + 1]])[0], im(x[i : i + 1]).detach()), i
+
+
+def test_graph_lowering_of_sequential_and_errors() -> None:
+    model = _cnn()
+    calib = [torch.rand(8, 1, 12, 12)]
+    qm = Q.quantize(model, calib, progress=False)
+    im = QF.lower_graph_to_integer(qm, calib)
+    x = torch.rand(4, 1, 12, 12)
+    with torch.no_grad():
+        assert (qm(x) - im(x)).abs().max().item() <= 6 * im.out_scale + 0.05
+
+    class Raw(nn.Module):  # a bare `+` cannot be calibrated: ember.quant.Add is needed
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x) + x
+
+    qr = Q.quantize(Raw().eval(), [torch.rand(4, 4)], progress=False)
+    with pytest.raises(Q.QuantizationError, match="no integer lowering"):
+        QF.lower_graph_to_integer(qr, [torch.rand(4, 4)])

@@ -43,7 +43,9 @@ log = logging.getLogger(__name__)
 QMIN, QMAX = -128, 127
 
 __all__ = [
+    "Add",
     "QuantizationError",
+    "QuantizedAdd",
     "QuantizedConv2d",
     "QuantizedLinear",
     "quantize",
@@ -202,6 +204,40 @@ class QuantizedConv2d(nn.Module):
                 f"in_zp={self.in_zp}, weights=int8 per-channel")  # fmt: skip
 
 
+class Add(nn.Module):
+    """``a + b`` as a module (like ``torch.ao.nn.quantized.FloatFunctional``): write residual
+    sums with it so that :func:`quantize` can calibrate and quantize them."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a + b
+
+
+class QuantizedAdd(nn.Module):
+    """``a + b`` of two int8 per-tensor tensors (each with its own scale and zero point) whose
+    sum is quantized to int8 (`out_scale`, `out_zp`), as Q/DQ operators."""
+
+    def __init__(
+        self, a_q: tuple[float, int], b_q: tuple[float, int], out_q: tuple[float, int]
+    ) -> None:
+        super().__init__()
+        (self.a_scale, self.a_zp), (self.b_scale, self.b_zp) = a_q, b_q
+        self.out_scale, self.out_zp = out_q
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        qd = torch.ops.quantized_decomposed
+
+        def qdq(x: torch.Tensor, s: float, zp: int) -> torch.Tensor:
+            xq = qd.quantize_per_tensor(x, s, zp, QMIN, QMAX, torch.int8)
+            return qd.dequantize_per_tensor(xq, s, zp, QMIN, QMAX, torch.int8)
+
+        y = qdq(a, self.a_scale, self.a_zp) + qdq(b, self.b_scale, self.b_zp)
+        return qdq(y, self.out_scale, self.out_zp)
+
+    def extra_repr(self) -> str:
+        return (f"a=({self.a_scale:.6g}, {self.a_zp}), b=({self.b_scale:.6g}, {self.b_zp}), "
+                f"out=({self.out_scale:.6g}, {self.out_zp})")  # fmt: skip
+
+
 def _batches(calibration_data: Iterable[Any]) -> list[tuple[Any, ...]]:
     out = []
     for b in calibration_data:
@@ -220,7 +256,8 @@ def quantize(
     progress: bool = True,
 ) -> nn.Module:
     """Returns a copy of `model` with every ``nn.Linear`` replaced by :class:`QuantizedLinear`
-    and every ``nn.Conv2d`` by :class:`QuantizedConv2d`.
+    and every ``nn.Conv2d`` by :class:`QuantizedConv2d`, and every :class:`Add` by
+    :class:`QuantizedAdd` (both inputs and the sum calibrated).
 
     `calibration_data` yields model inputs (a tensor or a tuple of tensors per batch); each batch
     is run once in eval mode (with a progress bar) while observers record the range of every
@@ -234,11 +271,23 @@ def quantize(
     batches = _batches(calibration_data)
     qmodel = copy.deepcopy(model).eval()
     linears = [(n, m) for n, m in qmodel.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    adds = [(n, m) for n, m in qmodel.named_modules() if isinstance(m, Add)]
     if not linears:
         raise QuantizationError("the model has no nn.Linear or nn.Conv2d layer to quantize")
     observers = {n: _Observer(observer, percentile) for n, _ in linears}
+    for n, _ in adds:
+        for part in ("a", "b", "out"):
+            observers[f"{n}#{part}"] = _Observer(observer, percentile)
     hooks = [m.register_forward_pre_hook(lambda mod, args, n=n: observers[n](args[0]))
              for n, m in linears]  # fmt: skip
+    for n, m in adds:
+
+        def pre(mod, args, n=n):
+            observers[f"{n}#a"](args[0])
+            observers[f"{n}#b"](args[1])
+
+        hooks.append(m.register_forward_pre_hook(pre))
+        hooks.append(m.register_forward_hook(lambda mod, a, y, n=n: observers[f"{n}#out"](y)))
     it: Iterable[tuple[Any, ...]] = batches
     if progress:
         try:
@@ -268,4 +317,12 @@ def quantize(
         setattr(parent, name.rsplit(".", 1)[-1], qlayer)
         log.info("quantized %s: input range [%.4g, %.4g] -> scale %.4g zp %d", name, obs.lo,
                  obs.hi, scale, zp)  # fmt: skip
+    for name, _ in adds:
+        obs3 = [observers[f"{name}#{p}"] for p in ("a", "b", "out")]
+        if any(o.n == 0 for o in obs3):
+            raise QuantizationError(f"add {name!r} never ran during calibration")
+        qa, qb, qo = (qparams_affine(o.lo, o.hi) for o in obs3)
+        parent = qmodel.get_submodule(name.rsplit(".", 1)[0]) if "." in name else qmodel
+        setattr(parent, name.rsplit(".", 1)[-1], QuantizedAdd(qa, qb, qo))
+        log.info("quantized add %s: a %s, b %s -> out %s", name, qa, qb, qo)
     return qmodel

@@ -23,6 +23,9 @@ reference here that also serves as its PyTorch implementation):
 * ``quantized_add``     — :func:`quantized_add_ref`
 * ``quantized_max_pool2d`` / ``quantized_avg_pool2d`` — :func:`quantized_max_pool2d_ref`,
   :func:`quantized_avg_pool2d_ref`
+
+:func:`lower_to_integer` handles an ``nn.Sequential``; :func:`lower_graph_to_integer` any
+torch.fx-traceable model, including residual sums written with :class:`ember.quant.Add`.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from ember.quant import (
     QMAX,
     QMIN,
     QuantizationError,
+    QuantizedAdd,
     QuantizedConv2d,
     QuantizedLinear,
     qparams_affine,
@@ -241,14 +245,18 @@ def _bias_int32(bias: torch.Tensor, s_in: float, s_w: torch.Tensor) -> torch.Ten
 class FusedQuantizedLinear(nn.Module):
     """One integer-only linear layer (+ optional ReLU): int8 in, int8 out."""
 
-    def __init__(self, ql: QuantizedLinear, out_scale: float, out_zp: int, relu: bool) -> None:
+    def __init__(
+        self, ql: QuantizedLinear, out_scale: float, out_zp: int, relu: bool,
+        in_q: tuple[float, int] | None = None,
+    ) -> None:  # fmt: skip
         super().__init__()
+        s_in, zp_in = in_q if in_q is not None else (ql.in_scale, ql.in_zp)
         self.register_buffer("weight", ql.weight_int8_t.t().contiguous())  # [out, in]
-        self.register_buffer("bias", _bias_int32(ql.bias, ql.in_scale, ql.weight_scales))
-        mult, shift = _requant_params(ql.in_scale, ql.weight_scales.double(), out_scale)
+        self.register_buffer("bias", _bias_int32(ql.bias, s_in, ql.weight_scales))
+        mult, shift = _requant_params(s_in, ql.weight_scales.double(), out_scale)
         self.register_buffer("multiplier", mult)
         self.register_buffer("shift", shift)
-        self.in_zp, self.out_zp = int(ql.in_zp), int(out_zp)
+        self.in_zp, self.out_zp = int(zp_in), int(out_zp)
         self.act_min, self.act_max = (self.out_zp if relu else QMIN), QMAX
         self.out_scale = float(out_scale)
 
@@ -262,16 +270,20 @@ class FusedQuantizedLinear(nn.Module):
 class FusedQuantizedConv2d(nn.Module):
     """One integer-only 2-D convolution (+ optional ReLU): int8 NCHW in, int8 NCHW out."""
 
-    def __init__(self, qc: QuantizedConv2d, out_scale: float, out_zp: int, relu: bool) -> None:
+    def __init__(
+        self, qc: QuantizedConv2d, out_scale: float, out_zp: int, relu: bool,
+        in_q: tuple[float, int] | None = None,
+    ) -> None:  # fmt: skip
         super().__init__()
+        s_in, zp_in = in_q if in_q is not None else (qc.in_scale, qc.in_zp)
         self.register_buffer("weight", qc.weight_int8.contiguous())  # [out, in / groups, kh, kw]
-        self.register_buffer("bias", _bias_int32(qc.bias, qc.in_scale, qc.weight_scales))
-        mult, shift = _requant_params(qc.in_scale, qc.weight_scales.double(), out_scale)
+        self.register_buffer("bias", _bias_int32(qc.bias, s_in, qc.weight_scales))
+        mult, shift = _requant_params(s_in, qc.weight_scales.double(), out_scale)
         self.register_buffer("multiplier", mult)
         self.register_buffer("shift", shift)
         self.stride, self.padding = list(qc.stride), list(qc.padding)
         self.dilation, self.groups = list(qc.dilation), qc.groups
-        self.in_zp, self.out_zp = int(qc.in_zp), int(out_zp)
+        self.in_zp, self.out_zp = int(zp_in), int(out_zp)
         self.act_min, self.act_max = (self.out_zp if relu else QMIN), QMAX
         self.out_scale = float(out_scale)
 
@@ -453,6 +465,171 @@ def lower_to_integer(
     log.info("lowered %d quantized layer(s) to integer-only ember:: operators", len(computes))
     return IntegerSequential(
         layers, first.in_scale, first.in_zp, cur_scale, cur_zp, int8_input
+    ).eval()
+
+
+# -- graph lowering (any traceable model: residual adds, branches) ------------------------------
+_LEAVES = (QuantizedLinear, QuantizedConv2d, QuantizedAdd, nn.ReLU, nn.MaxPool2d, nn.AvgPool2d,
+           nn.Flatten, nn.Identity, nn.Dropout)  # fmt: skip
+
+
+class _Tracer(torch.fx.Tracer):
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        return isinstance(m, _LEAVES) or super().is_leaf_module(m, qualname)
+
+
+class IntegerGraph(nn.Module):
+    """An integer-only network as a list of steps over named int8 values: quantize the float
+    input once, run each step (``layers[name](*inputs) -> output``), dequantize the output."""
+
+    def __init__(
+        self, steps: list[tuple[str, list[str], str]], layers: dict[str, nn.Module],
+        in_q: tuple[float, int], out_value: str, out_q: tuple[float, int], int8_input: bool,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        self.steps = steps
+        self.layers = nn.ModuleDict(layers)
+        self.in_scale, self.in_zp = float(in_q[0]), int(in_q[1])
+        self.out_value = out_value
+        self.out_scale, self.out_zp = float(out_q[0]), int(out_q[1])
+        self.int8_input = int8_input
+
+    def quantize_input(self, x: torch.Tensor) -> torch.Tensor:
+        """The int8 input an ``int8_input`` model expects for float input `x`."""
+        qd = torch.ops.quantized_decomposed
+        return qd.quantize_per_tensor(x, self.in_scale, self.in_zp, QMIN, QMAX, torch.int8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        qd = torch.ops.quantized_decomposed
+        env = {"input": x if self.int8_input else self.quantize_input(x)}
+        for name, ins, out in self.steps:
+            env[out] = self.layers[name](*[env[i] for i in ins])
+        y = env[self.out_value]
+        return qd.dequantize_per_tensor(y, self.out_scale, self.out_zp, QMIN, QMAX, torch.int8)
+
+
+def lower_graph_to_integer(
+    qmodel: nn.Module,
+    calibration_data: list[torch.Tensor],
+    percentile: float | None = None,
+    int8_input: bool = False,
+) -> IntegerGraph:
+    """Fuses a quantized model of any (torch.fx-traceable) structure into integer-only steps.
+
+    The model (from :func:`ember.quant.quantize`) may branch and join through
+    :class:`ember.quant.Add` (residual connections). Every int8 value takes the scale and zero
+    point of the range its producer's output had on `calibration_data` (min/max or the given
+    `percentile`; a ReLU that is the only user of a Linear/Conv2d/Add is folded into its clamp
+    and the range is taken after it); consumers requantize from it (their own bias and
+    multipliers are recomputed for that input scale), so a value feeding several layers needs
+    no extra operator. Pooling and flatten keep their input's quantization."""
+    register_ops()
+    graph = _Tracer().trace(qmodel)
+    mods = dict(qmodel.named_modules())
+    nodes = list(graph.nodes)
+    inputs = [n for n in nodes if n.op == "placeholder"]
+    if len(inputs) != 1:
+        raise QuantizationError(f"graph lowering takes a model with one input, not {len(inputs)}")
+
+    def mod_of(n: torch.fx.Node) -> nn.Module | None:
+        return mods.get(str(n.target)) if n.op == "call_module" else None
+
+    # ReLUs folded into the single producer they follow.
+    folded: dict[torch.fx.Node, torch.fx.Node] = {}  # relu node -> producer
+    for n in nodes:
+        if isinstance(mod_of(n), nn.ReLU):
+            p = n.args[0]
+            if (
+                isinstance(p, torch.fx.Node)
+                and isinstance(mod_of(p), QuantizedLinear | QuantizedConv2d | QuantizedAdd)
+                and len(p.users) == 1
+            ):
+                folded[n] = p
+            else:
+                raise QuantizationError(
+                    f"{n.name}: a ReLU must be the only user of a quantized Linear/Conv2d/Add"
+                )
+    relu_of = {p: r for r, p in folded.items()}
+
+    # Calibration: the range of every value a quantized producer (or the input) makes.
+    watch = set(inputs) | {n for n in nodes if isinstance(mod_of(n), _COMPUTE + (QuantizedAdd,))}
+    watch |= set(folded)
+    seen: dict[torch.fx.Node, list[torch.Tensor]] = {n: [] for n in watch}
+
+    class _Rec(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            out = super().run_node(n)
+            if n in seen and isinstance(out, torch.Tensor):
+                seen[n].append(out.detach().flatten().float())
+            return out
+
+    gm = torch.fx.GraphModule(qmodel, graph)
+    with torch.no_grad():
+        for x in calibration_data:
+            _Rec(gm).run(x)
+
+    def qp(n: torch.fx.Node) -> tuple[float, int]:
+        v = torch.cat(seen[n])
+        if percentile is None:
+            return qparams_affine(v.min().item(), v.max().item())
+        lo = torch.quantile(v, 1 - percentile / 100).item()
+        return qparams_affine(lo, torch.quantile(v, percentile / 100).item())
+
+    qparams: dict[torch.fx.Node, tuple[float, int]] = {}
+    names: dict[torch.fx.Node, str] = {}
+    steps: list[tuple[str, list[str], str]] = []
+    layers: dict[str, nn.Module] = {}
+    out_node = None
+    for n in nodes:
+        if n.op == "placeholder":
+            qparams[n], names[n] = qp(n), "input"
+            continue
+        if n.op == "output":
+            out_node = n.args[0]
+            continue
+        m = mod_of(n)
+        args = [a for a in n.args if isinstance(a, torch.fx.Node)]
+        if n in folded:  # the producer already clamps
+            qparams[n], names[n] = qparams[folded[n]], names[folded[n]]
+            continue
+        if isinstance(m, nn.Identity | nn.Dropout):
+            qparams[n], names[n] = qparams[args[0]], names[args[0]]
+            continue
+        key = n.name
+        if isinstance(m, _COMPUTE + (QuantizedAdd,)):
+            out_q = qp(relu_of.get(n, n))
+            relu = n in relu_of
+            if isinstance(m, QuantizedAdd):
+                layer: nn.Module = FusedQuantizedAdd(*qparams[args[0]], *qparams[args[1]], *out_q,
+                                                     relu=relu)  # fmt: skip
+            else:
+                cls = (
+                    FusedQuantizedLinear if isinstance(m, QuantizedLinear) else FusedQuantizedConv2d
+                )
+                layer = cls(m, *out_q, relu, in_q=qparams[args[0]])
+            qparams[n] = out_q
+        elif isinstance(m, nn.MaxPool2d):
+            layer, qparams[n] = QuantizedMaxPool2d(m), qparams[args[0]]
+        elif isinstance(m, nn.AvgPool2d):
+            layer, qparams[n] = QuantizedAvgPool2d(m, qparams[args[0]][1]), qparams[args[0]]
+        elif isinstance(m, nn.Flatten):
+            layer, qparams[n] = m, qparams[args[0]]
+        else:
+            what = f"module {type(m).__name__}" if m is not None else f"{n.op} {n.target}"
+            raise QuantizationError(
+                f"{n.name}: {what} has no integer lowering (supported: quantized Linear, Conv2d, "
+                "ember.quant.Add, ReLU, MaxPool2d, AvgPool2d, Flatten)"
+            )
+        layers[key] = layer
+        steps.append((key, [names[a] for a in args], key))
+        names[n] = key
+    if not isinstance(out_node, torch.fx.Node) or out_node not in names:
+        raise QuantizationError("graph lowering needs a model returning one tensor")
+    if not any(isinstance(v, _COMPUTE + (QuantizedAdd,)) for v in map(mod_of, nodes)):
+        raise QuantizationError("nothing to lower: no quantized layer")
+    log.info("lowered %d step(s) to integer-only ember:: operators", len(steps))
+    return IntegerGraph(
+        steps, layers, qparams[inputs[0]], names[out_node], qparams[out_node], int8_input
     ).eval()
 
 
