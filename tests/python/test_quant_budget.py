@@ -62,3 +62,24 @@ def test_budget_cli_and_errors(tmp_path, capsys) -> None:
     with pytest.raises(ValueError, match="no method"):
         B.budget_of(path.read_bytes(), method="nope")
     assert B.main([str(tmp_path / "missing.pte")]) == 1
+
+
+def test_budget_firmware_figures_are_the_targets(tmp_path) -> None:
+    """firmware=True builds the image and runs it in QEMU: the exact Cortex-M33 RAM, with the
+    same planned arena as the file and less method memory than the 64-bit host needs."""
+    import shutil
+
+    if not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")):
+        pytest.skip("arm-none-eabi-gcc / qemu-system-arm not installed (make mcu-deps)")
+    im, x = _fused_model()
+    prog = ember.export(im, (x,), oplist=QF.oplist_with_fused())
+    try:
+        b = B.budget_of(prog.buffer, "cortex-m33", firmware=True)
+    except RuntimeError as e:
+        pytest.skip(f"firmware build unavailable: {e}")
+    f = b.firmware
+    assert f is not None and f["arenas"] == b.arena_total
+    assert f["ram"] == f["program"] + f["method"] + f["arenas"] + f["temp"]
+    assert 0 < f["method"] < b.method_allocator_bytes  # 32-bit structures are smaller
+    assert f["temp"] == 0 and f["text"] > f["runtime_text"] > 0 and f["bss"] >= f["ram"]
+    assert "QEMU, exact" in b.summary()

@@ -18,6 +18,13 @@ are exact for the host's data model (``pointer_bytes``, 8 on x86-64); on a 32-bi
 same structures are smaller, and the firmware prints its own exact figures (``make -C mcu
 MODEL=... exact``: program + method + planned arenas + kernel scratch peak, and ``size``:
 .text/.data/.bss). ``host_temp_peak_bytes`` is the kernel scratch one inference took on the host.
+
+With ``firmware=True`` (CLI ``--firmware``) the budget also builds the Cortex-M33 firmware for the
+file (``mcu/Makefile``: selective build, ``-mcpu=cortex-m33``, hard float for ``cortex-m33``,
+soft for ``cortex-m33-nofpu``), runs one inference in QEMU and records the target's exact
+figures in ``firmware``: program and method allocator bytes, planned arenas, kernel scratch peak,
+their total, and the image's .text/.rodata/.data/.bss and runtime + kernel code (needs
+arm-none-eabi-gcc, newlib and qemu-system-arm; ~20 s).
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ class Budget:
     host_temp_peak_bytes: int | None = None
     pointer_bytes: int = ctypes.sizeof(ctypes.c_void_p)
     missing_kernels: list[str] = field(default_factory=list)
+    firmware: dict[str, int] | None = None  # exact figures on the target (firmware=True)
 
     @property
     def arena_total(self) -> int:
@@ -93,6 +101,15 @@ class Budget:
         for k in self.kernels:
             where = f"{k.function} ({k.source})" if k.function else "MISSING"
             lines.append(f"    {k.name} [{','.join(k.dtypes)}] -> {where}")
+        if self.firmware:
+            f = self.firmware
+            lines.append(
+                f"  on the {self.target} (QEMU, exact): program {f['program']} B + method "
+                f"{f['method']} B + arenas {f['arenas']} B + temp peak {f['temp']} B = "
+                f"{f['ram']} B of runtime RAM; image .text {f['text']} B, .rodata {f['rodata']} B,"
+                f" .data {f['data']} B, .bss {f['bss']} B; runtime + kernels code "
+                f"{f['runtime_text']} B"
+            )
         return "\n".join(lines)
 
 
@@ -111,8 +128,9 @@ def _tools():
 
 
 def budget_of(pte: bytes, target: str = "cortex-m33", method: str = "forward",
-              measure: bool = True) -> Budget:  # fmt: skip
-    """The :class:`Budget` of `method` of the program `pte` (bytes) on `target`."""
+              measure: bool = True, firmware: bool = False) -> Budget:  # fmt: skip
+    """The :class:`Budget` of `method` of the program `pte` (bytes) on `target` (`firmware`:
+    also build and run the firmware in QEMU for the target's exact figures)."""
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
     pte_summary, selective_build = _tools()
@@ -139,7 +157,66 @@ def budget_of(pte: bytes, target: str = "cortex-m33", method: str = "forward",
             )
         except (OSError, AttributeError, RuntimeError) as e:
             log.warning("budget: could not measure allocator use on the host runtime: %s", e)
+    if firmware:
+        b.firmware = _measure_firmware(pte, target, method, plan)
     return b
+
+
+def _measure_firmware(pte: bytes, target: str, method: str, plan: Any) -> dict[str, int]:
+    """Builds the firmware for `pte`, runs one inference (zero inputs) in QEMU, parses what the
+    firmware and the size report print."""
+    import re
+    import shutil
+    import subprocess
+    import tempfile
+
+    import numpy as np
+    import torch
+
+    from ember.runtime import RuntimeProgram
+
+    missing = [t for t in ("arm-none-eabi-gcc", "qemu-system-arm") if not shutil.which(t)]
+    if missing:
+        raise RuntimeError(f"{', '.join(missing)} not installed (make mcu-deps)")
+    pte_summary, _ = _tools()
+    dt = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
+          6: torch.float32, 7: torch.float64, 11: torch.bool}  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        (t / "model.pte").write_bytes(pte)
+        inputs = []
+        for vi in plan.inputs:
+            ti = plan.values[vi].tensor
+            if ti is None or ti.dtype not in dt:
+                raise RuntimeError("firmware budget: only tensor inputs are supported")
+            inputs.append(torch.zeros(ti.sizes, dtype=dt[ti.dtype]))
+        outs = RuntimeProgram(t / "model.pte").run(method, inputs)
+        gen = ["--method", method, "--cases", "1"]
+        for i, x in enumerate(inputs):
+            np.save(t / f"in{i}.npy", x[None].numpy())
+            gen += ["--input", str(t / f"in{i}.npy")]
+        for i, y in enumerate(outs):
+            if isinstance(y, torch.Tensor):
+                np.save(t / f"out{i}.npy", y[None].numpy())
+                gen += ["--expected", str(t / f"out{i}.npy")]
+        abi = "soft" if target.endswith("nofpu") else "hard"
+        cmd = ["make", "-s", "--no-print-directory", "-C", str(REPO / "mcu"),
+               f"MODEL={t / 'model.pte'}", f"FLOAT={abi}", f"OUT={t / 'fw'}",
+               f"PY={sys.executable}", f"GEN_ARGS={' '.join(gen)}", "exact"]  # fmt: skip
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    out = r.stdout + r.stderr
+    m = re.search(r"ram: program (\d+) B \+ method (\d+) B \+ planned arenas (\d+) B \+ "
+                  r"temp peak (\d+) B = (\d+) B", out)  # fmt: skip
+    if r.returncode != 0 or not m:
+        raise RuntimeError(f"firmware build/run failed:\n{out[-2000:]}")
+    res = dict(zip(("program", "method", "arenas", "temp", "ram"), map(int, m.groups()),
+                   strict=True))  # fmt: skip
+    for sec in ("text", "rodata", "data", "bss"):
+        ms = re.search(rf"^\.{sec}\s+(\d+)", out, re.M)
+        res[sec] = int(ms.group(1)) if ms else -1
+    ms = re.search(r"runtime \+ kernels \(core, platform, kernels\): text (\d+) B", out)
+    res["runtime_text"] = int(ms.group(1)) if ms else -1
+    return res
 
 
 def _measure_host(pte: bytes, method: str, arena_sizes: list[int]) -> tuple[int, int, int]:
@@ -212,11 +289,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", default="cortex-m33", choices=TARGETS)
     ap.add_argument("--method", default="forward")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--firmware",
+        action="store_true",
+        help="also build the firmware and run it in QEMU for the exact target figures",
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        b = budget_of(Path(args.pte).read_bytes(), args.target, args.method)
-    except (OSError, ValueError) as e:
+        b = budget_of(Path(args.pte).read_bytes(), args.target, args.method,
+                      firmware=args.firmware)  # fmt: skip
+    except (OSError, ValueError, RuntimeError) as e:
         log.error("budget: %s", e)
         return 1
     sys.stdout.write((json.dumps(b.as_dict(), indent=1) if args.json else b.summary()) + "\n")
