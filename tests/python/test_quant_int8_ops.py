@@ -86,6 +86,32 @@ def test_quantized_conv2d_c_matches_reference(tmp_path: Path, case) -> None:
     assert (ref.double() - want).abs().max().item() <= 0.5 + 1e-6
 
 
+@pytest.mark.parametrize("case", CONV_CASES[:3])
+@pytest.mark.parametrize("pool", [(2, 2), (3, 2), (2, 1)])
+def test_quantized_conv2d_max_pool2d_c_matches_reference(tmp_path: Path, case, pool) -> None:
+    QF.register_ops()
+    n, c, h, w, o, k, s, p, d, g, relu = case
+    gen = torch.Generator().manual_seed(7 + hash(case) % 100)
+    x = _i8(n, c, h, w, gen=gen)
+    wt = torch.randint(-127, 128, (o, c // g, k, k), generator=gen, dtype=torch.int8)
+    bias = torch.randint(-5000, 5000, (o,), generator=gen, dtype=torch.int32)
+    pairs = [QF.quantize_multiplier(0.0009 * (1 + i)) for i in range(o)]
+    mult = torch.tensor([q[0] for q in pairs], dtype=torch.int32)
+    shift = torch.tensor([q[1] for q in pairs], dtype=torch.int32)
+    args = ([s, s], [p, p], [d, d], g, 5, -4, -4 if relu else -128, 127)
+    pk, ps = [pool[0], pool[0]], [pool[1], pool[1]]
+    oh, ow = ((v + 2 * p - d * (k - 1) - 1) // s + 1 for v in (h, w))
+    if pool[0] > min(oh, ow):
+        pytest.skip(f"pool {pool[0]} larger than the {oh}x{ow} conv output")
+    ref = QF.quantized_conv2d_max_pool2d_ref(x, wt, bias, mult, shift, *args, pk, ps)
+    conv = QF.quantized_conv2d_ref(x, wt, bias, mult, shift, *args)
+    assert torch.equal(ref, F.max_pool2d(conv.float(), pk, ps).to(torch.int8))
+    mod = _Call(torch.ops.ember.quantized_conv2d_max_pool2d, *args, pk, ps, w=wt, b=bias,
+                m=mult, sh=shift)  # fmt: skip
+    got = _run_c(tmp_path, mod, (x,), "convpool")
+    assert got.shape == ref.shape and torch.equal(got, ref)
+
+
 def test_quantized_add_c_matches_reference(tmp_path: Path) -> None:
     QF.register_ops()
     gen = torch.Generator().manual_seed(3)
@@ -164,9 +190,13 @@ def test_quantize_conv_model_and_lower(tmp_path: Path, observer: str) -> None:
     assert (y - yq).abs().max().item() < 0.05 * y.abs().max().item() + 0.01
     im = QF.lower_to_integer(qm, calib)
     kinds = [type(m).__name__ for m in im.layers]
-    assert kinds == ["FusedQuantizedConv2d", "QuantizedMaxPool2d", "FusedQuantizedConv2d",
+    assert kinds == ["FusedQuantizedConv2dMaxPool2d", "FusedQuantizedConv2d",
                      "QuantizedAvgPool2d", "Flatten", "FusedQuantizedLinear"]  # fmt: skip
-    assert im.layers[0].act_min == im.layers[0].out_zp  # ReLU folded
+    assert im.layers[0].conv.act_min == im.layers[0].conv.out_zp  # ReLU folded
+    unfused = QF.lower_to_integer(qm, calib, fuse_pool=False)
+    assert isinstance(unfused.layers[1], QF.QuantizedMaxPool2d)
+    with torch.no_grad():
+        assert torch.equal(unfused(x), im(x))  # the fusion changes no bit
     with torch.no_grad():
         yi = im(x)
     assert (yq - yi).abs().max().item() <= 6 * im.out_scale + 0.02 * yq.abs().max().item()

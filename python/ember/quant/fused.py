@@ -107,6 +107,20 @@ def quantized_conv2d_ref(
     return torch.clamp(r + out_zp, act_min, act_max).to(torch.int8)
 
 
+def quantized_conv2d_max_pool2d_ref(
+    x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, mult: torch.Tensor,
+    shift: torch.Tensor, stride: list[int], padding: list[int], dilation: list[int], groups: int,
+    in_zp: int, out_zp: int, act_min: int, act_max: int, pool_kernel: list[int],
+    pool_stride: list[int],
+) -> torch.Tensor:  # fmt: skip
+    """Bit-exact reference of ``ember::quantized_conv2d_max_pool2d``: the convolution, then a
+    max pool without padding (the C kernel pools the int32 accumulators; requantization is
+    monotonic, so the result is the same)."""
+    y = quantized_conv2d_ref(x, w, bias, mult, shift, stride, padding, dilation, groups, in_zp,
+                             out_zp, act_min, act_max)  # fmt: skip
+    return quantized_max_pool2d_ref(y, pool_kernel, pool_stride, [0, 0])
+
+
 def quantized_add_ref(
     a: torch.Tensor, b: torch.Tensor, a_zp: int, a_mult: int, a_shift: int, b_zp: int,
     b_mult: int, b_shift: int, out_zp: int, out_mult: int, out_shift: int, act_min: int,
@@ -165,6 +179,12 @@ def _fake_conv(x, w, bias, mult, shift, stride, padding, dilation, *rest):
     return x.new_empty((x.shape[0], w.shape[0], oh, ow), dtype=torch.int8)
 
 
+def _fake_conv_pool(x, w, bias, mult, shift, stride, padding, dilation, groups, in_zp, out_zp,
+                    act_min, act_max, pool_kernel, pool_stride):  # fmt: skip
+    y = _fake_conv(x, w, bias, mult, shift, stride, padding, dilation)
+    return _fake_pool(y, pool_kernel, pool_stride, [0, 0])
+
+
 def _fake_pool(x, kernel_size, stride, padding, *rest):
     st = _pool_stride(kernel_size, stride)
     oh = _conv_out(x.shape[2], kernel_size[0], st[0], padding[0], 1)
@@ -186,6 +206,14 @@ _OPS: dict[str, tuple[str, Callable[..., torch.Tensor], Callable[..., torch.Tens
         "int output_zero_point, int activation_min, int activation_max",
         quantized_conv2d_ref,
         _fake_conv,
+    ),
+    "quantized_conv2d_max_pool2d": (
+        "Tensor input, Tensor weight, Tensor bias, Tensor multiplier, Tensor shift, "
+        "int[2] stride, int[2] padding, int[2] dilation, int groups, int input_zero_point, "
+        "int output_zero_point, int activation_min, int activation_max, int[2] pool_kernel, "
+        "int[2] pool_stride",
+        quantized_conv2d_max_pool2d_ref,
+        _fake_conv_pool,
     ),
     "quantized_add": (
         "Tensor a, Tensor b, int a_zero_point, int a_multiplier, int a_shift, int b_zero_point, "
@@ -294,6 +322,41 @@ class FusedQuantizedConv2d(nn.Module):
         )  # fmt: skip
 
 
+class FusedQuantizedConv2dMaxPool2d(nn.Module):
+    """A :class:`FusedQuantizedConv2d` followed by a :class:`QuantizedMaxPool2d` without padding,
+    in one kernel (``ember::quantized_conv2d_max_pool2d``): only the pooled output is stored."""
+
+    def __init__(self, conv: FusedQuantizedConv2d, pool: QuantizedMaxPool2d) -> None:
+        super().__init__()
+        if pool.padding != [0, 0]:
+            raise QuantizationError("conv + max pool fusion needs a pool without padding")
+        self.conv, self.pool_kernel, self.pool_stride = conv, pool.kernel_size, pool.stride
+        self.out_scale, self.out_zp = conv.out_scale, conv.out_zp
+
+    def forward(self, xq: torch.Tensor) -> torch.Tensor:
+        c = self.conv
+        return torch.ops.ember.quantized_conv2d_max_pool2d(
+            xq, c.weight, c.bias, c.multiplier, c.shift, c.stride, c.padding, c.dilation,
+            c.groups, c.in_zp, c.out_zp, c.act_min, c.act_max, self.pool_kernel, self.pool_stride,
+        )  # fmt: skip
+
+
+def _fuse_conv_pool(layers: list[nn.Module]) -> list[nn.Module]:
+    """Merges each FusedQuantizedConv2d directly followed by an unpadded QuantizedMaxPool2d."""
+    out: list[nn.Module] = []
+    for m in layers:
+        prev = out[-1] if out else None
+        if (
+            isinstance(m, QuantizedMaxPool2d)
+            and isinstance(prev, FusedQuantizedConv2d)
+            and m.padding == [0, 0]
+        ):
+            out[-1] = FusedQuantizedConv2dMaxPool2d(prev, m)
+        else:
+            out.append(m)
+    return out
+
+
 class QuantizedMaxPool2d(nn.Module):
     """``nn.MaxPool2d`` on int8 (the input's scale and zero point carry over)."""
 
@@ -396,6 +459,7 @@ def lower_to_integer(
     calibration_data: list[torch.Tensor],
     percentile: float | None = None,
     int8_input: bool = False,
+    fuse_pool: bool = True,
 ) -> IntegerSequential:
     """Fuses a quantized ``nn.Sequential`` into integer-only layers.
 
@@ -406,7 +470,8 @@ def lower_to_integer(
     (float) outputs on `calibration_data` (min/max, or the given `percentile`). With
     `int8_input` the model takes the already-quantized int8 input (``model.quantize_input(x)``;
     for images in [0, 1] with scale 1/255 and zero point -128 that is ``pixel - 128``), so no
-    float input buffer exists."""
+    float input buffer exists. With `fuse_pool` a conv followed by an unpadded max pool becomes one
+    ``ember::quantized_conv2d_max_pool2d`` (the full-resolution conv output is never stored)."""
     register_ops()
     mods = list(qmodel.children()) if isinstance(qmodel, nn.Sequential) else []
     if not mods:
@@ -461,6 +526,8 @@ def lower_to_integer(
             layers.append(QuantizedAvgPool2d(m, cur_zp))
         elif isinstance(m, nn.Flatten):
             layers.append(m)
+    if fuse_pool:
+        layers = _fuse_conv_pool(layers)
     first = computes[0][1]
     log.info("lowered %d quantized layer(s) to integer-only ember:: operators", len(computes))
     return IntegerSequential(
@@ -513,6 +580,7 @@ def lower_graph_to_integer(
     calibration_data: list[torch.Tensor],
     percentile: float | None = None,
     int8_input: bool = False,
+    fuse_pool: bool = True,
 ) -> IntegerGraph:
     """Fuses a quantized model of any (torch.fx-traceable) structure into integer-only steps.
 
@@ -522,7 +590,8 @@ def lower_graph_to_integer(
     `percentile`; a ReLU that is the only user of a Linear/Conv2d/Add is folded into its clamp
     and the range is taken after it); consumers requantize from it (their own bias and
     multipliers are recomputed for that input scale), so a value feeding several layers needs
-    no extra operator. Pooling and flatten keep their input's quantization."""
+    no extra operator. Pooling and flatten keep their input's quantization. With `fuse_pool` a
+    conv whose only user is an unpadded max pool becomes ``ember::quantized_conv2d_max_pool2d``."""
     register_ops()
     graph = _Tracer().trace(qmodel)
     mods = dict(qmodel.named_modules())
@@ -627,6 +696,28 @@ def lower_graph_to_integer(
         raise QuantizationError("graph lowering needs a model returning one tensor")
     if not any(isinstance(v, _COMPUTE + (QuantizedAdd,)) for v in map(mod_of, nodes)):
         raise QuantizationError("nothing to lower: no quantized layer")
+    if fuse_pool:
+        uses: dict[str, int] = {names[out_node]: 1}
+        for _, ins, _ in steps:
+            for i in ins:
+                uses[i] = uses.get(i, 0) + 1
+        fused_steps: list[tuple[str, list[str], str]] = []
+        for name, ins, out in steps:
+            prev = fused_steps[-1] if fused_steps else None
+            pool = layers[name]
+            if (
+                prev is not None
+                and isinstance(pool, QuantizedMaxPool2d)
+                and pool.padding == [0, 0]
+                and isinstance(layers[prev[0]], FusedQuantizedConv2d)
+                and ins == [prev[2]]
+                and uses.get(prev[2], 0) == 1
+            ):
+                layers[name] = FusedQuantizedConv2dMaxPool2d(layers.pop(prev[0]), pool)
+                fused_steps[-1] = (name, prev[1], out)
+            else:
+                fused_steps.append((name, ins, out))
+        steps = fused_steps
     log.info("lowered %d step(s) to integer-only ember:: operators", len(steps))
     return IntegerGraph(
         steps, layers, qparams[inputs[0]], names[out_node], qparams[out_node], int8_input
