@@ -288,3 +288,31 @@ def test_graph_lowering_of_sequential_and_errors() -> None:
     qr = Q.quantize(Raw().eval(), [torch.rand(4, 4)], progress=False)
     with pytest.raises(Q.QuantizationError, match="no integer lowering"):
         QF.lower_graph_to_integer(qr, [torch.rand(4, 4)])
+
+
+def test_graph_lowering_accepts_functional_relu_and_flatten(tmp_path: Path) -> None:
+    class Fn(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.pool, self.fc = nn.Conv2d(1, 3, 3), nn.MaxPool2d(2), nn.Linear(12, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(torch.flatten(self.pool(F.relu(self.conv(x))), 1))
+
+    torch.manual_seed(3)
+    model = Fn().eval()
+    calib = [torch.rand(8, 1, 6, 6)]
+    qm = Q.quantize(model, calib, progress=False)
+    im = QF.lower_graph_to_integer(qm, calib)
+    assert [type(im.layers[s[0]]).__name__ for s in im.steps] == [
+        "FusedQuantizedConv2dMaxPool2d",
+        "Flatten",
+        "FusedQuantizedLinear",
+    ]
+    x = torch.rand(3, 1, 6, 6)
+    with torch.no_grad():
+        assert (qm(x) - im(x)).abs().max().item() <= 6 * im.out_scale + 0.05
+    rt_cls = _runtime()
+    path = tmp_path / "fn.pte"
+    ember.export(im, (x[:1],), oplist=QF.oplist_with_fused()).save(path)
+    assert torch.equal(rt_cls(path).run("forward", [x[:1]])[0], im(x[:1]).detach())

@@ -540,6 +540,27 @@ _LEAVES = (QuantizedLinear, QuantizedConv2d, QuantizedAdd, nn.ReLU, nn.MaxPool2d
            nn.Flatten, nn.Identity, nn.Dropout)  # fmt: skip
 
 
+def _is_relu(n: torch.fx.Node, m: nn.Module | None) -> bool:
+    if isinstance(m, nn.ReLU):
+        return True
+    if n.op == "call_function" and n.target in (torch.relu, F.relu):
+        return not n.kwargs.get("inplace", False) and len(n.args) == 1
+    return n.op == "call_method" and n.target == "relu" and len(n.args) == 1
+
+
+def _flatten_dims(n: torch.fx.Node) -> tuple[int, int] | None:
+    """(start, end) of a torch.flatten / Tensor.flatten call node, None for any other node."""
+    if not (
+        (n.op == "call_function" and n.target is torch.flatten)
+        or (n.op == "call_method" and n.target == "flatten")
+    ):
+        return None
+    rest = list(n.args[1:])
+    start = int(rest[0]) if rest else int(n.kwargs.get("start_dim", 0))
+    end = int(rest[1]) if len(rest) > 1 else int(n.kwargs.get("end_dim", -1))
+    return start, end
+
+
 class _Tracer(torch.fx.Tracer):
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         return isinstance(m, _LEAVES) or super().is_leaf_module(m, qualname)
@@ -585,7 +606,8 @@ def lower_graph_to_integer(
     """Fuses a quantized model of any (torch.fx-traceable) structure into integer-only steps.
 
     The model (from :func:`ember.quant.quantize`) may branch and join through
-    :class:`ember.quant.Add` (residual connections). Every int8 value takes the scale and zero
+    :class:`ember.quant.Add` (residual connections); ReLU and flatten may be modules or
+    ``torch.relu`` / ``F.relu`` / ``torch.flatten`` calls. Every int8 value takes the scale and zero
     point of the range its producer's output had on `calibration_data` (min/max or the given
     `percentile`; a ReLU that is the only user of a Linear/Conv2d/Add is folded into its clamp
     and the range is taken after it); consumers requantize from it (their own bias and
@@ -606,7 +628,7 @@ def lower_graph_to_integer(
     # ReLUs folded into the single producer they follow.
     folded: dict[torch.fx.Node, torch.fx.Node] = {}  # relu node -> producer
     for n in nodes:
-        if isinstance(mod_of(n), nn.ReLU):
+        if _is_relu(n, mod_of(n)):
             p = n.args[0]
             if (
                 isinstance(p, torch.fx.Node)
@@ -683,6 +705,8 @@ def lower_graph_to_integer(
             layer, qparams[n] = QuantizedAvgPool2d(m, qparams[args[0]][1]), qparams[args[0]]
         elif isinstance(m, nn.Flatten):
             layer, qparams[n] = m, qparams[args[0]]
+        elif _flatten_dims(n) is not None:  # torch.flatten(x, start, end) / x.flatten(...)
+            layer, qparams[n] = nn.Flatten(*_flatten_dims(n)), qparams[args[0]]
         else:
             what = f"module {type(m).__name__}" if m is not None else f"{n.op} {n.target}"
             raise QuantizationError(
