@@ -78,17 +78,17 @@ def weight_qparams(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, scales
 
 
-def _mse_range(x: torch.Tensor, steps: int = 32) -> tuple[float, float]:
-    """The clipping range [a*lo, a*hi] (a in (0, 1], `steps` candidates) of `x` whose int8
-    affine quantization has the least mean squared error."""
+def _mse_range(x: torch.Tensor, steps: int = 40) -> tuple[float, float]:
+    """The clipping range [a*lo, a*hi] of `x` whose int8 affine quantization has the least mean
+    squared error, a from 1 down to 2^(-steps/4) in quarter-octave steps."""
     lo, hi = min(x.min().item(), 0.0), max(x.max().item(), 0.0)
     if hi - lo <= 0:
         return lo, hi
     if x.numel() > 1 << 16:
         x = x[torch.randperm(x.numel())[: 1 << 16]]
     best, best_err = (lo, hi), float("inf")
-    for i in range(steps):
-        a = 1.0 - 0.7 * i / steps
+    for i in range(steps + 1):
+        a = 2.0 ** (-i / 4)
         scale, zp = qparams_affine(a * lo, a * hi)
         q = torch.clamp(torch.round(x / scale) + zp, QMIN, QMAX)
         err = ((q - zp) * scale - x).pow(2).mean().item()
