@@ -106,7 +106,8 @@ MCU_MODELS ?= ../shared/fixtures/executorch/add.pte ../shared/fixtures/executorc
 MCU_APT := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm dataset-fashion-mnist
 MCU_MLP := build-mcu/models/mlp.pte
 MCU_MLP_CASES := 8
-.PHONY: mcu-deps mcu mcu-clean
+MCU_CNN := build-mcu/models/cnn.pte
+.PHONY: mcu-deps mcu mcu-clean mcu-train
 
 mcu-deps:
 	@command -v arm-none-eabi-gcc >/dev/null 2>&1 && command -v qemu-system-arm >/dev/null 2>&1 && \
@@ -122,7 +123,21 @@ $(MCU_MLP): mcu/models/mlp.py $(wildcard mcu/models/mlp_state.pt) python/ember/q
             python/ember/quant/fused.py | venv mcu-deps
 	$(VPY) mcu/models/mlp.py --out $(dir $@) --cases $(MCU_MLP_CASES)
 
-mcu: mcu-deps venv build $(MCU_MLP)
+# The small CNN (conv 1->8, pool, conv 8->16, pool, linear 400->10) on Fashion-MNIST: trained
+# once (weights committed in mcu/models/cnn_state.pt), exported fp32, Q/DQ int8 and integer-only
+# (ember::quantized_conv2d / quantized_max_pool2d / quantized_linear); accuracy on all 10k test
+# images run on Ember's host runtime.
+$(MCU_CNN): mcu/models/cnn.py mcu/models/mlp.py $(wildcard mcu/models/cnn_state.pt) \
+            python/ember/quant/__init__.py python/ember/quant/fused.py | venv mcu-deps build
+	$(VPY) mcu/models/cnn.py --out $(dir $@) --cases $(MCU_MLP_CASES)
+
+# Train both models again from scratch (a few minutes on 2 cores) and refresh the committed weights.
+mcu-train: venv mcu-deps build
+	$(VPY) mcu/models/mlp.py --out build-mcu/train --retrain --state build-mcu/train/none.pt
+	$(VPY) mcu/models/cnn.py --out build-mcu/train --retrain --state build-mcu/train/none.pt
+	cp build-mcu/train/mlp_state.pt build-mcu/train/cnn_state.pt mcu/models/
+
+mcu: mcu-deps venv build $(MCU_MLP) $(MCU_CNN)
 	@set -e; for m in $(MCU_MODELS); do for f in hard soft; do \
 	  echo "==== $$(basename $$m) ($$f float) ===="; \
 	  $(MAKE) -s --no-print-directory -C mcu MODEL=$$(realpath $$m) FLOAT=$$f \
@@ -139,6 +154,18 @@ mcu: mcu-deps venv build $(MCU_MLP)
 	  $(MAKE) -s --no-print-directory -C mcu MODEL=$$d/$$m.pte FLOAT=$$f \
 	    HOST_EMBER=$(abspath $(BUILD))/ember GEN_ARGS="--input $$d/$$img.npy \
 	    --labels $$d/mlp_labels.npy --cases $(MCU_MLP_CASES) $$exp" exact; \
+	done; done
+	@cat $(dir $(MCU_CNN))cnn_accuracy.txt
+	@set -e; d=$(abspath $(dir $(MCU_CNN))); \
+	for m in cnn cnn_int8 cnn_int8_fused cnn_int8_in8; do \
+	  exp=; img=cnn_images; \
+	  case $$m in *fused|*in8) exp="--expected $$d/$${m}_expected.npy";; esac; \
+	  test $$m != cnn_int8_in8 || img=cnn_images_int8; \
+	  for f in hard soft; do \
+	  echo "==== $$m.pte, small CNN on Fashion-MNIST ($$f float, pools sized exactly) ===="; \
+	  $(MAKE) -s --no-print-directory -C mcu MODEL=$$d/$$m.pte FLOAT=$$f \
+	    HOST_EMBER=$(abspath $(BUILD))/ember GEN_ARGS="--input $$d/$$img.npy \
+	    --labels $$d/cnn_labels.npy --cases $(MCU_MLP_CASES) $$exp" exact; \
 	done; done
 
 mcu-clean:

@@ -8,60 +8,13 @@
  *
  * Bit-exact with ember.quant.fused.quantized_linear_ref. Weights are symmetric per output
  * channel (zero point 0) and stored [N, K], so each output is one contiguous dot product read
- * straight from flash: no packing, no scratch memory.
+ * straight from flash: no packing, no scratch memory. The dot product (q8_dot, q8_util.h) uses
+ * dual 16-bit MACs on a Cortex-M with the DSP extension.
  *
  * Args: [input i8 [.., K], weight i8 [N, K], bias i32 [N], multiplier i32 [N], shift i32 [N],
  *        input_zero_point, output_zero_point, activation_min, activation_max, out i8 [.., N], ret]
  */
-#include "portable/kutil.h"
-
-/* Rounding arithmetic right shift of a 64-bit product (t in [1, 62]); floor semantics as Python. */
-static int32_t requantize(int32_t acc, int32_t mult, int32_t shift) {
-  int t = 31 - shift;
-  int64_t p = (int64_t)acc * mult + ((int64_t)1 << (t - 1));
-  /* p >> t for negative p is implementation-defined in C; compute floor division explicitly. */
-  return (int32_t)(p >= 0 ? p >> t : -((-p + (((int64_t)1 << t) - 1)) >> t));
-}
-
-#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
-#include <arm_acle.h>
-
-/*
- * Cortex-M with the DSP extension (M4/M7/M33...): four int8 pairs per step with two dual
- * 16-bit multiply-accumulates. __sxtb16 sign-extends bytes 0 and 2 (and, after a rotate by 8,
- * bytes 1 and 3) into two int16 halves; __smlad adds both products. Same integer sum as the
- * scalar loop, so the result stays bit-exact.
- */
-static int32_t dot_s8(const int8_t *x, const int8_t *w, int64_t k, int32_t in_zp) {
-  int32_t acc = 0, wsum = 0;
-  int64_t i = 0;
-  for (; i + 4 <= k; i += 4) {
-    uint32_t xv, wv;
-    memcpy(&xv, x + i, 4);
-    memcpy(&wv, w + i, 4);
-    uint32_t x02 = __sxtb16(xv), x13 = __sxtb16((xv >> 8) | (xv << 24));
-    uint32_t w02 = __sxtb16(wv), w13 = __sxtb16((wv >> 8) | (wv << 24));
-    acc = (int32_t)__smlad(x02, w02, (uint32_t)acc);
-    acc = (int32_t)__smlad(x13, w13, (uint32_t)acc);
-    wsum = (int32_t)__smlad(w02, 0x00010001u, (uint32_t)wsum);
-    wsum = (int32_t)__smlad(w13, 0x00010001u, (uint32_t)wsum);
-  }
-  for (; i < k; i++) {
-    acc += (int32_t)x[i] * w[i];
-    wsum += w[i];
-  }
-  return acc - in_zp * wsum; /* sum (x - zp) * w */
-}
-#else
-static int32_t dot_s8(const int8_t *x, const int8_t *w, int64_t k, int32_t in_zp) {
-  int32_t acc = 0, wsum = 0;
-  for (int64_t i = 0; i < k; i++) {
-    acc += (int32_t)x[i] * w[i];
-    wsum += w[i];
-  }
-  return acc - in_zp * wsum; /* sum (x - zp) * w */
-}
-#endif
+#include "quantized/q8_util.h"
 
 em_status em_quantized_linear_out(em_kernel_ctx *ctx, em_evalue **args);
 em_status em_quantized_linear_out(em_kernel_ctx *ctx, em_evalue **args) {
@@ -90,6 +43,8 @@ em_status em_quantized_linear_out(em_kernel_ctx *ctx, em_evalue **args) {
             "zero points and activation bounds must lie in int8");
   EM_KCHECK(ctx, em_tensor_is_contiguous_order(x) && em_tensor_is_contiguous_order(w),
             "contiguous input and weight expected");
+  EM_KCHECK(ctx, k <= (1 << 20), "%lld input features: at most 2^20 (int32 accumulation)",
+            (long long)k);
   const int32_t *sh = shift->data, *mu = mult->data, *b = bias->data;
   for (int64_t j = 0; j < n; j++)
     EM_KCHECK(ctx, sh[j] >= -30 && sh[j] <= 30, "shift %d out of [-30, 30]", (int)sh[j]);
@@ -103,10 +58,9 @@ em_status em_quantized_linear_out(em_kernel_ctx *ctx, em_evalue **args) {
   int8_t *yp = out->data;
   for (int64_t r = 0; r < m; r++) {
     for (int64_t j = 0; j < n; j++) {
-      int32_t acc = b[j] + dot_s8(xp + r * k, wp + j * k, k, (int32_t)in_zp);
-      int32_t v = requantize(acc, mu[j], sh[j]) + (int32_t)out_zp;
-      v = v < act_min ? (int32_t)act_min : v > act_max ? (int32_t)act_max : v;
-      yp[r * n + j] = (int8_t)v;
+      int32_t acc = b[j] + q8_dot_zp(xp + r * k, wp + j * k, (int32_t)k, (int32_t)in_zp);
+      int32_t v = q8_requantize(acc, mu[j], sh[j]) + (int32_t)out_zp;
+      yp[r * n + j] = (int8_t)q8_clamp(v, (int32_t)act_min, (int32_t)act_max);
     }
   }
   return EM_OK;

@@ -92,6 +92,7 @@ def export(
     oplist: OpList | None = None,
     progress: bool | None = None,
     backend: str | None = None,
+    target: str | None = None,
 ) -> Program:
     """Export ``model`` to an ExecuTorch-format program.
 
@@ -101,7 +102,9 @@ def export(
     ``dynamic_shapes`` follows torch.export (for a dict of methods: a dict by method name);
     every dynamic dim needs a ``max``. With ``external_constants`` the weights go to
     ``Program.ptd_buffer`` keyed by fully-qualified name. ``progress`` shows a progress bar
-    (default: when stderr is a terminal).
+    (default: when stderr is a terminal). ``target`` (``"cortex-m33"``...) computes the memory and
+    kernel budget of each method for that microcontroller (:mod:`ember.quant.budget`), logs it
+    and returns it as ``program.budget`` (a dict by method name).
     """
     if isinstance(model, dict):
         methods = {k: (v[0], _as_tuple(v[1])) for k, v in model.items()}
@@ -160,4 +163,11 @@ def export(
         len(pte),
         f" + {len(ptd)} bytes of external data" if ptd is not None else "",
     )
-    return Program(pte, ptd, debug=debug, exported={n: irs[n].ep for n in names}, irs=irs)
+    prog = Program(pte, ptd, debug=debug, exported={n: irs[n].ep for n in names}, irs=irs)
+    if target is not None:
+        from ember.quant.budget import budget_of
+
+        prog.budget = {n: budget_of(prog.buffer, target, n) for n in names}
+        for b in prog.budget.values():
+            log.info("%s", b.summary())
+    return prog

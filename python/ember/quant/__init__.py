@@ -1,19 +1,21 @@
 """Static int8 post-training quantization in ExecuTorch's Q/DQ representation.
 
 :func:`quantize` calibrates a float model on sample inputs and returns a module whose every
-``nn.Linear`` carries
+``nn.Linear`` and ``nn.Conv2d`` carries
 
-* int8 weights, **per-channel symmetric** (one scale per output channel, zero point 0), stored
-  transposed (``[in, out]``) so the exported program needs no run-time transpose, and turned back
-  into floats by ``quantized_decomposed::dequantize_per_channel``;
+* int8 weights, **per-channel symmetric** (one scale per output channel, zero point 0), turned
+  back into floats by ``quantized_decomposed::dequantize_per_channel`` (linear weights are stored
+  transposed, ``[in, out]``, so the exported program needs no run-time transpose);
 * an int8 **per-tensor affine** input activation (scale and zero point from calibration with a
-  min/max or percentile observer), expressed as ``quantize_per_tensor`` → ``dequantize_per_tensor``;
+  min/max, percentile or MSE observer), expressed as ``quantize_per_tensor`` →
+  ``dequantize_per_tensor``;
 * its float bias (the integer-only lowering turns it into int32 with scale ``s_x * s_w``).
 
 The graph therefore uses only ExecuTorch's stock ``quantized_decomposed`` operators plus fp32
-``addmm`` / ``relu``, so the `.pte` runs on stock portable kernels and on Ember's, and its
-predictions are those of the quantized arithmetic. Fusing the Q/DQ patterns into integer-only
-``ember::`` operators is a separate lowering (not part of this module).
+``addmm`` / ``convolution`` / ``relu`` / pooling, so the `.pte` runs on stock portable kernels
+and on Ember's, and its predictions are those of the quantized arithmetic. Fusing the Q/DQ
+patterns into integer-only ``ember::`` operators is a separate lowering
+(:mod:`ember.quant.fused`).
 
     qmodel = ember.quant.quantize(model, calibration_batches, observer="percentile")
     prog = ember.export(qmodel, (x,))
@@ -40,7 +42,16 @@ log = logging.getLogger(__name__)
 
 QMIN, QMAX = -128, 127
 
-__all__ = ["QuantizationError", "QuantizedLinear", "quantize", "qparams_affine", "weight_qparams"]
+__all__ = [
+    "Add",
+    "QuantizationError",
+    "QuantizedAdd",
+    "QuantizedConv2d",
+    "QuantizedLinear",
+    "quantize",
+    "qparams_affine",
+    "weight_qparams",
+]
 
 
 class QuantizationError(EmberError):
@@ -58,19 +69,43 @@ def qparams_affine(lo: float, hi: float) -> tuple[float, int]:
 
 
 def weight_qparams(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-output-channel symmetric int8 weights of ``w`` [out, in]: (int8 [out, in], scales)."""
-    amax = w.detach().abs().amax(dim=1).to(torch.float32)
+    """Per-output-channel (dim 0) symmetric int8 weights of ``w`` ([out, in] or [out, in, kh,
+    kw]): (int8 tensor of the same shape, float32 scales [out])."""
+    amax = w.detach().abs().flatten(1).amax(dim=1).to(torch.float32)
     scales = torch.where(amax > 0, amax / 127.0, torch.ones_like(amax))
-    q = torch.clamp(torch.round(w.detach() / scales[:, None]), -127, 127).to(torch.int8)
+    bshape = (-1,) + (1,) * (w.dim() - 1)
+    q = torch.clamp(torch.round(w.detach() / scales.view(bshape)), -127, 127).to(torch.int8)
     return q, scales
 
 
+def _mse_range(x: torch.Tensor, steps: int = 40) -> tuple[float, float]:
+    """The clipping range [a*lo, a*hi] of `x` whose int8 affine quantization has the least mean
+    squared error, a from 1 down to 2^(-steps/4) in quarter-octave steps."""
+    lo, hi = min(x.min().item(), 0.0), max(x.max().item(), 0.0)
+    if hi - lo <= 0:
+        return lo, hi
+    if x.numel() > 1 << 16:
+        x = x[torch.randperm(x.numel())[: 1 << 16]]
+    best, best_err = (lo, hi), float("inf")
+    for i in range(steps + 1):
+        a = 2.0 ** (-i / 4)
+        scale, zp = qparams_affine(a * lo, a * hi)
+        q = torch.clamp(torch.round(x / scale) + zp, QMIN, QMAX)
+        err = ((q - zp) * scale - x).pow(2).mean().item()
+        if err < best_err:
+            best, best_err = (a * lo, a * hi), err
+    return best
+
+
 class _Observer:
-    """Running range of a tensor: min/max, or a percentile of |values| per batch (averaged)."""
+    """Running range of a tensor: min/max; a percentile of the values per batch (averaged); or
+    the per-batch clipping range with the least quantization MSE (averaged)."""
 
     def __init__(self, kind: str, percentile: float) -> None:
-        if kind not in ("minmax", "percentile"):
-            raise QuantizationError(f"unknown observer {kind!r} (use 'minmax' or 'percentile')")
+        if kind not in ("minmax", "percentile", "mse"):
+            raise QuantizationError(
+                f"unknown observer {kind!r} (use 'minmax', 'percentile' or 'mse')"
+            )
         self.kind, self.percentile = kind, percentile
         self.lo, self.hi, self.n = float("inf"), float("-inf"), 0
         self._lo_sum, self._hi_sum = 0.0, 0.0
@@ -83,11 +118,15 @@ class _Observer:
         if self.kind == "minmax":
             self.lo, self.hi = min(self.lo, x.min().item()), max(self.hi, x.max().item())
             return
-        q = self.percentile / 100.0
-        if x.numel() > 1 << 24:  # torch.quantile's limit
-            x = x[torch.randperm(x.numel())[: 1 << 24]]
-        self._lo_sum += torch.quantile(x, 1.0 - q).item()
-        self._hi_sum += torch.quantile(x, q).item()
+        if self.kind == "mse":
+            lo, hi = _mse_range(x)
+        else:
+            q = self.percentile / 100.0
+            if x.numel() > 1 << 24:  # torch.quantile's limit
+                x = x[torch.randperm(x.numel())[: 1 << 24]]
+            lo, hi = torch.quantile(x, 1.0 - q).item(), torch.quantile(x, q).item()
+        self._lo_sum += lo
+        self._hi_sum += hi
         self.lo, self.hi = self._lo_sum / self.n, self._hi_sum / self.n
 
 
@@ -123,6 +162,82 @@ class QuantizedLinear(nn.Module):
                 f"in_zp={self.in_zp}, weights=int8 per-channel")  # fmt: skip
 
 
+class QuantizedConv2d(nn.Module):
+    """``nn.Conv2d`` with int8 per-channel weights and an int8 per-tensor input, as Q/DQ ops."""
+
+    def __init__(self, conv: nn.Conv2d, in_scale: float, in_zp: int) -> None:
+        super().__init__()
+        if conv.padding_mode != "zeros" or isinstance(conv.padding, str):
+            raise QuantizationError(
+                f"Conv2d with padding={conv.padding!r}, padding_mode={conv.padding_mode!r}: "
+                "only explicit zero padding is supported"
+            )
+        q, scales = weight_qparams(conv.weight)
+        self.register_buffer("weight_int8", q)  # [out, in / groups, kh, kw]
+        self.register_buffer("weight_scales", scales)
+        self.register_buffer("weight_zero_points", torch.zeros_like(scales, dtype=torch.int64))
+        bias = conv.bias.detach().clone() if conv.bias is not None else torch.zeros(q.shape[0])
+        self.register_buffer("bias", bias.to(torch.float32))
+        self.stride = tuple(int(v) for v in conv.stride)
+        self.padding = tuple(int(v) for v in conv.padding)
+        self.dilation = tuple(int(v) for v in conv.dilation)
+        self.groups = int(conv.groups)
+        self.in_scale, self.in_zp = float(in_scale), int(in_zp)
+        self.in_channels, self.out_channels = conv.in_channels, conv.out_channels
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        qd = torch.ops.quantized_decomposed
+        xq = qd.quantize_per_tensor(x, self.in_scale, self.in_zp, QMIN, QMAX, torch.int8)
+        xd = qd.dequantize_per_tensor(xq, self.in_scale, self.in_zp, QMIN, QMAX, torch.int8)
+        w = qd.dequantize_per_channel(
+            self.weight_int8, self.weight_scales, self.weight_zero_points, 0, -127, 127,
+            torch.int8,
+        )  # fmt: skip
+        return nn.functional.conv2d(
+            xd, w, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )
+
+    def extra_repr(self) -> str:
+        k = tuple(self.weight_int8.shape[2:])
+        return (f"{self.in_channels}, {self.out_channels}, kernel={k}, "
+                f"stride={self.stride}, padding={self.padding}, in_scale={self.in_scale:.6g}, "
+                f"in_zp={self.in_zp}, weights=int8 per-channel")  # fmt: skip
+
+
+class Add(nn.Module):
+    """``a + b`` as a module (like ``torch.ao.nn.quantized.FloatFunctional``): write residual
+    sums with it so that :func:`quantize` can calibrate and quantize them."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a + b
+
+
+class QuantizedAdd(nn.Module):
+    """``a + b`` of two int8 per-tensor tensors (each with its own scale and zero point) whose
+    sum is quantized to int8 (`out_scale`, `out_zp`), as Q/DQ operators."""
+
+    def __init__(
+        self, a_q: tuple[float, int], b_q: tuple[float, int], out_q: tuple[float, int]
+    ) -> None:
+        super().__init__()
+        (self.a_scale, self.a_zp), (self.b_scale, self.b_zp) = a_q, b_q
+        self.out_scale, self.out_zp = out_q
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        qd = torch.ops.quantized_decomposed
+
+        def qdq(x: torch.Tensor, s: float, zp: int) -> torch.Tensor:
+            xq = qd.quantize_per_tensor(x, s, zp, QMIN, QMAX, torch.int8)
+            return qd.dequantize_per_tensor(xq, s, zp, QMIN, QMAX, torch.int8)
+
+        y = qdq(a, self.a_scale, self.a_zp) + qdq(b, self.b_scale, self.b_zp)
+        return qdq(y, self.out_scale, self.out_zp)
+
+    def extra_repr(self) -> str:
+        return (f"a=({self.a_scale:.6g}, {self.a_zp}), b=({self.b_scale:.6g}, {self.b_zp}), "
+                f"out=({self.out_scale:.6g}, {self.out_zp})")  # fmt: skip
+
+
 def _batches(calibration_data: Iterable[Any]) -> list[tuple[Any, ...]]:
     out = []
     for b in calibration_data:
@@ -140,23 +255,39 @@ def quantize(
     percentile: float = 99.99,
     progress: bool = True,
 ) -> nn.Module:
-    """Returns a copy of `model` with every ``nn.Linear`` replaced by :class:`QuantizedLinear`.
+    """Returns a copy of `model` with every ``nn.Linear`` replaced by :class:`QuantizedLinear`
+    and every ``nn.Conv2d`` by :class:`QuantizedConv2d`, and every :class:`Add` by
+    :class:`QuantizedAdd` (both inputs and the sum calibrated).
 
     `calibration_data` yields model inputs (a tensor or a tuple of tensors per batch); each batch
-    is run once in eval mode while observers record the range of every linear layer's input.
-    `observer` is ``"minmax"`` or ``"percentile"`` (the `percentile`-th percentile of each batch,
-    averaged over batches, which ignores outliers). The model is not modified.
+    is run once in eval mode (with a progress bar) while observers record the range of every
+    quantized layer's input. `observer` is ``"minmax"``, ``"percentile"`` (the `percentile`-th
+    percentile of each batch, averaged over batches, which ignores outliers) or ``"mse"`` (per
+    batch, the clipping range with the least int8 quantization error, averaged). The model is not
+    modified.
     """
     import copy
 
     batches = _batches(calibration_data)
     qmodel = copy.deepcopy(model).eval()
-    linears = [(n, m) for n, m in qmodel.named_modules() if isinstance(m, nn.Linear)]
+    linears = [(n, m) for n, m in qmodel.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    adds = [(n, m) for n, m in qmodel.named_modules() if isinstance(m, Add)]
     if not linears:
-        raise QuantizationError("the model has no nn.Linear layer to quantize")
+        raise QuantizationError("the model has no nn.Linear or nn.Conv2d layer to quantize")
     observers = {n: _Observer(observer, percentile) for n, _ in linears}
+    for n, _ in adds:
+        for part in ("a", "b", "out"):
+            observers[f"{n}#{part}"] = _Observer(observer, percentile)
     hooks = [m.register_forward_pre_hook(lambda mod, args, n=n: observers[n](args[0]))
              for n, m in linears]  # fmt: skip
+    for n, m in adds:
+
+        def pre(mod, args, n=n):
+            observers[f"{n}#a"](args[0])
+            observers[f"{n}#b"](args[1])
+
+        hooks.append(m.register_forward_pre_hook(pre))
+        hooks.append(m.register_forward_hook(lambda mod, a, y, n=n: observers[f"{n}#out"](y)))
     it: Iterable[tuple[Any, ...]] = batches
     if progress:
         try:
@@ -178,7 +309,20 @@ def quantize(
             raise QuantizationError(f"layer {name!r} never ran during calibration")
         scale, zp = qparams_affine(obs.lo, obs.hi)
         parent = qmodel.get_submodule(name.rsplit(".", 1)[0]) if "." in name else qmodel
-        setattr(parent, name.rsplit(".", 1)[-1], QuantizedLinear(lin, scale, zp))
+        qlayer: nn.Module = (
+            QuantizedLinear(lin, scale, zp)
+            if isinstance(lin, nn.Linear)
+            else QuantizedConv2d(lin, scale, zp)
+        )
+        setattr(parent, name.rsplit(".", 1)[-1], qlayer)
         log.info("quantized %s: input range [%.4g, %.4g] -> scale %.4g zp %d", name, obs.lo,
                  obs.hi, scale, zp)  # fmt: skip
+    for name, _ in adds:
+        obs3 = [observers[f"{name}#{p}"] for p in ("a", "b", "out")]
+        if any(o.n == 0 for o in obs3):
+            raise QuantizationError(f"add {name!r} never ran during calibration")
+        qa, qb, qo = (qparams_affine(o.lo, o.hi) for o in obs3)
+        parent = qmodel.get_submodule(name.rsplit(".", 1)[0]) if "." in name else qmodel
+        setattr(parent, name.rsplit(".", 1)[-1], QuantizedAdd(qa, qb, qo))
+        log.info("quantized add %s: a %s, b %s -> out %s", name, qa, qb, qo)
     return qmodel
