@@ -43,7 +43,6 @@ static uint32_t post_act(const emc_op *op) { return op->act == EMC_ACT_CLAMP ? 0
  * em_parallel_for for a loop of about `work` element operations: small loops run on the caller,
  * since waking a worker costs more than they do (and far more when the machine is loaded).
  */
-#define EMC_MIN_PARALLEL_WORK 32768
 static void par_for(em_threadpool *pool, int64_t n, em_parallel_fn fn, void *ctx, int64_t work) {
   em_parallel_for(work < EMC_MIN_PARALLEL_WORK ? NULL : pool, n, fn, ctx);
 }
@@ -280,73 +279,11 @@ bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why
   }
 }
 
-/* ---- GEMM driver ------------------------------------------------------------------------- */
-
-typedef struct gemm_job {
-  const em_cpu_config *cfg;
-  size_t m, k, n, mtiles;
-  const float *a;
-  size_t a_rs, a_ks;
-  int a_packed;
-  const float *b;
-  size_t ldb;
-  int b_packed;
-  float *c;
-  size_t ldc;
-  const float *bias_m, *bias_n;
-  em_minmax_params mm;
-  uint32_t act;
-  const float *fp;
-} gemm_job;
-
-/* K block: a 16-column B panel pair of EMC_KC rows (32 KiB) stays in L1 across the m-tiles. */
-#define EMC_KC 256
-
-/*
- * Tiles are numbered column strip major, so a thread's contiguous range covers whole strips
- * (or parts of them); within a strip, K is blocked (GotoBLAS order: k-block outer, m-tiles
- * inner) so B is read from L1; partial sums go through C, and the clamp and activation run
- * once, after the last block.
- */
-static void gemm_tiles(void *ctx, int64_t begin, int64_t end) {
-  const gemm_job *j = ctx;
-  const size_t nr = j->cfg->nr;
-  const em_minmax_params none = {-INFINITY, INFINITY};
-  int64_t t = begin;
-  while (t < end) {
-    const size_t nt = (size_t)t / j->mtiles;
-    const int64_t strip_end =
-        (int64_t)((nt + 1) * j->mtiles) < end ? (int64_t)((nt + 1) * j->mtiles) : end;
-    const size_t n0 = nt * nr, nc = j->n - n0 < nr ? j->n - n0 : nr;
-    const float *b = j->b_packed
-                         ? j->b + (n0 / EMC_NR_PANEL) * j->k * EMC_NR_PANEL + n0 % EMC_NR_PANEL
-                         : j->b + n0;
-    const size_t ldb = j->b_packed ? EMC_NR_PANEL : j->ldb;
-    const size_t b_next = j->b_packed ? j->k * EMC_NR_PANEL : EMC_NR_PANEL;
-    for (size_t k0 = 0; k0 < j->k; k0 += EMC_KC) {
-      const size_t kc = j->k - k0 < EMC_KC ? j->k - k0 : EMC_KC;
-      const int last = k0 + kc == j->k;
-      for (int64_t u = t; u < strip_end; u++) {
-        const size_t mt = (size_t)u % j->mtiles, m0 = mt * EMC_MR;
-        const size_t mr = j->m - m0 < EMC_MR ? j->m - m0 : EMC_MR;
-        const float *a =
-            j->a_packed ? j->a + mt * j->k * EMC_MR + k0 * EMC_MR : j->a + m0 * j->a_rs + k0;
-        float *c = j->c + m0 * j->ldc + n0;
-        j->cfg->gemm(mr, nc, kc, a, j->a_rs, j->a_ks, b + k0 * ldb, ldb, b_next, c, j->ldc,
-                     j->bias_m ? j->bias_m + m0 : NULL, j->bias_n ? j->bias_n + n0 : NULL, k0 > 0,
-                     last ? &j->mm : &none);
-        if (last && j->act)
-          for (size_t r = 0; r < mr; r++)
-            j->cfg->vact(nc, c + r * j->ldc, c + r * j->ldc, j->act, j->fp);
-      }
-    }
-    t = strip_end;
-  }
-}
+/* ---- GEMM (the driver is cpu_gemm.c) ------------------------------------------------------ */
 
 /* M = 1 with a packed B: stream each 16-column panel once (no 6-row tile). */
 static void gemv_panels(void *ctx, int64_t begin, int64_t end) {
-  const gemm_job *j = ctx;
+  const emc_gemm *j = ctx;
   for (int64_t pi = begin; pi < end; pi++) {
     size_t n0 = (size_t)pi * EMC_NR_PANEL, nc = j->n - n0 < EMC_NR_PANEL ? j->n - n0 : EMC_NR_PANEL;
     float *c = j->c + n0;
@@ -356,15 +293,13 @@ static void gemv_panels(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-static void run_gemm_job(gemm_job *j, em_threadpool *pool) {
+static void run_gemm_job(emc_gemm *j, em_threadpool *pool) {
   if (j->m == 1 && j->b_packed && !j->bias_m && !j->a_packed) {
     size_t panels = div_up(j->n, EMC_NR_PANEL);
     par_for(pool, (int64_t)panels, gemv_panels, j, (int64_t)(j->n * j->k));
     return;
   }
-  j->mtiles = div_up(j->m, EMC_MR);
-  size_t ntiles = div_up(j->n, j->cfg->nr);
-  par_for(pool, (int64_t)(j->mtiles * ntiles), gemm_tiles, j, (int64_t)(j->m * j->n * j->k));
+  emc_gemm_run(j, pool);
 }
 
 static em_status run_gemm(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
@@ -373,59 +308,20 @@ static em_status run_gemm(const emc_delegate *d, const emc_op *op, em_threadpool
   float *y = data_of(d, op->out[0]);
   size_t m = (size_t)ip[EMC_GEMM_M], k = (size_t)ip[EMC_GEMM_K], n = (size_t)ip[EMC_GEMM_N];
   for (int64_t bi = 0; bi < ip[EMC_GEMM_BATCH]; bi++) {
-    gemm_job j = {d->cfg,
-                  m,
-                  k,
-                  n,
-                  0,
-                  a + bi * ip[EMC_GEMM_A_BSTRIDE],
-                  0,
-                  0,
-                  ip[EMC_GEMM_A_PACKED],
-                  b + bi * ip[EMC_GEMM_B_BSTRIDE],
-                  n,
-                  ip[EMC_GEMM_B_PACKED],
-                  y + bi * (int64_t)(m * n),
-                  n,
-                  NULL,
-                  data_of(d, op->in[2]),
-                  clamp_of(op),
-                  post_act(op),
-                  op->fp};
-    if (j.a_packed)
-      j.a_rs = 1, j.a_ks = EMC_MR;
-    else
-      j.a_rs = k, j.a_ks = 1;
+    emc_gemm j = {0};
+    j.cfg = d->cfg, j.m = m, j.k = k, j.n = n;
+    j.a = a + bi * ip[EMC_GEMM_A_BSTRIDE], j.a_packed = ip[EMC_GEMM_A_PACKED];
+    j.a_rs = j.a_packed ? 1 : k, j.a_ks = j.a_packed ? EMC_MR : 1;
+    j.b = b + bi * ip[EMC_GEMM_B_BSTRIDE], j.ldb = n, j.b_packed = ip[EMC_GEMM_B_PACKED];
+    j.c = y + bi * (int64_t)(m * n), j.ldc = n;
+    j.bias_n = data_of(d, op->in[2]);
+    j.mm = clamp_of(op), j.act = post_act(op), j.fp = op->fp;
     run_gemm_job(&j, pool);
   }
   return EM_OK;
 }
 
 /* ---- convolution ------------------------------------------------------------------------- */
-
-/* Writes row[0, n) as row k of a 16-column-panel matrix with kg rows (dst = panel 0, row k). */
-static void scatter_panels(const float *row, int64_t n, float *dst, int64_t kg) {
-  int64_t p = 0;
-  for (; p + EMC_NR_PANEL <= n; p += EMC_NR_PANEL, dst += kg * EMC_NR_PANEL)
-    memcpy(dst, row + p, EMC_NR_PANEL * sizeof *dst);
-  if (p < n) {
-    int64_t i = 0;
-    for (; i < n - p; i++) dst[i] = row[p + i];
-    for (; i < EMC_NR_PANEL; i++) dst[i] = 0.0f;
-  }
-}
-
-typedef struct pack_job {
-  const float *x; /* [kg, n] row-major */
-  float *col;
-  int64_t kg, n;
-} pack_job;
-
-static void pack_rows(void *ctx, int64_t begin, int64_t end) {
-  const pack_job *j = ctx;
-  for (int64_t r = begin; r < end; r++)
-    scatter_panels(j->x + r * j->n, j->n, j->col + r * EMC_NR_PANEL, j->kg);
-}
 
 typedef struct im2col_job {
   const float *x; /* [cg, H, W] of one image and group */
@@ -529,29 +425,23 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
                          ip[EMC_CONV_DW],
                          kg};
         par_for(pool, kg, im2col_rows, &ij, kg * npix);
-      } else {
-        pack_job pj = {xg, col, kg, npix};
-        par_for(pool, kg, pack_rows, &pj, kg * npix);
       }
-      gemm_job j = {d->cfg,
-                    (size_t)mg,
-                    (size_t)kg,
-                    (size_t)npix,
-                    0,
-                    w + (size_t)gi * panel,
-                    1,
-                    EMC_MR,
-                    1,
-                    col,
-                    (size_t)npix,
-                    1,
-                    y + (b * co + gi * mg) * npix,
-                    (size_t)npix,
-                    bias ? bias + gi * mg : NULL,
-                    NULL,
-                    clamp_of(op),
-                    post_act(op),
-                    op->fp};
+      emc_gemm j = {0};
+      j.cfg = d->cfg, j.m = (size_t)mg, j.k = (size_t)kg, j.n = (size_t)npix;
+      j.a = w + (size_t)gi * panel, j.a_packed = 1;
+      j.c = y + (b * co + gi * mg) * npix, j.ldc = (size_t)npix;
+      j.bias_m = bias ? bias + gi * mg : NULL;
+      j.mm = clamp_of(op), j.act = post_act(op), j.fp = op->fp;
+      if (!direct) {
+        j.b = col, j.b_packed = 1;
+      } else {
+        /* 1x1: B is the activations themselves, [kg, npix] row-major, copied strip by strip
+         * into per-thread scratch (when the planned scratch holds it) as the GEMM goes. */
+        j.b = xg, j.ldb = (size_t)npix, j.b_packed = 0;
+        if (emc_gemm_pack_floats(d->cfg, (size_t)kg, em_threadpool_size(pool)) * sizeof(float) <=
+            (size_t)ip[EMC_CONV_SCRATCH_NBYTES])
+          j.pack = col;
+      }
       run_gemm_job(&j, pool);
     }
   }
