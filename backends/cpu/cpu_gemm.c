@@ -21,7 +21,6 @@
  * threads keeps each thread's A block in its own L2.
  */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -72,7 +71,10 @@ static void gemm_items(void *ctx, int64_t begin, int64_t end) {
               k0 * EMC_NR_PANEL;
           ldb = EMC_NR_PANEL, b_next = g->k * EMC_NR_PANEL;
         } else if (buf) {
-          pack_strip(g, k0, kc, n0, nc, buf, ldd);
+          if (g->pack_b)
+            g->pack_b(g->pack_ctx, k0, kc, n0, nc, buf, ldd);
+          else
+            pack_strip(g, k0, kc, n0, nc, buf, ldd);
           b = buf, ldb = ldd, b_next = EMC_NR_PANEL;
         } else {
           b = g->b + k0 * g->ldb + n0, ldb = g->ldb, b_next = EMC_NR_PANEL;
@@ -82,8 +84,14 @@ static void gemm_items(void *ctx, int64_t begin, int64_t end) {
           const float *a = g->a_packed ? g->a + t * g->k * EMC_MR + k0 * EMC_MR
                                        : g->a + m0 * g->a_rs + k0 * g->a_ks;
           float *c = g->c + m0 * g->ldc + n0;
-          g->cfg->gemm(mr, nc, kc, a, g->a_packed ? 1 : g->a_rs, g->a_packed ? EMC_MR : g->a_ks,
-                       b, ldb, b_next, c, g->ldc, g->bias_m ? g->bias_m + m0 : NULL,
+          /* The next tile's A micro-panel: tiles are K * 6 floats apart, too far for the
+           * hardware prefetcher to follow, and the first strip of a K block reads them from
+           * memory (weights used by few columns, as in late CNN layers, every time). */
+          if (g->a_packed && t + 1 < t1)
+            for (size_t i = 0; i < kc * EMC_MR; i += 16)
+              __builtin_prefetch(a + g->k * EMC_MR + i, 0, 3);
+          g->cfg->gemm(mr, nc, kc, a, g->a_packed ? 1 : g->a_rs, g->a_packed ? EMC_MR : g->a_ks, b,
+                       ldb, b_next, c, g->ldc, g->bias_m ? g->bias_m + m0 : NULL,
                        g->bias_n ? g->bias_n + n0 : NULL, k0 > 0, last ? &g->mm : &none);
           if (last && g->act)
             for (size_t r = 0; r < mr; r++)
@@ -98,25 +106,22 @@ static void gemm_items(void *ctx, int64_t begin, int64_t end) {
 
 size_t emc_gemm_pack_floats(const em_cpu_config *cfg, size_t k, int n_threads) {
   const size_t ldd = div_up(cfg->nr, EMC_NR_PANEL) * EMC_NR_PANEL;
-  return (size_t)(n_threads < 1 ? 1 : n_threads) * min_sz(k, 512) * ldd;
+  return (size_t)(n_threads < 1 ? 1 : n_threads) * min_sz(k, EMC_KCB) * ldd;
 }
 
 void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
   const int n_threads = em_threadpool_size(pool);
-  size_t KCB_ = getenv("KCB") ? (size_t)atoi(getenv("KCB")) : EMC_KCB;
-  size_t ABF_ = getenv("ABF") ? (size_t)atoi(getenv("ABF")) : EMC_A_BLOCK_FLOATS;
-  g->kcb = min_sz(g->k, KCB_);
+  g->kcb = min_sz(g->k, EMC_KCB);
   g->mtiles = div_up(g->m, EMC_MR);
   g->strips = div_up(g->n, g->cfg->nr);
   /* The largest M block whose A block fits; then smaller ones until every thread has work. */
-  size_t mb = min_sz(g->mtiles, ABF_ / (g->kcb * EMC_MR));
+  size_t mb = min_sz(g->mtiles, EMC_A_BLOCK_FLOATS / (g->kcb * EMC_MR));
   if (mb < 1) mb = 1;
   mb = div_up(g->mtiles, div_up(g->mtiles, mb)); /* equal blocks, not a full one and a sliver */
   const size_t want = n_threads > 1 ? 4 * (size_t)n_threads : 1;
   while (mb > 4 && div_up(g->mtiles, mb) * g->strips < want) mb = div_up(mb, 2);
   g->mb = mb;
   g->n_slots = n_threads < EMC_GEMM_MAX_SLOTS ? n_threads : EMC_GEMM_MAX_SLOTS;
-  if (g->pack && g->n_slots < n_threads) g->pack = NULL; /* more threads than buffers */
   for (int s = 0; s < EMC_GEMM_MAX_SLOTS; s++) atomic_flag_clear(&g->slot_busy[s]);
   const size_t items = div_up(g->mtiles, mb) * g->strips;
   em_parallel_for(g->m * g->n * g->k < EMC_MIN_PARALLEL_WORK ? NULL : pool, (int64_t)items,

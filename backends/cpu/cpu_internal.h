@@ -74,6 +74,11 @@ typedef struct emc_gemm {
   uint32_t act;
   const float *fp;
   float *pack;
+  /* When set (with `pack`), B exists only implicitly: pack_b writes rows [k0, k0 + kc), columns
+   * [n0, n0 + nc) of it into dst[kc][ldd] (an im2col, computed strip by strip). */
+  void (*pack_b)(const void *pack_ctx, size_t k0, size_t kc, size_t n0, size_t nc, float *dst,
+                 size_t ldd);
+  const void *pack_ctx;
   /* set by emc_gemm_run */
   size_t kcb, mtiles, strips, mb;
   int n_slots;

@@ -356,6 +356,50 @@ static void im2col_rows(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/*
+ * Rows [k0, k0 + kc), pixels [n0, n0 + nc) of the im2col matrix of j, into dst[kc][ldd]: the
+ * GEMM driver's B strip, built in L1 as it goes instead of a [kg, OH * OW] matrix in memory.
+ * Pixels run along output rows, so each matrix row is a few contiguous input runs (stride 1:
+ * memcpy) with zeros where the window hangs over the padding.
+ */
+static void im2col_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_t nc, float *dst,
+                         size_t ldd) {
+  const im2col_job *j = ctx;
+  const int64_t khw = j->kh * j->kw, oy0 = (int64_t)n0 / j->ow, ox0 = (int64_t)n0 % j->ow;
+  for (size_t r = 0; r < kc; r++) {
+    const int64_t row = (int64_t)(k0 + r), c = row / khw, ky = (row % khw) / j->kw,
+                  kx = row % j->kw;
+    const float *plane = j->x + c * j->h * j->w;
+    const int64_t off = kx * j->dw - j->pw;
+    int64_t lo = off >= 0 ? 0 : (-off + j->sw - 1) / j->sw;
+    int64_t hi = (j->w - 1 - off) < 0 ? 0 : (j->w - 1 - off) / j->sw + 1;
+    if (hi > j->ow) hi = j->ow;
+    if (lo > hi) lo = hi;
+    float *d = dst + r * ldd;
+    int64_t oy = oy0, ox = ox0;
+    for (size_t i = 0; i < nc; oy++, ox = 0) {
+      const int64_t run =
+          (int64_t)nc - (int64_t)i < j->ow - ox ? (int64_t)nc - (int64_t)i : j->ow - ox;
+      const int64_t iy = oy * j->sh + ky * j->dh - j->ph;
+      float *dr = d + i - ox; /* dr[x] is output column x of this run */
+      if (iy < 0 || iy >= j->h) {
+        memset(dr + ox, 0, (size_t)run * sizeof *dr);
+      } else {
+        const float *src = plane + iy * j->w + off;
+        int64_t a = ox > lo ? ox : lo, b = ox + run < hi ? ox + run : hi;
+        if (a > b) a = b = ox + run;
+        for (int64_t x = ox; x < a; x++) dr[x] = 0.0f;
+        if (j->sw == 1)
+          memcpy(dr + a, src + a, (size_t)(b - a) * sizeof *dr);
+        else
+          for (int64_t x = a; x < b; x++) dr[x] = src[x * j->sw];
+        for (int64_t x = b; x < ox + run; x++) dr[x] = 0.0f;
+      }
+      i += (size_t)run;
+    }
+  }
+}
+
 typedef struct dw_job {
   const emc_delegate *d;
   const emc_op *op;
@@ -408,39 +452,40 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
   for (int64_t b = 0; b < n; b++) {
     for (int64_t gi = 0; gi < g; gi++) {
       const float *xg = x + (b * cin + gi * cg) * h * wd;
-      if (!direct) {
-        im2col_job ij = {xg,
-                         col,
-                         h,
-                         wd,
-                         oh,
-                         ow,
-                         kh,
-                         kw,
-                         ip[EMC_CONV_SH],
-                         ip[EMC_CONV_SW],
-                         ip[EMC_CONV_PH],
-                         ip[EMC_CONV_PW],
-                         ip[EMC_CONV_DH],
-                         ip[EMC_CONV_DW],
-                         kg};
-        par_for(pool, kg, im2col_rows, &ij, kg * npix);
-      }
+      const bool fits =
+          emc_gemm_pack_floats(d->cfg, (size_t)kg, em_threadpool_size(pool)) * sizeof(float) <=
+          (size_t)ip[EMC_CONV_SCRATCH_NBYTES];
+      im2col_job ij = {xg,
+                       col,
+                       h,
+                       wd,
+                       oh,
+                       ow,
+                       kh,
+                       kw,
+                       ip[EMC_CONV_SH],
+                       ip[EMC_CONV_SW],
+                       ip[EMC_CONV_PH],
+                       ip[EMC_CONV_PW],
+                       ip[EMC_CONV_DH],
+                       ip[EMC_CONV_DW],
+                       kg};
+      if (!direct && !fits) par_for(pool, kg, im2col_rows, &ij, kg * npix);
       emc_gemm j = {0};
       j.cfg = d->cfg, j.m = (size_t)mg, j.k = (size_t)kg, j.n = (size_t)npix;
       j.a = w + (size_t)gi * panel, j.a_packed = 1;
       j.c = y + (b * co + gi * mg) * npix, j.ldc = (size_t)npix;
       j.bias_m = bias ? bias + gi * mg : NULL;
       j.mm = clamp_of(op), j.act = post_act(op), j.fp = op->fp;
-      if (!direct) {
+      if (!direct && !fits) { /* a whole im2col matrix in the scratch */
         j.b = col, j.b_packed = 1;
+      } else if (!direct) { /* im2col strip by strip, in per-thread scratch */
+        j.pack_b = im2col_strip, j.pack_ctx = &ij, j.pack = col;
       } else {
         /* 1x1: B is the activations themselves, [kg, npix] row-major, copied strip by strip
          * into per-thread scratch (when the planned scratch holds it) as the GEMM goes. */
         j.b = xg, j.ldb = (size_t)npix, j.b_packed = 0;
-        if (emc_gemm_pack_floats(d->cfg, (size_t)kg, em_threadpool_size(pool)) * sizeof(float) <=
-            (size_t)ip[EMC_CONV_SCRATCH_NBYTES])
-          j.pack = col;
+        if (fits) j.pack = col;
       }
       run_gemm_job(&j, pool);
     }
@@ -648,10 +693,52 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* max(m, v) that keeps a NaN, as torch.max_pool2d does. */
+static inline float max_nan(float m, float v) { return (v > m || v != v) ? v : m; }
+
+#define EMC_POOL_ROW_MAX 4096 /* widest input row the separable max pool takes */
+
+/*
+ * Max pool without dilation, separably: for each output row, the max over the window's input
+ * rows (contiguous, vectorised by the compiler), then over the window's columns. Same result
+ * as pool_planes (max is exact), a few operations per output instead of a bounds-checked window.
+ */
+static void maxpool_planes(void *ctx, int64_t begin, int64_t end) {
+  const pool_job *j = ctx;
+  const int32_t *ip = j->op->ip;
+  const int64_t kh = ip[EMC_POOL_KH], kw = ip[EMC_POOL_KW], sh = ip[EMC_POOL_SH],
+                sw = ip[EMC_POOL_SW], ph = ip[EMC_POOL_PH], pw = ip[EMC_POOL_PW];
+  float row[EMC_POOL_ROW_MAX];
+  for (int64_t p = begin; p < end; p++) {
+    const float *x = j->x + p * j->h * j->w;
+    float *y = j->y + p * j->oh * j->ow;
+    for (int64_t oy = 0; oy < j->oh; oy++) {
+      const int64_t y0 = oy * sh - ph;
+      const int64_t ky0 = y0 < 0 ? -y0 : 0, ky1 = y0 + kh > j->h ? j->h - y0 : kh;
+      for (int64_t i = 0; i < j->w; i++) row[i] = -INFINITY;
+      for (int64_t ky = ky0; ky < ky1; ky++) {
+        const float *xr = x + (y0 + ky) * j->w;
+        for (int64_t i = 0; i < j->w; i++) row[i] = max_nan(row[i], xr[i]);
+      }
+      float *yr = y + oy * j->ow;
+      for (int64_t ox = 0; ox < j->ow; ox++) {
+        const int64_t x0 = ox * sw - pw;
+        const int64_t kx0 = x0 < 0 ? -x0 : 0, kx1 = x0 + kw > j->w ? j->w - x0 : kw;
+        float m = -INFINITY;
+        for (int64_t kx = kx0; kx < kx1; kx++) m = max_nan(m, row[x0 + kx]);
+        yr[ox] = m;
+      }
+    }
+    if (j->op->act) j->d->cfg->vact((size_t)(j->oh * j->ow), y, y, j->op->act, j->op->fp);
+  }
+}
+
 static em_status run_pool(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   pool_job j = {d, op, xt->data, yt->data, xt->sizes[2], xt->sizes[3], yt->sizes[2], yt->sizes[3]};
-  par_for(pool, xt->sizes[0] * xt->sizes[1], pool_planes, &j,
+  const bool separable = op->kind == EMC_OP_MAXPOOL2D && op->ip[EMC_POOL_DH] == 1 &&
+                         op->ip[EMC_POOL_DW] == 1 && j.w <= EMC_POOL_ROW_MAX;
+  par_for(pool, xt->sizes[0] * xt->sizes[1], separable ? maxpool_planes : pool_planes, &j,
           yt->numel * op->ip[EMC_POOL_KH] * op->ip[EMC_POOL_KW]);
   return EM_OK;
 }

@@ -40,7 +40,7 @@ static inline __mmask16 lane_mask(size_t nc, size_t from) {
 #define EM_KLOOP(NV, AR)                                                                           \
   for (size_t k = 0; k < kc; k++) {                                                                \
     const __m512 w0 =                                                                              \
-        NV > 1 ? _mm512_loadu_ps(b + k * ldb) : _mm512_maskz_loadu_ps(k0, b + k * ldb);           \
+        NV > 1 ? _mm512_loadu_ps(b + k * ldb) : _mm512_maskz_loadu_ps(k0, b + k * ldb);            \
     const __m512 w1 = NV > 2   ? _mm512_loadu_ps(b1 + k * ldb)                                     \
                       : NV > 1 ? _mm512_maskz_loadu_ps(k1, b1 + k * ldb)                           \
                                : w0;                                                               \
@@ -57,7 +57,7 @@ static inline __mmask16 lane_mask(size_t nc, size_t from) {
     x = _mm512_set1_ps(AR(5, k)), EM_FMA##NV(5, x);                                                \
   }
 #define EM_A_PACKED(r, k)  a[6 * (k) + (r)]
-#define EM_A_STRIDED(r, k) a##r[(k) * a_ks]
+#define EM_A_STRIDED(r, k) a##r[(k)*a_ks]
 
 __attribute__((target("avx512f"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x48__avx512f) {
   float *cp[6];
