@@ -366,20 +366,25 @@ static void im2col_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_
                          size_t ldd) {
   const im2col_job *j = ctx;
   const int64_t khw = j->kh * j->kw, oy0 = (int64_t)n0 / j->ow, ox0 = (int64_t)n0 % j->ow;
+  /* (c, ky, kx) of row k0, then stepped row by row (no divisions in the loop). */
+  int64_t c = (int64_t)k0 / khw, ky = ((int64_t)k0 % khw) / j->kw, kx = (int64_t)k0 % j->kw;
   for (size_t r = 0; r < kc; r++) {
-    const int64_t row = (int64_t)(k0 + r), c = row / khw, ky = (row % khw) / j->kw,
-                  kx = row % j->kw;
     const float *plane = j->x + c * j->h * j->w;
     const int64_t off = kx * j->dw - j->pw;
-    int64_t lo = off >= 0 ? 0 : (-off + j->sw - 1) / j->sw;
-    int64_t hi = (j->w - 1 - off) < 0 ? 0 : (j->w - 1 - off) / j->sw + 1;
+    int64_t lo, hi;
+    if (j->sw == 1) {
+      lo = off >= 0 ? 0 : -off, hi = j->w - off;
+    } else {
+      lo = off >= 0 ? 0 : (-off + j->sw - 1) / j->sw;
+      hi = (j->w - 1 - off) < 0 ? 0 : (j->w - 1 - off) / j->sw + 1;
+    }
     if (hi > j->ow) hi = j->ow;
     if (lo > hi) lo = hi;
     float *d = dst + r * ldd;
     int64_t oy = oy0, ox = ox0;
     for (size_t i = 0; i < nc; oy++, ox = 0) {
-      const int64_t run =
-          (int64_t)nc - (int64_t)i < j->ow - ox ? (int64_t)nc - (int64_t)i : j->ow - ox;
+      const int64_t run = (int64_t)nc - (int64_t)i < j->ow - ox ? (int64_t)nc - (int64_t)i
+                                                                 : j->ow - ox;
       const int64_t iy = oy * j->sh + ky * j->dh - j->ph;
       float *dr = d + i - ox; /* dr[x] is output column x of this run */
       if (iy < 0 || iy >= j->h) {
@@ -396,6 +401,10 @@ static void im2col_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_
         for (int64_t x = b; x < ox + run; x++) dr[x] = 0.0f;
       }
       i += (size_t)run;
+    }
+    if (++kx == j->kw) {
+      kx = 0;
+      if (++ky == j->kh) ky = 0, c++;
     }
   }
 }
@@ -700,15 +709,20 @@ static inline float max_nan(float m, float v) { return (v > m || v != v) ? v : m
 
 /*
  * Max pool without dilation, separably: for each output row, the max over the window's input
- * rows (contiguous, vectorised by the compiler), then over the window's columns. Same result
- * as pool_planes (max is exact), a few operations per output instead of a bounds-checked window.
+ * rows (contiguous, vectorised by the compiler), then over the window's columns from a row
+ * padded with -inf (no bounds checks, vectorised too). Same result as pool_planes (max is
+ * exact), a few operations per output instead of a bounds-checked window.
  */
 static void maxpool_planes(void *ctx, int64_t begin, int64_t end) {
   const pool_job *j = ctx;
   const int32_t *ip = j->op->ip;
   const int64_t kh = ip[EMC_POOL_KH], kw = ip[EMC_POOL_KW], sh = ip[EMC_POOL_SH],
                 sw = ip[EMC_POOL_SW], ph = ip[EMC_POOL_PH], pw = ip[EMC_POOL_PW];
-  float row[EMC_POOL_ROW_MAX];
+  /* pad[pw + i] is the column max of input column i; -inf in the padding on both sides. */
+  float pad[EMC_POOL_ROW_MAX];
+  const int64_t span = (j->ow - 1) * sw + kw; /* columns the windows cover, padding included */
+  for (int64_t i = 0; i < span; i++) pad[i] = -INFINITY;
+  float *row = pad + pw;
   for (int64_t p = begin; p < end; p++) {
     const float *x = j->x + p * j->h * j->w;
     float *y = j->y + p * j->oh * j->ow;
@@ -721,12 +735,13 @@ static void maxpool_planes(void *ctx, int64_t begin, int64_t end) {
         for (int64_t i = 0; i < j->w; i++) row[i] = max_nan(row[i], xr[i]);
       }
       float *yr = y + oy * j->ow;
-      for (int64_t ox = 0; ox < j->ow; ox++) {
-        const int64_t x0 = ox * sw - pw;
-        const int64_t kx0 = x0 < 0 ? -x0 : 0, kx1 = x0 + kw > j->w ? j->w - x0 : kw;
-        float m = -INFINITY;
-        for (int64_t kx = kx0; kx < kx1; kx++) m = max_nan(m, row[x0 + kx]);
-        yr[ox] = m;
+      for (int64_t ox = 0; ox < j->ow; ox++) yr[ox] = -INFINITY;
+      for (int64_t kx = 0; kx < kw; kx++) {
+        const float *src = pad + kx;
+        if (sw == 2)
+          for (int64_t ox = 0; ox < j->ow; ox++) yr[ox] = max_nan(yr[ox], src[2 * ox]);
+        else
+          for (int64_t ox = 0; ox < j->ow; ox++) yr[ox] = max_nan(yr[ox], src[ox * sw]);
       }
     }
     if (j->op->act) j->d->cfg->vact((size_t)(j->oh * j->ow), y, y, j->op->act, j->op->fp);
@@ -736,8 +751,10 @@ static void maxpool_planes(void *ctx, int64_t begin, int64_t end) {
 static em_status run_pool(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   pool_job j = {d, op, xt->data, yt->data, xt->sizes[2], xt->sizes[3], yt->sizes[2], yt->sizes[3]};
+  const int64_t span = (j.ow - 1) * op->ip[EMC_POOL_SW] + op->ip[EMC_POOL_KW];
   const bool separable = op->kind == EMC_OP_MAXPOOL2D && op->ip[EMC_POOL_DH] == 1 &&
-                         op->ip[EMC_POOL_DW] == 1 && j.w <= EMC_POOL_ROW_MAX;
+                         op->ip[EMC_POOL_DW] == 1 && j.ow > 0 && span <= EMC_POOL_ROW_MAX &&
+                         op->ip[EMC_POOL_PW] + j.w <= EMC_POOL_ROW_MAX;
   par_for(pool, xt->sizes[0] * xt->sizes[1], separable ? maxpool_planes : pool_planes, &j,
           yt->numel * op->ip[EMC_POOL_KH] * op->ip[EMC_POOL_KW]);
   return EM_OK;
