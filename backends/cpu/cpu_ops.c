@@ -383,8 +383,8 @@ static void im2col_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_
     float *d = dst + r * ldd;
     int64_t oy = oy0, ox = ox0;
     for (size_t i = 0; i < nc; oy++, ox = 0) {
-      const int64_t run = (int64_t)nc - (int64_t)i < j->ow - ox ? (int64_t)nc - (int64_t)i
-                                                                 : j->ow - ox;
+      const int64_t run =
+          (int64_t)nc - (int64_t)i < j->ow - ox ? (int64_t)nc - (int64_t)i : j->ow - ox;
       const int64_t iy = oy * j->sh + ky * j->dh - j->ph;
       float *dr = d + i - ox; /* dr[x] is output column x of this run */
       if (iy < 0 || iy >= j->h) {
