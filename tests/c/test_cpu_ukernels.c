@@ -25,10 +25,10 @@ static int close_to(double got, double want, double tol) {
 #define SENTINEL 12345.0f
 
 static void test_gemm(const em_cpu_config *cfg) {
-  static const size_t ncs[] = {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40, 47, 48};
+  static const size_t ncs[] = {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40, 47, 48, 49, 63, 64};
   static const size_t kcs[] = {1, 2, 5, 16, 67};
-  enum { MAXK = 67, LDC = 56, LDB = 48 };
-  static float a[MAXK * 8 * 6], b[MAXK * 64], c[8 * LDC], ref[8 * LDC], bias_m[6], bias_n[48];
+  enum { MAXK = 67, LDC = 72, LDB = 64 };
+  static float a[MAXK * 8 * 6], b[MAXK * 64], c[8 * LDC], ref[8 * LDC], bias_m[6], bias_n[64];
   int bad = 0;
   for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++)
     for (size_t mr = 1; mr <= EMC_MR; mr++)
@@ -40,7 +40,7 @@ static void test_gemm(const em_cpu_config *cfg) {
           for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) a[i] = frand();
           for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) b[i] = frand();
           for (size_t i = 0; i < 6; i++) bias_m[i] = frand();
-          for (size_t i = 0; i < 48; i++) bias_n[i] = frand();
+          for (size_t i = 0; i < 64; i++) bias_n[i] = frand();
           for (size_t i = 0; i < 8 * LDC; i++)
             c[i] = (i / LDC < mr && i % LDC < nc) ? frand() : SENTINEL;
           size_t a_rs = packed_a ? 1 : kc, a_ks = packed_a ? EMC_MR : 1;
@@ -252,9 +252,11 @@ int main(void) {
     }
     tested++;
     test_gemm(cfg);
-    if (cfg->gemm == em_f32_gemm_minmax_ukernel_6x48__avx512f) { /* the 6x32 variant too */
-      em_cpu_config c32 = *cfg;
+    if (cfg->gemm == em_f32_gemm_minmax_ukernel_6x64__avx512f) { /* the 6x48, 6x32 ones too */
+      em_cpu_config c48 = *cfg, c32 = *cfg;
+      c48.isa = "avx512f-6x48", c48.nr = 48, c48.gemm = em_f32_gemm_minmax_ukernel_6x48__avx512f;
       c32.isa = "avx512f-6x32", c32.nr = 32, c32.gemm = em_f32_gemm_minmax_ukernel_6x32__avx512f;
+      test_gemm(&c48);
       test_gemm(&c32);
     }
     test_dwconv(cfg);
