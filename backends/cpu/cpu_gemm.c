@@ -34,6 +34,18 @@
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
 
+/*
+ * The K block for depth k: blocks of equal depth near EMC_KCB and at most EMC_KCB * 5 / 4, so
+ * no sliver of a last block pays a whole C round trip for a few k (K = 147, a 7x7 RGB stem: one
+ * block of 147, not 128 + 19; K = 576: 5 x 116, not 4 x 128 + 64).
+ */
+static size_t k_block(size_t k) {
+  size_t nb = (k + EMC_KCB / 2) / EMC_KCB;
+  if (nb < 1) nb = 1;
+  if (div_up(k, nb) > EMC_KCB * 5 / 4) nb++;
+  return div_up(k, nb);
+}
+
 /* Claims a free pack buffer slot (at most n_threads chunks run at once). */
 static int claim_slot(emc_gemm *g) {
   for (;;)
@@ -54,7 +66,10 @@ static void gemm_items(void *ctx, int64_t begin, int64_t end) {
   const size_t nr = g->cfg->nr, ldd = div_up(nr, EMC_NR_PANEL) * EMC_NR_PANEL;
   const em_minmax_params none = {-INFINITY, INFINITY};
   const int slot = g->pack ? claim_slot(g) : -1;
-  float *buf = slot >= 0 ? g->pack + (size_t)slot * g->kcb * ldd : NULL;
+  /* Slots start 64-byte aligned (scratch offsets are only promised 16): B rows are then whole
+   * cache lines, never a load split across two. */
+  float *const pack = g->pack ? (float *)(((uintptr_t)g->pack + 63) & ~(uintptr_t)63) : NULL;
+  float *buf = slot >= 0 ? pack + (size_t)slot * g->kcb * ldd : NULL;
   for (int64_t it = begin; it < end;) {
     const size_t mbi = (size_t)it / g->strips;
     const int64_t grp_end = (int64_t)min_sz((size_t)end, (mbi + 1) * g->strips);
@@ -107,12 +122,12 @@ static void gemm_items(void *ctx, int64_t begin, int64_t end) {
 
 size_t emc_gemm_pack_floats(const em_cpu_config *cfg, size_t k, int n_threads) {
   const size_t ldd = div_up(cfg->nr, EMC_NR_PANEL) * EMC_NR_PANEL;
-  return (size_t)(n_threads < 1 ? 1 : n_threads) * min_sz(k, EMC_KCB) * ldd;
+  return (size_t)(n_threads < 1 ? 1 : n_threads) * k_block(k) * ldd + 16; /* + align */
 }
 
 void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
   const int n_threads = em_threadpool_size(pool);
-  g->kcb = min_sz(g->k, EMC_KCB);
+  g->kcb = k_block(g->k);
   g->mtiles = div_up(g->m, EMC_MR);
   g->strips = div_up(g->n, g->cfg->nr);
   /* The largest M block whose A block fits; then smaller ones until every thread has work. */
