@@ -4,10 +4,11 @@
  *
  * Every tensor is f32, contiguous, NCHW for images. Validation proves that the
  * loops below stay inside each tensor's bound memory for any blob; execution
- * checks nothing. Convolutions are GEMMs with the packed weights as A
- * (EMC_MR-row panels) and the input — directly for 1x1 stride-1 convs, else an
- * im2col buffer in the arena — as B, so the output lands in NCHW with no
- * transpose; depthwise convs run per channel plane.
+ * checks nothing. Convolutions are GEMMs (cpu_gemm.c) with the packed weights
+ * as A (EMC_MR-row panels) and the input as B — its rows for 1x1 stride-1
+ * convs, else im2col rows built strip by strip in per-thread scratch — so the
+ * output lands in NCHW with no transpose; depthwise convs run per channel
+ * plane.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -396,6 +397,8 @@ static void im2col_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_
         for (int64_t x = ox; x < a; x++) dr[x] = 0.0f;
         if (j->sw == 1)
           memcpy(dr + a, src + a, (size_t)(b - a) * sizeof *dr);
+        else if (j->sw == 2) /* a constant stride the compiler vectorises */
+          for (int64_t x = a; x < b; x++) dr[x] = src[2 * x];
         else
           for (int64_t x = a; x < b; x++) dr[x] = src[x * j->sw];
         for (int64_t x = b; x < ox + run; x++) dr[x] = 0.0f;
