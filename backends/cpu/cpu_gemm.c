@@ -60,60 +60,76 @@ static void pack_strip(const emc_gemm *g, size_t k0, size_t kc, size_t n0, size_
   for (size_t k = 0; k < kc; k++) memcpy(dst + k * ldd, src + k * g->ldb, nc * sizeof *dst);
 }
 
-/* Runs work items [begin, end): see the banner for the loop order. */
-static void gemm_items(void *ctx, int64_t begin, int64_t end) {
-  emc_gemm *g = ctx;
+/*
+ * One strip (columns from n0) of one K block (rows from k0) over tiles [t0, t1); pf_a: prefetch
+ * each next tile's A micro-panel (A too big to stay in L2, see gemm_items).
+ */
+static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_t t1, float *buf,
+                        int pf_a) {
   const size_t nr = g->cfg->nr, ldd = div_up(nr, EMC_NR_PANEL) * EMC_NR_PANEL;
   const em_minmax_params none = {-INFINITY, INFINITY};
+  const size_t kc = min_sz(g->k - k0, g->kcb);
+  const int last = k0 + kc == g->k;
+  const size_t n0 = s * nr, nc = min_sz(g->n - n0, nr);
+  const float *b;
+  size_t ldb, b_next;
+  if (g->b_packed) {
+    b = g->b + (n0 / EMC_NR_PANEL) * g->k * EMC_NR_PANEL + n0 % EMC_NR_PANEL + k0 * EMC_NR_PANEL;
+    ldb = EMC_NR_PANEL, b_next = g->k * EMC_NR_PANEL;
+  } else if (buf) {
+    if (g->pack_b)
+      g->pack_b(g->pack_ctx, k0, kc, n0, nc, buf, ldd);
+    else
+      pack_strip(g, k0, kc, n0, nc, buf, ldd);
+    b = buf, ldb = ldd, b_next = EMC_NR_PANEL;
+  } else {
+    b = g->b + k0 * g->ldb + n0, ldb = g->ldb, b_next = EMC_NR_PANEL;
+  }
+  for (size_t t = t0; t < t1; t++) {
+    const size_t m0 = t * EMC_MR, mr = min_sz(g->m - m0, EMC_MR);
+    const float *a =
+        g->a_packed ? g->a + t * g->k * EMC_MR + k0 * EMC_MR : g->a + m0 * g->a_rs + k0 * g->a_ks;
+    float *c = g->c + m0 * g->ldc + n0;
+    /* The next tile's A micro-panel: tiles are K * 6 floats apart, too far for the hardware
+     * prefetcher to follow, and with A beyond L2 the first strip of a K block reads them from
+     * memory (weights used by few columns, as in late CNN layers, every time). */
+    if (pf_a && g->a_packed && t + 1 < t1)
+      for (size_t i = 0; i < kc * EMC_MR; i += 16) __builtin_prefetch(a + g->k * EMC_MR + i, 0, 3);
+    g->cfg->gemm(mr, nc, kc, a, g->a_packed ? 1 : g->a_rs, g->a_packed ? EMC_MR : g->a_ks, b, ldb,
+                 b_next, c, g->ldc, g->bias_m ? g->bias_m + m0 : NULL,
+                 g->bias_n ? g->bias_n + n0 : NULL, k0 > 0, last ? &g->mm : &none);
+    if (last && g->act)
+      for (size_t r = 0; r < mr; r++)
+        g->cfg->vact(nc, c + r * g->ldc, c + r * g->ldc, g->act, g->fp);
+  }
+}
+
+/*
+ * Runs work items [begin, end): see the banner for the loop order. When the M block's whole A
+ * (all of K) fits the A-block budget, strips go outside K blocks instead: A stays in L2 either
+ * way, a strip's C tiles stay in L1 / L2 across its K blocks, and a packed B is read panel by
+ * panel from start to end (long streams the hardware prefetcher follows).
+ */
+static void gemm_items(void *ctx, int64_t begin, int64_t end) {
+  emc_gemm *g = ctx;
+  const size_t ldd = div_up(g->cfg->nr, EMC_NR_PANEL) * EMC_NR_PANEL;
   const int slot = g->pack ? claim_slot(g) : -1;
   /* Slots start 64-byte aligned (scratch offsets are only promised 16): B rows are then whole
    * cache lines, never a load split across two. */
   float *const pack = g->pack ? (float *)(((uintptr_t)g->pack + 63) & ~(uintptr_t)63) : NULL;
   float *buf = slot >= 0 ? pack + (size_t)slot * g->kcb * ldd : NULL;
+  const int strips_outer = g->mb * EMC_MR * g->k <= EMC_A_BLOCK_FLOATS;
   for (int64_t it = begin; it < end;) {
     const size_t mbi = (size_t)it / g->strips;
     const int64_t grp_end = (int64_t)min_sz((size_t)end, (mbi + 1) * g->strips);
     const size_t s0 = (size_t)it % g->strips, s1 = s0 + (size_t)(grp_end - it);
     const size_t t0 = mbi * g->mb, t1 = min_sz(g->mtiles, t0 + g->mb);
-    for (size_t k0 = 0; k0 < g->k; k0 += g->kcb) {
-      const size_t kc = min_sz(g->k - k0, g->kcb);
-      const int last = k0 + kc == g->k;
-      for (size_t s = s0; s < s1; s++) {
-        const size_t n0 = s * nr, nc = min_sz(g->n - n0, nr);
-        const float *b;
-        size_t ldb, b_next;
-        if (g->b_packed) {
-          b = g->b + (n0 / EMC_NR_PANEL) * g->k * EMC_NR_PANEL + n0 % EMC_NR_PANEL +
-              k0 * EMC_NR_PANEL;
-          ldb = EMC_NR_PANEL, b_next = g->k * EMC_NR_PANEL;
-        } else if (buf) {
-          if (g->pack_b)
-            g->pack_b(g->pack_ctx, k0, kc, n0, nc, buf, ldd);
-          else
-            pack_strip(g, k0, kc, n0, nc, buf, ldd);
-          b = buf, ldb = ldd, b_next = EMC_NR_PANEL;
-        } else {
-          b = g->b + k0 * g->ldb + n0, ldb = g->ldb, b_next = EMC_NR_PANEL;
-        }
-        for (size_t t = t0; t < t1; t++) {
-          const size_t m0 = t * EMC_MR, mr = min_sz(g->m - m0, EMC_MR);
-          const float *a = g->a_packed ? g->a + t * g->k * EMC_MR + k0 * EMC_MR
-                                       : g->a + m0 * g->a_rs + k0 * g->a_ks;
-          float *c = g->c + m0 * g->ldc + n0;
-          /* The next tile's A micro-panel: tiles are K * 6 floats apart, too far for the
-           * hardware prefetcher to follow, and the first strip of a K block reads them from
-           * memory (weights used by few columns, as in late CNN layers, every time). */
-          if (g->a_packed && t + 1 < t1)
-            for (size_t i = 0; i < kc * EMC_MR; i += 16)
-              __builtin_prefetch(a + g->k * EMC_MR + i, 0, 3);
-          g->cfg->gemm(mr, nc, kc, a, g->a_packed ? 1 : g->a_rs, g->a_packed ? EMC_MR : g->a_ks, b,
-                       ldb, b_next, c, g->ldc, g->bias_m ? g->bias_m + m0 : NULL,
-                       g->bias_n ? g->bias_n + n0 : NULL, k0 > 0, last ? &g->mm : &none);
-          if (last && g->act)
-            for (size_t r = 0; r < mr; r++)
-              g->cfg->vact(nc, c + r * g->ldc, c + r * g->ldc, g->act, g->fp);
-        }
-      }
+    if (strips_outer) {
+      for (size_t s = s0; s < s1; s++)
+        for (size_t k0 = 0; k0 < g->k; k0 += g->kcb) strip_block(g, s, k0, t0, t1, buf, 0);
+    } else {
+      for (size_t k0 = 0; k0 < g->k; k0 += g->kcb)
+        for (size_t s = s0; s < s1; s++) strip_block(g, s, k0, t0, t1, buf, 1);
     }
     it = grp_end;
   }
