@@ -62,7 +62,7 @@ static void pack_strip(const emc_gemm *g, size_t k0, size_t kc, size_t n0, size_
 
 /*
  * One strip (columns from n0) of one K block (rows from k0) over tiles [t0, t1); pf_a: prefetch
- * each next tile's A micro-panel (A too big to stay in L2, see gemm_items).
+ * each next tile's A micro-panel (A not in cache yet, or too big to stay in L2: gemm_items).
  */
 static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_t t1, float *buf,
                         int pf_a) {
@@ -126,7 +126,7 @@ static void gemm_items(void *ctx, int64_t begin, int64_t end) {
     const size_t t0 = mbi * g->mb, t1 = min_sz(g->mtiles, t0 + g->mb);
     if (strips_outer) {
       for (size_t s = s0; s < s1; s++)
-        for (size_t k0 = 0; k0 < g->k; k0 += g->kcb) strip_block(g, s, k0, t0, t1, buf, 0);
+        for (size_t k0 = 0; k0 < g->k; k0 += g->kcb) strip_block(g, s, k0, t0, t1, buf, s == s0);
     } else {
       for (size_t k0 = 0; k0 < g->k; k0 += g->kcb)
         for (size_t s = s0; s < s1; s++) strip_block(g, s, k0, t0, t1, buf, 1);
