@@ -24,6 +24,24 @@ static inline __mmask16 ox_mask(int64_t ow, int64_t ox) {
   return ow - ox >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (ow - ox)) - 1u);
 }
 
+/*
+ * dst[0, cols) = the row src[0, w) shifted right by pw, zeros around it: one masked load and
+ * store per 16 columns (small planes, 7x7 or 14x14, would spend more in memset / memcpy calls
+ * than in the convolution). Lanes outside [0, w) of src are masked off, never read.
+ */
+static inline __attribute__((target("avx512f"))) void pad_row(float *dst, const float *src,
+                                                              int64_t pw, int64_t w, int64_t cols) {
+  for (int64_t i = 0; i < cols; i += 16) {
+    const int64_t lo = pw - i < 0 ? 0 : pw - i > 16 ? 16 : pw - i;
+    const int64_t hi = pw + w - i < 0 ? 0 : pw + w - i > 16 ? 16 : pw + w - i;
+    const uint32_t valid = hi > lo ? ((1u << hi) - 1u) & ~((1u << lo) - 1u) : 0u;
+    const __mmask16 st = cols - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (cols - i)) - 1u);
+    /* src + i - pw may point before src: only lanes of `valid` (inside the row) are loaded. */
+    const __m512 v = _mm512_maskz_loadu_ps((__mmask16)valid, (const char *)src + (i - pw) * 4);
+    _mm512_mask_storeu_ps(dst + i, st, v);
+  }
+}
+
 /* The padded (for stride 2, de-interleaved) input plane and what every block needs. */
 typedef struct dw_plane {
   const float *even, *odd;
@@ -103,16 +121,11 @@ em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const float *
   for (int64_t y = 0; y < q->h; y++) {
     const float *src = in + y * q->w;
     if (s == 1) {
-      float *d = even + (y + q->ph) * cols;
-      memset(d, 0, (size_t)q->pw * sizeof *d);
-      memcpy(d + q->pw, src, (size_t)q->w * sizeof *src);
-      memset(d + q->pw + q->w, 0, (size_t)(cols - q->pw - q->w) * sizeof *d);
+      pad_row(even + (y + q->ph) * cols, src, q->pw, q->w, cols);
     } else {
       /* The padded row, then even / odd columns 16 at a time. */
       float *e = even + (y + q->ph) * cols, *o = odd + (y + q->ph) * cols;
-      memset(trow, 0, (size_t)q->pw * sizeof *trow);
-      memcpy(trow + q->pw, src, (size_t)q->w * sizeof *src);
-      memset(trow + q->pw + q->w, 0, (size_t)(2 * cols + 32 - q->pw - q->w) * sizeof *trow);
+      pad_row(trow, src, q->pw, q->w, 2 * cols + 32);
       for (int64_t i = 0; i < cols; i += 16) {
         const int64_t n = cols - i < 16 ? cols - i : 16;
         const __mmask16 m = (__mmask16)((1u << n) - 1u);
