@@ -150,8 +150,13 @@ void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
   size_t mb = min_sz(g->mtiles, EMC_A_BLOCK_FLOATS / (g->kcb * EMC_MR));
   if (mb < 1) mb = 1;
   mb = div_up(g->mtiles, div_up(g->mtiles, mb)); /* equal blocks, not a full one and a sliver */
-  const size_t want = n_threads > 1 ? 4 * (size_t)n_threads : 1;
-  while (mb > 4 && div_up(g->mtiles, mb) * g->strips < want) mb = div_up(mb, 2);
+  /* Every M block packs its own copy of each B strip (an im2col), so when B is packed per strip
+   * few-strip GEMMs (N = 49: one strip) split M into fewer, larger blocks: the copy costs about
+   * what 8 tiles of FMAs do. */
+  const int packs = g->pack != NULL;
+  const size_t want = n_threads > 1 ? (packs ? 2 : 4) * (size_t)n_threads : 1;
+  const size_t mb_min = packs ? 16 : 4;
+  while (mb > mb_min && div_up(g->mtiles, mb) * g->strips < want) mb = div_up(mb, 2);
   g->mb = mb;
   g->n_slots = n_threads < EMC_GEMM_MAX_SLOTS ? n_threads : EMC_GEMM_MAX_SLOTS;
   for (int s = 0; s < EMC_GEMM_MAX_SLOTS; s++) atomic_flag_clear(&g->slot_busy[s]);
