@@ -12,13 +12,18 @@
  *         for each 6-row tile of the M block  — A micro-panel streams from L2
  *           micro-kernel
  *
+ * When an M block's whole A (all of K) fits the A-block budget, the strip and
+ * K-block loops swap (strip outside): C tiles then stay hot across K blocks.
+ *
  * Partial sums go through C (the kernel prefetches it); bias is added by the
  * first K block, clamp and activation by the last. A row-major B (a 1x1
  * convolution's activations, ldb = H * W) is copied strip by strip into a
  * per-thread buffer when the caller gives one: contiguous rows cannot alias
- * in L1 the way rows H * W floats apart do. Work items are numbered M block
- * major, strip minor, and handed out in contiguous chunks, so any split over
- * threads keeps each thread's A block in its own L2.
+ * in L1 the way rows H * W floats apart do. A caller's pack_b callback builds
+ * the strip instead (a convolution's im2col rows), so no im2col matrix is ever
+ * materialised. Work items are numbered M block major, strip minor, and
+ * handed out in contiguous chunks, so any split over threads keeps each
+ * thread's A block in its own L2.
  */
 #include <math.h>
 #include <string.h>
