@@ -12,6 +12,9 @@ relative to eager's output (max |y - y_eager| / max |y_eager|).
                                   [--rounds 3] [--runs 5] [--out bench/results/NAME.md]
 
 Ember is timed by bench/ember_bench.c (built here against build/libember.a), not from Python.
+`--baseline-build DIR` adds the runtime `ember_base`: the same ember.pte timed by an
+ember_bench built against DIR/libember.a (e.g. a build of the commit before a change),
+interleaved with the others, so a before/after comparison shares the machine's load.
 """
 
 from __future__ import annotations
@@ -174,12 +177,12 @@ def worker(rt: str, model: str, threads: int, warmup: int, runs: int) -> dict:
 
 def measure(rt: str, model: str, threads: int, warmup: int, runs: int, timeout: float) -> dict:
     d = OUT / model
-    if rt == "ember":
+    if rt in ("ember", "ember_base"):
         cmd = [
-            str(OUT / "ember_bench"),
+            str(OUT / ("ember_bench" if rt == "ember" else "ember_bench_base")),
             str(d / "ember.pte"),
             str(d / "input.bin"),
-            str(d / "out_ember.bin"),
+            str(d / f"out_{rt}.bin"),
             str(threads),
             str(warmup),
             str(runs),
@@ -198,7 +201,7 @@ def measure(rt: str, model: str, threads: int, warmup: int, runs: int, timeout: 
     return json.loads(line[-1])
 
 
-def build_ember_bench(build: Path) -> None:
+def build_ember_bench(build: Path, name: str = "ember_bench") -> None:
     subprocess.run(
         ["cmake", "--build", str(build), "--target", "ember_static"],
         check=True,
@@ -217,7 +220,7 @@ def build_ember_bench(build: Path) -> None:
             "-lpthread",
             "-lm",
             "-o",
-            str(OUT / "ember_bench"),
+            str(OUT / name),
         ],
         check=True,
     )
@@ -238,6 +241,11 @@ def max_rel_err(model: str, rt: str) -> float | None:
 
 
 # ---- driver -------------------------------------------------------------------------------------
+def _export_of(rt: str) -> str:
+    """The runtime whose export a runtime runs (ember_base runs Ember's file)."""
+    return "ember" if rt == "ember_base" else rt
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -259,6 +267,11 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--portable-timeout", type=float, default=240.0)
     ap.add_argument("--build", default=str(ROOT / "build"))
+    ap.add_argument(
+        "--baseline-build",
+        default=None,
+        help="also time ember.pte with an ember_bench built against this build dir (ember_base)",
+    )
     ap.add_argument("--out", default=None)
     ap.add_argument(
         "--reuse", action="store_true", help="reuse exports from an earlier run (out/bench)"
@@ -274,6 +287,11 @@ def main() -> None:
         print(json.dumps(prepare(a.prepare, a.runtimes)))
         return
     build_ember_bench(Path(a.build))
+    if a.baseline_build:
+        build_ember_bench(Path(a.baseline_build), "ember_bench_base")
+        if "ember_base" not in a.runtimes:
+            at = a.runtimes.index("ember") + 1 if "ember" in a.runtimes else 0
+            a.runtimes.insert(at, "ember_base")
     rows = []
     for model in a.models:
         cached = OUT / model / "prep.json"
@@ -298,7 +316,7 @@ def main() -> None:
             }
             for rnd in range(a.rounds):
                 for rt in a.runtimes:
-                    if rt in prep["errors"] or "error" in res[rt]:
+                    if _export_of(rt) in prep["errors"] or "error" in res[rt]:
                         continue
                     slow = rt == "et_portable"
                     if slow and (rnd > 0 or th != a.threads[0]):
@@ -320,7 +338,7 @@ def main() -> None:
                     res[rt]["rss_delta_mb"] = max(
                         res[rt]["rss_delta_mb"], m.get("rss_delta_mb", m["rss_mb"])
                     )
-                    if rt == "ember":
+                    if rt in ("ember", "ember_base"):
                         res[rt]["isa"] = m.get("isa")
                 print(f"  threads={th} round {rnd + 1}/{a.rounds} done", flush=True)
             for rt in a.runtimes:
@@ -329,10 +347,10 @@ def main() -> None:
                     "model": model,
                     "threads": th,
                     "runtime": rt,
-                    "size_mb": prep["files"].get(rt, 0) / 1e6,
+                    "size_mb": prep["files"].get(_export_of(rt), 0) / 1e6,
                 }
-                if rt in prep["errors"]:
-                    row["error"] = "export: " + prep["errors"][rt]
+                if _export_of(rt) in prep["errors"]:
+                    row["error"] = "export: " + prep["errors"][_export_of(rt)]
                 elif "error" in v:
                     row["error"] = v["error"]
                 if v["times_ms"]:

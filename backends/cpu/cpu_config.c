@@ -24,7 +24,7 @@
 
 static const em_cpu_config configs[] = {
 #if defined(__x86_64__) || defined(__i386__)
-    {"avx512f", 48, em_f32_gemm_minmax_ukernel_6x48__avx512f,
+    {"avx512f", 64, em_f32_gemm_minmax_ukernel_6x64__avx512f,
      EM_VOPS_TABLE(em_f32_dwconv2d_chw_minmax_ukernel__avx512f, avx512f)},
     {"avx2", 16, em_f32_gemm_minmax_ukernel_6x16__avx2,
      EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__avx2, avx2)},

@@ -6,6 +6,9 @@
 #ifndef EMBER_BACKENDS_CPU_INTERNAL_H
 #define EMBER_BACKENDS_CPU_INTERNAL_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cpu_ukernels.h"
@@ -42,5 +45,50 @@ bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why
 
 /* Runs one validated operator on the pool. */
 em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
+
+/* Loops of fewer element operations than this run on the caller (waking a worker costs more). */
+#define EMC_MIN_PARALLEL_WORK 32768
+
+#define EMC_GEMM_MAX_SLOTS 64
+
+/*
+ * One GEMM for emc_gemm_run (cpu_gemm.c): C[m, n] = clamp(A @ B + bias_m[row] + bias_n[col]),
+ * then act. A is packed ([ceil(m / 6)][k][6], a_packed) or strided (a_rs, a_ks); B is packed
+ * ([ceil(n / 16)][k][16], b_packed) or row-major with leading dimension ldb. `pack`, when not
+ * NULL, is emc_gemm_pack_floats() of scratch for copying a row-major B strip by strip. The
+ * fields after `pack` are the driver's own.
+ */
+typedef struct emc_gemm {
+  const em_cpu_config *cfg;
+  size_t m, k, n;
+  const float *a;
+  size_t a_rs, a_ks;
+  int a_packed;
+  const float *b;
+  size_t ldb;
+  int b_packed;
+  float *c;
+  size_t ldc;
+  const float *bias_m, *bias_n;
+  em_minmax_params mm;
+  uint32_t act;
+  const float *fp;
+  float *pack;
+  /* When set (with `pack`), B exists only implicitly: pack_b writes rows [k0, k0 + kc), columns
+   * [n0, n0 + nc) of it into dst[kc][ldd] (an im2col, computed strip by strip). */
+  void (*pack_b)(const void *pack_ctx, size_t k0, size_t kc, size_t n0, size_t nc, float *dst,
+                 size_t ldd);
+  const void *pack_ctx;
+  /* set by emc_gemm_run */
+  size_t kcb, mtiles, strips, mb;
+  int n_slots;
+  atomic_flag slot_busy[EMC_GEMM_MAX_SLOTS];
+} emc_gemm;
+
+/* Floats of pack scratch emc_gemm_run needs for a row-major B with k rows on n_threads. */
+size_t emc_gemm_pack_floats(const em_cpu_config *cfg, size_t k, int n_threads);
+
+/* Runs g on the pool (NULL: on the caller). g is modified (driver state); A, B, C borrowed. */
+void emc_gemm_run(emc_gemm *g, em_threadpool *pool);
 
 #endif /* EMBER_BACKENDS_CPU_INTERNAL_H */

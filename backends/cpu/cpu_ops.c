@@ -4,10 +4,11 @@
  *
  * Every tensor is f32, contiguous, NCHW for images. Validation proves that the
  * loops below stay inside each tensor's bound memory for any blob; execution
- * checks nothing. Convolutions are GEMMs with the packed weights as A
- * (EMC_MR-row panels) and the input — directly for 1x1 stride-1 convs, else an
- * im2col buffer in the arena — as B, so the output lands in NCHW with no
- * transpose; depthwise convs run per channel plane.
+ * checks nothing. Convolutions are GEMMs (cpu_gemm.c) with the packed weights
+ * as A (EMC_MR-row panels) and the input as B — its rows for 1x1 stride-1
+ * convs, else im2col rows built strip by strip in per-thread scratch — so the
+ * output lands in NCHW with no transpose; depthwise convs run per channel
+ * plane.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -43,7 +44,6 @@ static uint32_t post_act(const emc_op *op) { return op->act == EMC_ACT_CLAMP ? 0
  * em_parallel_for for a loop of about `work` element operations: small loops run on the caller,
  * since waking a worker costs more than they do (and far more when the machine is loaded).
  */
-#define EMC_MIN_PARALLEL_WORK 32768
 static void par_for(em_threadpool *pool, int64_t n, em_parallel_fn fn, void *ctx, int64_t work) {
   em_parallel_for(work < EMC_MIN_PARALLEL_WORK ? NULL : pool, n, fn, ctx);
 }
@@ -280,73 +280,11 @@ bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why
   }
 }
 
-/* ---- GEMM driver ------------------------------------------------------------------------- */
-
-typedef struct gemm_job {
-  const em_cpu_config *cfg;
-  size_t m, k, n, mtiles;
-  const float *a;
-  size_t a_rs, a_ks;
-  int a_packed;
-  const float *b;
-  size_t ldb;
-  int b_packed;
-  float *c;
-  size_t ldc;
-  const float *bias_m, *bias_n;
-  em_minmax_params mm;
-  uint32_t act;
-  const float *fp;
-} gemm_job;
-
-/* K block: a 16-column B panel pair of EMC_KC rows (32 KiB) stays in L1 across the m-tiles. */
-#define EMC_KC 256
-
-/*
- * Tiles are numbered column strip major, so a thread's contiguous range covers whole strips
- * (or parts of them); within a strip, K is blocked (GotoBLAS order: k-block outer, m-tiles
- * inner) so B is read from L1; partial sums go through C, and the clamp and activation run
- * once, after the last block.
- */
-static void gemm_tiles(void *ctx, int64_t begin, int64_t end) {
-  const gemm_job *j = ctx;
-  const size_t nr = j->cfg->nr;
-  const em_minmax_params none = {-INFINITY, INFINITY};
-  int64_t t = begin;
-  while (t < end) {
-    const size_t nt = (size_t)t / j->mtiles;
-    const int64_t strip_end =
-        (int64_t)((nt + 1) * j->mtiles) < end ? (int64_t)((nt + 1) * j->mtiles) : end;
-    const size_t n0 = nt * nr, nc = j->n - n0 < nr ? j->n - n0 : nr;
-    const float *b = j->b_packed
-                         ? j->b + (n0 / EMC_NR_PANEL) * j->k * EMC_NR_PANEL + n0 % EMC_NR_PANEL
-                         : j->b + n0;
-    const size_t ldb = j->b_packed ? EMC_NR_PANEL : j->ldb;
-    const size_t b_next = j->b_packed ? j->k * EMC_NR_PANEL : EMC_NR_PANEL;
-    for (size_t k0 = 0; k0 < j->k; k0 += EMC_KC) {
-      const size_t kc = j->k - k0 < EMC_KC ? j->k - k0 : EMC_KC;
-      const int last = k0 + kc == j->k;
-      for (int64_t u = t; u < strip_end; u++) {
-        const size_t mt = (size_t)u % j->mtiles, m0 = mt * EMC_MR;
-        const size_t mr = j->m - m0 < EMC_MR ? j->m - m0 : EMC_MR;
-        const float *a =
-            j->a_packed ? j->a + mt * j->k * EMC_MR + k0 * EMC_MR : j->a + m0 * j->a_rs + k0;
-        float *c = j->c + m0 * j->ldc + n0;
-        j->cfg->gemm(mr, nc, kc, a, j->a_rs, j->a_ks, b + k0 * ldb, ldb, b_next, c, j->ldc,
-                     j->bias_m ? j->bias_m + m0 : NULL, j->bias_n ? j->bias_n + n0 : NULL, k0 > 0,
-                     last ? &j->mm : &none);
-        if (last && j->act)
-          for (size_t r = 0; r < mr; r++)
-            j->cfg->vact(nc, c + r * j->ldc, c + r * j->ldc, j->act, j->fp);
-      }
-    }
-    t = strip_end;
-  }
-}
+/* ---- GEMM (the driver is cpu_gemm.c) ------------------------------------------------------ */
 
 /* M = 1 with a packed B: stream each 16-column panel once (no 6-row tile). */
 static void gemv_panels(void *ctx, int64_t begin, int64_t end) {
-  const gemm_job *j = ctx;
+  const emc_gemm *j = ctx;
   for (int64_t pi = begin; pi < end; pi++) {
     size_t n0 = (size_t)pi * EMC_NR_PANEL, nc = j->n - n0 < EMC_NR_PANEL ? j->n - n0 : EMC_NR_PANEL;
     float *c = j->c + n0;
@@ -356,15 +294,13 @@ static void gemv_panels(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-static void run_gemm_job(gemm_job *j, em_threadpool *pool) {
+static void run_gemm_job(emc_gemm *j, em_threadpool *pool) {
   if (j->m == 1 && j->b_packed && !j->bias_m && !j->a_packed) {
     size_t panels = div_up(j->n, EMC_NR_PANEL);
     par_for(pool, (int64_t)panels, gemv_panels, j, (int64_t)(j->n * j->k));
     return;
   }
-  j->mtiles = div_up(j->m, EMC_MR);
-  size_t ntiles = div_up(j->n, j->cfg->nr);
-  par_for(pool, (int64_t)(j->mtiles * ntiles), gemm_tiles, j, (int64_t)(j->m * j->n * j->k));
+  emc_gemm_run(j, pool);
 }
 
 static em_status run_gemm(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
@@ -373,59 +309,20 @@ static em_status run_gemm(const emc_delegate *d, const emc_op *op, em_threadpool
   float *y = data_of(d, op->out[0]);
   size_t m = (size_t)ip[EMC_GEMM_M], k = (size_t)ip[EMC_GEMM_K], n = (size_t)ip[EMC_GEMM_N];
   for (int64_t bi = 0; bi < ip[EMC_GEMM_BATCH]; bi++) {
-    gemm_job j = {d->cfg,
-                  m,
-                  k,
-                  n,
-                  0,
-                  a + bi * ip[EMC_GEMM_A_BSTRIDE],
-                  0,
-                  0,
-                  ip[EMC_GEMM_A_PACKED],
-                  b + bi * ip[EMC_GEMM_B_BSTRIDE],
-                  n,
-                  ip[EMC_GEMM_B_PACKED],
-                  y + bi * (int64_t)(m * n),
-                  n,
-                  NULL,
-                  data_of(d, op->in[2]),
-                  clamp_of(op),
-                  post_act(op),
-                  op->fp};
-    if (j.a_packed)
-      j.a_rs = 1, j.a_ks = EMC_MR;
-    else
-      j.a_rs = k, j.a_ks = 1;
+    emc_gemm j = {0};
+    j.cfg = d->cfg, j.m = m, j.k = k, j.n = n;
+    j.a = a + bi * ip[EMC_GEMM_A_BSTRIDE], j.a_packed = ip[EMC_GEMM_A_PACKED];
+    j.a_rs = j.a_packed ? 1 : k, j.a_ks = j.a_packed ? EMC_MR : 1;
+    j.b = b + bi * ip[EMC_GEMM_B_BSTRIDE], j.ldb = n, j.b_packed = ip[EMC_GEMM_B_PACKED];
+    j.c = y + bi * (int64_t)(m * n), j.ldc = n;
+    j.bias_n = data_of(d, op->in[2]);
+    j.mm = clamp_of(op), j.act = post_act(op), j.fp = op->fp;
     run_gemm_job(&j, pool);
   }
   return EM_OK;
 }
 
 /* ---- convolution ------------------------------------------------------------------------- */
-
-/* Writes row[0, n) as row k of a 16-column-panel matrix with kg rows (dst = panel 0, row k). */
-static void scatter_panels(const float *row, int64_t n, float *dst, int64_t kg) {
-  int64_t p = 0;
-  for (; p + EMC_NR_PANEL <= n; p += EMC_NR_PANEL, dst += kg * EMC_NR_PANEL)
-    memcpy(dst, row + p, EMC_NR_PANEL * sizeof *dst);
-  if (p < n) {
-    int64_t i = 0;
-    for (; i < n - p; i++) dst[i] = row[p + i];
-    for (; i < EMC_NR_PANEL; i++) dst[i] = 0.0f;
-  }
-}
-
-typedef struct pack_job {
-  const float *x; /* [kg, n] row-major */
-  float *col;
-  int64_t kg, n;
-} pack_job;
-
-static void pack_rows(void *ctx, int64_t begin, int64_t end) {
-  const pack_job *j = ctx;
-  for (int64_t r = begin; r < end; r++)
-    scatter_panels(j->x + r * j->n, j->n, j->col + r * EMC_NR_PANEL, j->kg);
-}
 
 typedef struct im2col_job {
   const float *x; /* [cg, H, W] of one image and group */
@@ -456,6 +353,61 @@ static void im2col_rows(void *ctx, int64_t begin, int64_t end) {
         *dst++ = (src && ox >= lo && ox < hi) ? src[ox * j->sw] : 0.0f;
         if (++lane == EMC_NR_PANEL) lane = 0, dst += pstride - EMC_NR_PANEL;
       }
+    }
+  }
+}
+
+/*
+ * Rows [k0, k0 + kc), pixels [n0, n0 + nc) of the im2col matrix of j, into dst[kc][ldd]: the
+ * GEMM driver's B strip, built in L1 as it goes instead of a [kg, OH * OW] matrix in memory.
+ * Pixels run along output rows, so each matrix row is a few contiguous input runs (stride 1:
+ * memcpy) with zeros where the window hangs over the padding.
+ */
+static void im2col_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_t nc, float *dst,
+                         size_t ldd) {
+  const im2col_job *j = ctx;
+  const int64_t khw = j->kh * j->kw, oy0 = (int64_t)n0 / j->ow, ox0 = (int64_t)n0 % j->ow;
+  /* (c, ky, kx) of row k0, then stepped row by row (no divisions in the loop). */
+  int64_t c = (int64_t)k0 / khw, ky = ((int64_t)k0 % khw) / j->kw, kx = (int64_t)k0 % j->kw;
+  for (size_t r = 0; r < kc; r++) {
+    const float *plane = j->x + c * j->h * j->w;
+    const int64_t off = kx * j->dw - j->pw;
+    int64_t lo, hi;
+    if (j->sw == 1) {
+      lo = off >= 0 ? 0 : -off, hi = j->w - off;
+    } else {
+      lo = off >= 0 ? 0 : (-off + j->sw - 1) / j->sw;
+      hi = (j->w - 1 - off) < 0 ? 0 : (j->w - 1 - off) / j->sw + 1;
+    }
+    if (hi > j->ow) hi = j->ow;
+    if (lo > hi) lo = hi;
+    float *d = dst + r * ldd;
+    int64_t oy = oy0, ox = ox0;
+    for (size_t i = 0; i < nc; oy++, ox = 0) {
+      const int64_t run =
+          (int64_t)nc - (int64_t)i < j->ow - ox ? (int64_t)nc - (int64_t)i : j->ow - ox;
+      const int64_t iy = oy * j->sh + ky * j->dh - j->ph;
+      float *dr = d + i - ox; /* dr[x] is output column x of this run */
+      if (iy < 0 || iy >= j->h) {
+        memset(dr + ox, 0, (size_t)run * sizeof *dr);
+      } else {
+        const float *src = plane + iy * j->w + off;
+        int64_t a = ox > lo ? ox : lo, b = ox + run < hi ? ox + run : hi;
+        if (a > b) a = b = ox + run;
+        for (int64_t x = ox; x < a; x++) dr[x] = 0.0f;
+        if (j->sw == 1)
+          memcpy(dr + a, src + a, (size_t)(b - a) * sizeof *dr);
+        else if (j->sw == 2) /* a constant stride the compiler vectorises */
+          for (int64_t x = a; x < b; x++) dr[x] = src[2 * x];
+        else
+          for (int64_t x = a; x < b; x++) dr[x] = src[x * j->sw];
+        for (int64_t x = b; x < ox + run; x++) dr[x] = 0.0f;
+      }
+      i += (size_t)run;
+    }
+    if (++kx == j->kw) {
+      kx = 0;
+      if (++ky == j->kh) ky = 0, c++;
     }
   }
 }
@@ -512,46 +464,41 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
   for (int64_t b = 0; b < n; b++) {
     for (int64_t gi = 0; gi < g; gi++) {
       const float *xg = x + (b * cin + gi * cg) * h * wd;
-      if (!direct) {
-        im2col_job ij = {xg,
-                         col,
-                         h,
-                         wd,
-                         oh,
-                         ow,
-                         kh,
-                         kw,
-                         ip[EMC_CONV_SH],
-                         ip[EMC_CONV_SW],
-                         ip[EMC_CONV_PH],
-                         ip[EMC_CONV_PW],
-                         ip[EMC_CONV_DH],
-                         ip[EMC_CONV_DW],
-                         kg};
-        par_for(pool, kg, im2col_rows, &ij, kg * npix);
+      const bool fits =
+          emc_gemm_pack_floats(d->cfg, (size_t)kg, em_threadpool_size(pool)) * sizeof(float) <=
+          (size_t)ip[EMC_CONV_SCRATCH_NBYTES];
+      im2col_job ij = {xg,
+                       col,
+                       h,
+                       wd,
+                       oh,
+                       ow,
+                       kh,
+                       kw,
+                       ip[EMC_CONV_SH],
+                       ip[EMC_CONV_SW],
+                       ip[EMC_CONV_PH],
+                       ip[EMC_CONV_PW],
+                       ip[EMC_CONV_DH],
+                       ip[EMC_CONV_DW],
+                       kg};
+      if (!direct && !fits) par_for(pool, kg, im2col_rows, &ij, kg * npix);
+      emc_gemm j = {0};
+      j.cfg = d->cfg, j.m = (size_t)mg, j.k = (size_t)kg, j.n = (size_t)npix;
+      j.a = w + (size_t)gi * panel, j.a_packed = 1;
+      j.c = y + (b * co + gi * mg) * npix, j.ldc = (size_t)npix;
+      j.bias_m = bias ? bias + gi * mg : NULL;
+      j.mm = clamp_of(op), j.act = post_act(op), j.fp = op->fp;
+      if (!direct && !fits) { /* a whole im2col matrix in the scratch */
+        j.b = col, j.b_packed = 1;
+      } else if (!direct) { /* im2col strip by strip, in per-thread scratch */
+        j.pack_b = im2col_strip, j.pack_ctx = &ij, j.pack = col;
       } else {
-        pack_job pj = {xg, col, kg, npix};
-        par_for(pool, kg, pack_rows, &pj, kg * npix);
+        /* 1x1: B is the activations themselves, [kg, npix] row-major, copied strip by strip
+         * into per-thread scratch (when the planned scratch holds it) as the GEMM goes. */
+        j.b = xg, j.ldb = (size_t)npix, j.b_packed = 0;
+        if (fits) j.pack = col;
       }
-      gemm_job j = {d->cfg,
-                    (size_t)mg,
-                    (size_t)kg,
-                    (size_t)npix,
-                    0,
-                    w + (size_t)gi * panel,
-                    1,
-                    EMC_MR,
-                    1,
-                    col,
-                    (size_t)npix,
-                    1,
-                    y + (b * co + gi * mg) * npix,
-                    (size_t)npix,
-                    bias ? bias + gi * mg : NULL,
-                    NULL,
-                    clamp_of(op),
-                    post_act(op),
-                    op->fp};
       run_gemm_job(&j, pool);
     }
   }
@@ -758,10 +705,60 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* max(m, v) that keeps a NaN, as torch.max_pool2d does. */
+static inline float max_nan(float m, float v) { return (v > m || v != v) ? v : m; }
+
+#define EMC_POOL_ROW_MAX 4096 /* widest input row the separable max pool takes */
+
+/*
+ * Max pool without dilation, separably: for each output row, the max over the window's input
+ * rows (contiguous, vectorised by the compiler), then over the window's columns from a row
+ * padded with -inf (no bounds checks, vectorised too). Same result as pool_planes (max is
+ * exact), a few operations per output instead of a bounds-checked window.
+ */
+static void maxpool_planes(void *ctx, int64_t begin, int64_t end) {
+  const pool_job *j = ctx;
+  const int32_t *ip = j->op->ip;
+  const int64_t kh = ip[EMC_POOL_KH], kw = ip[EMC_POOL_KW], sh = ip[EMC_POOL_SH],
+                sw = ip[EMC_POOL_SW], ph = ip[EMC_POOL_PH], pw = ip[EMC_POOL_PW];
+  /* pad[pw + i] is the column max of input column i; -inf in the padding on both sides. */
+  float pad[EMC_POOL_ROW_MAX];
+  const int64_t span = (j->ow - 1) * sw + kw; /* columns the windows cover, padding included */
+  for (int64_t i = 0; i < span; i++) pad[i] = -INFINITY;
+  float *row = pad + pw;
+  for (int64_t p = begin; p < end; p++) {
+    const float *x = j->x + p * j->h * j->w;
+    float *y = j->y + p * j->oh * j->ow;
+    for (int64_t oy = 0; oy < j->oh; oy++) {
+      const int64_t y0 = oy * sh - ph;
+      const int64_t ky0 = y0 < 0 ? -y0 : 0, ky1 = y0 + kh > j->h ? j->h - y0 : kh;
+      for (int64_t i = 0; i < j->w; i++) row[i] = -INFINITY;
+      for (int64_t ky = ky0; ky < ky1; ky++) {
+        const float *xr = x + (y0 + ky) * j->w;
+        for (int64_t i = 0; i < j->w; i++) row[i] = max_nan(row[i], xr[i]);
+      }
+      float *yr = y + oy * j->ow;
+      for (int64_t ox = 0; ox < j->ow; ox++) yr[ox] = -INFINITY;
+      for (int64_t kx = 0; kx < kw; kx++) {
+        const float *src = pad + kx;
+        if (sw == 2)
+          for (int64_t ox = 0; ox < j->ow; ox++) yr[ox] = max_nan(yr[ox], src[2 * ox]);
+        else
+          for (int64_t ox = 0; ox < j->ow; ox++) yr[ox] = max_nan(yr[ox], src[ox * sw]);
+      }
+    }
+    if (j->op->act) j->d->cfg->vact((size_t)(j->oh * j->ow), y, y, j->op->act, j->op->fp);
+  }
+}
+
 static em_status run_pool(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   pool_job j = {d, op, xt->data, yt->data, xt->sizes[2], xt->sizes[3], yt->sizes[2], yt->sizes[3]};
-  par_for(pool, xt->sizes[0] * xt->sizes[1], pool_planes, &j,
+  const int64_t span = (j.ow - 1) * op->ip[EMC_POOL_SW] + op->ip[EMC_POOL_KW];
+  const bool separable = op->kind == EMC_OP_MAXPOOL2D && op->ip[EMC_POOL_DH] == 1 &&
+                         op->ip[EMC_POOL_DW] == 1 && j.ow > 0 && span <= EMC_POOL_ROW_MAX &&
+                         op->ip[EMC_POOL_PW] + j.w <= EMC_POOL_ROW_MAX;
+  par_for(pool, xt->sizes[0] * xt->sizes[1], separable ? maxpool_planes : pool_planes, &j,
           yt->numel * op->ip[EMC_POOL_KH] * op->ip[EMC_POOL_KW]);
   return EM_OK;
 }

@@ -6,7 +6,8 @@
  * C = A @ B, A read through (a_rs, a_ks) strides (a packed weight panel has
  * a_rs = 1, a_ks = EMC_MR; a row-major activation has a_rs = K, a_ks = 1), B
  * row-major with leading dimension ldb; columns 16..31 of a tile start at b + b_next (16 for a
- * row-major B, K * 16 for B packed in 16-column panels, EMC_NR_PANEL), 32..47 at b + 2 b_next. The
+ * row-major B, K * 16 for B packed in 16-column panels, EMC_NR_PANEL), 32..47 at b + 2 b_next,
+ * and so on. The
  * accumulator starts from C when `accumulate`, else from bias_m[row] + bias_n[col] (either may be
  * NULL); the result is clamped to [p->min, p->max]. Rows past mr are never read or written, nor
  * columns past nc.
@@ -34,6 +35,7 @@ typedef void (*em_f32_gemm_ukernel_fn)(size_t mr, size_t nc, size_t kc, const fl
 
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x32__avx512f);
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x48__avx512f);
+EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f);
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x16__avx2);
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x8__scalar);
 

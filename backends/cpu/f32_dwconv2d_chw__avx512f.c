@@ -6,7 +6,9 @@
  * stride 2, split into even and odd columns), so every tap of a 16-wide run
  * of outputs is one unaligned (masked at the row's end) load and one FMA into
  * a register that holds the run across all kh * kw taps: no bounds checks and
- * no output round trips. Planes too big for the stack buffer, and strides
+ * no output round trips. Blocks of output rows x vectors are computed
+ * together (2 x 64 columns, 4 x 32 or 8 x 16), so 8 accumulator chains hide
+ * the FMA latency. Planes too big for the stack buffer, and strides
  * above 2, go to the generic kernel.
  */
 #include <immintrin.h>
@@ -15,6 +17,80 @@
 #include "cpu_ukernels.h"
 
 #define PAD_FLOATS 24576 /* 96 KiB of stack */
+
+/* Lanes of the 16-wide output vector at column ox that lie inside a row of ow. */
+static inline __mmask16 ox_mask(int64_t ow, int64_t ox) {
+  if (ox >= ow) return 0;
+  return ow - ox >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (ow - ox)) - 1u);
+}
+
+/*
+ * dst[0, cols) = the row src[0, w) shifted right by pw, zeros around it: one masked load and
+ * store per 16 columns (small planes, 7x7 or 14x14, would spend more in memset / memcpy calls
+ * than in the convolution). Lanes outside [0, w) of src are masked off, never read.
+ */
+static inline __attribute__((target("avx512f"))) void pad_row(float *dst, const float *src,
+                                                              int64_t pw, int64_t w, int64_t cols) {
+  for (int64_t i = 0; i < cols; i += 16) {
+    const int64_t lo = pw - i < 0 ? 0 : pw - i > 16 ? 16 : pw - i;
+    const int64_t hi = pw + w - i < 0 ? 0 : pw + w - i > 16 ? 16 : pw + w - i;
+    const uint32_t valid = hi > lo ? ((1u << hi) - 1u) & ~((1u << lo) - 1u) : 0u;
+    const __mmask16 st = cols - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (cols - i)) - 1u);
+    /* src + i - pw may point before src: only lanes of `valid` (inside the row) are loaded. */
+    const __m512 v = _mm512_maskz_loadu_ps((__mmask16)valid, (const char *)src + (i - pw) * 4);
+    _mm512_mask_storeu_ps(dst + i, st, v);
+  }
+}
+
+/* The padded (for stride 2, de-interleaved) input plane and what every block needs. */
+typedef struct dw_plane {
+  const float *even, *odd;
+  int64_t cols, s;
+  const __m512 *wv;
+  __m512 lo, hi, b0;
+} dw_plane;
+
+/*
+ * All output rows, in blocks of R rows x V vectors (R * V <= 8, literals after inlining, so acc
+ * stays in registers). Rows past the plane alias the block's last real row and are stored
+ * first, so the real row's store wins.
+ */
+static inline __attribute__((always_inline, target("avx512f"))) void
+dw_rows(const em_dw_params *q, const dw_plane *pl, float *out, const int R, const int V) {
+  const int64_t s = pl->s, cols = pl->cols;
+  for (int64_t oy = 0; oy < q->oh; oy += R) {
+    int64_t rows[8];
+    float *orow[8];
+    for (int r = 0; r < R; r++) {
+      const int64_t y = oy + r < q->oh ? oy + r : q->oh - 1;
+      rows[r] = y * s * cols, orow[r] = out + y * q->ow;
+    }
+    for (int64_t ox = 0; ox < q->ow; ox += 16 * V) {
+      __mmask16 m[4];
+      __m512 acc[8];
+#pragma GCC unroll 4
+      for (int v = 0; v < V; v++) m[v] = ox_mask(q->ow, ox + 16 * v);
+#pragma GCC unroll 8
+      for (int i = 0; i < R * V; i++) acc[i] = pl->b0;
+      for (int64_t ky = 0; ky < q->kh; ky++) {
+        for (int64_t kx = 0; kx < q->kw; kx++) {
+          const int64_t c = kx * q->dw;
+          const float *plane = s == 1 ? pl->even : ((c & 1) ? pl->odd : pl->even);
+          const float *src = plane + ky * q->dh * cols + ox + (s == 1 ? c : c >> 1);
+          const __m512 wt = pl->wv[ky * q->kw + kx];
+#pragma GCC unroll 8
+          for (int i = 0; i < R * V; i++)
+            acc[i] = _mm512_fmadd_ps(
+                wt, _mm512_maskz_loadu_ps(m[i % V], src + rows[i / V] + 16 * (i % V)), acc[i]);
+        }
+      }
+#pragma GCC unroll 8
+      for (int i = R * V - 1; i >= 0; i--)
+        _mm512_mask_storeu_ps(orow[i / V] + ox + 16 * (i % V), m[i % V],
+                              _mm512_min_ps(_mm512_max_ps(acc[i], pl->lo), pl->hi));
+    }
+  }
+}
 
 __attribute__((target("avx512f"))) void
 em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const float *in, const float *w,
@@ -36,17 +112,20 @@ em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const float *
       _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i iodd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   float *even = buf, *odd = buf + ph * cols;
-  memset(buf, 0, (size_t)(ph * cols * s) * sizeof *buf);
+  /* Only the padding needs zeros: every interior element is written below. */
+  const int64_t below = ph - q->ph - q->h;
+  for (int64_t pl = 0; pl < s; pl++) {
+    memset(buf + pl * ph * cols, 0, (size_t)(q->ph * cols) * sizeof *buf);
+    memset(buf + pl * ph * cols + (q->ph + q->h) * cols, 0, (size_t)(below * cols) * sizeof *buf);
+  }
   for (int64_t y = 0; y < q->h; y++) {
     const float *src = in + y * q->w;
     if (s == 1) {
-      memcpy(even + (y + q->ph) * cols + q->pw, src, (size_t)q->w * sizeof *src);
+      pad_row(even + (y + q->ph) * cols, src, q->pw, q->w, cols);
     } else {
       /* The padded row, then even / odd columns 16 at a time. */
       float *e = even + (y + q->ph) * cols, *o = odd + (y + q->ph) * cols;
-      memset(trow, 0, (size_t)q->pw * sizeof *trow);
-      memcpy(trow + q->pw, src, (size_t)q->w * sizeof *src);
-      memset(trow + q->pw + q->w, 0, (size_t)(2 * cols + 32 - q->pw - q->w) * sizeof *trow);
+      pad_row(trow, src, q->pw, q->w, 2 * cols + 32);
       for (int64_t i = 0; i < cols; i += 16) {
         const int64_t n = cols - i < 16 ? cols - i : 16;
         const __mmask16 m = (__mmask16)((1u << n) - 1u);
@@ -59,28 +138,13 @@ em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const float *
   __m512 wv[64];
   for (int64_t t = 0; t < q->kh * q->kw; t++) wv[t] = _mm512_set1_ps(w[t]);
   const __m512 lo = _mm512_set1_ps(p->min), hi = _mm512_set1_ps(p->max), b0 = _mm512_set1_ps(bias);
-  for (int64_t oy = 0; oy < q->oh; oy++) {
-    float *orow = out + oy * q->ow;
-    for (int64_t ox = 0; ox < q->ow; ox += 16) {
-      const int64_t n = q->ow - ox < 16 ? q->ow - ox : 16;
-      const __mmask16 m = (__mmask16)((1u << n) - 1u);
-      __m512 acc = b0, acc2 = _mm512_setzero_ps();
-      for (int64_t ky = 0; ky < q->kh; ky++) {
-        const int64_t row = (oy * s + ky * q->dh) * cols;
-        for (int64_t kx = 0; kx < q->kw; kx++) {
-          const int64_t c = kx * q->dw;
-          const float *src =
-              s == 1 ? even + row + ox + c : ((c & 1) ? odd : even) + row + ox + (c >> 1);
-          const __m512 v = _mm512_maskz_loadu_ps(m, src);
-          if (kx & 1)
-            acc2 = _mm512_fmadd_ps(wv[ky * q->kw + kx], v, acc2);
-          else
-            acc = _mm512_fmadd_ps(wv[ky * q->kw + kx], v, acc);
-        }
-      }
-      acc = _mm512_add_ps(acc, acc2);
-      acc = _mm512_min_ps(_mm512_max_ps(acc, lo), hi);
-      _mm512_mask_storeu_ps(orow + ox, m, acc);
-    }
-  }
+  /* Blocks of R output rows x V 16-wide vectors, R * V = 8 accumulators: wide rows take 2 x 4,
+   * narrow ones (late layers, 7x7 or 14x14) more rows of fewer vectors. */
+  const dw_plane pl = {even, odd, cols, s, wv, lo, hi, b0};
+  if (q->ow > 32)
+    dw_rows(q, &pl, out, 2, 4);
+  else if (q->ow > 16)
+    dw_rows(q, &pl, out, 4, 2);
+  else
+    dw_rows(q, &pl, out, 8, 1);
 }

@@ -216,14 +216,23 @@ void EM_NAME(em_f32_norm_ukernel__)(size_t n, const float *x, const float *w, co
 void EM_NAME(em_f32_gemv16_minmax_ukernel__)(size_t kc, size_t nc, const float *x, const float *b,
                                              const float *bias, float *y,
                                              const em_minmax_params *p) {
-  float acc[16];
+  /* Four partial sums over k % 4: four independent FMA chains instead of one, and the panel
+   * (streamed from memory once: classifier weights) prefetched a few lines ahead. */
+  float acc[16], a1[16] = {0}, a2[16] = {0}, a3[16] = {0};
   for (size_t j = 0; j < 16; j++) acc[j] = (bias && j < nc) ? bias[j] : 0.0f;
-  for (size_t k = 0; k < kc; k++) {
-    const float xv = x[k];
+  size_t k = 0;
+  for (; k + 4 <= kc; k += 4) {
     const float *restrict br = b + k * 16;
-    for (size_t j = 0; j < 16; j++) acc[j] += xv * br[j];
+    for (size_t l = 16; l < 20; l++) __builtin_prefetch(br + 16 * l); /* 1 KiB ahead */
+    for (size_t j = 0; j < 16; j++) acc[j] += x[k] * br[j];
+    for (size_t j = 0; j < 16; j++) a1[j] += x[k + 1] * br[16 + j];
+    for (size_t j = 0; j < 16; j++) a2[j] += x[k + 2] * br[32 + j];
+    for (size_t j = 0; j < 16; j++) a3[j] += x[k + 3] * br[48 + j];
   }
-  for (size_t j = 0; j < nc; j++) y[j] = vx_clampf(acc[j], p->min, p->max);
+  for (; k < kc; k++)
+    for (size_t j = 0; j < 16; j++) acc[j] += x[k] * b[k * 16 + j];
+  for (size_t j = 0; j < nc; j++)
+    y[j] = vx_clampf((acc[j] + a1[j]) + (a2[j] + a3[j]), p->min, p->max);
 }
 
 /* First output column whose tap (ow * s + off) lands inside [0, w), and one past the last. */

@@ -2,14 +2,18 @@
  * test_cpu_ukernels.c — every EmberCpuBackend micro-kernel of every ISA this
  * CPU runs (AVX-512F, AVX2+FMA, scalar), at sizes below, at, above and
  * multiples of its tile, against a double-precision scalar reference. GEMM
- * tiles are also checked for writes outside [mr, nc].
+ * tiles are also checked for writes outside [mr, nc]. The GEMM driver
+ * (cpu_gemm.c: K blocks, M blocks, strips, B packing, threads) is checked the
+ * same way on whole matrices, every B form, with and without a thread pool.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <string.h>
 
+#include "../../backends/cpu/cpu_internal.h"
 #include "../../backends/cpu/cpu_ukernels.h"
 #include "../../backends/cpu/emc_format.h"
+#include "ember/threadpool.h"
 #include "test_util.h"
 
 static unsigned g_seed = 12345;
@@ -25,10 +29,10 @@ static int close_to(double got, double want, double tol) {
 #define SENTINEL 12345.0f
 
 static void test_gemm(const em_cpu_config *cfg) {
-  static const size_t ncs[] = {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40, 47, 48};
+  static const size_t ncs[] = {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40, 47, 48, 49, 63, 64};
   static const size_t kcs[] = {1, 2, 5, 16, 67};
-  enum { MAXK = 67, LDC = 56, LDB = 48 };
-  static float a[MAXK * 8 * 6], b[MAXK * 64], c[8 * LDC], ref[8 * LDC], bias_m[6], bias_n[48];
+  enum { MAXK = 67, LDC = 72, LDB = 64 };
+  static float a[MAXK * 8 * 6], b[MAXK * 64], c[8 * LDC], ref[8 * LDC], bias_m[6], bias_n[64];
   int bad = 0;
   for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++)
     for (size_t mr = 1; mr <= EMC_MR; mr++)
@@ -40,7 +44,7 @@ static void test_gemm(const em_cpu_config *cfg) {
           for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) a[i] = frand();
           for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) b[i] = frand();
           for (size_t i = 0; i < 6; i++) bias_m[i] = frand();
-          for (size_t i = 0; i < 48; i++) bias_n[i] = frand();
+          for (size_t i = 0; i < 64; i++) bias_n[i] = frand();
           for (size_t i = 0; i < 8 * LDC; i++)
             c[i] = (i / LDC < mr && i % LDC < nc) ? frand() : SENTINEL;
           size_t a_rs = packed_a ? 1 : kc, a_ks = packed_a ? EMC_MR : 1;
@@ -241,6 +245,84 @@ static void test_gemv16(const em_cpu_config *cfg) {
     }
 }
 
+/* ---- the GEMM driver ------------------------------------------------------------------ */
+
+enum { DMAXM = 70, DMAXN = 130, DMAXK = 300, DPAD_N = 144 /* DMAXN rounded up to 16 */ };
+static float d_a[DMAXM * DMAXK], d_ap[12 * 6 * DMAXK], d_b[DMAXK * DMAXN], d_bp[DMAXK * DPAD_N];
+static float d_c[DMAXM * DMAXN + 8], d_bm[DMAXM], d_bn[DMAXN], d_pack[2 * 160 * 64 + 64];
+static double d_ref[DMAXM * DMAXN];
+
+typedef struct strip_src {
+  const float *b;
+  size_t ldb;
+} strip_src;
+
+/* A pack_b callback: copies the strip from a row-major B (as the im2col callback would build). */
+static void copy_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_t nc, float *dst,
+                       size_t ldd) {
+  const strip_src *s = ctx;
+  for (size_t k = 0; k < kc; k++)
+    for (size_t n = 0; n < nc; n++) dst[k * ldd + n] = s->b[(k0 + k) * s->ldb + n0 + n];
+}
+
+/* One GEMM: A packed or strided; B packed (0), row-major (1), row-major copied into per-thread
+ * scratch (2) or built by a pack_b callback (3). */
+static int run_driver_case(const em_cpu_config *cfg, em_threadpool *pool, size_t m, size_t n,
+                           size_t k, int a_packed, int bmode) {
+  for (size_t i = 0; i < m * k; i++) d_a[i] = frand();
+  for (size_t i = 0; i < k * n; i++) d_b[i] = frand();
+  for (size_t i = 0; i < m; i++) d_bm[i] = frand();
+  for (size_t i = 0; i < n; i++) d_bn[i] = frand();
+  memset(d_ap, 0, sizeof d_ap), memset(d_bp, 0, sizeof d_bp);
+  for (size_t r = 0; r < m; r++)
+    for (size_t kk = 0; kk < k; kk++) d_ap[(r / 6) * k * 6 + kk * 6 + r % 6] = d_a[r * k + kk];
+  for (size_t kk = 0; kk < k; kk++)
+    for (size_t c = 0; c < n; c++) d_bp[(c / 16) * k * 16 + kk * 16 + c % 16] = d_b[kk * n + c];
+  for (size_t i = 0; i < m * n + 8; i++) d_c[i] = SENTINEL;
+  const em_minmax_params mm = {-3.0f, 3.0f};
+  for (size_t r = 0; r < m; r++)
+    for (size_t c = 0; c < n; c++) {
+      double acc = (double)d_bm[r] + d_bn[c];
+      for (size_t kk = 0; kk < k; kk++) acc += (double)d_a[r * k + kk] * d_b[kk * n + c];
+      d_ref[r * n + c] = fmin(fmax(acc, mm.min), mm.max);
+    }
+  strip_src src = {d_b, n};
+  emc_gemm g = {0};
+  g.cfg = cfg, g.m = m, g.k = k, g.n = n, g.a_packed = a_packed;
+  g.a = a_packed ? d_ap : d_a, g.a_rs = a_packed ? 1 : k, g.a_ks = a_packed ? EMC_MR : 1;
+  g.b = bmode == 0 ? d_bp : d_b, g.ldb = n, g.b_packed = bmode == 0;
+  g.c = d_c, g.ldc = n, g.bias_m = d_bm, g.bias_n = d_bn, g.mm = mm;
+  if (bmode >= 2) {
+    CHECK(emc_gemm_pack_floats(cfg, k, em_threadpool_size(pool)) <= sizeof d_pack / sizeof(float),
+          "pack scratch");
+    g.pack = d_pack + 1; /* deliberately not 64-byte aligned: the driver aligns its slots */
+  }
+  if (bmode == 3) g.pack_b = copy_strip, g.pack_ctx = &src;
+  emc_gemm_run(&g, pool);
+  for (size_t i = 0; i < m * n; i++)
+    if (!close_to(d_c[i], d_ref[i], 1e-4)) {
+      CHECK(0, "%s driver m=%zu n=%zu k=%zu a_packed=%d bmode=%d threads=%d: c[%zu] = %g, want %g",
+            cfg->isa, m, n, k, a_packed, bmode, em_threadpool_size(pool), i, d_c[i], d_ref[i]);
+      return 0;
+    }
+  for (size_t i = m * n; i < m * n + 8; i++)
+    if (d_c[i] != SENTINEL) {
+      CHECK(0, "%s driver m=%zu n=%zu k=%zu: wrote past C", cfg->isa, m, n, k);
+      return 0;
+    }
+  return 1;
+}
+
+static void test_gemm_driver(const em_cpu_config *cfg, em_threadpool *pool) {
+  static const size_t ms[] = {1, 5, 6, 7, 13, 70}, ns[] = {1, 17, 49, 64, 65, 130},
+                      ks[] = {1, 7, 129, 300};
+  for (size_t mi = 0; mi < 6; mi++)
+    for (size_t ni = 0; ni < 6; ni++)
+      for (size_t ki = 0; ki < 4; ki++)
+        for (int v = 0; v < 8; v++)
+          if (run_driver_case(cfg, pool, ms[mi], ns[ni], ks[ki], v & 1, v >> 1)) g_pass++;
+}
+
 int main(void) {
   static const char *isas[] = {"avx512f", "avx2", "scalar"};
   int tested = 0;
@@ -252,11 +334,17 @@ int main(void) {
     }
     tested++;
     test_gemm(cfg);
-    if (cfg->gemm == em_f32_gemm_minmax_ukernel_6x48__avx512f) { /* the 6x32 variant too */
-      em_cpu_config c32 = *cfg;
+    if (cfg->gemm == em_f32_gemm_minmax_ukernel_6x64__avx512f) { /* the 6x48, 6x32 ones too */
+      em_cpu_config c48 = *cfg, c32 = *cfg;
+      c48.isa = "avx512f-6x48", c48.nr = 48, c48.gemm = em_f32_gemm_minmax_ukernel_6x48__avx512f;
       c32.isa = "avx512f-6x32", c32.nr = 32, c32.gemm = em_f32_gemm_minmax_ukernel_6x32__avx512f;
+      test_gemm(&c48);
       test_gemm(&c32);
     }
+    test_gemm_driver(cfg, NULL);
+    em_threadpool *pool = em_threadpool_create(2);
+    test_gemm_driver(cfg, pool);
+    em_threadpool_destroy(pool);
     test_dwconv(cfg);
     test_gemv16(cfg);
     test_elementwise(cfg);

@@ -127,6 +127,35 @@ def test_deep_k_uses_k_blocks() -> None:
     _check_model(m, (torch.randn(1, 40, 5, 5),), threads=(1, 2))
 
 
+class StripZoo(nn.Module):
+    """Shapes for the GEMM driver's strip-by-strip paths: im2col built per strip (7x7 stride-2
+    stem, dilated 3x3, 1x1 stride 2), 1x1 convs packed from the activations, pixel counts that
+    are not multiples of the 48-column strip and strips that cross output rows, M not a
+    multiple of 6, K over one K block, the separable max pool with ceil_mode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 20, 7, stride=2, padding=3)
+        self.c3 = nn.Conv2d(20, 70, 3, padding=2, dilation=2)
+        self.pw = nn.Conv2d(70, 131, 1)
+        self.down = nn.Conv2d(131, 50, 1, stride=2)
+        self.fc = nn.Linear(50, 9)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.stem(x))
+        y = F.max_pool2d(y, 3, 2, 1, ceil_mode=True)
+        y = F.relu6(self.c3(y))
+        y = self.pw(y)
+        y = F.max_pool2d(F.relu(self.down(y)), 2, 2)
+        return self.fc(y.mean((2, 3)))
+
+
+@pytest.mark.parametrize("size", [45, 70])
+def test_gemm_strip_paths(size: int) -> None:
+    torch.manual_seed(0)
+    _check_model(StripZoo(), (torch.randn(1, 3, size, size),), threads=(1, 2))
+
+
 def test_mlp() -> None:
     torch.manual_seed(0)
     m = nn.Sequential(

@@ -1,0 +1,171 @@
+/*
+ * cpu_gemm.c — the CPU backend's GEMM driver: C[M, N] = A[M, K] @ B[K, N]
+ * (+ bias, clamp, activation) through the ISA's EMC_MR x nr micro-kernel.
+ *
+ * Blocking (GotoBLAS / BLIS order, with the roles fitted to a kernel that
+ * broadcasts A and loads B vectors, so B is the operand with the most bytes
+ * per k):
+ *
+ *   for each work item group (an M block of mb tiles x a run of column strips)
+ *     for each K block of kcb rows            — A block [mb * 6, kcb] stays in L2
+ *       for each column strip of nr columns   — B micro-panel [kcb, nr] stays in L1
+ *         for each 6-row tile of the M block  — A micro-panel streams from L2
+ *           micro-kernel
+ *
+ * When an M block's whole A (all of K) fits the A-block budget, the strip and
+ * K-block loops swap (strip outside): C tiles then stay hot across K blocks.
+ *
+ * Partial sums go through C (the kernel prefetches it); bias is added by the
+ * first K block, clamp and activation by the last. A row-major B (a 1x1
+ * convolution's activations, ldb = H * W) is copied strip by strip into a
+ * per-thread buffer when the caller gives one: contiguous rows cannot alias
+ * in L1 the way rows H * W floats apart do. A caller's pack_b callback builds
+ * the strip instead (a convolution's im2col rows), so no im2col matrix is ever
+ * materialised. Work items are numbered M block major, strip minor, and
+ * handed out in contiguous chunks, so any split over threads keeps each
+ * thread's A block in its own L2.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+
+/* K block: a [kcb, 64] B micro-panel is 32 KiB, 2/3 of this Xeon's 48 KiB L1d (96 and 192
+ * measured no better on it; a 32 KiB-L1d core such as Zen 4 may want 96). */
+#define EMC_KCB 128
+/* A block: [mb * 6, kcb] floats within 512 KiB, half of the smallest L2 we target (Zen 4). */
+#define EMC_A_BLOCK_FLOATS (128 * 1024)
+
+static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
+
+/*
+ * The K block for depth k: blocks of equal depth near EMC_KCB and at most EMC_KCB * 5 / 4, so
+ * no sliver of a last block pays a whole C round trip for a few k (K = 147, a 7x7 RGB stem: one
+ * block of 147, not 128 + 19; K = 576: 5 x 116, not 4 x 128 + 64).
+ */
+static size_t k_block(size_t k) {
+  size_t nb = (k + EMC_KCB / 2) / EMC_KCB;
+  if (nb < 1) nb = 1;
+  if (div_up(k, nb) > EMC_KCB * 5 / 4) nb++;
+  return div_up(k, nb);
+}
+
+/* Claims a free pack buffer slot (at most n_threads chunks run at once). */
+static int claim_slot(emc_gemm *g) {
+  for (;;)
+    for (int s = 0; s < g->n_slots; s++)
+      if (!atomic_flag_test_and_set(&g->slot_busy[s])) return s;
+}
+
+/* Copies rows [k0, k0 + kc), columns [n0, n0 + nc) of a row-major B into dst[kc][ldd]. */
+static void pack_strip(const emc_gemm *g, size_t k0, size_t kc, size_t n0, size_t nc, float *dst,
+                       size_t ldd) {
+  const float *src = g->b + k0 * g->ldb + n0;
+  for (size_t k = 0; k < kc; k++) memcpy(dst + k * ldd, src + k * g->ldb, nc * sizeof *dst);
+}
+
+/*
+ * One strip (columns from n0) of one K block (rows from k0) over tiles [t0, t1); pf_a: prefetch
+ * each next tile's A micro-panel (A not in cache yet, or too big to stay in L2: gemm_items).
+ */
+static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_t t1, float *buf,
+                        int pf_a) {
+  const size_t nr = g->cfg->nr, ldd = div_up(nr, EMC_NR_PANEL) * EMC_NR_PANEL;
+  const em_minmax_params none = {-INFINITY, INFINITY};
+  const size_t kc = min_sz(g->k - k0, g->kcb);
+  const int last = k0 + kc == g->k;
+  const size_t n0 = s * nr, nc = min_sz(g->n - n0, nr);
+  const float *b;
+  size_t ldb, b_next;
+  if (g->b_packed) {
+    b = g->b + (n0 / EMC_NR_PANEL) * g->k * EMC_NR_PANEL + n0 % EMC_NR_PANEL + k0 * EMC_NR_PANEL;
+    ldb = EMC_NR_PANEL, b_next = g->k * EMC_NR_PANEL;
+  } else if (buf) {
+    if (g->pack_b)
+      g->pack_b(g->pack_ctx, k0, kc, n0, nc, buf, ldd);
+    else
+      pack_strip(g, k0, kc, n0, nc, buf, ldd);
+    b = buf, ldb = ldd, b_next = EMC_NR_PANEL;
+  } else {
+    b = g->b + k0 * g->ldb + n0, ldb = g->ldb, b_next = EMC_NR_PANEL;
+  }
+  for (size_t t = t0; t < t1; t++) {
+    const size_t m0 = t * EMC_MR, mr = min_sz(g->m - m0, EMC_MR);
+    const float *a =
+        g->a_packed ? g->a + t * g->k * EMC_MR + k0 * EMC_MR : g->a + m0 * g->a_rs + k0 * g->a_ks;
+    float *c = g->c + m0 * g->ldc + n0;
+    /* The next tile's A micro-panel: tiles are K * 6 floats apart, too far for the hardware
+     * prefetcher to follow, and with A beyond L2 the first strip of a K block reads them from
+     * memory (weights used by few columns, as in late CNN layers, every time). */
+    if (pf_a && g->a_packed && t + 1 < t1)
+      for (size_t i = 0; i < kc * EMC_MR; i += 16) __builtin_prefetch(a + g->k * EMC_MR + i, 0, 3);
+    g->cfg->gemm(mr, nc, kc, a, g->a_packed ? 1 : g->a_rs, g->a_packed ? EMC_MR : g->a_ks, b, ldb,
+                 b_next, c, g->ldc, g->bias_m ? g->bias_m + m0 : NULL,
+                 g->bias_n ? g->bias_n + n0 : NULL, k0 > 0, last ? &g->mm : &none);
+    if (last && g->act)
+      for (size_t r = 0; r < mr; r++)
+        g->cfg->vact(nc, c + r * g->ldc, c + r * g->ldc, g->act, g->fp);
+  }
+}
+
+/*
+ * Runs work items [begin, end): see the banner for the loop order. When the M block's whole A
+ * (all of K) fits the A-block budget, strips go outside K blocks instead: A stays in L2 either
+ * way, a strip's C tiles stay in L1 / L2 across its K blocks, and a packed B is read panel by
+ * panel from start to end (long streams the hardware prefetcher follows).
+ */
+static void gemm_items(void *ctx, int64_t begin, int64_t end) {
+  emc_gemm *g = ctx;
+  const size_t ldd = div_up(g->cfg->nr, EMC_NR_PANEL) * EMC_NR_PANEL;
+  const int slot = g->pack ? claim_slot(g) : -1;
+  /* Slots start 64-byte aligned (scratch offsets are only promised 16): B rows are then whole
+   * cache lines, never a load split across two. */
+  float *const pack = g->pack ? (float *)(((uintptr_t)g->pack + 63) & ~(uintptr_t)63) : NULL;
+  float *buf = slot >= 0 ? pack + (size_t)slot * g->kcb * ldd : NULL;
+  const int strips_outer = g->mb * EMC_MR * g->k <= EMC_A_BLOCK_FLOATS;
+  for (int64_t it = begin; it < end;) {
+    const size_t mbi = (size_t)it / g->strips;
+    const int64_t grp_end = (int64_t)min_sz((size_t)end, (mbi + 1) * g->strips);
+    const size_t s0 = (size_t)it % g->strips, s1 = s0 + (size_t)(grp_end - it);
+    const size_t t0 = mbi * g->mb, t1 = min_sz(g->mtiles, t0 + g->mb);
+    if (strips_outer) {
+      for (size_t s = s0; s < s1; s++)
+        for (size_t k0 = 0; k0 < g->k; k0 += g->kcb) strip_block(g, s, k0, t0, t1, buf, s == s0);
+    } else {
+      for (size_t k0 = 0; k0 < g->k; k0 += g->kcb)
+        for (size_t s = s0; s < s1; s++) strip_block(g, s, k0, t0, t1, buf, 1);
+    }
+    it = grp_end;
+  }
+  if (slot >= 0) atomic_flag_clear(&g->slot_busy[slot]);
+}
+
+size_t emc_gemm_pack_floats(const em_cpu_config *cfg, size_t k, int n_threads) {
+  const size_t ldd = div_up(cfg->nr, EMC_NR_PANEL) * EMC_NR_PANEL;
+  return (size_t)(n_threads < 1 ? 1 : n_threads) * k_block(k) * ldd + 16; /* + align */
+}
+
+void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
+  const int n_threads = em_threadpool_size(pool);
+  g->kcb = k_block(g->k);
+  g->mtiles = div_up(g->m, EMC_MR);
+  g->strips = div_up(g->n, g->cfg->nr);
+  /* The largest M block whose A block fits; then smaller ones until every thread has work. */
+  size_t mb = min_sz(g->mtiles, EMC_A_BLOCK_FLOATS / (g->kcb * EMC_MR));
+  if (mb < 1) mb = 1;
+  mb = div_up(g->mtiles, div_up(g->mtiles, mb)); /* equal blocks, not a full one and a sliver */
+  /* Every M block packs its own copy of each B strip (an im2col), so when B is packed per strip
+   * few-strip GEMMs (N = 49: one strip) split M into fewer, larger blocks: the copy costs about
+   * what 8 tiles of FMAs do. */
+  const int packs = g->pack != NULL;
+  const size_t want = n_threads > 1 ? (packs ? 2 : 4) * (size_t)n_threads : 1;
+  const size_t mb_min = packs ? 16 : 4;
+  while (mb > mb_min && div_up(g->mtiles, mb) * g->strips < want) mb = div_up(mb, 2);
+  g->mb = mb;
+  g->n_slots = n_threads < EMC_GEMM_MAX_SLOTS ? n_threads : EMC_GEMM_MAX_SLOTS;
+  for (int s = 0; s < EMC_GEMM_MAX_SLOTS; s++) atomic_flag_clear(&g->slot_busy[s]);
+  const size_t items = div_up(g->mtiles, mb) * g->strips;
+  em_parallel_for(g->m * g->n * g->k < EMC_MIN_PARALLEL_WORK ? NULL : pool, (int64_t)items,
+                  gemm_items, g);
+}
