@@ -219,20 +219,16 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
   }
 
   const em_qlinear_config *cfg = config_get();
-  job j = {cfg,
-           bits,
-           0,
-           n,
-           k,
-           group,
-           w->data,
-           s->data,
-           bias ? bias->data : NULL,
-           NULL,
-           NULL,
-           NULL,
-           NULL,
-           {0, 0, 0, 0, 0, 0, 0, 0}};
+  job j;
+  memset(&j, 0, sizeof j);
+  j.cfg = cfg;
+  j.bits = bits;
+  j.n = n;
+  j.k = k;
+  j.group = group;
+  j.w = w->data;
+  j.ws = s->data;
+  j.bias = bias ? bias->data : NULL;
   size_t kbytes = (size_t)(bits == 4 ? k / 2 : k), kbp = round_up(kbytes, 64);
   em_qgemm_params *p = &j.p;
   p->kbytes = kbytes;
@@ -242,7 +238,10 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
   p->a_stride = p->off_sl + kbp;
   p->w_stride = kbytes;
   p->ws_stride = (size_t)n_groups;
-  p->group_lanes = (size_t)group / (bits == 4 ? 8 : 4);
+  p->gl_shift = 63;
+  if (gs)
+    for (p->gl_shift = 0; ((size_t)1 << p->gl_shift) < (size_t)gs / (bits == 4 ? 8 : 4);)
+      p->gl_shift++;
   int simd = (bits == 4 ? cfg->gemm_q4 : cfg->gemm_q8) != NULL;
 
   /* Rows per chunk: as many as fit in half the free temp memory (at least one). */

@@ -42,9 +42,10 @@ typedef struct em_qgemm_params {
   size_t off_a1;   /* offsets of a1, corr and sl in a packed row (bytes) */
   size_t off_corr;
   size_t off_sl;
-  size_t w_stride;    /* bytes between weight rows */
-  size_t ws_stride;   /* floats between weight-scale rows */
-  size_t group_lanes; /* lanes per weight-scale group: group/8 (q4) or group/4 (q8) */
+  size_t w_stride;   /* bytes between weight rows */
+  size_t ws_stride;  /* floats between weight-scale rows */
+  unsigned gl_shift; /* log2(lanes per weight-scale group): group/8 (q4) or group/4 (q8) lanes;
+                       63 when per channel (every lane in group 0) */
 } em_qgemm_params;
 
 /*

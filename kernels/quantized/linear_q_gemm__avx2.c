@@ -30,11 +30,13 @@ static inline float hsum(__m256 v) {
 /* w_scale for the 8 lanes of chunk c of one weight row (0 past the row's groups). */
 static inline __m256 wscale(const float *ws, size_t c, size_t lanes_valid,
                             const em_qgemm_params *p) {
-  size_t l0 = c * 8, gl = p->group_lanes;
-  if (gl >= 8) return _mm256_set1_ps(ws[l0 / gl]);
+  size_t l0 = c * 8;
+  unsigned sh = p->gl_shift;
+  if (sh >= 3) return _mm256_set1_ps(ws[l0 >> sh]);
   /* q4 with groups of 32: two groups of 4 lanes */
-  float g1 = lanes_valid > 4 ? ws[l0 / gl + 1] : 0.0f;
-  return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(ws[l0 / gl])), _mm_set1_ps(g1), 1);
+  float g1 = lanes_valid > 4 ? ws[(l0 >> sh) + 1] : 0.0f;
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(ws[l0 >> sh])), _mm_set1_ps(g1),
+                              1);
 }
 
 static inline __attribute__((always_inline)) void tile(int bits, size_t mr, size_t nc,
