@@ -25,7 +25,7 @@ static const em_qlinear_config configs[] = {
 #if defined(EMBER_LINEAR_Q_X86)
     {"avx512vnni", 4, 4, em_qd8_qc4w_f32_gemm_ukernel_4x4__avx512vnni,
      em_qd8_qc8w_f32_gemm_ukernel_4x4__avx512vnni},
-    {"avx2", 4, 2, em_qd8_qc4w_f32_gemm_ukernel_4x2__avx2, em_qd8_qc8w_f32_gemm_ukernel_4x2__avx2},
+    {"avx2", 4, 4, em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2, em_qd8_qc8w_f32_gemm_ukernel_4x4__avx2},
 #endif
     {"portable", 1, 16, NULL, NULL},
 };

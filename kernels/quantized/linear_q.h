@@ -98,10 +98,10 @@ void em_qd8_qc8w_f32_gemm_ukernel_4x4__avx512vnni(size_t mr, size_t nc, const ui
                                                   const uint8_t *w, const float *ws,
                                                   const float *bias, float *y, size_t ldy,
                                                   const em_qgemm_params *p);
-void em_qd8_qc4w_f32_gemm_ukernel_4x2__avx2(size_t mr, size_t nc, const uint8_t *a,
+void em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2(size_t mr, size_t nc, const uint8_t *a,
                                             const uint8_t *w, const float *ws, const float *bias,
                                             float *y, size_t ldy, const em_qgemm_params *p);
-void em_qd8_qc8w_f32_gemm_ukernel_4x2__avx2(size_t mr, size_t nc, const uint8_t *a,
+void em_qd8_qc8w_f32_gemm_ukernel_4x4__avx2(size_t mr, size_t nc, const uint8_t *a,
                                             const uint8_t *w, const float *ws, const float *bias,
                                             float *y, size_t ldy, const em_qgemm_params *p);
 #endif

@@ -1,6 +1,6 @@
 /*
  * linear_q_gemm__avx2.c — AVX2 micro-kernels of ember::linear_q4 / linear_q8 (linear_q.h): a tile
- * of up to 4 activation rows x 2 weight rows per call.
+ * of up to 4 activation rows x 4 weight rows per call (1x4 for decode, two 4x2 halves otherwise).
  *
  * vpmaddubsw multiplies unsigned by signed bytes into saturating int16 pairs. q4 uses the stored
  * nibble q + 8 as the unsigned operand (15 * 127 * 2 cannot saturate) and starts each 32-bit lane
@@ -17,16 +17,6 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
-#define MR 4
-#define NR 2
-
-static inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 /* w_scale for the 8 lanes of chunk c of one weight row (0 past the row's groups). */
 static inline __m256 wscale(const float *ws, size_t c, size_t lanes_valid,
                             const em_qgemm_params *p) {
@@ -39,82 +29,150 @@ static inline __m256 wscale(const float *ws, size_t c, size_t lanes_valid,
                               1);
 }
 
-static inline __attribute__((always_inline)) void tile(int bits, size_t mr, size_t nc,
-                                                       const uint8_t *a, const uint8_t *w,
-                                                       const float *ws, const float *bias, float *y,
-                                                       size_t ldy, const em_qgemm_params *p) {
-  __m256 acc[MR][NR];
-  for (size_t i = 0; i < mr; i++)
-    for (size_t j = 0; j < nc; j++) acc[i][j] = _mm256_setzero_ps();
-  const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+/* Weight row wr's 32-byte chunk (16 bytes when short) decoded: q4 -> low/high nibbles (q + 8);
+ * q8 -> |w| and w itself (the sign source). */
+static inline __attribute__((always_inline)) void decode(int bits, const uint8_t *wr, size_t bytes,
+                                                         __m256i *w0, __m256i *w1) {
+  __m256i v = bytes == 32 ? _mm256_loadu_si256((const __m256i *)wr)
+                          : _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)wr));
+  if (bits == 4) {
+    *w0 = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+    *w1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+  } else {
+    *w0 = _mm256_abs_epi8(v);
+    *w1 = v;
+  }
+}
+
+/* acc + f32(exact lane dots of packed row ar with w0/w1) * a_scale * w_scale, for chunk c. */
+static inline __attribute__((always_inline)) __m256 mac(int bits, __m256 acc, const uint8_t *ar,
+                                                        size_t c, __m256i w0, __m256i w1, __m256 sw,
+                                                        const em_qgemm_params *p) {
+  size_t off = c * 32;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i a0 = _mm256_load_si256((const __m256i *)(ar + off)), d;
+  if (bits == 4) {
+    __m256i a1 = _mm256_load_si256((const __m256i *)(ar + p->off_a1 + off));
+    __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(w0, a0), _mm256_maddubs_epi16(w1, a1));
+    d = _mm256_add_epi32(_mm256_madd_epi16(s16, ones),
+                         _mm256_load_si256((const __m256i *)(ar + p->off_corr + off)));
+  } else {
+    d = _mm256_madd_epi16(_mm256_maddubs_epi16(w0, _mm256_sign_epi8(a0, w1)), ones);
+  }
+  __m256 sl = _mm256_load_ps((const float *)(ar + p->off_sl) + c * 8);
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(sl, sw), acc);
+}
+
+/* Writes y[0..nc) = the sums of c0..c3 (+ bias). */
+static inline void store4(__m256 c0, __m256 c1, __m256 c2, __m256 c3, size_t nc, const float *bias,
+                          float *y) {
+  __m256 h01 = _mm256_hadd_ps(c0, c1), h23 = _mm256_hadd_ps(c2, c3);
+  __m256 h = _mm256_hadd_ps(h01, h23); /* [c0 c1 c2 c3] per 128-bit half */
+  __m128 v = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  float t[4];
+  _mm_storeu_ps(t, v);
+  for (size_t j = 0; j < nc; j++) y[j] = bias ? t[j] + bias[j] : t[j];
+}
+
+static inline size_t chunk_bytes(size_t c, const em_qgemm_params *p) {
+  size_t off = c * 32;
+  return p->kbytes - off < 32 ? p->kbytes - off : 32;
+}
+
+/* One activation row x 4 weight rows (decode); columns past nc repeat the last one. */
+static inline __attribute__((always_inline)) void tile_1x4(int bits, size_t nc, const uint8_t *a,
+                                                           const uint8_t *w, const float *ws,
+                                                           const float *bias, float *y,
+                                                           const em_qgemm_params *p) {
+  const uint8_t *wr[4];
+  const float *sr[4];
+  for (size_t j = 0; j < 4; j++) {
+    size_t jj = j < nc ? j : nc - 1;
+    wr[j] = w + jj * p->w_stride;
+    sr[j] = ws + jj * p->ws_stride;
+  }
+  __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
   size_t n_chunks = (p->kbytes + 31) / 32;
   for (size_t c = 0; c < n_chunks; c++) {
-    size_t off = c * 32, bytes = p->kbytes - off < 32 ? p->kbytes - off : 32;
-    for (size_t j = 0; j < nc; j++) {
-      const uint8_t *wp = w + j * p->w_stride + off;
-      __m256i v = bytes == 32 ? _mm256_loadu_si256((const __m256i *)wp)
-                              : _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)wp));
-      __m256i w0, w1;
-      if (bits == 4) {
-        w0 = _mm256_and_si256(v, nib);
-        w1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
-      } else {
-        w0 = _mm256_abs_epi8(v);
-        w1 = v; /* sign source */
-      }
-      __m256 sw = wscale(ws + j * p->ws_stride, c, (bytes + 3) / 4, p);
-      for (size_t i = 0; i < mr; i++) {
-        const uint8_t *ar = a + i * p->a_stride;
-        __m256i a0 = _mm256_load_si256((const __m256i *)(ar + off)), d;
-        if (bits == 4) {
-          __m256i a1 = _mm256_load_si256((const __m256i *)(ar + p->off_a1 + off));
-          __m256i s16 =
-              _mm256_add_epi16(_mm256_maddubs_epi16(w0, a0), _mm256_maddubs_epi16(w1, a1));
-          d = _mm256_add_epi32(_mm256_madd_epi16(s16, ones),
-                               _mm256_load_si256((const __m256i *)(ar + p->off_corr + off)));
-        } else {
-          d = _mm256_madd_epi16(_mm256_maddubs_epi16(w0, _mm256_sign_epi8(a0, w1)), ones);
-        }
-        __m256 sl = _mm256_load_ps((const float *)(ar + p->off_sl) + c * 8);
-        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(sl, sw), acc[i][j]);
-      }
-    }
+    size_t bytes = chunk_bytes(c, p), lanes = (bytes + 3) / 4;
+    __m256i w0, w1;
+    decode(bits, wr[0] + c * 32, bytes, &w0, &w1);
+    c0 = mac(bits, c0, a, c, w0, w1, wscale(sr[0], c, lanes, p), p);
+    decode(bits, wr[1] + c * 32, bytes, &w0, &w1);
+    c1 = mac(bits, c1, a, c, w0, w1, wscale(sr[1], c, lanes, p), p);
+    decode(bits, wr[2] + c * 32, bytes, &w0, &w1);
+    c2 = mac(bits, c2, a, c, w0, w1, wscale(sr[2], c, lanes, p), p);
+    decode(bits, wr[3] + c * 32, bytes, &w0, &w1);
+    c3 = mac(bits, c3, a, c, w0, w1, wscale(sr[3], c, lanes, p), p);
   }
-  for (size_t i = 0; i < mr; i++)
-    for (size_t j = 0; j < nc; j++) {
-      float v = hsum(acc[i][j]);
-      y[i * ldy + j] = bias ? v + bias[j] : v;
-    }
+  store4(c0, c1, c2, c3, nc, bias, y);
 }
 
-#define TILE_CASE(BITS, M, N)                                                                      \
-  case (M)*8 + (N):                                                                                \
-    tile(BITS, M, N, a, w, ws, bias, y, ldy, p);                                                   \
-    return;
-
-#define TILE_SWITCH(BITS)                                                                          \
-  switch (mr * 8 + nc) {                                                                           \
-    TILE_CASE(BITS, 1, 1)                                                                          \
-    TILE_CASE(BITS, 1, 2)                                                                          \
-    TILE_CASE(BITS, 2, 1)                                                                          \
-    TILE_CASE(BITS, 2, 2)                                                                          \
-    TILE_CASE(BITS, 3, 1)                                                                          \
-    TILE_CASE(BITS, 3, 2)                                                                          \
-    TILE_CASE(BITS, 4, 1)                                                                          \
-    TILE_CASE(BITS, 4, 2)                                                                          \
-  default: return;                                                                                 \
+/* Up to 4 activation rows x 4 weight rows (prefill), as two 4x2 halves so that the 8 accumulators
+ * and one column's decoded weights fit the 16 ymm registers; rows past mr repeat the last one. */
+static inline __attribute__((always_inline)) void
+tile_4x2(int bits, size_t mr, const uint8_t *a, const uint8_t *w0p, const uint8_t *w1p,
+         const float *s0p, const float *s1p, __m256 out[4][2], const em_qgemm_params *p) {
+  const uint8_t *a0 = a, *a1 = mr > 1 ? a0 + p->a_stride : a0;
+  const uint8_t *a2 = mr > 2 ? a1 + p->a_stride : a1, *a3 = mr > 3 ? a2 + p->a_stride : a2;
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+         c30 = c00, c31 = c00;
+  size_t n_chunks = (p->kbytes + 31) / 32;
+  for (size_t c = 0; c < n_chunks; c++) {
+    size_t bytes = chunk_bytes(c, p), lanes = (bytes + 3) / 4;
+    __m256i w0, w1;
+    decode(bits, w0p + c * 32, bytes, &w0, &w1);
+    __m256 sw = wscale(s0p, c, lanes, p);
+    c00 = mac(bits, c00, a0, c, w0, w1, sw, p);
+    c10 = mac(bits, c10, a1, c, w0, w1, sw, p);
+    c20 = mac(bits, c20, a2, c, w0, w1, sw, p);
+    c30 = mac(bits, c30, a3, c, w0, w1, sw, p);
+    decode(bits, w1p + c * 32, bytes, &w0, &w1);
+    sw = wscale(s1p, c, lanes, p);
+    c01 = mac(bits, c01, a0, c, w0, w1, sw, p);
+    c11 = mac(bits, c11, a1, c, w0, w1, sw, p);
+    c21 = mac(bits, c21, a2, c, w0, w1, sw, p);
+    c31 = mac(bits, c31, a3, c, w0, w1, sw, p);
   }
-
-void em_qd8_qc4w_f32_gemm_ukernel_4x2__avx2(size_t mr, size_t nc, const uint8_t *a,
-                                            const uint8_t *w, const float *ws, const float *bias,
-                                            float *y, size_t ldy, const em_qgemm_params *p) {
-  TILE_SWITCH(4)
+  out[0][0] = c00, out[0][1] = c01, out[1][0] = c10, out[1][1] = c11;
+  out[2][0] = c20, out[2][1] = c21, out[3][0] = c30, out[3][1] = c31;
 }
 
-void em_qd8_qc8w_f32_gemm_ukernel_4x2__avx2(size_t mr, size_t nc, const uint8_t *a,
+static inline __attribute__((always_inline)) void
+tile_4x4(int bits, size_t mr, size_t nc, const uint8_t *a, const uint8_t *w, const float *ws,
+         const float *bias, float *y, size_t ldy, const em_qgemm_params *p) {
+  const uint8_t *wr[4];
+  const float *sr[4];
+  for (size_t j = 0; j < 4; j++) {
+    size_t jj = j < nc ? j : nc - 1;
+    wr[j] = w + jj * p->w_stride;
+    sr[j] = ws + jj * p->ws_stride;
+  }
+  __m256 lo[4][2], hi[4][2];
+  tile_4x2(bits, mr, a, wr[0], wr[1], sr[0], sr[1], lo, p);
+  if (nc > 2) tile_4x2(bits, mr, a, wr[2], wr[3], sr[2], sr[3], hi, p);
+  for (size_t i = 0; i < mr; i++) {
+    __m256 z = _mm256_setzero_ps();
+    store4(lo[i][0], lo[i][1], nc > 2 ? hi[i][0] : z, nc > 2 ? hi[i][1] : z, nc, bias, y + i * ldy);
+  }
+}
+
+void em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2(size_t mr, size_t nc, const uint8_t *a,
                                             const uint8_t *w, const float *ws, const float *bias,
                                             float *y, size_t ldy, const em_qgemm_params *p) {
-  TILE_SWITCH(8)
+  if (mr == 1)
+    tile_1x4(4, nc, a, w, ws, bias, y, p);
+  else
+    tile_4x4(4, mr, nc, a, w, ws, bias, y, ldy, p);
+}
+
+void em_qd8_qc8w_f32_gemm_ukernel_4x4__avx2(size_t mr, size_t nc, const uint8_t *a,
+                                            const uint8_t *w, const float *ws, const float *bias,
+                                            float *y, size_t ldy, const em_qgemm_params *p) {
+  if (mr == 1)
+    tile_1x4(8, nc, a, w, ws, bias, y, p);
+  else
+    tile_4x4(8, mr, nc, a, w, ws, bias, y, ldy, p);
 }
 
 #else
