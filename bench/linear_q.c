@@ -217,10 +217,12 @@ int main(int argc, char **argv) {
   printf("linear_q micro-kernels: %s\n", em_linear_q_isa());
   for (int ti = 0; ti < n_threads; ti++) {
     em_threadpool *pool = threads[ti] > 1 ? em_threadpool_create(threads[ti]) : NULL;
+    double bw = read_bandwidth(pool);
     printf("\n### %d thread%s — read bandwidth %.1f GB/s\n\n", threads[ti],
-           threads[ti] > 1 ? "s" : "", read_bandwidth(pool));
-    printf("| K -> N | M | weights | time/call | weight GB/s | GFLOP/s | vs f32 |\n");
-    printf("|---|---:|---|---:|---:|---:|---:|\n");
+           threads[ti] > 1 ? "s" : "", bw);
+    printf(
+        "| K -> N | M | weights | time/call | weight GB/s | %% of read BW | GFLOP/s | vs f32 |\n");
+    printf("|---|---:|---|---:|---:|---:|---:|---:|\n");
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
       for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
         double f32_time = 0;
@@ -230,9 +232,10 @@ int main(int argc, char **argv) {
           if (only_m && atoll(only_m) != m) continue;
           double gbs, t = run_case(kinds[ki].k, kinds[ki].gs, m, n, k, pool, &gbs);
           if (kinds[ki].k == F32) f32_time = t;
-          printf("| %lld -> %lld | %lld | %s | %.1f us | %.1f | %.1f | %.2fx |\n", (long long)k,
-                 (long long)n, (long long)m, kind_name(kinds[ki].k, kinds[ki].gs), t * 1e6, gbs,
-                 2.0 * (double)(m * n * k) / t * 1e-9, f32_time / t);
+          printf("| %lld -> %lld | %lld | %s | %.1f us | %.1f | %.0f %% | %.1f | %.2fx |\n",
+                 (long long)k, (long long)n, (long long)m, kind_name(kinds[ki].k, kinds[ki].gs),
+                 t * 1e6, gbs, 100.0 * gbs / bw, 2.0 * (double)(m * n * k) / t * 1e-9,
+                 f32_time / t);
           fflush(stdout);
         }
       }

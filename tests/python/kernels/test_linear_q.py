@@ -193,6 +193,20 @@ def test_extreme_values(isa: str) -> None:
         _close(_run_c(8, x, q8, s8, 0, None), Q.linear_q8_ref(x, q8, s8, 0))
 
 
+@pytest.mark.parametrize("isa", ["portable", *SIMD])
+def test_activation_rounding_is_half_even(isa: str) -> None:
+    # amax 127 -> a_scale 1, so x * (1 / a_scale) hits exact ties; one-hot int8 weights (scale 1)
+    # read the quantized activations back: y[n] = qa[n].
+    ties = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5, 126.5, -126.5, 4.4, -4.6, 127.0]
+    x = torch.zeros(1, 32)
+    x[0, : len(ties)] = torch.tensor(ties)
+    w = torch.eye(32, dtype=torch.int8)
+    with _isa(isa):
+        got = _run_c(8, x, w, torch.ones(32), 0, None)
+    assert torch.equal(got[0, : len(ties)], torch.round(torch.tensor(ties)))
+    assert torch.equal(Q.quantize_activations(x)[0][0, : len(ties)].float(), got[0, : len(ties)])
+
+
 def test_zero_rows_give_bias_and_empty_input() -> None:
     x = torch.zeros(2, 128)
     q, s = Q.quantize_weight_q4(torch.randn(4, 128), 32)
