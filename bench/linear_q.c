@@ -230,6 +230,10 @@ int main(int argc, char **argv) {
           int64_t k = shapes[si][0], n = shapes[si][1], m = ms[mi];
           const char *only_m = getenv("LQ_M"); /* LQ_M=128: only that M (profiling) */
           if (only_m && atoll(only_m) != m) continue;
+          const char *only_k = getenv("LQ_KIND"); /* LQ_KIND=1: only kinds[1] (profiling) */
+          if (only_k && (size_t)atoi(only_k) != ki && kinds[ki].k != F32) continue;
+          const char *only_s = getenv("LQ_SHAPE"); /* LQ_SHAPE=0: only shapes[0] */
+          if (only_s && (size_t)atoi(only_s) != si) continue;
           double gbs, t = run_case(kinds[ki].k, kinds[ki].gs, m, n, k, pool, &gbs);
           if (kinds[ki].k == F32) f32_time = t;
           printf("| %lld -> %lld | %lld | %s | %.1f us | %.1f | %.0f %% | %.1f | %.2fx |\n",

@@ -362,3 +362,28 @@ def test_embedding_model_exports_and_runs(tmp_path) -> None:  # noqa: ANN001
         with _isa("portable"):
             _close(_runtime(m, (tokens,), tmp_path).run("forward", [tokens])[0], m(tokens))
         _close_model(_runtime(m, (tokens,), tmp_path).run("forward", [tokens])[0], m(tokens))
+
+
+def test_tied_embedding_and_head_share_one_packed_weight() -> None:
+    # SmolLM2 ties lm_head to the embedding: with the same bits and group size both quantize to
+    # byte-identical tensors (embedding_4bit's layout is linear_q4's), which the exporter stores
+    # once (constants are deduplicated by content).
+    def model(tied: bool) -> nn.Module:
+        torch.manual_seed(3)
+        m = _Tiny()
+        m.emb = nn.Embedding(1024, 64)
+        m.lm_head = nn.Linear(64, 1024, bias=False)
+        if tied:
+            m.lm_head.weight = m.emb.weight
+        Q.quantize_linears(m, "4w32")
+        Q.quantize_embeddings(m, bits=4, group_size=32)
+        return m.eval()
+
+    tied, untied = model(True), model(False)
+    assert torch.equal(tied.emb.weight, tied.lm_head.weight)
+    assert torch.equal(tied.emb.scales, tied.lm_head.scales)
+    tokens = torch.tensor([[5, 6, 7]])
+    n_tied = ember.export(tied, (tokens,)).nbytes
+    n_untied = ember.export(untied, (tokens,)).nbytes
+    shared = tied.emb.weight.numel() + tied.emb.scales.numel() * 4
+    assert n_untied - n_tied >= 0.9 * shared
