@@ -83,7 +83,7 @@ static void quantize_row(const float *x, int64_t k, int8_t *qa, float *sa) {
     float amax = 0.0f;
     for (int i = 0; i < EM_QA_BLOCK; i++) {
       float v = fabsf(xb[i]);
-      amax = v > amax ? v : amax;
+      amax = v > amax || v != v ? v : amax; /* NaN propagates, as in torch.amax */
     }
     float s = amax / 127.0f, inv = s > 0.0f ? 1.0f / s : 0.0f;
     sa[b] = s;
@@ -91,7 +91,9 @@ static void quantize_row(const float *x, int64_t k, int8_t *qa, float *sa) {
       /* Round half to even without libm: adding 1.5 * 2^23 leaves no fraction bits, so the FPU's
        * default rounding mode rounds (|v| <= 127.5 here; C11 evaluates in float on x86-64/ARM). */
       float q = (xb[i] * inv + 12582912.0f) - 12582912.0f;
-      q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+      /* Clamp; NaN (from a non-finite block, whose scale already poisons the sums) -> 0, as a
+       * float-to-int conversion of NaN is undefined in C. */
+      q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q == q ? q : 0.0f;
       qa[b * EM_QA_BLOCK + i] = (int8_t)q;
     }
   }

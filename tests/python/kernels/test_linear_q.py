@@ -207,6 +207,19 @@ def test_activation_rounding_is_half_even(isa: str) -> None:
     assert torch.equal(Q.quantize_activations(x)[0][0, : len(ties)].float(), got[0, : len(ties)])
 
 
+def test_non_finite_input_gives_non_finite_rows_only() -> None:
+    x = torch.randn(3, 128)
+    x[1, 5], x[2, 70] = float("inf"), float("nan")
+    q, s = Q.quantize_weight_q4(torch.randn(4, 128), 32)
+    for isa in ["portable", *SIMD]:
+        try:
+            with _isa(isa):
+                y = _run_c(4, x, q, s, 32, None)
+        except pytest.skip.Exception:
+            continue
+        assert torch.isfinite(y[0]).all() and not torch.isfinite(y[1:]).any()
+
+
 def test_zero_rows_give_bias_and_empty_input() -> None:
     x = torch.zeros(2, 128)
     q, s = Q.quantize_weight_q4(torch.randn(4, 128), 32)
