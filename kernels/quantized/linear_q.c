@@ -23,11 +23,13 @@
 
 static const em_qlinear_config configs[] = {
 #if defined(EMBER_LINEAR_Q_X86)
-    {"avx512vnni", 4, 4, em_qd8_qc4w_f32_gemm_ukernel_4x4__avx512vnni,
-     em_qd8_qc8w_f32_gemm_ukernel_4x4__avx512vnni},
-    {"avx2", 4, 4, em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2, em_qd8_qc8w_f32_gemm_ukernel_4x4__avx2},
+    {"avx512vnni", 4, 8, em_qd8_qc4w_f32_gemm_ukernel_4x8__avx512vnni,
+     em_qd8_qc8w_f32_gemm_ukernel_4x8__avx512vnni, em_qd8_q4_pack_ukernel__avx512vnni,
+     em_qd8_q8_pack_ukernel__avx512vnni},
+    {"avx2", 4, 4, em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2, em_qd8_qc8w_f32_gemm_ukernel_4x4__avx2,
+     NULL, NULL},
 #endif
-    {"portable", 1, 16, NULL, NULL},
+    {"portable", 1, 16, NULL, NULL, NULL, NULL},
 };
 #define N_CONFIGS (sizeof configs / sizeof configs[0])
 
@@ -270,6 +272,11 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
     for (int64_t r = 0; r < rc; r++) {
       int8_t *q = qa + r * k;
       float *sr = sa + r * (k / EM_QA_BLOCK);
+      em_qpack_fn pack = bits == 4 ? cfg->pack_q4 : cfg->pack_q8;
+      if (simd && pack) {
+        pack(xp + (r0 + r) * k, (size_t)k, packed + (size_t)r * p->a_stride, p);
+        continue;
+      }
       quantize_row(xp + (r0 + r) * k, k, q, sr);
       if (simd) pack_row(bits, q, sr, k, packed + (size_t)r * p->a_stride, p);
     }

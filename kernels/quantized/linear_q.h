@@ -57,12 +57,21 @@ typedef void (*em_qgemm_ukernel_fn)(size_t mr, size_t nc, const uint8_t *a, cons
                                     const float *ws, const float *bias, float *y, size_t ldy,
                                     const em_qgemm_params *p);
 
-/* One ISA's micro-kernels; a NULL gemm means "use the portable kernel". */
+/*
+ * Quantizes one f32 row x [k] straight into its packed form (row: a_stride bytes, 64-aligned),
+ * exactly as the portable quantization followed by the generic packing would (linear_q.c).
+ */
+typedef void (*em_qpack_fn)(const float *x, size_t k, uint8_t *row, const em_qgemm_params *p);
+
+/* One ISA's micro-kernels; a NULL gemm means "use the portable kernel", a NULL pack "quantize and
+ * pack in portable C". */
 typedef struct em_qlinear_config {
   const char *isa; /* "portable", "avx2", "avx512vnni" */
   size_t mr, nr;   /* tile of the gemm micro-kernels */
   em_qgemm_ukernel_fn gemm_q4;
   em_qgemm_ukernel_fn gemm_q8;
+  em_qpack_fn pack_q4;
+  em_qpack_fn pack_q8;
 } em_qlinear_config;
 
 /*
@@ -90,14 +99,18 @@ void em_linear_q8_portable(int64_t m, int64_t n0, int64_t n1, int64_t k, int64_t
                            const float *bias, float *y, int64_t ldy);
 
 #if defined(__x86_64__) || defined(__i386__)
-void em_qd8_qc4w_f32_gemm_ukernel_4x4__avx512vnni(size_t mr, size_t nc, const uint8_t *a,
+void em_qd8_qc4w_f32_gemm_ukernel_4x8__avx512vnni(size_t mr, size_t nc, const uint8_t *a,
                                                   const uint8_t *w, const float *ws,
                                                   const float *bias, float *y, size_t ldy,
                                                   const em_qgemm_params *p);
-void em_qd8_qc8w_f32_gemm_ukernel_4x4__avx512vnni(size_t mr, size_t nc, const uint8_t *a,
+void em_qd8_qc8w_f32_gemm_ukernel_4x8__avx512vnni(size_t mr, size_t nc, const uint8_t *a,
                                                   const uint8_t *w, const float *ws,
                                                   const float *bias, float *y, size_t ldy,
                                                   const em_qgemm_params *p);
+void em_qd8_q4_pack_ukernel__avx512vnni(const float *x, size_t k, uint8_t *row,
+                                        const em_qgemm_params *p);
+void em_qd8_q8_pack_ukernel__avx512vnni(const float *x, size_t k, uint8_t *row,
+                                        const em_qgemm_params *p);
 void em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2(size_t mr, size_t nc, const uint8_t *a,
                                             const uint8_t *w, const float *ws, const float *bias,
                                             float *y, size_t ldy, const em_qgemm_params *p);

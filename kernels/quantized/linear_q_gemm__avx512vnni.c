@@ -1,6 +1,7 @@
 /*
  * linear_q_gemm__avx512vnni.c — AVX-512 VNNI micro-kernels of ember::linear_q4 / linear_q8
- * (linear_q.h): a tile of up to 4 activation rows x 4 weight rows per call.
+ * (linear_q.h): a tile of up to 4 activation rows x 8 weight rows per call (1x8 for decode, two
+ * 4x4 tiles otherwise).
  *
  * vpdpbusd multiplies unsigned by signed bytes, four per 32-bit lane. The weights become the
  * unsigned operand by their offset (q4: the stored nibble q + 8; q8: q ^ 0x80 = q + 128) and the
@@ -17,6 +18,8 @@
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #include <immintrin.h>
+#include <math.h>
+#include <string.h>
 
 /* w_scale for the 16 lanes of chunk c of one weight row (0 past the row's groups). */
 static inline __m512 wscale(const float *ws, size_t c, size_t lanes_valid, const em_qgemm_params *p,
@@ -95,26 +98,55 @@ static inline __mmask64 chunk_mask(size_t c, const em_qgemm_params *p, size_t *l
   decode(bits, wr##J + c * 64, mask, &lo##J, &hi##J);                                              \
   const __m512 sw##J = wscale(sr##J, c, lanes, p, gidx)
 
-/* One activation row x 4 weight rows (decode: a GEMV streaming the weights). */
-static inline __attribute__((always_inline)) void tile_1x4(int bits, size_t nc, const uint8_t *a,
+/* acc + f32(lane dots) * a_scale * w_scale with the activation operands already loaded. */
+static inline __attribute__((always_inline)) __m512 mac_pre(int bits, __m512 acc, __m512i a0,
+                                                            __m512i a1, __m512i corr, __m512 sl,
+                                                            __m512i lo, __m512i hi, __m512 sw) {
+  __m512i d = _mm512_dpbusd_epi32(corr, lo, a0);
+  if (bits == 4) d = _mm512_dpbusd_epi32(d, hi, a1);
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sl, sw), acc);
+}
+
+/* One activation row x 8 weight rows (decode: a GEMV streaming the weights). The activation
+ * operands of a chunk are loaded once for the 8 columns; columns past nc repeat the last one. */
+static inline __attribute__((always_inline)) void tile_1x8(int bits, size_t nc, const uint8_t *a,
                                                            const uint8_t *w, const float *ws,
                                                            const float *bias, float *y,
                                                            const em_qgemm_params *p) {
-  COLUMNS;
-  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
-  for (size_t c = 0; c < n_chunks; c++) {
-    size_t lanes;
-    __mmask64 mask = chunk_mask(c, p, &lanes);
-    DECODE(0);
-    DECODE(1);
-    DECODE(2);
-    DECODE(3);
-    c00 = mac(bits, c00, a, c, lo0, hi0, sw0, p);
-    c01 = mac(bits, c01, a, c, lo1, hi1, sw1, p);
-    c02 = mac(bits, c02, a, c, lo2, hi2, sw2, p);
-    c03 = mac(bits, c03, a, c, lo3, hi3, sw3, p);
+  const uint8_t *wr[8];
+  const float *sr[8];
+  for (size_t j = 0; j < 8; j++) {
+    size_t jj = j < nc ? j : nc - 1;
+    wr[j] = w + jj * p->w_stride;
+    sr[j] = ws + jj * p->ws_stride;
   }
-  store_row(reduce4(c00, c01, c02, c03), nc, bias, y);
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i gidx = _mm512_srl_epi32(iota, _mm_cvtsi32_si128((int)(p->gl_shift & 31)));
+  const size_t n_chunks = (p->kbytes + 63) / 64;
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  for (size_t c = 0; c < n_chunks; c++) {
+    size_t lanes, off = c * 64;
+    __mmask64 mask = chunk_mask(c, p, &lanes);
+    const __m512i a0 = _mm512_load_si512(a + off);
+    const __m512i a1 = bits == 4 ? _mm512_load_si512(a + p->off_a1 + off) : a0;
+    const __m512i corr = _mm512_load_si512(a + p->off_corr + off);
+    const __m512 sl = _mm512_load_ps((const float *)(a + p->off_sl) + c * 16);
+    __m512i lo, hi;
+#define COL(J)                                                                                     \
+  decode(bits, wr[J] + off, mask, &lo, &hi);                                                       \
+  c##J = mac_pre(bits, c##J, a0, a1, corr, sl, lo, hi, wscale(sr[J], c, lanes, p, gidx))
+    COL(0);
+    COL(1);
+    COL(2);
+    COL(3);
+    COL(4);
+    COL(5);
+    COL(6);
+    COL(7);
+#undef COL
+  }
+  store_row(reduce4(c0, c1, c2, c3), nc < 4 ? nc : 4, bias, y);
+  if (nc > 4) store_row(reduce4(c4, c5, c6, c7), nc - 4, bias ? bias + 4 : NULL, y + 4);
 }
 
 /* Up to 4 activation rows x 4 weight rows (prefill): each weight chunk is decoded once for the
@@ -158,24 +190,106 @@ tile_4x4(int bits, size_t mr, size_t nc, const uint8_t *a, const uint8_t *w, con
   if (mr > 3) store_row(reduce4(c30, c31, c32, c33), nc, bias, y + 3 * ldy);
 }
 
-void em_qd8_qc4w_f32_gemm_ukernel_4x4__avx512vnni(size_t mr, size_t nc, const uint8_t *a,
-                                                  const uint8_t *w, const float *ws,
-                                                  const float *bias, float *y, size_t ldy,
-                                                  const em_qgemm_params *p) {
-  if (mr == 1)
-    tile_1x4(4, nc, a, w, ws, bias, y, p);
-  else
-    tile_4x4(4, mr, nc, a, w, ws, bias, y, ldy, p);
+/* ---- activation quantization straight into the packed row ---- */
+
+/* One block of 32: int8 values (elements 0-15 in *b0, 16-31 in *b1) and its scale, exactly as
+ * linear_q.c's quantize_row (f32 scale and reciprocal, round half to even by the MXCSR default). */
+static inline float quantize_block(const float *x, __m128i *b0, __m128i *b1) {
+  __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+  float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+  if (_mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(x1, x1, _CMP_UNORD_Q))
+    amax = NAN; /* NaN propagates to the scale, as in torch.amax */
+  float s = amax / 127.0f, inv = s > 0.0f ? 1.0f / s : 0.0f;
+  __m512 vi = _mm512_set1_ps(inv);
+  *b0 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x0, vi)));
+  *b1 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x1, vi)));
+  return s;
 }
 
-void em_qd8_qc8w_f32_gemm_ukernel_4x4__avx512vnni(size_t mr, size_t nc, const uint8_t *a,
+/* Zeroes a packed row's padding: a0/a1 past kbytes, corr/sl past the used lanes. */
+static void zero_padding(uint8_t *row, int bits, const em_qgemm_params *p) {
+  size_t kbp = p->off_sl - p->off_corr, used_lanes = (p->kbytes + 3) / 4;
+  memset(row + p->kbytes, 0, kbp - p->kbytes);
+  if (bits == 4) memset(row + p->off_a1 + p->kbytes, 0, kbp - p->kbytes);
+  memset(row + p->off_corr + 4 * used_lanes, 0, kbp - 4 * used_lanes);
+  memset(row + p->off_sl + 4 * used_lanes, 0, kbp - 4 * used_lanes);
+}
+
+void em_qd8_q4_pack_ukernel__avx512vnni(const float *x, size_t k, uint8_t *row,
+                                        const em_qgemm_params *p) {
+  /* byte j of a block pairs with elements 2j+1 (low nibble, a0) and 2j (high nibble, a1) */
+  const __m128i odd_even = _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14);
+  const __m128i flip = _mm_set1_epi8((char)0x80), zero = _mm_setzero_si128();
+  int32_t *corr = (int32_t *)(row + p->off_corr);
+  float *sl = (float *)(row + p->off_sl);
+  for (size_t b = 0; b < k / EM_QA_BLOCK; b++) {
+    __m128i b0, b1;
+    float s = quantize_block(x + b * EM_QA_BLOCK, &b0, &b1);
+    __m128i s0 = _mm_shuffle_epi8(b0, odd_even), s1 = _mm_shuffle_epi8(b1, odd_even);
+    _mm_storeu_si128((__m128i *)(row + 16 * b), _mm_unpacklo_epi64(s0, s1));
+    _mm_storeu_si128((__m128i *)(row + p->off_a1 + 16 * b), _mm_unpackhi_epi64(s0, s1));
+    /* lane l of the block covers elements 8l..8l+7: sums of 8 bytes by SAD on q + 128 */
+    __m128i t0 = _mm_sad_epu8(_mm_xor_si128(b0, flip), zero);
+    __m128i t1 = _mm_sad_epu8(_mm_xor_si128(b1, flip), zero);
+    __m128i t = _mm_castps_si128(
+        _mm_shuffle_ps(_mm_castsi128_ps(t0), _mm_castsi128_ps(t1), _MM_SHUFFLE(2, 0, 2, 0)));
+    __m128i c = _mm_slli_epi32(_mm_sub_epi32(_mm_set1_epi32(8 * 128), t), 3); /* -8 * sum */
+    _mm_storeu_si128((__m128i *)(corr + 4 * b), c);
+    _mm_storeu_ps(sl + 4 * b, _mm_set1_ps(s));
+  }
+  zero_padding(row, 4, p);
+}
+
+void em_qd8_q8_pack_ukernel__avx512vnni(const float *x, size_t k, uint8_t *row,
+                                        const em_qgemm_params *p) {
+  const __m128i ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
+  int32_t *corr = (int32_t *)(row + p->off_corr);
+  float *sl = (float *)(row + p->off_sl);
+  for (size_t b = 0; b < k / EM_QA_BLOCK; b++) {
+    __m128i b0, b1;
+    float s = quantize_block(x + b * EM_QA_BLOCK, &b0, &b1);
+    _mm_storeu_si128((__m128i *)(row + 32 * b), b0);
+    _mm_storeu_si128((__m128i *)(row + 32 * b + 16), b1);
+    /* lane l covers elements 4l..4l+3 */
+    __m128i c0 = _mm_madd_epi16(_mm_maddubs_epi16(ones8, b0), ones16);
+    __m128i c1 = _mm_madd_epi16(_mm_maddubs_epi16(ones8, b1), ones16);
+    _mm_storeu_si128((__m128i *)(corr + 8 * b),
+                     _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(c0, 7)));
+    _mm_storeu_si128((__m128i *)(corr + 8 * b + 4),
+                     _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(c1, 7)));
+    _mm_storeu_ps(sl + 8 * b, _mm_set1_ps(s));
+    _mm_storeu_ps(sl + 8 * b + 4, _mm_set1_ps(s));
+  }
+  zero_padding(row, 8, p);
+}
+
+/* Rows of up to 4 x columns of up to 8: 1x8 for decode, two 4x4 tiles otherwise. */
+static inline __attribute__((always_inline)) void gemm(int bits, size_t mr, size_t nc,
+                                                       const uint8_t *a, const uint8_t *w,
+                                                       const float *ws, const float *bias, float *y,
+                                                       size_t ldy, const em_qgemm_params *p) {
+  if (mr == 1) {
+    tile_1x8(bits, nc, a, w, ws, bias, y, p);
+    return;
+  }
+  tile_4x4(bits, mr, nc < 4 ? nc : 4, a, w, ws, bias, y, ldy, p);
+  if (nc > 4)
+    tile_4x4(bits, mr, nc - 4, a, w + 4 * p->w_stride, ws + 4 * p->ws_stride,
+             bias ? bias + 4 : NULL, y + 4, ldy, p);
+}
+
+void em_qd8_qc4w_f32_gemm_ukernel_4x8__avx512vnni(size_t mr, size_t nc, const uint8_t *a,
                                                   const uint8_t *w, const float *ws,
                                                   const float *bias, float *y, size_t ldy,
                                                   const em_qgemm_params *p) {
-  if (mr == 1)
-    tile_1x4(8, nc, a, w, ws, bias, y, p);
-  else
-    tile_4x4(8, mr, nc, a, w, ws, bias, y, ldy, p);
+  gemm(4, mr, nc, a, w, ws, bias, y, ldy, p);
+}
+
+void em_qd8_qc8w_f32_gemm_ukernel_4x8__avx512vnni(size_t mr, size_t nc, const uint8_t *a,
+                                                  const uint8_t *w, const float *ws,
+                                                  const float *bias, float *y, size_t ldy,
+                                                  const em_qgemm_params *p) {
+  gemm(8, mr, nc, a, w, ws, bias, y, ldy, p);
 }
 
 #else

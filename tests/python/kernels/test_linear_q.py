@@ -201,10 +201,14 @@ def test_activation_rounding_is_half_even(isa: str) -> None:
     x = torch.zeros(1, 32)
     x[0, : len(ties)] = torch.tensor(ties)
     w = torch.eye(32, dtype=torch.int8)
+    q = w.to(torch.int16) + 8
+    w4 = ((q[:, 0::2] << 4) | q[:, 1::2]).to(torch.uint8)  # the same one-hot weights, 4-bit
+    want = torch.round(torch.tensor(ties))
     with _isa(isa):
         got = _run_c(8, x, w, torch.ones(32), 0, None)
-    assert torch.equal(got[0, : len(ties)], torch.round(torch.tensor(ties)))
-    assert torch.equal(Q.quantize_activations(x)[0][0, : len(ties)].float(), got[0, : len(ties)])
+        got4 = _run_c(4, x, w4, torch.ones(32, 1), 32, None)
+    assert torch.equal(got[0, : len(ties)], want) and torch.equal(got4[0, : len(ties)], want)
+    assert torch.equal(Q.quantize_activations(x)[0][0, : len(ties)].float(), want)
 
 
 def test_non_finite_input_gives_non_finite_rows_only() -> None:
