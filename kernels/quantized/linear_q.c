@@ -27,7 +27,7 @@ static const em_qlinear_config configs[] = {
      em_qd8_qc8w_f32_gemm_ukernel_4x8__avx512vnni, em_qd8_q4_pack_ukernel__avx512vnni,
      em_qd8_q8_pack_ukernel__avx512vnni},
     {"avx2", 4, 4, em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2, em_qd8_qc8w_f32_gemm_ukernel_4x4__avx2,
-     NULL, NULL},
+     em_qd8_q4_pack_ukernel__avx2, em_qd8_q8_pack_ukernel__avx2},
 #endif
     {"portable", 1, 16, NULL, NULL, NULL, NULL},
 };

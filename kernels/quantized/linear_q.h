@@ -111,6 +111,8 @@ void em_qd8_q4_pack_ukernel__avx512vnni(const float *x, size_t k, uint8_t *row,
                                         const em_qgemm_params *p);
 void em_qd8_q8_pack_ukernel__avx512vnni(const float *x, size_t k, uint8_t *row,
                                         const em_qgemm_params *p);
+void em_qd8_q4_pack_ukernel__avx2(const float *x, size_t k, uint8_t *row, const em_qgemm_params *p);
+void em_qd8_q8_pack_ukernel__avx2(const float *x, size_t k, uint8_t *row, const em_qgemm_params *p);
 void em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2(size_t mr, size_t nc, const uint8_t *a,
                                             const uint8_t *w, const float *ws, const float *bias,
                                             float *y, size_t ldy, const em_qgemm_params *p);
