@@ -132,7 +132,10 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, size_t nc, 
     const __m512i corr = _mm512_load_si512(a + p->off_corr + off);
     const __m512 sl = _mm512_load_ps((const float *)(a + p->off_sl) + c * 16);
     __m512i lo, hi;
+    /* The next tile's rows (next 8 weight rows, same chunk): the hardware prefetcher alone kept
+     * this GEMV at ~75 % of the bandwidth a plain stream gets. */
 #define COL(J)                                                                                     \
+  _mm_prefetch((const char *)(wr[J] + 8 * p->w_stride + off), _MM_HINT_T0);                        \
   decode(bits, wr[J] + off, mask, &lo, &hi);                                                       \
   c##J = mac_pre(bits, c##J, a0, a1, corr, sl, lo, hi, wscale(sr[J], c, lanes, p, gidx))
     COL(0);
