@@ -4,9 +4,9 @@
  * micro-kernels, and the split of the output columns over the thread pool.
  *
  * Work split: output columns in tiles of NR over em_parallel_for (each weight row is read by one
- * thread); inside a tile, all rows of the current activation chunk in tiles of MR, so a weight
- * tile is loaded from memory once and reused from L1 for every row (prefill), and decode (M = 1)
- * is a GEMV streaming the weights once. Activation rows are quantized in chunks that fit the temp
+ * thread); inside a thread, blocks of weight rows that fit in L2 are swept by blocks of activation
+ * rows that fit in L1, tile by tile (MR x NR), so prefill reads each weight byte from memory once
+ * and decode (M = 1) is a GEMV streaming the weights once. Activation rows are quantized in chunks that fit the temp
  * allocator (all rows at once for the usual 64 MiB).
  */
 #include <math.h>
@@ -131,6 +131,10 @@ static void pack_row(int bits, const int8_t *qa, const float *sa, int64_t k, uin
   }
 }
 
+/* Cache budgets of the blocking in run_tiles (bytes of packed activations / of weights). */
+#define EM_QL_L1_BYTES ((size_t)24 << 10)
+#define EM_QL_L2_BYTES ((size_t)512 << 10)
+
 /* ---- parallel body --------------------------------------------------------------------------- */
 
 typedef struct job {
@@ -161,13 +165,26 @@ static void run_tiles(void *vctx, int64_t t0, int64_t t1) {
   }
   em_qgemm_ukernel_fn gemm = j->bits == 4 ? j->cfg->gemm_q4 : j->cfg->gemm_q8;
   size_t ws_stride = j->p.ws_stride;
-  for (int64_t n = n0; n < n1; n += nr) {
-    size_t nc = (size_t)(n1 - n < nr ? n1 - n : nr);
-    const uint8_t *w = j->w + (size_t)n * j->p.w_stride;
-    for (int64_t m = 0; m < j->m; m += mr) {
-      size_t mc = (size_t)(j->m - m < mr ? j->m - m : mr);
-      gemm(mc, nc, j->packed + (size_t)m * j->p.a_stride, w, j->ws + (size_t)n * ws_stride,
-           j->bias ? j->bias + n : NULL, j->y + m * j->n + n, (size_t)j->n, &j->p);
+  /* Two-level blocking: a block of weight rows that fits in L2 (ND columns) is swept by blocks of
+   * activation rows that fit in L1 (MD rows), so neither is streamed from further out once per
+   * tile. With M = 1 this is a plain pass over the weights. */
+  int64_t md = (int64_t)(EM_QL_L1_BYTES / j->p.a_stride) / mr * mr;
+  int64_t nd = (int64_t)(EM_QL_L2_BYTES / (j->p.w_stride ? j->p.w_stride : 1)) / nr * nr;
+  md = md < mr ? mr : md;
+  nd = nd < nr ? nr : nd;
+  for (int64_t nb = n0; nb < n1; nb += nd) {
+    int64_t nb1 = nb + nd < n1 ? nb + nd : n1;
+    for (int64_t mb = 0; mb < j->m; mb += md) {
+      int64_t mb1 = mb + md < j->m ? mb + md : j->m;
+      for (int64_t n = nb; n < nb1; n += nr) {
+        size_t nc = (size_t)(nb1 - n < nr ? nb1 - n : nr);
+        const uint8_t *w = j->w + (size_t)n * j->p.w_stride;
+        for (int64_t m = mb; m < mb1; m += mr) {
+          size_t mc = (size_t)(mb1 - m < mr ? mb1 - m : mr);
+          gemm(mc, nc, j->packed + (size_t)m * j->p.a_stride, w, j->ws + (size_t)n * ws_stride,
+               j->bias ? j->bias + n : NULL, j->y + m * j->n + n, (size_t)j->n, &j->p);
+        }
+      }
     }
   }
 }
