@@ -6,8 +6,8 @@
  * Work split: output columns in tiles of NR over em_parallel_for (each weight row is read by one
  * thread); inside a thread, blocks of weight rows that fit in L2 are swept by blocks of activation
  * rows that fit in L1, tile by tile (MR x NR), so prefill reads each weight byte from memory once
- * and decode (M = 1) is a GEMV streaming the weights once. Activation rows are quantized in chunks that fit the temp
- * allocator (all rows at once for the usual 64 MiB).
+ * and decode (M = 1) is a GEMV streaming the weights once. Activation rows are quantized in
+ * chunks that fit the temp allocator (all rows at once for the usual 64 MiB).
  */
 #include <math.h>
 #include <string.h>
