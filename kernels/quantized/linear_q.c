@@ -1,0 +1,308 @@
+/*
+ * linear_q.c — the driver of ember::linear_q4.out / ember::linear_q8.out (linear_q.h): argument
+ * checks, per-row dynamic activation quantization into temp memory, the once-per-process choice of
+ * micro-kernels, and the split of the output columns over the thread pool.
+ *
+ * Work split: output columns in tiles of NR over em_parallel_for (each weight row is read by one
+ * thread); inside a thread, blocks of weight rows that fit in L2 are swept by blocks of activation
+ * rows that fit in L1, tile by tile (MR x NR), so prefill reads each weight byte from memory once
+ * and decode (M = 1) is a GEMV streaming the weights once. Activation rows are quantized in
+ * chunks that fit the temp allocator (all rows at once for the usual 64 MiB).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "portable/kutil.h"
+#include "quantized/linear_q.h"
+
+#if defined(EMBER_LINEAR_Q_X86)
+#include "cpu_ukernels.h" /* em_cpu_config_get: the CPU backend's one CPUID probe */
+#endif
+
+/* ---- ISA choice ------------------------------------------------------------------------------ */
+
+static const em_qlinear_config configs[] = {
+#if defined(EMBER_LINEAR_Q_X86)
+    {"avx512vnni", 4, 8, em_qd8_qc4w_f32_gemm_ukernel_4x8__avx512vnni,
+     em_qd8_qc8w_f32_gemm_ukernel_4x8__avx512vnni, em_qd8_q4_pack_ukernel__avx512vnni,
+     em_qd8_q8_pack_ukernel__avx512vnni},
+    {"avx2", 4, 4, em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2, em_qd8_qc8w_f32_gemm_ukernel_4x4__avx2,
+     em_qd8_q4_pack_ukernel__avx2, em_qd8_q8_pack_ukernel__avx2},
+#endif
+    {"portable", 1, 16, NULL, NULL, NULL, NULL},
+};
+#define N_CONFIGS (sizeof configs / sizeof configs[0])
+
+static int isa_available(const char *isa) {
+  if (strcmp(isa, "portable") == 0) return 1;
+#if defined(EMBER_LINEAR_Q_X86)
+  /* The CPU backend decides (and EMBER_CPU_ISA caps) the vector width; VNNI and byte masks are
+   * extra AVX-512 feature bits that its f32 kernels do not need. */
+  const em_cpu_config *cpu = em_cpu_config_get();
+  const char *top = cpu ? cpu->isa : "scalar";
+  int has512 = strcmp(top, "avx512f") == 0, has2 = has512 || strcmp(top, "avx2") == 0;
+  if (strcmp(isa, "avx512vnni") == 0)
+    return has512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+  if (strcmp(isa, "avx2") == 0) return has2;
+#endif
+  return 0;
+}
+
+/* Benign race: every thread computes the same pointer. */
+static const em_qlinear_config *chosen;
+
+static const em_qlinear_config *config_get(void) {
+  if (chosen) return chosen;
+  const em_qlinear_config *c = NULL;
+  for (size_t i = 0; !c && i < N_CONFIGS; i++)
+    if (isa_available(configs[i].isa)) c = &configs[i];
+  chosen = c;
+  return c;
+}
+
+em_status em_linear_q_force_isa(const char *isa) {
+  if (!isa) {
+    chosen = NULL;
+    return EM_OK;
+  }
+  for (size_t i = 0; i < N_CONFIGS; i++)
+    if (strcmp(configs[i].isa, isa) == 0) {
+      if (!isa_available(isa)) return EM_ERR_NOT_SUPPORTED;
+      chosen = &configs[i];
+      return EM_OK;
+    }
+  return EM_ERR_NOT_SUPPORTED;
+}
+
+const char *em_linear_q_isa(void) { return config_get()->isa; }
+
+/* ---- activation quantization ----------------------------------------------------------------- */
+
+/* One row: qa [k] and a_scale [k/32] exactly as the Python reference (f32, round half even). */
+static void quantize_row(const float *x, int64_t k, int8_t *qa, float *sa) {
+  for (int64_t b = 0; b < k / EM_QA_BLOCK; b++) {
+    const float *xb = x + b * EM_QA_BLOCK;
+    float amax = 0.0f;
+    for (int i = 0; i < EM_QA_BLOCK; i++) {
+      float v = fabsf(xb[i]);
+      amax = v > amax || v != v ? v : amax; /* NaN propagates, as in torch.amax */
+    }
+    float s = amax / 127.0f, inv = s > 0.0f ? 1.0f / s : 0.0f;
+    sa[b] = s;
+    for (int i = 0; i < EM_QA_BLOCK; i++) {
+      /* Round half to even without libm: adding 1.5 * 2^23 leaves no fraction bits, so the FPU's
+       * default rounding mode rounds (|v| <= 127.5 here; C11 evaluates in float on x86-64/ARM). */
+      float q = (xb[i] * inv + 12582912.0f) - 12582912.0f;
+      /* Clamp; NaN (from a non-finite block, whose scale already poisons the sums) -> 0, as a
+       * float-to-int conversion of NaN is undefined in C. */
+      q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q == q ? q : 0.0f;
+      qa[b * EM_QA_BLOCK + i] = (int8_t)q;
+    }
+  }
+}
+
+/* The packed row of linear_q.h from a plain one. */
+static void pack_row(int bits, const int8_t *qa, const float *sa, int64_t k, uint8_t *row,
+                     const em_qgemm_params *p) {
+  memset(row, 0, p->a_stride);
+  int8_t *a0 = (int8_t *)row, *a1 = (int8_t *)(row + p->off_a1);
+  int32_t *corr = (int32_t *)(row + p->off_corr);
+  float *sl = (float *)(row + p->off_sl);
+  size_t lanes = (p->kbytes + 3) / 4;
+  if (bits == 4) {
+    for (size_t j = 0; j < (size_t)k / 2; j++) {
+      a0[j] = qa[2 * j + 1];
+      a1[j] = qa[2 * j];
+    }
+    for (size_t l = 0; l < lanes; l++) {
+      int32_t s = 0;
+      for (size_t t = 0; t < 4; t++) s += a0[4 * l + t] + a1[4 * l + t];
+      corr[l] = -8 * s;
+      sl[l] = sa[l / 4]; /* 8 elements per lane, 32 per block */
+    }
+  } else {
+    memcpy(a0, qa, (size_t)k);
+    for (size_t l = 0; l < lanes; l++) {
+      int32_t s = 0;
+      for (size_t t = 0; t < 4; t++) s += a0[4 * l + t];
+      corr[l] = -128 * s;
+      sl[l] = sa[l / 8]; /* 4 elements per lane */
+    }
+  }
+}
+
+/* Cache budgets of the blocking in run_tiles (bytes of packed activations / of weights). */
+#define EM_QL_L1_BYTES ((size_t)24 << 10)
+#define EM_QL_L2_BYTES ((size_t)512 << 10)
+
+/* ---- parallel body --------------------------------------------------------------------------- */
+
+typedef struct job {
+  const em_qlinear_config *cfg;
+  int bits;
+  int64_t m, n, k, group;
+  const uint8_t *w;
+  const float *ws, *bias;
+  float *y;
+  const int8_t *qa; /* portable: plain rows */
+  const float *sa;
+  const uint8_t *packed; /* SIMD: packed rows */
+  em_qgemm_params p;
+} job;
+
+static void run_tiles(void *vctx, int64_t t0, int64_t t1) {
+  const job *j = vctx;
+  int64_t nr = (int64_t)j->cfg->nr, mr = (int64_t)j->cfg->mr;
+  int64_t n0 = t0 * nr, n1 = t1 * nr < j->n ? t1 * nr : j->n;
+  if (!j->packed) {
+    if (j->bits == 4)
+      em_linear_q4_portable(j->m, n0, n1, j->k, j->group, j->qa, j->sa, j->w, j->ws, j->bias, j->y,
+                            j->n);
+    else
+      em_linear_q8_portable(j->m, n0, n1, j->k, j->group, j->qa, j->sa, (const int8_t *)j->w, j->ws,
+                            j->bias, j->y, j->n);
+    return;
+  }
+  em_qgemm_ukernel_fn gemm = j->bits == 4 ? j->cfg->gemm_q4 : j->cfg->gemm_q8;
+  size_t ws_stride = j->p.ws_stride;
+  /* Two-level blocking: a block of weight rows that fits in L2 (ND columns) is swept by blocks of
+   * activation rows that fit in L1 (MD rows), so neither is streamed from further out once per
+   * tile. With M = 1 this is a plain pass over the weights. */
+  int64_t md = (int64_t)(EM_QL_L1_BYTES / j->p.a_stride) / mr * mr;
+  int64_t nd = (int64_t)(EM_QL_L2_BYTES / (j->p.w_stride ? j->p.w_stride : 1)) / nr * nr;
+  md = md < mr ? mr : md;
+  nd = nd < nr ? nr : nd;
+  for (int64_t nb = n0; nb < n1; nb += nd) {
+    int64_t nb1 = nb + nd < n1 ? nb + nd : n1;
+    for (int64_t mb = 0; mb < j->m; mb += md) {
+      int64_t mb1 = mb + md < j->m ? mb + md : j->m;
+      for (int64_t n = nb; n < nb1; n += nr) {
+        size_t nc = (size_t)(nb1 - n < nr ? nb1 - n : nr);
+        const uint8_t *w = j->w + (size_t)n * j->p.w_stride;
+        for (int64_t m = mb; m < mb1; m += mr) {
+          size_t mc = (size_t)(mb1 - m < mr ? mb1 - m : mr);
+          gemm(mc, nc, j->packed + (size_t)m * j->p.a_stride, w, j->ws + (size_t)n * ws_stride,
+               j->bias ? j->bias + n : NULL, j->y + m * j->n + n, (size_t)j->n, &j->p);
+        }
+      }
+    }
+  }
+}
+
+/* ---- the operator ---------------------------------------------------------------------------- */
+
+static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+/* Args: [input f32 [.., K], weight, scales f32, group_size, bias f32 [N]?, out f32 [.., N], ret] */
+em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
+  em_tensor *x = EM_ARG_TENSOR(args, 0), *w = EM_ARG_TENSOR(args, 1);
+  em_tensor *s = EM_ARG_TENSOR(args, 2), *out = EM_ARG_TENSOR(args, 5);
+  em_tensor *bias = EM_ARG_IS_NONE(args, 4) ? NULL : EM_ARG_TENSOR(args, 4);
+  int64_t gs;
+  EM_KCHECK(ctx, x && w && s && out, "expected input, weight, scales and out tensors");
+  EM_KCHECK(ctx, EM_ARG_IS_NONE(args, 4) || bias, "bias must be a tensor or None");
+  EM_KCHECK(ctx, em_arg_int(args[3], &gs), "group_size must be an int");
+  EM_KCHECK(ctx, x->dtype == EM_DTYPE_F32 && out->dtype == EM_DTYPE_F32 && x->dim >= 1,
+            "input and out must be float32, input [.., K]");
+  EM_KCHECK(ctx, w->dim == 2 && w->dtype == (bits == 4 ? EM_DTYPE_U8 : EM_DTYPE_I8),
+            "weight must be a 2-D %s tensor", bits == 4 ? "uint8 (packed 4-bit)" : "int8");
+  int64_t n = w->sizes[0], k = w->sizes[1] * (bits == 4 ? 2 : 1);
+  EM_KCHECK(ctx, x->sizes[x->dim - 1] == k, "input has %lld features, the weight holds %lld",
+            (long long)x->sizes[x->dim - 1], (long long)k);
+  EM_KCHECK(ctx, gs == 32 || gs == 64 || gs == 128 || (bits == 8 && gs == 0),
+            "group_size must be 32, 64 or 128%s, got %lld", bits == 8 ? " or 0 (per channel)" : "",
+            (long long)gs);
+  int64_t group = gs ? gs : k;
+  EM_KCHECK(ctx, k % EM_QA_BLOCK == 0 && (k == 0 || k % group == 0),
+            "K = %lld must be a multiple of the group size %lld and of %d", (long long)k,
+            (long long)group, EM_QA_BLOCK);
+  int64_t n_groups = group ? k / group : 0;
+  EM_KCHECK(ctx,
+            s->dtype == EM_DTYPE_F32 &&
+                (gs ? (s->dim == 2 && s->sizes[0] == n && s->sizes[1] == n_groups)
+                    : (s->numel == n && (s->dim == 1 || (s->dim == 2 && s->sizes[1] == 1)))),
+            "scales must be float32 [%lld%s%lld]", (long long)n, gs ? ", " : "",
+            gs ? (long long)n_groups : 0LL);
+  EM_KCHECK(ctx, !bias || (bias->dtype == EM_DTYPE_F32 && bias->numel == n && bias->dim == 1),
+            "bias must be float32 [%lld]", (long long)n);
+  EM_KCHECK(ctx,
+            em_tensor_is_contiguous_order(x) && em_tensor_is_contiguous_order(w) &&
+                em_tensor_is_contiguous_order(s),
+            "input, weight and scales must be contiguous");
+  int64_t sizes[EM_MAX_DIM];
+  for (int32_t d = 0; d < x->dim - 1; d++) sizes[d] = x->sizes[d];
+  sizes[x->dim - 1] = n;
+  EM_KTRY(em_resize_out(ctx, out, sizes, x->dim));
+  int64_t m = k ? x->numel / k : 0;
+  float *y = out->data;
+  if (m == 0 || n == 0) return EM_OK;
+  if (k == 0) {
+    for (int64_t i = 0; i < m * n; i++) y[i] = bias ? ((const float *)bias->data)[i % n] : 0.0f;
+    return EM_OK;
+  }
+
+  const em_qlinear_config *cfg = config_get();
+  job j;
+  memset(&j, 0, sizeof j);
+  j.cfg = cfg;
+  j.bits = bits;
+  j.n = n;
+  j.k = k;
+  j.group = group;
+  j.w = w->data;
+  j.ws = s->data;
+  j.bias = bias ? bias->data : NULL;
+  size_t kbytes = (size_t)(bits == 4 ? k / 2 : k), kbp = round_up(kbytes, 64);
+  em_qgemm_params *p = &j.p;
+  p->kbytes = kbytes;
+  p->off_a1 = kbp;
+  p->off_corr = bits == 4 ? 2 * kbp : kbp;
+  p->off_sl = p->off_corr + kbp;
+  p->a_stride = p->off_sl + kbp;
+  p->w_stride = kbytes;
+  p->ws_stride = (size_t)n_groups;
+  p->gl_shift = 63;
+  if (gs)
+    for (p->gl_shift = 0; ((size_t)1 << p->gl_shift) < (size_t)gs / (bits == 4 ? 8 : 4);)
+      p->gl_shift++;
+  int simd = (bits == 4 ? cfg->gemm_q4 : cfg->gemm_q8) != NULL;
+
+  /* Rows per chunk: as many as fit in half the free temp memory (at least one). */
+  size_t plain = (size_t)k + (size_t)(k / EM_QA_BLOCK) * sizeof(float);
+  size_t row_bytes = round_up(plain, 64) + (simd ? p->a_stride : 0);
+  int64_t rows = m;
+  if (ctx && ctx->temp) {
+    size_t avail = ctx->temp->size > ctx->temp->used ? ctx->temp->size - ctx->temp->used : 0;
+    int64_t fit = (int64_t)(avail / 2 / row_bytes);
+    rows = fit < 1 ? 1 : fit < m ? fit : m;
+  }
+  int8_t *qa = em_kernel_alloc_temp(ctx, round_up((size_t)rows * (size_t)k, 64), 64);
+  float *sa = em_kernel_alloc_temp(ctx, (size_t)rows * (size_t)(k / EM_QA_BLOCK) * 4 + 4, 64);
+  uint8_t *packed = simd ? em_kernel_alloc_temp(ctx, (size_t)rows * p->a_stride, 64) : NULL;
+  EM_KCHECK(ctx, qa && sa && (!simd || packed),
+            "needs %zu bytes of temp memory per input row (M = %lld, K = %lld)", row_bytes,
+            (long long)m, (long long)k);
+  const float *xp = x->data;
+  int64_t n_tiles = (n + (int64_t)cfg->nr - 1) / (int64_t)cfg->nr;
+  for (int64_t r0 = 0; r0 < m; r0 += rows) {
+    int64_t rc = m - r0 < rows ? m - r0 : rows;
+    for (int64_t r = 0; r < rc; r++) {
+      int8_t *q = qa + r * k;
+      float *sr = sa + r * (k / EM_QA_BLOCK);
+      em_qpack_fn pack = bits == 4 ? cfg->pack_q4 : cfg->pack_q8;
+      if (simd && pack) {
+        pack(xp + (r0 + r) * k, (size_t)k, packed + (size_t)r * p->a_stride, p);
+        continue;
+      }
+      quantize_row(xp + (r0 + r) * k, k, q, sr);
+      if (simd) pack_row(bits, q, sr, k, packed + (size_t)r * p->a_stride, p);
+    }
+    j.m = rc;
+    j.y = y + r0 * n;
+    j.qa = qa;
+    j.sa = sa;
+    j.packed = packed;
+    em_parallel_for(ctx ? ctx->pool : NULL, n_tiles, run_tiles, &j);
+  }
+  return EM_OK;
+}

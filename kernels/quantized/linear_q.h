@@ -1,0 +1,124 @@
+/*
+ * linear_q.h — internal interface of the weight-quantized linear kernels ember::linear_q4.out and
+ * ember::linear_q8.out (f32 in and out, 4-bit or int8 weights; python/ember/quant/llm.py holds the
+ * reference and the exact semantics):
+ *
+ *   a_scale[m,b] = max_{k in b} |x[m,k]| / 127, qa = round_half_even(x * (1 / a_scale))  (b: 32)
+ *   y[m,n]       = sum_b (a_scale[m,b] * w_scale[n, g(b)]) * sum_{k in b} qa[m,k] qw[n,k] (+ bias)
+ *
+ * Weights: q4 is uint8 [N, K/2], element 2j in the HIGH nibble of byte j and 2j+1 in the LOW one,
+ * each stored as q + 8 (ExecuTorch's embedding_4bit layout); q8 is int8 [N, K]. Weight scales are
+ * f32 [N, K/group] (one per row when per channel: group = K).
+ *
+ * Activations are quantized once per row into scratch. The portable kernels read the plain form
+ * (qa [K] int8 then a_scale [K/32] f32). The SIMD micro-kernels read a "packed" row built for the
+ * weight layout, in 32-bit lanes of 4 weight bytes (8 q4 or 4 q8 elements), every array padded
+ * with zeros to kbp = round_up(weight bytes per row, 64):
+ *
+ *   a0   int8  [kbp]     q4: qa[2j+1] (pairs with the low nibble of byte j); q8: qa[j]
+ *   a1   int8  [kbp]     q4 only: qa[2j] (pairs with the high nibble)
+ *   corr int32 [kbp/4]   -off * (sum of the activations of lane l): off = 8 (q4) or 128 (q8), so
+ *                        that a lane's dot with the offset (unsigned) weights q + off is exact
+ *   sl   f32   [kbp/4]   a_scale of lane l's block
+ *
+ * The micro-kernel and ISA for a process are chosen once (em_linear_q_isa) from the CPU backend's
+ * CPUID probe (backends/cpu/cpu_config.c, EMBER_CPU_ISA forces a lower ISA) plus the AVX-512
+ * VNNI/BW feature bits.
+ */
+#ifndef EMBER_KERNELS_QUANTIZED_LINEAR_Q_H
+#define EMBER_KERNELS_QUANTIZED_LINEAR_Q_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ember/kernel.h"
+
+#define EM_QA_BLOCK 32 /* activation quantization block (elements) */
+
+/* Geometry shared by the micro-kernels of one call. */
+typedef struct em_qgemm_params {
+  size_t kbytes;   /* weight bytes per row: K/2 (q4) or K (q8) */
+  size_t a_stride; /* bytes between packed activation rows */
+  size_t off_a1;   /* offsets of a1, corr and sl in a packed row (bytes) */
+  size_t off_corr;
+  size_t off_sl;
+  size_t w_stride;   /* bytes between weight rows */
+  size_t ws_stride;  /* floats between weight-scale rows */
+  unsigned gl_shift; /* log2(lanes per weight-scale group): group/8 (q4) or group/4 (q8) lanes;
+                       63 when per channel (every lane in group 0) */
+} em_qgemm_params;
+
+/*
+ * A micro-kernel: y[i * ldy + j] = sum over the row of packed activations a + i * a_stride against
+ * weight row w + j * w_stride (scales ws + j * ws_stride), + bias[j] when bias is not NULL, for
+ * i < mr <= MR and j < nc <= NR. Reads no weight byte past kbytes of a row.
+ */
+typedef void (*em_qgemm_ukernel_fn)(size_t mr, size_t nc, const uint8_t *a, const uint8_t *w,
+                                    const float *ws, const float *bias, float *y, size_t ldy,
+                                    const em_qgemm_params *p);
+
+/*
+ * Quantizes one f32 row x [k] straight into its packed form (row: a_stride bytes, 64-aligned),
+ * exactly as the portable quantization followed by the generic packing would (linear_q.c).
+ */
+typedef void (*em_qpack_fn)(const float *x, size_t k, uint8_t *row, const em_qgemm_params *p);
+
+/* One ISA's micro-kernels; a NULL gemm means "use the portable kernel", a NULL pack "quantize and
+ * pack in portable C". */
+typedef struct em_qlinear_config {
+  const char *isa; /* "portable", "avx2", "avx512vnni" */
+  size_t mr, nr;   /* tile of the gemm micro-kernels */
+  em_qgemm_ukernel_fn gemm_q4;
+  em_qgemm_ukernel_fn gemm_q8;
+  em_qpack_fn pack_q4;
+  em_qpack_fn pack_q8;
+} em_qlinear_config;
+
+/*
+ * Forces the micro-kernels of `isa` ("portable", "avx2", "avx512vnni") for the process, or
+ * restores the automatic choice when isa is NULL (tests and benchmarks; not thread-safe against
+ * running kernels). EM_ERR_NOT_SUPPORTED when this CPU or build lacks the ISA.
+ */
+em_status em_linear_q_force_isa(const char *isa);
+
+/* The ISA the linear_q kernels use now (detected once on first use). */
+const char *em_linear_q_isa(void);
+
+/* Shared body of ember::linear_q4.out (bits 4) and ember::linear_q8.out (bits 8). */
+em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits);
+
+/*
+ * Portable reference: y[m, n0..n1) for every row m of plain activations (qa [m*k], a_scale
+ * [m*k/32]), exactly the block order of the Python reference.
+ */
+void em_linear_q4_portable(int64_t m, int64_t n0, int64_t n1, int64_t k, int64_t group,
+                           const int8_t *qa, const float *sa, const uint8_t *w, const float *ws,
+                           const float *bias, float *y, int64_t ldy);
+void em_linear_q8_portable(int64_t m, int64_t n0, int64_t n1, int64_t k, int64_t group,
+                           const int8_t *qa, const float *sa, const int8_t *w, const float *ws,
+                           const float *bias, float *y, int64_t ldy);
+
+#if defined(__x86_64__) || defined(__i386__)
+void em_qd8_qc4w_f32_gemm_ukernel_4x8__avx512vnni(size_t mr, size_t nc, const uint8_t *a,
+                                                  const uint8_t *w, const float *ws,
+                                                  const float *bias, float *y, size_t ldy,
+                                                  const em_qgemm_params *p);
+void em_qd8_qc8w_f32_gemm_ukernel_4x8__avx512vnni(size_t mr, size_t nc, const uint8_t *a,
+                                                  const uint8_t *w, const float *ws,
+                                                  const float *bias, float *y, size_t ldy,
+                                                  const em_qgemm_params *p);
+void em_qd8_q4_pack_ukernel__avx512vnni(const float *x, size_t k, uint8_t *row,
+                                        const em_qgemm_params *p);
+void em_qd8_q8_pack_ukernel__avx512vnni(const float *x, size_t k, uint8_t *row,
+                                        const em_qgemm_params *p);
+void em_qd8_q4_pack_ukernel__avx2(const float *x, size_t k, uint8_t *row, const em_qgemm_params *p);
+void em_qd8_q8_pack_ukernel__avx2(const float *x, size_t k, uint8_t *row, const em_qgemm_params *p);
+void em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2(size_t mr, size_t nc, const uint8_t *a,
+                                            const uint8_t *w, const float *ws, const float *bias,
+                                            float *y, size_t ldy, const em_qgemm_params *p);
+void em_qd8_qc8w_f32_gemm_ukernel_4x4__avx2(size_t mr, size_t nc, const uint8_t *a,
+                                            const uint8_t *w, const float *ws, const float *bias,
+                                            float *y, size_t ldy, const em_qgemm_params *p);
+#endif
+
+#endif /* EMBER_KERNELS_QUANTIZED_LINEAR_Q_H */
