@@ -143,6 +143,9 @@ typedef struct job {
   int64_t m, n, k, group;
   const uint8_t *w;
   const float *ws, *bias;
+  const float *offsets;   /* [N, G] or NULL: then bias is added by the micro-kernels */
+  const float *gsum;      /* [m, G]: S[m, g] of the activation rows (linear_q.h), with offsets */
+  const float *bias_post; /* bias added after the offsets' term */
   float *y;
   const int8_t *qa; /* portable: plain rows */
   const float *sa;
@@ -150,10 +153,35 @@ typedef struct job {
   em_qgemm_params p;
 } job;
 
+/* The affine weights' term y[m, n] += sum_g offsets[n, g] * S[m, g] (groups in order), then the
+ * bias, over the columns [n0, n1) of every row. */
+static void add_offsets(const job *j, int64_t n0, int64_t n1) {
+  int64_t groups = j->group ? j->k / j->group : 0;
+  for (int64_t r = 0; r < j->m; r++) {
+    const float *sg = j->gsum + r * groups;
+    float *y = j->y + r * j->n;
+    for (int64_t n = n0; n < n1; n++) {
+      const float *off = j->offsets + n * groups;
+      float o = 0.0f;
+      for (int64_t g = 0; g < groups; g++) o = o + sg[g] * off[g];
+      y[n] = y[n] + o;
+      if (j->bias_post) y[n] = y[n] + j->bias_post[n];
+    }
+  }
+}
+
+static void run_tiles_body(const job *j, int64_t n0, int64_t n1);
+
 static void run_tiles(void *vctx, int64_t t0, int64_t t1) {
   const job *j = vctx;
-  int64_t nr = (int64_t)j->cfg->nr, mr = (int64_t)j->cfg->mr;
+  int64_t nr = (int64_t)j->cfg->nr;
   int64_t n0 = t0 * nr, n1 = t1 * nr < j->n ? t1 * nr : j->n;
+  run_tiles_body(j, n0, n1);
+  if (j->offsets) add_offsets(j, n0, n1);
+}
+
+static void run_tiles_body(const job *j, int64_t n0, int64_t n1) {
+  int64_t nr = (int64_t)j->cfg->nr, mr = (int64_t)j->cfg->mr;
   if (!j->packed) {
     if (j->bits == 4)
       em_linear_q4_portable(j->m, n0, n1, j->k, j->group, j->qa, j->sa, j->w, j->ws, j->bias, j->y,
@@ -193,14 +221,50 @@ static void run_tiles(void *vctx, int64_t t0, int64_t t1) {
 
 static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-/* Args: [input f32 [.., K], weight, scales f32, group_size, bias f32 [N]?, out f32 [.., N], ret] */
+/* S[g] = sum_{b in g} a_scale[b] * sum_{k in b} qa[k] of one row, from its plain form. */
+static void group_sums_plain(const int8_t *qa, const float *sa, int64_t k, int64_t group,
+                             float *out) {
+  int64_t bpg = group / EM_QA_BLOCK;
+  for (int64_t g = 0; g < k / group; g++) {
+    float acc = 0.0f;
+    for (int64_t b = g * bpg; b < (g + 1) * bpg; b++) {
+      int32_t t = 0;
+      for (int i = 0; i < EM_QA_BLOCK; i++) t += qa[b * EM_QA_BLOCK + i];
+      acc = acc + sa[b] * (float)t;
+    }
+    out[g] = acc;
+  }
+}
+
+/* The same from a packed row: lane l's correction is -off * (its activations' sum), exact. */
+static void group_sums_packed(int bits, const uint8_t *row, int64_t k, int64_t group,
+                              const em_qgemm_params *p, float *out) {
+  const int32_t *corr = (const int32_t *)(row + p->off_corr);
+  const float *sl = (const float *)(row + p->off_sl);
+  int64_t lpb = bits == 4 ? 4 : 8, bpg = group / EM_QA_BLOCK; /* lanes per block */
+  int32_t off = bits == 4 ? 8 : 128;
+  for (int64_t g = 0; g < k / group; g++) {
+    float acc = 0.0f;
+    for (int64_t b = g * bpg; b < (g + 1) * bpg; b++) {
+      int32_t t = 0;
+      for (int64_t l = b * lpb; l < (b + 1) * lpb; l++) t += corr[l];
+      acc = acc + sl[b * lpb] * (float)(-t / off);
+    }
+    out[g] = acc;
+  }
+}
+
+/* Args: [input f32 [.., K], weight, scales f32, group_size, bias f32 [N]?, offsets f32?,
+ *        out f32 [.., N], ret] */
 em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
   em_tensor *x = EM_ARG_TENSOR(args, 0), *w = EM_ARG_TENSOR(args, 1);
-  em_tensor *s = EM_ARG_TENSOR(args, 2), *out = EM_ARG_TENSOR(args, 5);
+  em_tensor *s = EM_ARG_TENSOR(args, 2), *out = EM_ARG_TENSOR(args, 6);
   em_tensor *bias = EM_ARG_IS_NONE(args, 4) ? NULL : EM_ARG_TENSOR(args, 4);
+  em_tensor *offs = EM_ARG_IS_NONE(args, 5) ? NULL : EM_ARG_TENSOR(args, 5);
   int64_t gs;
   EM_KCHECK(ctx, x && w && s && out, "expected input, weight, scales and out tensors");
   EM_KCHECK(ctx, EM_ARG_IS_NONE(args, 4) || bias, "bias must be a tensor or None");
+  EM_KCHECK(ctx, EM_ARG_IS_NONE(args, 5) || offs, "offsets must be a tensor or None");
   EM_KCHECK(ctx, em_arg_int(args[3], &gs), "group_size must be an int");
   EM_KCHECK(ctx, x->dtype == EM_DTYPE_F32 && out->dtype == EM_DTYPE_F32 && x->dim >= 1,
             "input and out must be float32, input [.., K]");
@@ -225,6 +289,10 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
             gs ? (long long)n_groups : 0LL);
   EM_KCHECK(ctx, !bias || (bias->dtype == EM_DTYPE_F32 && bias->numel == n && bias->dim == 1),
             "bias must be float32 [%lld]", (long long)n);
+  EM_KCHECK(ctx,
+            !offs || (offs->dtype == EM_DTYPE_F32 && offs->numel == s->numel &&
+                      offs->dim == s->dim && em_tensor_is_contiguous_order(offs)),
+            "offsets must be a contiguous float32 tensor shaped like scales");
   EM_KCHECK(ctx,
             em_tensor_is_contiguous_order(x) && em_tensor_is_contiguous_order(w) &&
                 em_tensor_is_contiguous_order(s),
@@ -251,7 +319,9 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
   j.group = group;
   j.w = w->data;
   j.ws = s->data;
-  j.bias = bias ? bias->data : NULL;
+  j.bias = bias && !offs ? bias->data : NULL;
+  j.offsets = offs ? offs->data : NULL;
+  j.bias_post = bias && offs ? bias->data : NULL;
   size_t kbytes = (size_t)(bits == 4 ? k / 2 : k), kbp = round_up(kbytes, 64);
   em_qgemm_params *p = &j.p;
   p->kbytes = kbytes;
@@ -279,7 +349,9 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
   int8_t *qa = em_kernel_alloc_temp(ctx, round_up((size_t)rows * (size_t)k, 64), 64);
   float *sa = em_kernel_alloc_temp(ctx, (size_t)rows * (size_t)(k / EM_QA_BLOCK) * 4 + 4, 64);
   uint8_t *packed = simd ? em_kernel_alloc_temp(ctx, (size_t)rows * p->a_stride, 64) : NULL;
-  EM_KCHECK(ctx, qa && sa && (!simd || packed),
+  float *gsum =
+      offs ? em_kernel_alloc_temp(ctx, (size_t)rows * (size_t)n_groups * 4 + 4, 64) : NULL;
+  EM_KCHECK(ctx, qa && sa && (!simd || packed) && (!offs || gsum),
             "needs %zu bytes of temp memory per input row (M = %lld, K = %lld)", row_bytes,
             (long long)m, (long long)k);
   const float *xp = x->data;
@@ -292,16 +364,21 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
       em_qpack_fn pack = bits == 4 ? cfg->pack_q4 : cfg->pack_q8;
       if (simd && pack) {
         pack(xp + (r0 + r) * k, (size_t)k, packed + (size_t)r * p->a_stride, p);
+        if (offs)
+          group_sums_packed(bits, packed + (size_t)r * p->a_stride, k, group, p,
+                            gsum + r * n_groups);
         continue;
       }
       quantize_row(xp + (r0 + r) * k, k, q, sr);
       if (simd) pack_row(bits, q, sr, k, packed + (size_t)r * p->a_stride, p);
+      if (offs) group_sums_plain(q, sr, k, group, gsum + r * n_groups);
     }
     j.m = rc;
     j.y = y + r0 * n;
     j.qa = qa;
     j.sa = sa;
     j.packed = packed;
+    j.gsum = gsum;
     em_parallel_for(ctx ? ctx->pool : NULL, n_tiles, run_tiles, &j);
   }
   return EM_OK;

@@ -4,7 +4,12 @@
  * reference and the exact semantics):
  *
  *   a_scale[m,b] = max_{k in b} |x[m,k]| / 127, qa = round_half_even(x * (1 / a_scale))  (b: 32)
- *   y[m,n]       = sum_b (a_scale[m,b] * w_scale[n, g(b)]) * sum_{k in b} qa[m,k] qw[n,k] (+ bias)
+ *   y[m,n]       = sum_b (a_scale[m,b] * w_scale[n, g(b)]) * sum_{k in b} qa[m,k] qw[n,k]
+ *                  (+ sum_g offsets[n,g] * S[m,g], S[m,g] = sum_{b in g} a_scale[m,b] sum_{k in b} qa)
+ *                  (+ bias)
+ *
+ * The optional offsets (affine weights w = w_scale * q + offset, per group) are added by the
+ * driver after the micro-kernels, from per-row group sums S taken off the quantized activations.
  *
  * Weights: q4 is uint8 [N, K/2], element 2j in the HIGH nibble of byte j and 2j+1 in the LOW one,
  * each stored as q + 8 (ExecuTorch's embedding_4bit layout); q8 is int8 [N, K]. Weight scales are

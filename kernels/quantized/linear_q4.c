@@ -6,7 +6,8 @@
  * the SIMD micro-kernels are linear_q_gemm__<isa>.c.
  *
  * Args: [input f32 [.., K], weight u8 [N, K/2], scales f32 [N, K/group], group_size,
- *        bias f32 [N]?, out f32 [.., N], ret]
+ *        bias f32 [N]?, offsets f32 (shape of scales)?,
+ *        out f32 [.., N], ret]
  */
 #include "quantized/linear_q.h"
 

@@ -74,6 +74,7 @@ int main(int argc, char **argv) {
   }
   em_register_prim_ops();
   em_register_portable_kernels();
+  em_register_quantized_kernels();
   em_register_cpu_backend();
   em_llm *llm;
   em_status st = em_llm_create(model, tokenizer, &o, &llm);

@@ -21,6 +21,7 @@ __all__ = [
     "generate",
     "GenerationStats",
     "export",
+    "quantize_llm",
 ]
 
 
@@ -30,16 +31,43 @@ def export(
     *,
     max_seq_len: int = 512,
     max_prefill: int = 128,
+    quant: str | None = None,
     **kwargs: Any,
 ) -> Any:
     """Exports a Llama-architecture model for the LLM runner: ``model`` is a GGUF path (weights
-    dequantized to f32) or an :class:`ember.llm.llama.Llama`. Returns the ``ember.Program``
-    (saved to ``out_path`` when given); extra keyword arguments go to ``ember.export``."""
+    dequantized to f32) or an :class:`ember.llm.llama.Llama`. ``quant`` quantizes the weights
+    first, in place (:func:`quantize_llm`); ``None`` keeps f32. Returns the
+    ``ember.Program`` (saved to ``out_path`` when given); extra keyword arguments go to
+    ``ember.export``."""
     from ember.llm import llama
 
     if isinstance(model, (str, os.PathLike)):
         model = llama.load_gguf(model, max_seq_len=max_seq_len, last_logits_only=True)
+    if quant is not None:
+        quantize_llm(model, quant)
     prog = llama.export(model, max_prefill=max_prefill, **kwargs)
     if out_path is not None:
         prog.save(out_path)
     return prog
+
+
+def quantize_llm(model: Any, quant: str) -> Any:
+    """Quantizes a Llama's weights in place for export.
+
+    ``"4w32"`` / ``"4w64"`` / ``"4w128"``: every matrix of the transformer blocks 4-bit, affine
+    groups of that size (``ember::linear_q4`` with offsets; a Q4_1-style grid); the token
+    embedding and the output projection (one tied table in SmolLM2) 8-bit per row
+    (``quantized_decomposed::embedding_byte`` / ``ember::linear_q8``), as llama.cpp keeps that
+    table at higher precision. ``"4w32s"``...: the same with symmetric 4-bit groups (Q4_0-style).
+    ``"8w"``: everything int8 per output channel / per row.
+    """
+    from ember.quant.llm import SCHEMES, quantize_embeddings, quantize_linears
+
+    if quant not in SCHEMES:
+        raise ValueError(f"unknown quant scheme {quant!r}; use one of {sorted(SCHEMES)}")
+    bits = SCHEMES[quant][0]
+    if bits == 4:
+        quantize_linears(model, quant, skip=["output"])
+    quantize_linears(model, "8w")
+    quantize_embeddings(model, bits=8)
+    return model

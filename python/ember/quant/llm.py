@@ -3,8 +3,9 @@
 Operators (namespace ``ember``, each with a functional and an ``.out`` overload; C kernels in
 ``kernels/quantized/linear_q4.c`` and ``linear_q8.c``)::
 
-    linear_q4(Tensor input, Tensor weight, Tensor scales, int group_size, Tensor? bias) -> Tensor
-    linear_q8(Tensor input, Tensor weight, Tensor scales, int group_size, Tensor? bias) -> Tensor
+    linear_q4(Tensor input, Tensor weight, Tensor scales, int group_size, Tensor? bias,
+              Tensor? offsets=None) -> Tensor
+    linear_q8(... the same ...) -> Tensor
 
 Weights (``N`` outputs, ``K`` inputs):
 
@@ -23,7 +24,13 @@ blocks of 32 to int8, symmetric::
     a_scale[m, b] = max_{k in b} |x[m, k]| / 127                        (f32 division)
     qa[m, k]      = round_half_even(x[m, k] * (1 / a_scale[m, b]))      (0 when a_scale == 0)
     y[m, n]       = sum_b (a_scale[m, b] * w_scale[n, g(b)]) * sum_{k in b} qa[m, k] * qw[n, k]
+                    (+ sum_g offsets[n, g] * S[m, g])     with offsets
                     (+ bias[n])
+    S[m, g]       = sum_{b in g} a_scale[m, b] * sum_{k in b} qa[m, k]   (blocks in order, f32)
+
+``offsets`` (f32, the shape of ``scales``) make the weights affine, ``w = w_scale * q + offset``
+per group — 4-bit weights quantized between each group's min and max, as llama.cpp's Q4_1,
+represent a group's range with all 16 codes; ``None`` is the symmetric form.
 
 with ``g(b) = 32 b / group_size``; the per-block integer dot product is exact and the float sum
 runs over blocks in order (the SIMD kernels sum in another order: agreement to f32 rounding).
@@ -65,6 +72,7 @@ __all__ = [
     "quantize_embeddings",
     "quantize_linears",
     "quantize_weight_q4",
+    "quantize_weight_q4_affine",
     "quantize_weight_q8",
     "register_ops",
     "unpack_q4",
@@ -72,11 +80,18 @@ __all__ = [
 
 ACT_BLOCK = 32
 GROUP_SIZES = (32, 64, 128)
-SCHEMES = {"4w32": (4, 32), "4w64": (4, 64), "4w128": (4, 128), "8w": (8, 0)}
+# name -> (bits, group size, affine): "4wG" are affine (min/max) 4-bit groups, "4wGs" symmetric.
+SCHEMES = {
+    "4w32": (4, 32, True), "4w64": (4, 64, True), "4w128": (4, 128, True),
+    "4w32s": (4, 32, False), "4w64s": (4, 64, False), "4w128s": (4, 128, False),
+    "8w": (8, 0, False),
+}  # fmt: skip
 
 _LIBS: list[torch.library.Library] = []
 
-_ARGS = "Tensor input, Tensor weight, Tensor scales, int group_size, Tensor? bias"
+_ARGS = (
+    "Tensor input, Tensor weight, Tensor scales, int group_size, Tensor? bias, Tensor? offsets=None"
+)
 _EMB_ARGS = (
     "Tensor weight, Tensor weight_scales, Tensor? weight_zero_points, int weight_quant_min, "
     "int weight_quant_max, Tensor indices"
@@ -98,6 +113,32 @@ def _check_group(k: int, group_size: int, allow_channel: bool) -> None:
             f"in_features {k} must be a multiple of the group size {group_size or ACT_BLOCK} "
             f"(and of the activation block {ACT_BLOCK})"
         )
+
+
+def quantize_weight_q4_affine(
+    w: torch.Tensor, group_size: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Affine 4-bit groupwise weights of ``w`` [N, K]: (packed uint8 [N, K/2], scales f32 [N, G],
+    offsets f32 [N, G]) with ``w ~ scale * q + offset``, q in [-8, 7].
+
+    Each group's 16 codes span its [min, max]: scale = (max - min) / 15, code 0 (q = -8) is the
+    minimum, so offset = min + 8 * scale. A group already on such a grid (llama.cpp's Q4_1) is
+    reproduced up to f32 rounding.
+    """
+    if w.dim() != 2 or not w.is_floating_point():
+        raise QuantizationError(
+            f"weight must be a 2-D float tensor, got {tuple(w.shape)} {w.dtype}"
+        )
+    n, k = w.shape
+    _check_group(k, group_size, allow_channel=False)
+    wg = w.detach().float().reshape(n, k // group_size, group_size)
+    lo, hi = wg.amin(dim=-1), wg.amax(dim=-1)
+    scales = (hi - lo) / 15.0
+    inv = torch.where(scales > 0, 1.0 / scales, torch.zeros_like(scales))
+    code = torch.clamp(torch.round((wg - lo[..., None]) * inv[..., None]), 0, 15)
+    q = code.to(torch.int16).reshape(n, k)
+    packed = ((q[:, 0::2] << 4) | q[:, 1::2]).to(torch.uint8)
+    return packed.contiguous(), scales.contiguous(), (lo + 8.0 * scales).contiguous()
 
 
 def quantize_weight_q4(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -168,7 +209,7 @@ def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _validate(
     x: torch.Tensor, w: torch.Tensor, scales: torch.Tensor, group_size: int,
-    bias: torch.Tensor | None, bits: int,
+    bias: torch.Tensor | None, bits: int, offsets: torch.Tensor | None = None,
 ) -> tuple[int, int]:  # fmt: skip
     op = f"ember::linear_q{bits}"
     if x.dtype != torch.float32 or x.dim() < 1:
@@ -194,12 +235,19 @@ def _validate(
         raise QuantizationError(
             f"{op}: bias must be float32 [{n}], got {bias.dtype} {list(bias.shape)}"
         )
+    if offsets is not None and (
+        offsets.dtype != torch.float32 or tuple(offsets.shape) != tuple(scales.shape)
+    ):
+        raise QuantizationError(
+            f"{op}: offsets must be float32 with the shape of scales {list(scales.shape)}, got "
+            f"{offsets.dtype} {list(offsets.shape)}"
+        )
     return n, k
 
 
 def _linear_blocks(
     x: torch.Tensor, qw: torch.Tensor, scales: torch.Tensor, group_size: int,
-    bias: torch.Tensor | None,
+    bias: torch.Tensor | None, offsets: torch.Tensor | None = None,
 ) -> torch.Tensor:  # fmt: skip
     n, k = qw.shape
     lead = x.shape[:-1]
@@ -213,6 +261,17 @@ def _linear_blocks(
         dot = qaf[:, sl] @ qwf[:, sl].t()  # exact: |dot| <= 32 * 127 * 128 < 2^24
         g = (b * ACT_BLOCK) // group_size if group_size else 0
         y = y + dot * (sa[:, b, None] * ws[None, :, g])
+    if offsets is not None:
+        og = offsets.reshape(n, -1)
+        gsz = group_size or k
+        ssum = qaf.reshape(m, k // ACT_BLOCK, ACT_BLOCK).sum(dim=-1)  # exact integers
+        off = torch.zeros(m, n, dtype=torch.float32)
+        for gi in range(og.shape[1]):
+            sg = torch.zeros(m, dtype=torch.float32)
+            for b in range(gi * gsz // ACT_BLOCK, (gi + 1) * gsz // ACT_BLOCK):
+                sg = sg + sa[:, b] * ssum[:, b]
+            off = off + sg[:, None] * og[None, :, gi]
+        y = y + off
     if bias is not None:
         y = y + bias
     return y.reshape(*lead, n)
@@ -220,20 +279,20 @@ def _linear_blocks(
 
 def linear_q4_ref(
     x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, group_size: int,
-    bias: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None, offsets: torch.Tensor | None = None,
 ) -> torch.Tensor:  # fmt: skip
     """Reference of ``ember::linear_q4`` (see the module docstring for the arithmetic)."""
-    _validate(x, weight, scales, group_size, bias, 4)
-    return _linear_blocks(x, unpack_q4(weight), scales, group_size, bias)
+    _validate(x, weight, scales, group_size, bias, 4, offsets)
+    return _linear_blocks(x, unpack_q4(weight), scales, group_size, bias, offsets)
 
 
 def linear_q8_ref(
     x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, group_size: int,
-    bias: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None, offsets: torch.Tensor | None = None,
 ) -> torch.Tensor:  # fmt: skip
     """Reference of ``ember::linear_q8`` (see the module docstring for the arithmetic)."""
-    _validate(x, weight, scales, group_size, bias, 8)
-    return _linear_blocks(x, weight, scales, group_size, bias)
+    _validate(x, weight, scales, group_size, bias, 8, offsets)
+    return _linear_blocks(x, weight, scales, group_size, bias, offsets)
 
 
 def _embedding_ref(
@@ -264,6 +323,14 @@ def _out_impl(fn):  # noqa: ANN001, ANN202
     return run
 
 
+def _fake_linear(bits: int):  # noqa: ANN202
+    def fake(x, w, scales, group_size, bias, offsets=None):  # noqa: ANN001, ANN202
+        n, _ = _validate(x, w, scales, group_size, bias, bits, offsets)
+        return x.new_empty((*x.shape[:-1], n))
+
+    return fake
+
+
 def register_ops() -> None:
     """Defines ``ember::linear_q4`` / ``linear_q8`` (+ ``.out``) and, where no one has yet,
     ExecuTorch's ``quantized_decomposed::embedding_byte`` / ``embedding_4bit`` (+ ``.out``, same
@@ -278,11 +345,7 @@ def register_ops() -> None:
         lib.impl(name, ref, "CompositeExplicitAutograd")
         lib.impl(f"{name}.out", _out_impl(ref), "CompositeExplicitAutograd")
 
-        def fake(x, w, scales, group_size, bias, bits=bits):  # noqa: ANN001, ANN202
-            n, _ = _validate(x, w, scales, group_size, bias, bits)
-            return x.new_empty((*x.shape[:-1], n))
-
-        torch.library.register_fake(f"ember::{name}", fake, lib=lib)
+        torch.library.register_fake(f"ember::{name}", _fake_linear(bits), lib=lib)
     _LIBS.append(lib)
 
     qd = torch.ops.quantized_decomposed
@@ -313,22 +376,32 @@ def register_ops() -> None:
 class LinearQ4(nn.Module):
     """``nn.Linear`` with 4-bit groupwise weights; f32 in and out (``ember::linear_q4``)."""
 
-    def __init__(self, lin: nn.Linear, group_size: int) -> None:
+    def __init__(self, lin: nn.Linear, group_size: int, affine: bool = False) -> None:
         super().__init__()
         register_ops()
-        packed, scales = quantize_weight_q4(lin.weight, group_size)
+        offsets = None
+        if affine:
+            packed, scales, offsets = quantize_weight_q4_affine(lin.weight, group_size)
+        else:
+            packed, scales = quantize_weight_q4(lin.weight, group_size)
         self.register_buffer("weight", packed)
         self.register_buffer("scales", scales)
+        self.register_buffer("offsets", offsets)
         b = lin.bias.detach().float().clone() if lin.bias is not None else None
         self.register_buffer("bias", b)
         self.group_size = group_size
         self.in_features, self.out_features = lin.in_features, lin.out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.ember.linear_q4(x, self.weight, self.scales, self.group_size, self.bias)
+        return torch.ops.ember.linear_q4(
+            x, self.weight, self.scales, self.group_size, self.bias, self.offsets
+        )
 
     def extra_repr(self) -> str:
-        return f"in={self.in_features}, out={self.out_features}, 4-bit, group {self.group_size}"
+        kind = "affine" if self.offsets is not None else "symmetric"
+        return (
+            f"in={self.in_features}, out={self.out_features}, 4-bit {kind}, group {self.group_size}"
+        )
 
 
 class LinearQ8(nn.Module):
@@ -406,17 +479,19 @@ def _replace(model: nn.Module, kind: type, make, skip: Iterable[str]) -> int:  #
 def quantize_linears(model: nn.Module, scheme: str, skip: Iterable[str] = ()) -> nn.Module:
     """Replaces (in place) every ``nn.Linear`` of `model` by :class:`LinearQ4` / :class:`LinearQ8`.
 
-    `scheme` is ``"4w32"``, ``"4w64"``, ``"4w128"`` (4-bit, that group size) or ``"8w"`` (int8 per
-    output channel). A layer whose in_features the group size does not divide gets the largest
-    group size that does (logged; SmolLM2's 576 takes 64 under ``"4w128"``); in_features must be
-    a multiple of 32. `skip` holds module names or fnmatch patterns (``"lm_head"``,
-    ``"layers.0.*"``) to leave in f32. Returns `model`.
+    `scheme` is ``"4w32"``, ``"4w64"``, ``"4w128"`` (4-bit affine groups of that size: each
+    group's min..max in 16 codes, like llama.cpp's Q4_1), ``"4w32s"``, ``"4w64s"``, ``"4w128s"``
+    (4-bit symmetric, like Q4_0) or ``"8w"`` (int8 per output channel). A layer whose
+    in_features the group size does not divide gets the largest group size that does (logged;
+    SmolLM2's 576 takes 64 under ``"4w128"``); in_features must be a multiple of 32.
+    `skip` holds module names or fnmatch patterns (``"lm_head"``, ``"layers.0.*"``) to leave in
+    f32. Returns `model`.
     """
     if scheme not in SCHEMES:
         raise QuantizationError(f"unknown scheme {scheme!r}; use one of {sorted(SCHEMES)}")
     if isinstance(model, nn.Linear):
         raise QuantizationError("quantize_linears rewrites submodules: wrap the Linear in a module")
-    bits, gs = SCHEMES[scheme]
+    bits, gs, affine = SCHEMES[scheme]
 
     def make(lin: nn.Linear) -> nn.Module:
         k = lin.in_features
@@ -429,7 +504,7 @@ def quantize_linears(model: nn.Module, scheme: str, skip: Iterable[str] = ()) ->
             g = max(c for c in GROUP_SIZES if k % c == 0)
             log.warning("%r: in_features %d is not a multiple of %d; using groups of %d",
                         lin, k, gs, g)  # fmt: skip
-        return LinearQ4(lin, g) if bits == 4 else LinearQ8(lin, g)
+        return LinearQ4(lin, g, affine) if bits == 4 else LinearQ8(lin, g)
 
     n = _replace(model, nn.Linear, make, skip)
     log.info("quantize_linears(%s): %d linear layers", scheme, n)

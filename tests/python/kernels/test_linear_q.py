@@ -103,14 +103,14 @@ def _make(bits: int, gs: int, m: int | tuple[int, ...], n: int, k: int, seed: in
     return x, q, s, b
 
 
-def _run_c(bits: int, x, q, s, gs: int, b, threads: int = 1) -> torch.Tensor:  # noqa: ANN001
+def _run_c(bits: int, x, q, s, gs: int, b, threads: int = 1, off=None) -> torch.Tensor:  # noqa: ANN001
     out = torch.full((*x.shape[:-1], q.shape[0]), float("nan"))
-    _call(f"ember::linear_q{bits}.out", [x, q, s, gs, b, out, out], threads)
+    _call(f"ember::linear_q{bits}.out", [x, q, s, gs, b, off, out, out], threads)
     return out
 
 
-def _ref(bits: int, x, q, s, gs: int, b) -> torch.Tensor:  # noqa: ANN001
-    return (Q.linear_q4_ref if bits == 4 else Q.linear_q8_ref)(x, q, s, gs, b)
+def _ref(bits: int, x, q, s, gs: int, b, off=None) -> torch.Tensor:  # noqa: ANN001
+    return (Q.linear_q4_ref if bits == 4 else Q.linear_q8_ref)(x, q, s, gs, b, off)
 
 
 def _close(got: torch.Tensor, want: torch.Tensor) -> None:
@@ -230,7 +230,7 @@ def test_zero_rows_give_bias_and_empty_input() -> None:
     b = torch.randn(4)
     assert torch.equal(_run_c(4, x, q, s, 32, b), b.expand(2, 4))
     out = torch.empty(0, 4)
-    _call("ember::linear_q4.out", [torch.empty(0, 128), q, s, 32, None, out, out])
+    _call("ember::linear_q4.out", [torch.empty(0, 128), q, s, 32, None, None, out, out])
 
 
 # ---- errors ------------------------------------------------------------------------------------
@@ -256,7 +256,7 @@ def test_kernel_errors_name_what_is_wrong() -> None:
     for op, args, words in bad:
         out = torch.empty(2, 4)
         with pytest.raises(RuntimeError, match=words):
-            _call(f"ember::{op}.out", [*args, out, out])
+            _call(f"ember::{op}.out", [*args, None, out, out])
         with pytest.raises(QuantizationError, match=words):
             getattr(torch.ops.ember, op)(*args)
 
@@ -392,7 +392,7 @@ def test_tied_embedding_and_head_share_one_packed_weight() -> None:
         m.lm_head = nn.Linear(64, 1024, bias=False)
         if tied:
             m.lm_head.weight = m.emb.weight
-        Q.quantize_linears(m, "4w32")
+        Q.quantize_linears(m, "4w32s")  # symmetric: embedding_4bit's layout and arithmetic
         Q.quantize_embeddings(m, bits=4, group_size=32)
         return m.eval()
 
@@ -404,3 +404,69 @@ def test_tied_embedding_and_head_share_one_packed_weight() -> None:
     n_untied = ember.export(untied, (tokens,)).nbytes
     shared = tied.emb.weight.numel() + tied.emb.scales.numel() * 4
     assert n_untied - n_tied >= 0.9 * shared
+
+
+# ---- affine weights (per-group offsets) ----------------------------------------------------------
+
+
+def _offsets(s: torch.Tensor, seed: int) -> torch.Tensor:
+    return torch.randn(s.shape, generator=torch.Generator().manual_seed(seed)) * 0.05
+
+
+@pytest.mark.parametrize("bits,gs", CASES_Q4 + CASES_Q8)
+@pytest.mark.parametrize("bias", [True, False])
+def test_offsets_portable_matches_reference(bits: int, gs: int, bias: bool) -> None:
+    with _isa("portable"):
+        for i, (m, n, k) in enumerate([(1, 7, 128), ((2, 3), 5, 256), (5, 33, 384)]):
+            x, q, s, b = _make(bits, gs, m, n, k, 7 * i + bits + gs, bias)
+            off = _offsets(s, i)
+            want = _ref(bits, x, q, s, gs, b, off)
+            _close(_run_c(bits, x, q, s, gs, b, off=off), want)
+            # the offsets' term is really there: it differs from the symmetric result
+            assert (want - _ref(bits, x, q, s, gs, b)).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("isa", SIMD)
+@pytest.mark.parametrize("bits,gs", CASES_Q4 + CASES_Q8)
+def test_offsets_simd_matches_portable(isa: str, bits: int, gs: int) -> None:
+    shapes = [(1, 13, 128), (6, 5, 96), (3, 17, 256), (9, 33, 384)]
+    for i, (m, n, k) in enumerate(sh for sh in shapes if sh[2] % (gs or 32) == 0):
+        x, q, s, b = _make(bits, gs, m, n, k, 300 + i, bias=i % 2 == 0)
+        off = _offsets(s, i)
+        with _isa("portable"):
+            want = _run_c(bits, x, q, s, gs, b, off=off)
+        with _isa(isa):
+            for threads in (1, 2):
+                _close(_run_c(bits, x, q, s, gs, b, threads, off=off), want)
+
+
+def test_affine_q4_reproduces_a_q4_1_grid() -> None:
+    """Weights already on an affine 4-bit grid (llama.cpp Q4_1: w = d * code + min, every group
+    using codes 0 and 15) come back to f32 rounding, and the linear layer matches f32 math."""
+    g = torch.Generator().manual_seed(5)
+    n, k, gs = 6, 128, 32
+    codes = torch.randint(0, 16, (n, k // gs, gs), generator=g)
+    codes[..., 0], codes[..., 1] = 0, 15
+    d = torch.rand(n, k // gs, 1, generator=g) * 0.02 + 0.001
+    lo = torch.randn(n, k // gs, 1, generator=g) * 0.05
+    w = (codes * d + lo).reshape(n, k)
+    packed, scales, offsets = Q.quantize_weight_q4_affine(w, gs)
+    deq = Q.unpack_q4(packed).float().reshape(n, -1, gs) * scales[..., None] + offsets[..., None]
+    torch.testing.assert_close(deq.reshape(n, k), w, rtol=0, atol=1e-6)
+    lin = torch.nn.Linear(k, n, bias=False)
+    lin.weight.data = w
+    x = torch.randn(3, k, generator=g)
+    y = Q.LinearQ4(lin, gs, affine=True)(x)
+    torch.testing.assert_close(y, x @ w.t(), rtol=2e-2, atol=2e-2)
+
+
+def test_offsets_errors() -> None:
+    x = torch.randn(2, 128)
+    q, s = Q.quantize_weight_q4(torch.randn(4, 128), 32)
+    out = torch.empty(2, 4)
+    with pytest.raises(RuntimeError, match="offsets"):
+        _call("ember::linear_q4.out", [x, q, s, 32, None, s[:, :2].contiguous(), out, out])
+    with pytest.raises(RuntimeError, match="offsets"):
+        _call("ember::linear_q4.out", [x, q, s, 32, None, s.double(), out, out])
+    with pytest.raises(QuantizationError, match="offsets"):
+        torch.ops.ember.linear_q4(x, q, s, 32, None, s[:, :2].contiguous())
