@@ -10,7 +10,8 @@ After :func:`ember.quant.quantize`, each :class:`~ember.quant.QuantizedLinear` /
     requant(a, m, s) = (a * m + 2^(t-1)) >> t,  t = 31 - s     (int64 product, arithmetic shift)
 
 with ``bias_q = round(b / (s_x * s_w[n]))`` and ``mult * 2^(s-31) = s_x * s_w[n] / s_y``
-(``mult`` in [2^30, 2^31)). A ReLU after the layer is folded into ``act_min = out_zp``. Max and
+(``mult`` in [2^30, 2^31)). A ReLU after the layer is folded into ``act_min = out_zp`` (ReLU6 /
+hardtanh also set ``act_max``); one that no layer can absorb is a clamp of its own. Max and
 average pooling run on int8 with the input's scale; an add of two int8 tensors rescales both to
 a common fixed-point scale (``quantized_add_ref``). The model quantizes its float input once,
 runs every layer in int8 and dequantizes the output.
@@ -23,9 +24,10 @@ reference here that also serves as its PyTorch implementation):
 * ``quantized_add``     — :func:`quantized_add_ref`
 * ``quantized_max_pool2d`` / ``quantized_avg_pool2d`` — :func:`quantized_max_pool2d_ref`,
   :func:`quantized_avg_pool2d_ref`
+* ``quantized_clamp``   — :func:`quantized_clamp_ref` (ReLU / ReLU6 / hardtanh not folded)
 
 :func:`lower_to_integer` handles an ``nn.Sequential``; :func:`lower_graph_to_integer` any
-torch.fx-traceable model, including residual sums written with :class:`ember.quant.Add`.
+torch.fx-traceable model, including residual sums (``a + b`` or :class:`ember.quant.Add`).
 """
 
 from __future__ import annotations
