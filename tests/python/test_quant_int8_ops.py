@@ -287,7 +287,7 @@ def test_graph_lowering_of_sequential_and_errors() -> None:
 
     qr = Q.quantize(Raw().eval(), [torch.rand(4, 4)], progress=False)
     assert isinstance(qr.get_submodule("add"), Q.QuantizedAdd)
-    with pytest.raises(Q.QuantizationError, match="sigmoid has no integer lowering"):
+    with pytest.raises(Q.QuantizationError, match="call_function sigmoid has no integer lowering"):
         QF.lower_graph_to_integer(qr, [torch.rand(4, 4)])
 
 

@@ -850,7 +850,8 @@ def lower_graph_to_integer(
         elif _is_reshape(n):
             layer, qparams[n], args = _reshape_layer(n, shapes), qparams[args[0]], args[:1]
         else:
-            what = f"module {type(m).__name__}" if m is not None else f"{n.op} {n.target}"
+            target = getattr(n.target, "__name__", n.target)
+            what = f"module {type(m).__name__}" if m is not None else f"{n.op} {target}"
             raise QuantizationError(
                 f"{n.name}: {what} has no integer lowering (supported: quantized Linear, Conv2d, "
                 "Add or a + b, ReLU, ReLU6, Hardtanh, clamp, MaxPool2d, AvgPool2d, flatten, "
