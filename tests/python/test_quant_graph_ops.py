@@ -238,3 +238,39 @@ def test_plain_add_errors_and_non_tensor_sums() -> None:
     qs = Q.quantize(Scalar().eval(), calib, progress=False)
     assert not any(isinstance(m, Q.QuantizedAdd) for m in qs.modules())
     assert not isinstance(qs, torch.fx.GraphModule)
+
+
+def test_reshapes_pass_int8_through(tmp_path: Path) -> None:
+    torch.manual_seed(6)
+    gen = torch.Generator().manual_seed(6)
+    calib, x = [torch.rand(16, 16, generator=gen)], torch.rand(4, 16, generator=gen)
+    seq = nn.Sequential(
+        nn.Linear(16, 16), nn.Unflatten(1, (1, 4, 4)), nn.Conv2d(1, 2, 3), nn.Flatten(),
+        nn.Linear(8, 3),
+    ).eval()  # fmt: skip
+    qs = Q.quantize(seq, calib, progress=False)
+    ims = QF.lower_to_integer(qs, calib)
+    assert [type(m).__name__ for m in ims.layers] == [
+        "FusedQuantizedLinear", "Unflatten", "FusedQuantizedConv2d", "Flatten",
+        "FusedQuantizedLinear",
+    ]  # fmt: skip
+
+    class Views(nn.Module):  # a constant-shape view and a method flatten
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1, self.conv, self.fc2 = seq[0], seq[2], seq[4]
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc2(self.conv(self.fc1(x).view(-1, 1, 4, 4)).flatten(1))
+
+    qv = Q.quantize(Views().eval(), calib, progress=False)
+    imv = QF.lower_graph_to_integer(qv, calib)
+    reshape = next(m for m in imv.layers.values() if isinstance(m, QF.QuantizedReshape))
+    assert (reshape.shape, reshape.keep_batch) == ([-1, 1, 4, 4], False)
+    with torch.no_grad():
+        for im in (ims, imv):
+            assert (qs(x) - im(x)).abs().max().item() <= 6 * im.out_scale + 0.05
+    rt_cls = _runtime()
+    path = tmp_path / "views.pte"
+    ember.export(imv, (x[:1],), oplist=QF.oplist_with_fused()).save(path)
+    assert torch.equal(rt_cls(path).run("forward", [x[:1]])[0], imv(x[:1]))

@@ -506,7 +506,7 @@ class IntegerSequential(nn.Module):
 IntegerMLP = IntegerSequential
 
 _COMPUTE = (QuantizedLinear, QuantizedConv2d)
-_PASS = (nn.MaxPool2d, nn.AvgPool2d, nn.Flatten, nn.Identity, nn.Dropout)
+_PASS = (nn.MaxPool2d, nn.AvgPool2d, nn.Flatten, nn.Unflatten, nn.Identity, nn.Dropout)
 
 
 def lower_to_integer(
@@ -520,10 +520,10 @@ def lower_to_integer(
 
     Accepted modules: QuantizedLinear / QuantizedConv2d (a ReLU, ReLU6 or Hardtanh right after
     one is folded into its output clamp; anywhere else it becomes a :class:`QuantizedClamp`),
-    nn.MaxPool2d / nn.AvgPool2d (int8, scale-preserving),
-    nn.Flatten, nn.Identity and nn.Dropout (eval). Each compute layer's output scale is the next
-    compute layer's (calibrated) input scale; the last one's comes from the range of the model's
-    (float) outputs on `calibration_data` (min/max, or the given `percentile`). With
+    nn.MaxPool2d / nn.AvgPool2d (int8, scale-preserving), nn.Flatten, nn.Unflatten,
+    nn.Identity and nn.Dropout (eval). Each compute layer's output scale is the next compute
+    layer's (calibrated) input scale; the last one's comes from the range of the model's (float)
+    outputs on `calibration_data` (min/max, or the given `percentile`). With
     `int8_input` the model takes the already-quantized int8 input (``model.quantize_input(x)``;
     for images in [0, 1] with scale 1/255 and zero point -128 that is ``pixel - 128``), so no
     float input buffer exists. With `fuse_pool` a conv followed by an unpadded max pool becomes one
@@ -585,7 +585,7 @@ def lower_to_integer(
             layers.append(QuantizedMaxPool2d(m))
         elif isinstance(m, nn.AvgPool2d):
             layers.append(QuantizedAvgPool2d(m, cur_zp))
-        elif isinstance(m, nn.Flatten):
+        elif isinstance(m, nn.Flatten | nn.Unflatten):
             layers.append(m)
     if fuse_pool:
         layers = _fuse_conv_pool(layers)
@@ -843,7 +843,7 @@ def lower_graph_to_integer(
             layer, qparams[n] = QuantizedMaxPool2d(m), qparams[args[0]]
         elif isinstance(m, nn.AvgPool2d):
             layer, qparams[n] = QuantizedAvgPool2d(m, qparams[args[0]][1]), qparams[args[0]]
-        elif isinstance(m, nn.Flatten):
+        elif isinstance(m, nn.Flatten | nn.Unflatten):
             layer, qparams[n] = m, qparams[args[0]]
         elif _flatten_dims(n) is not None:  # torch.flatten(x, start, end) / x.flatten(...)
             layer, qparams[n] = nn.Flatten(*_flatten_dims(n)), qparams[args[0]]
