@@ -274,3 +274,19 @@ def test_reshapes_pass_int8_through(tmp_path: Path) -> None:
     path = tmp_path / "views.pte"
     ember.export(imv, (x[:1],), oplist=QF.oplist_with_fused()).save(path)
     assert torch.equal(rt_cls(path).run("forward", [x[:1]])[0], imv(x[:1]))
+
+
+def test_untraceable_model_keeps_its_class(caplog: pytest.LogCaptureFixture) -> None:
+    class Branchy(nn.Module):  # data-dependent control flow: torch.fx cannot trace it
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.fc(x)
+            return y + x if y.sum() > 0 else y
+
+    with caplog.at_level("INFO", logger="ember.quant"):
+        qm = Q.quantize(Branchy().eval(), [torch.rand(8, 4)], progress=False)
+    assert type(qm).__name__ == "Branchy" and isinstance(qm.fc, Q.QuantizedLinear)
+    assert "not torch.fx-traceable" in caplog.text
