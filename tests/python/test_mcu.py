@@ -161,3 +161,53 @@ def test_mcu_integer_only_model_matches_python_reference(tmp_path: Path) -> None
     assert r.returncode == 0, out
     assert "RESULT: OK" in out and "ember::quantized_linear.out" in out, out
     assert "temp peak 0 B" in out, out
+
+
+def test_mcu_residual_graph_with_free_relu_matches_python_reference(tmp_path: Path) -> None:
+    """A graph with a plain `+` residual and ReLUs no layer absorbs, lowered to
+    ember::quantized_conv2d / _add / _clamp / _max_pool2d / _linear, runs in QEMU (soft float:
+    the integer kernels need no FPU) with every output equal to the Python reference."""
+    _need_toolchain()
+    import numpy as np
+    import torch
+    from torch import nn
+
+    import ember
+    import ember.quant as Q
+    import ember.quant.fused as F
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv0, self.conv1 = nn.Conv2d(1, 4, 3, padding=1), nn.Conv2d(4, 4, 3, padding=1)
+            self.pool, self.fc = nn.MaxPool2d(2), nn.Linear(4 * 4 * 4, 6)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            c = self.conv0(x)
+            h = torch.relu(c) + self.conv1(c)  # c has two users: the ReLU is a clamp step
+            h = torch.relu(self.pool(h))
+            return self.fc(h.view(h.size(0), -1))
+
+    torch.manual_seed(0)
+    model = Net().eval()
+    calib = [torch.rand(32, 1, 8, 8)]
+    im = F.lower_graph_to_integer(Q.quantize(model, calib, progress=False), calib)
+    kinds = {type(m).__name__ for m in im.layers.values()}
+    assert {"FusedQuantizedAdd", "QuantizedClamp"} <= kinds, kinds
+    pte = tmp_path / "residual_fused.pte"
+    ember.export(im, (calib[0][:1],), oplist=F.oplist_with_fused()).save(pte)
+    xs = torch.rand(4, 1, 1, 8, 8)
+    np.save(tmp_path / "x.npy", xs.numpy())
+    with torch.no_grad():
+        np.save(tmp_path / "y.npy", torch.stack([im(x) for x in xs]).numpy())
+    gen = f"--input {tmp_path / 'x.npy'} --expected {tmp_path / 'y.npy'} --cases 4"
+    cmd = ["make", "-s", "--no-print-directory", "-C", str(REPO / "mcu"),
+           f"-j{os.cpu_count() or 2}", f"MODEL={pte}", "FLOAT=soft", f"HOST_EMBER={HOST_EMBER}",
+           f"PY={sys.executable}", f"OUT={REPO / 'build-mcu' / 'test-residual-soft'}",
+           f"GEN_ARGS={gen}", "QEMU_TIMEOUT=30", "run"]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "RESULT: OK" in out, out
+    for op in ("quantized_add", "quantized_clamp", "quantized_conv2d"):
+        assert f"ember::{op}.out" in out, out

@@ -277,16 +277,17 @@ def test_graph_lowering_of_sequential_and_errors() -> None:
     with torch.no_grad():
         assert (qm(x) - im(x)).abs().max().item() <= 6 * im.out_scale + 0.05
 
-    class Raw(nn.Module):  # a bare `+` cannot be calibrated: ember.quant.Add is needed
+    class Raw(nn.Module):  # a bare `+` is calibrated like ember.quant.Add; sigmoid is not lowered
         def __init__(self) -> None:
             super().__init__()
             self.fc = nn.Linear(4, 4)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.fc(x) + x
+            return torch.sigmoid(self.fc(x) + x)
 
     qr = Q.quantize(Raw().eval(), [torch.rand(4, 4)], progress=False)
-    with pytest.raises(Q.QuantizationError, match="no integer lowering"):
+    assert isinstance(qr.get_submodule("add"), Q.QuantizedAdd)
+    with pytest.raises(Q.QuantizationError, match="call_function sigmoid has no integer lowering"):
         QF.lower_graph_to_integer(qr, [torch.rand(4, 4)])
 
 

@@ -24,6 +24,7 @@ patterns into integer-only ``ember::`` operators is a separate lowering
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Iterable
 from typing import Any
 
@@ -48,6 +49,7 @@ __all__ = [
     "QuantizedAdd",
     "QuantizedConv2d",
     "QuantizedLinear",
+    "adds_as_modules",
     "quantize",
     "qparams_affine",
     "weight_qparams",
@@ -238,6 +240,79 @@ class QuantizedAdd(nn.Module):
                 f"out=({self.out_scale:.6g}, {self.out_zp})")  # fmt: skip
 
 
+#: Calls that add two tensors; :func:`quantize` turns each into an :class:`Add` module.
+_ADD_FUNCTIONS = (operator.add, torch.add)
+
+
+class _AddTracer(torch.fx.Tracer):
+    """Traces through user modules but keeps :class:`Add` (and torch.nn layers) as leaves."""
+
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        return isinstance(m, Add) or super().is_leaf_module(m, qualname)
+
+
+def _is_binary_add(n: torch.fx.Node) -> bool:
+    """True for ``a + b`` / ``torch.add(a, b)`` / ``a.add(b)`` between two graph values (no
+    ``alpha``, not in place); whether both are float tensors is checked by running the graph."""
+    plain = (n.op == "call_function" and n.target in _ADD_FUNCTIONS) or (
+        n.op == "call_method" and n.target == "add"
+    )
+    return (
+        plain
+        and len(n.args) == 2
+        and not n.kwargs
+        and all(isinstance(a, torch.fx.Node) for a in n.args)
+    )
+
+
+def adds_as_modules(model: nn.Module, sample: tuple[Any, ...]) -> nn.Module:
+    """Returns `model` with every sum of two float tensors written as a plain ``+``,
+    ``torch.add`` or ``Tensor.add`` replaced by a call of a fresh :class:`Add` submodule (so
+    :func:`quantize` can calibrate and quantize it), as a ``torch.fx.GraphModule``.
+
+    `sample` (one batch of inputs) is run once to tell tensor sums from integer arithmetic
+    (``x.size(0) + 1``). A model without such a sum is returned unchanged (same object); so is
+    a model torch.fx cannot trace symbolically (data-dependent control flow), with a log line:
+    its residual sums must then be written with :class:`Add`. Broadcasting sums are replaced
+    too (the Q/DQ graph handles them; the integer lowering rejects them by name).
+    """
+    try:
+        graph = _AddTracer().trace(model)
+    except Exception as e:  # noqa: BLE001  torch.fx raises many types; fall back to modules
+        log.info("quantize: the model is not torch.fx-traceable (%s); only ember.quant.Add "
+                 "modules are quantized as adds", e)  # fmt: skip
+        return model
+    candidates = {n for n in graph.nodes if _is_binary_add(n)}
+    if not candidates:
+        return model
+    gm = torch.fx.GraphModule(model, graph)
+    tensor_adds: list[torch.fx.Node] = []
+
+    class _Probe(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            if n in candidates:
+                a, b = (self.env[v] for v in n.args)  # type: ignore[index]
+                if all(isinstance(v, torch.Tensor) and v.is_floating_point() for v in (a, b)):
+                    tensor_adds.append(n)
+            return super().run_node(n)
+
+    with torch.no_grad():
+        _Probe(gm).run(*sample)
+    for n in tensor_adds:
+        name = n.name
+        while hasattr(gm, name):
+            name += "_"
+        gm.add_submodule(name, Add())
+        with graph.inserting_before(n):
+            call = graph.call_module(name, tuple(n.args))
+        n.replace_all_uses_with(call)
+        graph.erase_node(n)
+        log.info("quantize: %s becomes ember.quant.Add module %r", n.format_node(), name)
+    graph.lint()
+    gm.recompile()
+    return gm.train(model.training)
+
+
 def _batches(calibration_data: Iterable[Any]) -> list[tuple[Any, ...]]:
     out = []
     for b in calibration_data:
@@ -257,7 +332,10 @@ def quantize(
 ) -> nn.Module:
     """Returns a copy of `model` with every ``nn.Linear`` replaced by :class:`QuantizedLinear`
     and every ``nn.Conv2d`` by :class:`QuantizedConv2d`, and every :class:`Add` by
-    :class:`QuantizedAdd` (both inputs and the sum calibrated).
+    :class:`QuantizedAdd` (both inputs and the sum calibrated). A sum of two tensors written as
+    ``a + b``, ``torch.add(a, b)`` or ``a.add(b)`` counts as an :class:`Add`: when the model
+    has one, the copy is a ``torch.fx.GraphModule`` of the traced model
+    (:func:`adds_as_modules`); otherwise it keeps the model's own class.
 
     `calibration_data` yields model inputs (a tensor or a tuple of tensors per batch); each batch
     is run once in eval mode (with a progress bar) while observers record the range of every
@@ -269,7 +347,7 @@ def quantize(
     import copy
 
     batches = _batches(calibration_data)
-    qmodel = copy.deepcopy(model).eval()
+    qmodel = adds_as_modules(copy.deepcopy(model).eval(), batches[0])
     linears = [(n, m) for n, m in qmodel.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
     adds = [(n, m) for n, m in qmodel.named_modules() if isinstance(m, Add)]
     if not linears:

@@ -10,7 +10,8 @@ After :func:`ember.quant.quantize`, each :class:`~ember.quant.QuantizedLinear` /
     requant(a, m, s) = (a * m + 2^(t-1)) >> t,  t = 31 - s     (int64 product, arithmetic shift)
 
 with ``bias_q = round(b / (s_x * s_w[n]))`` and ``mult * 2^(s-31) = s_x * s_w[n] / s_y``
-(``mult`` in [2^30, 2^31)). A ReLU after the layer is folded into ``act_min = out_zp``. Max and
+(``mult`` in [2^30, 2^31)). A ReLU after the layer is folded into ``act_min = out_zp`` (ReLU6 /
+hardtanh also set ``act_max``); one that no layer can absorb is a clamp of its own. Max and
 average pooling run on int8 with the input's scale; an add of two int8 tensors rescales both to
 a common fixed-point scale (``quantized_add_ref``). The model quantizes its float input once,
 runs every layer in int8 and dequantizes the output.
@@ -23,9 +24,10 @@ reference here that also serves as its PyTorch implementation):
 * ``quantized_add``     — :func:`quantized_add_ref`
 * ``quantized_max_pool2d`` / ``quantized_avg_pool2d`` — :func:`quantized_max_pool2d_ref`,
   :func:`quantized_avg_pool2d_ref`
+* ``quantized_clamp``   — :func:`quantized_clamp_ref` (ReLU / ReLU6 / hardtanh not folded)
 
 :func:`lower_to_integer` handles an ``nn.Sequential``; :func:`lower_graph_to_integer` any
-torch.fx-traceable model, including residual sums written with :class:`ember.quant.Add`.
+torch.fx-traceable model, including residual sums (``a + b`` or :class:`ember.quant.Add`).
 """
 
 from __future__ import annotations
@@ -134,6 +136,27 @@ def quantized_add_ref(
     return torch.clamp(r + out_zp, act_min, act_max).to(torch.int8)
 
 
+def quantized_clamp_ref(x: torch.Tensor, act_min: int, act_max: int) -> torch.Tensor:
+    """Bit-exact reference of ``ember::quantized_clamp``: ReLU / ReLU6 / hardtanh on int8,
+    which keep the input's scale and zero point (bounds from :func:`activation_clamp`)."""
+    return torch.clamp(x, act_min, act_max).to(torch.int8)
+
+
+def activation_clamp(lo: float, hi: float, scale: float, zero_point: int) -> tuple[int, int]:
+    """The int8 bounds ``(act_min, act_max)`` of a float clamp to [`lo`, `hi`] (ReLU: ``(0,
+    inf)``, ReLU6: ``(0, 6)``) on values with `scale` and `zero_point`: ``zp + round(v / s)``
+    limited to [-128, 127]. Quantization is monotonic, so the clamp commutes with it."""
+
+    def q(v: float) -> int:
+        if math.isinf(v):
+            return QMIN if v < 0 else QMAX
+        return max(QMIN, min(QMAX, int(zero_point) + round(v / scale)))
+
+    if not lo <= hi:
+        raise QuantizationError(f"activation bounds [{lo}, {hi}] are empty")
+    return q(lo), q(hi)
+
+
 def _pool_stride(kernel_size: list[int], stride: list[int]) -> list[int]:
     return list(stride) if len(stride) else list(kernel_size)
 
@@ -222,6 +245,11 @@ _OPS: dict[str, tuple[str, Callable[..., torch.Tensor], Callable[..., torch.Tens
         quantized_add_ref,
         lambda a, *r: torch.empty_like(a, dtype=torch.int8),
     ),
+    "quantized_clamp": (
+        "Tensor input, int activation_min, int activation_max",
+        quantized_clamp_ref,
+        lambda x, *r: torch.empty_like(x, dtype=torch.int8),
+    ),
     "quantized_max_pool2d": (
         "Tensor input, int[2] kernel_size, int[2] stride, int[2] padding",
         quantized_max_pool2d_ref,
@@ -275,7 +303,7 @@ class FusedQuantizedLinear(nn.Module):
 
     def __init__(
         self, ql: QuantizedLinear, out_scale: float, out_zp: int, relu: bool,
-        in_q: tuple[float, int] | None = None,
+        in_q: tuple[float, int] | None = None, act: tuple[int, int] | None = None,
     ) -> None:  # fmt: skip
         super().__init__()
         s_in, zp_in = in_q if in_q is not None else (ql.in_scale, ql.in_zp)
@@ -285,7 +313,7 @@ class FusedQuantizedLinear(nn.Module):
         self.register_buffer("multiplier", mult)
         self.register_buffer("shift", shift)
         self.in_zp, self.out_zp = int(zp_in), int(out_zp)
-        self.act_min, self.act_max = (self.out_zp if relu else QMIN), QMAX
+        self.act_min, self.act_max = act or ((self.out_zp if relu else QMIN), QMAX)
         self.out_scale = float(out_scale)
 
     def forward(self, xq: torch.Tensor) -> torch.Tensor:
@@ -300,7 +328,7 @@ class FusedQuantizedConv2d(nn.Module):
 
     def __init__(
         self, qc: QuantizedConv2d, out_scale: float, out_zp: int, relu: bool,
-        in_q: tuple[float, int] | None = None,
+        in_q: tuple[float, int] | None = None, act: tuple[int, int] | None = None,
     ) -> None:  # fmt: skip
         super().__init__()
         s_in, zp_in = in_q if in_q is not None else (qc.in_scale, qc.in_zp)
@@ -312,7 +340,7 @@ class FusedQuantizedConv2d(nn.Module):
         self.stride, self.padding = list(qc.stride), list(qc.padding)
         self.dilation, self.groups = list(qc.dilation), qc.groups
         self.in_zp, self.out_zp = int(zp_in), int(out_zp)
-        self.act_min, self.act_max = (self.out_zp if relu else QMIN), QMAX
+        self.act_min, self.act_max = act or ((self.out_zp if relu else QMIN), QMAX)
         self.out_scale = float(out_scale)
 
     def forward(self, xq: torch.Tensor) -> torch.Tensor:
@@ -391,13 +419,40 @@ class QuantizedAvgPool2d(nn.Module):
         )  # fmt: skip
 
 
+class QuantizedClamp(nn.Module):
+    """A ReLU / ReLU6 / hardtanh on int8 that no producer's output clamp absorbed:
+    ``ember::quantized_clamp`` (the input's scale and zero point carry over)."""
+
+    def __init__(self, act_min: int, act_max: int) -> None:
+        super().__init__()
+        self.act_min, self.act_max = int(act_min), int(act_max)
+
+    def forward(self, xq: torch.Tensor) -> torch.Tensor:
+        return torch.ops.ember.quantized_clamp(xq, self.act_min, self.act_max)
+
+    def extra_repr(self) -> str:
+        return f"act_min={self.act_min}, act_max={self.act_max}"
+
+
+class QuantizedReshape(nn.Module):
+    """A reshape / view of int8 values (no arithmetic; the quantization carries over): to
+    ``shape``, or with ``keep_batch`` to ``(x.shape[0], *shape)``."""
+
+    def __init__(self, shape: list[int], keep_batch: bool) -> None:
+        super().__init__()
+        self.shape, self.keep_batch = [int(v) for v in shape], keep_batch
+
+    def forward(self, xq: torch.Tensor) -> torch.Tensor:
+        return xq.reshape(xq.shape[0], *self.shape) if self.keep_batch else xq.reshape(self.shape)
+
+
 class FusedQuantizedAdd(nn.Module):
     """``a + b`` (+ optional ReLU) of two int8 tensors with their own scales and zero points,
     requantized to (`out_scale`, `out_zp`): ``ember::quantized_add``."""
 
     def __init__(
         self, a_scale: float, a_zp: int, b_scale: float, b_zp: int, out_scale: float,
-        out_zp: int, relu: bool = False,
+        out_zp: int, relu: bool = False, act: tuple[int, int] | None = None,
     ) -> None:  # fmt: skip
         super().__init__()
         twice_max = 2.0 * max(a_scale, b_scale)
@@ -407,7 +462,7 @@ class FusedQuantizedAdd(nn.Module):
         self.out_mult, self.out_shift = quantize_multiplier(
             twice_max / ((1 << ADD_LEFT_SHIFT) * out_scale)
         )
-        self.act_min, self.act_max = (self.out_zp if relu else QMIN), QMAX
+        self.act_min, self.act_max = act or ((self.out_zp if relu else QMIN), QMAX)
         self.out_scale = float(out_scale)
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -451,7 +506,7 @@ class IntegerSequential(nn.Module):
 IntegerMLP = IntegerSequential
 
 _COMPUTE = (QuantizedLinear, QuantizedConv2d)
-_PASS = (nn.MaxPool2d, nn.AvgPool2d, nn.Flatten, nn.Identity, nn.Dropout)
+_PASS = (nn.MaxPool2d, nn.AvgPool2d, nn.Flatten, nn.Unflatten, nn.Identity, nn.Dropout)
 
 
 def lower_to_integer(
@@ -463,11 +518,12 @@ def lower_to_integer(
 ) -> IntegerSequential:
     """Fuses a quantized ``nn.Sequential`` into integer-only layers.
 
-    Accepted modules: QuantizedLinear / QuantizedConv2d (each optionally followed by a ReLU,
-    folded into its output clamp), nn.MaxPool2d / nn.AvgPool2d (int8, scale-preserving),
-    nn.Flatten, nn.Identity and nn.Dropout (eval). Each compute layer's output scale is the next
-    compute layer's (calibrated) input scale; the last one's comes from the range of the model's
-    (float) outputs on `calibration_data` (min/max, or the given `percentile`). With
+    Accepted modules: QuantizedLinear / QuantizedConv2d (a ReLU, ReLU6 or Hardtanh right after
+    one is folded into its output clamp; anywhere else it becomes a :class:`QuantizedClamp`),
+    nn.MaxPool2d / nn.AvgPool2d (int8, scale-preserving), nn.Flatten, nn.Unflatten,
+    nn.Identity and nn.Dropout (eval). Each compute layer's output scale is the next compute
+    layer's (calibrated) input scale; the last one's comes from the range of the model's (float)
+    outputs on `calibration_data` (min/max, or the given `percentile`). With
     `int8_input` the model takes the already-quantized int8 input (``model.quantize_input(x)``;
     for images in [0, 1] with scale 1/255 and zero point -128 that is ``pixel - 128``), so no
     float input buffer exists. With `fuse_pool` a conv followed by an unpadded max pool becomes one
@@ -476,17 +532,19 @@ def lower_to_integer(
     mods = list(qmodel.children()) if isinstance(qmodel, nn.Sequential) else []
     if not mods:
         raise QuantizationError("integer lowering expects a quantized nn.Sequential")
-    # items: [kind, module, relu]; kind "compute" or "pass"
+    # items: [kind, module, activation bounds]; kind "compute", "act" or "pass"
     items: list[list[Any]] = []
     for m in mods:
+        bounds = _module_act_bounds(m)
         if isinstance(m, _COMPUTE):
-            items.append(["compute", m, False])
-        elif isinstance(m, nn.ReLU):
-            if not items or items[-1][0] != "compute" or items[-1][2]:
-                raise QuantizationError(
-                    "a ReLU must directly follow a quantized Linear/Conv2d to be folded"
-                )
-            items[-1][2] = True
+            items.append(["compute", m, None])
+        elif bounds is not None:
+            if not any(it[0] == "compute" for it in items):
+                raise QuantizationError(f"{m!r} before the first quantized layer: not supported")
+            if items[-1][0] == "compute" and items[-1][2] is None:
+                items[-1][2] = bounds  # folded into the layer's output clamp
+            else:
+                items.append(["act", m, bounds])
         elif isinstance(m, _PASS):
             if not any(it[0] == "compute" for it in items):
                 raise QuantizationError(f"{m!r} before the first quantized layer: not supported")
@@ -494,7 +552,7 @@ def lower_to_integer(
         else:
             raise QuantizationError(
                 "integer lowering handles nn.Sequential of QuantizedLinear/QuantizedConv2d, ReLU, "
-                f"MaxPool2d, AvgPool2d, Flatten; found {m!r}"
+                f"ReLU6, Hardtanh, MaxPool2d, AvgPool2d, Flatten; found {m!r}"
             )
     computes = [it for it in items if it[0] == "compute"]
     if not computes:
@@ -510,21 +568,24 @@ def lower_to_integer(
     layers: list[nn.Module] = []
     cur_scale, cur_zp = computes[0][1].in_scale, computes[0][1].in_zp
     ci = 0
-    for kind, m, relu in items:
-        if kind == "compute":
+    for kind, m, bounds in items:
+        if kind == "act":
+            layers.append(QuantizedClamp(*activation_clamp(*bounds, cur_scale, cur_zp)))
+        elif kind == "compute":
             ci += 1
             if ci < len(computes):
                 out_scale, out_zp = computes[ci][1].in_scale, computes[ci][1].in_zp
             else:
                 out_scale, out_zp = last_scale, last_zp
             cls = FusedQuantizedLinear if isinstance(m, QuantizedLinear) else FusedQuantizedConv2d
-            layers.append(cls(m, out_scale, out_zp, relu))
+            act = activation_clamp(*bounds, out_scale, out_zp) if bounds else None
+            layers.append(cls(m, out_scale, out_zp, False, act=act))
             cur_scale, cur_zp = out_scale, out_zp
         elif isinstance(m, nn.MaxPool2d):
             layers.append(QuantizedMaxPool2d(m))
         elif isinstance(m, nn.AvgPool2d):
             layers.append(QuantizedAvgPool2d(m, cur_zp))
-        elif isinstance(m, nn.Flatten):
+        elif isinstance(m, nn.Flatten | nn.Unflatten):
             layers.append(m)
     if fuse_pool:
         layers = _fuse_conv_pool(layers)
@@ -536,16 +597,55 @@ def lower_to_integer(
 
 
 # -- graph lowering (any traceable model: residual adds, branches) ------------------------------
-_LEAVES = (QuantizedLinear, QuantizedConv2d, QuantizedAdd, nn.ReLU, nn.MaxPool2d, nn.AvgPool2d,
-           nn.Flatten, nn.Identity, nn.Dropout)  # fmt: skip
+_LEAVES = (QuantizedLinear, QuantizedConv2d, QuantizedAdd, nn.ReLU, nn.Hardtanh, nn.MaxPool2d,
+           nn.AvgPool2d, nn.Flatten, nn.Identity, nn.Dropout)  # fmt: skip
+
+_INF = math.inf
 
 
-def _is_relu(n: torch.fx.Node, m: nn.Module | None) -> bool:
+def _module_act_bounds(m: nn.Module | None) -> tuple[float, float] | None:
+    """The float clamp [lo, hi] an activation module computes (ReLU, ReLU6, Hardtanh), else
+    None."""
     if isinstance(m, nn.ReLU):
-        return True
-    if n.op == "call_function" and n.target in (torch.relu, F.relu):
-        return not n.kwargs.get("inplace", False) and len(n.args) == 1
-    return n.op == "call_method" and n.target == "relu" and len(n.args) == 1
+        return 0.0, _INF
+    if isinstance(m, nn.Hardtanh):  # nn.ReLU6 is a Hardtanh(0, 6)
+        return float(m.min_val), float(m.max_val)
+    return None
+
+
+def _call_params(n: torch.fx.Node, names: tuple[str, ...], defaults: tuple[Any, ...]) -> list[Any]:
+    """Values of the parameters after the first (tensor) argument of a call node, by position
+    or keyword, else their defaults."""
+    rest = list(n.args[1:])
+    return [rest[i] if i < len(rest) else n.kwargs.get(k, d)
+            for i, (k, d) in enumerate(zip(names, defaults, strict=True))]  # fmt: skip
+
+
+def _act_bounds(n: torch.fx.Node, m: nn.Module | None) -> tuple[float, float] | None:
+    """The float clamp [lo, hi] node `n` computes when it is an activation int8 can run as a
+    clamp (ReLU, ReLU6, Hardtanh or torch.clamp with constant bounds, as a module, a function or
+    a method; in place only when it is its input's one user), else None."""
+    if m is not None:
+        return _module_act_bounds(m)
+    fn = n.target if n.op == "call_function" else None
+    meth = n.target if n.op == "call_method" else None
+    if fn in (torch.relu, F.relu) or meth == "relu":
+        lo, hi, inplace = 0.0, _INF, _call_params(n, ("inplace",), (False,))[0]
+    elif fn is F.relu6:
+        lo, hi, inplace = 0.0, 6.0, _call_params(n, ("inplace",), (False,))[0]
+    elif fn is F.hardtanh:
+        lo, hi, inplace = _call_params(n, ("min_val", "max_val", "inplace"), (-1.0, 1.0, False))
+    elif fn is torch.clamp or meth == "clamp":
+        lo, hi = _call_params(n, ("min", "max"), (None, None))
+        lo, hi, inplace = (-_INF if lo is None else lo), (_INF if hi is None else hi), False
+    else:
+        return None
+    src = n.args[0] if n.args else None
+    if not isinstance(src, torch.fx.Node) or not all(isinstance(v, int | float) for v in (lo, hi)):
+        return None
+    if inplace and len(src.users) != 1:
+        return None
+    return float(lo), float(hi)
 
 
 def _flatten_dims(n: torch.fx.Node) -> tuple[int, int] | None:
@@ -559,6 +659,32 @@ def _flatten_dims(n: torch.fx.Node) -> tuple[int, int] | None:
     start = int(rest[0]) if rest else int(n.kwargs.get("start_dim", 0))
     end = int(rest[1]) if len(rest) > 1 else int(n.kwargs.get("end_dim", -1))
     return start, end
+
+
+def _is_reshape(n: torch.fx.Node) -> bool:
+    return (n.op == "call_method" and n.target in ("reshape", "view")) or (
+        n.op == "call_function" and n.target is torch.reshape
+    )
+
+
+def _reshape_layer(
+    n: torch.fx.Node, shapes: dict[torch.fx.Node, tuple[int, ...] | None]
+) -> QuantizedReshape:
+    """The int8 reshape for a reshape / view node: its constant shape, or (when the shape reads
+    sizes at run time, ``x.view(x.size(0), -1)``) the calibrated output shape with the batch
+    dimension kept from the input."""
+    spec = n.args[1:] if n.op == "call_method" else n.args[1:2]
+    if len(spec) == 1 and isinstance(spec[0], list | tuple):
+        spec = tuple(spec[0])
+    if spec and all(isinstance(v, int) for v in spec):
+        return QuantizedReshape(list(spec), keep_batch=False)
+    src, out = shapes.get(n.args[0]), shapes.get(n)  # type: ignore[arg-type]
+    if not src or not out or src[0] != out[0]:
+        raise QuantizationError(
+            f"{n.name}: reshape to a computed shape is supported only when it keeps the batch "
+            f"dimension (got {list(src or ())} -> {list(out or ())})"
+        )
+    return QuantizedReshape(list(out[1:]), keep_batch=True)
 
 
 class _Tracer(torch.fx.Tracer):
@@ -605,15 +731,18 @@ def lower_graph_to_integer(
 ) -> IntegerGraph:
     """Fuses a quantized model of any (torch.fx-traceable) structure into integer-only steps.
 
-    The model (from :func:`ember.quant.quantize`) may branch and join through
-    :class:`ember.quant.Add` (residual connections); ReLU and flatten may be modules or
-    ``torch.relu`` / ``F.relu`` / ``torch.flatten`` calls. Every int8 value takes the scale and zero
-    point of the range its producer's output had on `calibration_data` (min/max or the given
-    `percentile`; a ReLU that is the only user of a Linear/Conv2d/Add is folded into its clamp
-    and the range is taken after it); consumers requantize from it (their own bias and
-    multipliers are recomputed for that input scale), so a value feeding several layers needs
-    no extra operator. Pooling and flatten keep their input's quantization. With `fuse_pool` a
-    conv whose only user is an unpadded max pool becomes ``ember::quantized_conv2d_max_pool2d``."""
+    The model (from :func:`ember.quant.quantize`) may branch and join through residual sums
+    (:class:`ember.quant.Add`, which :func:`~ember.quant.quantize` also makes of a plain
+    ``a + b``; both operands must have the same shape). Activations (ReLU, ReLU6, Hardtanh,
+    ``torch.clamp`` with constant bounds) and flatten / reshape / view may be modules, functions
+    or methods. Every int8 value takes the scale and zero point of the range its producer's
+    output had on `calibration_data` (min/max or the given `percentile`); consumers requantize
+    from it (their own bias and multipliers are recomputed for that input scale), so a value
+    feeding several layers needs no extra operator. An activation that is the only user of a
+    Linear/Conv2d/Add is folded into that layer's output clamp (the range is taken after it);
+    any other becomes an ``ember::quantized_clamp`` step on its input's quantization. Pooling,
+    flatten and reshape keep their input's quantization too. With `fuse_pool` a conv whose only
+    user is an unpadded max pool becomes ``ember::quantized_conv2d_max_pool2d``."""
     register_ops()
     graph = _Tracer().trace(qmodel)
     mods = dict(qmodel.named_modules())
@@ -625,32 +754,28 @@ def lower_graph_to_integer(
     def mod_of(n: torch.fx.Node) -> nn.Module | None:
         return mods.get(str(n.target)) if n.op == "call_module" else None
 
-    # ReLUs folded into the single producer they follow.
-    folded: dict[torch.fx.Node, torch.fx.Node] = {}  # relu node -> producer
-    for n in nodes:
-        if _is_relu(n, mod_of(n)):
-            p = n.args[0]
-            if (
-                isinstance(p, torch.fx.Node)
-                and isinstance(mod_of(p), QuantizedLinear | QuantizedConv2d | QuantizedAdd)
-                and len(p.users) == 1
-            ):
-                folded[n] = p
-            else:
-                raise QuantizationError(
-                    f"{n.name}: a ReLU must be the only user of a quantized Linear/Conv2d/Add"
-                )
-    relu_of = {p: r for r, p in folded.items()}
+    producers = _COMPUTE + (QuantizedAdd,)
+    acts = {n: b for n in nodes if (b := _act_bounds(n, mod_of(n))) is not None}
+    # Activations folded into the single producer they follow: act node -> producer.
+    folded: dict[torch.fx.Node, torch.fx.Node] = {}
+    for n in acts:
+        p = n.args[0]
+        if isinstance(p, torch.fx.Node) and isinstance(mod_of(p), producers) and len(p.users) == 1:
+            folded[n] = p
+    act_of = {p: a for a, p in folded.items()}
 
-    # Calibration: the range of every value a quantized producer (or the input) makes.
-    watch = set(inputs) | {n for n in nodes if isinstance(mod_of(n), _COMPUTE + (QuantizedAdd,))}
-    watch |= set(folded)
+    # Calibration: the range of every value a quantized producer (or the input) makes, and the
+    # shape (or non-tensor-ness: x.size(0)...) of every value.
+    watch = set(inputs) | {n for n in nodes if isinstance(mod_of(n), producers)} | set(folded)
     seen: dict[torch.fx.Node, list[torch.Tensor]] = {n: [] for n in watch}
+    shapes: dict[torch.fx.Node, tuple[int, ...] | None] = {}
 
     class _Rec(torch.fx.Interpreter):
         def run_node(self, n: torch.fx.Node) -> Any:
             out = super().run_node(n)
-            if n in seen and isinstance(out, torch.Tensor):
+            is_t = isinstance(out, torch.Tensor)
+            shapes.setdefault(n, tuple(out.shape) if is_t else None)
+            if n in seen and is_t:
                 seen[n].append(out.detach().flatten().float())
             return out
 
@@ -678,47 +803,66 @@ def lower_graph_to_integer(
         if n.op == "output":
             out_node = n.args[0]
             continue
+        if shapes.get(n) is None:
+            continue  # integer arithmetic on sizes (x.size(0)): only reshapes read it
         m = mod_of(n)
-        args = [a for a in n.args if isinstance(a, torch.fx.Node)]
+        args = [a for a in n.args if isinstance(a, torch.fx.Node) and shapes.get(a) is not None]
         if n in folded:  # the producer already clamps
             qparams[n], names[n] = qparams[folded[n]], names[folded[n]]
             continue
-        if isinstance(m, nn.Identity | nn.Dropout):
+        if isinstance(m, nn.Identity | nn.Dropout) or (
+            n.op == "call_method" and n.target == "contiguous"
+        ):
             qparams[n], names[n] = qparams[args[0]], names[args[0]]
             continue
         key = n.name
-        if isinstance(m, _COMPUTE + (QuantizedAdd,)):
-            out_q = qp(relu_of.get(n, n))
-            relu = n in relu_of
+        if isinstance(m, producers):
+            act = act_of.get(n)
+            out_q = qp(act if act is not None else n)
+            clamp = activation_clamp(*acts[act], *out_q) if act is not None else None
             if isinstance(m, QuantizedAdd):
+                if shapes[args[0]] != shapes[args[1]]:
+                    raise QuantizationError(
+                        f"{n.name}: the integer add needs operands of one shape, got "
+                        f"{list(shapes[args[0]] or ())} + {list(shapes[args[1]] or ())} "
+                        "(broadcasting is not supported)"
+                    )
                 layer: nn.Module = FusedQuantizedAdd(*qparams[args[0]], *qparams[args[1]], *out_q,
-                                                     relu=relu)  # fmt: skip
+                                                     act=clamp)  # fmt: skip
             else:
                 cls = (
                     FusedQuantizedLinear if isinstance(m, QuantizedLinear) else FusedQuantizedConv2d
                 )
-                layer = cls(m, *out_q, relu, in_q=qparams[args[0]])
+                layer = cls(m, *out_q, False, in_q=qparams[args[0]], act=clamp)
             qparams[n] = out_q
+            args = args[:2] if isinstance(m, QuantizedAdd) else args[:1]
+        elif n in acts:
+            layer = QuantizedClamp(*activation_clamp(*acts[n], *qparams[args[0]]))
+            qparams[n], args = qparams[args[0]], args[:1]
         elif isinstance(m, nn.MaxPool2d):
             layer, qparams[n] = QuantizedMaxPool2d(m), qparams[args[0]]
         elif isinstance(m, nn.AvgPool2d):
             layer, qparams[n] = QuantizedAvgPool2d(m, qparams[args[0]][1]), qparams[args[0]]
-        elif isinstance(m, nn.Flatten):
+        elif isinstance(m, nn.Flatten | nn.Unflatten):
             layer, qparams[n] = m, qparams[args[0]]
         elif _flatten_dims(n) is not None:  # torch.flatten(x, start, end) / x.flatten(...)
             layer, qparams[n] = nn.Flatten(*_flatten_dims(n)), qparams[args[0]]
+        elif _is_reshape(n):
+            layer, qparams[n], args = _reshape_layer(n, shapes), qparams[args[0]], args[:1]
         else:
-            what = f"module {type(m).__name__}" if m is not None else f"{n.op} {n.target}"
+            target = getattr(n.target, "__name__", n.target)
+            what = f"module {type(m).__name__}" if m is not None else f"{n.op} {target}"
             raise QuantizationError(
                 f"{n.name}: {what} has no integer lowering (supported: quantized Linear, Conv2d, "
-                "ember.quant.Add, ReLU, MaxPool2d, AvgPool2d, Flatten)"
+                "Add or a + b, ReLU, ReLU6, Hardtanh, clamp, MaxPool2d, AvgPool2d, flatten, "
+                "reshape, view)"
             )
         layers[key] = layer
         steps.append((key, [names[a] for a in args], key))
         names[n] = key
     if not isinstance(out_node, torch.fx.Node) or out_node not in names:
         raise QuantizationError("graph lowering needs a model returning one tensor")
-    if not any(isinstance(v, _COMPUTE + (QuantizedAdd,)) for v in map(mod_of, nodes)):
+    if not any(isinstance(v, producers) for v in map(mod_of, nodes)):
         raise QuantizationError("nothing to lower: no quantized layer")
     if fuse_pool:
         uses: dict[str, int] = {names[out_node]: 1}
