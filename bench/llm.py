@@ -137,6 +137,10 @@ def export_ember(scheme: str, path: str) -> None:
 
 # ---- workers (one process each) ------------------------------------------------------------
 def peak_rss_mib() -> float:
+    """This process's peak RSS (VmHWM: ru_maxrss would carry a parent's peak across execve)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 

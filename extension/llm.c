@@ -288,6 +288,17 @@ static int is_eos(const em_llm *l, int64_t tok) {
 }
 
 static long peak_rss_kb(void) {
+  /* VmHWM is this address space's peak; ru_maxrss would survive execve on Linux and report a
+   * parent's peak (e.g. the Python process that exported the model and then ran us). */
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f) {
+    char line[256];
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+      if (strncmp(line, "VmHWM:", 6) == 0) kb = strtol(line + 6, NULL, 10);
+    fclose(f);
+    if (kb >= 0) return kb;
+  }
   struct rusage ru;
   return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
 }
