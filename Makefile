@@ -66,6 +66,7 @@ test: venv build build-asan
 
 demo: venv build
 	$(VPY) examples/demo.py
+	$(VPY) examples/chat_demo.py
 
 bench: venv build
 	$(VPY) bench/run.py
