@@ -15,8 +15,17 @@ from typing import Any
 import pytest
 import torch
 
-import ember
-from ember.oplist import load_oplist, stock_executorch_oplist
+# ExecuTorch (a test-only peer) defines quantized_decomposed::embedding_byte/_4bit when its exir
+# passes are imported, and PyTorch refuses a second definition. Ember defines them only where no
+# one has (ember.quant.llm.register_ops), so the peer's module is imported first in the test
+# process: tests then mix Ember's LLM quantization and ExecuTorch's exporter in any order.
+try:
+    import executorch.exir.passes._quant_patterns_and_replacements  # noqa: F401
+except Exception:  # pragma: no cover - executorch absent: its tests skip
+    pass
+
+import ember  # noqa: E402
+from ember.oplist import load_oplist, stock_executorch_oplist  # noqa: E402
 
 RTOL = 1e-5
 
