@@ -65,6 +65,14 @@ static float f32_div(const float *x, const ew_op *op) {
   return x[0] / x[1];
 }
 
+/* Row forms of f32_add (alpha 1 and -1 written out: x + 1*y == x + y and x + (-1*y) == x - y
+ * exactly), f32_mul and f32_div. */
+EW_F32_ROW_BINARY(row_add1, A + B)
+EW_F32_ROW_BINARY(row_sub1, A - B)
+EW_F32_ROW_BINARY(row_add, A + (float)op->p[0].f * B)
+EW_F32_ROW_BINARY(row_mul, A *B)
+EW_F32_ROW_BINARY(row_div, A / B)
+
 /* out = x + sign * alpha * y, for add (sign 1, swap 0), sub (-1, 0) and rsub (-1, 1). */
 static em_status add_like(em_kernel_ctx *ctx, em_evalue **args, int sign, bool swap) {
   ew_bin b;
@@ -93,6 +101,8 @@ static em_status add_like(em_kernel_ctx *ctx, em_evalue **args, int sign, bool s
     in[1] = t;
   }
   op.f32 = f32_add;
+  float alpha = (float)op.p[0].f;
+  op.f32_row = alpha == 1.0f ? row_add1 : alpha == -1.0f ? row_sub1 : row_add;
   return ew_map(ctx, b.out, in, 2, f_add, &op);
 }
 
@@ -139,7 +149,10 @@ static em_status binary(em_kernel_ctx *ctx, em_evalue **args, ew_fn fn, bool flo
   ew_op op;
   ew_op_init(&op, common, common);
   op.mode = mode;
-  if (fn == f_mul) op.f32 = f32_mul;
+  if (fn == f_mul) {
+    op.f32 = f32_mul;
+    op.f32_row = row_mul;
+  }
   ew_in in[2];
   if (fn == f_fmod)
     ew_bin_ins_exact(&b, common, in);
@@ -232,7 +245,10 @@ static em_status div_mode(em_kernel_ctx *ctx, em_evalue **args, int mode, int ou
   ew_op op;
   ew_op_init(&op, common, common);
   op.mode = mode;
-  if (mode == DIV_TRUE) op.f32 = f32_div;
+  if (mode == DIV_TRUE) {
+    op.f32 = f32_div;
+    op.f32_row = row_div;
+  }
   ew_in in[2];
   ew_bin_ins(&b, common, in);
   return ew_map(ctx, b.out, in, 2, f_div, &op);
