@@ -162,7 +162,9 @@ typedef void (*ew_f32_row_fn)(float *o, const float *const *x, const int64_t *s,
  */
 #define EW_F32_ROW_UNARY(name, EXPR)                                                               \
   static void name(float *o, const float *const *x, const int64_t *s, int64_t n,                   \
-                   const ew_op *op) {                                                              \
+                   const ew_op *op_arg) {                                                          \
+    const ew_op op_copy = *op_arg; /* a local copy: stores to o cannot change it */                \
+    const ew_op *op = &op_copy;                                                                    \
     (void)op;                                                                                      \
     const float *a = x[0];                                                                         \
     if (s[0]) {                                                                                    \
@@ -183,7 +185,9 @@ typedef void (*ew_f32_row_fn)(float *o, const float *const *x, const int64_t *s,
  */
 #define EW_F32_ROW_BINARY(name, EXPR)                                                              \
   static void name(float *o, const float *const *x, const int64_t *s, int64_t n,                   \
-                   const ew_op *op) {                                                              \
+                   const ew_op *op_arg) {                                                          \
+    const ew_op op_copy = *op_arg; /* a local copy: stores to o cannot change it */                \
+    const ew_op *op = &op_copy;                                                                    \
     (void)op;                                                                                      \
     const float *a = x[0], *b = x[1];                                                              \
     if (s[0] && s[1]) {                                                                            \
