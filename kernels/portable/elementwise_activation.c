@@ -273,6 +273,7 @@ em_status em_relu_out(em_kernel_ctx *ctx, em_evalue **args) {
   op.p[0].i = 0; /* 0.0 has the same bits */
   op.f32 = f32_clamp;
   op.f32_row = row_clamp;
+  op.f32_row_cheap = true;
   ew_in in[1] = {ew_in_tensor(self, d)};
   return ew_map(ctx, out, in, 1, f_clamp, &op);
 }
@@ -294,6 +295,7 @@ em_status em_hardtanh_out(em_kernel_ctx *ctx, em_evalue **args) {
   op.p[1] = ew_scalar_val(args[2], d);
   op.f32 = f32_clamp;
   op.f32_row = row_clamp;
+  op.f32_row_cheap = true;
   ew_in in[1] = {ew_in_tensor(self, d)};
   return ew_map(ctx, out, in, 1, f_clamp, &op);
 }
@@ -329,6 +331,7 @@ em_status em_clamp_out(em_kernel_ctx *ctx, em_evalue **args) {
   }
   op.f32 = f32_clamp;
   op.f32_row = row_clamp;
+  op.f32_row_cheap = true;
   ew_in in[1] = {ew_in_tensor(self, common)};
   return ew_map(ctx, out, in, 1, f_clamp, &op);
 }

@@ -103,6 +103,7 @@ static em_status add_like(em_kernel_ctx *ctx, em_evalue **args, int sign, bool s
   op.f32 = f32_add;
   float alpha = (float)op.p[0].f;
   op.f32_row = alpha == 1.0f ? row_add1 : alpha == -1.0f ? row_sub1 : row_add;
+  op.f32_row_cheap = true;
   return ew_map(ctx, b.out, in, 2, f_add, &op);
 }
 
@@ -152,6 +153,7 @@ static em_status binary(em_kernel_ctx *ctx, em_evalue **args, ew_fn fn, bool flo
   if (fn == f_mul) {
     op.f32 = f32_mul;
     op.f32_row = row_mul;
+    op.f32_row_cheap = true;
   }
   ew_in in[2];
   if (fn == f_fmod)
@@ -248,6 +250,7 @@ static em_status div_mode(em_kernel_ctx *ctx, em_evalue **args, int mode, int ou
   if (mode == DIV_TRUE) {
     op.f32 = f32_div;
     op.f32_row = row_div;
+    op.f32_row_cheap = true;
   }
   ew_in in[2];
   ew_bin_ins(&b, common, in);

@@ -147,6 +147,7 @@ static em_status unary_same(em_kernel_ctx *ctx, em_evalue **args, int mode, bool
   if (mode == U_NEG || mode == U_ABS) {
     op.f32 = f32_same;
     op.f32_row = mode == U_NEG ? row_neg : row_abs;
+    op.f32_row_cheap = true;
   }
   ew_in in[1] = {ew_in_tensor(self, d)};
   return ew_map(ctx, out, in, 1, f_same, &op);

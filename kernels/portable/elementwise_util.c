@@ -268,6 +268,11 @@ static void map_chunk(void *ctx, int64_t begin, int64_t end) {
 /* Shortest innermost run the row path takes (it seeks the outer dims once per row). */
 #define EW_ROW_MIN 8
 
+/* Fewest elements for which a cheap (memory-bound) row op runs on the pool: below this, waking
+ * the workers costs more than it saves (SmolLM2 prefill, 64 x 576 mul: 2x slower threaded on a
+ * 2-core machine; bench/results/portable_ew.md). */
+#define EW_PARALLEL_MIN_CHEAP (1 << 18)
+
 /*
  * The all-f32 row path of ew_map: the merged walk's innermost dim is contiguous (stride 1) in
  * the output and contiguous or repeated (stride 0) in every input, so op->f32_row computes
@@ -338,7 +343,7 @@ static bool map_rows(em_kernel_ctx *ctx, em_tensor *out, const ew_in *ins, int n
   job.out = (float *)out->data;
   job.n_in = n_in;
   job.op = op;
-  if (out->numel >= EW_PARALLEL_MIN && ctx)
+  if (out->numel >= (op->f32_row_cheap ? EW_PARALLEL_MIN_CHEAP : EW_PARALLEL_MIN) && ctx)
     em_parallel_for(ctx->pool, out->numel, row_chunk, &job);
   else
     row_chunk(&job, 0, out->numel);

@@ -146,6 +146,9 @@ typedef struct ew_op {
   /* Optional row form of f32 (see ew_f32_row_fn); needs f32 set and must give its exact bits. */
   void (*f32_row)(float *o, const float *const *x, const int64_t *s, int64_t n,
                   const struct ew_op *op);
+  /* f32_row is a few cycles per element (add, mul, neg, clamp): memory-bound, so it runs on
+   * the thread pool only for much larger tensors than the transcendental ones. */
+  bool f32_row_cheap;
 } ew_op;
 
 /*
