@@ -56,6 +56,10 @@ def cases() -> dict[str, Callable[[], tuple[str, list[Any]]]]:
         "add.Scalar [S,1]+eps": lambda: ("aten::add.Scalar_out", [col, 1e-5, 1, *oo(1, S, 1)]),
         "sub alpha=2 [S,H]": lambda: ("aten::sub.out", [x, y, 2, *oo(1, S, H)]),
         "div [S,H]/[S,1]": lambda: ("aten::div.out", [x, col, *oo(1, S, H)]),
+        "pow [S,H] ** 2 (RMSNorm)": lambda: (
+            "aten::pow.Tensor_Scalar_out",
+            [x, 2.0, *oo(1, S, H)],
+        ),
         "neg [S,F]": lambda: ("aten::neg.out", [m, *oo(1, S, F)]),
         "rsqrt [S,F]": lambda: ("aten::rsqrt.out", [m.abs(), *oo(1, S, F)]),
         "exp [S,F]": lambda: ("aten::exp.out", [m, *oo(1, S, F)]),

@@ -139,6 +139,18 @@ static ew_val f_mul(const ew_val *x, ew_op *op) {
 }
 
 static ew_val f_fmod(const ew_val *x, ew_op *op);
+static ew_val f_pow(const ew_val *x, ew_op *op);
+
+/* f_pow on f32 operands rounded to f32, as the generic loop computes it; x ** 2 is a * a (the
+ * double square of a float is exact, so one rounding of either gives the same float). */
+static float pow_f32(float a, float b) {
+  return b == 2.0f ? a * a : (float)pow((double)a, (double)b);
+}
+static float f32_pow(const float *x, const ew_op *op) {
+  (void)op;
+  return pow_f32(x[0], x[1]);
+}
+EW_F32_ROW_BINARY(row_pow, pow_f32(A, B))
 
 static em_status binary(em_kernel_ctx *ctx, em_evalue **args, ew_fn fn, bool float_result,
                         int mode) {
@@ -154,6 +166,11 @@ static em_status binary(em_kernel_ctx *ctx, em_evalue **args, ew_fn fn, bool flo
     op.f32 = f32_mul;
     op.f32_row = row_mul;
     op.f32_row_cheap = true;
+  } else if (fn == f_pow) {
+    op.f32 = f32_pow;
+    op.f32_row = row_pow;
+    double e = 0;
+    op.f32_row_cheap = !b.b && em_arg_double(b.bs, &e) && e == 2.0; /* a * a */
   }
   ew_in in[2];
   if (fn == f_fmod)

