@@ -318,6 +318,7 @@ static void row_chunk(void *ctx, int64_t begin, int64_t end) {
  */
 static bool map_rows(em_kernel_ctx *ctx, em_tensor *out, const ew_in *ins, int n_in,
                      const int64_t *sizes, int32_t dim, const ew_op *op) {
+  if (n_in + 1 > EW_MAX_OPS) return false; /* the walk holds out and the inputs */
   row_job job;
   memset(&job, 0, sizeof job);
   const em_tensor *ts[EW_MAX_OPS];
