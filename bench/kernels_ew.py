@@ -84,6 +84,14 @@ def cases() -> dict[str, Callable[[], tuple[str, list[Any]]]]:
             "aten::view_copy.out",
             [x, [1, S, 9, 64], *oo(1, S, 9, 64)],
         ),
+        "clone of a transposed [H,S] (dim order change)": lambda: (
+            "aten::clone.out",
+            [x.view(S, H).t(), None, *oo(H, S)],
+        ),
+        "copy.out [S,H] <- [H] (broadcast)": lambda: (
+            "aten::copy.out",
+            [x, w, False, *oo(1, S, H)],
+        ),
         "expand_copy [S,1]->[S,H]": lambda: (
             "aten::expand_copy.out",
             [col, [1, S, H], False, *oo(1, S, H)],

@@ -3,6 +3,7 @@
  * elementwise driver and the reduction planner declared in ew_util.h.
  */
 #include "portable/ew_util.h"
+#include "portable/shape_util.h"
 
 /* Merges dim d into the current outer dim where every operand is linear across the pair. */
 static void coalesce(ew_iter *it) {
@@ -413,6 +414,18 @@ em_status ew_copy_cast(em_kernel_ctx *ctx, em_tensor *dst, const em_tensor *src)
       if (dst->data != src->data) memmove(dst->data, src->data, es * (size_t)dst->numel);
       return EM_OK;
     }
+  }
+  if (src->dtype == dst->dtype && dst->data != src->data) {
+    /* A byte move between layouts (dim order changes, broadcasts): em_shape_copy merges
+     * contiguous runs into memcpy and tiles transposes. src aligns right; broadcast dims repeat
+     * with stride 0. */
+    int64_t sst[EM_MAX_DIM];
+    for (int32_t d = 0; d < dst->dim; d++) {
+      int32_t sd = d - (dst->dim - src->dim);
+      sst[d] = (sd >= 0 && src->sizes[sd] != 1) ? src->strides[sd] : 0;
+    }
+    em_shape_copy(dst->data, dst->strides, src->data, sst, dst->sizes, dst->dim, es);
+    return EM_OK;
   }
   const em_tensor *ts[2] = {dst, src};
   ew_iter it;

@@ -75,8 +75,10 @@ def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a[~na].view(torch.int32), b[~nb].view(torch.int32))
 
 
-def run(op: str, args: list[Any], shape: tuple[int, ...]) -> torch.Tensor:
-    o = Out(torch.empty(shape))
+def run(
+    op: str, args: list[Any], shape: tuple[int, ...], dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    o = Out(torch.empty(shape, dtype=dtype))
     call_kernel(op, [*args, o, o])
     return o.t
 
@@ -228,3 +230,33 @@ def test_reduce_specials() -> None:
     a = torch.tensor([[float("inf"), -float("inf"), 1.0, 1.0, 1.0]])
     got = run("aten::mean.out", [a, [-1], False, None], (1,))
     assert torch.isnan(got[0])
+
+
+COPY_DTYPES = [torch.float32, torch.float16, torch.int64, torch.uint8, torch.bool]
+
+
+def _vals(g: torch.Generator, shape: tuple[int, ...], dt: torch.dtype) -> torch.Tensor:
+    return (torch.rand(shape, generator=g) * 9).to(dt)
+
+
+@pytest.mark.parametrize("dt", COPY_DTYPES, ids=str)
+def test_same_dtype_copies(dt: torch.dtype) -> None:
+    """ew_copy_cast moves same-dtype data between layouts with em_shape_copy: broadcasts,
+    transposes, channels-last in and out, exactly as eager."""
+    g = torch.Generator().manual_seed(11)
+    x = _vals(g, (2, 3, 4), dt)
+    for src_shape in [(3, 1), (4,), (1, 3, 4), (2, 3, 4), ()]:
+        src = _vals(g, src_shape, dt)
+        got = run("aten::copy.out", [x, src, False], (2, 3, 4), dt)
+        assert torch.equal(got, A.copy.default(x, src)), src_shape
+    t = _vals(g, (40, 33), dt).t()  # a transposed input: tiled copy
+    assert torch.equal(run("aten::clone.out", [t, None], (33, 40), dt), t.contiguous())
+    x = _vals(g, (2, 3, 4, 5), dt)
+    o = torch.zeros(2, 3, 4, 5, dtype=dt).contiguous(memory_format=torch.channels_last)
+    call_kernel("dim_order_ops::_to_dim_order_copy.out", [x, False, [0, 2, 3, 1], o, o])
+    assert torch.equal(o, x)
+    cl = _vals(g, (2, 3, 4, 5), dt).contiguous(memory_format=torch.channels_last)
+    src = _vals(g, (4, 1), dt)
+    ref = cl.clone().copy_(src)
+    call_kernel("aten::copy_", [cl, src, False, cl])
+    assert torch.equal(cl, ref)
