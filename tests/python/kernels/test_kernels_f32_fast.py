@@ -260,3 +260,57 @@ def test_same_dtype_copies(dt: torch.dtype) -> None:
     ref = cl.clone().copy_(src)
     call_kernel("aten::copy_", [cl, src, False, cl])
     assert torch.equal(cl, ref)
+
+
+def call_pooled(name: str, args: list[Any], n_threads: int) -> None:
+    """call_kernel with a thread pool of n_threads in the kernel context (call_kernel has none)."""
+    import ctypes
+
+    from ember import _lib
+
+    L = _lib.lib()
+    L.em_threadpool_create.restype = ctypes.c_void_p
+    L.em_threadpool_create.argtypes = [ctypes.c_int]
+    L.em_threadpool_destroy.argtypes = [ctypes.c_void_p]
+    e = L.em_find_kernel(name.encode()).contents
+    vb = _lib.ValueBuilder()
+    evs = [vb.value(a) for a in args]
+    argv = (ctypes.POINTER(_lib.EmEValue) * len(evs))(*[ctypes.pointer(v) for v in evs])
+    buf = ctypes.create_string_buffer(1 << 16)
+    temp = _lib.EmAllocator()
+    L.em_allocator_init(ctypes.byref(temp), buf, 1 << 16)
+    ctx = _lib.EmKernelCtx()
+    ctx.temp = ctypes.pointer(temp)
+    pool = L.em_threadpool_create(n_threads)
+    ctx.pool = pool
+    ctx.op_name = name.encode()
+    try:
+        st = _lib.KERNEL_FN(e.fn)(ctypes.byref(ctx), argv)
+    finally:
+        L.em_threadpool_destroy(pool)
+    assert st == 0, f"{name} failed with status {st}"
+
+
+POOLED = [
+    # kernel, operand shapes, extra args: sizes past the threading thresholds (2^18 elements for
+    # the memory-bound row ops, 32768 for the others) with rows that chunks split in the middle
+    ("aten::mul.out", [(700, 401), (401,)], []),
+    ("aten::add.out", [(701, 400), (701, 1)], [1]),
+    ("aten::sigmoid.out", [(301, 111)], []),
+    ("aten::pow.Tensor_Tensor_out", [(300, 111), (111,)], []),
+    ("aten::silu.out", [(3, 17, 777)], []),
+]
+
+
+@pytest.mark.parametrize("spec", POOLED, ids=[s[0].split("::")[1] for s in POOLED])
+@pytest.mark.parametrize("n_threads", [2, 3])
+def test_threaded_rows(spec: tuple, n_threads: int) -> None:
+    """Row chunks split across a pool give the serial result bit for bit."""
+    kernel, shapes, extra = spec
+    g = torch.Generator().manual_seed(3)
+    ins = [rnd(g, s) for s in shapes]
+    oshape = torch.broadcast_shapes(*shapes)
+    serial = run(kernel, [*ins, *extra], tuple(oshape))
+    o = Out(torch.full(oshape, 7.0))
+    call_pooled(kernel, [*ins, *extra, o, o], n_threads)
+    assert bits_equal(o.t, serial)
