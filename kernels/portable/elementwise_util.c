@@ -1,6 +1,11 @@
 /*
  * elementwise_util.c — the strided iterator, ATen dtype rules, the generic
  * elementwise driver and the reduction planner declared in ew_util.h.
+ *
+ * ew_map has three loops: the all-f32 row path (op->f32_row over whole
+ * innermost runs, no index arithmetic per element), the typed f32 loop and
+ * the generic one (double / int64 per element). A row kernel must give the
+ * bits of op->f32, so which loop runs never changes a result.
  */
 #include "portable/ew_util.h"
 #include "portable/shape_util.h"

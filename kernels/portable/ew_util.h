@@ -12,7 +12,8 @@
  *    result in the "float domain" (double, rounded to the compute dtype like
  *    ATen's opmath) or the "int domain" (int64 wrapped to the compute dtype),
  *    and the result is cast to the out tensor's dtype. All-f32 calls take a
- *    typed path (single precision when the op provides ew_op.f32).
+ *    typed path (single precision when the op provides ew_op.f32), by whole
+ *    rows when the op also provides ew_op.f32_row and the layout allows.
  *
  *     ew_op op;
  *     ew_op_init(&op, common, common);
