@@ -42,6 +42,7 @@ static em_status act_float(em_kernel_ctx *ctx, em_evalue **args, int oi, bool fl
     memcpy(op.p, op_params->p, sizeof op.p);
     op.mode = op_params->mode;
     op.f32 = op_params->f32;
+    op.f32_row = op_params->f32_row;
   }
   ew_in in[1] = {ew_in_tensor(self, common)};
   return ew_map(ctx, out, in, 1, fn, &op);
@@ -127,11 +128,19 @@ static float f32_act(const float *x, const ew_op *op) {
   }
 }
 
+/* Rows of f32_act: sigmoid and silu written out (the hot ones in LLMs), the rest through it. */
+EW_F32_ROW_UNARY(row_sigmoid, A != A ? A : 1.0f / (1.0f + expf(-A)))
+EW_F32_ROW_UNARY(row_silu, A != A ? A : A / (1.0f + expf(-A)))
+EW_F32_ROW_UNARY(row_act, f32_act(&A, op))
+
 static em_status act_mode(em_kernel_ctx *ctx, em_evalue **args, int oi, bool float_only, int mode) {
   ew_op p;
   memset(&p, 0, sizeof p);
   p.mode = mode;
-  if (mode != A_SOFTPLUS && mode != A_MISH && mode != A_ELU) p.f32 = f32_act;
+  if (mode != A_SOFTPLUS && mode != A_MISH && mode != A_ELU) {
+    p.f32 = f32_act;
+    p.f32_row = mode == A_SIGMOID ? row_sigmoid : mode == A_SILU ? row_silu : row_act;
+  }
   return act_float(ctx, args, oi, float_only, f_act, &p);
 }
 
@@ -170,6 +179,7 @@ em_status em_leaky_relu_out(em_kernel_ctx *ctx, em_evalue **args) {
   memset(&p, 0, sizeof p);
   p.mode = A_LEAKY;
   p.f32 = f32_act;
+  p.f32_row = row_act;
   EM_KCHECK(ctx, scalar_param(args[1], self_is_f64(args), &p.p[0].f),
             "negative_slope must be a scalar");
   return act_float(ctx, args, 2, true, f_act, &p);
@@ -247,6 +257,8 @@ static float f32_clamp(const float *x, const ew_op *op) {
   return r;
 }
 
+EW_F32_ROW_UNARY(row_clamp, f32_clamp(&A, op))
+
 em_status em_relu_out(em_kernel_ctx *ctx, em_evalue **args) {
   EW_TENSOR_ARG(self, ctx, args, 0);
   em_tensor *out = EM_ARG_TENSOR(args, 1);
@@ -260,6 +272,8 @@ em_status em_relu_out(em_kernel_ctx *ctx, em_evalue **args) {
   op.mode = 1;
   op.p[0].i = 0; /* 0.0 has the same bits */
   op.f32 = f32_clamp;
+  op.f32_row = row_clamp;
+  op.f32_row_cheap = true;
   ew_in in[1] = {ew_in_tensor(self, d)};
   return ew_map(ctx, out, in, 1, f_clamp, &op);
 }
@@ -280,6 +294,8 @@ em_status em_hardtanh_out(em_kernel_ctx *ctx, em_evalue **args) {
   op.p[0] = ew_scalar_val(args[1], d);
   op.p[1] = ew_scalar_val(args[2], d);
   op.f32 = f32_clamp;
+  op.f32_row = row_clamp;
+  op.f32_row_cheap = true;
   ew_in in[1] = {ew_in_tensor(self, d)};
   return ew_map(ctx, out, in, 1, f_clamp, &op);
 }
@@ -314,6 +330,8 @@ em_status em_clamp_out(em_kernel_ctx *ctx, em_evalue **args) {
     op.p[k] = ew_scalar_val(args[1 + k], common);
   }
   op.f32 = f32_clamp;
+  op.f32_row = row_clamp;
+  op.f32_row_cheap = true;
   ew_in in[1] = {ew_in_tensor(self, common)};
   return ew_map(ctx, out, in, 1, f_clamp, &op);
 }

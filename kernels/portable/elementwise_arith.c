@@ -65,6 +65,14 @@ static float f32_div(const float *x, const ew_op *op) {
   return x[0] / x[1];
 }
 
+/* Row forms of f32_add (alpha 1 and -1 written out: x + 1*y == x + y and x + (-1*y) == x - y
+ * exactly), f32_mul and f32_div. */
+EW_F32_ROW_BINARY(row_add1, A + B)
+EW_F32_ROW_BINARY(row_sub1, A - B)
+EW_F32_ROW_BINARY(row_add, A + (float)op->p[0].f * B)
+EW_F32_ROW_BINARY(row_mul, A *B)
+EW_F32_ROW_BINARY(row_div, A / B)
+
 /* out = x + sign * alpha * y, for add (sign 1, swap 0), sub (-1, 0) and rsub (-1, 1). */
 static em_status add_like(em_kernel_ctx *ctx, em_evalue **args, int sign, bool swap) {
   ew_bin b;
@@ -93,6 +101,9 @@ static em_status add_like(em_kernel_ctx *ctx, em_evalue **args, int sign, bool s
     in[1] = t;
   }
   op.f32 = f32_add;
+  float alpha = (float)op.p[0].f;
+  op.f32_row = alpha == 1.0f ? row_add1 : alpha == -1.0f ? row_sub1 : row_add;
+  op.f32_row_cheap = true;
   return ew_map(ctx, b.out, in, 2, f_add, &op);
 }
 
@@ -128,6 +139,18 @@ static ew_val f_mul(const ew_val *x, ew_op *op) {
 }
 
 static ew_val f_fmod(const ew_val *x, ew_op *op);
+static ew_val f_pow(const ew_val *x, ew_op *op);
+
+/* f_pow on f32 operands rounded to f32, as the generic loop computes it; x ** 2 is a * a (the
+ * double square of a float is exact, so one rounding of either gives the same float). */
+static float pow_f32(float a, float b) {
+  return b == 2.0f ? a * a : (float)pow((double)a, (double)b);
+}
+static float f32_pow(const float *x, const ew_op *op) {
+  (void)op;
+  return pow_f32(x[0], x[1]);
+}
+EW_F32_ROW_BINARY(row_pow, pow_f32(A, B))
 
 static em_status binary(em_kernel_ctx *ctx, em_evalue **args, ew_fn fn, bool float_result,
                         int mode) {
@@ -139,7 +162,16 @@ static em_status binary(em_kernel_ctx *ctx, em_evalue **args, ew_fn fn, bool flo
   ew_op op;
   ew_op_init(&op, common, common);
   op.mode = mode;
-  if (fn == f_mul) op.f32 = f32_mul;
+  if (fn == f_mul) {
+    op.f32 = f32_mul;
+    op.f32_row = row_mul;
+    op.f32_row_cheap = true;
+  } else if (fn == f_pow) {
+    op.f32 = f32_pow;
+    op.f32_row = row_pow;
+    double e = 0;
+    op.f32_row_cheap = !b.b && em_arg_double(b.bs, &e) && e == 2.0; /* a * a */
+  }
   ew_in in[2];
   if (fn == f_fmod)
     ew_bin_ins_exact(&b, common, in);
@@ -232,7 +264,11 @@ static em_status div_mode(em_kernel_ctx *ctx, em_evalue **args, int mode, int ou
   ew_op op;
   ew_op_init(&op, common, common);
   op.mode = mode;
-  if (mode == DIV_TRUE) op.f32 = f32_div;
+  if (mode == DIV_TRUE) {
+    op.f32 = f32_div;
+    op.f32_row = row_div;
+    op.f32_row_cheap = true;
+  }
   ew_in in[2];
   ew_bin_ins(&b, common, in);
   return ew_map(ctx, b.out, in, 2, f_div, &op);

@@ -24,6 +24,16 @@ static ew_val f_math(const ew_val *x, ew_op *op) {
 }
 
 static float f32_math(const float *x, const ew_op *op) { return op->mathf(x[0]); }
+EW_F32_ROW_UNARY(row_math, op->mathf(A))
+
+static double m_rsqrt(double x) { return 1.0 / sqrt(x); }
+static double m_reciprocal(double x) { return 1.0 / x; }
+static float m_rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static float m_reciprocalf(float x) { return 1.0f / x; }
+
+/* Rows of the hot ones with the math inlined (the same function as mathf). */
+EW_F32_ROW_UNARY(row_rsqrt, 1.0f / sqrtf(A))
+EW_F32_ROW_UNARY(row_exp, expf(A))
 
 /* Runs a FLOAT-rule unary op computing `fn` in double (`fnf` in float on the all-f32 path). */
 static em_status unary_float(em_kernel_ctx *ctx, em_evalue **args, math_fn fn, mathf_fn fnf) {
@@ -37,15 +47,13 @@ static em_status unary_float(em_kernel_ctx *ctx, em_evalue **args, math_fn fn, m
   ew_op_init(&op, common, common);
   op.math = fn;
   op.mathf = fnf;
-  if (fnf) op.f32 = f32_math;
+  if (fnf) {
+    op.f32 = f32_math;
+    op.f32_row = fnf == m_rsqrtf ? row_rsqrt : fnf == expf ? row_exp : row_math;
+  }
   ew_in in[1] = {ew_in_tensor(self, common)};
   return ew_map(ctx, out, in, 1, f_math, &op);
 }
-
-static double m_rsqrt(double x) { return 1.0 / sqrt(x); }
-static double m_reciprocal(double x) { return 1.0 / x; }
-static float m_rsqrtf(float x) { return 1.0f / sqrtf(x); }
-static float m_reciprocalf(float x) { return 1.0f / x; }
 
 #define EW_FLOAT_UNARY(name, fn, fnf)                                                              \
   em_status em_##name##_out(em_kernel_ctx *ctx, em_evalue **args) {                                \
@@ -118,6 +126,13 @@ static ew_val f_same(const ew_val *x, ew_op *op) {
   return r;
 }
 
+/* neg and abs on the all-f32 path: exactly -a and fabs(a), as f_same computes them. */
+static float f32_same(const float *x, const ew_op *op) {
+  return op->mode == U_NEG ? -x[0] : fabsf(x[0]);
+}
+EW_F32_ROW_UNARY(row_neg, -A)
+EW_F32_ROW_UNARY(row_abs, fabsf(A))
+
 static em_status unary_same(em_kernel_ctx *ctx, em_evalue **args, int mode, bool allow_bool) {
   EW_TENSOR_ARG(self, ctx, args, 0);
   em_tensor *out = EM_ARG_TENSOR(args, 1);
@@ -129,6 +144,11 @@ static em_status unary_same(em_kernel_ctx *ctx, em_evalue **args, int mode, bool
   ew_op op;
   ew_op_init(&op, d, d);
   op.mode = mode;
+  if (mode == U_NEG || mode == U_ABS) {
+    op.f32 = f32_same;
+    op.f32_row = mode == U_NEG ? row_neg : row_abs;
+    op.f32_row_cheap = true;
+  }
   ew_in in[1] = {ew_in_tensor(self, d)};
   return ew_map(ctx, out, in, 1, f_same, &op);
 }

@@ -1,8 +1,14 @@
 /*
  * elementwise_util.c — the strided iterator, ATen dtype rules, the generic
  * elementwise driver and the reduction planner declared in ew_util.h.
+ *
+ * ew_map has three loops: the all-f32 row path (op->f32_row over whole
+ * innermost runs, no index arithmetic per element), the typed f32 loop and
+ * the generic one (double / int64 per element). A row kernel must give the
+ * bits of op->f32, so which loop runs never changes a result.
  */
 #include "portable/ew_util.h"
+#include "portable/shape_util.h"
 
 /* Merges dim d into the current outer dim where every operand is linear across the pair. */
 static void coalesce(ew_iter *it) {
@@ -265,6 +271,92 @@ static void map_chunk(void *ctx, int64_t begin, int64_t end) {
 /* Below this many elements a loop runs on the caller alone. */
 #define EW_PARALLEL_MIN 32768
 
+/* Shortest innermost run the row path takes (it seeks the outer dims once per row). */
+#define EW_ROW_MIN 8
+
+/* Fewest elements for which a cheap (memory-bound) row op runs on the pool: below this, waking
+ * the workers costs more than it saves (SmolLM2 prefill, 64 x 576 mul: 2x slower threaded on a
+ * 2-core machine; bench/results/portable_ew.md). */
+#define EW_PARALLEL_MIN_CHEAP (1 << 18)
+
+/*
+ * The all-f32 row path of ew_map: the merged walk's innermost dim is contiguous (stride 1) in
+ * the output and contiguous or repeated (stride 0) in every input, so op->f32_row computes
+ * whole runs. Scalars are one float repeated.
+ */
+typedef struct row_job {
+  float *out;
+  const float *base[EW_MAX_OPS];
+  float scalar[EW_MAX_OPS];
+  int64_t s[EW_MAX_OPS]; /* innermost stride of each input: 0 or 1 */
+  int n_in;
+  int64_t inner;
+  ew_iter it; /* the walk (out, then inputs); its last dim is the row */
+  const ew_op *op;
+} row_job;
+
+/* Computes elements [begin, end) of a row job, one f32_row call per (partial) row. */
+static void row_chunk(void *ctx, int64_t begin, int64_t end) {
+  const row_job *job = (const row_job *)ctx;
+  const ew_iter *it = &job->it;
+  int64_t inner = job->inner;
+  int32_t od = it->dim - 1; /* the outer dims: 0 .. od-1 */
+  for (int64_t pos = begin; pos < end;) {
+    int64_t row = pos / inner, col = pos % inner;
+    int64_t n = inner - col < end - pos ? inner - col : end - pos;
+    int64_t off[EW_MAX_OPS + 1] = {0};
+    for (int32_t d = od - 1; d >= 0 && row; d--) {
+      int64_t i = row % it->sizes[d];
+      row /= it->sizes[d];
+      for (int k = 0; k <= job->n_in; k++) off[k] += i * it->strides[k][d];
+    }
+    const float *x[EW_MAX_OPS];
+    for (int k = 0; k < job->n_in; k++)
+      x[k] = job->base[k] ? job->base[k] + off[k + 1] + col * job->s[k] : &job->scalar[k];
+    job->op->f32_row(job->out + off[0] + col, x, job->s, n, job->op);
+    pos += n;
+  }
+}
+
+/*
+ * Runs ew_map's all-f32 loop by rows when the layout allows (see row_job); false when it does
+ * not, and nothing was written.
+ */
+static bool map_rows(em_kernel_ctx *ctx, em_tensor *out, const ew_in *ins, int n_in,
+                     const int64_t *sizes, int32_t dim, const ew_op *op) {
+  if (n_in + 1 > EW_MAX_OPS) return false; /* the walk holds out and the inputs */
+  row_job job;
+  memset(&job, 0, sizeof job);
+  const em_tensor *ts[EW_MAX_OPS];
+  ts[0] = out;
+  for (int k = 0; k < n_in; k++) ts[k + 1] = ins[k].t;
+  ew_iter_init(&job.it, sizes, dim, ts, n_in + 1);
+  if (job.it.dim < 1) return false; /* a 0-dim output: one element, the generic loop */
+  int32_t last = job.it.dim - 1;
+  job.inner = job.it.sizes[last];
+  if (job.inner < EW_ROW_MIN && job.it.dim > 1) return false;
+  if (job.it.strides[0][last] != 1 && job.inner != 1) return false;
+  for (int k = 0; k < n_in; k++) {
+    int64_t st = job.it.strides[k + 1][last];
+    if (st != 0 && st != 1) return false;
+    job.s[k] = st;
+    if (ins[k].t) {
+      job.base[k] = (const float *)ins[k].t->data;
+    } else {
+      job.scalar[k] = (float)ins[k].s.f;
+      job.s[k] = 0;
+    }
+  }
+  job.out = (float *)out->data;
+  job.n_in = n_in;
+  job.op = op;
+  if (out->numel >= (op->f32_row_cheap ? EW_PARALLEL_MIN_CHEAP : EW_PARALLEL_MIN) && ctx)
+    em_parallel_for(ctx->pool, out->numel, row_chunk, &job);
+  else
+    row_chunk(&job, 0, out->numel);
+  return true;
+}
+
 em_status ew_map(em_kernel_ctx *ctx, em_tensor *out, const ew_in *ins, int n_in, ew_fn fn,
                  ew_op *op) {
   int64_t sizes[EM_MAX_DIM];
@@ -289,6 +381,8 @@ em_status ew_map(em_kernel_ctx *ctx, em_tensor *out, const ew_in *ins, int n_in,
   job.fn = fn;
   job.op = op;
   job.f32 = all_f32(out, ins, n_in, op);
+  if (job.f32 && op->f32 && op->f32_row && map_rows(ctx, out, ins, n_in, sizes, dim, op))
+    return EM_OK;
   job.dense = dense_same(out, sizes, dim);
   for (int k = 0; k < n_in && job.dense; k++)
     job.dense = !ins[k].t || dense_same(ins[k].t, sizes, dim);
@@ -325,6 +419,18 @@ em_status ew_copy_cast(em_kernel_ctx *ctx, em_tensor *dst, const em_tensor *src)
       if (dst->data != src->data) memmove(dst->data, src->data, es * (size_t)dst->numel);
       return EM_OK;
     }
+  }
+  if (src->dtype == dst->dtype && dst->data != src->data) {
+    /* A byte move between layouts (dim order changes, broadcasts): em_shape_copy merges
+     * contiguous runs into memcpy and tiles transposes. src aligns right; broadcast dims repeat
+     * with stride 0. */
+    int64_t sst[EM_MAX_DIM];
+    for (int32_t d = 0; d < dst->dim; d++) {
+      int32_t sd = d - (dst->dim - src->dim);
+      sst[d] = (sd >= 0 && src->sizes[sd] != 1) ? src->strides[sd] : 0;
+    }
+    em_shape_copy(dst->data, dst->strides, src->data, sst, dst->sizes, dst->dim, es);
+    return EM_OK;
   }
   const em_tensor *ts[2] = {dst, src};
   ew_iter it;

@@ -12,7 +12,8 @@
  *    result in the "float domain" (double, rounded to the compute dtype like
  *    ATen's opmath) or the "int domain" (int64 wrapped to the compute dtype),
  *    and the result is cast to the out tensor's dtype. All-f32 calls take a
- *    typed path (single precision when the op provides ew_op.f32).
+ *    typed path (single precision when the op provides ew_op.f32), by whole
+ *    rows when the op also provides ew_op.f32_row and the layout allows.
  *
  *     ew_op op;
  *     ew_op_init(&op, common, common);
@@ -143,7 +144,79 @@ typedef struct ew_op {
   float (*f32)(const float *x, const struct ew_op *op);
   bool err; /* set by the op on a data-dependent error */
   const char *errmsg;
+  /* Optional row form of f32 (see ew_f32_row_fn); needs f32 set and must give its exact bits. */
+  void (*f32_row)(float *o, const float *const *x, const int64_t *s, int64_t n,
+                  const struct ew_op *op);
+  /* f32_row is a few cycles per element (add, mul, neg, clamp): memory-bound, so it runs on
+   * the thread pool only for much larger tensors than the transcendental ones. */
+  bool f32_row_cheap;
 } ew_op;
+
+/*
+ * A row kernel of the all-f32 path: o[i] = f32(x[0][i * s[0]], x[1][i * s[1]], ...) for i < n,
+ * where each s[k] is 1 (a contiguous run) or 0 (one value repeated: a Scalar or a broadcast dim).
+ * o is contiguous and may equal an x[k] (in-place ops) but never overlaps one partially.
+ */
+typedef void (*ew_f32_row_fn)(float *o, const float *const *x, const int64_t *s, int64_t n,
+                              const ew_op *op);
+
+/*
+ * Defines a static unary row kernel `name` from an expression EXPR of the float A (the input)
+ * and `op`. The contiguous case is a plain loop the compiler can vectorize.
+ */
+#define EW_F32_ROW_UNARY(name, EXPR)                                                               \
+  static void name(float *o, const float *const *x, const int64_t *s, int64_t n,                   \
+                   const ew_op *op_arg) {                                                          \
+    const ew_op op_copy = *op_arg; /* a local copy: stores to o cannot change it */                \
+    const ew_op *op = &op_copy;                                                                    \
+    (void)op;                                                                                      \
+    const float *a = x[0];                                                                         \
+    if (s[0]) {                                                                                    \
+      for (int64_t i = 0; i < n; i++) {                                                            \
+        float A = a[i];                                                                            \
+        o[i] = (EXPR);                                                                             \
+      }                                                                                            \
+    } else {                                                                                       \
+      float A = a[0];                                                                              \
+      float r = (EXPR);                                                                            \
+      for (int64_t i = 0; i < n; i++) o[i] = r;                                                    \
+    }                                                                                              \
+  }
+
+/*
+ * Same for a binary kernel from an expression of A, B and op, with one loop per stride pattern
+ * (both contiguous, A repeated, B repeated) so each inner loop is a plain vectorizable loop.
+ */
+#define EW_F32_ROW_BINARY(name, EXPR)                                                              \
+  static void name(float *o, const float *const *x, const int64_t *s, int64_t n,                   \
+                   const ew_op *op_arg) {                                                          \
+    const ew_op op_copy = *op_arg; /* a local copy: stores to o cannot change it */                \
+    const ew_op *op = &op_copy;                                                                    \
+    (void)op;                                                                                      \
+    const float *a = x[0], *b = x[1];                                                              \
+    if (s[0] && s[1]) {                                                                            \
+      for (int64_t i = 0; i < n; i++) {                                                            \
+        float A = a[i], B = b[i];                                                                  \
+        o[i] = (EXPR);                                                                             \
+      }                                                                                            \
+    } else if (s[0]) {                                                                             \
+      const float B = b[0];                                                                        \
+      for (int64_t i = 0; i < n; i++) {                                                            \
+        float A = a[i];                                                                            \
+        o[i] = (EXPR);                                                                             \
+      }                                                                                            \
+    } else if (s[1]) {                                                                             \
+      const float A = a[0];                                                                        \
+      for (int64_t i = 0; i < n; i++) {                                                            \
+        float B = b[i];                                                                            \
+        o[i] = (EXPR);                                                                             \
+      }                                                                                            \
+    } else {                                                                                       \
+      const float A = a[0], B = b[0];                                                              \
+      float r = (EXPR);                                                                            \
+      for (int64_t i = 0; i < n; i++) o[i] = r;                                                    \
+    }                                                                                              \
+  }
 
 /* Sets common/res and the derived flags; clears the rest. */
 void ew_op_init(ew_op *op, int common, int res);
@@ -180,7 +253,10 @@ typedef ew_val (*ew_fn)(const ew_val *x, ew_op *op);
  * Broadcasts the tensor inputs, resizes `out` to the broadcast shape and
  * writes fn(inputs) cast to out's dtype into every element. Returns the op's
  * error (EM_ERR_INVALID_ARGUMENT, with op->errmsg) when fn set op->err.
- * When every operand is f32 it uses typed loads and op->f32 if set; large
+ * When every operand is f32 it uses typed loads and op->f32 if set, and
+ * op->f32_row over whole rows when the innermost (merged) dim is contiguous or
+ * broadcast in every operand (same shape, a Scalar, a [.., 1] column, a suffix
+ * row such as `x * weight`), with no index arithmetic per element; large
  * float-domain loops run in chunks on ctx->pool (fn must then not write *op:
  * each chunk works on a copy).
  */

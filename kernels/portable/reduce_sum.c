@@ -5,6 +5,8 @@
  * Floating results accumulate in double and round once to the out dtype;
  * integral results accumulate in wrapping int64. The input is cast to the
  * result dtype element by element first, as ATen's reduction iterator does.
+ * f32 sum/mean over one contiguous run (mean(x, -1)) skips the walk: a plain
+ * loop, still in double, with four partial sums.
  */
 #include <math.h>
 
@@ -44,8 +46,52 @@ static em_status opt_dtype(em_kernel_ctx *ctx, const em_evalue *v, int *d) {
 
 enum { R_SUM, R_PROD, R_MEAN };
 
+/*
+ * Sum of the f32 run p[0..n) in double, in four interleaved partial sums (the generic loop's
+ * single chain, reassociated: the f32 result differs from it in the last bit at most, and
+ * rarely; ATen itself sums f32 in f32 with a cascade).
+ */
+static double sum_f32_run(const float *p, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    s0 += (double)p[j];
+    s1 += (double)p[j + 1];
+    s2 += (double)p[j + 2];
+    s3 += (double)p[j + 3];
+  }
+  for (; j < n; j++) s0 += (double)p[j];
+  return (s0 + s1) + (s2 + s3);
+}
+
+/*
+ * sum/mean of f32 into f32 when the reduced elements of each output are one contiguous run
+ * (the last dims, e.g. mean(x, -1) in RMSNorm): a plain loop per output. False when the
+ * layout does not allow it, and nothing was written.
+ */
+static bool run_additive_f32_rows(const ew_reduce *rp, const em_tensor *in, em_tensor *out,
+                                  int kind) {
+  if (kind == R_PROD || in->dtype != EM_DTYPE_F32 || out->dtype != EM_DTYPE_F32) return false;
+  ew_reduce r = *rp;
+  ew_iter it;
+  ew_reduce_inner(&r, &it, 0);
+  if (it.numel == 0 || (it.dim > 1) || (it.dim == 1 && it.strides[0][0] != 1 && it.numel > 1))
+    return false;
+  const float *src = (const float *)in->data;
+  float *dst = (float *)out->data;
+  int64_t n = it.numel;
+  for (int64_t o = 0; o < r.out_numel; o++) {
+    double acc = sum_f32_run(src + r.outer.off[0], n);
+    if (kind == R_MEAN) acc /= (double)n;
+    dst[r.outer.off[1]] = (float)acc;
+    ew_iter_next(&r.outer);
+  }
+  return true;
+}
+
 /* Sum/prod/mean of in over the planned dims into out, accumulating in out's dtype domain. */
 static void run_additive(const ew_reduce *rp, const em_tensor *in, em_tensor *out, int kind) {
+  if (run_additive_f32_rows(rp, in, out, kind)) return;
   ew_reduce r = *rp;
   int od = out->dtype;
   bool fp = em_dtype_is_float(od);

@@ -35,6 +35,12 @@ static void copy_row(char *dst, int64_t dstr, const char *src, int64_t sstr, int
     memcpy(dst, src, (size_t)n * elsize);
     return;
   }
+  if (dstr == 1 && sstr == 0 && elsize == 4) { /* expand of a 4-byte value: a fill */
+    uint32_t v, *d = (uint32_t *)(void *)dst;
+    memcpy(&v, src, 4);
+    for (int64_t i = 0; i < n; i++) d[i] = v;
+    return;
+  }
   switch (elsize) {
   case 1:
     for (int64_t i = 0; i < n; i++) dst[i * dstr] = src[i * sstr];
