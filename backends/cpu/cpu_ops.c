@@ -355,6 +355,7 @@ typedef struct im2col_job {
   float *col;     /* [cg * kh * kw, OH * OW] as 16-column panels, see EMC_NR_PANEL */
   int64_t h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
   int64_t khw_rows; /* rows of the matrix (cg * kh * kw) */
+  const em_cpu_config *cfg;
 } im2col_job;
 
 /* Rows [begin, end) of the im2col matrix, written straight into 16-column panels. */
@@ -423,8 +424,8 @@ static void im2col_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_
         for (int64_t x = ox; x < a; x++) dr[x] = 0.0f;
         if (j->sw == 1)
           memcpy(dr + a, src + a, (size_t)(b - a) * sizeof *dr);
-        else if (j->sw == 2) /* a constant stride the compiler vectorises */
-          for (int64_t x = a; x < b; x++) dr[x] = src[2 * x];
+        else if (j->sw == 2) /* the ISA's kernel (AVX-512: two loads, one permute per 16) */
+          j->cfg->copy_stride2((size_t)(b - a), src + 2 * a, dr + a);
         else
           for (int64_t x = a; x < b; x++) dr[x] = src[x * j->sw];
         for (int64_t x = b; x < ox + run; x++) dr[x] = 0.0f;
@@ -556,7 +557,8 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
                        ip[EMC_CONV_PW],
                        ip[EMC_CONV_DH],
                        ip[EMC_CONV_DW],
-                       kg};
+                       kg,
+                       d->cfg};
       if (ip[EMC_CONV_TRANSPOSED]) {
         run_conv_t(d, op, &ij, direct, y + b * co * npix, co, pool);
         continue;

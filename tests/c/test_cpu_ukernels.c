@@ -163,6 +163,20 @@ static void test_dwconv_small(const em_cpu_config *cfg) {
   CHECK(bad == 0, "%s dwconv small planes: %d mismatches", cfg->isa, bad);
 }
 
+/* copy_stride2 at every length up to 3 vectors and a bit: exact, nothing past n written. */
+static void test_copy_stride2(const em_cpu_config *cfg) {
+  static float x[2 * 64], y[64 + 16];
+  int bad = 0;
+  for (size_t i = 0; i < 2 * 64; i++) x[i] = frand();
+  for (size_t n = 0; n <= 52; n++) {
+    for (size_t i = 0; i < n + 16; i++) y[i] = 1234.0f;
+    cfg->copy_stride2(n, x, y);
+    for (size_t i = 0; i < n + 16; i++)
+      if (y[i] != (i < n ? x[2 * i] : 1234.0f)) bad++;
+  }
+  CHECK(bad == 0, "%s copy_stride2: %d wrong elements", cfg->isa, bad);
+}
+
 static double ref_act(uint32_t act, double x, const float *fp) {
   switch (act) {
   case EMC_ACT_CLAMP: return fmin(fmax(x, fp[0]), fp[1]);
@@ -384,6 +398,7 @@ int main(void) {
     em_threadpool_destroy(pool);
     test_dwconv(cfg);
     test_dwconv_small(cfg);
+    test_copy_stride2(cfg);
     test_gemv16(cfg);
     test_elementwise(cfg);
   }
