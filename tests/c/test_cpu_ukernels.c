@@ -126,39 +126,40 @@ static void test_dwconv(const em_cpu_config *cfg) {
   CHECK(bad == 0, "%s dwconv: %d mismatches", cfg->isa, bad);
 }
 
-/* 3x3 stride-1 pad-1 convs over small planes (the flat AVX-512 path at h * w <= 64, 128, 256,
- * just past each and just past the last): every output checked, nothing past the plane written. */
+/* 3x3 pad 1 and 5x5 pad 2 stride-1 convs over small planes (the flat AVX-512 path at h * w <= 64
+ * and 128, just past each, and bigger): every output checked, nothing past the plane written. */
 static void test_dwconv_small(const em_cpu_config *cfg) {
-  static float in[40 * 40], out[40 * 40 + 16], w[9];
+  static float in[40 * 40], out[40 * 40 + 16], w[25];
   static const int64_t hw[][2] = {{1, 1}, {2, 3},  {7, 7},   {8, 8},   {5, 13}, {13, 5}, {1, 40},
                                   {9, 9}, {8, 16}, {14, 14}, {16, 16}, {6, 40}, {40, 1}, {17, 16}};
   int bad = 0;
-  for (size_t c = 0; c < sizeof hw / sizeof hw[0]; c++) {
-    const int64_t h = hw[c][0], wd = hw[c][1];
-    em_dw_params q = {h, wd, h, wd, 3, 3, 1, 1, 1, 1, 1, 1};
+  for (size_t c = 0; c < 2 * sizeof hw / sizeof hw[0]; c++) {
+    const int64_t h = hw[c / 2][0], wd = hw[c / 2][1], k = c % 2 ? 5 : 3, r = k / 2;
+    em_dw_params q = {h, wd, h, wd, k, k, 1, 1, r, r, 1, 1};
     for (int64_t i = 0; i < h * wd; i++) in[i] = frand();
-    for (int i = 0; i < 9; i++) w[i] = frand();
+    for (int i = 0; i < 25; i++) w[i] = frand();
     for (int64_t i = 0; i < h * wd + 16; i++) out[i] = 1234.0f;
     em_minmax_params p = {-1.5f, 1.5f};
     cfg->dwconv(&q, in, w, -0.25f, out, &p);
     for (int64_t oy = 0; oy < h; oy++)
       for (int64_t ox = 0; ox < wd; ox++) {
         double acc = -0.25;
-        for (int64_t ky = 0; ky < 3; ky++)
-          for (int64_t kx = 0; kx < 3; kx++) {
-            const int64_t iy = oy + ky - 1, ix = ox + kx - 1;
+        for (int64_t ky = 0; ky < k; ky++)
+          for (int64_t kx = 0; kx < k; kx++) {
+            const int64_t iy = oy + ky - r, ix = ox + kx - r;
             if (iy >= 0 && iy < h && ix >= 0 && ix < wd)
-              acc += (double)w[ky * 3 + kx] * in[iy * wd + ix];
+              acc += (double)w[ky * k + kx] * in[iy * wd + ix];
           }
         acc = fmin(fmax(acc, p.min), p.max);
         if (!close_to(out[oy * wd + ox], acc, 1e-5) && bad++ < 5)
-          CHECK(0, "%s dwconv 3x3 h=%lld w=%lld at %lld,%lld: %g vs %g", cfg->isa, (long long)h,
-                (long long)wd, (long long)oy, (long long)ox, out[oy * wd + ox], acc);
+          CHECK(0, "%s dwconv %lldx%lld h=%lld w=%lld at %lld,%lld: %g vs %g", cfg->isa,
+                (long long)k, (long long)k, (long long)h, (long long)wd, (long long)oy,
+                (long long)ox, out[oy * wd + ox], acc);
       }
     for (int64_t i = h * wd; i < h * wd + 16; i++)
       if (out[i] != 1234.0f && bad++ < 5)
-        CHECK(0, "%s dwconv 3x3 h=%lld w=%lld wrote past the plane", cfg->isa, (long long)h,
-              (long long)wd);
+        CHECK(0, "%s dwconv %lldx%lld h=%lld w=%lld wrote past the plane", cfg->isa, (long long)k,
+              (long long)k, (long long)h, (long long)wd);
   }
   CHECK(bad == 0, "%s dwconv small planes: %d mismatches", cfg->isa, bad);
 }
