@@ -15,6 +15,8 @@ Ember is timed by bench/ember_bench.c (built here against build/libember.a), not
 `--baseline-build DIR` adds the runtime `ember_base`: the same ember.pte timed by an
 ember_bench built against DIR/libember.a (e.g. a build of the commit before a change),
 interleaved with the others, so a before/after comparison shares the machine's load.
+`--baseline-pte NAME` has ember_base run out/bench/<model>/NAME instead (an export by the
+baseline's exporter, when the blob format changed and the baseline cannot read the new one).
 """
 
 from __future__ import annotations
@@ -175,12 +177,15 @@ def worker(rt: str, model: str, threads: int, warmup: int, runs: int) -> dict:
     }
 
 
+BASELINE_PTE = "ember.pte"  # --baseline-pte
+
+
 def measure(rt: str, model: str, threads: int, warmup: int, runs: int, timeout: float) -> dict:
     d = OUT / model
     if rt in ("ember", "ember_base"):
         cmd = [
             str(OUT / ("ember_bench" if rt == "ember" else "ember_bench_base")),
-            str(d / "ember.pte"),
+            str(d / ("ember.pte" if rt == "ember" else BASELINE_PTE)),
             str(d / "input.bin"),
             str(d / f"out_{rt}.bin"),
             str(threads),
@@ -272,6 +277,11 @@ def main() -> None:
         default=None,
         help="also time ember.pte with an ember_bench built against this build dir (ember_base)",
     )
+    ap.add_argument(
+        "--baseline-pte",
+        default="ember.pte",
+        help="the file in out/bench/<model>/ that ember_base runs (default: ember.pte)",
+    )
     ap.add_argument("--out", default=None)
     ap.add_argument(
         "--reuse", action="store_true", help="reuse exports from an earlier run (out/bench)"
@@ -287,6 +297,8 @@ def main() -> None:
         print(json.dumps(prepare(a.prepare, a.runtimes)))
         return
     build_ember_bench(Path(a.build))
+    global BASELINE_PTE
+    BASELINE_PTE = a.baseline_pte
     if a.baseline_build:
         build_ember_bench(Path(a.baseline_build), "ember_bench_base")
         if "ember_base" not in a.runtimes:

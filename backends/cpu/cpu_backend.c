@@ -78,9 +78,9 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   if (!blob || n < sizeof h) FAIL(EM_ERR_INVALID_PROGRAM, "blob of %zu bytes has no header", n);
   memcpy(&h, b, sizeof h);
   if (memcmp(h.magic, EMC_MAGIC, 4) != 0) FAIL(EM_ERR_INVALID_PROGRAM, "bad blob magic");
-  if (h.version != EMC_VERSION)
-    FAIL(EM_ERR_DELEGATE_INVALID_COMPATIBILITY, "blob version %u, this build reads %u", h.version,
-         EMC_VERSION);
+  if (h.version < 1 || h.version > EMC_VERSION)
+    FAIL(EM_ERR_DELEGATE_INVALID_COMPATIBILITY, "blob version %u, this build reads 1 to %u",
+         h.version, EMC_VERSION);
   if (h.n_tensors > (1u << 24) || h.n_ops > (1u << 24) || h.n_inputs > 4096 || h.n_outputs > 4096)
     FAIL(EM_ERR_INVALID_PROGRAM, "implausible counts in the blob header");
   uint64_t tn = (uint64_t)h.n_tensors * sizeof(emc_tensor), on = (uint64_t)h.n_ops * sizeof(emc_op);

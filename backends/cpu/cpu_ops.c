@@ -8,7 +8,8 @@
  * as A (EMC_MR-row panels) and the input as B — its rows for 1x1 stride-1
  * convs, else im2col rows built strip by strip in per-thread scratch — so the
  * output lands in NCHW with no transpose; depthwise convs run per channel
- * plane.
+ * plane. Deep convs on small maps (EMC_CONV_TRANSPOSED) swap the operands,
+ * pixels broadcast and output channels in the vectors, and transpose after.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -72,6 +73,16 @@ static int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t dil
   return (in + 2 * p - span) / s + 1;
 }
 
+/*
+ * Scratch floats of a transposed conv (EMC_CONV_TRANSPOSED): 16 of slack to align the start to
+ * 64 bytes, the im2col [kg][npix] (room for ceil(npix / 6) * 6 columns, rounded up to 16
+ * floats), then C^T [npix][co].
+ */
+static uint64_t conv_t_scratch_floats(int64_t kg, int64_t npix, int64_t co) {
+  return 16 + div_up(div_up((size_t)npix, EMC_MR) * EMC_MR * (size_t)kg, 16) * 16 +
+         (uint64_t)npix * (uint64_t)co;
+}
+
 static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
   const emc_rt_tensor *x = tensor_at(d, op->in[0]), *w = tensor_at(d, op->in[1]);
   const emc_rt_tensor *b = op->in[2] < 0 ? NULL : tensor_at(d, op->in[2]);
@@ -79,7 +90,7 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
   if (!x || !w || !y || (op->in[2] >= 0 && !b)) WHY("conv2d: bad tensor id");
   if (x->ndim != 4 || y->ndim != 4) WHY("conv2d: input and output must be 4-d");
   if (!is_const(w) || (b && !is_const(b))) WHY("conv2d: weights and bias must be constants");
-  if (!params_nonneg(op, 12, why, why_n)) return false;
+  if (!params_nonneg(op, 13, why, why_n)) return false;
   const int32_t *ip = op->ip;
   int64_t g = ip[EMC_CONV_GROUPS], kh = ip[EMC_CONV_KH], kw = ip[EMC_CONV_KW];
   if (g < 1 || kh < 1 || kw < 1 || ip[EMC_CONV_SH] < 1 || ip[EMC_CONV_SW] < 1 ||
@@ -103,6 +114,21 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
     return check_act(op, why, why_n);
   }
   int64_t mg = co / g, kg = cin / g * kh * kw;
+  if (ip[EMC_CONV_TRANSPOSED] > 1) WHY("conv2d: transposed flag %d", ip[EMC_CONV_TRANSPOSED]);
+  if (ip[EMC_CONV_TRANSPOSED]) {
+    if (g != 1) WHY("conv2d: a transposed conv has %lld groups, not 1", (long long)g);
+    if (w->numel != (int64_t)div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * kg)
+      WHY("conv2d: transposed packed weights have %lld elements, expected %lld",
+          (long long)w->numel, (long long)(div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * kg));
+    uint64_t need = conv_t_scratch_floats(kg, oh * ow, co) * sizeof(float);
+    uint64_t off = (uint64_t)ip[EMC_CONV_SCRATCH_OFF], nb = (uint64_t)ip[EMC_CONV_SCRATCH_NBYTES];
+    if (nb < need || off % 16 || off + nb > d->arena_nbytes)
+      WHY("conv2d: transposed scratch [%llu, +%llu) does not hold %llu bytes inside the "
+          "%llu-byte arena",
+          (unsigned long long)off, (unsigned long long)nb, (unsigned long long)need,
+          (unsigned long long)d->arena_nbytes);
+    return check_act(op, why, why_n);
+  }
   if (w->numel != g * (int64_t)div_up((size_t)mg, EMC_MR) * EMC_MR * kg)
     WHY("conv2d: packed weights have %lld elements, expected %lld", (long long)w->numel,
         (long long)(g * (int64_t)div_up((size_t)mg, EMC_MR) * EMC_MR * kg));
@@ -329,6 +355,7 @@ typedef struct im2col_job {
   float *col;     /* [cg * kh * kw, OH * OW] as 16-column panels, see EMC_NR_PANEL */
   int64_t h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
   int64_t khw_rows; /* rows of the matrix (cg * kh * kw) */
+  const em_cpu_config *cfg;
 } im2col_job;
 
 /* Rows [begin, end) of the im2col matrix, written straight into 16-column panels. */
@@ -397,8 +424,8 @@ static void im2col_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_
         for (int64_t x = ox; x < a; x++) dr[x] = 0.0f;
         if (j->sw == 1)
           memcpy(dr + a, src + a, (size_t)(b - a) * sizeof *dr);
-        else if (j->sw == 2) /* a constant stride the compiler vectorises */
-          for (int64_t x = a; x < b; x++) dr[x] = src[2 * x];
+        else if (j->sw == 2) /* the ISA's kernel (AVX-512: two loads, one permute per 16) */
+          j->cfg->copy_stride2((size_t)(b - a), src + 2 * a, dr + a);
         else
           for (int64_t x = a; x < b; x++) dr[x] = src[x * j->sw];
         for (int64_t x = b; x < ox + run; x++) dr[x] = 0.0f;
@@ -432,6 +459,55 @@ static void dw_planes(void *ctx, int64_t begin, int64_t end) {
                       out, &j->mm);
     if (post_act(j->op)) j->d->cfg->vact((size_t)out_plane, out, out, j->op->act, j->op->fp);
   }
+}
+
+typedef struct transpose_job {
+  const float *ct; /* [npix][co] */
+  float *y;        /* [co][npix] */
+  int64_t npix, co;
+} transpose_job;
+
+/* Output channels [begin, end) of y = ct^T. */
+static void transpose_rows(void *ctx, int64_t begin, int64_t end) {
+  const transpose_job *j = ctx;
+  for (int64_t c = begin; c < end; c++)
+    for (int64_t p = 0; p < j->npix; p++) j->y[c * j->npix + p] = j->ct[p * j->co + c];
+}
+
+/* Rows [begin, end) of the im2col matrix of j, row-major [kg][OH * OW] in j->col. */
+static void im2col_rows_rm(void *ctx, int64_t begin, int64_t end) {
+  const im2col_job *j = ctx;
+  const size_t npix = (size_t)(j->oh * j->ow);
+  im2col_strip(j, (size_t)begin, (size_t)(end - begin), 0, npix, j->col + (size_t)begin * npix,
+               npix);
+}
+
+/*
+ * One image of a transposed conv (EMC_CONV_TRANSPOSED): the GEMM C^T[npix, co] = im2col^T @ W^T
+ * with W^T in 16-column B panels (bias per column, clamp and activation in the driver), then
+ * y[co][npix] = C^T^T. A is read in place, strided (a_ks = npix: row k of the im2col holds the
+ * k-th element of every pixel's row of A): the activations themselves for a 1x1 stride-1 conv,
+ * else an im2col matrix [kg][npix] built in the scratch (ij->col) with whole input runs copied.
+ */
+static void run_conv_t(const emc_delegate *d, const emc_op *op, im2col_job *ij, bool direct,
+                       float *y, int64_t co, em_threadpool *pool) {
+  const int64_t kg = ij->khw_rows, npix = ij->oh * ij->ow;
+  float *a = (float *)(((uintptr_t)ij->col + 63) & ~(uintptr_t)63);
+  float *ct = a + div_up(div_up((size_t)npix, EMC_MR) * EMC_MR * (size_t)kg, 16) * 16;
+  if (!direct) {
+    ij->col = a;
+    par_for(pool, kg, im2col_rows_rm, ij, kg * npix);
+  }
+  emc_gemm j = {0};
+  j.cfg = d->cfg, j.m = (size_t)npix, j.k = (size_t)kg, j.n = (size_t)co;
+  j.a = direct ? ij->x : a, j.a_packed = 0, j.a_rs = 1, j.a_ks = (size_t)npix;
+  j.b = data_of(d, op->in[1]), j.b_packed = 1;
+  j.c = ct, j.ldc = (size_t)co;
+  j.bias_n = data_of(d, op->in[2]);
+  j.mm = clamp_of(op), j.act = post_act(op), j.fp = op->fp;
+  emc_gemm_run(&j, pool);
+  transpose_job tj = {ct, y, npix, co};
+  par_for(pool, co, transpose_rows, &tj, co * npix);
 }
 
 static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
@@ -481,7 +557,12 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
                        ip[EMC_CONV_PW],
                        ip[EMC_CONV_DH],
                        ip[EMC_CONV_DW],
-                       kg};
+                       kg,
+                       d->cfg};
+      if (ip[EMC_CONV_TRANSPOSED]) {
+        run_conv_t(d, op, &ij, direct, y + b * co * npix, co, pool);
+        continue;
+      }
       if (!direct && !fits) par_for(pool, kg, im2col_rows, &ij, kg * npix);
       emc_gemm j = {0};
       j.cfg = d->cfg, j.m = (size_t)mg, j.k = (size_t)kg, j.n = (size_t)npix;

@@ -61,6 +61,8 @@ typedef void (*em_f32_vaffine_fn)(size_t n, const float *x, float s, float t, fl
 /* A row vector times one zero-padded 16-column B panel (M = 1 GEMMs: classifier heads). */
 typedef void (*em_f32_gemv16_fn)(size_t kc, size_t nc, const float *x, const float *b,
                                  const float *bias, float *y, const em_minmax_params *p);
+/* A strided copy (y[i] = x[2 i]: a stride-2 convolution's im2col row). */
+typedef void (*em_f32_copy_fn)(size_t n, const float *x, float *y);
 /* One softmax row (log_softmax when `log`). */
 typedef void (*em_f32_softmax_fn)(size_t n, const float *x, float *y, int log);
 /* One layer-norm row (rms-norm when `rms`); w / b may be NULL. */
@@ -97,7 +99,8 @@ typedef void (*em_f32_norm_fn)(size_t n, const float *x, const float *w, const f
                                            const float *bias, float *y,                            \
                                            const em_minmax_params *p);                             \
   void em_f32_norm_ukernel__##isa(size_t n, const float *x, const float *w, const float *b,        \
-                                  float eps, int rms, float *y);
+                                  float eps, int rms, float *y);                                   \
+  void em_f32_copy_stride2_ukernel__##isa(size_t n, const float *x, float *y);
 
 EM_VOPS_DECL(avx512f)
 void em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const float *in,
@@ -119,6 +122,7 @@ typedef struct em_cpu_config {
   em_f32_softmax_fn softmax;
   em_f32_norm_fn norm;
   em_f32_gemv16_fn gemv16;
+  em_f32_copy_fn copy_stride2; /* y[i] = x[2 i] */
 } em_cpu_config;
 
 /* The configuration for this CPU, detected once (thread-safe after the first call). */

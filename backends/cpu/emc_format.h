@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #define EMC_MAGIC      "EMC1"
-#define EMC_VERSION    1u
+#define EMC_VERSION    2u /* 2: EMC_CONV_TRANSPOSED (version 1 blobs read as all zero there) */
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -91,7 +91,14 @@ enum {
   EMC_CONV_DW,
   EMC_CONV_DEPTHWISE,
   EMC_CONV_SCRATCH_OFF,
-  EMC_CONV_SCRATCH_NBYTES
+  EMC_CONV_SCRATCH_NBYTES,
+  /* 1: weights are W^T [Cin*kh*kw, Co] in 16-column B panels and the conv runs as
+   * C^T[OH*OW, Co] = im2col^T @ W^T, then transposes C^T into the output: for small maps
+   * (7x7: 49 pixels), where pixels as the vector side leave lanes idle. Groups must be 1. The
+   * scratch holds, from its first 64-byte boundary, the im2col [Cin*kh*kw][OH*OW] (room for
+   * ceil(OH*OW / 6) * 6 columns), then from the next 64-byte boundary C^T. Version 1 blobs
+   * have 0 here. */
+  EMC_CONV_TRANSPOSED
 };
 /* GEMM ip[] slots: batch, M, K, N, element strides between batches of A and B (0 = shared). */
 enum {

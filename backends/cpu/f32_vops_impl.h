@@ -235,6 +235,11 @@ void EM_NAME(em_f32_gemv16_minmax_ukernel__)(size_t kc, size_t nc, const float *
     y[j] = vx_clampf((acc[j] + a1[j]) + (a2[j] + a3[j]), p->min, p->max);
 }
 
+/* y[i] = x[2 i] for i < n: the columns of a stride-2 convolution's im2col row. */
+void EM_NAME(em_f32_copy_stride2_ukernel__)(size_t n, const float *x, float *y) {
+  for (size_t i = 0; i < n; i++) y[i] = x[2 * i];
+}
+
 /* First output column whose tap (ow * s + off) lands inside [0, w), and one past the last. */
 static inline void vx_valid_cols(int64_t w, int64_t ow, int64_t s, int64_t off, int64_t *lo,
                                  int64_t *hi) {

@@ -126,6 +126,58 @@ static void test_dwconv(const em_cpu_config *cfg) {
   CHECK(bad == 0, "%s dwconv: %d mismatches", cfg->isa, bad);
 }
 
+/* 3x3 pad 1 and 5x5 pad 2 stride-1 convs over small planes (the flat AVX-512 path at h * w <= 64
+ * and 128, just past each, and bigger): every output checked, nothing past the plane written. */
+static void test_dwconv_small(const em_cpu_config *cfg) {
+  static float in[40 * 40], out[40 * 40 + 16], w[25];
+  static const int64_t hw[][2] = {{1, 1}, {2, 3},  {7, 7},   {8, 8},   {5, 13}, {13, 5}, {1, 40},
+                                  {9, 9}, {8, 16}, {14, 14}, {16, 16}, {6, 40}, {40, 1}, {17, 16}};
+  int bad = 0;
+  for (size_t c = 0; c < 2 * sizeof hw / sizeof hw[0]; c++) {
+    const int64_t h = hw[c / 2][0], wd = hw[c / 2][1], k = c % 2 ? 5 : 3, r = k / 2;
+    em_dw_params q = {h, wd, h, wd, k, k, 1, 1, r, r, 1, 1};
+    for (int64_t i = 0; i < h * wd; i++) in[i] = frand();
+    for (int i = 0; i < 25; i++) w[i] = frand();
+    for (int64_t i = 0; i < h * wd + 16; i++) out[i] = 1234.0f;
+    em_minmax_params p = {-1.5f, 1.5f};
+    cfg->dwconv(&q, in, w, -0.25f, out, &p);
+    for (int64_t oy = 0; oy < h; oy++)
+      for (int64_t ox = 0; ox < wd; ox++) {
+        double acc = -0.25;
+        for (int64_t ky = 0; ky < k; ky++)
+          for (int64_t kx = 0; kx < k; kx++) {
+            const int64_t iy = oy + ky - r, ix = ox + kx - r;
+            if (iy >= 0 && iy < h && ix >= 0 && ix < wd)
+              acc += (double)w[ky * k + kx] * in[iy * wd + ix];
+          }
+        acc = fmin(fmax(acc, p.min), p.max);
+        if (!close_to(out[oy * wd + ox], acc, 1e-5) && bad++ < 5)
+          CHECK(0, "%s dwconv %lldx%lld h=%lld w=%lld at %lld,%lld: %g vs %g", cfg->isa,
+                (long long)k, (long long)k, (long long)h, (long long)wd, (long long)oy,
+                (long long)ox, out[oy * wd + ox], acc);
+      }
+    for (int64_t i = h * wd; i < h * wd + 16; i++)
+      if (out[i] != 1234.0f && bad++ < 5)
+        CHECK(0, "%s dwconv %lldx%lld h=%lld w=%lld wrote past the plane", cfg->isa, (long long)k,
+              (long long)k, (long long)h, (long long)wd);
+  }
+  CHECK(bad == 0, "%s dwconv small planes: %d mismatches", cfg->isa, bad);
+}
+
+/* copy_stride2 at every length up to 3 vectors and a bit: exact, nothing past n written. */
+static void test_copy_stride2(const em_cpu_config *cfg) {
+  static float x[2 * 64], y[64 + 16];
+  int bad = 0;
+  for (size_t i = 0; i < 2 * 64; i++) x[i] = frand();
+  for (size_t n = 0; n <= 52; n++) {
+    for (size_t i = 0; i < n + 16; i++) y[i] = 1234.0f;
+    cfg->copy_stride2(n, x, y);
+    for (size_t i = 0; i < n + 16; i++)
+      if (y[i] != (i < n ? x[2 * i] : 1234.0f)) bad++;
+  }
+  CHECK(bad == 0, "%s copy_stride2: %d wrong elements", cfg->isa, bad);
+}
+
 static double ref_act(uint32_t act, double x, const float *fp) {
   switch (act) {
   case EMC_ACT_CLAMP: return fmin(fmax(x, fp[0]), fp[1]);
@@ -346,6 +398,8 @@ int main(void) {
     test_gemm_driver(cfg, pool);
     em_threadpool_destroy(pool);
     test_dwconv(cfg);
+    test_dwconv_small(cfg);
+    test_copy_stride2(cfg);
     test_gemv16(cfg);
     test_elementwise(cfg);
   }

@@ -156,6 +156,41 @@ def test_gemm_strip_paths(size: int) -> None:
     _check_model(StripZoo(), (torch.randn(1, 3, size, size),), threads=(1, 2))
 
 
+class SmallMapZoo(nn.Module):
+    """Convs on 7x7 maps with deep K, which run transposed (EMC_CONV_TRANSPOSED: pixels as the
+    6-row side, output channels as the vector side): 49 pixels (not a multiple of 6), channel
+    counts not a multiple of 16, K over one K block, stride 2, 1x1 read in place, clamp and a
+    non-clamp activation, batch 2; and shallow-K and grouped convs on the same maps, which stay
+    untransposed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c3 = nn.Conv2d(24, 64, 3, padding=1)
+        self.down = nn.Conv2d(64, 88, 3, stride=2, padding=1)
+        self.pw = nn.Conv2d(88, 300, 1)
+        self.proj = nn.Conv2d(300, 56, 1)
+        self.c3b = nn.Conv2d(56, 48, 3, padding=1, bias=False)
+        self.grouped = nn.Conv2d(48, 48, 3, padding=1, groups=4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.c3(x))
+        y = F.relu6(self.down(y))
+        y = F.gelu(self.pw(y))
+        y = F.gelu(self.proj(y))
+        y = self.c3b(y)
+        return self.grouped(y)
+
+
+def test_small_maps_run_transposed() -> None:
+    from ember.backends.cpu.partition import _conv_transposed
+
+    assert _conv_transposed(88, 49, 576) and _conv_transposed(56, 49, 300)
+    assert _conv_transposed(48, 49, 504) and not _conv_transposed(300, 49, 88)
+    assert not _conv_transposed(64, 14 * 14, 24 * 9) and not _conv_transposed(64, 56 * 56, 576)
+    torch.manual_seed(0)
+    _check_model(SmallMapZoo(), (torch.randn(2, 24, 14, 14),), threads=(1, 2))
+
+
 def test_mlp() -> None:
     torch.manual_seed(0)
     m = nn.Sequential(
@@ -297,8 +332,11 @@ def test_blob_version_and_magic_are_checked(small_program) -> None:
     at, _ = _blob_span(buf)
     assert _load_and_run(buf, x) == "ok"
     bad = bytearray(buf)
-    struct.pack_into("<I", bad, at + 4, 2)
-    assert "DelegateInvalidCompatibility" in _load_and_run(bytes(bad), x)
+    for version in (0, 3):  # this build reads versions 1 (no transposed convs) and 2
+        struct.pack_into("<I", bad, at + 4, version)
+        assert "DelegateInvalidCompatibility" in _load_and_run(bytes(bad), x)
+    struct.pack_into("<I", bad, at + 4, 1)
+    assert _load_and_run(bytes(bad), x) == "ok"
     bad = bytearray(buf)
     bad[at : at + 4] = b"XXXX"
     assert "InvalidProgram" in _load_and_run(bytes(bad), x)
