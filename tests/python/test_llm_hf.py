@@ -131,7 +131,8 @@ def test_quantized_8w_stays_close(tmp_path: Path) -> None:
     )
     out = _runtime_logits(ember.load(tmp_path / "q8.pte"), toks)
     err = (out - ref).abs().max().item()
-    assert 0 < err <= 0.05 * ref.abs().max().item(), err
+    # int8 per channel: visibly not exact, yet far closer than a mis-mapped model (errors ~1)
+    assert 0 < err <= 0.1 * ref.abs().max().item(), err
 
 
 @pytest.mark.parametrize(
@@ -146,7 +147,8 @@ def test_quantized_8w_stays_close(tmp_path: Path) -> None:
                     "low_freq_factor": 1.0,
                     "high_freq_factor": 4.0,
                     "original_max_position_embeddings": 8192,
-                }
+                },
+                max_position_embeddings=16384,
             ),
             "rope scaling 'llama3'",
             id="rope-llama3",
@@ -167,3 +169,14 @@ def test_unsupported_config_raises(hc: Any, match: str, tmp_path: Path) -> None:
 def test_unsupported_object_raises() -> None:
     with pytest.raises(ValueError, match="cannot export"):
         export(torch.nn.Linear(2, 2))
+
+
+def test_size_study_rows() -> None:
+    hc = _hf_llama(num_hidden_layers=1, tie_word_embeddings=True)
+    rows = llama.size_study(hc, quants=(None, "8w"), max_seq_len=16, max_prefill=4)
+    # tied: the embedding once; per layer q,o [64x64] + k,v [64x32] + 3 MLP [64x96] + 2 norms
+    params = 256 * 64 + (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 96 + 2 * 64) + 64
+    assert [r["quant"] for r in rows] == [None, "8w"]
+    assert all(r["params"] == params for r in rows)
+    f32, q8 = (int(r["pte_bytes"]) for r in rows)  # type: ignore[call-overload]
+    assert f32 > 4 * params and q8 < f32 / 2

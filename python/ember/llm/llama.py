@@ -30,7 +30,15 @@ from ember.llm import custom_ops  # noqa: F401 - registers llama::update_cache /
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LlamaConfig", "Llama", "load_gguf", "from_transformers", "random_from_config", "export"]
+__all__ = [
+    "LlamaConfig",
+    "Llama",
+    "load_gguf",
+    "from_transformers",
+    "random_from_config",
+    "size_study",
+    "export",
+]
 
 
 @dataclass
@@ -444,3 +452,29 @@ def export(model: Llama, max_prefill: int = 128, **kwargs):  # type: ignore[no-u
         "use_kv_cache": (_Const([1]), ()),
     }
     return ember.export(methods, dynamic_shapes={"forward": ({1: S}, None)}, **kwargs)
+
+
+def size_study(  # type: ignore[no-untyped-def]
+    hf_config,
+    quants: list[str | None] | tuple[str | None, ...] = (None, "8w"),
+    seed: int = 0,
+    max_seq_len: int = 512,
+    max_prefill: int = 128,
+) -> list[dict[str, object]]:
+    """Exports seeded random weights for ``hf_config`` once per quantization scheme (``None``:
+    f32) and returns one row per scheme: ``quant``, ``params`` (parameter count, tied tables
+    counted once) and ``pte_bytes``. The model is rebuilt for each scheme (same seed, same
+    weights), since quantization works in place."""
+    from ember.llm import quantize_llm
+
+    rows: list[dict[str, object]] = []
+    for q in quants:
+        m = random_from_config(hf_config, seed=seed, max_seq_len=max_seq_len, last_logits_only=True)
+        params = sum(p.numel() for p in m.parameters())
+        if q is not None:
+            quantize_llm(m, q)
+        prog = export(m, max_prefill=max_prefill)
+        rows.append({"quant": q, "params": params, "pte_bytes": prog.nbytes})
+        log.info("size study: quant=%s params=%d pte=%d bytes", q, params, prog.nbytes)
+        del m, prog
+    return rows
