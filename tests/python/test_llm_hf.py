@@ -180,3 +180,20 @@ def test_size_study_rows() -> None:
     assert all(r["params"] == params for r in rows)
     f32, q8 = (int(r["pte_bytes"]) for r in rows)  # type: ignore[call-overload]
     assert f32 > 4 * params and q8 < f32 / 2
+
+
+@pytest.mark.parametrize(
+    "hc",
+    [
+        pytest.param(_hf_llama(attention_bias=True), id="llama-attention-bias"),
+        pytest.param(_hf_llama(num_key_value_heads=4), id="llama-mha"),
+    ],
+)
+def test_eager_matches_transformers(hc: Any) -> None:
+    """Configurations checked in eager only (the runtime path is the same graph)."""
+    hf = _random_hf(hc)
+    m = llama.from_transformers(hf, max_seq_len=16)
+    toks = _tokens(PREFILL + DECODE)
+    with torch.no_grad():
+        err = (m(toks, torch.tensor([0])) - hf(toks).logits).abs().max().item()
+    assert err <= 1e-4, err
