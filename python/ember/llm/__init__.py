@@ -32,23 +32,51 @@ def export(
     max_seq_len: int = 512,
     max_prefill: int = 128,
     quant: str | None = None,
+    seed: int = 0,
+    last_logits_only: bool = True,
     **kwargs: Any,
 ) -> Any:
     """Exports a Llama-architecture model for the LLM runner: ``model`` is a GGUF path (weights
-    dequantized to f32) or an :class:`ember.llm.llama.Llama`. ``quant`` quantizes the weights
-    first, in place (:func:`quantize_llm`); ``None`` keeps f32. Returns the
-    ``ember.Program`` (saved to ``out_path`` when given); extra keyword arguments go to
-    ``ember.export``."""
+    dequantized to f32), an :class:`ember.llm.llama.Llama`, a transformers
+    ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` (converted to f32), or a transformers
+    ``PretrainedConfig`` of those architectures (random weights after ``torch.manual_seed(seed)``,
+    for size studies). ``last_logits_only`` applies to the models built here (GGUF,
+    transformers). ``quant`` quantizes the weights first, in place (:func:`quantize_llm`);
+    ``None`` keeps f32. Returns the ``ember.Program`` (saved to ``out_path`` when given); extra
+    keyword arguments go to ``ember.export``."""
     from ember.llm import llama
 
     if isinstance(model, (str, os.PathLike)):
-        model = llama.load_gguf(model, max_seq_len=max_seq_len, last_logits_only=True)
+        model = llama.load_gguf(model, max_seq_len=max_seq_len, last_logits_only=last_logits_only)
+    elif isinstance(model, llama.Llama):
+        pass
+    elif _is_hf_config(model):
+        model = llama.random_from_config(
+            model, seed=seed, max_seq_len=max_seq_len, last_logits_only=last_logits_only
+        )
+    elif _is_hf_config(getattr(model, "config", None)):
+        model = llama.from_transformers(
+            model, max_seq_len=max_seq_len, last_logits_only=last_logits_only
+        )
+    else:
+        raise ValueError(
+            f"cannot export a {type(model).__name__}: pass a GGUF path, an ember.llm.llama.Llama, "
+            "or a transformers Llama/Qwen2 model or config"
+        )
     if quant is not None:
         quantize_llm(model, quant)
     prog = llama.export(model, max_prefill=max_prefill, **kwargs)
     if out_path is not None:
         prog.save(out_path)
     return prog
+
+
+def _is_hf_config(obj: Any) -> bool:
+    try:
+        from transformers import PretrainedConfig
+    except ImportError:
+        return False
+    return isinstance(obj, PretrainedConfig)
 
 
 def quantize_llm(model: Any, quant: str) -> Any:

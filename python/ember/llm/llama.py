@@ -30,7 +30,15 @@ from ember.llm import custom_ops  # noqa: F401 - registers llama::update_cache /
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LlamaConfig", "Llama", "load_gguf", "export"]
+__all__ = [
+    "LlamaConfig",
+    "Llama",
+    "load_gguf",
+    "from_transformers",
+    "random_from_config",
+    "size_study",
+    "export",
+]
 
 
 @dataclass
@@ -47,9 +55,14 @@ class LlamaConfig:
     tie_embeddings: bool = True
     bos_id: int = 1
     eos_ids: list[int] = field(default_factory=lambda: [2])
+    attention_bias: bool = False  # biases on the q/k/v projections (Qwen2)
+    attention_out_bias: bool = False  # a bias on the output projection (Llama attention_bias)
+    explicit_head_dim: int | None = None  # None: dim // n_heads
 
     @property
     def head_dim(self) -> int:
+        if self.explicit_head_dim is not None:
+            return self.explicit_head_dim
         return self.dim // self.n_heads
 
 
@@ -84,10 +97,10 @@ class Attention(nn.Module):
         super().__init__()
         self.c = c
         hd = c.head_dim
-        self.wq = nn.Linear(c.dim, c.n_heads * hd, bias=False)
-        self.wk = nn.Linear(c.dim, c.n_kv_heads * hd, bias=False)
-        self.wv = nn.Linear(c.dim, c.n_kv_heads * hd, bias=False)
-        self.wo = nn.Linear(c.n_heads * hd, c.dim, bias=False)
+        self.wq = nn.Linear(c.dim, c.n_heads * hd, bias=c.attention_bias)
+        self.wk = nn.Linear(c.dim, c.n_kv_heads * hd, bias=c.attention_bias)
+        self.wv = nn.Linear(c.dim, c.n_kv_heads * hd, bias=c.attention_bias)
+        self.wo = nn.Linear(c.n_heads * hd, c.dim, bias=c.attention_out_bias)
         # [1, max_seq_len, n_kv_heads, head_dim]: ExecuTorch's [B, S, H, D] cache layout.
         shape = (1, c.max_seq_len, c.n_kv_heads, hd)
         self.register_buffer("k_cache", torch.zeros(shape), persistent=False)
@@ -265,6 +278,151 @@ def load_gguf(
     return m.eval()
 
 
+# ---------------------------------------------------------------- transformers models
+
+_HF_ARCHS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+
+
+def _hf_rope_theta(hc) -> float:  # type: ignore[no-untyped-def]
+    """The RoPE base of a transformers config; refuses any RoPE scaling (only the default,
+    unscaled rotary embedding is implemented)."""
+    params = getattr(hc, "rope_parameters", None)  # transformers >= 5
+    scaling = getattr(hc, "rope_scaling", None)  # transformers 4
+    for d in (params, scaling):
+        if isinstance(d, dict):
+            kind = d.get("rope_type", d.get("type", "default"))
+            if kind not in (None, "default"):
+                raise ValueError(
+                    f"{hc.model_type}: rope scaling {kind!r} is not supported "
+                    "(only the default, unscaled RoPE)"
+                )
+    if isinstance(params, dict) and "rope_theta" in params:
+        return float(params["rope_theta"])
+    theta = getattr(hc, "rope_theta", None)
+    return 10000.0 if theta is None else float(theta)
+
+
+def config_from_transformers(hc, max_seq_len: int = 512) -> LlamaConfig:  # type: ignore[no-untyped-def]
+    """Maps a transformers ``LlamaConfig`` / ``Qwen2Config`` to a :class:`LlamaConfig`; raises
+    ValueError for architectures and options this model does not implement."""
+    mt = getattr(hc, "model_type", None)
+    if mt not in _HF_ARCHS:
+        raise ValueError(
+            f"model_type {mt!r} is not supported; use one of {sorted(_HF_ARCHS)} "
+            "(Llama / Qwen2-style decoders)"
+        )
+    act = getattr(hc, "hidden_act", "silu")
+    if act != "silu":
+        raise ValueError(f"{mt}: hidden_act {act!r} is not supported (only 'silu')")
+    if getattr(hc, "mlp_bias", False):
+        raise ValueError(f"{mt}: mlp_bias=True is not supported")
+    if getattr(hc, "pretraining_tp", 1) not in (None, 1):
+        raise ValueError(f"{mt}: pretraining_tp={hc.pretraining_tp} is not supported (only 1)")
+    if getattr(hc, "use_sliding_window", False) and getattr(hc, "sliding_window", None):
+        raise ValueError(f"{mt}: sliding-window attention is not supported")
+    layer_types = getattr(hc, "layer_types", None)
+    if layer_types and any(t != "full_attention" for t in layer_types):
+        raise ValueError(
+            f"{mt}: layer types {sorted(set(layer_types))} are not supported (only full_attention)"
+        )
+    theta = _hf_rope_theta(hc)
+    n_heads = hc.num_attention_heads
+    n_kv = getattr(hc, "num_key_value_heads", None) or n_heads
+    if n_heads % n_kv:
+        raise ValueError(f"{mt}: {n_heads} attention heads are not a multiple of {n_kv} kv heads")
+    head_dim = getattr(hc, "head_dim", None) or hc.hidden_size // n_heads
+    if head_dim % 2:
+        raise ValueError(f"{mt}: head_dim {head_dim} must be even for RoPE")
+    if mt == "qwen2":  # q/k/v always carry biases, o_proj never
+        qkv_bias, out_bias = True, False
+    else:
+        qkv_bias = out_bias = bool(getattr(hc, "attention_bias", False))
+    bos = getattr(hc, "bos_token_id", None)
+    eos = getattr(hc, "eos_token_id", None)
+    eos_ids = (
+        [int(e) for e in eos]
+        if isinstance(eos, (list, tuple))
+        else []
+        if eos is None
+        else [int(eos)]
+    )
+    if bos is None or not eos_ids:
+        log.warning("%s config has no bos/eos token id (bos=%s, eos=%s); using 0", mt, bos, eos)
+    return LlamaConfig(
+        dim=hc.hidden_size,
+        n_layers=hc.num_hidden_layers,
+        n_heads=n_heads,
+        n_kv_heads=n_kv,
+        hidden_dim=hc.intermediate_size,
+        vocab_size=hc.vocab_size,
+        norm_eps=float(hc.rms_norm_eps),
+        rope_theta=theta,
+        max_seq_len=max_seq_len,
+        tie_embeddings=bool(getattr(hc, "tie_word_embeddings", False)),
+        bos_id=0 if bos is None else int(bos),
+        eos_ids=eos_ids or [0],
+        attention_bias=qkv_bias,
+        attention_out_bias=out_bias,
+        explicit_head_dim=head_dim,
+    )
+
+
+def from_transformers(hf_model, max_seq_len: int = 512, last_logits_only: bool = False) -> Llama:  # type: ignore[no-untyped-def]
+    """Builds a :class:`Llama` (float32 weights) from a transformers ``LlamaForCausalLM`` or
+    ``Qwen2ForCausalLM``."""
+    hc = getattr(hf_model, "config", None)
+    if hc is None:
+        raise ValueError(f"{type(hf_model).__name__} is not a transformers model (no .config)")
+    c = config_from_transformers(hc, max_seq_len=max_seq_len)
+    src = {k: v.detach().to(torch.float32) for k, v in hf_model.state_dict().items()}
+    if "lm_head.weight" not in src and not c.tie_embeddings:
+        raise ValueError(f"{type(hf_model).__name__}: no lm_head.weight and untied embeddings")
+    sd: dict[str, torch.Tensor] = {
+        "tok_embeddings.weight": src["model.embed_tokens.weight"],
+        "norm.weight": src["model.norm.weight"],
+    }
+    if not c.tie_embeddings:
+        sd["output.weight"] = src["lm_head.weight"]
+    names = {
+        "attention_norm": "input_layernorm",
+        "attention.wq": "self_attn.q_proj",
+        "attention.wk": "self_attn.k_proj",
+        "attention.wv": "self_attn.v_proj",
+        "attention.wo": "self_attn.o_proj",
+        "ffn_norm": "post_attention_layernorm",
+        "feed_forward.w1": "mlp.gate_proj",
+        "feed_forward.w3": "mlp.up_proj",
+        "feed_forward.w2": "mlp.down_proj",
+    }
+    for i in range(c.n_layers):
+        for ours, theirs in names.items():
+            for kind in ("weight", "bias"):
+                key = f"model.layers.{i}.{theirs}.{kind}"
+                if key in src:
+                    sd[f"layers.{i}.{ours}.{kind}"] = src[key]
+    m = Llama(c, last_logits_only=last_logits_only)
+    missing, unexpected = m.load_state_dict(sd, strict=False)
+    if c.tie_embeddings:
+        missing = [k for k in missing if k != "output.weight"]
+    if missing or unexpected:
+        raise ValueError(f"weights do not fit: missing {missing}, unexpected {unexpected}")
+    return m.eval()
+
+
+def random_from_config(  # type: ignore[no-untyped-def]
+    hf_config, seed: int = 0, max_seq_len: int = 512, last_logits_only: bool = False
+) -> Llama:
+    """Instantiates the transformers model for ``hf_config`` with its own random initialization
+    after ``torch.manual_seed(seed)``, and converts it (:func:`from_transformers`)."""
+    import transformers
+
+    config_from_transformers(hf_config, max_seq_len)  # refuse before allocating
+    torch.manual_seed(seed)
+    cls = getattr(transformers, _HF_ARCHS[hf_config.model_type])
+    hf = cls(hf_config).eval()
+    return from_transformers(hf, max_seq_len=max_seq_len, last_logits_only=last_logits_only)
+
+
 class _Const(nn.Module):
     def __init__(self, values: list[int]) -> None:
         super().__init__()
@@ -294,3 +452,29 @@ def export(model: Llama, max_prefill: int = 128, **kwargs):  # type: ignore[no-u
         "use_kv_cache": (_Const([1]), ()),
     }
     return ember.export(methods, dynamic_shapes={"forward": ({1: S}, None)}, **kwargs)
+
+
+def size_study(  # type: ignore[no-untyped-def]
+    hf_config,
+    quants: list[str | None] | tuple[str | None, ...] = (None, "8w"),
+    seed: int = 0,
+    max_seq_len: int = 512,
+    max_prefill: int = 128,
+) -> list[dict[str, object]]:
+    """Exports seeded random weights for ``hf_config`` once per quantization scheme (``None``:
+    f32) and returns one row per scheme: ``quant``, ``params`` (parameter count, tied tables
+    counted once) and ``pte_bytes``. The model is rebuilt for each scheme (same seed, same
+    weights), since quantization works in place."""
+    from ember.llm import quantize_llm
+
+    rows: list[dict[str, object]] = []
+    for q in quants:
+        m = random_from_config(hf_config, seed=seed, max_seq_len=max_seq_len, last_logits_only=True)
+        params = sum(p.numel() for p in m.parameters())
+        if q is not None:
+            quantize_llm(m, q)
+        prog = export(m, max_prefill=max_prefill)
+        rows.append({"quant": q, "params": params, "pte_bytes": prog.nbytes})
+        log.info("size study: quant=%s params=%d pte=%d bytes", q, params, prog.nbytes)
+        del m, prog
+    return rows
