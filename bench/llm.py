@@ -381,8 +381,8 @@ def main() -> None:
 
     runs: dict = {}
     bw: dict = {t: [] for t in a.threads}
-    todo = [(r, t, s) for r in range(a.rounds) for t in a.threads for s in a.schemes]
-    for _r, t, s in tqdm(todo, desc="llm bench"):
+    runs_planned = [(r, t, s) for r in range(a.rounds) for t in a.threads for s in a.schemes]
+    for _r, t, s in tqdm(runs_planned, desc="llm bench"):
         bw[t].append(membw(t))
         for key, path in files[s].items():
             kind = "ember" if key == "pte" else "et" if key.startswith("ET") else "llama"

@@ -5,7 +5,8 @@
  *
  *   a_scale[m,b] = max_{k in b} |x[m,k]| / 127, qa = round_half_even(x * (1 / a_scale))  (b: 32)
  *   y[m,n]       = sum_b (a_scale[m,b] * w_scale[n, g(b)]) * sum_{k in b} qa[m,k] qw[n,k]
- *                  (+ sum_g offsets[n,g] * S[m,g], S[m,g] = sum_{b in g} a_scale[m,b] sum_{k in b} qa)
+ *                  (+ sum_g offsets[n,g] * S[m,g], S[m,g] = sum_{b in g} a_scale[m,b] sum_{k in b}
+ * qa)
  *                  (+ bias)
  *
  * The optional offsets (affine weights w = w_scale * q + offset, per group) are added by the

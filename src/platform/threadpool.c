@@ -63,7 +63,8 @@ static void run_chunks(em_threadpool *p) {
 
 /* Spin iterations before blocking (~0.1-0.2 ms): a job that follows soon (the next operator,
  * after a few serial ones) is picked up without a futex wake-up, which costs a scheduler tick on
- * a busy host. 10x the earlier 20000 measured +7 % 2-thread SmolLM2 decode (6/6 alternated runs). */
+ * a busy host. 10x the earlier 20000 measured +7 % 2-thread SmolLM2 decode (6/6 alternated runs).
+ */
 #define SPIN_ITERS  200000
 
 static void *worker(void *arg) {

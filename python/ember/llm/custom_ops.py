@@ -123,13 +123,13 @@ _lib: torch.library.Library | None = None
 
 def _register() -> None:
     global _lib
-    todo = [n for n in _SCHEMAS if not _registered(n)]
-    if not todo:
+    missing = [n for n in _SCHEMAS if not _registered(n)]
+    if not missing:
         return
     _lib = torch.library.Library("llama", "FRAGMENT")
-    for name in todo:
+    for name in missing:
         _lib.define(name + _SCHEMAS[name])
-    if "update_cache" in todo:
+    if "update_cache" in missing:
 
         def _uc_fake(value: torch.Tensor, cache: torch.Tensor, start_pos: int) -> torch.Tensor:
             _check_update_cache(value, cache, start_pos)
@@ -137,7 +137,7 @@ def _register() -> None:
 
         _lib.impl("update_cache", update_cache_ref, "CompositeExplicitAutograd")
         torch.library.register_fake("llama::update_cache", _uc_fake, lib=_lib)
-    if "update_cache.out" in todo:
+    if "update_cache.out" in missing:
 
         def _uc_out(
             value: torch.Tensor, cache: torch.Tensor, start_pos: int, *, out: torch.Tensor
@@ -146,7 +146,7 @@ def _register() -> None:
             return out
 
         _lib.impl("update_cache.out", _uc_out, "CompositeExplicitAutograd")
-    if "custom_sdpa" in todo:
+    if "custom_sdpa" in missing:
 
         def _sdpa_fake(
             query: torch.Tensor,
@@ -163,7 +163,7 @@ def _register() -> None:
 
         _lib.impl("custom_sdpa", custom_sdpa_ref, "CompositeExplicitAutograd")
         torch.library.register_fake("llama::custom_sdpa", _sdpa_fake, lib=_lib)
-    if "custom_sdpa.out" in todo:
+    if "custom_sdpa.out" in missing:
 
         def _sdpa_out(
             query: torch.Tensor,
