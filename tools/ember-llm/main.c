@@ -7,6 +7,7 @@
  * Streams the text to stdout; statistics (prefill and decode tok/s, time to first token, peak
  * RSS) and the stop reason go to stderr.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,19 @@ static void usage(void) {
           "                 [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]\n"
           "                 [--threads N] [--echo]\n"
           "  T: tokenizer.json, a GGUF file, an EMTK compact file or a tiktoken rank file\n");
+}
+
+/* Strict number parsing: the whole string, within [lo, hi]; 0 on success. */
+static int parse_num(const char *opt, const char *v, double lo, double hi, double *out) {
+  char *end = NULL;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (errno || end == v || *end || !(x >= lo && x <= hi)) {
+    fprintf(stderr, "ember-llm: %s expects a number in [%g, %g], got '%s'\n", opt, lo, hi, v);
+    return 1;
+  }
+  *out = x;
+  return 0;
 }
 
 static int print_text(void *ctx, const char *text, size_t len) {
@@ -44,17 +58,25 @@ int main(int argc, char **argv) {
       tokenizer = v;
     else if (!strcmp(a, "--prompt") && v)
       prompt = v;
-    else if (!strcmp(a, "--max-new-tokens") && v)
-      g.max_new_tokens = atoi(v);
-    else if (!strcmp(a, "--temperature") && v)
-      g.temperature = (float)atof(v);
-    else if (!strcmp(a, "--top-p") && v)
-      g.top_p = (float)atof(v);
-    else if (!strcmp(a, "--seed") && v)
-      g.seed = strtoull(v, NULL, 10);
-    else if (!strcmp(a, "--threads") && v)
-      o.n_threads = atoi(v);
-    else if (!strcmp(a, "--chat"))
+    else if (!strcmp(a, "--max-new-tokens") || !strcmp(a, "--temperature") ||
+             !strcmp(a, "--top-p") || !strcmp(a, "--seed") || !strcmp(a, "--threads")) {
+      double x;
+      int is_int = strcmp(a, "--temperature") != 0 && strcmp(a, "--top-p") != 0;
+      double hi = !strcmp(a, "--top-p")     ? 1.0
+                  : !strcmp(a, "--threads") ? 256.0
+                  : !strcmp(a, "--seed")    ? 1e15
+                                            : 1e9;
+      if (!v || parse_num(a, v, 0.0, hi, &x) || (is_int && x != (double)(long long)x)) {
+        if (v && is_int) fprintf(stderr, "ember-llm: %s expects an integer, got '%s'\n", a, v);
+        if (!v) fprintf(stderr, "ember-llm: %s needs a value\n", a);
+        return 2;
+      }
+      if (!strcmp(a, "--max-new-tokens")) g.max_new_tokens = (int)x;
+      if (!strcmp(a, "--temperature")) g.temperature = (float)x;
+      if (!strcmp(a, "--top-p")) g.top_p = (float)x;
+      if (!strcmp(a, "--seed")) g.seed = (uint64_t)x;
+      if (!strcmp(a, "--threads")) o.n_threads = (int)x;
+    } else if (!strcmp(a, "--chat"))
       g.chat = 1, takes = 0;
     else if (!strcmp(a, "--echo"))
       g.echo = 1, takes = 0;
