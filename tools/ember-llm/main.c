@@ -66,9 +66,13 @@ int main(int argc, char **argv) {
                   : !strcmp(a, "--threads") ? 256.0
                   : !strcmp(a, "--seed")    ? 1e15
                                             : 1e9;
-      if (!v || parse_num(a, v, 0.0, hi, &x) || (is_int && x != (double)(long long)x)) {
-        if (v && is_int) fprintf(stderr, "ember-llm: %s expects an integer, got '%s'\n", a, v);
-        if (!v) fprintf(stderr, "ember-llm: %s needs a value\n", a);
+      if (!v) {
+        fprintf(stderr, "ember-llm: %s needs a value\n", a);
+        return 2;
+      }
+      if (parse_num(a, v, 0.0, hi, &x)) return 2;
+      if (is_int && x != (double)(long long)x) {
+        fprintf(stderr, "ember-llm: %s expects an integer, got '%s'\n", a, v);
         return 2;
       }
       if (!strcmp(a, "--max-new-tokens")) g.max_new_tokens = (int)x;
