@@ -137,8 +137,8 @@ static em_status alloc_arenas(module_method *mm, const em_method_meta *meta) {
   if (!mm->arenas || !mm->arena_sizes) return EM_ERR_MEMORY_ALLOCATION_FAILED;
   for (size_t i = 0; i < mm->n_arenas; i++) {
     uint64_t n = em_method_meta_arena_size(meta, i);
-    void *p = NULL;
-    if (posix_memalign(&p, 64, n ? (size_t)n : 64) != 0) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+    void *p = em_ext_alloc_large(n ? (size_t)n : 64);
+    if (!p) return EM_ERR_MEMORY_ALLOCATION_FAILED;
     memset(p, 0, n ? (size_t)n : 64);
     mm->arenas[i] = p;
     mm->arena_sizes[i] = n;
@@ -157,7 +157,7 @@ static em_status prepare_method(em_module *m, module_method *mm, const char *nam
   memcpy(mm->name, name, len + 1);
   st = alloc_arenas(mm, &meta);
   if (st != EM_OK) return st;
-  mm->temp_mem = malloc(m->opts.temp_bytes);
+  mm->temp_mem = em_ext_alloc_large(m->opts.temp_bytes);
   if (!mm->temp_mem) return EM_ERR_MEMORY_ALLOCATION_FAILED;
   em_allocator_init(&mm->temp_alloc, mm->temp_mem, m->opts.temp_bytes);
   /* Grow the method allocator until preparation fits; the failed attempts stay quiet. */

@@ -36,6 +36,13 @@ em_status em_copy_loader_open(em_file_loader *fl, const void *data, size_t size)
 /* Unmaps or frees. Safe on a zeroed or closed loader. */
 void em_file_loader_close(em_file_loader *fl);
 
+/*
+ * A 64-byte-aligned heap buffer of `size` bytes (free() releases it); from 4 MiB up it is 2 MiB
+ * aligned and marked for transparent huge pages where the OS has them, so streaming weights and
+ * KV caches through it misses the TLB less. NULL when out of memory.
+ */
+void *em_ext_alloc_large(size_t size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,11 +25,11 @@ static const em_qlinear_config configs[] = {
 #if defined(EMBER_LINEAR_Q_X86)
     {"avx512vnni", 4, 8, em_qd8_qc4w_f32_gemm_ukernel_4x8__avx512vnni,
      em_qd8_qc8w_f32_gemm_ukernel_4x8__avx512vnni, em_qd8_q4_pack_ukernel__avx512vnni,
-     em_qd8_q8_pack_ukernel__avx512vnni},
+     em_qd8_q8_pack_ukernel__avx512vnni, em_qd8_prefill__avx512vnni, em_qd8_offsets__avx512vnni},
     {"avx2", 4, 4, em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2, em_qd8_qc8w_f32_gemm_ukernel_4x4__avx2,
-     em_qd8_q4_pack_ukernel__avx2, em_qd8_q8_pack_ukernel__avx2},
+     em_qd8_q4_pack_ukernel__avx2, em_qd8_q8_pack_ukernel__avx2, NULL, NULL},
 #endif
-    {"portable", 1, 16, NULL, NULL, NULL, NULL},
+    {"portable", 1, 16, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 #define N_CONFIGS (sizeof configs / sizeof configs[0])
 
@@ -177,7 +177,23 @@ static void run_tiles(void *vctx, int64_t t0, int64_t t1) {
   int64_t nr = (int64_t)j->cfg->nr;
   int64_t n0 = t0 * nr, n1 = t1 * nr < j->n ? t1 * nr : j->n;
   run_tiles_body(j, n0, n1);
-  if (j->offsets) add_offsets(j, n0, n1);
+  if (j->offsets && j->packed && j->cfg->offsets)
+    j->cfg->offsets((size_t)j->m, (size_t)n0, (size_t)n1, (size_t)(j->k / j->group), j->gsum,
+                    j->offsets, j->bias_post, j->y, (size_t)j->n);
+  else if (j->offsets)
+    add_offsets(j, n0, n1);
+}
+
+typedef struct prefill_job {
+  em_qprefill_fn fn;
+  em_qprefill_args a;
+} prefill_job;
+
+/* The prefill route over the column tiles [t0, t1) (EM_QTILE_N columns each). */
+static void run_prefill(void *vctx, int64_t t0, int64_t t1) {
+  const prefill_job *j = vctx;
+  size_t n0 = (size_t)t0 * EM_QTILE_N, n1 = (size_t)t1 * EM_QTILE_N;
+  j->fn(&j->a, n0, n1 < j->a.n ? n1 : j->a.n);
 }
 
 static void run_tiles_body(const job *j, int64_t n0, int64_t n1) {
@@ -251,6 +267,18 @@ static void group_sums_packed(int bits, const uint8_t *row, int64_t k, int64_t g
       acc = acc + sl[b * lpb] * (float)(-t / off);
     }
     out[g] = acc;
+  }
+}
+
+/* bc of a packed row (linear_q.h): the block sums of its lane corrections. */
+static void block_corr(int bits, uint8_t *row, int64_t k, const em_qgemm_params *p) {
+  const int32_t *corr = (const int32_t *)(row + p->off_corr);
+  int32_t *bc = (int32_t *)(row + p->off_bc);
+  int64_t lpb = bits == 4 ? 4 : 8;
+  for (int64_t b = 0; b < k / EM_QA_BLOCK; b++) {
+    int32_t t = 0;
+    for (int64_t l = b * lpb; l < (b + 1) * lpb; l++) t += corr[l];
+    bc[b] = t;
   }
 }
 
@@ -328,7 +356,8 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
   p->off_a1 = kbp;
   p->off_corr = bits == 4 ? 2 * kbp : kbp;
   p->off_sl = p->off_corr + kbp;
-  p->a_stride = p->off_sl + kbp;
+  p->off_bc = p->off_sl + kbp;
+  p->a_stride = p->off_bc + round_up((size_t)(k / EM_QA_BLOCK) * 4, 64);
   p->w_stride = kbytes;
   p->ws_stride = (size_t)n_groups;
   p->gl_shift = 63;
@@ -364,14 +393,25 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
       em_qpack_fn pack = bits == 4 ? cfg->pack_q4 : cfg->pack_q8;
       if (simd && pack) {
         pack(xp + (r0 + r) * k, (size_t)k, packed + (size_t)r * p->a_stride, p);
+        block_corr(bits, packed + (size_t)r * p->a_stride, k, p);
         if (offs)
           group_sums_packed(bits, packed + (size_t)r * p->a_stride, k, group, p,
                             gsum + r * n_groups);
         continue;
       }
       quantize_row(xp + (r0 + r) * k, k, q, sr);
-      if (simd) pack_row(bits, q, sr, k, packed + (size_t)r * p->a_stride, p);
+      if (simd) {
+        pack_row(bits, q, sr, k, packed + (size_t)r * p->a_stride, p);
+        block_corr(bits, packed + (size_t)r * p->a_stride, k, p);
+      }
       if (offs) group_sums_plain(q, sr, k, group, gsum + r * n_groups);
+    }
+    if (simd && cfg->prefill && rc >= EM_QPREFILL_MIN_M) {
+      prefill_job pj = {cfg->prefill,
+                        {bits, (size_t)rc, (size_t)n, (size_t)k, (size_t)group, j.w, j.ws,
+                         j.offsets, bias ? bias->data : NULL, packed, gsum, y + r0 * n, p}};
+      em_parallel_for(ctx ? ctx->pool : NULL, (n + EM_QTILE_N - 1) / EM_QTILE_N, run_prefill, &pj);
+      continue;
     }
     j.m = rc;
     j.y = y + r0 * n;

@@ -26,6 +26,13 @@
  *   corr int32 [kbp/4]   -off * (sum of the activations of lane l): off = 8 (q4) or 128 (q8), so
  *                        that a lane's dot with the offset (unsigned) weights q + off is exact
  *   sl   f32   [kbp/4]   a_scale of lane l's block
+ *   bc   int32 [K/32]    -off * (sum of the activations of block b): the corrections of the
+ *                        prefill micro-kernels, whose lanes are weight columns (padded to 64 bytes)
+ *
+ * Prefill (M >= EM_QPREFILL_MIN_M rows, where the ISA has it) takes another route: the weights of a
+ * tile of EM_QTILE_N columns are re-laid out once per call into a column-interleaved scratch tile
+ * (one unsigned byte per element, 32-bit lanes = columns) that every activation row then sweeps,
+ * with int32 sums per block, the scales applied once per block and the offsets once per group.
  *
  * The micro-kernel and ISA for a process are chosen once (em_linear_q_isa) from the CPU backend's
  * CPUID probe (backends/cpu/cpu_config.c, EMBER_CPU_ISA forces a lower ISA) plus the AVX-512
@@ -48,6 +55,7 @@ typedef struct em_qgemm_params {
   size_t off_a1;   /* offsets of a1, corr and sl in a packed row (bytes) */
   size_t off_corr;
   size_t off_sl;
+  size_t off_bc;
   size_t w_stride;   /* bytes between weight rows */
   size_t ws_stride;  /* floats between weight-scale rows */
   unsigned gl_shift; /* log2(lanes per weight-scale group): group/8 (q4) or group/4 (q8) lanes;
@@ -69,6 +77,31 @@ typedef void (*em_qgemm_ukernel_fn)(size_t mr, size_t nc, const uint8_t *a, cons
  */
 typedef void (*em_qpack_fn)(const float *x, size_t k, uint8_t *row, const em_qgemm_params *p);
 
+/* Rows at which the prefill route (column-interleaved tiles) takes over, and its tile width. */
+#define EM_QPREFILL_MIN_M 4
+#define EM_QTILE_N        32
+
+/* Everything one linear_q call's prefill route reads and writes. */
+typedef struct em_qprefill_args {
+  int bits;
+  size_t m, n, k, group; /* group = k when per channel */
+  const uint8_t *w;      /* weights [n, kbytes] */
+  const float *ws;       /* scales [n, k / group] */
+  const float *offsets;  /* [n, k / group] or NULL */
+  const float *bias;     /* [n] or NULL */
+  const uint8_t *packed; /* m packed activation rows (a_stride bytes each) */
+  const float *gsum;     /* [m, k / group] group sums S (with offsets) */
+  float *y;              /* [m, n] */
+  const em_qgemm_params *p;
+} em_qprefill_args;
+
+/* y[:, n0..n1) of a prefill call (n0 a multiple of EM_QTILE_N), offsets and bias included. */
+typedef void (*em_qprefill_fn)(const em_qprefill_args *a, size_t n0, size_t n1);
+
+/* y[r, n0..n1) += sum_g offsets[n, g] * gsum[r, g] (+ bias[n]) for r < m (groups in order). */
+typedef void (*em_qoffsets_fn)(size_t m, size_t n0, size_t n1, size_t groups, const float *gsum,
+                               const float *offsets, const float *bias, float *y, size_t ldy);
+
 /* One ISA's micro-kernels; a NULL gemm means "use the portable kernel", a NULL pack "quantize and
  * pack in portable C". */
 typedef struct em_qlinear_config {
@@ -78,6 +111,8 @@ typedef struct em_qlinear_config {
   em_qgemm_ukernel_fn gemm_q8;
   em_qpack_fn pack_q4;
   em_qpack_fn pack_q8;
+  em_qprefill_fn prefill; /* NULL: prefill through gemm_q4 / gemm_q8 too */
+  em_qoffsets_fn offsets; /* NULL: the portable loop */
 } em_qlinear_config;
 
 /*
@@ -113,6 +148,9 @@ void em_qd8_qc8w_f32_gemm_ukernel_4x8__avx512vnni(size_t mr, size_t nc, const ui
                                                   const uint8_t *w, const float *ws,
                                                   const float *bias, float *y, size_t ldy,
                                                   const em_qgemm_params *p);
+void em_qd8_prefill__avx512vnni(const em_qprefill_args *a, size_t n0, size_t n1);
+void em_qd8_offsets__avx512vnni(size_t m, size_t n0, size_t n1, size_t groups, const float *gsum,
+                                const float *offsets, const float *bias, float *y, size_t ldy);
 void em_qd8_q4_pack_ukernel__avx512vnni(const float *x, size_t k, uint8_t *row,
                                         const em_qgemm_params *p);
 void em_qd8_q8_pack_ukernel__avx512vnni(const float *x, size_t k, uint8_t *row,

@@ -2,7 +2,11 @@
  * ember-llm — generate text from an LLM .pte with the C runner (extension/llm.c).
  *
  *   ember-llm --model m.pte --tokenizer T --prompt "..." [--chat] [--max-new-tokens N]
- *             [--temperature T] [--top-p P] [--seed S] [--threads N] [--echo]
+ *             [--temperature T] [--top-p P] [--seed S] [--threads N] [--echo] [--mmap]
+ *
+ * The .pte is read into huge-page-backed memory by default (decode streams every weight once
+ * per token, and 4 KiB pages cost it ~20 % in TLB misses); --mmap maps the file instead (faster
+ * load, pages shared with other processes).
  *
  * Streams the text to stdout; statistics (prefill and decode tok/s, time to first token, peak
  * RSS) and the stop reason go to stderr.
@@ -20,7 +24,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: ember-llm --model m.pte --tokenizer T --prompt TEXT [--chat]\n"
           "                 [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]\n"
-          "                 [--threads N] [--echo]\n"
+          "                 [--threads N] [--echo] [--mmap]\n"
           "  T: tokenizer.json, a GGUF file, an EMTK compact file or a tiktoken rank file\n");
 }
 
@@ -47,7 +51,7 @@ static int print_text(void *ctx, const char *text, size_t len) {
 int main(int argc, char **argv) {
   const char *model = NULL, *tokenizer = NULL, *prompt = NULL;
   em_llm_gen_options g = em_llm_gen_defaults();
-  em_llm_options o = {1, 1};
+  em_llm_options o = {1, 0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -82,6 +86,8 @@ int main(int argc, char **argv) {
       if (!strcmp(a, "--threads")) o.n_threads = (int)x;
     } else if (!strcmp(a, "--chat"))
       g.chat = 1, takes = 0;
+    else if (!strcmp(a, "--mmap"))
+      o.use_mmap = 1, takes = 0;
     else if (!strcmp(a, "--echo"))
       g.echo = 1, takes = 0;
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

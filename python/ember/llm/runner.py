@@ -119,7 +119,7 @@ def generate(
     L = _c()
     h = ctypes.c_void_p()
     st = L.em_llm_create(
-        os.fsencode(model), os.fsencode(tokenizer), ctypes.byref(_Opts(threads, 1)), ctypes.byref(h)
+        os.fsencode(model), os.fsencode(tokenizer), ctypes.byref(_Opts(threads, 0)), ctypes.byref(h)
     )
     if st != 0:
         raise _err(L, st, f"loading {model}")

@@ -167,7 +167,10 @@ SHAPES = [
 @pytest.mark.parametrize("isa", SIMD)
 @pytest.mark.parametrize("bits,gs", CASES_Q4 + CASES_Q8)
 def test_simd_matches_portable(isa: str, bits: int, gs: int) -> None:
-    extra = [(2, 3, 32), (6, 5, 96), (3, 6, 160), (1, 3, 64), (2, 2, 192)]
+    # (13, 70, 1152), (7, 45, 2176): the prefill route (M >= 4) with partial 32-column tiles and
+    # K split into slabs
+    extra = [(2, 3, 32), (6, 5, 96), (3, 6, 160), (1, 3, 64), (2, 2, 192), (13, 70, 1152)]
+    extra += [(7, 45, 2176)]
     shapes = [sh for sh in SHAPES + extra if sh[2] % (gs or 32) == 0]
     for i, (m, n, k) in enumerate(shapes):
         x, q, s, b = _make(bits, gs, m, n, k, 100 + i, bias=i % 2 == 0)
@@ -429,7 +432,7 @@ def test_offsets_portable_matches_reference(bits: int, gs: int, bias: bool) -> N
 @pytest.mark.parametrize("isa", SIMD)
 @pytest.mark.parametrize("bits,gs", CASES_Q4 + CASES_Q8)
 def test_offsets_simd_matches_portable(isa: str, bits: int, gs: int) -> None:
-    shapes = [(1, 13, 128), (6, 5, 96), (3, 17, 256), (9, 33, 384)]
+    shapes = [(1, 13, 128), (6, 5, 96), (3, 17, 256), (9, 33, 384), (12, 40, 1280), (2, 70, 640)]
     for i, (m, n, k) in enumerate(sh for sh in shapes if sh[2] % (gs or 32) == 0):
         x, q, s, b = _make(bits, gs, m, n, k, 300 + i, bias=i % 2 == 0)
         off = _offsets(s, i)
