@@ -3,7 +3,8 @@
  *
  *   ember info model.pte [--ptd weights.ptd]
  *   ember run model.pte [--ptd F] [--method NAME] [--input a.npy ...] [--output-dir DIR]
- *                       [--iters N] [--threads N] [--profile]
+ *                       [--iters N] [--threads N] [--profile] [--no-mmap]
+ *   --no-mmap reads the files into (huge-page) heap memory instead of mapping them
  *   ember ops
  *
  * A tool: it uses only include/ember and extension/ headers, stdio and the heap.
@@ -24,7 +25,7 @@ static void usage(void) {
   fprintf(stderr, "usage:\n"
                   "  ember info MODEL.pte [--ptd DATA.ptd]\n"
                   "  ember run MODEL.pte [--ptd DATA.ptd] [--method NAME] [--input X.npy ...]\n"
-                  "            [--output-dir DIR] [--iters N] [--threads N] [--profile]\n"
+                  "            [--output-dir DIR] [--iters N] [--threads N] [--profile] [--no-mmap]\n"
                   "  ember ops [--all]\n");
 }
 
@@ -214,7 +215,7 @@ static void summarize(size_t i, const em_evalue *v) {
 typedef struct run_opts {
   const char *path, *ptd, *method, *out_dir;
   const char *inputs[64];
-  int n_inputs, iters, threads, profile;
+  int n_inputs, iters, threads, profile, no_mmap;
 } run_opts;
 
 static int set_inputs(em_method *m, const run_opts *o, npy_array *arrays, void **gen) {
@@ -282,7 +283,7 @@ static int cmd_run(const run_opts *o) {
   em_threadpool *pool = o->threads > 1 ? em_threadpool_create(o->threads) : NULL;
   prof_table *prof = calloc(1, sizeof *prof);
   em_profiler profiler = {NULL, prof_end, prof};
-  em_module_options mo = {EM_VERIFY_FULL, 1, pool, o->profile ? &profiler : NULL, 0};
+  em_module_options mo = {EM_VERIFY_FULL, !o->no_mmap, pool, o->profile ? &profiler : NULL, 0};
   em_module *mod = NULL;
   em_method *m = NULL;
   npy_array arrays[64];
@@ -363,7 +364,7 @@ int main(int argc, char **argv) {
     usage();
     return 2;
   }
-  run_opts o = {argv[2], NULL, "forward", NULL, {0}, 0, 1, 1, 0};
+  run_opts o = {argv[2], NULL, "forward", NULL, {0}, 0, 1, 1, 0, 0};
   for (int i = 3; i < argc; i++) {
     const char *a = argv[i];
     int more = i + 1 < argc;
@@ -381,6 +382,8 @@ int main(int argc, char **argv) {
       o.threads = atoi(argv[++i]);
     else if (strcmp(a, "--profile") == 0)
       o.profile = 1;
+    else if (strcmp(a, "--no-mmap") == 0)
+      o.no_mmap = 1;
     else {
       fprintf(stderr, "ember: unknown or incomplete option '%s'\n", a);
       usage();
