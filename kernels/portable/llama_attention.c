@@ -110,7 +110,7 @@ typedef struct sdpa_job {
 
 /* Cache rows ahead of the one in use that the dot / axpy loops ask the memory system for: the
  * caches are usually evicted by the weights streamed between two layers' attention. */
-#define SDPA_PREFETCH_ROWS 6
+#define SDPA_PREFETCH_ROWS 16
 
 #define SDPA_HEAD_BODY                                                                             \
   const sdpa_args *a = j->a;                                                                       \
@@ -167,22 +167,121 @@ static void sdpa_heads__scalar(void *arg, int64_t begin, int64_t end) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
+#include <immintrin.h>
+
 __attribute__((target("avx2,fma"))) static void sdpa_heads__avx2(void *arg, int64_t begin,
                                                                  int64_t end) {
   const sdpa_job *j = arg;
   SDPA_HEAD_BODY
 }
 
-static em_parallel_fn pick_sdpa_heads(void) {
-  static int have = -1; /* benign race: every thread computes the same value */
-  if (have < 0) {
-    __builtin_cpu_init();
-    have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+/* e^x for x <= 0 (softmax arguments; -inf gives 0): 2^n * p(r), x = n ln2 + r, |r| <= ln2 / 2,
+ * p the degree-6 Taylor polynomial (relative error < 2e-7). */
+__attribute__((target("avx512f"))) static inline __m512 exp_neg512(__m512 x) {
+  /* below -104 e^x underflows to 0 all the same; max_ps returns its second operand for NaN */
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693145752f), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-1.42860677e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+/* The AVX-512 body for D == Dv, D a multiple of 16 up to 256 and no mask: the query row and the
+ * output stay in registers, the softmax runs 16 scores at a time. Same task split as above. */
+__attribute__((target("avx512f"))) static void sdpa_heads__avx512(void *arg, int64_t begin,
+                                                                  int64_t end) {
+  const sdpa_job *j = arg;
+  const sdpa_args *a = j->a;
+  int64_t rep = a->Hq / a->Hkv, nk = a->n_keys, nv = a->D / 16;
+  const float scale = (float)a->scale;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t b = t / a->Hq, h = t % a->Hq, hk = h / rep;
+    float *sc = j->scratch + t * nk;
+    const float *kb = (const float *)a->k->data + off4(a->k, b, 0, hk, 0);
+    const float *vb = (const float *)a->v->data + off4(a->v, b, 0, hk, 0);
+    int64_t ks = a->k->strides[1], vs = a->v->strides[1];
+    for (int64_t s = 0; s < a->S; s++) {
+      const float *q = (const float *)a->q->data + off4(a->q, b, s, h, 0);
+      float *o = (float *)a->out->data + off4(a->out, b, s, h, 0);
+      int64_t vis = keys_for(a, s);
+      __m512 qv[16], ov[16];
+      for (int64_t i = 0; i < nv; i++) {
+        qv[i] = _mm512_mul_ps(_mm512_loadu_ps(q + 16 * i), _mm512_set1_ps(scale));
+        ov[i] = _mm512_setzero_ps();
+      }
+      float mx = -INFINITY;
+      for (int64_t r = 0; r < vis; r++) {
+        const float *kr = kb + r * ks;
+        if (r + SDPA_PREFETCH_ROWS < vis)
+          for (int64_t i = 0; i < nv; i++)
+            _mm_prefetch((const char *)(kr + SDPA_PREFETCH_ROWS * ks + 16 * i), _MM_HINT_T0);
+        __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kr));
+        for (int64_t i = 1; i < nv; i++)
+          acc = _mm512_fmadd_ps(qv[i], _mm512_loadu_ps(kr + 16 * i), acc);
+        float x = _mm512_reduce_add_ps(acc);
+        sc[r] = x;
+        mx = x > mx ? x : mx;
+      }
+      if (!(mx > -INFINITY)) { /* every score -inf (or NaN): the reference paths decide */
+        for (int64_t d = 0; d < a->Dv; d++) o[d] = mx == mx ? 0.0f : mx;
+        continue;
+      }
+      __m512 sum = _mm512_setzero_ps(), vmx = _mm512_set1_ps(mx);
+      int64_t r = 0;
+      for (; r + 16 <= vis; r += 16) {
+        __m512 e = exp_neg512(_mm512_sub_ps(_mm512_loadu_ps(sc + r), vmx));
+        _mm512_storeu_ps(sc + r, e);
+        sum = _mm512_add_ps(sum, e);
+      }
+      if (r < vis) {
+        __mmask16 m = (__mmask16)((1u << (vis - r)) - 1);
+        __m512 e = exp_neg512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sc + r), vmx));
+        _mm512_mask_storeu_ps(sc + r, m, e);
+        sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
+      }
+      for (r = 0; r < vis; r++) {
+        const float *vr = vb + r * vs;
+        if (r + SDPA_PREFETCH_ROWS < vis)
+          for (int64_t i = 0; i < nv; i++)
+            _mm_prefetch((const char *)(vr + SDPA_PREFETCH_ROWS * vs + 16 * i), _MM_HINT_T0);
+        __m512 pr = _mm512_set1_ps(sc[r]);
+        for (int64_t i = 0; i < nv; i++)
+          ov[i] = _mm512_fmadd_ps(pr, _mm512_loadu_ps(vr + 16 * i), ov[i]);
+      }
+      __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+      for (int64_t i = 0; i < nv; i++) _mm512_storeu_ps(o + 16 * i, _mm512_mul_ps(ov[i], inv));
+    }
   }
-  return have ? sdpa_heads__avx2 : sdpa_heads__scalar;
+}
+
+static int cpu_has(int avx512) {
+  static int have[2] = {-1, -1}; /* benign race: every thread computes the same values */
+  if (have[0] < 0) {
+    __builtin_cpu_init();
+    have[1] = __builtin_cpu_supports("avx512f");
+    have[0] = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }
+  return have[avx512];
+}
+
+static em_parallel_fn pick_sdpa_heads(const sdpa_args *a) {
+  if (!a->mask && a->D == a->Dv && a->D % 16 == 0 && a->D <= 256 && cpu_has(1))
+    return sdpa_heads__avx512;
+  return cpu_has(0) ? sdpa_heads__avx2 : sdpa_heads__scalar;
 }
 #else
-static em_parallel_fn pick_sdpa_heads(void) { return sdpa_heads__scalar; }
+static em_parallel_fn pick_sdpa_heads(const sdpa_args *a) {
+  (void)a;
+  return sdpa_heads__scalar;
+}
 #endif
 
 static bool inner_contiguous(const sdpa_args *a) {
@@ -196,7 +295,7 @@ static em_status sdpa_f32_heads(em_kernel_ctx *ctx, const sdpa_args *a) {
   float *scratch = nn_temp(ctx, tasks * (a->n_keys ? a->n_keys : 1), sizeof(float));
   if (!scratch) return EM_ERR_MEMORY_ALLOCATION_FAILED;
   sdpa_job j = {a, scratch};
-  em_parallel_for(ctx ? ctx->pool : NULL, tasks, pick_sdpa_heads(), &j);
+  em_parallel_for(ctx ? ctx->pool : NULL, tasks, pick_sdpa_heads(a), &j);
   return EM_OK;
 }
 

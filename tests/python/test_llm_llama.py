@@ -309,3 +309,33 @@ def test_exported_llama_on_stock_executorch(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     err = float(r.stdout.split("ERR")[-1])
     assert err <= 1e-4
+
+
+def test_fused_projections_match_unfused(tmp_path: Path) -> None:
+    """fuse_projections (q/k/v and gate/up in one matrix each, as quantize_llm does) keeps the
+    logits, in eager and on the C runtime (the split outputs become split_with_sizes_copy)."""
+    import ember
+    from ember.llm import export
+    from ember.llm.llama import fuse_projections
+
+    m = _random_llama(max_seq_len=16, attention_bias=True)
+    toks = torch.randint(0, 300, (1, 6), generator=torch.Generator().manual_seed(8))
+    with torch.no_grad():
+        ref = m(toks, torch.tensor([0]))
+    fuse_projections(m)
+    a, f = m.layers[0].attention, m.layers[0].feed_forward
+    assert a.wqkv is not None and f.w13 is not None
+    assert not hasattr(a, "wq") and not hasattr(f, "w1")
+    assert a.wqkv.bias is not None and a.wqkv.out_features == 64 + 2 * 32
+    for layer in m.layers:
+        layer.attention.k_cache.zero_()
+        layer.attention.v_cache.zero_()
+    with torch.no_grad():
+        got = m(toks, torch.tensor([0]))
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    for layer in m.layers:
+        layer.attention.k_cache.zero_()
+        layer.attention.v_cache.zero_()
+    export(m, tmp_path / "fused.pte", max_prefill=8)
+    out = ember.load(tmp_path / "fused.pte").run(toks, torch.tensor([0]))
+    assert (out - ref).abs().max().item() <= 1e-4

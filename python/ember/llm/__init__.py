@@ -88,12 +88,17 @@ def quantize_llm(model: Any, quant: str) -> Any:
     (``quantized_decomposed::embedding_byte`` / ``ember::linear_q8``), as llama.cpp keeps that
     table at higher precision. ``"4w32s"``...: the same with symmetric 4-bit groups (Q4_0-style).
     ``"8w"``: everything int8 per output channel / per row.
+    An :class:`ember.llm.llama.Llama` first gets its q/k/v and gate/up projections fused
+    (:func:`ember.llm.llama.fuse_projections`).
     """
+    from ember.llm import llama
     from ember.quant.llm import SCHEMES, quantize_embeddings, quantize_linears
 
     if quant not in SCHEMES:
         raise ValueError(f"unknown quant scheme {quant!r}; use one of {sorted(SCHEMES)}")
     bits = SCHEMES[quant][0]
+    if isinstance(model, llama.Llama):
+        llama.fuse_projections(model)
     if bits == 4:
         quantize_linears(model, quant, skip=["output"])
     quantize_linears(model, "8w")
