@@ -41,6 +41,14 @@ int em_threadpool_size(const em_threadpool *pool);
  */
 void em_parallel_for(em_threadpool *pool, int64_t n, em_parallel_fn fn, void *ctx);
 
+/*
+ * The same with one contiguous chunk per thread (ceil(n / threads) items each): for uniform
+ * work that streams memory (LLM matrix-vector products), where whole ranges keep the hardware
+ * prefetchers on one stream and the fewest claims cost the least; em_parallel_for's smaller
+ * chunks balance uneven work instead.
+ */
+void em_parallel_for_static(em_threadpool *pool, int64_t n, em_parallel_fn fn, void *ctx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -410,7 +410,8 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
       prefill_job pj = {cfg->prefill,
                         {bits, (size_t)rc, (size_t)n, (size_t)k, (size_t)group, j.w, j.ws,
                          j.offsets, bias ? bias->data : NULL, packed, gsum, y + r0 * n, p}};
-      em_parallel_for(ctx ? ctx->pool : NULL, (n + EM_QTILE_N - 1) / EM_QTILE_N, run_prefill, &pj);
+      em_parallel_for_static(ctx ? ctx->pool : NULL, (n + EM_QTILE_N - 1) / EM_QTILE_N, run_prefill,
+                             &pj);
       continue;
     }
     j.m = rc;
@@ -419,7 +420,7 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
     j.sa = sa;
     j.packed = packed;
     j.gsum = gsum;
-    em_parallel_for(ctx ? ctx->pool : NULL, n_tiles, run_tiles, &j);
+    em_parallel_for_static(ctx ? ctx->pool : NULL, n_tiles, run_tiles, &j);
   }
   return EM_OK;
 }

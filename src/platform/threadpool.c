@@ -25,6 +25,9 @@ void em_parallel_for(em_threadpool *pool, int64_t n, em_parallel_fn fn, void *ct
   (void)pool;
   if (n > 0) fn(ctx, 0, n);
 }
+void em_parallel_for_static(em_threadpool *pool, int64_t n, em_parallel_fn fn, void *ctx) {
+  em_parallel_for(pool, n, fn, ctx);
+}
 
 #else
 
@@ -74,10 +77,14 @@ static void *worker(void *arg) {
     for (int i = 0; i < SPIN_ITERS && atomic_load(&p->generation) == seen && !atomic_load(&p->stop);
          i++) {
     }
-    pthread_mutex_lock(&p->mu);
-    while (!atomic_load(&p->stop) && atomic_load(&p->generation) == seen)
-      pthread_cond_wait(&p->wake, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    if (atomic_load(&p->generation) == seen && !atomic_load(&p->stop)) {
+      /* Nothing arrived while spinning: sleep. (A job seen by the spin needs no lock: the caller
+       * wrote its fields before the generation's seq_cst increment that this thread read.) */
+      pthread_mutex_lock(&p->mu);
+      while (!atomic_load(&p->stop) && atomic_load(&p->generation) == seen)
+        pthread_cond_wait(&p->wake, &p->mu);
+      pthread_mutex_unlock(&p->mu);
+    }
     if (atomic_load(&p->stop)) break;
     seen = atomic_load(&p->generation);
     run_chunks(p);
@@ -125,13 +132,14 @@ void em_threadpool_destroy(em_threadpool *p) {
 
 int em_threadpool_size(const em_threadpool *p) { return p ? p->n_threads : 1; }
 
-void em_parallel_for(em_threadpool *p, int64_t n, em_parallel_fn fn, void *ctx) {
+static void parallel_run(em_threadpool *p, int64_t n, em_parallel_fn fn, void *ctx,
+                         int64_t parts_per_thread) {
   if (n <= 0) return;
   if (!p || p->n_threads == 1 || n == 1) {
     fn(ctx, 0, n);
     return;
   }
-  int64_t parts = (int64_t)p->n_threads * 4;
+  int64_t parts = (int64_t)p->n_threads * parts_per_thread;
   int64_t chunk = (n + parts - 1) / parts;
   pthread_mutex_lock(&p->mu);
   p->fn = fn;
@@ -152,6 +160,14 @@ void em_parallel_for(em_threadpool *p, int64_t n, em_parallel_fn fn, void *ctx) 
     while (atomic_load(&p->active) > 0) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
   }
+}
+
+void em_parallel_for(em_threadpool *p, int64_t n, em_parallel_fn fn, void *ctx) {
+  parallel_run(p, n, fn, ctx, 4);
+}
+
+void em_parallel_for_static(em_threadpool *p, int64_t n, em_parallel_fn fn, void *ctx) {
+  parallel_run(p, n, fn, ctx, 1);
 }
 
 #endif
