@@ -25,11 +25,11 @@ static const em_qlinear_config configs[] = {
 #if defined(EMBER_LINEAR_Q_X86)
     {"avx512vnni", 4, 8, em_qd8_qc4w_f32_gemm_ukernel_4x8__avx512vnni,
      em_qd8_qc8w_f32_gemm_ukernel_4x8__avx512vnni, em_qd8_q4_pack_ukernel__avx512vnni,
-     em_qd8_q8_pack_ukernel__avx512vnni, em_qd8_prefill__avx512vnni, em_qd8_offsets__avx512vnni},
+     em_qd8_q8_pack_ukernel__avx512vnni, em_qd8_prefill__avx512vnni, em_qd8_offsets__avx512vnni, 1},
     {"avx2", 4, 4, em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2, em_qd8_qc8w_f32_gemm_ukernel_4x4__avx2,
-     em_qd8_q4_pack_ukernel__avx2, em_qd8_q8_pack_ukernel__avx2, NULL, NULL},
+     em_qd8_q4_pack_ukernel__avx2, em_qd8_q8_pack_ukernel__avx2, NULL, NULL, 0},
 #endif
-    {"portable", 1, 16, NULL, NULL, NULL, NULL, NULL, NULL},
+    {"portable", 1, 16, NULL, NULL, NULL, NULL, NULL, NULL, 0},
 };
 #define N_CONFIGS (sizeof configs / sizeof configs[0])
 
@@ -177,6 +177,7 @@ static void run_tiles(void *vctx, int64_t t0, int64_t t1) {
   int64_t nr = (int64_t)j->cfg->nr;
   int64_t n0 = t0 * nr, n1 = t1 * nr < j->n ? t1 * nr : j->n;
   run_tiles_body(j, n0, n1);
+  if (j->p.off_base) return; /* the micro-kernels added offsets and bias */
   if (j->offsets && j->packed && j->cfg->offsets)
     j->cfg->offsets((size_t)j->m, (size_t)n0, (size_t)n1, (size_t)(j->k / j->group), j->gsum,
                     j->offsets, j->bias_post, j->y, (size_t)j->n);
@@ -270,11 +271,17 @@ static void group_sums_packed(int bits, const uint8_t *row, int64_t k, int64_t g
   }
 }
 
-/* bc of a packed row (linear_q.h): the block sums of its lane corrections. */
+/* bc and sf of a packed row (linear_q.h): the block sums of its lane corrections, and the lanes'
+ * scaled activation sums (exact integers -corr / off, times a_scale). */
 static void block_corr(int bits, uint8_t *row, int64_t k, const em_qgemm_params *p) {
   const int32_t *corr = (const int32_t *)(row + p->off_corr);
   int32_t *bc = (int32_t *)(row + p->off_bc);
-  int64_t lpb = bits == 4 ? 4 : 8;
+  const float *sl = (const float *)(row + p->off_sl);
+  float *sf = (float *)(row + p->off_sf);
+  int64_t lpb = bits == 4 ? 4 : 8, lanes = (int64_t)((p->kbytes + 3) / 4);
+  int32_t off = bits == 4 ? 8 : 128;
+  for (int64_t l = 0; l < lanes; l++) sf[l] = sl[l] * (float)(-corr[l] / off);
+  memset(sf + lanes, 0, p->off_bc - p->off_sf - (size_t)lanes * 4);
   for (int64_t b = 0; b < k / EM_QA_BLOCK; b++) {
     int32_t t = 0;
     for (int64_t l = b * lpb; l < (b + 1) * lpb; l++) t += corr[l];
@@ -347,16 +354,15 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
   j.group = group;
   j.w = w->data;
   j.ws = s->data;
-  j.bias = bias && !offs ? bias->data : NULL;
   j.offsets = offs ? offs->data : NULL;
-  j.bias_post = bias && offs ? bias->data : NULL;
   size_t kbytes = (size_t)(bits == 4 ? k / 2 : k), kbp = round_up(kbytes, 64);
   em_qgemm_params *p = &j.p;
   p->kbytes = kbytes;
   p->off_a1 = kbp;
   p->off_corr = bits == 4 ? 2 * kbp : kbp;
   p->off_sl = p->off_corr + kbp;
-  p->off_bc = p->off_sl + kbp;
+  p->off_sf = p->off_sl + kbp;
+  p->off_bc = p->off_sf + kbp;
   p->a_stride = p->off_bc + round_up((size_t)(k / EM_QA_BLOCK) * 4, 64);
   p->w_stride = kbytes;
   p->ws_stride = (size_t)n_groups;
@@ -414,6 +420,12 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
                              &pj);
       continue;
     }
+    /* Decode with offsets: the micro-kernels add offsets and bias in the same pass. */
+    int fuse = offs && simd && cfg->fused_offsets && rc == 1;
+    p->ws_base = s->data;
+    p->off_base = fuse ? (const float *)offs->data : NULL;
+    j.bias = bias && (!offs || fuse) ? bias->data : NULL;
+    j.bias_post = bias && offs && !fuse ? bias->data : NULL;
     j.m = rc;
     j.y = y + r0 * n;
     j.qa = qa;

@@ -9,8 +9,9 @@
  * qa)
  *                  (+ bias)
  *
- * The optional offsets (affine weights w = w_scale * q + offset, per group) are added by the
- * driver after the micro-kernels, from per-row group sums S taken off the quantized activations.
+ * The optional offsets (affine weights w = w_scale * q + offset, per group) are added from per-row
+ * group sums S taken off the quantized activations: by the decode micro-kernel (AVX-512, M = 1),
+ * the prefill tiles, or else a pass of the driver after the micro-kernels.
  *
  * Weights: q4 is uint8 [N, K/2], element 2j in the HIGH nibble of byte j and 2j+1 in the LOW one,
  * each stored as q + 8 (ExecuTorch's embedding_4bit layout); q8 is int8 [N, K]. Weight scales are
@@ -26,6 +27,8 @@
  *   corr int32 [kbp/4]   -off * (sum of the activations of lane l): off = 8 (q4) or 128 (q8), so
  *                        that a lane's dot with the offset (unsigned) weights q + off is exact
  *   sl   f32   [kbp/4]   a_scale of lane l's block
+ *   sf   f32   [kbp/4]   with offsets: a_scale * (sum of lane l's activations), so the offsets'
+ *                        term is one more lane-wise FMA in the decode micro-kernel
  *   bc   int32 [K/32]    -off * (sum of the activations of block b): the corrections of the
  *                        prefill micro-kernels, whose lanes are weight columns (padded to 64 bytes)
  *
@@ -56,10 +59,14 @@ typedef struct em_qgemm_params {
   size_t off_corr;
   size_t off_sl;
   size_t off_bc;
-  size_t w_stride;   /* bytes between weight rows */
-  size_t ws_stride;  /* floats between weight-scale rows */
-  unsigned gl_shift; /* log2(lanes per weight-scale group): group/8 (q4) or group/4 (q8) lanes;
-                       63 when per channel (every lane in group 0) */
+  size_t off_sf;         /* with offsets: f32 [kbp/4] a_scale * (activation sum) of lane l */
+  const float *ws_base;  /* the whole scales tensor, and the offsets shaped like it: a kernel */
+  const float *off_base; /* that fuses the offsets (M = 1) finds column n's at the same index;
+                            off_base NULL: no offsets, or the driver adds them */
+  size_t w_stride;       /* bytes between weight rows */
+  size_t ws_stride;      /* floats between weight-scale rows */
+  unsigned gl_shift;     /* log2(lanes per weight-scale group): group/8 (q4) or group/4 (q8) lanes;
+                           63 when per channel (every lane in group 0) */
 } em_qgemm_params;
 
 /*
@@ -113,6 +120,7 @@ typedef struct em_qlinear_config {
   em_qpack_fn pack_q8;
   em_qprefill_fn prefill; /* NULL: prefill through gemm_q4 / gemm_q8 too */
   em_qoffsets_fn offsets; /* NULL: the portable loop */
+  int fused_offsets;      /* gemm with mr == 1 adds the offsets itself (params off_base) */
 } em_qlinear_config;
 
 /*

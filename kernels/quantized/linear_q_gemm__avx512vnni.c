@@ -108,17 +108,19 @@ static inline __attribute__((always_inline)) __m512 mac_pre(int bits, __m512 acc
 }
 
 /* One activation row x 8 weight rows (decode: a GEMV streaming the weights). The activation
- * operands of a chunk are loaded once for the 8 columns; columns past nc repeat the last one. */
-static inline __attribute__((always_inline)) void tile_1x8(int bits, size_t nc, const uint8_t *a,
-                                                           const uint8_t *w, const float *ws,
-                                                           const float *bias, float *y,
-                                                           const em_qgemm_params *p) {
+ * operands of a chunk are loaded once for the 8 columns; columns past nc repeat the last one.
+ * OFFS: the offsets' term too, lane-wise: offset(lane's group) * sf(lane), summed with the rest. */
+static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, size_t nc,
+                                                           const uint8_t *a, const uint8_t *w,
+                                                           const float *ws, const float *bias,
+                                                           float *y, const em_qgemm_params *p) {
   const uint8_t *wr[8];
-  const float *sr[8];
+  const float *sr[8], *orow[8];
   for (size_t j = 0; j < 8; j++) {
     size_t jj = j < nc ? j : nc - 1;
     wr[j] = w + jj * p->w_stride;
     sr[j] = ws + jj * p->ws_stride;
+    orow[j] = offs ? p->off_base + (sr[j] - p->ws_base) : sr[j];
   }
   const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512i gidx = _mm512_srl_epi32(iota, _mm_cvtsi32_si128((int)(p->gl_shift & 31)));
@@ -131,13 +133,15 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, size_t nc, 
     const __m512i a1 = bits == 4 ? _mm512_load_si512(a + p->off_a1 + off) : a0;
     const __m512i corr = _mm512_load_si512(a + p->off_corr + off);
     const __m512 sl = _mm512_load_ps((const float *)(a + p->off_sl) + c * 16);
+    const __m512 sf = offs ? _mm512_load_ps((const float *)(a + p->off_sf) + c * 16) : sl;
     __m512i lo, hi;
     /* The next tile's rows (next 8 weight rows, same chunk): the hardware prefetcher alone kept
      * this GEMV at ~75 % of the bandwidth a plain stream gets. */
 #define COL(J)                                                                                     \
   _mm_prefetch((const char *)(wr[J] + 8 * p->w_stride + off), _MM_HINT_T0);                        \
   decode(bits, wr[J] + off, mask, &lo, &hi);                                                       \
-  c##J = mac_pre(bits, c##J, a0, a1, corr, sl, lo, hi, wscale(sr[J], c, lanes, p, gidx))
+  c##J = mac_pre(bits, c##J, a0, a1, corr, sl, lo, hi, wscale(sr[J], c, lanes, p, gidx));          \
+  if (offs) c##J = _mm512_fmadd_ps(wscale(orow[J], c, lanes, p, gidx), sf, c##J)
     COL(0);
     COL(1);
     COL(2);
@@ -227,7 +231,10 @@ static inline __attribute__((always_inline)) void gemm(int bits, size_t mr, size
                                                        const float *ws, const float *bias, float *y,
                                                        size_t ldy, const em_qgemm_params *p) {
   if (mr == 1) {
-    tile_1x8(bits, nc, a, w, ws, bias, y, p);
+    if (p->off_base)
+      tile_1x8(bits, 1, nc, a, w, ws, bias, y, p);
+    else
+      tile_1x8(bits, 0, nc, a, w, ws, bias, y, p);
     return;
   }
   tile_4x4(bits, mr, nc < 4 ? nc : 4, a, w, ws, bias, y, ldy, p);
