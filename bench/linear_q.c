@@ -122,22 +122,26 @@ static double read_bandwidth(em_threadpool *pool) {
 
 /* ---- cases ---- */
 
-typedef enum { F32, Q4, Q8 } kind;
+typedef enum { F32, Q4, Q4A, Q8 } kind; /* Q4A: affine 4-bit (per-group offsets, "4w32") */
 
 static const char *kind_name(kind k, int64_t gs) {
   static char s[32];
   if (k == F32) return "f32";
-  snprintf(s, sizeof s, k == Q4 ? "q4 g%lld" : (gs ? "q8 g%lld" : "q8 chan"), (long long)gs);
+  snprintf(s, sizeof s,
+           k == Q4    ? "q4 g%lld"
+           : k == Q4A ? "q4 g%lld+off"
+                      : (gs ? "q8 g%lld" : "q8 chan"),
+           (long long)gs);
   return s;
 }
 
 static double run_case(kind kd, int64_t gs, int64_t m, int64_t n, int64_t k, em_threadpool *pool,
                        double *gbs_out) {
-  size_t wbytes = kd == F32  ? (size_t)(n * k * 4)
-                  : kd == Q4 ? (size_t)(n * k / 2)
-                             : (size_t)(n * k);
+  size_t wbytes = kd == F32               ? (size_t)(n * k * 4)
+                  : kd == Q4 || kd == Q4A ? (size_t)(n * k / 2)
+                                          : (size_t)(n * k);
   int64_t groups = gs ? k / gs : 1;
-  size_t sbytes = kd == F32 ? 0 : (size_t)(n * groups * 4);
+  size_t sbytes = kd == F32 ? 0 : (size_t)(n * groups * 4) * (kd == Q4A ? 2 : 1);
   size_t per = (wbytes + sbytes + 63) / 64 * 64;
   size_t copies = getenv("LQ_HOT") ? 1 : ((size_t)256 << 20) / per + 1;
   uint8_t *wmem = aligned_alloc(64, per * copies);
@@ -154,15 +158,15 @@ static double run_case(kind kd, int64_t gs, int64_t m, int64_t n, int64_t k, em_
   void *temp_buf = aligned_alloc(64, temp_n);
   em_allocator temp;
   em_kernel_ctx ctx = {&temp, pool, ""};
-  const char *op = kd == F32  ? "aten::linear.out"
-                   : kd == Q4 ? "ember::linear_q4.out"
-                              : "ember::linear_q8.out";
+  const char *op = kd == F32               ? "aten::linear.out"
+                   : kd == Q4 || kd == Q4A ? "ember::linear_q4.out"
+                                           : "ember::linear_q8.out";
   const em_kernel_entry *e = em_find_kernel(op);
   if (!e) {
     fprintf(stderr, "%s not registered\n", op);
     exit(1);
   }
-  btensor bx, bw, bs, by;
+  btensor bx, bw, bs, bo, by;
   bt_init(&bx, x, EM_DTYPE_F32, 2, m, k);
   bt_init(&by, y, EM_DTYPE_F32, 2, m, n);
   int reps = (int)(((size_t)128 << 20) / per) + 1;
@@ -172,19 +176,22 @@ static double run_case(kind kd, int64_t gs, int64_t m, int64_t n, int64_t k, em_
     double t0 = now();
     for (int r = 0; r < reps; r++) {
       uint8_t *wc = wmem + ((size_t)(batch * reps + r) % copies) * per;
-      em_evalue v[7];
-      em_evalue *args[7];
+      em_evalue v[8];
+      em_evalue *args[8];
       if (kd == F32) {
         bt_init(&bw, wc, EM_DTYPE_F32, 2, n, k);
         v[0] = ev_tensor(&bx), v[1] = ev_tensor(&bw), v[2] = ev_none(), v[3] = ev_tensor(&by);
         v[4] = v[3];
       } else {
-        bt_init(&bw, wc, kd == Q4 ? EM_DTYPE_U8 : EM_DTYPE_I8, 2, n, kd == Q4 ? k / 2 : k);
+        int q4 = kd == Q4 || kd == Q4A;
+        bt_init(&bw, wc, q4 ? EM_DTYPE_U8 : EM_DTYPE_I8, 2, n, q4 ? k / 2 : k);
         bt_init(&bs, wc + wbytes, EM_DTYPE_F32, gs ? 2 : 1, n, groups);
+        bt_init(&bo, wc + wbytes + sbytes / 2, EM_DTYPE_F32, gs ? 2 : 1, n, groups);
         v[0] = ev_tensor(&bx), v[1] = ev_tensor(&bw), v[2] = ev_tensor(&bs), v[3] = ev_int(gs);
-        v[4] = ev_none(), v[5] = ev_tensor(&by), v[6] = v[5];
+        v[4] = ev_none(), v[5] = kd == Q4A ? ev_tensor(&bo) : ev_none(), v[6] = ev_tensor(&by);
+        v[7] = v[6];
       }
-      for (int i = 0; i < 7; i++) args[i] = &v[i];
+      for (int i = 0; i < 8; i++) args[i] = &v[i];
       em_allocator_init(&temp, temp_buf, temp_n);
       if (e->fn(&ctx, args) != EM_OK) {
         fprintf(stderr, "%s failed\n", op);
@@ -213,7 +220,7 @@ int main(int argc, char **argv) {
   struct {
     kind k;
     int64_t gs;
-  } kinds[] = {{F32, 0}, {Q4, 32}, {Q4, 64}, {Q8, 0}, {Q8, 32}};
+  } kinds[] = {{F32, 0}, {Q4, 32}, {Q4A, 32}, {Q4, 64}, {Q8, 0}, {Q8, 32}};
   printf("linear_q micro-kernels: %s\n", em_linear_q_isa());
   for (int ti = 0; ti < n_threads; ti++) {
     em_threadpool *pool = threads[ti] > 1 ? em_threadpool_create(threads[ti]) : NULL;
