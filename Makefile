@@ -61,6 +61,7 @@ test: venv build build-asan
 	$(MAKE) test-c
 	$(MAKE) test-asan
 	$(MAKE) test-fuzz
+	$(MAKE) test-neon
 	-$(MAKE) mcu-deps
 	$(MAKE) test-py
 
@@ -98,7 +99,7 @@ lint:
 	$(VENV)/bin/ruff check python tests/python
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz build-neon
 
 # ---- MCU (owned by MCU work) ----
 # Cortex-M33 firmware under QEMU (mps2-an505): see mcu/Makefile. `make mcu` builds the
@@ -171,3 +172,33 @@ mcu: mcu-deps venv build $(MCU_MLP) $(MCU_CNN)
 
 mcu-clean:
 	rm -rf build-mcu
+
+# ---- NEON (aarch64) CPU backend under qemu-user (owned by CPU backend work) ----
+# `make test-neon` cross-compiles the runtime and its C tests for aarch64 with Debian's cross gcc
+# (cmake/aarch64-linux-gnu.cmake) and runs them under qemu-aarch64 (-L: the cross libc), so the
+# NEON micro-kernels (backends/cpu/*__neon.c) are checked against the portable ones on any x86
+# machine, then test_cpu_ukernels again with EMBER_CPU_ISA=scalar (the forced ISA must be chosen).
+# It is skipped, with a message, only when the toolchain cannot be installed. About a minute.
+NEON_APT := gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+NEON_BUILD := build-neon
+NEON_TESTS := test_cpu_ukernels test_no_alloc test_corrupt
+NEON_SYSROOT := /usr/aarch64-linux-gnu
+.PHONY: neon-deps test-neon
+
+neon-deps:
+	@command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1 && \
+	  test -f $(NEON_SYSROOT)/include/stdio.h || \
+	  { echo "installing $(NEON_APT) (apt)"; \
+	    (apt-get install -y -q $(NEON_APT) || (apt-get update -q && apt-get install -y -q $(NEON_APT))) \
+	      >/dev/null 2>&1 || { echo "error: could not install $(NEON_APT)"; exit 1; }; }
+
+test-neon:
+	@if ! $(MAKE) -s --no-print-directory neon-deps; then \
+	  echo "aarch64 cross toolchain / qemu-user unavailable: NEON tests skipped"; exit 0; fi; \
+	set -e; \
+	cmake -S . -B $(NEON_BUILD) $(CMAKE_GEN) -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
+	  -DCMAKE_BUILD_TYPE=Release >/dev/null; \
+	cmake --build $(NEON_BUILD) -j $(JOBS) --target $(NEON_TESTS); \
+	(cd $(NEON_BUILD) && ctest --output-on-failure -j $(JOBS) -R '^($(subst $() ,|,$(NEON_TESTS)))$$'); \
+	echo "==== test_cpu_ukernels, EMBER_CPU_ISA=scalar (aarch64 under qemu-aarch64) ===="; \
+	EMBER_CPU_ISA=scalar qemu-aarch64 -L $(NEON_SYSROOT) $(NEON_BUILD)/tests/test_cpu_ukernels

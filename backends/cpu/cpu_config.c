@@ -1,11 +1,12 @@
 /*
  * cpu_config.c — the one place the CPU backend picks its ISA.
  *
- * The micro-kernel families are compiled for AVX-512F, AVX2+FMA and plain C
- * (per-file flags in CMakeLists.txt; never -march=native). The CPU is probed
- * once with __builtin_cpu_supports; every operator then calls through the
- * chosen table. EMBER_CPU_ISA=avx2|scalar in the environment forces a lower
- * ISA (tests and benchmarks).
+ * The micro-kernel families are compiled for AVX-512F, AVX2+FMA (x86), NEON
+ * (AArch64) and plain C (per-file flags in CMakeLists.txt; never
+ * -march=native). On x86 the CPU is probed once with __builtin_cpu_supports;
+ * on AArch64 NEON is baseline, so it is chosen without a probe. Every operator
+ * then calls through the chosen table. EMBER_CPU_ISA=avx2|scalar in the
+ * environment forces a lower ISA (tests and benchmarks).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,10 @@ static const em_cpu_config configs[] = {
     {"avx2", 16, em_f32_gemm_minmax_ukernel_6x16__avx2,
      EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__avx2, avx2)},
 #endif
+#if defined(__aarch64__)
+    {"neon", 16, em_f32_gemm_minmax_ukernel_6x16__neon,
+     EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__neon, neon)},
+#endif
     {"scalar", 8, em_f32_gemm_minmax_ukernel_6x8__scalar,
      EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__scalar, scalar)},
 };
@@ -39,6 +44,9 @@ static int isa_supported(const char *isa) {
   if (strcmp(isa, "avx512f") == 0) return __builtin_cpu_supports("avx512f");
   if (strcmp(isa, "avx2") == 0)
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+#if defined(__aarch64__)
+  if (strcmp(isa, "neon") == 0) return 1; /* Advanced SIMD is mandatory in AArch64 */
 #endif
   return strcmp(isa, "scalar") == 0;
 }

@@ -936,7 +936,8 @@ static em_status run_permute(const emc_delegate *d, const emc_op *op, em_threadp
     j.y[0] = j.x[0];
     return EM_OK;
   }
-  int64_t st[EMC_MAX_DIMS], s = 1;
+  /* Zeroed: aarch64 gcc 12 cannot see that ip[] < ndim (validated at init) and warns. */
+  int64_t st[EMC_MAX_DIMS] = {0}, s = 1;
   for (int i = (int)xt->ndim - 1; i >= 0; i--) st[i] = s, s *= xt->sizes[i];
   for (uint32_t i = 0; i < xt->ndim; i++) j.ysz[i] = yt->sizes[i], j.xst[i] = st[op->ip[i]];
   par_for(pool, yt->numel / j.ysz[xt->ndim - 1], permute_rows, &j, yt->numel);

@@ -37,6 +37,7 @@ EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x32__avx512f);
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x48__avx512f);
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f);
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x16__avx2);
+EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x16__neon); /* AArch64 only */
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x8__scalar);
 
 /*
@@ -107,6 +108,7 @@ void em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const fl
                                                  const float *w, float bias, float *out,
                                                  const em_minmax_params *p);
 EM_VOPS_DECL(avx2)
+EM_VOPS_DECL(neon) /* AArch64 only */
 EM_VOPS_DECL(scalar)
 
 /* The kernels of one ISA. */
@@ -127,7 +129,8 @@ typedef struct em_cpu_config {
 
 /* The configuration for this CPU, detected once (thread-safe after the first call). */
 const em_cpu_config *em_cpu_config_get(void);
-/* The configuration for a named ISA ("avx512f", "avx2", "scalar"), or NULL when unsupported. */
+/* The configuration for a named ISA ("avx512f", "avx2" on x86; "neon" on AArch64; "scalar"
+ * anywhere), or NULL when this build or CPU does not support it. */
 const em_cpu_config *em_cpu_config_for(const char *isa);
 
 #endif /* EMBER_BACKENDS_CPU_UKERNELS_H */
