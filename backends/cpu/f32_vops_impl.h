@@ -4,7 +4,10 @@
  * with that ISA's flags (CMakeLists.txt) so the loops vectorize to it. Define
  * EM_ISA (the name suffix) before including. The exp used by sigmoid, gelu,
  * softmax is a branch-free polynomial (|rel err| < 2e-7) so those loops
- * vectorize too; libm is only called once per softmax row for log.
+ * vectorize too; libm is only called once per softmax row for log. An ISA file
+ * may write some kernels itself with intrinsics: it defines EM_VOPS_OWN_ELEMENTWISE
+ * (vbinary, vbinaryc, vaffine) or EM_VOPS_OWN_GEMV16 before including, and
+ * those are left out here.
  */
 #include <math.h>
 #include <stdint.h>
@@ -66,6 +69,7 @@ static inline float vx_erff(float x) {
   return x < 0.0f ? -y : y;
 }
 
+#ifndef EM_VOPS_OWN_ELEMENTWISE /* the ISA file defines vbinary and vaffine */
 #define EM_VBIN(op, expr)                                                                          \
   void EM_NAME(em_f32_v##op##_minmax_ukernel__)(size_t n, const float *a, const float *b,          \
                                                 float *y, const em_minmax_params *p) {             \
@@ -94,6 +98,7 @@ void EM_NAME(em_f32_vaffine_minmax_ukernel__)(size_t n, const float *x, float s,
   const float lo = p->min, hi = p->max;
   for (size_t i = 0; i < n; i++) y[i] = vx_clampf(x[i] * s + t, lo, hi);
 }
+#endif /* EM_VOPS_OWN_ELEMENTWISE */
 
 void EM_NAME(em_f32_vact_ukernel__)(size_t n, const float *x, float *y, uint32_t act,
                                     const float *fp) {
@@ -212,6 +217,7 @@ void EM_NAME(em_f32_norm_ukernel__)(size_t n, const float *x, const float *w, co
     for (size_t k = 0; k < n; k++) y[k] = (x[k] - mean) * rstd;
 }
 
+#ifndef EM_VOPS_OWN_GEMV16 /* the ISA file defines gemv16 */
 /* One 16-column B panel times a row vector: y[0, nc) = clamp(bias + x[0, kc) @ b[kc][16]). */
 void EM_NAME(em_f32_gemv16_minmax_ukernel__)(size_t kc, size_t nc, const float *x, const float *b,
                                              const float *bias, float *y,
@@ -234,6 +240,7 @@ void EM_NAME(em_f32_gemv16_minmax_ukernel__)(size_t kc, size_t nc, const float *
   for (size_t j = 0; j < nc; j++)
     y[j] = vx_clampf((acc[j] + a1[j]) + (a2[j] + a3[j]), p->min, p->max);
 }
+#endif /* EM_VOPS_OWN_GEMV16 */
 
 /* y[i] = x[2 i] for i < n: the columns of a stride-2 convolution's im2col row. */
 void EM_NAME(em_f32_copy_stride2_ukernel__)(size_t n, const float *x, float *y) {
