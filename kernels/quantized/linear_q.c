@@ -3,11 +3,14 @@
  * checks, per-row dynamic activation quantization into temp memory, the once-per-process choice of
  * micro-kernels, and the split of the output columns over the thread pool.
  *
- * Work split: output columns in tiles of NR over em_parallel_for (each weight row is read by one
- * thread); inside a thread, blocks of weight rows that fit in L2 are swept by blocks of activation
- * rows that fit in L1, tile by tile (MR x NR), so prefill reads each weight byte from memory once
- * and decode (M = 1) is a GEMV streaming the weights once. Activation rows are quantized in
- * chunks that fit the temp allocator (all rows at once for the usual 64 MiB).
+ * Work split: output columns over em_parallel_for_static (one contiguous range per thread, so each
+ * core streams its own part of the weights once). Decode and short inputs (M < 4) run the MR x NR
+ * micro-kernels on the packed rows: inside a thread, blocks of weight rows that fit in L2 are
+ * swept by blocks of activation rows that fit in L1, so decode (M = 1) is a GEMV streaming the
+ * weights once (AVX-512: the affine offsets in the same pass). Prefill (M >= 4) takes the ISA's
+ * prefill route: 32-column tiles re-laid out once per K slab and swept by every row (linear_q.h).
+ * Activation rows are quantized in chunks that fit the temp allocator (all rows at once for the
+ * usual 64 MiB).
  */
 #include <math.h>
 #include <string.h>
@@ -412,7 +415,8 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
       }
       if (offs) group_sums_plain(q, sr, k, group, gsum + r * n_groups);
     }
-    if (simd && cfg->prefill && rc >= EM_QPREFILL_MIN_M) {
+    /* (the tiles gather 16 rows with 32-bit byte offsets) */
+    if (simd && cfg->prefill && rc >= EM_QPREFILL_MIN_M && p->w_stride <= INT32_MAX / 16) {
       prefill_job pj = {cfg->prefill,
                         {bits, (size_t)rc, (size_t)n, (size_t)k, (size_t)group, j.w, j.ws,
                          j.offsets, bias ? bias->data : NULL, packed, gsum, y + r0 * n, p}};
