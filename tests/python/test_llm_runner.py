@@ -120,6 +120,16 @@ def test_ember_llm_cli(counter: tuple[Path, Path]) -> None:
     assert "context limit reached" in r.stderr and "max_seq_len 64" in r.stderr
     for word in ("prefill", "tok/s", "time to first token", "decode", "peak RSS"):
         assert word in r.stderr
+    # --mmap maps the file instead of reading it into (huge-page) memory: same tokens
+    mapped = subprocess.run(
+        [str(exe), "--model", str(pte), "--tokenizer", str(tok), "--prompt", "xy", "--mmap"]
+        + ["--max-new-tokens", "100"],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=60,
+    )
+    assert mapped.returncode == 0 and mapped.stdout == r.stdout, mapped.stderr
     bad = subprocess.run(
         [str(exe), "--model", str(tok), "--tokenizer", str(tok), "--prompt", "x"],
         capture_output=True,
