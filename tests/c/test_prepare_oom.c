@@ -18,7 +18,7 @@
 #include "ember/ember.h"
 #include "test_util.h"
 
-#define MAX_ARENAS 8
+#define MAX_ARENAS       8
 #define BIG_METHOD_BYTES ((size_t)4 << 20)
 
 typedef struct arenas {
@@ -64,8 +64,8 @@ static int sweep_method(const char *path, const em_program *p, const char *name)
     for (size_t n = 0; n < need; n += 8) {
       size_t used;
       em_status st = prepare_with(p, name, &a, mem, n, &used);
-      CHECK(st == EM_ERR_MEMORY_ALLOCATION_FAILED, "%s '%s': %zu of %zu method bytes gave %s",
-            path, name, n, need, em_status_str(st));
+      CHECK(st == EM_ERR_MEMORY_ALLOCATION_FAILED, "%s '%s': %zu of %zu method bytes gave %s", path,
+            name, n, need, em_status_str(st));
     }
     size_t used;
     CHECK(prepare_with(p, name, &a, mem, need, &used) == EM_OK, "%s '%s': %zu bytes not enough",
