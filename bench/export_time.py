@@ -61,7 +61,9 @@ def main() -> None:
         ep.run_decompositions()
         t_decomp.append(time.perf_counter() - t0 + t_torch[-1])
         t0 = time.perf_counter()
-        prog = ember.export(model, (x,), oplist=stock_executorch_oplist(), progress=False)
+        prog = ember.export(
+            model, (x,), oplist=stock_executorch_oplist(), progress=False, backend=None
+        )
         t_ember.append(time.perf_counter() - t0)
         with tempfile.TemporaryDirectory() as d:
             t0 = time.perf_counter()

@@ -130,7 +130,7 @@ def measure(name: str, budget: float, ember_cli: Path) -> dict:
     with torch.no_grad():
         want = model(*inputs)
     t0 = time.perf_counter()
-    prog = ember.export(model, inputs)
+    prog = ember.export(model, inputs, backend=None)
     export_s = time.perf_counter() - t0
     pte = prog.save(OUT / f"{name}.pte")
     got = prog.run(*inputs)
@@ -177,8 +177,8 @@ def render(rows: list[dict], argv: list[str]) -> str:
         f"({cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.machine()}; "
         f"load average at the end {os.getloadavg()[0]:.1f}).",
         "",
-        "Each model is exported with `ember.export(model, inputs)` (no backend: portable kernels "
-        "only), checked against eager PyTorch on the zoo's seeded inputs (f32; the test bound is "
+        "Each model is exported with `ember.export(model, inputs, backend=None)` (portable "
+        "kernels only), checked against eager PyTorch on the zoo's seeded inputs (f32; the test bound is "
         "max abs error ≤ 1e-4 × max |eager output|), and timed with "
         "`build/ember run <pte> --input ... --iters N --threads 1` (median over N iterations). "
         "Models and inputs: `tests/python/zoo/models.py`; the tests: "

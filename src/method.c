@@ -339,8 +339,9 @@ static em_status init_delegates(prep *s) {
   em_method *m = s->m;
   fb_reader *r = &s->r;
   fb_vec ds = fb_vector(r, s->plan, PLAN_DELEGATES, 4, 4);
-  m->n_delegates = ds.n;
+  /* The count only once the array exists: em_method_destroy walks it when prepare fails. */
   ALLOC_OR_FAIL(m->delegates, s, ds.n * sizeof *m->delegates);
+  m->n_delegates = ds.n;
   for (uint32_t i = 0; i < ds.n; i++) {
     fb_tab d = fb_vec_table(r, ds, i);
     const char *id = fb_string(r, d, DELEGATE_ID, NULL);

@@ -1,8 +1,9 @@
 /*
  * backend_cpu.h — EmberCpuBackend, Ember's fast CPU path (a delegate).
  *
- * Programs exported with `ember.export(..., backend="cpu")` hand whole
- * subgraphs to this backend; their weights are packed for its micro-kernels at
+ * Programs exported with `ember.export(..., backend="cpu")` (the default,
+ * backend="auto", on a desktop / host target) hand whole subgraphs to this
+ * backend; their weights are packed for its micro-kernels at
  * export time and used in place from the file. The ISA (AVX-512F, AVX2+FMA or
  * plain C) is picked once from CPUID; EMBER_CPU_ISA=avx2|scalar forces a lower
  * one. Register it once, before preparing methods:

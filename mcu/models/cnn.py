@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         return (preds == yte).float().mean().item()
 
     pte = out / "cnn.pte"
-    ember.export(model, (xte[:1],)).save(pte)
+    ember.export(model, (xte[:1],), backend=None).save(pte)
     ember_acc = acc(runtime_predictions(pte, xte, "fp32 on Ember"))
     log.info("Ember runtime (host) fp32 test accuracy %.4f on %d images", ember_acc, len(xte))
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     with torch.no_grad():
         eager_q = acc(qmodel(xte).argmax(1))
     qpte = out / "cnn_int8.pte"
-    ember.export(qmodel, (xte[:1],)).save(qpte)
+    ember.export(qmodel, (xte[:1],), backend=None).save(qpte)
     ember_q = acc(runtime_predictions(qpte, xte, "int8 Q/DQ on Ember"))
     log.info("int8 (Q/DQ) test accuracy: eager %.4f, Ember runtime %.4f", eager_q, ember_q)
 
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     with torch.no_grad():
         ref_preds = imodel(xte).argmax(1)
     ipte = out / "cnn_int8_fused.pte"
-    ember.export(imodel, (xte[:1],), oplist=fused.oplist_with_fused()).save(ipte)
+    ember.export(imodel, (xte[:1],), oplist=fused.oplist_with_fused(), backend=None).save(ipte)
     host_preds = runtime_predictions(ipte, xte, "int8 integer-only on Ember")
     eager_i, ember_i = acc(ref_preds), acc(host_preds)
     agree = (ref_preds == host_preds).float().mean().item()
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
     imodel8 = fused.lower_to_integer(qmodel, calib, int8_input=True)
     x8 = imodel8.quantize_input(xte)
-    ember.export(imodel8, (x8[:1],), oplist=fused.oplist_with_fused()).save(
+    ember.export(imodel8, (x8[:1],), oplist=fused.oplist_with_fused(), backend=None).save(
         out / "cnn_int8_in8.pte"
     )
     with torch.no_grad():

@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     import ember
 
     deploy = DeployMLP([model[0], model[2], model[4]]).eval()
-    prog = ember.export(deploy, (xte[:1],))
+    prog = ember.export(deploy, (xte[:1],), backend=None)
     pte = out / "mlp.pte"
     prog.save(pte)
 
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     with torch.no_grad():
         eager_q = (qmodel(xte).argmax(1) == yte).float().mean().item()
     qpte = out / "mlp_int8.pte"
-    ember.export(qmodel, (xte[:1],)).save(qpte)
+    ember.export(qmodel, (xte[:1],), backend=None).save(qpte)
     ember_q = runtime_accuracy(qpte)
     log.info("int8 (Q/DQ) test accuracy: eager %.4f, Ember runtime %.4f", eager_q, ember_q)
 
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     with torch.no_grad():
         eager_i = (imodel(xte).argmax(1) == yte).float().mean().item()
     ipte = out / "mlp_int8_fused.pte"
-    ember.export(imodel, (xte[:1],), oplist=fused.oplist_with_fused()).save(ipte)
+    ember.export(imodel, (xte[:1],), oplist=fused.oplist_with_fused(), backend=None).save(ipte)
     with torch.no_grad():
         ref = torch.cat([imodel(xte[i : i + 1]) for i in range(args.cases)])
     np.save(out / "mlp_int8_fused_expected.npy", ref.reshape(args.cases, 1, 10).numpy())
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     x8 = imodel8.quantize_input(xte)
     with torch.no_grad():
         eager_i8 = (imodel8(x8).argmax(1) == yte).float().mean().item()
-    ember.export(imodel8, (x8[:1],), oplist=fused.oplist_with_fused()).save(
+    ember.export(imodel8, (x8[:1],), oplist=fused.oplist_with_fused(), backend=None).save(
         out / "mlp_int8_in8.pte"
     )
     np.save(out / "mlp_images_int8.npy", x8[: args.cases].reshape(args.cases, 1, 784).numpy())

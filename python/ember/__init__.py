@@ -16,6 +16,10 @@ Example::
     print(ember.compare(model, prog, (x,)))         # eager vs runtime, op by op on mismatch
     prog2 = ember.load("model.pte")
 
+On a desktop / host the default ``backend="auto"`` hands the subgraphs it supports to the fast
+CPU delegate (``EmberCpuBackend``); ``backend=None`` keeps the portable kernels (a file stock
+ExecuTorch runs too), and a microcontroller ``target`` (``"cortex-m33"``) keeps them as well.
+
 Multi-method programs: ``ember.export({"prefill": (m1, args1), "decode": (m2, args2)})``.
 Dynamic shapes: ``dynamic_shapes=({0: torch.export.Dim("n", max=64)},)`` (a max is required).
 """

@@ -1,9 +1,12 @@
 """``ember-py``: the Ember exporter's command line.
 
     ember-py export package.module:make_model out.pte [--external-constants] [--strict]
+                    [--backend auto|cpu|portable] [--target host|cortex-m33|...]
 
 ``make_model()`` returns ``(model, example_inputs)`` (or ``(model, example_inputs,
-dynamic_shapes)``). With ``--external-constants`` the weights go to ``out.ptd``.
+dynamic_shapes)``). With ``--external-constants`` the weights go to ``out.ptd``. ``--backend``
+(default ``auto``: EmberCpuBackend on a host, portable kernels for a microcontroller
+``--target``) and ``--target`` are ``ember.export``'s arguments.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
         strict=args.strict,
         external_constants=args.external_constants,
         progress=True,
+        backend=None if args.backend == "portable" else args.backend,
+        target=args.target,
     )
     path = prog.save(args.output)
     log.info(
@@ -66,6 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     e.add_argument("output", help="output .pte path")
     e.add_argument("--external-constants", action="store_true", help="write weights to .ptd")
     e.add_argument("--strict", action="store_true", help="strict torch.export tracing")
+    e.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "cpu", "portable"],
+        help="kernels: auto (default: cpu on a host, portable for a microcontroller target), "
+        "cpu (EmberCpuBackend delegate), portable (portable kernels only)",
+    )
+    e.add_argument("--target", default=None, help="host (default), x86-64, aarch64, cortex-m33...")
     args = p.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

@@ -163,11 +163,14 @@ def compare(
     if (not debug or ep is None) and runner is None and method == "forward":
         # A loaded program carries no debug info: re-export the model (deterministic for the
         # same model and inputs) and locate the divergence on that program.
+        from ember.backends.cpu.partition import BACKEND_ID
         from ember.export import export
 
         log.info("program has no export-time debug info; re-exporting to locate the divergence")
+        # The same backend as the loaded program (its delegates name their backend id).
+        backend = "cpu" if BACKEND_ID.encode() in program.buffer else None
         try:
-            program = export(model, inputs)
+            program = export(model, inputs, backend=backend)
         except Exception as e:  # the report above still stands
             log.warning("re-export failed (%s); cannot locate the divergence", e)
             return report

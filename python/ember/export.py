@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from ember.backends import partition
+from ember.backends import AUTO, HOST_TARGETS, auto_backend_for, partition, resolve_backend
 from ember.emit import InstrDebug, ProgramTables, emit_method
 from ember.oplist import OpList
 from ember.passes.capture import capture
@@ -53,9 +53,13 @@ def lower_method(
     oplist: OpList | None = None,
     backend: str | None = None,
     external: bool = False,
+    auto: bool = False,
     step: Callable[[str], None] = lambda s: None,
 ) -> MethodIR:
-    """Run every stage up to memory planning for one method."""
+    """Run every stage up to memory planning for one method. ``backend`` is a resolved backend
+    (``"cpu"`` or ``None`` for the portable kernels; :func:`ember.backends.resolve_backend`);
+    ``auto``: it came from ``backend="auto"``, so a method with int8 Q/DQ, fused integer or LLM
+    operators keeps the portable kernels (:func:`ember.backends.auto_backend_for`)."""
     t0 = time.perf_counter()
     step(f"{name}: torch.export")
     ep = capture(model, example_inputs, dynamic_shapes=dynamic_shapes, strict=strict)
@@ -68,7 +72,7 @@ def lower_method(
     ir = fold_constants(ir, external=external)
     ir = elide_views(ir)
     ir = verify_arity(ir, oplist)
-    ir = partition(ir, backend)
+    ir = partition(ir, auto_backend_for(ir, backend) if auto else backend)
     ir = propagate_specs(ir)
     step(f"{name}: plan memory")
     ir = plan_memory(ir)
@@ -91,7 +95,7 @@ def export(
     external_constants: bool = False,
     oplist: OpList | None = None,
     progress: bool | None = None,
-    backend: str | None = None,
+    backend: str | None = AUTO,
     target: str | None = None,
 ) -> Program:
     """Export ``model`` to an ExecuTorch-format program.
@@ -102,10 +106,23 @@ def export(
     ``dynamic_shapes`` follows torch.export (for a dict of methods: a dict by method name);
     every dynamic dim needs a ``max``. With ``external_constants`` the weights go to
     ``Program.ptd_buffer`` keyed by fully-qualified name. ``progress`` shows a progress bar
-    (default: when stderr is a terminal). ``target`` (``"cortex-m33"``...) computes the memory and
-    kernel budget of each method for that microcontroller (:mod:`ember.quant.budget`), logs it
-    and returns it as ``program.budget`` (a dict by method name).
+    (default: when stderr is a terminal).
+
+    ``backend`` chooses the kernels: ``"cpu"`` delegates the subgraphs it supports to
+    ``EmberCpuBackend`` (packed weights, SIMD micro-kernels picked at run time; the rest stays on
+    the portable kernels), ``None`` (or ``"portable"``) keeps every operator on the portable
+    kernels (what stock ExecuTorch runs too), and the default ``"auto"`` picks ``"cpu"`` for a
+    desktop / host target and the portable kernels for a microcontroller target (logged at
+    INFO); on a host, a method calling int8 Q/DQ (``quantized_decomposed::``), fused integer or
+    LLM (``ember::``, ``llama::``) operators keeps the portable kernels too. ``target`` is
+    ``None`` (this host), ``"host"``, ``"x86-64"``, ``"aarch64"`` or a microcontroller
+    (``"cortex-m33"``, ``"cortex-m33-nofpu"``); for a microcontroller the memory and kernel
+    budget of each method is computed (:mod:`ember.quant.budget`), logged and returned as
+    ``program.budget`` (a dict by method name). An unknown ``backend`` or ``target``
+    raises ``ValueError`` before anything is traced.
     """
+    auto = backend == AUTO
+    backend = resolve_backend(backend, target)
     if isinstance(model, dict):
         methods = {k: (v[0], _as_tuple(v[1])) for k, v in model.items()}
         dyn = dynamic_shapes or {}
@@ -139,6 +156,7 @@ def export(
                 oplist=oplist,
                 backend=backend,
                 external=external_constants,
+                auto=auto,
                 step=step,
             )
         step("serialize")
@@ -164,7 +182,7 @@ def export(
         f" + {len(ptd)} bytes of external data" if ptd is not None else "",
     )
     prog = Program(pte, ptd, debug=debug, exported={n: irs[n].ep for n in names}, irs=irs)
-    if target is not None:
+    if target is not None and target not in HOST_TARGETS:
         from ember.quant.budget import budget_of
 
         prog.budget = {n: budget_of(prog.buffer, target, n) for n in names}

@@ -143,8 +143,11 @@ def make_runner(kind: str, program: ember.Program, method: str = "forward") -> A
 
 def export_for_tests(model: Any, inputs: Any = None, **kw: Any) -> ember.Program:
     """Export verifying against stock ExecuTorch's operator inventory (the bytes do not depend
-    on the list; Ember-runtime tests check Ember's own list with ``require_ember_kernels``)."""
+    on the list; Ember-runtime tests check Ember's own list with ``require_ember_kernels``), on
+    the portable kernels (``backend=None``): these programs also run on stock ExecuTorch, which
+    has no EmberCpuBackend."""
     kw.setdefault("oplist", stock_executorch_oplist())
+    kw.setdefault("backend", None)
     return ember.export(model, inputs, **kw)
 
 

@@ -58,7 +58,7 @@ def _check_model(
     for th in threads:
         got = _run(prog, inputs, th)
         torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
-    plain = _run(ember.export(m, inputs), inputs)
+    plain = _run(ember.export(m, inputs, backend=None), inputs)
     torch.testing.assert_close(got, plain, rtol=RTOL, atol=ATOL)
     return prog
 
@@ -260,7 +260,7 @@ def test_bert_layer_from_transformers() -> None:
     torch.testing.assert_close(_run(prog, (ids,), 2), want, rtol=RTOL, atol=ATOL)
 
 
-def test_unsupported_stays_outside_and_default_is_portable() -> None:
+def test_unsupported_stays_outside_and_none_is_portable() -> None:
     class M(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.cumsum(F.relu(x * 2.0), 0) + 1.0
@@ -269,7 +269,84 @@ def test_unsupported_stays_outside_and_default_is_portable() -> None:
     prog = ember.export(M(), (x,), backend="cpu")
     assert "aten::cumsum.out" in _outside(prog)
     torch.testing.assert_close(_run(prog, (x,)), M()(x), rtol=RTOL, atol=ATOL)
-    assert _n_delegates(ember.export(M(), (x,))) == 0
+    for portable in (None, "portable"):
+        plain = ember.export(M(), (x,), backend=portable)
+        assert _n_delegates(plain) == 0
+        assert b"EmberCpuBackend" not in plain.buffer
+        assert "aten::cumsum.out" in _outside(plain) and "aten::relu.out" in _outside(plain)
+
+
+# ---- the default backend ("auto") ------------------------------------------------------------
+@pytest.mark.parametrize("target", [None, "host", "x86-64", "aarch64"])
+def test_default_on_host_is_the_cpu_backend(target: str | None, caplog) -> None:
+    """ember.export's default ("auto") delegates on a desktop / host target, says so at INFO,
+    and the delegated program matches eager within the CPU backend's tolerance."""
+    torch.manual_seed(0)
+    m = _seed_bn(ConvZoo()).eval()
+    x = torch.randn(1, 3, 17, 17)
+    with torch.inference_mode():
+        want = m(x)
+    with caplog.at_level("INFO", logger="ember.backends"):
+        prog = ember.export(m, (x,), target=target)
+    assert "EmberCpuBackend" in caplog.text
+    assert _n_delegates(prog) >= 1 and _outside(prog) == []
+    assert b"EmberCpuBackend" in prog.buffer
+    assert getattr(prog, "budget", None) is None  # budgets are for microcontrollers
+    torch.testing.assert_close(_run(prog, (x,), 2), want, rtol=RTOL, atol=ATOL)
+
+
+def test_default_for_a_microcontroller_is_portable(caplog) -> None:
+    """A cortex-m target keeps the portable kernels (its firmware links no delegate)."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).eval()
+    x = torch.randn(1, 8)
+    with caplog.at_level("INFO", logger="ember.backends"):
+        prog = ember.export(m, (x,), target="cortex-m33")
+    assert "portable kernels" in caplog.text
+    assert _n_delegates(prog) == 0 and b"EmberCpuBackend" not in prog.buffer
+    assert "aten::addmm.out" in _outside(prog)
+    assert prog.budget["forward"].target == "cortex-m33"
+    torch.testing.assert_close(_run(prog, (x,)), m(x), rtol=RTOL, atol=ATOL)
+
+
+def test_default_keeps_quantized_graphs_portable() -> None:
+    """The default ("auto") on a host leaves int8 Q/DQ graphs (quantized_decomposed::*) on the
+    portable kernels, whose arithmetic is the quantized model's."""
+    from ember.quant import quantize
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).eval()
+    x = torch.randn(4, 8)
+    qm = quantize(m, [(x,)])
+    prog = ember.export(qm, (x[:1],))
+    assert _n_delegates(prog) == 0
+    assert any(k.startswith("quantized_decomposed::") for k in _outside(prog))
+    # Weight-only 4-bit linears (the LLM path, ember::linear_q4) likewise.
+    from ember.quant.llm import quantize_linears
+
+    m4 = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8)).eval()
+    quantize_linears(m4, "4w32")
+    x4 = torch.randn(2, 64)
+    prog4 = ember.export(m4, (x4,))
+    assert _n_delegates(prog4) == 0
+    assert any(k.startswith("ember::linear_q4") for k in _outside(prog4)), _outside(prog4)
+    with torch.inference_mode():
+        want4 = m4(x4)
+    torch.testing.assert_close(_run(prog4, (x4,)), want4, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"backend": "gpu"}, r"unknown backend 'gpu' \(known: 'auto', 'cpu', None / 'portable'"),
+        ({"backend": "CPU"}, "unknown backend 'CPU'"),
+        ({"target": "riscv"}, "unknown target 'riscv' .*host.*cortex-m33"),
+    ],
+)
+def test_unknown_backend_or_target_raises(kw: dict, match: str) -> None:
+    m = nn.Linear(4, 4)
+    with pytest.raises(ValueError, match=match):
+        ember.export(m, (torch.randn(1, 4),), **kw)
 
 
 def test_lower_isa_in_subprocess(tmp_path) -> None:

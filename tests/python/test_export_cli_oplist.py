@@ -35,15 +35,21 @@ def test_cli_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     oplist.load_oplist.cache_clear()
     try:
-        assert cli.main(["export", "clifactory:make", str(tmp_path / "out.pte")]) == 0
+        out_pte = str(tmp_path / "out.pte")
+        assert cli.main(["export", "clifactory:make", out_pte, "--backend", "portable"]) == 0
+        assert cli.main(["export", "clifactory:make", str(tmp_path / "cpu.pte")]) == 0
     finally:
         oplist.load_oplist.cache_clear()
     import clifactory
 
     m, (x,) = clifactory.make()
     prog = ember.load(tmp_path / "out.pte")
-    (out,) = StockMethod(prog)(x)
+    assert b"EmberCpuBackend" not in prog.buffer
+    (out,) = StockMethod(prog)(x)  # portable: stock ExecuTorch runs it
     assert_close(out, m(x).detach())
+    fast = ember.load(tmp_path / "cpu.pte")  # the default on a host: EmberCpuBackend
+    assert b"EmberCpuBackend" in fast.buffer
+    assert_close(fast.run(x), m(x).detach(), rtol=1e-4)
 
 
 def test_cli_reports_ember_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

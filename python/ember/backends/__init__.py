@@ -3,25 +3,120 @@
 A backend pass runs on a :class:`~ember.passes.ir.MethodIR` after view elision and before
 lifetimes and memory planning: it replaces runs of supported instructions with
 :class:`DelegateInstr` calls whose ``processed`` blob the backend's runtime half executes.
+
+Which backend an export uses (:func:`resolve_backend`): ``"cpu"`` (``EmberCpuBackend``), the
+portable kernels (``None``, or the spellings ``"portable"`` / ``"none"`` / ``""``), or
+``"auto"`` — the default of ``ember.export`` — which picks ``"cpu"`` for a desktop / host target
+(``target=None``, ``"host"``, ``"x86-64"``, ``"aarch64"``) and the portable kernels for a
+microcontroller target (``"cortex-m33"``..., :data:`ember.quant.budget.TARGETS`), whose
+firmware links no delegate; on a host, a method that calls int8 Q/DQ, fused integer or LLM
+operators keeps the portable kernels too (:func:`auto_backend_for`).
 """
 
 from __future__ import annotations
 
+import logging
+
 from ember.backends.delegate import DelegateInstr
-from ember.passes.ir import MethodIR
+from ember.passes.ir import KernelInstr, MethodIR
+
+log = logging.getLogger(__name__)
 
 BACKENDS = ("cpu",)
+PORTABLE = (None, "", "portable", "none")
+AUTO = "auto"
+HOST_TARGETS = ("host", "x86-64", "aarch64")
+# Operator namespaces whose methods "auto" keeps on the portable kernels (auto_backend_for).
+PORTABLE_NAMESPACES = ("quantized_decomposed::", "ember::", "llama::")
+
+
+def mcu_targets() -> tuple[str, ...]:
+    """The microcontroller targets ``ember.export(..., target=...)`` knows (portable kernels)."""
+    from ember.quant.budget import TARGETS
+
+    return TARGETS
+
+
+def check_target(target: str | None) -> None:
+    """Raise ``ValueError`` naming the known targets unless ``target`` is ``None`` or one."""
+    if target is None or target in HOST_TARGETS or target in mcu_targets():
+        return
+    known = ", ".join((*HOST_TARGETS, *mcu_targets()))
+    raise ValueError(f"unknown target {target!r} (known: {known}; None: this host)")
+
+
+def resolve_backend(backend: str | None, target: str | None = None) -> str | None:
+    """The backend an export with ``backend`` for ``target`` uses: ``"cpu"`` or ``None``
+    (portable kernels). ``"auto"`` is ``"cpu"`` for ``target`` ``None`` or a host target and
+    ``None`` for a microcontroller target; an explicit backend is kept as given (portable
+    spellings become ``None``). Raises ``ValueError`` for an unknown backend or target."""
+    check_target(target)
+    if backend == AUTO:
+        picked = None if target in mcu_targets() else "cpu"
+        log.info(
+            "backend='auto' for target %s: %s",
+            target or "host",
+            "EmberCpuBackend (backend='cpu')" if picked else "portable kernels (backend=None)",
+        )
+        return picked
+    if backend in PORTABLE:
+        return None
+    if backend in BACKENDS:
+        return backend
+    raise ValueError(
+        f"unknown backend {backend!r} (known: 'auto', {', '.join(repr(b) for b in BACKENDS)}, "
+        "None / 'portable' for the portable kernels)"
+    )
+
+
+def auto_backend_for(ir: MethodIR, backend: str | None) -> str | None:
+    """``backend`` (what ``"auto"`` picked for the target) for one method, or ``None`` when the
+    method calls int8 Q/DQ (``quantized_decomposed::``), fused integer (``ember::``) or LLM
+    (``llama::``, ``ember::linear_q4``) operators (:data:`PORTABLE_NAMESPACES`): those flows are
+    built, tested and benchmarked on the portable kernels, and their f32 islands belong to the
+    quantized arithmetic."""
+    if backend is None:
+        return None
+    custom = sorted(
+        {
+            i.kernel
+            for i in ir.instrs
+            if isinstance(i, KernelInstr)
+            and not isinstance(i, DelegateInstr)
+            and i.kernel.startswith(PORTABLE_NAMESPACES)
+        }
+    )
+    if custom:
+        log.info(
+            "backend='auto': %s calls %s: portable kernels (backend=None)",
+            ir.name,
+            ", ".join(custom[:4]) + (", ..." if len(custom) > 4 else ""),
+        )
+        return None
+    return backend
 
 
 def partition(ir: MethodIR, backend: str | None) -> MethodIR:
-    """Hand the subgraphs ``backend`` supports to it (``None`` / ``"portable"``: no change)."""
-    if backend in (None, "", "portable", "none"):
+    """Hand the subgraphs ``backend`` supports to it (``None`` / ``"portable"``: no change).
+    ``"auto"`` must have been resolved first (:func:`resolve_backend`: it needs the target)."""
+    if backend == AUTO:
+        raise ValueError("partition() takes a resolved backend: call resolve_backend() first")
+    if resolve_backend(backend) is None:
         return ir
-    if backend == "cpu":
-        from ember.backends.cpu.partition import partition_cpu
+    from ember.backends.cpu.partition import partition_cpu
 
-        return partition_cpu(ir)
-    raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)}, portable)")
+    return partition_cpu(ir)
 
 
-__all__ = ["BACKENDS", "DelegateInstr", "partition"]
+__all__ = [
+    "AUTO",
+    "BACKENDS",
+    "HOST_TARGETS",
+    "PORTABLE_NAMESPACES",
+    "DelegateInstr",
+    "auto_backend_for",
+    "check_target",
+    "mcu_targets",
+    "partition",
+    "resolve_backend",
+]

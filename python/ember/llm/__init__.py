@@ -43,7 +43,8 @@ def export(
     for size studies). ``last_logits_only`` applies to the models built here (GGUF,
     transformers). ``quant`` quantizes the weights first, in place (:func:`quantize_llm`);
     ``None`` keeps f32. Returns the ``ember.Program`` (saved to ``out_path`` when given); extra
-    keyword arguments go to ``ember.export``."""
+    keyword arguments go to ``ember.export`` (``backend`` defaults to ``None``, the portable and
+    quantized kernels the LLM operators run on)."""
     from ember.llm import llama
 
     if isinstance(model, (str, os.PathLike)):

@@ -477,7 +477,7 @@ class _Const(nn.Module):
 def export(model: Llama, max_prefill: int = 128, **kwargs):  # type: ignore[no-untyped-def]
     """Exports ``model`` with ExecuTorch's LLM-runner methods: forward (prefill up to
     ``max_prefill`` tokens, or one decode token) and the metadata methods. Extra keyword
-    arguments go to ``ember.export``."""
+    arguments go to ``ember.export``; ``backend`` defaults to ``None`` (portable kernels) here."""
     import ember
 
     c = model.c
@@ -493,6 +493,9 @@ def export(model: Llama, max_prefill: int = 128, **kwargs):  # type: ignore[no-u
         "get_eos_ids": (_Const(list(c.eos_ids)), ()),
         "use_kv_cache": (_Const([1]), ()),
     }
+    # Portable kernels unless the caller asks otherwise: the graph's llama::* and ember::linear_q*
+    # custom ops run there, and the LLM kernels were tuned and benchmarked on that path.
+    kwargs.setdefault("backend", None)
     return ember.export(methods, dynamic_shapes={"forward": ({1: S}, None)}, **kwargs)
 
 

@@ -63,7 +63,7 @@ class Exported:
         self.model, self.inputs = zoo.build(name)
         with torch.no_grad():
             self.eager = self.model(*self.inputs)
-        self.program = ember.export(self.model, self.inputs)
+        self.program = ember.export(self.model, self.inputs, backend=None)
         load_runtime(self.program)
         self._out: torch.Tensor | None = None
 
