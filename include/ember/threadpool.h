@@ -42,10 +42,11 @@ int em_threadpool_size(const em_threadpool *pool);
 void em_parallel_for(em_threadpool *pool, int64_t n, em_parallel_fn fn, void *ctx);
 
 /*
- * The same with one contiguous chunk per thread (ceil(n / threads) items each): for uniform
- * work that streams memory (LLM matrix-vector products), where whole ranges keep the hardware
- * prefetchers on one stream and the fewest claims cost the least; em_parallel_for's smaller
- * chunks balance uneven work instead.
+ * The same with one contiguous range per thread (n / threads items each), claimed in order in
+ * eighths; a thread done with its own range then takes what is left of the others'. For uniform
+ * work that streams memory (LLM matrix-vector products): whole ranges keep the hardware
+ * prefetchers on one stream, and the stealing keeps a thread the host slows down from holding up
+ * the rest. em_parallel_for's interleaved chunks suit uneven work.
  */
 void em_parallel_for_static(em_threadpool *pool, int64_t n, em_parallel_fn fn, void *ctx);
 

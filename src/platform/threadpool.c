@@ -39,6 +39,18 @@ void em_parallel_for_static(em_threadpool *pool, int64_t n, em_parallel_fn fn, v
 
 #define MAX_THREADS 64
 
+/* One thread's share of a ranged job; padded so two threads' counters share no cache line. */
+typedef struct range_slot {
+  atomic_llong next;
+  int64_t end;
+  char pad[48];
+} range_slot;
+
+typedef struct worker_arg {
+  struct em_threadpool *pool;
+  int id;
+} worker_arg;
+
 struct em_threadpool {
   pthread_t threads[MAX_THREADS];
   int n_threads; /* including the caller */
@@ -53,9 +65,29 @@ struct em_threadpool {
   int64_t n;
   int64_t chunk;
   atomic_llong next;
+  int ranged; /* em_parallel_for_static: claims from ranges[] */
+  range_slot ranges[MAX_THREADS];
+  worker_arg args[MAX_THREADS];
 };
 
-static void run_chunks(em_threadpool *p) {
+/* A ranged job: thread `self` first claims chunks of its own contiguous range, in order, then
+ * helps finish the others' (a thread slowed by the host does not hold the rest up). */
+static void run_ranges(em_threadpool *p, int self) {
+  for (int k = 0; k < p->n_threads; k++) {
+    range_slot *r = &p->ranges[(self + k) % p->n_threads];
+    for (;;) {
+      int64_t begin = atomic_fetch_add(&r->next, p->chunk);
+      if (begin >= r->end) break;
+      p->fn(p->ctx, begin, begin + p->chunk < r->end ? begin + p->chunk : r->end);
+    }
+  }
+}
+
+static void run_chunks(em_threadpool *p, int self) {
+  if (p->ranged) {
+    run_ranges(p, self);
+    return;
+  }
   for (;;) {
     int64_t begin = atomic_fetch_add(&p->next, p->chunk);
     if (begin >= p->n) break;
@@ -71,7 +103,8 @@ static void run_chunks(em_threadpool *p) {
 #define SPIN_ITERS  200000
 
 static void *worker(void *arg) {
-  em_threadpool *p = arg;
+  em_threadpool *p = ((worker_arg *)arg)->pool;
+  const int self = ((worker_arg *)arg)->id;
   unsigned long long seen = 0;
   for (;;) {
     for (int i = 0; i < SPIN_ITERS && atomic_load(&p->generation) == seen && !atomic_load(&p->stop);
@@ -87,7 +120,7 @@ static void *worker(void *arg) {
     }
     if (atomic_load(&p->stop)) break;
     seen = atomic_load(&p->generation);
-    run_chunks(p);
+    run_chunks(p, self);
     if (atomic_fetch_sub(&p->active, 1) == 1) {
       pthread_mutex_lock(&p->mu);
       pthread_cond_signal(&p->done);
@@ -111,7 +144,9 @@ em_threadpool *em_threadpool_create(int n_threads) {
   pthread_cond_init(&p->done, NULL);
   p->n_threads = 1;
   for (int i = 1; i < n_threads; i++) {
-    if (pthread_create(&p->threads[i], NULL, worker, p) != 0) break;
+    p->args[i].pool = p;
+    p->args[i].id = i;
+    if (pthread_create(&p->threads[i], NULL, worker, &p->args[i]) != 0) break;
     p->n_threads++;
   }
   return p;
@@ -146,12 +181,21 @@ static void parallel_run(em_threadpool *p, int64_t n, em_parallel_fn fn, void *c
   p->ctx = ctx;
   p->n = n;
   p->chunk = chunk < 1 ? 1 : chunk;
+  p->ranged = parts_per_thread == 1;
+  if (p->ranged) { /* whole ranges, claimed in eighths */
+    for (int t = 0; t < p->n_threads; t++) {
+      atomic_store(&p->ranges[t].next, n * t / p->n_threads);
+      p->ranges[t].end = n * (t + 1) / p->n_threads;
+    }
+    int64_t c = n / p->n_threads / 8;
+    p->chunk = c < 1 ? 1 : c;
+  }
   atomic_store(&p->next, 0);
   atomic_store(&p->active, p->n_threads - 1);
   atomic_fetch_add(&p->generation, 1);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
-  run_chunks(p);
+  run_chunks(p, 0);
   /* Every worker must leave the job before the next one reuses fn/ctx: spin, then block. */
   for (int i = 0; i < SPIN_ITERS && atomic_load(&p->active) > 0; i++) {
   }
