@@ -22,11 +22,12 @@
 int cmd_ops(int argc, char **argv);
 
 static void usage(void) {
-  fprintf(stderr, "usage:\n"
-                  "  ember info MODEL.pte [--ptd DATA.ptd]\n"
-                  "  ember run MODEL.pte [--ptd DATA.ptd] [--method NAME] [--input X.npy ...]\n"
-                  "            [--output-dir DIR] [--iters N] [--threads N] [--profile] [--no-mmap]\n"
-                  "  ember ops [--all]\n");
+  fprintf(stderr,
+          "usage:\n"
+          "  ember info MODEL.pte [--ptd DATA.ptd]\n"
+          "  ember run MODEL.pte [--ptd DATA.ptd] [--method NAME] [--input X.npy ...]\n"
+          "            [--output-dir DIR] [--iters N] [--threads N] [--profile] [--no-mmap]\n"
+          "  ember ops [--all]\n");
 }
 
 static int fail(const char *what, em_status st) {
