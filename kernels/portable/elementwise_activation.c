@@ -134,40 +134,11 @@ EW_F32_ROW_UNARY(row_silu, A != A ? A : A / (1.0f + expf(-A)))
 EW_F32_ROW_UNARY(row_act, f32_act(&A, op))
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
-#include <immintrin.h>
-
 /*
- * Sigmoid and silu on AVX-512 CPUs (the LLM feed-forward's gate): e^-x from one recipe that the
- * scalar (f32) and the 16-lane row forms follow operation for operation, so both give the same
- * bits as ew_op requires: x = n ln2 + r with n = round-half-even(x log2 e), r in two FMA steps,
- * p(r) the degree-7 Taylor polynomial in FMAs, e^x = p * 2^n (ldexpf / scalef: both round once).
- * Relative error < 3e-7; NaN propagates; e^x saturates to 0 / inf past |x| = 104.
+ * Sigmoid and silu on AVX-512 CPUs (the LLM feed-forward's gate): e^-x from exp_recipe.h, whose
+ * scalar (f32) and 16-lane row forms give the same bits as ew_op requires.
  */
-static const float exp_c[8] = {1.0f,         1.0f,          0.5f,          1.0f / 6.0f,
-                               1.0f / 24.0f, 1.0f / 120.0f, 1.0f / 720.0f, 1.0f / 5040.0f};
-
-static float exp_recipe(float x) {
-  if (x != x) return x;
-  x = x < -104.0f ? -104.0f : x > 104.0f ? 104.0f : x;
-  float n = nearbyintf(x * 1.44269504f);
-  float r = fmaf(n, -0.693145752f, x);
-  r = fmaf(n, -1.42860677e-6f, r);
-  float p = exp_c[7];
-  for (int i = 6; i >= 0; i--) p = fmaf(p, r, exp_c[i]);
-  return ldexpf(p, (int)n);
-}
-
-__attribute__((target("avx512f"))) static inline __m512 exp_recipe512(__m512 x) {
-  __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  __m512 c = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(104.0f));
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693145752f), c);
-  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-1.42860677e-6f), r);
-  __m512 p = _mm512_set1_ps(exp_c[7]);
-  for (int i = 6; i >= 0; i--) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_c[i]));
-  return _mm512_mask_mov_ps(_mm512_scalef_ps(p, n), nan, x);
-}
+#include "portable/exp_recipe.h"
 
 static float f32_sigmoid_recipe(const float *x, const ew_op *op) {
   (void)op;

@@ -167,31 +167,12 @@ static void sdpa_heads__scalar(void *arg, int64_t begin, int64_t end) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
-#include <immintrin.h>
+#include "portable/exp_recipe.h"
 
 __attribute__((target("avx2,fma"))) static void sdpa_heads__avx2(void *arg, int64_t begin,
                                                                  int64_t end) {
   const sdpa_job *j = arg;
   SDPA_HEAD_BODY
-}
-
-/* e^x for x <= 0 (softmax arguments; -inf gives 0): 2^n * p(r), x = n ln2 + r, |r| <= ln2 / 2,
- * p the degree-6 Taylor polynomial (relative error < 2e-7). */
-__attribute__((target("avx512f"))) static inline __m512 exp_neg512(__m512 x) {
-  /* below -104 e^x underflows to 0 all the same; max_ps returns its second operand for NaN */
-  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693145752f), x);
-  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-1.42860677e-6f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
 }
 
 /* The AVX-512 body for D == Dv, D a multiple of 16 up to 256 and no mask: the query row and the
@@ -237,13 +218,13 @@ __attribute__((target("avx512f"))) static void sdpa_heads__avx512(void *arg, int
       __m512 sum = _mm512_setzero_ps(), vmx = _mm512_set1_ps(mx);
       int64_t r = 0;
       for (; r + 16 <= vis; r += 16) {
-        __m512 e = exp_neg512(_mm512_sub_ps(_mm512_loadu_ps(sc + r), vmx));
+        __m512 e = exp_recipe512(_mm512_sub_ps(_mm512_loadu_ps(sc + r), vmx));
         _mm512_storeu_ps(sc + r, e);
         sum = _mm512_add_ps(sum, e);
       }
       if (r < vis) {
         __mmask16 m = (__mmask16)((1u << (vis - r)) - 1);
-        __m512 e = exp_neg512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sc + r), vmx));
+        __m512 e = exp_recipe512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sc + r), vmx));
         _mm512_mask_storeu_ps(sc + r, m, e);
         sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
       }
