@@ -70,6 +70,18 @@ typedef void (*em_f32_softmax_fn)(size_t n, const float *x, float *y, int log);
 typedef void (*em_f32_norm_fn)(size_t n, const float *x, const float *w, const float *b, float eps,
                                int rms, float *y);
 
+/* Tiles of a Winograd F(m x m, 3 x 3) conv per block: one 64-column GEMM strip. */
+#define EM_WINO_MAX_TILES 64
+/* Winograd input transform of n <= EM_WINO_MAX_TILES tiles side by side (m = 2 or 4): rows holds
+ * the m + 2 zero-padded input rows (ldr floats apart, n * m + 2 columns); v[xi * vs + t] receives
+ * element xi = p * (m + 2) + q of tile t's B^T d B. */
+typedef void (*em_f32_wino_in_fn)(int m, size_t n, const float *rows, size_t ldr, float *v,
+                                  size_t vs);
+/* Winograd output transform: mm[xi * ms + t] (the GEMMs' products) -> rows (m rows, ldr floats
+ * apart; tile t in columns [t * m, t * m + m)) = clamp(A^T mm A + bias). */
+typedef void (*em_f32_wino_out_fn)(int m, size_t n, const float *mm, size_t ms, float bias,
+                                   float *rows, size_t ldr, const em_minmax_params *p);
+
 /* Declares the elementwise family of one ISA (instantiated by f32_vops__<isa>.c). */
 #define EM_VOPS_DECL(isa)                                                                          \
   void em_f32_dwconv2d_minmax_ukernel__##isa(const em_dw_params *q, const float *in,               \
@@ -101,7 +113,11 @@ typedef void (*em_f32_norm_fn)(size_t n, const float *x, const float *w, const f
                                            const em_minmax_params *p);                             \
   void em_f32_norm_ukernel__##isa(size_t n, const float *x, const float *w, const float *b,        \
                                   float eps, int rms, float *y);                                   \
-  void em_f32_copy_stride2_ukernel__##isa(size_t n, const float *x, float *y);
+  void em_f32_copy_stride2_ukernel__##isa(size_t n, const float *x, float *y);                    \
+  void em_f32_wino_in_ukernel__##isa(int m, size_t n, const float *rows, size_t ldr, float *v,     \
+                                     size_t vs);                                                   \
+  void em_f32_wino_out_ukernel__##isa(int m, size_t n, const float *mm, size_t ms, float bias,     \
+                                      float *rows, size_t ldr, const em_minmax_params *p);
 
 EM_VOPS_DECL(avx512f)
 void em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const float *in,
@@ -125,6 +141,8 @@ typedef struct em_cpu_config {
   em_f32_norm_fn norm;
   em_f32_gemv16_fn gemv16;
   em_f32_copy_fn copy_stride2; /* y[i] = x[2 i] */
+  em_f32_wino_in_fn wino_in;
+  em_f32_wino_out_fn wino_out;
 } em_cpu_config;
 
 /* The configuration for this CPU, detected once (thread-safe after the first call). */

@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #define EMC_MAGIC      "EMC1"
-#define EMC_VERSION    2u /* 2: EMC_CONV_TRANSPOSED (version 1 blobs read as all zero there) */
+#define EMC_VERSION    3u /* 2: EMC_CONV_TRANSPOSED; 3: EMC_CONV_WINOGRAD (older: zero there) */
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -98,7 +98,15 @@ enum {
    * scratch holds, from its first 64-byte boundary, the im2col [Cin*kh*kw][OH*OW] (room for
    * ceil(OH*OW / 6) * 6 columns), then from the next 64-byte boundary C^T. Version 1 blobs
    * have 0 here. */
-  EMC_CONV_TRANSPOSED
+  EMC_CONV_TRANSPOSED,
+  /* 2 or 4: a 3x3 stride-1 conv (groups 1, dilation 1) run as Winograd F(m x m, 3 x 3) (0: not).
+   * Weights are the (m + 2)^2 transformed filters G g G^T, element xi = p * (m + 2) + q of every
+   * (out, in) pair, each [Co, Cin] matrix in 6-row A panels, xi major. Tiles of m x m outputs go
+   * in blocks of EM_WINO_MAX_TILES (raster order); the scratch holds, from its first 64-byte
+   * boundary, EMC_CONV_WINO_SLOTS slots of [(m+2)^2][Cin][64] transformed inputs followed by
+   * [(m+2)^2][Co][64] GEMM products, one block in flight per slot. */
+  EMC_CONV_WINOGRAD,
+  EMC_CONV_WINO_SLOTS
 };
 /* GEMM ip[] slots: batch, M, K, N, element strides between batches of A and B (0 = shared). */
 enum {

@@ -6,8 +6,8 @@
  * softmax is a branch-free polynomial (|rel err| < 2e-7) so those loops
  * vectorize too; libm is only called once per softmax row for log. An ISA file
  * may write some kernels itself with intrinsics: it defines EM_VOPS_OWN_ELEMENTWISE
- * (vbinary, vbinaryc, vaffine) or EM_VOPS_OWN_GEMV16 before including, and
- * those are left out here.
+ * (vbinary, vbinaryc, vaffine), EM_VOPS_OWN_GEMV16 or EM_VOPS_OWN_WINO (the Winograd
+ * transforms) before including, and those are left out here.
  */
 #include <math.h>
 #include <stdint.h>
@@ -288,3 +288,120 @@ void EM_NAME(em_f32_dwconv2d_minmax_ukernel__)(const em_dw_params *q, const floa
     for (int64_t ow = 0; ow < OW; ow++) orow[ow] = vx_clampf(orow[ow], l, h);
   }
 }
+
+/* ---- Winograd F(m x m, 3 x 3), m = 2 or 4 (a = m + 2 input rows and columns per tile) --------
+ *
+ * The convolution of an a x a input window d with a 3 x 3 filter g is A^T [(G g G^T) .* (B^T d B)] A
+ * (Lavin & Gray's minimal filtering; F(4, 3) with the points 0, +-1, +-2, infinity). The exporter
+ * transforms the filters (G g G^T); these two kernels transform n tiles of one channel, side by
+ * side in a row, one tile per lane t, so every loop runs over t (or along a row) and vectorizes.
+ */
+#ifndef EM_VOPS_OWN_WINO /* the ISA file writes the Winograd transforms itself */
+
+/* o[p * os + t] = (B^T x)[p] for x[i] = x[i * is + t], t < n. */
+static inline void vx_wino_bt(int m, size_t n, const float *restrict x, size_t is,
+                              float *restrict o, size_t os) {
+  if (m == 2) {
+    for (size_t t = 0; t < n; t++) {
+      const float x0 = x[t], x1 = x[is + t], x2 = x[2 * is + t], x3 = x[3 * is + t];
+      o[t] = x0 - x2, o[os + t] = x1 + x2, o[2 * os + t] = x2 - x1, o[3 * os + t] = x1 - x3;
+    }
+    return;
+  }
+  for (size_t t = 0; t < n; t++) {
+    const float x0 = x[t], x1 = x[is + t], x2 = x[2 * is + t], x3 = x[3 * is + t];
+    const float x4 = x[4 * is + t], x5 = x[5 * is + t];
+    o[t] = 4.0f * x0 - 5.0f * x2 + x4;
+    o[os + t] = x3 + x4 - 4.0f * (x1 + x2);
+    o[2 * os + t] = x4 - x3 + 4.0f * (x1 - x2);
+    o[3 * os + t] = x4 - x2 + 2.0f * (x3 - x1);
+    o[4 * os + t] = x4 - x2 - 2.0f * (x3 - x1);
+    o[5 * os + t] = 4.0f * x1 - 5.0f * x3 + x5;
+  }
+}
+
+/*
+ * Input transform of n <= EM_WINO_MAX_TILES tiles side by side: rows holds a input rows (ldr
+ * floats apart, n * m + 2 columns each, the tiles' windows overlapping by 2, zero padding already
+ * in place); v[xi * vs + t] receives element xi = p * a + q of tile t's B^T d B.
+ */
+void EM_NAME(em_f32_wino_in_ukernel__)(int m, size_t n, const float *rows, size_t ldr, float *v,
+                                       size_t vs) {
+  const size_t a = (size_t)m + 2, wd = n * (size_t)m + 2;
+  float r[6 * (EM_WINO_MAX_TILES * 4 + 2)]; /* B^T applied down the columns: row p of B^T d */
+  vx_wino_bt(m, wd, rows, ldr, r, wd);
+  for (size_t p = 0; p < a; p++) {
+    const float *restrict rp = r + p * wd;
+    float *restrict o = v + p * a * vs;
+    if (m == 2) {
+      for (size_t t = 0; t < n; t++) {
+        const float x0 = rp[2 * t], x1 = rp[2 * t + 1], x2 = rp[2 * t + 2], x3 = rp[2 * t + 3];
+        o[t] = x0 - x2, o[vs + t] = x1 + x2, o[2 * vs + t] = x2 - x1, o[3 * vs + t] = x1 - x3;
+      }
+    } else {
+      for (size_t t = 0; t < n; t++) {
+        const float x0 = rp[4 * t], x1 = rp[4 * t + 1], x2 = rp[4 * t + 2];
+        const float x3 = rp[4 * t + 3], x4 = rp[4 * t + 4], x5 = rp[4 * t + 5];
+        o[t] = 4.0f * x0 - 5.0f * x2 + x4;
+        o[vs + t] = x3 + x4 - 4.0f * (x1 + x2);
+        o[2 * vs + t] = x4 - x3 + 4.0f * (x1 - x2);
+        o[3 * vs + t] = x4 - x2 + 2.0f * (x3 - x1);
+        o[4 * vs + t] = x4 - x2 - 2.0f * (x3 - x1);
+        o[5 * vs + t] = 4.0f * x1 - 5.0f * x3 + x5;
+      }
+    }
+  }
+}
+
+/*
+ * Output transform of n <= EM_WINO_MAX_TILES tiles: mm[xi * ms + t] is element xi of tile t's
+ * product (G g G^T) .* (B^T d B); rows (m rows, ldr floats apart, n * m columns) receives
+ * clamp(A^T mm A + bias), tile t in columns [t * m, t * m + m).
+ */
+void EM_NAME(em_f32_wino_out_ukernel__)(int m, size_t n, const float *mm, size_t ms, float bias,
+                                        float *rows, size_t ldr, const em_minmax_params *p) {
+  const size_t a = (size_t)m + 2;
+  float s[4 * 6 * EM_WINO_MAX_TILES]; /* A^T applied down the columns: s[(i * a + q) * n + t] */
+  for (size_t q = 0; q < a; q++) {
+    const float *restrict x = mm + q * ms;
+    float *restrict o = s + q * n;
+    const size_t is = a * ms, os = a * n;
+    if (m == 2) {
+      for (size_t t = 0; t < n; t++) {
+        const float x0 = x[t], x1 = x[is + t], x2 = x[2 * is + t], x3 = x[3 * is + t];
+        o[t] = x0 + x1 + x2, o[os + t] = x1 - x2 - x3;
+      }
+    } else {
+      for (size_t t = 0; t < n; t++) {
+        const float x0 = x[t], x1 = x[is + t], x2 = x[2 * is + t], x3 = x[3 * is + t];
+        const float x4 = x[4 * is + t], x5 = x[5 * is + t];
+        const float s12 = x1 + x2, d12 = x1 - x2, s34 = x3 + x4, d34 = x3 - x4;
+        o[t] = x0 + s12 + s34, o[os + t] = d12 + 2.0f * d34;
+        o[2 * os + t] = s12 + 4.0f * s34, o[3 * os + t] = d12 + 8.0f * d34 + x5;
+      }
+    }
+  }
+  const float lo = p->min, hi = p->max;
+  for (size_t i = 0; i < (size_t)m; i++) {
+    const float *restrict x = s + i * a * n;
+    float *restrict y = rows + i * ldr;
+    if (m == 2) {
+      for (size_t t = 0; t < n; t++) {
+        const float x0 = x[t], x1 = x[n + t], x2 = x[2 * n + t], x3 = x[3 * n + t];
+        y[2 * t] = vx_clampf(x0 + x1 + x2 + bias, lo, hi);
+        y[2 * t + 1] = vx_clampf(x1 - x2 - x3 + bias, lo, hi);
+      }
+    } else {
+      for (size_t t = 0; t < n; t++) {
+        const float x0 = x[t], x1 = x[n + t], x2 = x[2 * n + t], x3 = x[3 * n + t];
+        const float x4 = x[4 * n + t], x5 = x[5 * n + t];
+        const float s12 = x1 + x2, d12 = x1 - x2, s34 = x3 + x4, d34 = x3 - x4;
+        y[4 * t] = vx_clampf(x0 + s12 + s34 + bias, lo, hi);
+        y[4 * t + 1] = vx_clampf(d12 + 2.0f * d34 + bias, lo, hi);
+        y[4 * t + 2] = vx_clampf(s12 + 4.0f * s34 + bias, lo, hi);
+        y[4 * t + 3] = vx_clampf(d12 + 8.0f * d34 + x5 + bias, lo, hi);
+      }
+    }
+  }
+}
+#endif /* EM_VOPS_OWN_WINO */

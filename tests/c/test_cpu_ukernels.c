@@ -5,6 +5,7 @@
  * tiles are also checked for writes outside [mr, nc]. The GEMM driver
  * (cpu_gemm.c: K blocks, M blocks, strips, B packing, threads) is checked the
  * same way on whole matrices, every B form, with and without a thread pool.
+ * The Winograd transforms are checked against double-precision B^T d B and A^T M A.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -177,6 +178,74 @@ static void test_copy_stride2(const em_cpu_config *cfg) {
       if (y[i] != (i < n ? x[2 * i] : 1234.0f)) bad++;
   }
   CHECK(bad == 0, "%s copy_stride2: %d wrong elements", cfg->isa, bad);
+}
+
+/* Winograd transform matrices (B^T, A^T) for m = 2 and 4, in double: the reference. */
+static const double wino_bt2[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+static const double wino_at2[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+static const double wino_bt4[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0},
+                                      {0, 4, -4, -1, 1, 0}, {0, -2, -1, 2, 1, 0},
+                                      {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+static const double wino_at4[4][6] = {
+    {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+
+/*
+ * The Winograd input and output transforms for m = 2 and 4 at tile counts around the 16-lane
+ * vector and the 64-tile block: B^T d B and clamp(A^T M A + bias) against double references,
+ * nothing written to v past n tiles.
+ */
+static void test_wino(const em_cpu_config *cfg) {
+  enum { LDR = 264, VS = 80 };
+  static float rows[6 * LDR], v[36 * VS], mm[36 * VS], out[4 * LDR];
+  static const size_t ns[] = {1, 5, 15, 16, 17, 31, 33, 48, 63, 64};
+  int bad = 0;
+  for (int m = 2; m <= 4; m += 2) {
+    const size_t a = (size_t)m + 2;
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+      const size_t n = ns[ni];
+      for (size_t i = 0; i < 6 * LDR; i++) rows[i] = frand();
+      for (size_t i = 0; i < 36 * VS; i++) v[i] = SENTINEL, mm[i] = frand();
+      cfg->wino_in(m, n, rows, LDR, v, VS);
+      for (size_t t = 0; t < VS; t++)
+        for (size_t p = 0; p < a; p++)
+          for (size_t q = 0; q < a; q++) {
+            const float got = v[(p * a + q) * VS + t];
+            if (t >= n) {
+              if (got != SENTINEL) bad++;
+              continue;
+            }
+            double want = 0;
+            for (size_t i = 0; i < a; i++)
+              for (size_t j = 0; j < a; j++) {
+                const double bp = m == 2 ? wino_bt2[p][i] : wino_bt4[p][i];
+                const double bq = m == 2 ? wino_bt2[q][j] : wino_bt4[q][j];
+                want += bp * bq * rows[i * LDR + t * (size_t)m + j];
+              }
+            if (!close_to(got, want, 1e-5)) bad++;
+          }
+      const em_minmax_params mmp = {-0.5f, 2.0f};
+      const float bias = 0.25f;
+      cfg->wino_out(m, n, mm, VS, bias, out, LDR, &mmp);
+      for (size_t t = 0; t < n; t++)
+        for (size_t i = 0; i < (size_t)m; i++)
+          for (size_t j = 0; j < (size_t)m; j++) {
+            double want = bias;
+            for (size_t p = 0; p < a; p++)
+              for (size_t q = 0; q < a; q++) {
+                const double ap = m == 2 ? wino_at2[i][p] : wino_at4[i][p];
+                const double aq = m == 2 ? wino_at2[j][q] : wino_at4[j][q];
+                want += ap * aq * mm[(p * a + q) * VS + t];
+              }
+            want = fmin(fmax(want, -0.5), 2.0);
+            if (!close_to(out[i * LDR + t * (size_t)m + j], want, 1e-5)) bad++;
+          }
+      if (bad) {
+        CHECK(0, "%s wino m=%d n=%zu: %d mismatches", cfg->isa, m, n, bad);
+        return;
+      }
+      g_pass++;
+    }
+  }
 }
 
 static double ref_act(uint32_t act, double x, const float *fp) {
@@ -404,6 +473,7 @@ int main(void) {
     test_dwconv(cfg);
     test_dwconv_small(cfg);
     test_copy_stride2(cfg);
+    test_wino(cfg);
     test_gemv16(cfg);
     test_elementwise(cfg);
   }

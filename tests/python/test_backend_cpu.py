@@ -191,6 +191,76 @@ def test_small_maps_run_transposed() -> None:
     _check_model(SmallMapZoo(), (torch.randn(2, 24, 14, 14),), threads=(1, 2))
 
 
+def _conv_ops(buf: bytes) -> list[tuple[int, ...]]:
+    """The ip[] slots of every conv2d operator in the program's first EMC blob."""
+    at, _ = _blob_span(buf)
+    n_ops = struct.unpack_from("<I", buf, at + 12)[0]
+    ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
+    ops = [struct.unpack_from("<I", buf, at + ops_off + 160 * i)[0] for i in range(n_ops)]
+    return [
+        struct.unpack_from("<24i", buf, at + ops_off + 160 * i + 32)
+        for i, kind in enumerate(ops)
+        if kind == 1
+    ]
+
+
+WINO, WINO_SLOTS = 13, 14  # EMC_CONV_WINOGRAD, EMC_CONV_WINO_SLOTS
+
+
+@pytest.mark.parametrize(
+    "ci, co, h, w, pad, act, batch, m",
+    [
+        (16, 16, 28, 28, 1, nn.ReLU(), 1, 4),  # 49 tiles: one block
+        (64, 64, 56, 56, 1, nn.ReLU6(), 1, 4),  # 4 blocks, the last of 4 tiles
+        (16, 19, 92, 90, 1, nn.GELU(), 1, 4),  # 9 blocks: whole blocks per thread
+        (24, 40, 30, 17, 1, None, 2, 2),  # 40 tiles of 4x4, 135 of 2x2; batch 2
+        (16, 32, 15, 15, 2, nn.ReLU(), 1, 2),  # pad 2: 17x17 out, odd edge tiles
+        (20, 24, 31, 33, 0, None, 1, 4),  # no padding, 29x31 out: ragged right and bottom
+        (256, 256, 14, 14, 1, None, 1, 2),  # ResNet layer3, K over two K blocks
+    ],
+)
+def test_winograd_convs(ci: int, co: int, h: int, w: int, pad: int, act, batch: int, m: int) -> None:
+    """3x3 stride-1 convs run as Winograd F(m x m, 3 x 3): output tiles crossing the map's edges,
+    one and many blocks of 64 tiles, both thread splits, fused activations, batch > 1. F(4x4)
+    loses a little accuracy, so the bound is 1e-4 of the largest output (the issue's criterion),
+    against eager and against the portable kernels."""
+    torch.manual_seed(0)
+    layers = [nn.Conv2d(ci, co, 3, padding=pad)] + ([act] if act is not None else [])
+    mod = nn.Sequential(*layers).eval()
+    x = torch.randn(batch, ci, h, w)
+    with torch.inference_mode():
+        want = mod(x)
+    prog = ember.export(mod, (x,), backend="cpu")
+    (ip,) = _conv_ops(prog.buffer)
+    assert ip[WINO] == m and ip[WINO_SLOTS] >= 1
+    plain = _run(ember.export(mod, (x,), backend=None), (x,))
+    tol = 1e-4 * want.abs().max().item()
+    for th in (1, 2):
+        got = _run(prog, (x,), th)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=tol)
+        torch.testing.assert_close(got, plain, rtol=1e-4, atol=tol)
+
+
+def test_winograd_choice() -> None:
+    """Winograd only where it pays and is exact: 3x3, stride 1, undilated, ungrouped, >= 16
+    channels; F(4x4) from 48 tiles of 4x4, F(2x2) from 48 tiles of 2x2, else direct."""
+    cases = [
+        (dict(in_channels=64, out_channels=64, padding=1), 56, 4),
+        (dict(in_channels=128, out_channels=128, padding=1), 28, 4),
+        (dict(in_channels=256, out_channels=256, padding=1), 14, 2),
+        (dict(in_channels=512, out_channels=512, padding=1), 7, 0),
+        (dict(in_channels=64, out_channels=64, padding=1, stride=2), 56, 0),
+        (dict(in_channels=64, out_channels=64, padding=2, dilation=2), 56, 0),
+        (dict(in_channels=64, out_channels=64, padding=1, groups=2), 56, 0),
+        (dict(in_channels=3, out_channels=64, padding=1), 56, 0),
+    ]
+    for kw, size, m in cases:
+        mod = nn.Conv2d(kernel_size=3, **kw).eval()
+        prog = ember.export(mod, (torch.randn(1, kw["in_channels"], size, size),), backend="cpu")
+        (ip,) = _conv_ops(prog.buffer)
+        assert ip[WINO] == m, (kw, size)
+
+
 def test_mlp() -> None:
     torch.manual_seed(0)
     m = nn.Sequential(
@@ -409,7 +479,7 @@ def test_blob_version_and_magic_are_checked(small_program) -> None:
     at, _ = _blob_span(buf)
     assert _load_and_run(buf, x) == "ok"
     bad = bytearray(buf)
-    for version in (0, 3):  # this build reads versions 1 (no transposed convs) and 2
+    for version in (0, 4):  # this build reads versions 1 (no transposed convs) to 3 (Winograd)
         struct.pack_into("<I", bad, at + 4, version)
         assert "DelegateInvalidCompatibility" in _load_and_run(bytes(bad), x)
     struct.pack_into("<I", bad, at + 4, 1)
@@ -443,6 +513,23 @@ def test_blob_fields_out_of_range_are_rejected(small_program) -> None:
         struct.pack_into(fmt, bad, off, val)
         res = _load_and_run(bytes(bad), x)
         assert res != "ok" or name == "const offset", f"{name}: accepted"
+
+
+def test_blob_winograd_fields_are_checked() -> None:
+    """A Winograd conv with a bad tile size, slot count, scratch or geometry fails at load."""
+    torch.manual_seed(0)
+    mod = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.ReLU()).eval()
+    x = torch.randn(1, 16, 28, 28)
+    buf = ember.export(mod, (x,), backend="cpu").buffer
+    assert _load_and_run(buf, x) == "ok"
+    at, _ = _blob_span(buf)
+    ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
+    ip_at = at + ops_off + 32  # the conv is operator 0
+    for slot, val in [(WINO, 3), (WINO, 6), (WINO, -1), (WINO_SLOTS, 0), (WINO_SLOTS, 65),
+                      (WINO_SLOTS, 1 << 20), (11, 64), (3, 2), (1, 5), (0, 2)]:
+        bad = bytearray(buf)
+        struct.pack_into("<i", bad, ip_at + 4 * slot, val)
+        assert _load_and_run(bytes(bad), x) != "ok", (slot, val)
 
 
 def test_blob_random_corruption_never_crashes(small_program) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MAGIC = b"EMC1"
-VERSION = 2
+VERSION = 3
 MAX_DIMS = 6
 MR = 6
 ALIGN = 64

@@ -566,26 +566,89 @@ def _silu(ops: list[Op], u: _Uses) -> None:
 
 
 # ---- building the blob ------------------------------------------------------------------------
-def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec) -> tuple[np.ndarray, bool, int, bool]:
+def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec) -> tuple[np.ndarray, bool, int, bool, int]:
+    """Packed weights, depthwise?, scratch bytes, transposed?, Winograd tile m (0: none)."""
     w = op.attrs["w"]
     g = op.attrs["groups"]
     co, cg, kh, kw = w.shape
     depthwise = g == x.shape[1] == co and cg == 1
     if depthwise:
-        return w.reshape(co, kh * kw), True, 0, False
+        return w.reshape(co, kh * kw), True, 0, False, 0
     mg, kg = co // g, cg * kh * kw
-    npix = out.shape[2] * out.shape[3]
+    oh, ow = out.shape[2], out.shape[3]
+    npix = oh * ow
+    m = _winograd_tile(op, oh, ow)
+    if m:
+        a = m + 2
+        scratch = 64 + _wino_slots(m, oh, ow) * a * a * (cg + co) * WINO_TILES * 4
+        return _winograd_filters(w, m), False, scratch, False, m
     scratch = kg * (-(-npix // B.NR_PANEL) * B.NR_PANEL) * 4  # B operand in 16-column panels
     if g == 1 and _conv_transposed(co, npix, kg):
         # C^T[npix, co] = im2col^T @ W^T: weights as 16-column B panels, the im2col as 6-row A
         # panels in the scratch, then C^T (transposed into the output after the GEMM).
         packed = B.pack_b_panels(np.ascontiguousarray(w.reshape(co, kg).T))
         t_scratch = (_align(-(-npix // B.MR) * B.MR * kg * 4) + npix * co * 4) + 64
-        return packed, False, max(scratch, t_scratch), True
+        return packed, False, max(scratch, t_scratch), True, 0
     packed = np.concatenate(
         [B.pack_a_panels(w[i * mg : (i + 1) * mg].reshape(mg, kg)) for i in range(g)]
     )
-    return packed, False, scratch, False
+    return packed, False, scratch, False, 0
+
+
+# ---- Winograd F(m x m, 3 x 3) ---------------------------------------------------------------
+WINO_TILES = 64  # tiles per block (EM_WINO_MAX_TILES): one 64-column GEMM strip
+WINO_MAX_SLOTS = 4  # blocks in flight at once (scratch slots)
+# Filter transforms G (Lavin & Gray; F(4, 3) on the points 0, +-1, +-2, infinity).
+_WINO_G = {
+    2: np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]]),
+    4: np.array(
+        [
+            [1 / 4, 0, 0],
+            [-1 / 6, -1 / 6, -1 / 6],
+            [-1 / 6, 1 / 6, -1 / 6],
+            [1 / 24, 1 / 12, 1 / 6],
+            [1 / 24, -1 / 12, 1 / 6],
+            [0, 0, 1],
+        ]
+    ),
+}
+
+
+def _winograd_tile(op: Op, oh: int, ow: int) -> int:
+    """The Winograd tile m for a conv, or 0 to run it as a direct GEMM.
+
+    Only 3x3, stride 1, undilated, ungrouped convs with enough channels (an RGB stem stays
+    direct). F(4x4) (4x fewer multiplies) when the map has at least 48 tiles of 4x4 (28x28 and
+    up: each block of 64 tiles is a full GEMM strip), else F(2x2) (2.25x) with at least 48 tiles
+    of 2x2 (14x14); smaller maps stay direct: with a handful of tiles the GEMMs become
+    matrix-vector products that stream the (m + 2)^2 / 9 times larger transformed filters. F(4x4)
+    costs some accuracy (about 1e-6 relative on ResNet layers, against 1e-7 for F(2x2)).
+    """
+    a = op.attrs
+    w = a["w"]
+    co, cg, kh, kw = w.shape
+    if (kh, kw) != (3, 3) or a["groups"] != 1 or tuple(a["stride"]) != (1, 1):
+        return 0
+    if tuple(a["dil"]) != (1, 1) or cg < 16 or co < 16:
+        return 0
+    for m in (4, 2):
+        if -(-oh // m) * -(-ow // m) >= 48:
+            return m
+    return 0
+
+
+def _wino_slots(m: int, oh: int, ow: int) -> int:
+    tiles = -(-oh // m) * -(-ow // m)
+    return min(WINO_MAX_SLOTS, -(-tiles // WINO_TILES))
+
+
+def _winograd_filters(w: np.ndarray, m: int) -> np.ndarray:
+    """[co, ci, 3, 3] -> the (m + 2)^2 matrices (G g G^T)[p, q] of [co, ci], each in A panels."""
+    g = _WINO_G[m]
+    u = np.einsum("pi,ocij,qj->pqoc", g, w.astype(np.float64), g)  # [a, a, co, ci]
+    a = m + 2
+    u = u.reshape(a * a, *w.shape[:2]).astype(np.float32)
+    return np.concatenate([B.pack_a_panels(u[xi]) for xi in range(a * a)])
 
 
 def _align(n: int) -> int:
@@ -637,7 +700,7 @@ def build_blob(
     for op in ops:
         if op.kind == "conv2d":
             x, out = op.ins[0], op.outs[0]
-            packed, dw, scratch, transposed = _pack_conv(op, x, out)
+            packed, dw, scratch, transposed, wino = _pack_conv(op, x, out)
             a = op.attrs
             ip = [
                 a["groups"],
@@ -650,6 +713,8 @@ def build_blob(
                 0,
                 0,
                 int(transposed),
+                wino,
+                _wino_slots(wino, out.shape[2], out.shape[3]) if wino else 0,
             ]
             b = a["b"]
             bop = B.BOp(
