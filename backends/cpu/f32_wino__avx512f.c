@@ -49,9 +49,11 @@ __attribute__((target("avx512f"), always_inline)) static inline void wino_in(con
                                                                             size_t vs) {
   const size_t a = (size_t)m + 2, wd = n * (size_t)m + 2;
   __attribute__((aligned(64))) float r[6 * RW];
-  /* Pass 1, along the rows: r[p] = sum_i B^T[p][i] rows[i], zero past wd (read by pass 2's
-   * over-reads, into lanes that are never stored). */
-  for (size_t x0 = 0; x0 < wd + 16; x0 += 16) {
+  /* Pass 1, along the rows: r[p] = sum_i B^T[p][i] rows[i], zero past wd up to what pass 2
+   * reads for its last vector of tiles (lanes never stored, but garbage there could be
+   * denormals, which cost microcode assists). */
+  const size_t rend = (n + 15) / 16 * 16 * (size_t)m + 16;
+  for (size_t x0 = 0; x0 < rend; x0 += 16) {
     const __mmask16 k = x0 < wd ? tail_mask(wd - x0) : 0;
     __m512 x[6], o[6];
     for (size_t i = 0; i < a; i++) x[i] = _mm512_maskz_loadu_ps(k, rows + i * ldr + x0);

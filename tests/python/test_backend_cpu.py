@@ -212,7 +212,7 @@ WINO, WINO_SLOTS = 13, 14  # EMC_CONV_WINOGRAD, EMC_CONV_WINO_SLOTS
     [
         (16, 16, 28, 28, 1, nn.ReLU(), 1, 4),  # 49 tiles: one block
         (64, 64, 56, 56, 1, nn.ReLU6(), 1, 4),  # 4 blocks, the last of 4 tiles
-        (16, 19, 92, 90, 1, nn.GELU(), 1, 4),  # 9 blocks: whole blocks per thread
+        (16, 19, 92, 90, 1, nn.GELU(), 1, 4),  # 529 tiles: a range of blocks per thread
         (24, 40, 30, 17, 1, None, 2, 2),  # 40 tiles of 4x4, 135 of 2x2; batch 2
         (16, 32, 15, 15, 2, nn.ReLU(), 1, 2),  # pad 2: 17x17 out, odd edge tiles
         (20, 24, 31, 33, 0, None, 1, 4),  # no padding, 29x31 out: ragged right and bottom

@@ -638,8 +638,11 @@ def _winograd_tile(op: Op, oh: int, ow: int) -> int:
 
 
 def _wino_slots(m: int, oh: int, ow: int) -> int:
+    """Scratch slots: one per thread that runs its own range of tiles, block by block (up to
+    WINO_MAX_SLOTS threads with a whole block each); more threads than slots split each
+    block's phases instead, in one slot."""
     tiles = -(-oh // m) * -(-ow // m)
-    return min(WINO_MAX_SLOTS, -(-tiles // WINO_TILES))
+    return max(1, min(WINO_MAX_SLOTS, tiles // WINO_TILES))
 
 
 def _winograd_filters(w: np.ndarray, m: int) -> np.ndarray:
