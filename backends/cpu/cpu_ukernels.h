@@ -120,6 +120,8 @@ typedef void (*em_f32_wino_out_fn)(int m, size_t n, const float *mm, size_t ms, 
                                       float *rows, size_t ldr, const em_minmax_params *p);
 
 EM_VOPS_DECL(avx512f)
+/* y[i] = gelu(x[i]) (erf form), the AVX-512 vact's GELU row (f32_rows__avx512f.c). */
+void em_f32_gelu_row__avx512f(size_t n, const float *x, float *y);
 void em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const float *in,
                                                  const float *w, float bias, float *out,
                                                  const em_minmax_params *p);

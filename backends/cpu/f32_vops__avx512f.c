@@ -1,8 +1,11 @@
 /*
  * f32_vops__avx512f.c — the elementwise, depthwise and row micro-kernels for
  * avx512f (see f32_vops_impl.h; ISA flags come from CMakeLists.txt), with the
- * Winograd transforms written in intrinsics (f32_wino__avx512f.c).
+ * Winograd transforms (f32_wino__avx512f.c), the softmax and GELU rows
+ * (f32_rows__avx512f.c) written in intrinsics.
  */
 #define EM_ISA           avx512f
 #define EM_VOPS_OWN_WINO 1
+#define EM_VOPS_OWN_SOFTMAX 1
+#define EM_VOPS_GELU_ROW    em_f32_gelu_row__avx512f
 #include "f32_vops_impl.h"

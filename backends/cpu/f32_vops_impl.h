@@ -6,8 +6,9 @@
  * softmax is a branch-free polynomial (|rel err| < 2e-7) so those loops
  * vectorize too; libm is only called once per softmax row for log. An ISA file
  * may write some kernels itself with intrinsics: it defines EM_VOPS_OWN_ELEMENTWISE
- * (vbinary, vbinaryc, vaffine), EM_VOPS_OWN_GEMV16 or EM_VOPS_OWN_WINO (the Winograd
- * transforms) before including, and those are left out here.
+ * (vbinary, vbinaryc, vaffine), EM_VOPS_OWN_GEMV16, EM_VOPS_OWN_SOFTMAX or EM_VOPS_OWN_WINO
+ * (the Winograd transforms) before including, and those are left out here; EM_VOPS_GELU_ROW
+ * names its own GELU row for vact.
  */
 #include <math.h>
 #include <stdint.h>
@@ -121,8 +122,12 @@ void EM_NAME(em_f32_vact_ukernel__)(size_t n, const float *x, float *y, uint32_t
     for (size_t i = 0; i < n; i++) y[i] = x[i] * vx_sigmoidf(x[i]);
     break;
   case EMC_ACT_GELU:
+#ifdef EM_VOPS_GELU_ROW /* the ISA's own GELU row */
+    EM_VOPS_GELU_ROW(n, x, y);
+#else
     for (size_t i = 0; i < n; i++)
       y[i] = 0.5f * x[i] * (1.0f + vx_erff(x[i] * 0.70710678118654752f));
+#endif
     break;
   case EMC_ACT_GELU_TANH:
     for (size_t i = 0; i < n; i++) {
@@ -178,6 +183,7 @@ static inline float vx_max(size_t n, const float *x) {
   return m;
 }
 
+#ifndef EM_VOPS_OWN_SOFTMAX /* the ISA file writes the softmax row itself */
 void EM_NAME(em_f32_softmax_ukernel__)(size_t n, const float *x, float *y, int log) {
   if (n == 0) return;
   const float mx = vx_max(n, x);
@@ -191,6 +197,7 @@ void EM_NAME(em_f32_softmax_ukernel__)(size_t n, const float *x, float *y, int l
   const float inv = 1.0f / sum;
   for (size_t i = 0; i < n; i++) y[i] *= inv;
 }
+#endif /* EM_VOPS_OWN_SOFTMAX */
 
 void EM_NAME(em_f32_norm_ukernel__)(size_t n, const float *x, const float *w, const float *b,
                                     float eps, int rms, float *y) {

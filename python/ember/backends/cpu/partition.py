@@ -681,6 +681,16 @@ def build_blob(
     in_idx = {id(r): i for i, r in enumerate(inputs)}
     out_idx = {id(r): i for i, r in enumerate(outputs)}
     ids: dict[int, int] = {}
+    # A copy (clone, expand or dtype no-op of a contiguous tensor) whose result is not a delegate
+    # output is dropped: its result becomes a second shape over the source's storage (nothing
+    # in the backend writes a tensor after producing it, so the two can never differ).
+    alias: dict[int, TensorSpec] = {}
+    for op in ops:
+        if op.kind == "copy" and isinstance(op.ins[0], TensorSpec):
+            o = op.outs[0]
+            if o.root() is o and id(o) not in out_idx:
+                alias[id(o)] = op.ins[0]
+    ops = [op for op in ops if not (op.kind == "copy" and id(op.outs[0]) in alias)]
 
     def tid(v: Any) -> int:
         if v is None:
@@ -690,6 +700,8 @@ def build_blob(
         if id(v) in ids:
             return ids[id(v)]
         r = v.root()
+        while id(r) in alias:
+            r = alias[id(r)].root()
         shape = tuple(v.shape)
         if id(r) in out_idx:
             bt = B.BTensor(B.OUTPUT, shape, index=out_idx[id(r)])
