@@ -96,11 +96,16 @@ static void run_chunks(em_threadpool *p, int self) {
   }
 }
 
-/* Spin iterations before blocking (~0.1-0.2 ms): a job that follows soon (the next operator,
- * after a few serial ones) is picked up without a futex wake-up, which costs a scheduler tick on
- * a busy host. 10x the earlier 20000 measured +7 % 2-thread SmolLM2 decode (6/6 alternated runs).
+/* Spin iterations before blocking (~1-2 ms): a job that follows soon (the next operator, after
+ * a few serial ones) is picked up without a futex wake-up, which costs tens of microseconds to a
+ * scheduler tick on a busy host. 200000 (10x the first 20000) measured +7 % 2-thread SmolLM2
+ * decode; 2000000 then measured, interleaved against 200000 at 2 threads (bench/run.py
+ * --baseline-build): MiniLM 17.0 vs 18.5 ms, ResNet-18 17.1 vs 20.2, MobileNetV2 6.7 vs 7.1 —
+ * since small memory-bound operators run on the caller alone, the workers would otherwise fall
+ * asleep between the parallel ones. The cost: a worker burns up to ~2 ms of CPU after its last
+ * job before it sleeps.
  */
-#define SPIN_ITERS  200000
+#define SPIN_ITERS  2000000
 
 static void *worker(void *arg) {
   em_threadpool *p = ((worker_arg *)arg)->pool;
