@@ -178,8 +178,8 @@ def render(rows: list[dict], argv: list[str]) -> str:
         f"load average at the end {os.getloadavg()[0]:.1f}).",
         "",
         "Each model is exported with `ember.export(model, inputs, backend=None)` (portable "
-        "kernels only), checked against eager PyTorch on the zoo's seeded inputs (f32; the test bound is "
-        "max abs error ≤ 1e-4 × max |eager output|), and timed with "
+        "kernels only), checked against eager PyTorch on the zoo's seeded inputs (f32; the test "
+        "bound is max abs error ≤ 1e-4 × max |eager output|), and timed with "
         "`build/ember run <pte> --input ... --iters N --threads 1` (median over N iterations). "
         "Models and inputs: `tests/python/zoo/models.py`; the tests: "
         "`.venv/bin/python -m pytest tests/python/zoo`. The machine is shared with other builds, "

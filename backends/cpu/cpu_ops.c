@@ -681,8 +681,8 @@ static void wino_out_block(const wino_job *j, int s, int64_t t0, int64_t t1, int
     const float bias = j->bias ? j->bias[c] : 0.0f;
     for (int ri = 0; ri < nruns; ri++) {
       const int64_t ty = runs[ri].ty, tx0 = runs[ri].tx0, n = runs[ri].n, t = runs[ri].t;
-      j->d->cfg->wino_out((int)j->m, (size_t)n, mm + (size_t)c * EM_WINO_MAX_TILES + (size_t)t,
-                          mxs, bias, rows, WINO_LDR, &j->mm);
+      j->d->cfg->wino_out((int)j->m, (size_t)n, mm + (size_t)c * EM_WINO_MAX_TILES + (size_t)t, mxs,
+                          bias, rows, WINO_LDR, &j->mm);
       const int64_t ox0 = tx0 * j->m;
       const int64_t wd = n * j->m < j->ow - ox0 ? n * j->m : j->ow - ox0;
       for (int64_t i = 0; i < j->m && ty * j->m + i < j->oh; i++) {
@@ -1266,8 +1266,7 @@ em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *poo
   case EMC_OP_SLICE: return run_slice(d, op);
   case EMC_OP_CHANNEL_AFFINE: {
     affine_job j = {d, op};
-    par_for_mem(pool, (int64_t)op->ip[0] * op->ip[1], affine_planes, &j,
-                d->t[op->out[0]].numel);
+    par_for_mem(pool, (int64_t)op->ip[0] * op->ip[1], affine_planes, &j, d->t[op->out[0]].numel);
     return EM_OK;
   }
   default: return EM_ERR_INVALID_PROGRAM;

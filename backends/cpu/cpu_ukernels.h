@@ -113,7 +113,7 @@ typedef void (*em_f32_wino_out_fn)(int m, size_t n, const float *mm, size_t ms, 
                                            const em_minmax_params *p);                             \
   void em_f32_norm_ukernel__##isa(size_t n, const float *x, const float *w, const float *b,        \
                                   float eps, int rms, float *y);                                   \
-  void em_f32_copy_stride2_ukernel__##isa(size_t n, const float *x, float *y);                    \
+  void em_f32_copy_stride2_ukernel__##isa(size_t n, const float *x, float *y);                     \
   void em_f32_wino_in_ukernel__##isa(int m, size_t n, const float *rows, size_t ldr, float *v,     \
                                      size_t vs);                                                   \
   void em_f32_wino_out_ukernel__##isa(int m, size_t n, const float *mm, size_t ms, float bias,     \

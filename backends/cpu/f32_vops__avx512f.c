@@ -4,8 +4,8 @@
  * Winograd transforms (f32_wino__avx512f.c), the softmax and GELU rows
  * (f32_rows__avx512f.c) written in intrinsics.
  */
-#define EM_ISA           avx512f
-#define EM_VOPS_OWN_WINO 1
+#define EM_ISA              avx512f
+#define EM_VOPS_OWN_WINO    1
 #define EM_VOPS_OWN_SOFTMAX 1
 #define EM_VOPS_GELU_ROW    em_f32_gelu_row__avx512f
 #include "f32_vops_impl.h"

@@ -298,8 +298,8 @@ void EM_NAME(em_f32_dwconv2d_minmax_ukernel__)(const em_dw_params *q, const floa
 
 /* ---- Winograd F(m x m, 3 x 3), m = 2 or 4 (a = m + 2 input rows and columns per tile) --------
  *
- * The convolution of an a x a input window d with a 3 x 3 filter g is A^T [(G g G^T) .* (B^T d B)] A
- * (Lavin & Gray's minimal filtering; F(4, 3) with the points 0, +-1, +-2, infinity). The exporter
+ * The convolution of an a x a input window d with a 3 x 3 filter g is A^T [(G g G^T) .* (B^T d B)]
+ * A (Lavin & Gray's minimal filtering; F(4, 3) with the points 0, +-1, +-2, infinity). The exporter
  * transforms the filters (G g G^T); these two kernels transform n tiles of one channel, side by
  * side in a row, one tile per lane t, so every loop runs over t (or along a row) and vectorizes.
  */

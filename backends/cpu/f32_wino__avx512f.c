@@ -31,8 +31,7 @@ __attribute__((target("avx512f"))) static inline void bt_vec(int m, const __m512
     o[2] = _mm512_sub_ps(x[2], x[1]), o[3] = _mm512_sub_ps(x[1], x[3]);
     return;
   }
-  const __m512 four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f),
-               two = _mm512_set1_ps(2.0f);
+  const __m512 four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f), two = _mm512_set1_ps(2.0f);
   const __m512 x4mx2 = _mm512_sub_ps(x[4], x[2]), d31 = _mm512_sub_ps(x[3], x[1]);
   o[0] = _mm512_add_ps(_mm512_fnmadd_ps(five, x[2], _mm512_mul_ps(four, x[0])), x[4]);
   o[1] = _mm512_fnmadd_ps(four, _mm512_add_ps(x[1], x[2]), _mm512_add_ps(x[3], x[4]));
@@ -43,10 +42,8 @@ __attribute__((target("avx512f"))) static inline void bt_vec(int m, const __m512
 }
 
 /* The input transform for a literal m (so every loop over a = m + 2 unrolls). */
-__attribute__((target("avx512f"), always_inline)) static inline void wino_in(const int m, size_t n,
-                                                                            const float *rows,
-                                                                            size_t ldr, float *v,
-                                                                            size_t vs) {
+__attribute__((target("avx512f"), always_inline)) static inline void
+wino_in(const int m, size_t n, const float *rows, size_t ldr, float *v, size_t vs) {
   const size_t a = (size_t)m + 2, wd = n * (size_t)m + 2;
   __attribute__((aligned(64))) float r[6 * RW];
   /* Pass 1, along the rows: r[p] = sum_i B^T[p][i] rows[i], zero past wd up to what pass 2
@@ -80,8 +77,10 @@ __attribute__((target("avx512f"), always_inline)) static inline void wino_in(con
       } else {
         const __m512 v0 = _mm512_load_ps(rp), v1 = _mm512_load_ps(rp + 16);
         const __m512 v2 = _mm512_load_ps(rp + 32), v3 = _mm512_load_ps(rp + 48);
-        const __m512 w01 = _mm512_permutex2var_ps(v0, q01, v1), z01 = _mm512_permutex2var_ps(v2, q01, v3);
-        const __m512 w23 = _mm512_permutex2var_ps(v0, q23, v1), z23 = _mm512_permutex2var_ps(v2, q23, v3);
+        const __m512 w01 = _mm512_permutex2var_ps(v0, q01, v1),
+                     z01 = _mm512_permutex2var_ps(v2, q01, v3);
+        const __m512 w23 = _mm512_permutex2var_ps(v0, q23, v1),
+                     z23 = _mm512_permutex2var_ps(v2, q23, v3);
         x[0] = _mm512_shuffle_f32x4(w01, z01, 0x44), x[1] = _mm512_shuffle_f32x4(w01, z01, 0xEE);
         x[2] = _mm512_shuffle_f32x4(w23, z23, 0x44), x[3] = _mm512_shuffle_f32x4(w23, z23, 0xEE);
         x[4] = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(_mm512_set1_ps(rp[64])),
@@ -97,12 +96,13 @@ __attribute__((target("avx512f"), always_inline)) static inline void wino_in(con
 }
 
 /* The output transform for a literal m. */
-__attribute__((target("avx512f"), always_inline)) static inline void wino_out(
-    const int m, size_t n, const float *mm, size_t ms, float bias, float *rows, size_t ldr,
-    const em_minmax_params *p) {
+__attribute__((target("avx512f"), always_inline)) static inline void
+wino_out(const int m, size_t n, const float *mm, size_t ms, float bias, float *rows, size_t ldr,
+         const em_minmax_params *p) {
   const size_t a = (size_t)m + 2;
   const __m512 lo = _mm512_set1_ps(p->min), hi = _mm512_set1_ps(p->max), b = _mm512_set1_ps(bias);
-  const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), eight = _mm512_set1_ps(8.0f);
+  const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f),
+               eight = _mm512_set1_ps(8.0f);
   /* Interleave indices: m = 2, y[2 i + c] = Y_c[i]; m = 4 (after 128-bit shuffles), see below. */
   const __m512i il0 = idx16(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i il1 = _mm512_add_epi32(il0, _mm512_set1_epi32(8));
@@ -132,7 +132,8 @@ __attribute__((target("avx512f"), always_inline)) static inline void wino_out(
       if (m == 2) {
         __m512 y0 = _mm512_add_ps(_mm512_add_ps(x[0], x[1]), _mm512_add_ps(x[2], b));
         __m512 y1 = _mm512_sub_ps(_mm512_sub_ps(x[1], x[2]), _mm512_sub_ps(x[3], b));
-        y0 = _mm512_min_ps(_mm512_max_ps(y0, lo), hi), y1 = _mm512_min_ps(_mm512_max_ps(y1, lo), hi);
+        y0 = _mm512_min_ps(_mm512_max_ps(y0, lo), hi),
+        y1 = _mm512_min_ps(_mm512_max_ps(y1, lo), hi);
         _mm512_storeu_ps(y, _mm512_permutex2var_ps(y0, il0, y1));
         _mm512_storeu_ps(y + 16, _mm512_permutex2var_ps(y0, il1, y1));
         continue;
@@ -147,8 +148,10 @@ __attribute__((target("avx512f"), always_inline)) static inline void wino_out(
       y2 = _mm512_min_ps(_mm512_max_ps(y2, lo), hi), y3 = _mm512_min_ps(_mm512_max_ps(y3, lo), hi);
       /* w01 = [y0 0..7 | y1 0..7], z01 = [y0 8..15 | y1 8..15], likewise w23 / z23; then
        * output vector c (tiles 4c..4c+3, four columns each) picks lanes from them. */
-      const __m512 w01 = _mm512_shuffle_f32x4(y0, y1, 0x44), z01 = _mm512_shuffle_f32x4(y0, y1, 0xEE);
-      const __m512 w23 = _mm512_shuffle_f32x4(y2, y3, 0x44), z23 = _mm512_shuffle_f32x4(y2, y3, 0xEE);
+      const __m512 w01 = _mm512_shuffle_f32x4(y0, y1, 0x44),
+                   z01 = _mm512_shuffle_f32x4(y0, y1, 0xEE);
+      const __m512 w23 = _mm512_shuffle_f32x4(y2, y3, 0x44),
+                   z23 = _mm512_shuffle_f32x4(y2, y3, 0xEE);
       _mm512_storeu_ps(y, _mm512_permutex2var_ps(w01, iq0, w23));
       _mm512_storeu_ps(y + 16, _mm512_permutex2var_ps(w01, iq1, w23));
       _mm512_storeu_ps(y + 32, _mm512_permutex2var_ps(z01, iq0, z23));
@@ -167,9 +170,9 @@ __attribute__((target("avx512f"))) void em_f32_wino_in_ukernel__avx512f(int m, s
     wino_in(4, n, rows, ldr, v, vs);
 }
 
-__attribute__((target("avx512f"))) void em_f32_wino_out_ukernel__avx512f(
-    int m, size_t n, const float *mm, size_t ms, float bias, float *rows, size_t ldr,
-    const em_minmax_params *p) {
+__attribute__((target("avx512f"))) void
+em_f32_wino_out_ukernel__avx512f(int m, size_t n, const float *mm, size_t ms, float bias,
+                                 float *rows, size_t ldr, const em_minmax_params *p) {
   if (m == 2)
     wino_out(2, n, mm, ms, bias, rows, ldr, p);
   else

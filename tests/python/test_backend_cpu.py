@@ -219,7 +219,9 @@ WINO, WINO_SLOTS = 13, 14  # EMC_CONV_WINOGRAD, EMC_CONV_WINO_SLOTS
         (256, 256, 14, 14, 1, None, 1, 2),  # ResNet layer3, K over two K blocks
     ],
 )
-def test_winograd_convs(ci: int, co: int, h: int, w: int, pad: int, act, batch: int, m: int) -> None:
+def test_winograd_convs(
+    ci: int, co: int, h: int, w: int, pad: int, act, batch: int, m: int
+) -> None:
     """3x3 stride-1 convs run as Winograd F(m x m, 3 x 3): output tiles crossing the map's edges,
     one and many blocks of 64 tiles, both thread splits, fused activations, batch > 1. F(4x4)
     loses a little accuracy, so the bound is 1e-4 of the largest output (the issue's criterion),
@@ -525,8 +527,18 @@ def test_blob_winograd_fields_are_checked() -> None:
     at, _ = _blob_span(buf)
     ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
     ip_at = at + ops_off + 32  # the conv is operator 0
-    for slot, val in [(WINO, 3), (WINO, 6), (WINO, -1), (WINO_SLOTS, 0), (WINO_SLOTS, 65),
-                      (WINO_SLOTS, 1 << 20), (11, 64), (3, 2), (1, 5), (0, 2)]:
+    for slot, val in [
+        (WINO, 3),
+        (WINO, 6),
+        (WINO, -1),
+        (WINO_SLOTS, 0),
+        (WINO_SLOTS, 65),
+        (WINO_SLOTS, 1 << 20),
+        (11, 64),
+        (3, 2),
+        (1, 5),
+        (0, 2),
+    ]:
         bad = bytearray(buf)
         struct.pack_into("<i", bad, ip_at + 4 * slot, val)
         assert _load_and_run(bytes(bad), x) != "ok", (slot, val)
