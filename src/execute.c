@@ -107,6 +107,7 @@ em_status em_method_execute(em_method *m) {
   }
   uint64_t executed = 0;
   if (m->temp) em_allocator_reset(m->temp);
+  em_threadpool_wake(m->pool); /* workers asleep since the last call spin up meanwhile */
   for (uint32_t c = 0; c < m->n_chains; c++) {
     const em_chain *ch = &m->chains[c];
     uint32_t pc = 0;

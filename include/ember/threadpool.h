@@ -32,6 +32,14 @@ em_threadpool *em_threadpool_create(int n_threads);
 /* Stops and frees the pool. NULL is a no-op. */
 void em_threadpool_destroy(em_threadpool *pool);
 
+/*
+ * Wakes workers that went to sleep (after spinning idle for a millisecond or two) so that they
+ * spin again, without giving them work: a caller about to run a series of loops after a pause
+ * (a method's execute) hides their wake-up, which on a busy host can cost milliseconds, behind
+ * its own serial work. Cheap when no worker sleeps; no-op for NULL.
+ */
+void em_threadpool_wake(em_threadpool *pool);
+
 /* Number of threads that take part in a loop (1 for NULL). */
 int em_threadpool_size(const em_threadpool *pool);
 

@@ -3,8 +3,10 @@
  *
  * One job at a time: the caller publishes (fn, ctx, n), wakes the workers and
  * takes part itself; chunks are claimed with an atomic counter so uneven work
- * balances. Built with EMBER_NO_THREADS the pool is never created and every
- * loop runs serially on the caller. Part of the platform-dependent layer.
+ * balances. Workers join a job while it is open; once every chunk is claimed
+ * the caller closes it and waits only for the workers that joined, so one that
+ * the host is slow to wake never holds a loop up. Built with EMBER_NO_THREADS the pool is never
+ * created and every loop runs serially on the caller. Part of the platform-dependent layer.
  */
 #include "ember/threadpool.h"
 
@@ -17,6 +19,7 @@ em_threadpool *em_threadpool_create(int n_threads) {
   return NULL;
 }
 void em_threadpool_destroy(em_threadpool *pool) { (void)pool; }
+void em_threadpool_wake(em_threadpool *pool) { (void)pool; }
 int em_threadpool_size(const em_threadpool *pool) {
   (void)pool;
   return 1;
@@ -38,6 +41,9 @@ void em_parallel_for_static(em_threadpool *pool, int64_t n, em_parallel_fn fn, v
 #include <unistd.h>
 
 #define MAX_THREADS 64
+#define JOB_CLOSED  (1ull << 31)
+#define JOB_JOINED  (JOB_CLOSED - 1)
+#define JOB_GEN(s)  ((s) >> 32)
 
 /* One thread's share of a ranged job; padded so two threads' counters share no cache line. */
 typedef struct range_slot {
@@ -57,8 +63,14 @@ struct em_threadpool {
   pthread_mutex_t mu;
   pthread_cond_t wake;
   pthread_cond_t done;
-  atomic_ullong generation;
-  atomic_int active; /* workers still inside the current job */
+  /* The current job: generation << 32 | JOB_CLOSED | number of workers that joined it. A worker
+   * joins while the job is open; the caller closes it once every chunk is claimed and then
+   * waits only for those that joined, never for one still waking up. */
+  atomic_ullong job;
+  atomic_int finished;       /* joined workers done with the current job */
+  atomic_int caller_waiting; /* the caller sleeps on `done` */
+  atomic_ullong wake_gen;    /* em_threadpool_wake: sleeping workers go back to spinning */
+  atomic_int sleeping;       /* workers blocked on `wake` */
   atomic_int stop;
   em_parallel_fn fn;
   void *ctx;
@@ -110,23 +122,35 @@ static void run_chunks(em_threadpool *p, int self) {
 static void *worker(void *arg) {
   em_threadpool *p = ((worker_arg *)arg)->pool;
   const int self = ((worker_arg *)arg)->id;
-  unsigned long long seen = 0;
+  unsigned long long seen = 0; /* the last generation this thread has looked at */
   for (;;) {
-    for (int i = 0; i < SPIN_ITERS && atomic_load(&p->generation) == seen && !atomic_load(&p->stop);
-         i++) {
+    for (int i = 0;
+         i < SPIN_ITERS && JOB_GEN(atomic_load(&p->job)) == seen && !atomic_load(&p->stop); i++) {
     }
-    if (atomic_load(&p->generation) == seen && !atomic_load(&p->stop)) {
-      /* Nothing arrived while spinning: sleep. (A job seen by the spin needs no lock: the caller
-       * wrote its fields before the generation's seq_cst increment that this thread read.) */
+    if (JOB_GEN(atomic_load(&p->job)) == seen && !atomic_load(&p->stop)) {
+      /* Nothing arrived while spinning: sleep until a job or a wake-up call (then spin again). */
       pthread_mutex_lock(&p->mu);
-      while (!atomic_load(&p->stop) && atomic_load(&p->generation) == seen)
+      const unsigned long long woken = atomic_load(&p->wake_gen);
+      atomic_fetch_add(&p->sleeping, 1);
+      while (!atomic_load(&p->stop) && JOB_GEN(atomic_load(&p->job)) == seen &&
+             atomic_load(&p->wake_gen) == woken)
         pthread_cond_wait(&p->wake, &p->mu);
+      atomic_fetch_sub(&p->sleeping, 1);
       pthread_mutex_unlock(&p->mu);
     }
     if (atomic_load(&p->stop)) break;
-    seen = atomic_load(&p->generation);
+    unsigned long long st = atomic_load(&p->job);
+    if (JOB_GEN(st) == seen) continue; /* woken without a job */
+    seen = JOB_GEN(st);
+    /* Join the job while it is open (its fields stay put until every joined worker is done); a
+     * closed one was finished without this thread. */
+    int joined = 0;
+    while (!joined && !(st & JOB_CLOSED) && JOB_GEN(st) == seen)
+      joined = atomic_compare_exchange_weak(&p->job, &st, st + 1);
+    if (!joined) continue;
     run_chunks(p, self);
-    if (atomic_fetch_sub(&p->active, 1) == 1) {
+    atomic_fetch_add(&p->finished, 1);
+    if (atomic_load(&p->caller_waiting)) {
       pthread_mutex_lock(&p->mu);
       pthread_cond_signal(&p->done);
       pthread_mutex_unlock(&p->mu);
@@ -172,6 +196,14 @@ void em_threadpool_destroy(em_threadpool *p) {
 
 int em_threadpool_size(const em_threadpool *p) { return p ? p->n_threads : 1; }
 
+void em_threadpool_wake(em_threadpool *p) {
+  if (!p || atomic_load(&p->sleeping) == 0) return;
+  pthread_mutex_lock(&p->mu);
+  atomic_fetch_add(&p->wake_gen, 1);
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->mu);
+}
+
 static void parallel_run(em_threadpool *p, int64_t n, em_parallel_fn fn, void *ctx,
                          int64_t parts_per_thread) {
   if (n <= 0) return;
@@ -196,17 +228,21 @@ static void parallel_run(em_threadpool *p, int64_t n, em_parallel_fn fn, void *c
     p->chunk = c < 1 ? 1 : c;
   }
   atomic_store(&p->next, 0);
-  atomic_store(&p->active, p->n_threads - 1);
-  atomic_fetch_add(&p->generation, 1);
+  atomic_store(&p->finished, 0);
+  atomic_store(&p->job, (JOB_GEN(atomic_load(&p->job)) + 1) << 32); /* open, nobody joined */
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
   run_chunks(p, 0);
-  /* Every worker must leave the job before the next one reuses fn/ctx: spin, then block. */
-  for (int i = 0; i < SPIN_ITERS && atomic_load(&p->active) > 0; i++) {
+  /* Every chunk is claimed: close the job, then wait (spin, then block) for the workers that
+   * joined it to finish theirs before the next job reuses fn/ctx. */
+  const int joined = (int)(atomic_fetch_or(&p->job, JOB_CLOSED) & JOB_JOINED);
+  for (int i = 0; i < SPIN_ITERS && atomic_load(&p->finished) < joined; i++) {
   }
-  if (atomic_load(&p->active) > 0) {
+  if (atomic_load(&p->finished) < joined) {
     pthread_mutex_lock(&p->mu);
-    while (atomic_load(&p->active) > 0) pthread_cond_wait(&p->done, &p->mu);
+    atomic_store(&p->caller_waiting, 1);
+    while (atomic_load(&p->finished) < joined) pthread_cond_wait(&p->done, &p->mu);
+    atomic_store(&p->caller_waiting, 0);
     pthread_mutex_unlock(&p->mu);
   }
 }

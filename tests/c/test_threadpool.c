@@ -1,0 +1,81 @@
+/*
+ * test_threadpool.c — the thread pool's contract under stress: every index of
+ * every loop is run exactly once (em_parallel_for and em_parallel_for_static,
+ * 1 to 300 items, 2 to 4 threads), loops never overlap (the next one starts
+ * only after every chunk of the last has finished), and that holds when the
+ * workers were asleep (pauses longer than their spin), when they are woken
+ * with no work (em_threadpool_wake) and when the caller finishes a loop before
+ * a worker wakes up (tiny loops right after a pause).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "ember/threadpool.h"
+#include "test_util.h"
+
+#define MAX_N 300
+
+typedef struct job {
+  atomic_int hits[MAX_N];
+  atomic_int running; /* chunks in flight: must be 0 when the loop returns */
+  atomic_int bad;
+} job;
+
+static void body(void *ctx, int64_t begin, int64_t end) {
+  job *j = ctx;
+  atomic_fetch_add(&j->running, 1);
+  for (int64_t i = begin; i < end; i++) {
+    if (i < 0 || i >= MAX_N) {
+      atomic_fetch_add(&j->bad, 1);
+      continue;
+    }
+    atomic_fetch_add(&j->hits[i], 1);
+    for (volatile int spin = 0; spin < (int)(i % 7) * 50; spin++) {
+    }
+  }
+  atomic_fetch_sub(&j->running, 1);
+}
+
+static void pause_ms(long ms) {
+  struct timespec ts = {0, ms * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static int run_one(em_threadpool *pool, int64_t n, int ranged) {
+  static job j;
+  memset(&j, 0, sizeof j);
+  if (ranged)
+    em_parallel_for_static(pool, n, body, &j);
+  else
+    em_parallel_for(pool, n, body, &j);
+  int ok = atomic_load(&j.running) == 0 && atomic_load(&j.bad) == 0;
+  for (int64_t i = 0; i < MAX_N; i++) ok &= atomic_load(&j.hits[i]) == (i < n ? 1 : 0);
+  return ok;
+}
+
+int main(void) {
+  for (int threads = 2; threads <= 4; threads++) {
+    em_threadpool *pool = em_threadpool_create(threads);
+    CHECK(pool != NULL && em_threadpool_size(pool) == threads, "pool of %d", threads);
+    if (!pool) continue;
+    int bad = 0, loops = 0;
+    for (int round = 0; round < 400; round++) {
+      const int64_t n = 1 + (round * 37) % MAX_N;
+      if (round % 50 == 0) pause_ms(5); /* past the spin: the workers sleep */
+      if (round % 50 == 25) {
+        pause_ms(5);
+        em_threadpool_wake(pool); /* woken with nothing to do, then a tiny loop */
+        bad += !run_one(pool, 2, 0), loops++;
+      }
+      bad += !run_one(pool, n, round & 1), loops++;
+    }
+    CHECK(bad == 0, "%d threads: %d of %d loops ran an index other than once or overlapped",
+          threads, bad, loops);
+    em_threadpool_destroy(pool);
+  }
+  em_threadpool_wake(NULL);
+  CHECK(run_one(NULL, 17, 0) && run_one(NULL, 17, 1), "NULL pool runs serially");
+  return test_summary("test_threadpool");
+}
