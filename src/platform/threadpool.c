@@ -1,12 +1,12 @@
 /*
  * threadpool.c — a fixed pthread pool for em_parallel_for.
  *
- * One job at a time: the caller publishes (fn, ctx, n), wakes the workers and
- * takes part itself; chunks are claimed with an atomic counter so uneven work
- * balances. Workers join a job while it is open; once every chunk is claimed
- * the caller closes it and waits only for the workers that joined, so one that
- * the host is slow to wake never holds a loop up. Built with EMBER_NO_THREADS the pool is never
- * created and every loop runs serially on the caller. Part of the platform-dependent layer.
+ * One job at a time: the caller publishes (fn, ctx, n), wakes the workers and takes part
+ * itself; chunks are claimed with an atomic counter so uneven work balances. Workers join a job
+ * while it is open; once every chunk is claimed the caller closes it and waits only for the
+ * workers that joined, so one that the host is slow to wake never holds a loop up. Built with
+ * EMBER_NO_THREADS the pool is never created and every loop runs serially on the caller. Part of
+ * the platform-dependent layer.
  */
 #include "ember/threadpool.h"
 
