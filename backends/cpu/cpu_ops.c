@@ -102,6 +102,18 @@ static uint64_t wino_slot_floats(int64_t a, int64_t cin, int64_t co) {
   return (uint64_t)(a * a) * (uint64_t)(cin + co) * EM_WINO_MAX_TILES;
 }
 
+/* Whether the conv's planned scratch (16-aligned, inside the arena) holds `need` bytes. */
+static bool scratch_holds(const emc_delegate *d, const emc_op *op, uint64_t need, const char *what,
+                          char *why, size_t why_n) {
+  uint64_t off = (uint64_t)op->ip[EMC_CONV_SCRATCH_OFF],
+           nb = (uint64_t)op->ip[EMC_CONV_SCRATCH_NBYTES];
+  if (nb < need || off % 16 || off + nb > d->arena_nbytes)
+    WHY("conv2d: %s scratch [%llu, +%llu) does not hold %llu bytes inside the %llu-byte arena",
+        what, (unsigned long long)off, (unsigned long long)nb, (unsigned long long)need,
+        (unsigned long long)d->arena_nbytes);
+  return true;
+}
+
 static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
   const emc_rt_tensor *x = tensor_at(d, op->in[0]), *w = tensor_at(d, op->in[1]);
   const emc_rt_tensor *b = op->in[2] < 0 ? NULL : tensor_at(d, op->in[2]);
@@ -145,13 +157,7 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
     if (slots < 1 || slots > EMC_GEMM_MAX_SLOTS)
       WHY("conv2d: %lld Winograd slots (1 to %d)", (long long)slots, EMC_GEMM_MAX_SLOTS);
     uint64_t need = (16 + (uint64_t)slots * wino_slot_floats(a, cin, co)) * sizeof(float);
-    uint64_t off = (uint64_t)ip[EMC_CONV_SCRATCH_OFF], nb = (uint64_t)ip[EMC_CONV_SCRATCH_NBYTES];
-    if (nb < need || off % 16 || off + nb > d->arena_nbytes)
-      WHY("conv2d: Winograd scratch [%llu, +%llu) does not hold %llu bytes inside the %llu-byte "
-          "arena",
-          (unsigned long long)off, (unsigned long long)nb, (unsigned long long)need,
-          (unsigned long long)d->arena_nbytes);
-    return check_act(op, why, why_n);
+    return scratch_holds(d, op, need, "Winograd", why, why_n) && check_act(op, why, why_n);
   }
   if (ip[EMC_CONV_TRANSPOSED] > 1) WHY("conv2d: transposed flag %d", ip[EMC_CONV_TRANSPOSED]);
   if (ip[EMC_CONV_TRANSPOSED]) {
@@ -160,28 +166,14 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
       WHY("conv2d: transposed packed weights have %lld elements, expected %lld",
           (long long)w->numel, (long long)(div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * kg));
     uint64_t need = conv_t_scratch_floats(kg, oh * ow, co) * sizeof(float);
-    uint64_t off = (uint64_t)ip[EMC_CONV_SCRATCH_OFF], nb = (uint64_t)ip[EMC_CONV_SCRATCH_NBYTES];
-    if (nb < need || off % 16 || off + nb > d->arena_nbytes)
-      WHY("conv2d: transposed scratch [%llu, +%llu) does not hold %llu bytes inside the "
-          "%llu-byte arena",
-          (unsigned long long)off, (unsigned long long)nb, (unsigned long long)need,
-          (unsigned long long)d->arena_nbytes);
-    return check_act(op, why, why_n);
+    return scratch_holds(d, op, need, "transposed", why, why_n) && check_act(op, why, why_n);
   }
   if (w->numel != g * (int64_t)div_up((size_t)mg, EMC_MR) * EMC_MR * kg)
     WHY("conv2d: packed weights have %lld elements, expected %lld", (long long)w->numel,
         (long long)(g * (int64_t)div_up((size_t)mg, EMC_MR) * EMC_MR * kg));
-  {
-    uint64_t need =
-        (uint64_t)kg * div_up((size_t)(oh * ow), EMC_NR_PANEL) * EMC_NR_PANEL * sizeof(float);
-    uint64_t off = (uint64_t)ip[EMC_CONV_SCRATCH_OFF], nb = (uint64_t)ip[EMC_CONV_SCRATCH_NBYTES];
-    if (nb < need || off % 16 || off + nb > d->arena_nbytes)
-      WHY("conv2d: im2col scratch [%llu, +%llu) does not hold %llu bytes inside the %llu-byte "
-          "arena",
-          (unsigned long long)off, (unsigned long long)nb, (unsigned long long)need,
-          (unsigned long long)d->arena_nbytes);
-  }
-  return check_act(op, why, why_n);
+  const uint64_t need =
+      (uint64_t)kg * div_up((size_t)(oh * ow), EMC_NR_PANEL) * EMC_NR_PANEL * sizeof(float);
+  return scratch_holds(d, op, need, "im2col", why, why_n) && check_act(op, why, why_n);
 }
 
 static bool check_gemm(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
