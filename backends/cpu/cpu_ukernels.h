@@ -33,6 +33,16 @@ typedef void (*em_f32_gemm_ukernel_fn)(size_t mr, size_t nc, size_t kc, const fl
             const float *b, size_t ldb, size_t b_next, float *c, size_t ldc, const float *bias_m,  \
             const float *bias_n, int accumulate, const em_minmax_params *p)
 
+/* A tile's 6 row pointers into A and C; rows past mr alias the last real row (never stored). */
+static inline void em_gemm_tile_rows(size_t mr, const float *a, size_t a_rs, float *c, size_t ldc,
+                                     const float *ap[6], float *cp[6]) {
+  ap[0] = a, cp[0] = c;
+  for (size_t r = 1; r < 6; r++) {
+    ap[r] = r < mr ? ap[r - 1] + a_rs : ap[r - 1];
+    cp[r] = r < mr ? cp[r - 1] + ldc : cp[r - 1];
+  }
+}
+
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x32__avx512f);
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x48__avx512f);
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f);

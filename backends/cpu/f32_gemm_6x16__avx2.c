@@ -12,11 +12,7 @@ __attribute__((target("avx2,fma"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_uker
   (void)b_next;
   const float *ap[6];
   float *cp[6];
-  ap[0] = a, cp[0] = c;
-  for (int r = 1; r < 6; r++) {
-    ap[r] = (size_t)r < mr ? ap[r - 1] + a_rs : ap[r - 1];
-    cp[r] = (size_t)r < mr ? cp[r - 1] + ldc : cp[r - 1];
-  }
+  em_gemm_tile_rows(mr, a, a_rs, c, ldc, ap, cp);
   const float *a0 = ap[0], *a1 = ap[1], *a2 = ap[2], *a3 = ap[3], *a4 = ap[4], *a5 = ap[5];
   int32_t lanes[16];
   for (int i = 0; i < 16; i++) lanes[i] = (size_t)i < nc ? -1 : 0;

@@ -51,11 +51,7 @@ EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x16__neon) {
   (void)b_next;
   const float *ap[6];
   float *cp[6];
-  ap[0] = a, cp[0] = c;
-  for (int r = 1; r < 6; r++) {
-    ap[r] = (size_t)r < mr ? ap[r - 1] + a_rs : ap[r - 1];
-    cp[r] = (size_t)r < mr ? cp[r - 1] + ldc : cp[r - 1];
-  }
+  em_gemm_tile_rows(mr, a, a_rs, c, ldc, ap, cp);
   float32x4_t v[6][4];
   if (accumulate) {
     for (int r = 0; r < 6; r++) load_16(cp[r], nc, v[r]);

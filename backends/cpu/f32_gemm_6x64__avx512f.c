@@ -67,11 +67,7 @@ static inline __mmask16 lane_mask(size_t nc, size_t from) {
 __attribute__((target("avx512f"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f) {
   float *cp[6];
   const float *ap[6];
-  ap[0] = a, cp[0] = c;
-  for (int r = 1; r < 6; r++) {
-    ap[r] = (size_t)r < mr ? ap[r - 1] + a_rs : ap[r - 1];
-    cp[r] = (size_t)r < mr ? cp[r - 1] + ldc : cp[r - 1];
-  }
+  em_gemm_tile_rows(mr, a, a_rs, c, ldc, ap, cp);
   const __mmask16 k0 = lane_mask(nc, 0), k1 = lane_mask(nc, 16), k2 = lane_mask(nc, 32),
                   k3 = lane_mask(nc, 48);
   const int nv = nc > 48 ? 4 : nc > 32 ? 3 : nc > 16 ? 2 : 1;
