@@ -95,14 +95,14 @@ static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_
     const float *a =
         g->a_packed ? g->a + t * g->k * EMC_MR + k0 * EMC_MR : g->a + m0 * g->a_rs + k0 * g->a_ks;
     float *c = g->c + m0 * g->ldc + n0;
-    /* The next tile's A micro-panel: tiles are K * 6 floats apart, too far for the hardware
-     * prefetcher to follow, and with A beyond L2 the first strip of a K block reads them from
-     * memory (weights used by few columns, as in late CNN layers, every time). */
-    if (pf_a && g->a_packed && t + 1 < t1)
-      for (size_t i = 0; i < kc * EMC_MR; i += 16) __builtin_prefetch(a + g->k * EMC_MR + i, 0, 3);
+    /* The next tile's A micro-panel, prefetched by the kernel as it computes: tiles are K * 6
+     * floats apart, too far for the hardware prefetcher to follow, and with A beyond L2 the
+     * first strip of a K block reads them from memory (weights used by few columns, as in late
+     * CNN layers, every time). */
+    const float *a_pf = pf_a && g->a_packed && t + 1 < t1 ? a + g->k * EMC_MR : NULL;
     g->cfg->gemm(mr, nc, kc, a, g->a_packed ? 1 : g->a_rs, g->a_packed ? EMC_MR : g->a_ks, b, ldb,
                  b_next, c, g->ldc, g->bias_m ? g->bias_m + m0 : NULL,
-                 g->bias_n ? g->bias_n + n0 : NULL, k0 > 0, last ? &g->mm : &none);
+                 g->bias_n ? g->bias_n + n0 : NULL, k0 > 0, last ? &g->mm : &none, a_pf);
     if (last && g->act)
       for (size_t r = 0; r < mr; r++)
         g->cfg->vact(nc, c + r * g->ldc, c + r * g->ldc, g->act, g->fp);

@@ -10,7 +10,9 @@
  * and so on. The
  * accumulator starts from C when `accumulate`, else from bias_m[row] + bias_n[col] (either may be
  * NULL); the result is clamped to [p->min, p->max]. Rows past mr are never read or written, nor
- * columns past nc.
+ * columns past nc. a_pf, when not NULL, is the packed A panel of the driver's next tile (kc * 6
+ * floats): a kernel may prefetch it a line at a time while it computes (the driver used to
+ * prefetch a whole panel before the call, and the burst stalled on the line-fill buffers).
  */
 #ifndef EMBER_BACKENDS_CPU_UKERNELS_H
 #define EMBER_BACKENDS_CPU_UKERNELS_H
@@ -26,12 +28,12 @@ typedef void (*em_f32_gemm_ukernel_fn)(size_t mr, size_t nc, size_t kc, const fl
                                        size_t a_ks, const float *b, size_t ldb, size_t b_next,
                                        float *c, size_t ldc, const float *bias_m,
                                        const float *bias_n, int accumulate,
-                                       const em_minmax_params *p);
+                                       const em_minmax_params *p, const float *a_pf);
 
 #define EM_GEMM_UKERNEL_DECL(name)                                                                 \
   void name(size_t mr, size_t nc, size_t kc, const float *a, size_t a_rs, size_t a_ks,             \
             const float *b, size_t ldb, size_t b_next, float *c, size_t ldc, const float *bias_m,  \
-            const float *bias_n, int accumulate, const em_minmax_params *p)
+            const float *bias_n, int accumulate, const em_minmax_params *p, const float *a_pf)
 
 /* A tile's 6 row pointers into A and C; rows past mr alias the last real row (never stored). */
 static inline void em_gemm_tile_rows(size_t mr, const float *a, size_t a_rs, float *c, size_t ldc,

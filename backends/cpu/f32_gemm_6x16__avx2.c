@@ -9,6 +9,7 @@
 #include "cpu_ukernels.h"
 
 __attribute__((target("avx2,fma"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x16__avx2) {
+  (void)a_pf; /* only the 6x64 kernel prefetches the next A panel */
   (void)b_next;
   const float *ap[6];
   float *cp[6];

@@ -48,6 +48,7 @@ static inline void store_16(float *p, size_t n, const float32x4_t v[4]) {
   v##r##2 = fma(v##r##2, w2, xv, l), v##r##3 = fma(v##r##3, w3, xv, l)
 
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x16__neon) {
+  (void)a_pf; /* only the 6x64 kernel prefetches the next A panel */
   (void)b_next;
   const float *ap[6];
   float *cp[6];

@@ -13,6 +13,7 @@
 #include "cpu_ukernels.h"
 
 __attribute__((target("avx512f"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x32__avx512f) {
+  (void)a_pf; /* only the 6x64 kernel prefetches the next A panel */
   const float *a0 = a;
   const float *a1 = mr > 1 ? a0 + a_rs : a0;
   const float *a2 = mr > 2 ? a1 + a_rs : a1;

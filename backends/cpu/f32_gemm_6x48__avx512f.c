@@ -60,6 +60,7 @@ static inline __mmask16 lane_mask(size_t nc, size_t from) {
 #define EM_A_STRIDED(r, k) a##r[(k)*a_ks]
 
 __attribute__((target("avx512f"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x48__avx512f) {
+  (void)a_pf; /* only the 6x64 kernel prefetches the next A panel */
   float *cp[6];
   const float *ap[6];
   em_gemm_tile_rows(mr, a, a_rs, c, ldc, ap, cp);

@@ -39,8 +39,9 @@ static inline __mmask16 lane_mask(size_t nc, size_t from) {
 #define EM_FMA3(r, x) EM_FMA2(r, x), v##r##2 = _mm512_fmadd_ps(x, w2, v##r##2)
 #define EM_FMA4(r, x) EM_FMA3(r, x), v##r##3 = _mm512_fmadd_ps(x, w3, v##r##3)
 #define EM_FMA5(r, x) EM_FMA4(r, x)
-#define EM_KLOOP(NV, AR)                                                                           \
+#define EM_KLOOP(NV, AR, PF)                                                                       \
   for (size_t k = 0; k < kc; k++) {                                                                \
+    PF;                                                                                            \
     const __m512 w0 =                                                                              \
         NV > 1 ? _mm512_loadu_ps(b + k * ldb) : _mm512_maskz_loadu_ps(k0, b + k * ldb);            \
     const __m512 w1 = NV > 2   ? _mm512_loadu_ps(b1 + k * ldb)                                     \
@@ -63,6 +64,9 @@ static inline __mmask16 lane_mask(size_t nc, size_t from) {
   }
 #define EM_A_PACKED(r, k)  a[6 * (k) + (r)]
 #define EM_A_STRIDED(r, k) a##r[(k)*a_ks]
+/* One line of the next tile's A panel per k (24 bytes of it a step: every line, some twice);
+ * without one, the current panel's own lines (in L1 already: nearly free). */
+#define EM_PF_NEXT _mm_prefetch(pf + 24 * k, _MM_HINT_T0)
 
 __attribute__((target("avx512f"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f) {
   float *cp[6];
@@ -92,34 +96,37 @@ __attribute__((target("avx512f"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukern
   }
   const float *a0 = ap[0], *a1 = ap[1], *a2 = ap[2], *a3 = ap[3], *a4 = ap[4], *a5 = ap[5];
   const float *b1 = b + b_next, *b2 = b + 2 * b_next, *b3 = b + 3 * b_next;
+  const char *pf = (const char *)(a_pf ? a_pf : a);
   __m512 v00 = acc[0][0], v01 = acc[0][1], v02 = acc[0][2], v10 = acc[1][0], v11 = acc[1][1];
   __m512 v12 = acc[1][2], v20 = acc[2][0], v21 = acc[2][1], v22 = acc[2][2], v30 = acc[3][0];
   __m512 v31 = acc[3][1], v32 = acc[3][2], v40 = acc[4][0], v41 = acc[4][1], v42 = acc[4][2];
   __m512 v50 = acc[5][0], v51 = acc[5][1], v52 = acc[5][2], v03 = acc[0][3], v13 = acc[1][3];
   __m512 v23 = acc[2][3], v33 = acc[3][3], v43 = acc[4][3], v53 = acc[5][3];
   if (a_rs == 1 && a_ks == 6) {
-    if (nc == 64) {
-      EM_KLOOP(5, EM_A_PACKED)
+    if (nc == 64 && a_pf) {
+      EM_KLOOP(5, EM_A_PACKED, EM_PF_NEXT)
+    } else if (nc == 64) { /* A panels already in cache: no prefetch uop taking a load slot */
+      EM_KLOOP(5, EM_A_PACKED, (void)0)
     } else if (nv == 4) {
-      EM_KLOOP(4, EM_A_PACKED)
+      EM_KLOOP(4, EM_A_PACKED, EM_PF_NEXT)
     } else if (nv == 3) {
-      EM_KLOOP(3, EM_A_PACKED)
+      EM_KLOOP(3, EM_A_PACKED, EM_PF_NEXT)
     } else if (nv == 2) {
-      EM_KLOOP(2, EM_A_PACKED)
+      EM_KLOOP(2, EM_A_PACKED, EM_PF_NEXT)
     } else {
-      EM_KLOOP(1, EM_A_PACKED)
+      EM_KLOOP(1, EM_A_PACKED, EM_PF_NEXT)
     }
   } else {
     if (nc == 64) {
-      EM_KLOOP(5, EM_A_STRIDED)
+      EM_KLOOP(5, EM_A_STRIDED, (void)0)
     } else if (nv == 4) {
-      EM_KLOOP(4, EM_A_STRIDED)
+      EM_KLOOP(4, EM_A_STRIDED, (void)0)
     } else if (nv == 3) {
-      EM_KLOOP(3, EM_A_STRIDED)
+      EM_KLOOP(3, EM_A_STRIDED, (void)0)
     } else if (nv == 2) {
-      EM_KLOOP(2, EM_A_STRIDED)
+      EM_KLOOP(2, EM_A_STRIDED, (void)0)
     } else {
-      EM_KLOOP(1, EM_A_STRIDED)
+      EM_KLOOP(1, EM_A_STRIDED, (void)0)
     }
   }
   acc[0][0] = v00, acc[0][1] = v01, acc[0][2] = v02, acc[1][0] = v10, acc[1][1] = v11;

@@ -6,6 +6,7 @@
 #include "cpu_ukernels.h"
 
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x8__scalar) {
+  (void)a_pf; /* only the 6x64 kernel prefetches the next A panel */
   (void)b_next;
   float acc[6][8];
   for (size_t r = 0; r < mr; r++)

@@ -63,7 +63,7 @@ static void test_gemm(const em_cpu_config *cfg) {
               ref[m * LDC + n] = (float)fmin(fmax(acc, p.min), p.max);
             }
           cfg->gemm(mr, nc, kc, a, a_rs, a_ks, b, ldb, b_next, c, LDC, bias_m, bias_n, accumulate,
-                    &p);
+                    &p, a_rs == 1 ? a : NULL);
           for (size_t i = 0; i < 8 * LDC && bad < 5; i++) {
             size_t m = i / LDC, n = i % LDC;
             int inside = m < mr && n < nc;
