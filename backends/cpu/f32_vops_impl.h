@@ -109,11 +109,13 @@ void EM_NAME(em_f32_vact_ukernel__)(size_t n, const float *x, float *y, uint32_t
     for (size_t i = 0; i < n; i++) y[i] = vx_clampf(x[i], lo, hi);
     break;
   }
+  /* Times 1/6 rather than / 6 (within an ulp of ATen's): a vector division costs ~10x a
+   * multiply, and was 11 % of MobileNetV3-Small's time. */
   case EMC_ACT_HARDSWISH:
-    for (size_t i = 0; i < n; i++) y[i] = x[i] * vx_clampf(x[i] + 3.0f, 0.0f, 6.0f) / 6.0f;
+    for (size_t i = 0; i < n; i++) y[i] = x[i] * vx_clampf(x[i] + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f);
     break;
   case EMC_ACT_HARDSIGMOID:
-    for (size_t i = 0; i < n; i++) y[i] = vx_clampf(x[i] + 3.0f, 0.0f, 6.0f) / 6.0f;
+    for (size_t i = 0; i < n; i++) y[i] = vx_clampf(x[i] + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f);
     break;
   case EMC_ACT_SIGMOID:
     for (size_t i = 0; i < n; i++) y[i] = vx_sigmoidf(x[i]);
