@@ -166,6 +166,6 @@ void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
   g->n_slots = n_threads < EMC_GEMM_MAX_SLOTS ? n_threads : EMC_GEMM_MAX_SLOTS;
   for (int s = 0; s < EMC_GEMM_MAX_SLOTS; s++) atomic_flag_clear(&g->slot_busy[s]);
   const size_t items = div_up(g->mtiles, mb) * g->strips;
-  em_parallel_for(g->m * g->n * g->k < EMC_MIN_PARALLEL_WORK ? NULL : pool, (int64_t)items,
-                  gemm_items, g);
+  em_parallel_for_static(g->m * g->n * g->k < EMC_MIN_PARALLEL_WORK ? NULL : pool, (int64_t)items,
+                         gemm_items, g);
 }

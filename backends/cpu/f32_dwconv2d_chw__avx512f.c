@@ -247,10 +247,15 @@ __attribute__((target("avx512f"))) void
 em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const float *in, const float *w,
                                             float bias, float *out, const em_minmax_params *p) {
   const int64_t s = q->sw;
-  const int64_t ph = q->h + 2 * q->ph, pw = q->w + 2 * q->pw;
+  /* Padded rows: the top padding, the plane, then zeros down to the last row a window reads
+   * (ph rows below for a whole plane; a band of rows (cpu_ops.c: dw_bands) may need more or
+   * fewer). */
+  const int64_t span_h = (q->oh - 1) * q->sh + (q->kh - 1) * q->dh + 1;
+  const int64_t ph = q->h + 2 * q->ph > span_h ? q->h + 2 * q->ph : span_h, pw = q->w + 2 * q->pw;
   const int64_t cols = s == 2 ? (pw + 1) / 2 : pw; /* width of each (de-interleaved) plane */
   if ((q->kh == 3 || q->kh == 5) && q->kw == q->kh && s == 1 && q->sh == 1 && q->ph == q->kh / 2 &&
-      q->pw == q->kh / 2 && q->dh == 1 && q->dw == 1 && q->h * q->w <= 128) {
+      q->pw == q->kh / 2 && q->dh == 1 && q->dw == 1 && q->h * q->w <= 128 && q->oh == q->h &&
+      q->ow == q->w) {
     if (q->kh == 3 && q->h * q->w <= 64)
       dw_flat(q, in, w, bias, out, p, 3, 4);
     else if (q->kh == 3)

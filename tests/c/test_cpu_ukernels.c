@@ -176,38 +176,54 @@ static void test_dwconv_wide(const em_cpu_config *cfg) {
   for (size_t c = 0; c < sizeof hw / sizeof hw[0]; c++)
     for (int64_t k = 3; k <= 5; k += 2)
       for (int64_t s = 1; s <= 2; s++)
-        for (int64_t pad = 0; pad < k; pad++) {
-          const int64_t h = hw[c][0], wd = hw[c][1];
-          if (h + 2 * pad < k) continue;
-          em_dw_params q = {
-              h, wd, (h + 2 * pad - k) / s + 1, (wd + 2 * pad - k) / s + 1, k, k, s, s, pad, pad,
-              1, 1};
-          for (int64_t i = 0; i < h * wd; i++) in[i] = frand();
-          for (int i = 0; i < 25; i++) w[i] = frand();
-          for (int64_t i = 0; i < q.oh * q.ow + 16; i++) out[i] = 1234.0f;
-          em_minmax_params p = {-1.5f, 1.5f};
-          cfg->dwconv(&q, in, w, 0.5f, out, &p);
-          for (int64_t oy = 0; oy < q.oh; oy++)
-            for (int64_t ox = 0; ox < q.ow; ox++) {
-              double acc = 0.5;
-              for (int64_t ky = 0; ky < k; ky++)
-                for (int64_t kx = 0; kx < k; kx++) {
-                  const int64_t iy = oy * s + ky - pad, ix = ox * s + kx - pad;
-                  if (iy >= 0 && iy < h && ix >= 0 && ix < wd)
-                    acc += (double)w[ky * k + kx] * in[iy * wd + ix];
-                }
-              acc = fmin(fmax(acc, p.min), p.max);
-              if (!close_to(out[oy * q.ow + ox], acc, 1e-5) && bad++ < 5)
-                CHECK(0, "%s dwconv %lldx%lld s=%lld p=%lld h=%lld w=%lld at %lld,%lld: %g vs %g",
-                      cfg->isa, (long long)k, (long long)k, (long long)s, (long long)pad,
-                      (long long)h, (long long)wd, (long long)oy, (long long)ox,
-                      out[oy * q.ow + ox], acc);
-            }
-          for (int64_t i = q.oh * q.ow; i < q.oh * q.ow + 16; i++)
-            if (out[i] != 1234.0f && bad++ < 5)
-              CHECK(0, "%s dwconv %lldx%lld s=%lld h=%lld w=%lld wrote past the plane", cfg->isa,
-                    (long long)k, (long long)k, (long long)s, (long long)h, (long long)wd);
-        }
+        for (int64_t d = 1; d <= 2; d++) /* dilation 2: the padded-copy kernel */
+          for (int64_t pad = 0; pad < 2 * k; pad++) {
+            /* pad >= k: padding below the plane only (pad - k + 1 rows, none above), as a band of
+             * rows at the bottom of a plane has (cpu_ops.c: dw_bands). */
+            const int64_t h = hw[c][0], wd = hw[c][1], below = pad < k ? pad : pad - k + 1;
+            const int64_t above = pad < k ? pad : 0;
+            const int64_t span = d * (k - 1) + 1;
+            if (h + above + below < span || wd + 2 * above < span) continue;
+            em_dw_params q = {h,
+                              wd,
+                              (h + above + below - span) / s + 1,
+                              (wd + 2 * above - span) / s + 1,
+                              k,
+                              k,
+                              s,
+                              s,
+                              above,
+                              above,
+                              d,
+                              d};
+            for (int64_t i = 0; i < h * wd; i++) in[i] = frand();
+            for (int i = 0; i < 25; i++) w[i] = frand();
+            for (int64_t i = 0; i < q.oh * q.ow + 16; i++) out[i] = 1234.0f;
+            em_minmax_params p = {-1.5f, 1.5f};
+            cfg->dwconv(&q, in, w, 0.5f, out, &p);
+            for (int64_t oy = 0; oy < q.oh; oy++)
+              for (int64_t ox = 0; ox < q.ow; ox++) {
+                double acc = 0.5;
+                for (int64_t ky = 0; ky < k; ky++)
+                  for (int64_t kx = 0; kx < k; kx++) {
+                    const int64_t iy = oy * s + ky * d - above, ix = ox * s + kx * d - above;
+                    if (iy >= 0 && iy < h && ix >= 0 && ix < wd)
+                      acc += (double)w[ky * k + kx] * in[iy * wd + ix];
+                  }
+                acc = fmin(fmax(acc, p.min), p.max);
+                if (!close_to(out[oy * q.ow + ox], acc, 1e-5) && bad++ < 5)
+                  CHECK(0,
+                        "%s dwconv %lldx%lld s=%lld d=%lld p=%lld h=%lld w=%lld at %lld,%lld: %g "
+                        "vs %g",
+                        cfg->isa, (long long)k, (long long)k, (long long)s, (long long)d,
+                        (long long)pad, (long long)h, (long long)wd, (long long)oy, (long long)ox,
+                        out[oy * q.ow + ox], acc);
+              }
+            for (int64_t i = q.oh * q.ow; i < q.oh * q.ow + 16; i++)
+              if (out[i] != 1234.0f && bad++ < 5)
+                CHECK(0, "%s dwconv %lldx%lld s=%lld h=%lld w=%lld wrote past the plane", cfg->isa,
+                      (long long)k, (long long)k, (long long)s, (long long)h, (long long)wd);
+          }
   CHECK(bad == 0, "%s dwconv wide rows: %d mismatches", cfg->isa, bad);
 }
 

@@ -111,6 +111,29 @@ def test_conv_zoo_matches_eager_and_portable(size: int) -> None:
     assert len(prog.buffer) > 0
 
 
+@pytest.mark.parametrize(
+    "k, stride, pad, dil, size",
+    [
+        (3, 1, 1, 1, 40),  # MobileNet's stride-1 3x3, 4 bands of 10 rows at 2 threads
+        (3, 2, 1, 1, 41),  # stride 2 over an odd plane
+        (5, 2, 2, 1, 48),
+        (5, 1, 2, 1, 37),
+        (3, 1, 0, 1, 36),  # no padding: the last band's windows end at the plane's edge
+        (3, 1, 2, 2, 38),  # dilated (the padded-copy kernel)
+        (3, 2, 3, 1, 40),  # padding past the kernel: top windows all padding, no band split
+    ],
+)
+def test_depthwise_bands(k: int, stride: int, pad: int, dil: int, size: int) -> None:
+    """Depthwise convs at 2 threads split into bands of output rows (each thread the same rows
+    of every channel): every band boundary, stride, padding and the fallback to a channel
+    split agree with eager and the portable kernels."""
+    torch.manual_seed(0)
+    m = nn.Sequential(
+        nn.Conv2d(24, 24, k, stride=stride, padding=pad, dilation=dil, groups=24), nn.ReLU6()
+    )
+    _check_model(m, (torch.randn(1, 24, size, size - 3),), threads=(1, 2, 3))
+
+
 def test_deep_k_uses_k_blocks() -> None:
     """K > 256 (the GEMM's K block): partial sums across blocks, clamp and bias once."""
     torch.manual_seed(0)
