@@ -409,6 +409,10 @@ typedef struct im2col_job {
   int64_t h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
   int64_t khw_rows; /* rows of the matrix (cg * kh * kw) */
   const em_cpu_config *cfg;
+  /* im2col_strip_padded: the input zero-padded (stride 2: each padded row split into its even
+   * then its odd columns), plane after plane; pcols floats a row (per parity), prows rows. */
+  float *padded;
+  int64_t pcols, prows;
 } im2col_job;
 
 /* Rows [begin, end) of the im2col matrix, written straight into 16-column panels. */
@@ -483,6 +487,68 @@ static void im2col_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_
           for (int64_t x = a; x < b; x++) dr[x] = src[x * j->sw];
         for (int64_t x = b; x < ox + run; x++) dr[x] = 0.0f;
       }
+      i += (size_t)run;
+    }
+    if (++kx == j->kw) {
+      kx = 0;
+      if (++ky == j->kh) ky = 0, c++;
+    }
+  }
+}
+
+#define EMC_PAD_ROW_MAX 2048 /* widest padded row (per parity) pad_planes takes */
+
+/* Channels [begin, end) of the input into ij->padded (see im2col_job). */
+static void pad_planes(void *ctx, int64_t begin, int64_t end) {
+  const im2col_job *j = ctx;
+  const int64_t s = j->sw, pc = j->pcols, row = s * pc; /* floats per padded row, both parities */
+  float tmp[2 * EMC_PAD_ROW_MAX + 2];
+  for (int64_t c = begin; c < end; c++) {
+    const float *src = j->x + c * j->h * j->w;
+    float *dst = j->padded + c * j->prows * row;
+    for (int64_t y = 0; y < j->prows; y++) {
+      float *d = dst + y * row;
+      const int64_t iy = y - j->ph;
+      if (iy < 0 || iy >= j->h) {
+        memset(d, 0, (size_t)row * sizeof *d);
+        continue;
+      }
+      const float *r = src + iy * j->w;
+      if (s == 1) {
+        memset(d, 0, (size_t)j->pw * sizeof *d);
+        memcpy(d + j->pw, r, (size_t)j->w * sizeof *d);
+        memset(d + j->pw + j->w, 0, (size_t)(pc - j->pw - j->w) * sizeof *d);
+      } else { /* the padded row, then its even and odd columns (the ISA's stride-2 copy) */
+        memset(tmp, 0, (size_t)j->pw * sizeof *tmp);
+        memcpy(tmp + j->pw, r, (size_t)j->w * sizeof *tmp);
+        memset(tmp + j->pw + j->w, 0, (size_t)(2 * pc + 1 - j->pw - j->w) * sizeof *tmp);
+        j->cfg->copy_stride2((size_t)pc, tmp, d);
+        j->cfg->copy_stride2((size_t)pc, tmp + 1, d + pc);
+      }
+    }
+  }
+}
+
+/*
+ * im2col_strip from the padded input: every run of a matrix row is one contiguous copy (tap
+ * (ky, kx) of output pixel (oy, ox) is padded row oy * s + ky, column ox * s + kx: for stride
+ * 2, parity kx % 2 at index ox + kx / 2), with no bounds to work out: the per-run bookkeeping
+ * of im2col_strip cost more than the copies on strided stems (1.7 cycles a float).
+ */
+static void im2col_strip_padded(const void *ctx, size_t k0, size_t kc, size_t n0, size_t nc,
+                                float *dst, size_t ldd) {
+  const im2col_job *j = ctx;
+  const int64_t khw = j->kh * j->kw, s = j->sw, pc = j->pcols, row = s * pc;
+  const int64_t oy0 = (int64_t)n0 / j->ow, ox0 = (int64_t)n0 % j->ow;
+  int64_t c = (int64_t)k0 / khw, ky = ((int64_t)k0 % khw) / j->kw, kx = (int64_t)k0 % j->kw;
+  for (size_t r = 0; r < kc; r++) {
+    const float *base = j->padded + c * j->prows * row + (s == 1 ? kx : (kx & 1) * pc + (kx >> 1));
+    float *d = dst + r * ldd;
+    int64_t oy = oy0, ox = ox0;
+    for (size_t i = 0; i < nc; oy++, ox = 0) {
+      const int64_t run =
+          (int64_t)nc - (int64_t)i < j->ow - ox ? (int64_t)nc - (int64_t)i : j->ow - ox;
+      memcpy(d + i, base + (oy * s + ky) * row + ox, (size_t)run * sizeof *d);
       i += (size_t)run;
     }
     if (++kx == j->kw) {
@@ -853,7 +919,10 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
                        ip[EMC_CONV_DH],
                        ip[EMC_CONV_DW],
                        kg,
-                       d->cfg};
+                       d->cfg,
+                       NULL,
+                       0,
+                       0};
       if (ip[EMC_CONV_TRANSPOSED]) {
         run_conv_t(d, op, &ij, direct, y + b * co * npix, co, pool);
         continue;
@@ -869,6 +938,22 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
         j.b = col, j.b_packed = 1;
       } else if (!direct) { /* im2col strip by strip, in per-thread scratch */
         j.pack_b = im2col_strip, j.pack_ctx = &ij, j.pack = col;
+        /* Stride 1 or 2, undilated, and room after the pack slots: copy runs from a padded
+         * input (pad_planes) built once. */
+        const int64_t s = ip[EMC_CONV_SW];
+        const size_t pack_floats =
+            emc_gemm_pack_floats(d->cfg, (size_t)kg, em_threadpool_size(pool));
+        ij.prows = (oh - 1) * s + kh, ij.pcols = div_up((size_t)((ow - 1) * s + kw), (size_t)s);
+        const size_t pad_floats = (size_t)(cg * ij.prows * s * ij.pcols);
+        if ((s == 1 || s == 2) && ip[EMC_CONV_SH] == s && ip[EMC_CONV_DH] == 1 &&
+            ip[EMC_CONV_DW] == 1 && ij.pcols * s >= ij.pw + wd && ij.prows >= ij.ph &&
+            ij.pcols <= EMC_PAD_ROW_MAX &&
+            (pack_floats + pad_floats + 16) * sizeof(float) <=
+                (size_t)ip[EMC_CONV_SCRATCH_NBYTES]) {
+          ij.padded = (float *)(((uintptr_t)(col + pack_floats) + 63) & ~(uintptr_t)63);
+          par_for_mem(pool, cg, pad_planes, &ij, (int64_t)pad_floats);
+          j.pack_b = im2col_strip_padded;
+        }
       } else {
         /* 1x1: B is the activations themselves, [kg, npix] row-major, copied strip by strip
          * into per-thread scratch (when the planned scratch holds it) as the GEMM goes. */

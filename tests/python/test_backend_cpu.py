@@ -134,6 +134,27 @@ def test_depthwise_bands(k: int, stride: int, pad: int, dil: int, size: int) -> 
     _check_model(m, (torch.randn(1, 24, size, size - 3),), threads=(1, 2, 3))
 
 
+@pytest.mark.parametrize(
+    "cin, cout, k, stride, pad, size",
+    [
+        (3, 16, 7, 2, 3, 45),  # a ResNet stem on an odd plane
+        (8, 24, 3, 2, 1, 30),
+        (4, 8, 5, 1, 2, 23),
+        (3, 8, 3, 1, 0, 20),  # unpadded, too few channels for Winograd
+        (6, 10, 2, 2, 0, 17),  # even kernel, the last column unused
+        (5, 7, 4, 2, 2, 21),  # padding on both sides of an even kernel
+    ],
+)
+def test_im2col_from_padded_input(
+    cin: int, cout: int, k: int, stride: int, pad: int, size: int
+) -> None:
+    """Strided and padded convs take their im2col strips from a zero-padded (stride 2: even /
+    odd column split) copy of the input: every parity, edge and padding agrees with eager."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(cin, cout, k, stride=stride, padding=pad), nn.ReLU())
+    _check_model(m, (torch.randn(1, cin, size, size + 2),), threads=(1, 2))
+
+
 def test_deep_k_uses_k_blocks() -> None:
     """K > 256 (the GEMM's K block): partial sums across blocks, clamp and bias once."""
     torch.manual_seed(0)
