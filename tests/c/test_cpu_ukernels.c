@@ -78,6 +78,19 @@ static void test_gemm(const em_cpu_config *cfg) {
         }
 }
 
+/* The reference for output (oy, ox) of a depthwise conv: in double, zero padding, clamped. */
+static double dw_ref(const em_dw_params *q, const float *in, const float *w, float bias, int64_t oy,
+                     int64_t ox, const em_minmax_params *p) {
+  double acc = bias;
+  for (int64_t ky = 0; ky < q->kh; ky++)
+    for (int64_t kx = 0; kx < q->kw; kx++) {
+      const int64_t iy = oy * q->sh + ky * q->dh - q->ph, ix = ox * q->sw + kx * q->dw - q->pw;
+      if (iy >= 0 && iy < q->h && ix >= 0 && ix < q->w)
+        acc += (double)w[ky * q->kw + kx] * in[iy * q->w + ix];
+    }
+  return fmin(fmax(acc, p->min), p->max);
+}
+
 static void test_dwconv(const em_cpu_config *cfg) {
   static float in[40 * 40], w[49], out[40 * 40];
   static const int64_t sizes[] = {1, 5, 7, 16, 17, 33};
@@ -108,14 +121,7 @@ static void test_dwconv(const em_cpu_config *cfg) {
             cfg->dwconv(&q, in, w, 0.25f, out, &p);
             for (int64_t oy = 0; oy < q.oh; oy++)
               for (int64_t ox = 0; ox < q.ow; ox++) {
-                double acc = 0.25;
-                for (int64_t ky = 0; ky < k; ky++)
-                  for (int64_t kx = 0; kx < k; kx++) {
-                    int64_t iy = oy * s + ky * dil - pad, ix = ox * s + kx * dil - pad;
-                    if (iy >= 0 && iy < h && ix >= 0 && ix < wd)
-                      acc += (double)w[ky * k + kx] * in[iy * wd + ix];
-                  }
-                acc = fmin(fmax(acc, p.min), p.max);
+                const double acc = dw_ref(&q, in, w, 0.25f, oy, ox, &p);
                 if (!close_to(out[oy * q.ow + ox], acc, 1e-5) && bad++ < 5)
                   CHECK(
                       0,
@@ -145,14 +151,7 @@ static void test_dwconv_small(const em_cpu_config *cfg) {
     cfg->dwconv(&q, in, w, -0.25f, out, &p);
     for (int64_t oy = 0; oy < h; oy++)
       for (int64_t ox = 0; ox < wd; ox++) {
-        double acc = -0.25;
-        for (int64_t ky = 0; ky < k; ky++)
-          for (int64_t kx = 0; kx < k; kx++) {
-            const int64_t iy = oy + ky - r, ix = ox + kx - r;
-            if (iy >= 0 && iy < h && ix >= 0 && ix < wd)
-              acc += (double)w[ky * k + kx] * in[iy * wd + ix];
-          }
-        acc = fmin(fmax(acc, p.min), p.max);
+        const double acc = dw_ref(&q, in, w, -0.25f, oy, ox, &p);
         if (!close_to(out[oy * wd + ox], acc, 1e-5) && bad++ < 5)
           CHECK(0, "%s dwconv %lldx%lld h=%lld w=%lld at %lld,%lld: %g vs %g", cfg->isa,
                 (long long)k, (long long)k, (long long)h, (long long)wd, (long long)oy,
@@ -203,14 +202,7 @@ static void test_dwconv_wide(const em_cpu_config *cfg) {
             cfg->dwconv(&q, in, w, 0.5f, out, &p);
             for (int64_t oy = 0; oy < q.oh; oy++)
               for (int64_t ox = 0; ox < q.ow; ox++) {
-                double acc = 0.5;
-                for (int64_t ky = 0; ky < k; ky++)
-                  for (int64_t kx = 0; kx < k; kx++) {
-                    const int64_t iy = oy * s + ky * d - above, ix = ox * s + kx * d - above;
-                    if (iy >= 0 && iy < h && ix >= 0 && ix < wd)
-                      acc += (double)w[ky * k + kx] * in[iy * wd + ix];
-                  }
-                acc = fmin(fmax(acc, p.min), p.max);
+                const double acc = dw_ref(&q, in, w, 0.5f, oy, ox, &p);
                 if (!close_to(out[oy * q.ow + ox], acc, 1e-5) && bad++ < 5)
                   CHECK(0,
                         "%s dwconv %lldx%lld s=%lld d=%lld p=%lld h=%lld w=%lld at %lld,%lld: %g "
