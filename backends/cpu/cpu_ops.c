@@ -879,9 +879,9 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
                 y,
                 clamp_of(op),
                 n * co,
-                2 * (int64_t)em_threadpool_size(pool)};
+                (int64_t)em_threadpool_size(pool)};
     const int64_t work = yt->numel * kh * kw;
-    if (j.bands > 2 && work >= EMC_MIN_PARALLEL_WORK && oh >= 4 * j.bands &&
+    if (j.bands > 1 && work >= EMC_MIN_PARALLEL_WORK && oh >= 8 * j.bands &&
         dw_bands_ok(&j.q, j.bands))
       em_parallel_for_static(pool, j.bands * n * co, dw_bands, &j);
     else

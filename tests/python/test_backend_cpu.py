@@ -114,7 +114,7 @@ def test_conv_zoo_matches_eager_and_portable(size: int) -> None:
 @pytest.mark.parametrize(
     "k, stride, pad, dil, size",
     [
-        (3, 1, 1, 1, 40),  # MobileNet's stride-1 3x3, 4 bands of 10 rows at 2 threads
+        (3, 1, 1, 1, 40),  # MobileNet's stride-1 3x3: 2 bands of 20 rows at 2 threads, 3 at 3
         (3, 2, 1, 1, 41),  # stride 2 over an odd plane
         (5, 2, 2, 1, 48),
         (5, 1, 2, 1, 37),
