@@ -157,10 +157,15 @@ void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
   mb = div_up(g->mtiles, div_up(g->mtiles, mb)); /* equal blocks, not a full one and a sliver */
   /* Every M block packs its own copy of each B strip (an im2col), so when B is packed per strip
    * few-strip GEMMs (N = 49: one strip) split M into fewer, larger blocks: the copy costs about
-   * what 8 tiles of FMAs do. */
+   * what 8 tiles of FMAs do. But a few strips with a ragged last one (N = 196: 64, 64, 64, 4)
+   * split two per thread leave one thread 128 columns and the other 68: when the strips are
+   * plain copies (no gather), M splits further so each thread gets whole M blocks of every
+   * strip (MobileNetV2's 14x14 1x1 convs, 2 threads: -3 %). */
   const int packs = g->pack != NULL;
-  const size_t want = n_threads > 1 ? (packs ? 2 : 4) * (size_t)n_threads : 1;
-  const size_t mb_min = packs ? 16 : 4;
+  const int even_out =
+      packs && !g->pack_b && g->n % g->cfg->nr != 0 && g->strips < 8 * (size_t)n_threads;
+  const size_t want = n_threads > 1 ? (packs && !even_out ? 2 : 4) * (size_t)n_threads : 1;
+  const size_t mb_min = packs && !even_out ? 16 : 4;
   while (mb > mb_min && div_up(g->mtiles, mb) * g->strips < want) mb = div_up(mb, 2);
   g->mb = mb;
   g->n_slots = n_threads < EMC_GEMM_MAX_SLOTS ? n_threads : EMC_GEMM_MAX_SLOTS;
