@@ -927,14 +927,19 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
         run_conv_t(d, op, &ij, direct, y + b * co * npix, co, pool);
         continue;
       }
-      if (!direct && !fits) par_for(pool, kg, im2col_rows, &ij, kg * npix);
+      /* The whole im2col matrix (for a 1x1 conv, its input in 16-column panels) instead of
+       * strips built per M block when there are no strips to spread over threads (one strip: a
+       * 7x7 map): the threads then split M, and each of its blocks would build the same strip
+       * again (ResNet-18's 7x7 layers at 2 threads). */
+      const bool whole = !direct && (!fits || (npix <= 64 && em_threadpool_size(pool) > 1));
+      if (whole) par_for(pool, kg, im2col_rows, &ij, kg * npix);
       emc_gemm j = {0};
       j.cfg = d->cfg, j.m = (size_t)mg, j.k = (size_t)kg, j.n = (size_t)npix;
       j.a = w + (size_t)gi * panel, j.a_packed = 1;
       j.c = y + (b * co + gi * mg) * npix, j.ldc = (size_t)npix;
       j.bias_m = bias ? bias + gi * mg : NULL;
       j.mm = clamp_of(op), j.act = post_act(op), j.fp = op->fp;
-      if (!direct && !fits) { /* a whole im2col matrix in the scratch */
+      if (whole) { /* a whole im2col matrix in the scratch */
         j.b = col, j.b_packed = 1;
       } else if (!direct) { /* im2col strip by strip, in per-thread scratch */
         j.pack_b = im2col_strip, j.pack_ctx = &ij, j.pack = col;

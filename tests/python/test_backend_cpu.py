@@ -231,8 +231,18 @@ def test_small_maps_run_transposed() -> None:
     assert _conv_transposed(88, 49, 576) and _conv_transposed(56, 49, 300)
     assert _conv_transposed(48, 49, 504) and not _conv_transposed(300, 49, 88)
     assert not _conv_transposed(64, 14 * 14, 24 * 9) and not _conv_transposed(64, 56 * 56, 576)
+    assert not _conv_transposed(512, 49, 4608)  # ResNet's 7x7 layers: many weight tiles
     torch.manual_seed(0)
     _check_model(SmallMapZoo(), (torch.randn(2, 24, 14, 14),), threads=(1, 2))
+
+
+def test_wide_small_map_convs() -> None:
+    """512+ output channels on 7x7 maps stay untransposed; at 2 threads their one im2col strip is
+    built once as a whole matrix (the threads split M) instead of once per M block."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(40, 520, 3, padding=1), nn.ReLU(), nn.Conv2d(520, 30, 3, padding=1))
+    prog = _check_model(m, (torch.randn(1, 40, 7, 7),), threads=(1, 2))
+    assert [ip[12] for ip in _conv_ops(prog.buffer)] == [0, 1]  # EMC_CONV_TRANSPOSED
 
 
 def _conv_ops(buf: bytes) -> list[tuple[int, ...]]:
