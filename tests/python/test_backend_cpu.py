@@ -124,14 +124,14 @@ def test_conv_zoo_matches_eager_and_portable(size: int) -> None:
     ],
 )
 def test_depthwise_bands(k: int, stride: int, pad: int, dil: int, size: int) -> None:
-    """Depthwise convs at 2 threads split into bands of output rows (each thread the same rows
+    """Depthwise convs at 2+ threads split into bands of output rows (each thread the same rows
     of every channel): every band boundary, stride, padding and the fallback to a channel
     split agree with eager and the portable kernels."""
     torch.manual_seed(0)
     m = nn.Sequential(
         nn.Conv2d(24, 24, k, stride=stride, padding=pad, dilation=dil, groups=24), nn.ReLU6()
     )
-    _check_model(m, (torch.randn(1, 24, size, size - 3),), threads=(1, 2, 3))
+    _check_model(m, (torch.randn(2, 24, size, size - 3),), threads=(1, 2, 3))  # batch 2
 
 
 @pytest.mark.parametrize(
