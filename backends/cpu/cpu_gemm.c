@@ -164,8 +164,9 @@ void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
   const int packs = g->pack != NULL;
   const int even_out =
       packs && !g->pack_b && g->n % g->cfg->nr != 0 && g->strips < 8 * (size_t)n_threads;
-  const size_t want = n_threads > 1 ? (packs && !even_out ? 2 : 4) * (size_t)n_threads : 1;
-  const size_t mb_min = packs && !even_out ? 16 : 4;
+  const int big_blocks = packs && !even_out;
+  const size_t want = n_threads > 1 ? (big_blocks ? 2 : 4) * (size_t)n_threads : 1;
+  const size_t mb_min = big_blocks ? 16 : 4;
   while (mb > mb_min && div_up(g->mtiles, mb) * g->strips < want) mb = div_up(mb, 2);
   g->mb = mb;
   g->n_slots = n_threads < EMC_GEMM_MAX_SLOTS ? n_threads : EMC_GEMM_MAX_SLOTS;

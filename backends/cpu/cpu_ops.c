@@ -498,6 +498,13 @@ static void im2col_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_
 
 #define EMC_PAD_ROW_MAX 2048 /* widest padded row (per parity) pad_planes takes */
 
+/* dst[0, n) = the row src[0, w) after pw zeros, zeros after it. */
+static void zero_padded_row(float *dst, const float *src, int64_t pw, int64_t w, int64_t n) {
+  memset(dst, 0, (size_t)pw * sizeof *dst);
+  memcpy(dst + pw, src, (size_t)w * sizeof *dst);
+  memset(dst + pw + w, 0, (size_t)(n - pw - w) * sizeof *dst);
+}
+
 /* Channels [begin, end) of the input into ij->padded (see im2col_job). */
 static void pad_planes(void *ctx, int64_t begin, int64_t end) {
   const im2col_job *j = ctx;
@@ -515,13 +522,9 @@ static void pad_planes(void *ctx, int64_t begin, int64_t end) {
       }
       const float *r = src + iy * j->w;
       if (s == 1) {
-        memset(d, 0, (size_t)j->pw * sizeof *d);
-        memcpy(d + j->pw, r, (size_t)j->w * sizeof *d);
-        memset(d + j->pw + j->w, 0, (size_t)(pc - j->pw - j->w) * sizeof *d);
+        zero_padded_row(d, r, j->pw, j->w, pc);
       } else { /* the padded row, then its even and odd columns (the ISA's stride-2 copy) */
-        memset(tmp, 0, (size_t)j->pw * sizeof *tmp);
-        memcpy(tmp + j->pw, r, (size_t)j->w * sizeof *tmp);
-        memset(tmp + j->pw + j->w, 0, (size_t)(2 * pc + 1 - j->pw - j->w) * sizeof *tmp);
+        zero_padded_row(tmp, r, j->pw, j->w, 2 * pc + 1);
         j->cfg->copy_stride2((size_t)pc, tmp, d);
         j->cfg->copy_stride2((size_t)pc, tmp + 1, d + pc);
       }
@@ -582,6 +585,21 @@ static void dw_planes(void *ctx, int64_t begin, int64_t end) {
 }
 
 /*
+ * Band b of `bands` bands of output rows of q as a conv of its own: the output rows
+ * [*oy0, *oy0 + sub->oh), the input rows from *iy0 its windows cover (sub->h of them, 0 when all
+ * are padding) and the padding left above them (sub->ph).
+ */
+static void dw_band(const em_dw_params *q, int64_t bands, int64_t b, em_dw_params *sub,
+                    int64_t *oy0, int64_t *iy0) {
+  const int64_t o0 = b * q->oh / bands, o1 = (b + 1) * q->oh / bands;
+  const int64_t top = o0 * q->sh - q->ph, bot = (o1 - 1) * q->sh - q->ph + (q->kh - 1) * q->dh + 1;
+  const int64_t i0 = top > 0 ? top : 0, i1 = bot < q->h ? bot : q->h;
+  *sub = *q;
+  sub->oh = o1 - o0, sub->h = i1 > i0 ? i1 - i0 : 0, sub->ph = i0 - top;
+  *oy0 = o0, *iy0 = i0;
+}
+
+/*
  * Items [begin, end) of a depthwise conv split into bands of output rows: item i is band
  * i / planes of plane i % planes, so each thread's contiguous range (em_parallel_for_static) is
  * the same rows of every channel. Those are the pixels the 1x1 convs before and after (their
@@ -594,15 +612,10 @@ static void dw_bands(void *ctx, int64_t begin, int64_t end) {
   const int64_t planes = j->planes, in_plane = q->h * q->w, out_plane = q->oh * q->ow;
   const int64_t khw = q->kh * q->kw;
   for (int64_t i = begin; i < end; i++) {
-    const int64_t b = i / planes, p = i % planes, ch = p % j->c;
-    const int64_t oy0 = b * q->oh / j->bands, oy1 = (b + 1) * q->oh / j->bands;
-    if (oy1 <= oy0) continue;
-    /* The input rows the band's windows cover, and the padding left above them. */
-    const int64_t top = oy0 * q->sh - q->ph, iy0 = top > 0 ? top : 0;
-    const int64_t bot = (oy1 - 1) * q->sh - q->ph + (q->kh - 1) * q->dh + 1;
-    const int64_t iy1 = bot < q->h ? bot : q->h;
-    em_dw_params sub = *q;
-    sub.h = iy1 - iy0, sub.oh = oy1 - oy0, sub.ph = iy0 - top;
+    const int64_t p = i % planes, ch = p % j->c;
+    em_dw_params sub;
+    int64_t oy0, iy0;
+    dw_band(q, j->bands, i / planes, &sub, &oy0, &iy0);
     float *out = j->y + p * out_plane + oy0 * q->ow;
     j->d->cfg->dwconv(&sub, j->x + p * in_plane + iy0 * q->w, j->w + ch * khw,
                       j->bias ? j->bias[ch] : 0.0f, out, &j->mm);
@@ -610,14 +623,13 @@ static void dw_bands(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-/* Whether every band of rows reads at least one input row (its windows are not all padding). */
+/* Whether every band has output rows and reads at least one input row (not all padding). */
 static bool dw_bands_ok(const em_dw_params *q, int64_t bands) {
   for (int64_t b = 0; b < bands; b++) {
-    const int64_t oy0 = b * q->oh / bands, oy1 = (b + 1) * q->oh / bands;
-    if (oy1 <= oy0) return false;
-    const int64_t top = oy0 * q->sh - q->ph,
-                  bot = (oy1 - 1) * q->sh - q->ph + (q->kh - 1) * q->dh + 1;
-    if ((bot < q->h ? bot : q->h) - (top > 0 ? top : 0) < 1) return false;
+    em_dw_params sub;
+    int64_t oy0, iy0;
+    dw_band(q, bands, b, &sub, &oy0, &iy0);
+    if (sub.oh < 1 || sub.h < 1) return false;
   }
   return true;
 }
