@@ -55,8 +55,9 @@ em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *poo
  * One GEMM for emc_gemm_run (cpu_gemm.c): C[m, n] = clamp(A @ B + bias_m[row] + bias_n[col]),
  * then act. A is packed ([ceil(m / 6)][k][6], a_packed) or strided (a_rs, a_ks); B is packed
  * ([ceil(n / 16)][k][16], b_packed) or row-major with leading dimension ldb. `pack`, when not
- * NULL, is emc_gemm_pack_floats() of scratch for copying a row-major B strip by strip. The
- * fields after `pack` are the driver's own.
+ * NULL, is emc_gemm_pack_floats() of scratch for copying a row-major B strip by strip. `res`,
+ * when not NULL, is a residual [m, n] (leading dimension ldr) added before the clamp:
+ * C = act(clamp(A @ B + bias + res)). The fields after `pack_ctx` are the driver's own.
  */
 typedef struct emc_gemm {
   const em_cpu_config *cfg;
@@ -74,6 +75,8 @@ typedef struct emc_gemm {
   uint32_t act;
   const float *fp;
   float *pack;
+  const float *res;
+  size_t ldr;
   /* When set (with `pack`), B exists only implicitly: pack_b writes rows [k0, k0 + kc), columns
    * [n0, n0 + nc) of it into dst[kc][ldd] (an im2col, computed strip by strip). */
   void (*pack_b)(const void *pack_ctx, size_t k0, size_t kc, size_t n0, size_t nc, float *dst,

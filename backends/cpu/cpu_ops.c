@@ -114,6 +114,24 @@ static bool scratch_holds(const emc_delegate *d, const emc_op *op, uint64_t need
   return true;
 }
 
+/* A residual (in[3], -1: none) has the output's shape and shares none of its storage. */
+static bool check_residual(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  if (op->in[3] < 0) return true;
+  const emc_rt_tensor *r = tensor_at(d, op->in[3]), *y = tensor_at(d, op->out[0]);
+  if (!r || !y) WHY("residual: bad tensor id");
+  if (r->ndim != y->ndim) WHY("residual has %u dims, the output %u", r->ndim, y->ndim);
+  for (uint32_t i = 0; i < r->ndim; i++)
+    if (r->sizes[i] != y->sizes[i])
+      WHY("residual size %lld in dim %u, the output %lld", (long long)r->sizes[i], i,
+          (long long)y->sizes[i]);
+  bool shared = r->storage == y->storage && r->storage != EMC_ARENA && r->storage != EMC_CONST &&
+                r->index == y->index;
+  if (r->storage == EMC_ARENA && y->storage == EMC_ARENA)
+    shared = r->data < y->data + y->numel && y->data < r->data + r->numel;
+  if (shared) WHY("residual shares the output's storage");
+  return true;
+}
+
 static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
   const emc_rt_tensor *x = tensor_at(d, op->in[0]), *w = tensor_at(d, op->in[1]);
   const emc_rt_tensor *b = op->in[2] < 0 ? NULL : tensor_at(d, op->in[2]);
@@ -138,7 +156,9 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
         (long long)y->sizes[3], (long long)oh, (long long)ow);
   if (b && b->numel != co)
     WHY("conv2d: bias has %lld elements for %lld channels", (long long)b->numel, (long long)co);
+  if (!check_residual(d, op, why, why_n)) return false;
   if (ip[EMC_CONV_DEPTHWISE]) {
+    if (op->in[3] >= 0) WHY("conv2d: a depthwise conv takes no residual");
     if (g != cin || g != co) WHY("conv2d: depthwise needs groups == in == out channels");
     if (w->numel != co * kh * kw)
       WHY("conv2d: depthwise weights have %lld elements", (long long)w->numel);
@@ -196,7 +216,7 @@ static bool check_gemm(const emc_delegate *d, const emc_op *op, char *why, size_
     WHY("gemm: output has %lld elements, expected %lld", (long long)y->numel,
         (long long)(batch * m * n));
   if (bias && bias->numel != n) WHY("gemm: bias has %lld elements", (long long)bias->numel);
-  return check_act(op, why, why_n);
+  return check_residual(d, op, why, why_n) && check_act(op, why, why_n);
 }
 
 static bool broadcasts_to(const emc_rt_tensor *x, const emc_rt_tensor *y) {
@@ -345,8 +365,10 @@ static void gemv_panels(void *ctx, int64_t begin, int64_t end) {
   for (int64_t pi = begin; pi < end; pi++) {
     size_t n0 = (size_t)pi * EMC_NR_PANEL, nc = j->n - n0 < EMC_NR_PANEL ? j->n - n0 : EMC_NR_PANEL;
     float *c = j->c + n0;
+    const em_minmax_params none = {-INFINITY, INFINITY};
     j->cfg->gemv16(j->k, nc, j->a, j->b + (size_t)pi * j->k * EMC_NR_PANEL,
-                   j->bias_n ? j->bias_n + n0 : NULL, c, &j->mm);
+                   j->bias_n ? j->bias_n + n0 : NULL, c, j->res ? &none : &j->mm);
+    if (j->res) j->cfg->vbin[EMC_BIN_ADD](nc, c, j->res + n0, c, &j->mm);
     if (j->act) j->cfg->vact(nc, c, c, j->act, j->fp);
   }
 }
@@ -382,6 +404,7 @@ static void gemm_batch(void *ctx, int64_t begin, int64_t end) {
     j.a_rs = j.a_packed ? 1 : k, j.a_ks = j.a_packed ? EMC_MR : 1;
     j.b = b + bi * ip[EMC_GEMM_B_BSTRIDE], j.ldb = n, j.b_packed = ip[EMC_GEMM_B_PACKED];
     j.c = y + bi * (int64_t)(m * n), j.ldc = n;
+    j.res = op->in[3] >= 0 ? data_of(d, op->in[3]) + bi * (int64_t)(m * n) : NULL, j.ldr = n;
     j.bias_n = data_of(d, op->in[2]);
     j.mm = clamp_of(op), j.act = post_act(op), j.fp = op->fp;
     run_gemm_job(&j, bj->pool);
@@ -638,13 +661,25 @@ typedef struct transpose_job {
   const float *ct; /* [npix][co] */
   float *y;        /* [co][npix] */
   int64_t npix, co;
+  /* With a residual [co][npix]: y = act(clamp(ct^T + res)) (the GEMM left both out). */
+  const float *res;
+  const em_cpu_config *cfg;
+  em_minmax_params mm;
+  uint32_t act;
+  const float *fp;
 } transpose_job;
 
-/* Output channels [begin, end) of y = ct^T. */
+/* Output channels [begin, end) of y = ct^T (with a residual: see transpose_job). */
 static void transpose_rows(void *ctx, int64_t begin, int64_t end) {
   const transpose_job *j = ctx;
-  for (int64_t c = begin; c < end; c++)
-    for (int64_t p = 0; p < j->npix; p++) j->y[c * j->npix + p] = j->ct[p * j->co + c];
+  for (int64_t c = begin; c < end; c++) {
+    float *y = j->y + c * j->npix;
+    for (int64_t p = 0; p < j->npix; p++) y[p] = j->ct[p * j->co + c];
+    if (j->res) {
+      j->cfg->vbin[EMC_BIN_ADD]((size_t)j->npix, y, j->res + c * j->npix, y, &j->mm);
+      if (j->act) j->cfg->vact((size_t)j->npix, y, y, j->act, j->fp);
+    }
+  }
 }
 
 /* Rows [begin, end) of the im2col matrix of j, row-major [kg][OH * OW] in j->col. */
@@ -663,7 +698,7 @@ static void im2col_rows_rm(void *ctx, int64_t begin, int64_t end) {
  * else an im2col matrix [kg][npix] built in the scratch (ij->col) with whole input runs copied.
  */
 static void run_conv_t(const emc_delegate *d, const emc_op *op, im2col_job *ij, bool direct,
-                       float *y, int64_t co, em_threadpool *pool) {
+                       float *y, const float *res, int64_t co, em_threadpool *pool) {
   const int64_t kg = ij->khw_rows, npix = ij->oh * ij->ow;
   float *a = (float *)(((uintptr_t)ij->col + 63) & ~(uintptr_t)63);
   float *ct = a + div_up(div_up((size_t)npix, EMC_MR) * EMC_MR * (size_t)kg, 16) * 16;
@@ -677,9 +712,10 @@ static void run_conv_t(const emc_delegate *d, const emc_op *op, im2col_job *ij, 
   j.b = data_of(d, op->in[1]), j.b_packed = 1;
   j.c = ct, j.ldc = (size_t)co;
   j.bias_n = data_of(d, op->in[2]);
-  j.mm = clamp_of(op), j.act = post_act(op), j.fp = op->fp;
+  const em_minmax_params none = {-INFINITY, INFINITY};
+  j.mm = res ? none : clamp_of(op), j.act = res ? 0 : post_act(op), j.fp = op->fp;
   emc_gemm_run(&j, pool);
-  transpose_job tj = {ct, y, npix, co};
+  transpose_job tj = {ct, y, npix, co, res, d->cfg, clamp_of(op), post_act(op), op->fp};
   par_for(pool, co, transpose_rows, &tj, co * npix);
 }
 
@@ -699,12 +735,14 @@ typedef struct wino_job {
   const emc_op *op;
   const float *x, *u, *bias;
   float *y;
-  float *scratch; /* slots of wino_slot_floats each */
+  const float *res; /* residual [co][oh][ow] or NULL */
+  float *scratch;   /* slots of wino_slot_floats each */
   int64_t cin, co, h, w, oh, ow, ph, pw, m, a, tw, ntiles;
   size_t slot_floats, u_floats; /* per slot; one xi's packed filters */
   int64_t t0, t1;               /* the block the phase functions work on (phase-split mode) */
   int64_t n_parts;              /* part mode: tile ranges, one per slot */
-  em_minmax_params mm;
+  em_minmax_params mm;          /* clamp of the output */
+  em_minmax_params mm_t;        /* clamp in the output transform: mm, or none before a residual */
 } wino_job;
 
 /* Width of the padded row buffers: a block's tiles side by side, plus the windows' overlap. */
@@ -794,12 +832,16 @@ static void wino_out_block(const wino_job *j, int s, int64_t t0, int64_t t1, int
     for (int ri = 0; ri < nruns; ri++) {
       const int64_t ty = runs[ri].ty, tx0 = runs[ri].tx0, n = runs[ri].n, t = runs[ri].t;
       j->d->cfg->wino_out((int)j->m, (size_t)n, mm + (size_t)c * EM_WINO_MAX_TILES + (size_t)t, mxs,
-                          bias, rows, WINO_LDR, &j->mm);
+                          bias, rows, WINO_LDR, &j->mm_t);
       const int64_t ox0 = tx0 * j->m;
       const int64_t wd = n * j->m < j->ow - ox0 ? n * j->m : j->ow - ox0;
       for (int64_t i = 0; i < j->m && ty * j->m + i < j->oh; i++) {
+        const int64_t at = (c * j->oh + ty * j->m + i) * j->ow + ox0;
         float *dst = plane + (ty * j->m + i) * j->ow + ox0;
-        if (act)
+        if (j->res) {
+          j->d->cfg->vbin[EMC_BIN_ADD]((size_t)wd, rows + i * WINO_LDR, j->res + at, dst, &j->mm);
+          if (act) j->d->cfg->vact((size_t)wd, dst, dst, act, j->op->fp);
+        } else if (act)
           j->d->cfg->vact((size_t)wd, rows + i * WINO_LDR, dst, act, j->op->fp);
         else
           memcpy(dst, rows + i * WINO_LDR, (size_t)wd * sizeof *dst);
@@ -837,11 +879,11 @@ static void wino_out_part(void *ctx, int64_t begin, int64_t end) {
 
 /* One image of a Winograd conv: x [cin, h, w] -> y [co, oh, ow]. */
 static void run_conv_wino(const emc_delegate *d, const emc_op *op, const float *x, float *y,
-                          int64_t cin, int64_t h, int64_t w, int64_t co, int64_t oh, int64_t ow,
-                          em_threadpool *pool) {
+                          const float *res, int64_t cin, int64_t h, int64_t w, int64_t co,
+                          int64_t oh, int64_t ow, em_threadpool *pool) {
   wino_job *j = &(wino_job){0};
   const int64_t m = op->ip[EMC_CONV_WINOGRAD];
-  j->d = d, j->op = op, j->x = x, j->y = y;
+  j->d = d, j->op = op, j->x = x, j->y = y, j->res = res;
   j->u = data_of(d, op->in[1]), j->bias = data_of(d, op->in[2]);
   j->scratch =
       (float *)(((uintptr_t)(d->arena + op->ip[EMC_CONV_SCRATCH_OFF]) + 63) & ~(uintptr_t)63);
@@ -852,6 +894,7 @@ static void run_conv_wino(const emc_delegate *d, const emc_op *op, const float *
   j->slot_floats = wino_slot_floats(j->a, cin, co);
   j->u_floats = div_up((size_t)co, EMC_MR) * EMC_MR * (size_t)cin;
   j->mm = clamp_of(op);
+  j->mm_t = res ? (em_minmax_params){-INFINITY, INFINITY} : j->mm;
   const int64_t threads = em_threadpool_size(pool), slots = op->ip[EMC_CONV_WINO_SLOTS];
   /* Part mode: one range of tiles per thread, no barriers, but every thread reads all the
    * filters; phase mode: each block's phases split over the threads (three barriers a block),
@@ -876,6 +919,7 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   const float *x = xt->data, *w = data_of(d, op->in[1]), *bias = data_of(d, op->in[2]);
   float *y = yt->data;
+  const float *res = data_of(d, op->in[3]); /* residual or NULL */
   int64_t n = xt->sizes[0], cin = xt->sizes[1], h = xt->sizes[2], wd = xt->sizes[3];
   int64_t co = yt->sizes[1], oh = yt->sizes[2], ow = yt->sizes[3];
   int64_t g = ip[EMC_CONV_GROUPS], kh = ip[EMC_CONV_KH], kw = ip[EMC_CONV_KW];
@@ -903,7 +947,8 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
   int64_t cg = cin / g, mg = co / g, kg = cg * kh * kw, npix = oh * ow;
   if (ip[EMC_CONV_WINOGRAD]) {
     for (int64_t b = 0; b < n; b++)
-      run_conv_wino(d, op, x + b * cin * h * wd, y + b * co * npix, cin, h, wd, co, oh, ow, pool);
+      run_conv_wino(d, op, x + b * cin * h * wd, y + b * co * npix,
+                    res ? res + b * co * npix : NULL, cin, h, wd, co, oh, ow, pool);
     return EM_OK;
   }
   bool direct = kh == 1 && kw == 1 && ip[EMC_CONV_SH] == 1 && ip[EMC_CONV_SW] == 1 &&
@@ -936,7 +981,8 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
                        0,
                        0};
       if (ip[EMC_CONV_TRANSPOSED]) {
-        run_conv_t(d, op, &ij, direct, y + b * co * npix, co, pool);
+        run_conv_t(d, op, &ij, direct, y + b * co * npix, res ? res + b * co * npix : NULL, co,
+                   pool);
         continue;
       }
       /* The whole im2col matrix (for a 1x1 conv, its input in 16-column panels) instead of
@@ -949,6 +995,7 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
       j.cfg = d->cfg, j.m = (size_t)mg, j.k = (size_t)kg, j.n = (size_t)npix;
       j.a = w + (size_t)gi * panel, j.a_packed = 1;
       j.c = y + (b * co + gi * mg) * npix, j.ldc = (size_t)npix;
+      j.res = res ? res + (b * co + gi * mg) * npix : NULL, j.ldr = (size_t)npix;
       j.bias_m = bias ? bias + gi * mg : NULL;
       j.mm = clamp_of(op), j.act = post_act(op), j.fp = op->fp;
       if (whole) { /* a whole im2col matrix in the scratch */

@@ -25,8 +25,10 @@
 
 #include <stdint.h>
 
-#define EMC_MAGIC      "EMC1"
-#define EMC_VERSION    3u /* 2: EMC_CONV_TRANSPOSED; 3: EMC_CONV_WINOGRAD (older: zero there) */
+#define EMC_MAGIC "EMC1"
+/* 2: EMC_CONV_TRANSPOSED; 3: EMC_CONV_WINOGRAD (older: zero there); 4: residual in[3] of conv2d
+ * and gemm (older: -1 there) */
+#define EMC_VERSION    4u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -60,8 +62,8 @@ typedef struct emc_tensor {
 _Static_assert(sizeof(emc_tensor) == 48, "emc_tensor is 48 bytes");
 
 enum emc_op_kind {
-  EMC_OP_CONV2D = 1,          /* in: x[N,C,H,W], w, bias|-1; out [N,Co,OH,OW]            */
-  EMC_OP_GEMM = 2,            /* in: A, B, bias[N]|-1; out[b] = A[b] @ B[b] + bias          */
+  EMC_OP_CONV2D = 1,          /* in: x[N,C,H,W], w, bias|-1, residual|-1; out [N,Co,OH,OW] */
+  EMC_OP_GEMM = 2,            /* in: A, B, bias[N]|-1, residual|-1; out[b] = A[b] @ B[b] + bias */
   EMC_OP_BINARY = 3,          /* in: a, b|-1 (scalar fp[2]); broadcast to out               */
   EMC_OP_UNARY = 4,           /* in: x; out = act(x)                                        */
   EMC_OP_MAXPOOL2D = 5,       /* in: x[N,C,H,W]                                             */
@@ -160,6 +162,12 @@ enum emc_act {
   EMC_ACT_END
 };
 
+/*
+ * Residual (in[3] of conv2d and gemm, version 4; -1: none): a tensor of the output's shape added
+ * to the result before the clamp and activation, out = act(clamp(conv(x) + bias + residual)), so
+ * a residual connection costs no pass of its own. It may not share the output's storage. Not for
+ * depthwise convs.
+ */
 typedef struct emc_op {
   uint32_t kind; /* emc_op_kind */
   uint32_t act;  /* emc_act, applied last */

@@ -245,6 +245,74 @@ def test_wide_small_map_convs() -> None:
     assert [ip[12] for ip in _conv_ops(prog.buffer)] == [0, 1]  # EMC_CONV_TRANSPOSED
 
 
+def test_row_split_gemms() -> None:
+    """GEMMs whose activations A are deeper than the output is wide (K >= 2N) split over the
+    threads by whole rows of A (one M block each; uneven at 2 threads: 4 + 3 tiles of 6 rows, and
+    3 + 3 + 1 at 3) instead of by column strips: linears on tokens, and a transposed conv, whose
+    A is its im2col (pixels as rows)."""
+    torch.manual_seed(0)
+    lin = nn.Sequential(nn.Linear(300, 70), nn.GELU(), nn.Linear(70, 20))
+    _check_model(lin, (torch.randn(1, 37, 300),), threads=(1, 2, 3))
+    conv = nn.Sequential(nn.Conv2d(40, 300, 1), nn.ReLU(), nn.Conv2d(300, 48, 3, padding=1))
+    prog = _check_model(conv, (torch.randn(1, 40, 7, 7),), threads=(1, 2, 3))
+    assert [ip[12] for ip in _conv_ops(prog.buffer)][-1] == 1  # EMC_CONV_TRANSPOSED
+
+
+class ResidualZoo(nn.Module):
+    """A residual add after every kind of conv and GEMM: Winograd (3x3 on 28x28), im2col (3x3
+    stride 2 on a downsample branch computed after the main path), pointwise 1x1, transposed
+    (7x7 map, 48 channels, K >= 256), linear over rows, linear over one row (the GEMV path); a
+    depthwise conv's add stays a separate op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wino = nn.Conv2d(24, 24, 3, padding=1)
+        self.main = nn.Conv2d(24, 40, 3, stride=2, padding=1)
+        self.down = nn.Conv2d(24, 40, 1, stride=2)
+        self.pw = nn.Conv2d(40, 40, 1)
+        self.dw = nn.Conv2d(40, 40, 3, padding=1, groups=40)
+        self.to7 = nn.Conv2d(40, 48, 2, stride=2)
+        self.t = nn.Conv2d(48, 48, 3, padding=1)
+        self.fc = nn.Linear(49, 49)
+        self.head = nn.Linear(48, 48)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.wino(x) + x)
+        y = self.main(x)
+        x = F.relu(y + self.down(x))  # the residual comes after the conv
+        x = x + self.pw(x)
+        x = F.relu6(self.dw(x) + x)
+        x = self.to7(x)
+        x = F.relu(self.t(x) + x)
+        x = x.flatten(2)  # [1, 48, 49]
+        x = F.gelu(x + self.fc(x))
+        v = x.mean(2)
+        return v + self.head(v)
+
+
+def _ops(buf: bytes) -> list[tuple[int, int, int]]:
+    """(kind, act, in[3]) of every operator in the program's first EMC blob."""
+    at, _ = _blob_span(buf)
+    n_ops = struct.unpack_from("<I", buf, at + 12)[0]
+    ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
+    recs = [struct.unpack_from("<II4i", buf, at + ops_off + 160 * i) for i in range(n_ops)]
+    return [(r[0], r[1], r[5]) for r in recs]
+
+
+def test_residual_fusion() -> None:
+    torch.manual_seed(0)
+    m = ResidualZoo()
+    prog = _check_model(m, (torch.randn(1, 24, 28, 28),), threads=(1, 2, 3))
+    ops = _ops(prog.buffer)
+    fused = [(kind, act) for kind, act, res in ops if res >= 0]
+    # 6 convs (Winograd, im2col, 1x1, transposed; the depthwise one not) and 2 GEMMs took their
+    # add: relu (clamp 1), none, clamp, gelu (5), none.
+    assert sorted(fused) == sorted([(1, 1), (1, 1), (1, 0), (1, 1), (2, 5), (2, 0)]), ops
+    assert sum(kind == 3 for kind, _, _ in ops) == 1, ops  # the depthwise conv's add
+    convs = _conv_ops(prog.buffer)
+    assert any(ip[13] for ip in convs) and any(ip[12] for ip in convs)  # Winograd, transposed
+
+
 def _conv_ops(buf: bytes) -> list[tuple[int, ...]]:
     """The ip[] slots of every conv2d operator in the program's first EMC blob."""
     at, _ = _blob_span(buf)
@@ -535,7 +603,7 @@ def test_blob_version_and_magic_are_checked(small_program) -> None:
     at, _ = _blob_span(buf)
     assert _load_and_run(buf, x) == "ok"
     bad = bytearray(buf)
-    for version in (0, 4):  # this build reads versions 1 (no transposed convs) to 3 (Winograd)
+    for version in (0, 5):  # this build reads versions 1 (no transposed convs) to 4 (residuals)
         struct.pack_into("<I", bad, at + 4, version)
         assert "DelegateInvalidCompatibility" in _load_and_run(bytes(bad), x)
     struct.pack_into("<I", bad, at + 4, 1)
@@ -569,6 +637,41 @@ def test_blob_fields_out_of_range_are_rejected(small_program) -> None:
         struct.pack_into(fmt, bad, off, val)
         res = _load_and_run(bytes(bad), x)
         assert res != "ok" or name == "const offset", f"{name}: accepted"
+
+
+def test_blob_residual_is_checked() -> None:
+    """A conv's residual (in[3]) must have the output's shape and not share its storage; a
+    depthwise conv takes none. Each bad blob fails at load, naming the field."""
+
+    class Res(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c = nn.Conv2d(8, 8, 3, padding=1)
+            self.d = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = F.relu(self.c(x) + x)
+            return self.d(y) * 2.0
+
+    torch.manual_seed(0)
+    x = torch.randn(1, 8, 6, 6)
+    buf = ember.export(Res().eval(), (x,), backend="cpu").buffer
+    assert _load_and_run(buf, x) == "ok"
+    at, _ = _blob_span(buf)
+    ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
+    ops = _ops(buf)
+    conv = next(i for i, (kind, _, res) in enumerate(ops) if kind == 1 and res >= 0)
+    dw = next(i for i, (kind, _, res) in enumerate(ops) if kind == 1 and res < 0)
+    rec = at + ops_off + 160 * conv
+    x_id, w_id, _, res_id = struct.unpack_from("<4i", buf, rec + 8)
+    out_id = struct.unpack_from("<i", buf, rec + 24)[0]
+    for where, val in [(rec + 20, out_id), (rec + 20, w_id), (rec + 20, 10_000)]:
+        bad = bytearray(buf)
+        struct.pack_into("<i", bad, where, val)
+        assert _load_and_run(bytes(bad), x) != "ok", (where, val)
+    bad = bytearray(buf)
+    struct.pack_into("<i", bad, at + ops_off + 160 * dw + 20, res_id)  # same shape, but depthwise
+    assert _load_and_run(bytes(bad), x) != "ok"
 
 
 def test_blob_winograd_fields_are_checked() -> None:

@@ -485,6 +485,48 @@ def _fuse_acts(ops: list[Op], u: _Uses) -> None:
         ops.remove(act)
 
 
+def _depthwise(op: Op) -> bool:
+    w = op.attrs["w"]
+    return op.attrs["groups"] == w.shape[0] and w.shape[1] == 1
+
+
+def _fuse_residual(ops: list[Op], u: _Uses) -> None:
+    """A conv2d (not depthwise) or gemm whose only reader is an `add` of a tensor of its output's
+    shape takes that tensor as its residual input (blob in[3]) and the add's activation: the
+    residual connection is added while each output tile is in L1 instead of in a pass of its own
+    (ResNet's block outputs, a transformer's residual stream). The op moves to the add's place:
+    the other operand may be computed after it (ResNet's downsample branch)."""
+    for add in [o for o in ops if o.kind == "binary" and o.ip[0] == B.BIN["add"]]:
+        out = add.outs[0]
+        for i in (0, 1):
+            x, r = add.ins[i], add.ins[1 - i]
+            if not isinstance(x, TensorSpec) or not isinstance(r, TensorSpec):
+                continue
+            p = u.producer(x)
+            if (
+                p is None
+                or p.kind not in ("conv2d", "gemm")
+                or p.act != "none"
+                or len(p.outs) != 1
+                or x.root() is not p.outs[0].root()
+                or r.root() is x.root()
+                or not u.private(x, add)
+                or _const_arr(r) is not None
+                or not (tuple(x.shape) == tuple(r.shape) == tuple(out.shape))
+                or math.prod(p.outs[0].shape) != math.prod(out.shape)
+                or (p.kind == "conv2d" and (len(p.ins) != 1 or _depthwise(p)))
+                or (p.kind == "gemm" and len(p.ins) != 3)
+            ):
+                continue
+            p.ins = [*p.ins, r]
+            p.act, p.fp = add.act, list(add.fp[:2])
+            p.outs = add.outs
+            k = next(j for j, o in enumerate(ops) if o is add)
+            ops[k] = p
+            del ops[next(j for j, o in enumerate(ops) if o is p)]
+            break
+
+
 def _is_scalar_bin(o: Op | None, op: str, v: float) -> bool:
     return (
         o is not None
@@ -747,9 +789,10 @@ def build_blob(
                 pc.wino_slots,
             ]
             b = a["b"]
+            res = tid(op.ins[1]) if len(op.ins) > 1 else -1
             bop = B.BOp(
                 "conv2d",
-                [tid(x), g.const(pc.packed), -1 if b is None else g.const(b)],
+                [tid(x), g.const(pc.packed), -1 if b is None else g.const(b), res],
                 [tid(out)],
                 ip=ip,
                 fp=list(op.fp),
@@ -850,6 +893,7 @@ def partition_cpu(ir: MethodIR) -> MethodIR:
         _hard_patterns(ops, u)
         _silu(ops, u)
         _fuse_acts(ops, u)
+        _fuse_residual(ops, u)
         # Inputs: roots read but not produced in the run; outputs: produced roots read outside.
         inputs: list[TensorSpec] = []
         seen: set[int] = set()
