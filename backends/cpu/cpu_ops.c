@@ -1239,19 +1239,23 @@ static inline float max_nan(float m, float v) { return (v > m || v != v) ? v : m
 
 /*
  * Max pool without dilation, separably: for each output row, the max over the window's input
- * rows (contiguous, vectorised by the compiler), then over the window's columns from a row
- * padded with -inf (no bounds checks, vectorised too). Same result as pool_planes (max is
- * exact), a few operations per output instead of a bounds-checked window.
+ * rows (the ISA's vmax, row against row), then over the window's columns from a row padded with
+ * -inf: stride 1 as vmax of shifted rows, stride 2 from the row's even and odd columns (the
+ * ISA's stride-2 copy), tap kx being column ox + kx / 2 of one of them. Same result as
+ * pool_planes (max is exact, NaN propagates), a few vector operations per output instead of a
+ * bounds-checked window.
  */
 static void maxpool_planes(void *ctx, int64_t begin, int64_t end) {
   const pool_job *j = ctx;
+  const em_cpu_config *cfg = j->d->cfg;
   const int32_t *ip = j->op->ip;
   const int64_t kh = ip[EMC_POOL_KH], kw = ip[EMC_POOL_KW], sh = ip[EMC_POOL_SH],
                 sw = ip[EMC_POOL_SW], ph = ip[EMC_POOL_PH], pw = ip[EMC_POOL_PW];
   /* pad[pw + i] is the column max of input column i; -inf in the padding on both sides. */
-  float pad[EMC_POOL_ROW_MAX];
+  float pad[EMC_POOL_ROW_MAX + 1], even[EMC_POOL_ROW_MAX / 2 + 1], odd[EMC_POOL_ROW_MAX / 2 + 1];
   const int64_t span = (j->ow - 1) * sw + kw; /* columns the windows cover, padding included */
-  for (int64_t i = 0; i < span; i++) pad[i] = -INFINITY;
+  const int64_t halves = (span + 1) / 2;      /* even columns of the span (odd: span / 2) */
+  for (int64_t i = 0; i <= span; i++) pad[i] = -INFINITY;
   float *row = pad + pw;
   for (int64_t p = begin; p < end; p++) {
     const float *x = j->x + p * j->h * j->w;
@@ -1259,19 +1263,27 @@ static void maxpool_planes(void *ctx, int64_t begin, int64_t end) {
     for (int64_t oy = 0; oy < j->oh; oy++) {
       const int64_t y0 = oy * sh - ph;
       const int64_t ky0 = y0 < 0 ? -y0 : 0, ky1 = y0 + kh > j->h ? j->h - y0 : kh;
-      for (int64_t i = 0; i < j->w; i++) row[i] = -INFINITY;
-      for (int64_t ky = ky0; ky < ky1; ky++) {
-        const float *xr = x + (y0 + ky) * j->w;
-        for (int64_t i = 0; i < j->w; i++) row[i] = max_nan(row[i], xr[i]);
+      if (ky1 <= ky0) {
+        for (int64_t i = 0; i < j->w; i++) row[i] = -INFINITY;
+      } else {
+        memcpy(row, x + (y0 + ky0) * j->w, (size_t)j->w * sizeof *row);
+        for (int64_t ky = ky0 + 1; ky < ky1; ky++)
+          cfg->vmax((size_t)j->w, row, x + (y0 + ky) * j->w, row);
       }
       float *yr = y + oy * j->ow;
-      for (int64_t ox = 0; ox < j->ow; ox++) yr[ox] = -INFINITY;
-      for (int64_t kx = 0; kx < kw; kx++) {
-        const float *src = pad + kx;
-        if (sw == 2)
-          for (int64_t ox = 0; ox < j->ow; ox++) yr[ox] = max_nan(yr[ox], src[2 * ox]);
-        else
-          for (int64_t ox = 0; ox < j->ow; ox++) yr[ox] = max_nan(yr[ox], src[ox * sw]);
+      const size_t n = (size_t)j->ow;
+      if (sw == 1) {
+        memcpy(yr, pad, n * sizeof *yr);
+        for (int64_t kx = 1; kx < kw; kx++) cfg->vmax(n, yr, pad + kx, yr);
+      } else if (sw == 2) {
+        cfg->copy_stride2((size_t)halves, pad, even);
+        cfg->copy_stride2((size_t)(span / 2), pad + 1, odd);
+        memcpy(yr, even, n * sizeof *yr);
+        for (int64_t kx = 1; kx < kw; kx++) cfg->vmax(n, yr, (kx & 1 ? odd : even) + kx / 2, yr);
+      } else {
+        for (int64_t ox = 0; ox < j->ow; ox++) yr[ox] = -INFINITY;
+        for (int64_t kx = 0; kx < kw; kx++)
+          for (int64_t ox = 0; ox < j->ow; ox++) yr[ox] = max_nan(yr[ox], pad[kx + ox * sw]);
       }
     }
     if (j->op->act) j->d->cfg->vact((size_t)(j->oh * j->ow), y, y, j->op->act, j->op->fp);

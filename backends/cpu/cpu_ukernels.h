@@ -74,6 +74,8 @@ typedef void (*em_f32_vaffine_fn)(size_t n, const float *x, float s, float t, fl
 /* A row vector times one zero-padded 16-column B panel (M = 1 GEMMs: classifier heads). */
 typedef void (*em_f32_gemv16_fn)(size_t kc, size_t nc, const float *x, const float *b,
                                  const float *bias, float *y, const em_minmax_params *p);
+/* y[i] = max(a[i], b[i]), NaN if either is (torch.max_pool2d's rule): max pool rows. */
+typedef void (*em_f32_vmax_fn)(size_t n, const float *a, const float *b, float *y);
 /* A strided copy (y[i] = x[2 i]: a stride-2 convolution's im2col row). */
 typedef void (*em_f32_copy_fn)(size_t n, const float *x, float *y);
 /* One softmax row (log_softmax when `log`). */
@@ -126,6 +128,7 @@ typedef void (*em_f32_wino_out_fn)(int m, size_t n, const float *mm, size_t ms, 
   void em_f32_norm_ukernel__##isa(size_t n, const float *x, const float *w, const float *b,        \
                                   float eps, int rms, float *y);                                   \
   void em_f32_copy_stride2_ukernel__##isa(size_t n, const float *x, float *y);                     \
+  void em_f32_vmax_ukernel__##isa(size_t n, const float *a, const float *b, float *y);             \
   void em_f32_wino_in_ukernel__##isa(int m, size_t n, const float *rows, size_t ldr, float *v,     \
                                      size_t vs);                                                   \
   void em_f32_wino_out_ukernel__##isa(int m, size_t n, const float *mm, size_t ms, float bias,     \
@@ -155,6 +158,7 @@ typedef struct em_cpu_config {
   em_f32_norm_fn norm;
   em_f32_gemv16_fn gemv16;
   em_f32_copy_fn copy_stride2; /* y[i] = x[2 i] */
+  em_f32_vmax_fn vmax;
   em_f32_wino_in_fn wino_in;
   em_f32_wino_out_fn wino_out;
 } em_cpu_config;

@@ -94,7 +94,7 @@ dw_rows(const em_dw_params *q, const dw_plane *pl, float *out, const int R, cons
 #pragma GCC unroll 8
       for (int i = R * V - 1; i >= 0; i--)
         _mm512_mask_storeu_ps(orow[i / V] + ox + 16 * (i % V), m[i % V],
-                              _mm512_min_ps(_mm512_max_ps(acc[i], pl->lo), pl->hi));
+                              _mm512_min_ps(pl->hi, _mm512_max_ps(pl->lo, acc[i])));
     }
   }
 }
@@ -155,7 +155,7 @@ dw_flat(const em_dw_params *q, const float *in, const float *w, float bias, floa
   const __m512 lo = _mm512_set1_ps(p->min), hi = _mm512_set1_ps(p->max);
 #pragma GCC unroll 8
   for (int v = 0; v < V; v++)
-    _mm512_mask_storeu_ps(out + 16 * v, mrow[v][R], _mm512_min_ps(_mm512_max_ps(acc[v], lo), hi));
+    _mm512_mask_storeu_ps(out + 16 * v, mrow[v][R], _mm512_min_ps(hi, _mm512_max_ps(lo, acc[v])));
 }
 
 /* Lanes l of a 16-wide load at column c0 + l that lie inside a row [0, w). */
@@ -238,7 +238,7 @@ dw_direct(const em_dw_params *q, const float *in, const float *w, float bias, fl
 #pragma GCC unroll 4
           for (int v = 0; v < V; v++)
             _mm512_mask_storeu_ps(out + (oy + r) * ow + ox + 16 * v, om[v],
-                                  _mm512_min_ps(_mm512_max_ps(acc[r * V + v], lo), hi));
+                                  _mm512_min_ps(hi, _mm512_max_ps(lo, acc[r * V + v])));
     }
   }
 }

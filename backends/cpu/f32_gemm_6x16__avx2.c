@@ -63,8 +63,8 @@ __attribute__((target("avx2,fma"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_uker
   v[0][0] = v00, v[0][1] = v01, v[1][0] = v10, v[1][1] = v11, v[2][0] = v20, v[2][1] = v21;
   v[3][0] = v30, v[3][1] = v31, v[4][0] = v40, v[4][1] = v41, v[5][0] = v50, v[5][1] = v51;
   for (int r = 5; r >= 0; r--) {
-    __m256 x0 = _mm256_min_ps(_mm256_max_ps(v[r][0], lo), hi);
-    __m256 x1 = _mm256_min_ps(_mm256_max_ps(v[r][1], lo), hi);
+    __m256 x0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v[r][0]));
+    __m256 x1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v[r][1]));
     _mm256_maskstore_ps(cp[r], k0, x0);
     _mm256_maskstore_ps(cp[r] + 8, k1, x1);
   }

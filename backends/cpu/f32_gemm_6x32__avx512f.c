@@ -81,7 +81,7 @@ __attribute__((target("avx512f"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukern
     v50 = _mm512_fmadd_ps(x, w0, v50), v51 = _mm512_fmadd_ps(x, w1, v51);
   }
   const __m512 lo = _mm512_set1_ps(p->min), hi = _mm512_set1_ps(p->max);
-#define EM_CLAMP(v) v = _mm512_min_ps(_mm512_max_ps(v, lo), hi)
+#define EM_CLAMP(v) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v))
   EM_CLAMP(v00), EM_CLAMP(v01), EM_CLAMP(v10), EM_CLAMP(v11), EM_CLAMP(v20), EM_CLAMP(v21);
   EM_CLAMP(v30), EM_CLAMP(v31), EM_CLAMP(v40), EM_CLAMP(v41), EM_CLAMP(v50), EM_CLAMP(v51);
 #undef EM_CLAMP

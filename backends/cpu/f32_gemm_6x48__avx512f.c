@@ -123,8 +123,8 @@ __attribute__((target("avx512f"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukern
       v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, cp[r] + 16));
       v2 = _mm512_add_ps(v2, _mm512_maskz_loadu_ps(k2, cp[r] + 32));
     }
-    _mm512_mask_storeu_ps(cp[r], k0, _mm512_min_ps(_mm512_max_ps(v0, lo), hi));
-    _mm512_mask_storeu_ps(cp[r] + 16, k1, _mm512_min_ps(_mm512_max_ps(v1, lo), hi));
-    _mm512_mask_storeu_ps(cp[r] + 32, k2, _mm512_min_ps(_mm512_max_ps(v2, lo), hi));
+    _mm512_mask_storeu_ps(cp[r], k0, _mm512_min_ps(hi, _mm512_max_ps(lo, v0)));
+    _mm512_mask_storeu_ps(cp[r] + 16, k1, _mm512_min_ps(hi, _mm512_max_ps(lo, v1)));
+    _mm512_mask_storeu_ps(cp[r] + 32, k2, _mm512_min_ps(hi, _mm512_max_ps(lo, v2)));
   }
 }

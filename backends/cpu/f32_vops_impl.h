@@ -256,6 +256,12 @@ void EM_NAME(em_f32_copy_stride2_ukernel__)(size_t n, const float *x, float *y) 
   for (size_t i = 0; i < n; i++) y[i] = x[2 * i];
 }
 
+/* y[i] = max(a[i], b[i]), NaN when either is: b wins when greater or NaN, else a (a NaN a
+ * stays). A compare and a blend per vector. */
+void EM_NAME(em_f32_vmax_ukernel__)(size_t n, const float *a, const float *b, float *y) {
+  for (size_t i = 0; i < n; i++) y[i] = (b[i] > a[i] || b[i] != b[i]) ? b[i] : a[i];
+}
+
 /* First output column whose tap (ow * s + off) lands inside [0, w), and one past the last. */
 static inline void vx_valid_cols(int64_t w, int64_t ow, int64_t s, int64_t off, int64_t *lo,
                                  int64_t *hi) {

@@ -132,8 +132,8 @@ wino_out(const int m, size_t n, const float *mm, size_t ms, float bias, float *r
       if (m == 2) {
         __m512 y0 = _mm512_add_ps(_mm512_add_ps(x[0], x[1]), _mm512_add_ps(x[2], b));
         __m512 y1 = _mm512_sub_ps(_mm512_sub_ps(x[1], x[2]), _mm512_sub_ps(x[3], b));
-        y0 = _mm512_min_ps(_mm512_max_ps(y0, lo), hi),
-        y1 = _mm512_min_ps(_mm512_max_ps(y1, lo), hi);
+        y0 = _mm512_min_ps(hi, _mm512_max_ps(lo, y0)),
+        y1 = _mm512_min_ps(hi, _mm512_max_ps(lo, y1));
         _mm512_storeu_ps(y, _mm512_permutex2var_ps(y0, il0, y1));
         _mm512_storeu_ps(y + 16, _mm512_permutex2var_ps(y0, il1, y1));
         continue;
@@ -144,8 +144,8 @@ wino_out(const int m, size_t n, const float *mm, size_t ms, float bias, float *r
       __m512 y1 = _mm512_add_ps(_mm512_fmadd_ps(two, d34, d12), b);
       __m512 y2 = _mm512_add_ps(_mm512_fmadd_ps(four, s34, s12), b);
       __m512 y3 = _mm512_add_ps(_mm512_add_ps(_mm512_fmadd_ps(eight, d34, d12), x[5]), b);
-      y0 = _mm512_min_ps(_mm512_max_ps(y0, lo), hi), y1 = _mm512_min_ps(_mm512_max_ps(y1, lo), hi);
-      y2 = _mm512_min_ps(_mm512_max_ps(y2, lo), hi), y3 = _mm512_min_ps(_mm512_max_ps(y3, lo), hi);
+      y0 = _mm512_min_ps(hi, _mm512_max_ps(lo, y0)), y1 = _mm512_min_ps(hi, _mm512_max_ps(lo, y1));
+      y2 = _mm512_min_ps(hi, _mm512_max_ps(lo, y2)), y3 = _mm512_min_ps(hi, _mm512_max_ps(lo, y3));
       /* w01 = [y0 0..7 | y1 0..7], z01 = [y0 8..15 | y1 8..15], likewise w23 / z23; then
        * output vector c (tiles 4c..4c+3, four columns each) picks lanes from them. */
       const __m512 w01 = _mm512_shuffle_f32x4(y0, y1, 0x44),

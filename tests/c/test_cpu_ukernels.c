@@ -233,6 +233,35 @@ static void test_copy_stride2(const em_cpu_config *cfg) {
   CHECK(bad == 0, "%s copy_stride2: %d wrong elements", cfg->isa, bad);
 }
 
+/* vmax at every length up to 3 vectors and a bit, NaNs on either side and both, in place too:
+ * exact, NaN wherever an operand is, nothing past n written. */
+static void test_vmax(const em_cpu_config *cfg) {
+  static float a[64], b[64], y[64 + 16];
+  int bad = 0;
+  for (size_t i = 0; i < 64; i++) {
+    a[i] = i % 7 == 3 ? NAN : frand();
+    b[i] = i % 5 == 1 ? NAN : frand();
+  }
+  for (size_t n = 0; n <= 52; n++) {
+    for (size_t i = 0; i < n + 16; i++) y[i] = 1234.0f;
+    cfg->vmax(n, a, b, y);
+    for (size_t i = 0; i < n + 16; i++) {
+      if (i >= n) {
+        bad += y[i] != 1234.0f;
+      } else if (isnan(a[i]) || isnan(b[i])) {
+        bad += !isnan(y[i]);
+      } else {
+        bad += y[i] != (a[i] > b[i] ? a[i] : b[i]);
+      }
+    }
+  }
+  memcpy(y, a, sizeof a);
+  cfg->vmax(64, y, b, y);
+  for (size_t i = 0; i < 64; i++)
+    bad += isnan(a[i]) || isnan(b[i]) ? !isnan(y[i]) : y[i] != (a[i] > b[i] ? a[i] : b[i]);
+  CHECK(bad == 0, "%s vmax: %d wrong elements", cfg->isa, bad);
+}
+
 /* Winograd transform matrices (B^T, A^T) for m = 2 and 4, in double: the reference. */
 static const double wino_bt2[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
 static const double wino_at2[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
@@ -527,6 +556,7 @@ int main(void) {
     test_dwconv_small(cfg);
     test_dwconv_wide(cfg);
     test_copy_stride2(cfg);
+    test_vmax(cfg);
     test_wino(cfg);
     test_gemv16(cfg);
     test_elementwise(cfg);

@@ -245,6 +245,25 @@ def test_wide_small_map_convs() -> None:
     assert [ip[12] for ip in _conv_ops(prog.buffer)] == [0, 1]  # EMC_CONV_TRANSPOSED
 
 
+@pytest.mark.parametrize(
+    "k,s,p,ceil",
+    [(3, 1, 1, False), (2, 2, 0, False), (3, 2, 1, True), (5, 2, 2, False), (3, 3, 0, True)],
+)
+def test_max_pool_rows(k: int, s: int, p: int, ceil: bool) -> None:
+    """The separable max pool (vertical then horizontal maxes of whole rows with the ISA's vmax;
+    stride 2 from even / odd columns) against eager, NaNs included (they propagate)."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 23, 37)
+    x[0, 1, 4, 7] = x[1, 3, 0, 0] = x[1, 4, 22, 36] = float("nan")
+    m = nn.Sequential(nn.Conv2d(5, 5, 1), nn.MaxPool2d(k, s, p, ceil_mode=ceil)).eval()
+    with torch.inference_mode():
+        want = m(x)
+    prog = ember.export(m, (x,), backend="cpu")
+    assert not _outside(prog)
+    for th in (1, 2):
+        torch.testing.assert_close(_run(prog, (x,), th), want, rtol=RTOL, atol=ATOL, equal_nan=True)
+
+
 def test_row_split_gemms() -> None:
     """GEMMs whose activations A are deeper than the output is wide (K >= 2N) split over the
     threads by whole rows of A (one M block each; uneven at 2 threads: 4 + 3 tiles of 6 rows, and
@@ -311,6 +330,15 @@ def test_residual_fusion() -> None:
     assert sum(kind == 3 for kind, _, _ in ops) == 1, ops  # the depthwise conv's add
     convs = _conv_ops(prog.buffer)
     assert any(ip[13] for ip in convs) and any(ip[12] for ip in convs)  # Winograd, transposed
+    # A NaN propagates through every kernel's clamp as in eager (max / min with the NaN as the
+    # operand x86 returns; the reverse order turned it into the clamp bound).
+    x = torch.randn(1, 24, 28, 28)
+    x[0, 3, 5, 9] = float("nan")
+    with torch.inference_mode():
+        want = m(x)
+    assert want.isnan().any()
+    for th in (1, 2):
+        torch.testing.assert_close(_run(prog, (x,), th), want, rtol=RTOL, atol=ATOL, equal_nan=True)
 
 
 def _conv_ops(buf: bytes) -> list[tuple[int, ...]]:
