@@ -70,7 +70,7 @@ static void pack_strip(const emc_gemm *g, size_t k0, size_t kc, size_t n0, size_
  * each next tile's A micro-panel (A not in cache yet, or too big to stay in L2: gemm_items).
  */
 static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_t t1, float *buf,
-                        int pf_a) {
+                        int pf_a, size_t s_next, size_t k_next) {
   const size_t nr = g->cfg->nr, ldd = div_up(nr, EMC_NR_PANEL) * EMC_NR_PANEL;
   const em_minmax_params none = {-INFINITY, INFINITY};
   const size_t kc = min_sz(g->k - k0, g->kcb);
@@ -100,6 +100,13 @@ static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_
      * first strip of a K block reads them from memory (weights used by few columns, as in late
      * CNN layers, every time). */
     const float *a_pf = pf_a && g->a_packed && t + 1 < t1 ? a + g->k * EMC_MR : NULL;
+    /* A strided A (activations) with a packed B (weights, often in memory): the first four
+     * tiles each have the kernel pull one 16-column panel of the next B micro-panel toward L2,
+     * a line per k, while the rest of this one's tiles run on the current micro-panel. */
+    const size_t pf_panel = s_next * nr / EMC_NR_PANEL + (t - t0);
+    if (!g->a_packed && g->b_packed && t - t0 < 4 && s_next < g->strips && k_next < g->k &&
+        pf_panel < div_up(g->n, EMC_NR_PANEL))
+      a_pf = g->b + pf_panel * g->k * EMC_NR_PANEL + k_next * EMC_NR_PANEL;
     g->cfg->gemm(mr, nc, kc, a, g->a_packed ? 1 : g->a_rs, g->a_packed ? EMC_MR : g->a_ks, b, ldb,
                  b_next, c, g->ldc, g->bias_m ? g->bias_m + m0 : NULL,
                  g->bias_n ? g->bias_n + n0 : NULL, k0 > 0, last && !g->res ? &g->mm : &none, a_pf);
@@ -135,10 +142,15 @@ static void gemm_items(void *ctx, int64_t begin, int64_t end) {
     const size_t t0 = mbi * g->mb, t1 = min_sz(g->mtiles, t0 + g->mb);
     if (strips_outer) {
       for (size_t s = s0; s < s1; s++)
-        for (size_t k0 = 0; k0 < g->k; k0 += g->kcb) strip_block(g, s, k0, t0, t1, buf, s == s0);
+        for (size_t k0 = 0; k0 < g->k; k0 += g->kcb) {
+          const int more = k0 + g->kcb < g->k;
+          strip_block(g, s, k0, t0, t1, buf, s == s0, more ? s : s + 1, more ? k0 + g->kcb : 0);
+        }
     } else {
       for (size_t k0 = 0; k0 < g->k; k0 += g->kcb)
-        for (size_t s = s0; s < s1; s++) strip_block(g, s, k0, t0, t1, buf, 1);
+        for (size_t s = s0; s < s1; s++)
+          strip_block(g, s, k0, t0, t1, buf, 1, s + 1 < s1 ? s + 1 : s0,
+                      s + 1 < s1 ? k0 : k0 + g->kcb);
     }
     it = grp_end;
   }

@@ -10,9 +10,11 @@
  * and so on. The
  * accumulator starts from C when `accumulate`, else from bias_m[row] + bias_n[col] (either may be
  * NULL); the result is clamped to [p->min, p->max]. Rows past mr are never read or written, nor
- * columns past nc. a_pf, when not NULL, is the packed A panel of the driver's next tile (kc * 6
- * floats): a kernel may prefetch it a line at a time while it computes (the driver used to
- * prefetch a whole panel before the call, and the burst stalled on the line-fill buffers).
+ * columns past nc. a_pf (the name is historical), when not NULL, is what a kernel may prefetch
+ * a line at a time while it computes: with a packed A (a_rs = 1, a_ks = 6), the A panel of the
+ * driver's next tile (kc * 6 floats; the driver used to prefetch a whole panel before the call,
+ * and the burst stalled on the line-fill buffers); with a strided A, kc rows of one 16-column
+ * packed B panel the driver reads next (a 64-byte line per k: weights on their way from memory).
  */
 #ifndef EMBER_BACKENDS_CPU_UKERNELS_H
 #define EMBER_BACKENDS_CPU_UKERNELS_H

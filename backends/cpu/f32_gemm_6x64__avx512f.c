@@ -67,6 +67,8 @@ static inline __mmask16 lane_mask(size_t nc, size_t from) {
 /* One line of the next tile's A panel per k (24 bytes of it a step: every line, some twice);
  * without one, the current panel's own lines (in L1 already: nearly free). */
 #define EM_PF_NEXT _mm_prefetch(pf + 24 * k, _MM_HINT_T0)
+/* With a strided A: one line per k of a 16-column B panel the next call will read, toward L2. */
+#define EM_PF_B _mm_prefetch(pf + 64 * k, _MM_HINT_T1)
 
 __attribute__((target("avx512f"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f) {
   float *cp[6];
@@ -117,7 +119,9 @@ __attribute__((target("avx512f"))) EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukern
       EM_KLOOP(1, EM_A_PACKED, EM_PF_NEXT)
     }
   } else {
-    if (nc == 64) {
+    if (nc == 64 && a_pf) {
+      EM_KLOOP(5, EM_A_STRIDED, EM_PF_B)
+    } else if (nc == 64) {
       EM_KLOOP(5, EM_A_STRIDED, (void)0)
     } else if (nv == 4) {
       EM_KLOOP(4, EM_A_STRIDED, (void)0)
