@@ -97,9 +97,10 @@ static uint64_t conv_t_scratch_floats(int64_t kg, int64_t npix, int64_t co) {
          (uint64_t)npix * (uint64_t)co;
 }
 
-/* Floats of one Winograd slot: [a * a][cin][64] transformed inputs, [a * a][co][64] products. */
-static uint64_t wino_slot_floats(int64_t a, int64_t cin, int64_t co) {
-  return (uint64_t)(a * a) * (uint64_t)(cin + co) * EM_WINO_MAX_TILES;
+/* Floats of one Winograd slot: [a * a][cin][64] transformed inputs, [a * a][co][64] products
+ * (transposed: then [a * a][64][co] products as the GEMMs leave them). */
+static uint64_t wino_slot_floats(int64_t a, int64_t cin, int64_t co, bool transposed) {
+  return (uint64_t)(a * a) * (uint64_t)(cin + co + (transposed ? co : 0)) * EM_WINO_MAX_TILES;
 }
 
 /* Whether the conv's planned scratch (16-aligned, inside the arena) holds `need` bytes. */
@@ -169,14 +170,20 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
     const int64_t m = ip[EMC_CONV_WINOGRAD], a = m + 2, slots = ip[EMC_CONV_WINO_SLOTS];
     if (m != 2 && m != 4) WHY("conv2d: Winograd tile %lld, expected 2 or 4", (long long)m);
     if (g != 1 || kh != 3 || kw != 3 || ip[EMC_CONV_SH] != 1 || ip[EMC_CONV_SW] != 1 ||
-        ip[EMC_CONV_DH] != 1 || ip[EMC_CONV_DW] != 1 || ip[EMC_CONV_TRANSPOSED])
+        ip[EMC_CONV_DH] != 1 || ip[EMC_CONV_DW] != 1)
       WHY("conv2d: Winograd needs a 3x3, stride 1, undilated, ungrouped conv");
-    if (w->numel != a * a * (int64_t)div_up((size_t)co, EMC_MR) * EMC_MR * cin)
+    const bool tr = ip[EMC_CONV_TRANSPOSED] != 0;
+    if (ip[EMC_CONV_TRANSPOSED] > 1) WHY("conv2d: transposed flag %d", ip[EMC_CONV_TRANSPOSED]);
+    /* Filters per element: [co, cin] in 6-row A panels, or transposed [cin, co] in 16-column B
+     * panels. */
+    const int64_t per_xi = tr ? (int64_t)div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * cin
+                              : (int64_t)div_up((size_t)co, EMC_MR) * EMC_MR * cin;
+    if (w->numel != a * a * per_xi)
       WHY("conv2d: Winograd weights have %lld elements, expected %lld", (long long)w->numel,
-          (long long)(a * a * (int64_t)div_up((size_t)co, EMC_MR) * EMC_MR * cin));
+          (long long)(a * a * per_xi));
     if (slots < 1 || slots > EMC_GEMM_MAX_SLOTS)
       WHY("conv2d: %lld Winograd slots (1 to %d)", (long long)slots, EMC_GEMM_MAX_SLOTS);
-    uint64_t need = (16 + (uint64_t)slots * wino_slot_floats(a, cin, co)) * sizeof(float);
+    uint64_t need = (16 + (uint64_t)slots * wino_slot_floats(a, cin, co, tr)) * sizeof(float);
     return scratch_holds(d, op, need, "Winograd", why, why_n) && check_act(op, why, why_n);
   }
   if (ip[EMC_CONV_TRANSPOSED] > 1) WHY("conv2d: transposed flag %d", ip[EMC_CONV_TRANSPOSED]);
@@ -739,6 +746,7 @@ typedef struct wino_job {
   float *scratch;   /* slots of wino_slot_floats each */
   int64_t cin, co, h, w, oh, ow, ph, pw, m, a, tw, ntiles;
   size_t slot_floats, u_floats; /* per slot; one xi's packed filters */
+  bool transposed;              /* EMC_CONV_TRANSPOSED: U^T as B panels, C^T per xi */
   int64_t t0, t1;               /* the block the phase functions work on (phase-split mode) */
   int64_t n_parts;              /* part mode: tile ranges, one per slot */
   em_minmax_params mm;          /* clamp of the output */
@@ -803,8 +811,31 @@ static void wino_in_block(const wino_job *j, int s, int64_t t0, int64_t t1, int6
   }
 }
 
-/* GEMMs xi in [x0, x1) of a block of nt tiles in slot s: M[xi][co][64] = U[xi] @ V[xi]. */
+/*
+ * GEMMs xi in [x0, x1) of a block of nt tiles in slot s: M[xi][co][64] = U[xi] @ V[xi].
+ * Transposed (few tiles: M[xi] would be a matrix-vector product per 16 tiles): C^T[nt][co] =
+ * V[xi]^T @ U[xi]^T, V read in place as a strided A (tiles as the 6-row side), U^T packed B
+ * panels streamed with the kernel's B prefetch; then C^T is transposed into M[xi].
+ */
 static void wino_gemm_block(const wino_job *j, int s, int64_t nt, int64_t x0, int64_t x1) {
+  if (j->transposed) {
+    float *ct0 = wino_m(j, s) + j->a * j->a * j->co * EM_WINO_MAX_TILES;
+    for (int64_t xi = x0; xi < x1; xi++) {
+      float *ct = ct0 + xi * j->co * EM_WINO_MAX_TILES;
+      emc_gemm g = {0};
+      g.cfg = j->d->cfg, g.m = (size_t)nt, g.k = (size_t)j->cin, g.n = (size_t)j->co;
+      g.a = wino_v(j, s) + (size_t)(xi * j->cin) * EM_WINO_MAX_TILES, g.a_packed = 0;
+      g.a_rs = 1, g.a_ks = EM_WINO_MAX_TILES;
+      g.b = j->u + (size_t)xi * j->u_floats, g.b_packed = 1;
+      g.c = ct, g.ldc = (size_t)j->co;
+      g.mm.min = -INFINITY, g.mm.max = INFINITY;
+      emc_gemm_run(&g, NULL);
+      float *mx = wino_m(j, s) + (size_t)(xi * j->co) * EM_WINO_MAX_TILES;
+      for (int64_t c = 0; c < j->co; c++)
+        for (int64_t t = 0; t < nt; t++) mx[c * EM_WINO_MAX_TILES + t] = ct[t * j->co + c];
+    }
+    return;
+  }
   for (int64_t xi = x0; xi < x1; xi++) {
     emc_gemm g = {0};
     g.cfg = j->d->cfg, g.m = (size_t)j->co, g.k = (size_t)j->cin, g.n = (size_t)nt;
@@ -891,8 +922,10 @@ static void run_conv_wino(const emc_delegate *d, const emc_op *op, const float *
   j->ph = op->ip[EMC_CONV_PH], j->pw = op->ip[EMC_CONV_PW], j->m = m, j->a = m + 2;
   j->tw = (int64_t)div_up((size_t)ow, (size_t)m);
   j->ntiles = j->tw * (int64_t)div_up((size_t)oh, (size_t)m);
-  j->slot_floats = wino_slot_floats(j->a, cin, co);
-  j->u_floats = div_up((size_t)co, EMC_MR) * EMC_MR * (size_t)cin;
+  j->transposed = op->ip[EMC_CONV_TRANSPOSED] != 0;
+  j->slot_floats = wino_slot_floats(j->a, cin, co, j->transposed);
+  j->u_floats = j->transposed ? div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * (size_t)cin
+                              : div_up((size_t)co, EMC_MR) * EMC_MR * (size_t)cin;
   j->mm = clamp_of(op);
   j->mm_t = res ? (em_minmax_params){-INFINITY, INFINITY} : j->mm;
   const int64_t threads = em_threadpool_size(pool), slots = op->ip[EMC_CONV_WINO_SLOTS];

@@ -27,7 +27,7 @@
 
 #define EMC_MAGIC "EMC1"
 /* 2: EMC_CONV_TRANSPOSED; 3: EMC_CONV_WINOGRAD (older: zero there); 4: residual in[3] of conv2d
- * and gemm (older: -1 there) */
+ * and gemm (older: -1 there), transposed Winograd convs */
 #define EMC_VERSION    4u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
@@ -106,7 +106,10 @@ enum {
    * (out, in) pair, each [Co, Cin] matrix in 6-row A panels, xi major. Tiles of m x m outputs go
    * in blocks of EM_WINO_MAX_TILES (raster order); the scratch holds, from its first 64-byte
    * boundary, EMC_CONV_WINO_SLOTS slots of [(m+2)^2][Cin][64] transformed inputs followed by
-   * [(m+2)^2][Co][64] GEMM products, one block in flight per slot. */
+   * [(m+2)^2][Co][64] GEMM products, one block in flight per slot. With EMC_CONV_TRANSPOSED
+   * (version 4; for maps of few tiles) each filter matrix is [Cin, Co] in 16-column B panels,
+   * the GEMMs compute C^T[tiles, Co] = V^T U^T, and every slot ends with [(m+2)^2][64][Co] for
+   * them (transposed into the products before the output transform). */
   EMC_CONV_WINOGRAD,
   EMC_CONV_WINO_SLOTS
 };

@@ -367,6 +367,9 @@ WINO, WINO_SLOTS = 13, 14  # EMC_CONV_WINOGRAD, EMC_CONV_WINO_SLOTS
         (16, 32, 15, 15, 2, nn.ReLU(), 1, 2),  # pad 2: 17x17 out, odd edge tiles
         (20, 24, 31, 33, 0, None, 1, 4),  # no padding, 29x31 out: ragged right and bottom
         (256, 256, 14, 14, 1, None, 1, 2),  # ResNet layer3, K over two K blocks
+        (512, 512, 7, 7, 1, nn.ReLU(), 1, -2),  # ResNet layer4: 16 tiles, transposed (-m)
+        (256, 280, 10, 9, 1, None, 2, -2),  # 25 tiles, ragged Co (280 = 17.5 panels); batch 2
+        (300, 260, 6, 6, 0, nn.ReLU6(), 1, -2),  # 4x4 out: 4 tiles: direct
     ],
 )
 def test_winograd_convs(
@@ -384,7 +387,12 @@ def test_winograd_convs(
         want = mod(x)
     prog = ember.export(mod, (x,), backend="cpu")
     (ip,) = _conv_ops(prog.buffer)
-    assert ip[WINO] == m and ip[WINO_SLOTS] >= 1
+    tiles = -(-(h + 2 * pad - 2) // 2) * -(-(w + 2 * pad - 2) // 2)
+    if m < 0 and tiles < 9:
+        assert ip[WINO] == 0  # too few tiles even transposed
+    else:
+        assert ip[WINO] == abs(m) and ip[WINO_SLOTS] >= 1
+        assert ip[12] == (m < 0)  # EMC_CONV_TRANSPOSED
     plain = _run(ember.export(mod, (x,), backend=None), (x,))
     tol = 1e-4 * want.abs().max().item()
     for th in (1, 2):
@@ -395,12 +403,16 @@ def test_winograd_convs(
 
 def test_winograd_choice() -> None:
     """Winograd only where it pays and is exact: 3x3, stride 1, undilated, ungrouped, >= 16
-    channels; F(4x4) from 48 tiles of 4x4, F(2x2) from 48 tiles of 2x2, else direct."""
+    channels; F(4x4) from 48 tiles of 4x4, F(2x2) from 48 tiles of 2x2; with 256+ channels in
+    and out a transposed F(2x2) from 9 tiles (ResNet's 7x7 layer); else direct."""
     cases = [
         (dict(in_channels=64, out_channels=64, padding=1), 56, 4),
         (dict(in_channels=128, out_channels=128, padding=1), 28, 4),
         (dict(in_channels=256, out_channels=256, padding=1), 14, 2),
-        (dict(in_channels=512, out_channels=512, padding=1), 7, 0),
+        (dict(in_channels=512, out_channels=512, padding=1), 7, 2),
+        (dict(in_channels=512, out_channels=512, padding=1), 5, 2),
+        (dict(in_channels=512, out_channels=512, padding=1), 4, 0),
+        (dict(in_channels=128, out_channels=512, padding=1), 7, 0),
         (dict(in_channels=64, out_channels=64, padding=1, stride=2), 56, 0),
         (dict(in_channels=64, out_channels=64, padding=2, dilation=2), 56, 0),
         (dict(in_channels=64, out_channels=64, padding=1, groups=2), 56, 0),
@@ -724,6 +736,24 @@ def test_blob_winograd_fields_are_checked() -> None:
         (1, 5),
         (0, 2),
     ]:
+        bad = bytearray(buf)
+        struct.pack_into("<i", bad, ip_at + 4 * slot, val)
+        assert _load_and_run(bytes(bad), x) != "ok", (slot, val)
+
+
+def test_blob_transposed_winograd_fields_are_checked() -> None:
+    """A transposed Winograd conv whose flag, filters or scratch do not match fails at load."""
+    torch.manual_seed(0)
+    mod = nn.Sequential(nn.Conv2d(256, 272, 3, padding=1)).eval()
+    x = torch.randn(1, 256, 7, 7)
+    buf = ember.export(mod, (x,), backend="cpu").buffer
+    assert _load_and_run(buf, x) == "ok"
+    at, _ = _blob_span(buf)
+    ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
+    ip_at = at + ops_off + 32
+    assert struct.unpack_from("<i", buf, ip_at + 4 * 12)[0] == 1
+    assert struct.unpack_from("<i", buf, ip_at + 4 * WINO)[0] == 2
+    for slot, val in [(12, 0), (12, 2), (11, 64), (WINO, 4), (WINO_SLOTS, 2)]:
         bad = bytearray(buf)
         struct.pack_into("<i", bad, ip_at + 4 * slot, val)
         assert _load_and_run(bytes(bad), x) != "ok", (slot, val)

@@ -634,6 +634,19 @@ def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec) -> PackedConv:
         a, slots = m + 2, _wino_slots(m, oh, ow)
         scratch = 64 + slots * a * a * (cg + co) * WINO_TILES * 4
         return PackedConv(_winograd_filters(w, m), False, scratch, wino=m, wino_slots=slots)
+    if _winograd_small(op, oh, ow):
+        # Transposed F(2x2): per element xi, C^T[tiles, co] = V[xi]^T @ U[xi]^T with U^T in
+        # 16-column B panels; the scratch also holds each xi's C^T, transposed into place.
+        a, slots = 4, 1
+        scratch = 64 + slots * a * a * (cg + 2 * co) * WINO_TILES * 4
+        return PackedConv(
+            _winograd_filters(w, 2, transposed=True),
+            False,
+            scratch,
+            transposed=True,
+            wino=2,
+            wino_slots=slots,
+        )
     scratch = kg * (-(-npix // B.NR_PANEL) * B.NR_PANEL) * 4  # B operand in 16-column panels
     if g == 1 and _conv_transposed(co, npix, kg):
         # C^T[npix, co] = im2col^T @ W^T: weights as 16-column B panels, the im2col as 6-row A
@@ -698,13 +711,34 @@ def _wino_slots(m: int, oh: int, ow: int) -> int:
     return max(1, min(WINO_MAX_SLOTS, tiles // WINO_TILES))
 
 
-def _winograd_filters(w: np.ndarray, m: int) -> np.ndarray:
-    """[co, ci, 3, 3] -> the (m + 2)^2 matrices (G g G^T)[p, q] of [co, ci], each in A panels."""
+def _winograd_filters(w: np.ndarray, m: int, transposed: bool = False) -> np.ndarray:
+    """[co, ci, 3, 3] -> the (m + 2)^2 matrices (G g G^T)[p, q] of [co, ci], each in A panels
+    (transposed: each [ci, co] in 16-column B panels)."""
     g = _WINO_G[m]
     u = np.einsum("pi,ocij,qj->pqoc", g, w.astype(np.float64), g)  # [a, a, co, ci]
     a = m + 2
     u = u.reshape(a * a, *w.shape[:2]).astype(np.float32)
+    if transposed:
+        return np.concatenate(
+            [B.pack_b_panels(np.ascontiguousarray(u[xi].T)) for xi in range(a * a)]
+        )
     return np.concatenate([B.pack_a_panels(u[xi]) for xi in range(a * a)])
+
+
+def _winograd_small(op: Op, oh: int, ow: int) -> bool:
+    """Whether a 3x3 conv on a map too small for _winograd_tile (ResNet's 7x7 layer: 16 tiles
+    of 2x2) runs as a transposed F(2x2): with so few tiles the untransposed GEMMs would be
+    matrix-vector products, but transposed each is C^T[tiles, co] = V^T @ U^T, the tiles the
+    6-row side and the output channels whole 16-lane vectors, 1.7x fewer multiplies than the
+    direct conv (49 outputs cost 64 in 2x2 tiles) for 16 / 9 more filter bytes streamed. For
+    wide layers only (>= 256 channels in and out), where the direct GEMM is also weight-bound."""
+    a = op.attrs
+    co, cg, kh, kw = a["w"].shape
+    if (kh, kw) != (3, 3) or a["groups"] != 1 or tuple(a["stride"]) != (1, 1):
+        return False
+    if tuple(a["dil"]) != (1, 1) or cg < 256 or co < 256:
+        return False
+    return 9 <= -(-oh // 2) * -(-ow // 2) < 48
 
 
 def _align(n: int) -> int:
