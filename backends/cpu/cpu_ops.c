@@ -115,6 +115,13 @@ static bool scratch_holds(const emc_delegate *d, const emc_op *op, uint64_t need
   return true;
 }
 
+/* Whether two tensors may overlap in memory (the same argument, or overlapping arena ranges). */
+static bool out_shared(const emc_rt_tensor *a, const emc_rt_tensor *b) {
+  if (a->storage == EMC_ARENA && b->storage == EMC_ARENA)
+    return a->data < b->data + b->numel && b->data < a->data + a->numel;
+  return a->storage == b->storage && a->storage != EMC_CONST && a->index == b->index;
+}
+
 /* A residual (in[3], -1: none) has the output's shape and shares none of its storage. */
 static bool check_residual(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
   if (op->in[3] < 0) return true;
@@ -125,11 +132,7 @@ static bool check_residual(const emc_delegate *d, const emc_op *op, char *why, s
     if (r->sizes[i] != y->sizes[i])
       WHY("residual size %lld in dim %u, the output %lld", (long long)r->sizes[i], i,
           (long long)y->sizes[i]);
-  bool shared = r->storage == y->storage && r->storage != EMC_ARENA && r->storage != EMC_CONST &&
-                r->index == y->index;
-  if (r->storage == EMC_ARENA && y->storage == EMC_ARENA)
-    shared = r->data < y->data + y->numel && y->data < r->data + r->numel;
-  if (shared) WHY("residual shares the output's storage");
+  if (out_shared(r, y)) WHY("residual shares the output's storage");
   return true;
 }
 
@@ -158,6 +161,16 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
   if (b && b->numel != co)
     WHY("conv2d: bias has %lld elements for %lld channels", (long long)b->numel, (long long)co);
   if (!check_residual(d, op, why, why_n)) return false;
+  if (op->out[1] >= 0) { /* a depthwise conv's plane means (version 4) */
+    const emc_rt_tensor *mt = tensor_at(d, op->out[1]);
+    if (!ip[EMC_CONV_DEPTHWISE]) WHY("conv2d: only a depthwise conv writes plane means");
+    if (mt->storage == EMC_CONST || mt->storage == EMC_INPUT)
+      WHY("conv2d: plane means go to a constant or an input");
+    if (mt->numel != n * co)
+      WHY("conv2d: plane means have %lld elements, expected %lld", (long long)mt->numel,
+          (long long)(n * co));
+    if (out_shared(mt, y) || out_shared(mt, x)) WHY("conv2d: plane means share storage");
+  }
   if (ip[EMC_CONV_DEPTHWISE]) {
     if (op->in[3] >= 0) WHY("conv2d: a depthwise conv takes no residual");
     if (g != cin || g != co) WHY("conv2d: depthwise needs groups == in == out channels");
@@ -600,7 +613,24 @@ typedef struct dw_job {
   float *y;
   em_minmax_params mm;
   int64_t planes, bands; /* dw_bands */
+  float *mean;           /* out[1]: each output plane's mean (after the activation), or NULL */
 } dw_job;
+
+/* The mean of n floats (four partial sums, as the mean operator's rows). */
+static float plane_mean(const float *x, int64_t n) {
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) s0 += x[i], s1 += x[i + 1], s2 += x[i + 2], s3 += x[i + 3];
+  for (; i < n; i++) s0 += x[i];
+  return ((s0 + s1) + (s2 + s3)) / (float)n;
+}
+
+/* Planes [begin, end) of a depthwise conv's out[1] (the banded split leaves it to this). */
+static void dw_means(void *ctx, int64_t begin, int64_t end) {
+  const dw_job *j = ctx;
+  const int64_t out_plane = j->q.oh * j->q.ow;
+  for (int64_t p = begin; p < end; p++) j->mean[p] = plane_mean(j->y + p * out_plane, out_plane);
+}
 
 static void dw_planes(void *ctx, int64_t begin, int64_t end) {
   const dw_job *j = ctx;
@@ -611,6 +641,7 @@ static void dw_planes(void *ctx, int64_t begin, int64_t end) {
     j->d->cfg->dwconv(&j->q, j->x + p * in_plane, j->w + ch * khw, j->bias ? j->bias[ch] : 0.0f,
                       out, &j->mm);
     if (post_act(j->op)) j->d->cfg->vact((size_t)out_plane, out, out, j->op->act, j->op->fp);
+    if (j->mean) j->mean[p] = plane_mean(out, out_plane); /* while the plane is in L1 */
   }
 }
 
@@ -968,13 +999,16 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
                 y,
                 clamp_of(op),
                 n * co,
-                (int64_t)em_threadpool_size(pool)};
+                (int64_t)em_threadpool_size(pool),
+                data_of(d, op->out[1])};
     const int64_t work = yt->numel * kh * kw;
     if (j.bands > 1 && work >= EMC_MIN_PARALLEL_WORK && oh >= 8 * j.bands &&
-        dw_bands_ok(&j.q, j.bands))
+        dw_bands_ok(&j.q, j.bands)) {
       em_parallel_for_static(pool, j.bands * n * co, dw_bands, &j);
-    else
+      if (j.mean) par_for(pool, n * co, dw_means, &j, yt->numel);
+    } else {
       par_for(pool, n * co, dw_planes, &j, work);
+    }
     return EM_OK;
   }
   int64_t cg = cin / g, mg = co / g, kg = cg * kh * kw, npix = oh * ow;

@@ -27,7 +27,7 @@
 
 #define EMC_MAGIC "EMC1"
 /* 2: EMC_CONV_TRANSPOSED; 3: EMC_CONV_WINOGRAD (older: zero there); 4: residual in[3] of conv2d
- * and gemm (older: -1 there), transposed Winograd convs */
+ * and gemm (older: -1 there), transposed Winograd convs, depthwise plane means out[1] */
 #define EMC_VERSION    4u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
@@ -170,6 +170,10 @@ enum emc_act {
  * to the result before the clamp and activation, out = act(clamp(conv(x) + bias + residual)), so
  * a residual connection costs no pass of its own. It may not share the output's storage. Not for
  * depthwise convs.
+ *
+ * Plane means (out[1] of a depthwise conv2d, version 4; -1: none): [N * C] floats, each output
+ * plane's mean after the activation, taken as the plane is written (a squeeze-and-excitation
+ * block's pooling).
  */
 typedef struct emc_op {
   uint32_t kind; /* emc_op_kind */

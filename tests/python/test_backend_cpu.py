@@ -309,6 +309,38 @@ class ResidualZoo(nn.Module):
         return v + self.head(v)
 
 
+class SqueezeExcite(nn.Module):
+    """MobileNetV3's depthwise conv + squeeze-and-excitation, on a map big enough for banded
+    depthwise threads (40 rows) and one that is not."""
+
+    def __init__(self, c: int = 24) -> None:
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, 3, padding=1, groups=c)
+        self.fc1, self.fc2 = nn.Conv2d(c, 8, 1), nn.Conv2d(8, c, 1)
+        self.pw = nn.Conv2d(c, c, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.hardswish(self.dw(x))
+        s = F.hardsigmoid(self.fc2(F.relu(self.fc1(y.mean((2, 3), keepdim=True)))))
+        return self.pw(y * s)
+
+
+@pytest.mark.parametrize("size", [40, 9])
+def test_plane_means_fused(size: int) -> None:
+    """The SE pooling (a mean over a depthwise conv's planes) is taken by the conv as it writes
+    each plane (its out[1]; the banded split at 40 rows takes the means after the bands)."""
+    torch.manual_seed(0)
+    prog = _check_model(SqueezeExcite(), (torch.randn(2, 24, size, size),), threads=(1, 2, 3))
+    at, _ = _blob_span(prog.buffer)
+    n_ops = struct.unpack_from("<I", prog.buffer, at + 12)[0]
+    ops_off = struct.unpack_from("<Q", prog.buffer, at + 40)[0]
+    recs = [
+        struct.unpack_from("<II4i2i", prog.buffer, at + ops_off + 160 * i) for i in range(n_ops)
+    ]
+    assert not any(r[0] == 7 for r in recs), recs  # no mean operator left
+    assert sum(r[0] == 1 and r[7] >= 0 for r in recs) == 1  # one conv with out[1]
+
+
 def _ops(buf: bytes) -> list[tuple[int, int, int]]:
     """(kind, act, in[3]) of every operator in the program's first EMC blob."""
     at, _ = _blob_span(buf)
@@ -711,6 +743,30 @@ def test_blob_residual_is_checked() -> None:
         assert _load_and_run(bytes(bad), x) != "ok", (where, val)
     bad = bytearray(buf)
     struct.pack_into("<i", bad, at + ops_off + 160 * dw + 20, res_id)  # same shape, but depthwise
+    assert _load_and_run(bytes(bad), x) != "ok"
+
+
+def test_blob_plane_means_are_checked() -> None:
+    """A conv's out[1] (plane means) must be a depthwise conv's, of N * C elements, not sharing
+    the output's or input's storage."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 24, 9, 9)
+    buf = ember.export(SqueezeExcite().eval(), (x,), backend="cpu").buffer
+    assert _load_and_run(buf, x) == "ok"
+    at, _ = _blob_span(buf)
+    ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
+    n_ops = struct.unpack_from("<I", buf, at + 12)[0]
+    recs = [struct.unpack_from("<II4i2i", buf, at + ops_off + 160 * i) for i in range(n_ops)]
+    dw = next(i for i, r in enumerate(recs) if r[0] == 1 and r[7] >= 0)
+    pw = next(i for i, r in enumerate(recs) if r[0] == 1 and r[7] < 0)
+    out_at = at + ops_off + 160 * dw + 24
+    means, y_id, x_id = recs[dw][7], recs[dw][6], recs[dw][2]
+    for val in (y_id, x_id, recs[dw][3]):  # the output, the input, the (constant) weights
+        bad = bytearray(buf)
+        struct.pack_into("<i", bad, out_at + 4, val)
+        assert _load_and_run(bytes(bad), x) != "ok", val
+    bad = bytearray(buf)
+    struct.pack_into("<i", bad, at + ops_off + 160 * pw + 28, means)  # not a depthwise conv
     assert _load_and_run(bytes(bad), x) != "ok"
 
 

@@ -527,6 +527,30 @@ def _fuse_residual(ops: list[Op], u: _Uses) -> None:
             break
 
 
+def _fuse_plane_means(ops: list[Op], u: _Uses) -> None:
+    """A mean over the spatial dims of a depthwise conv's output (a squeeze-and-excitation
+    block's pooling) becomes the conv's second output (blob out[1]): each plane's mean is taken
+    right after the plane is computed, while it is in L1, instead of in a pass that reads the
+    whole output again (at 2 threads, half of it from the other core's cache)."""
+    for mean in [o for o in ops if o.kind == "mean" and o.act == "none" and o.ip[2] <= 1]:
+        x = mean.ins[0]
+        p = u.producer(x)
+        if p is None or p.kind != "conv2d" or len(p.outs) != 1 or not _depthwise(p):
+            continue
+        y = p.outs[0]
+        if (
+            x.root() is not y.root()
+            or len(y.shape) != 4
+            or math.prod(x.shape) != math.prod(y.shape)
+        ):
+            continue
+        n, c, h, w = y.shape
+        if mean.ip[0] != n * c or mean.ip[1] != h * w or math.prod(mean.outs[0].shape) != n * c:
+            continue
+        p.outs = [y, mean.outs[0]]
+        del ops[next(j for j, o in enumerate(ops) if o is mean)]
+
+
 def _is_scalar_bin(o: Op | None, op: str, v: float) -> bool:
     return (
         o is not None
@@ -827,7 +851,7 @@ def build_blob(
             bop = B.BOp(
                 "conv2d",
                 [tid(x), g.const(pc.packed), -1 if b is None else g.const(b), res],
-                [tid(out)],
+                [tid(o) for o in op.outs],
                 ip=ip,
                 fp=list(op.fp),
                 act=op.act,
@@ -928,6 +952,7 @@ def partition_cpu(ir: MethodIR) -> MethodIR:
         _silu(ops, u)
         _fuse_acts(ops, u)
         _fuse_residual(ops, u)
+        _fuse_plane_means(ops, u)
         # Inputs: roots read but not produced in the run; outputs: produced roots read outside.
         inputs: list[TensorSpec] = []
         seen: set[int] = set()
