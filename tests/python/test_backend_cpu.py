@@ -331,23 +331,23 @@ def test_plane_means_fused(size: int) -> None:
     each plane (its out[1]; the banded split at 40 rows takes the means after the bands)."""
     torch.manual_seed(0)
     prog = _check_model(SqueezeExcite(), (torch.randn(2, 24, size, size),), threads=(1, 2, 3))
-    at, _ = _blob_span(prog.buffer)
-    n_ops = struct.unpack_from("<I", prog.buffer, at + 12)[0]
-    ops_off = struct.unpack_from("<Q", prog.buffer, at + 40)[0]
-    recs = [
-        struct.unpack_from("<II4i2i", prog.buffer, at + ops_off + 160 * i) for i in range(n_ops)
-    ]
+    _, recs = _op_table(prog.buffer)
     assert not any(r[0] == 7 for r in recs), recs  # no mean operator left
     assert sum(r[0] == 1 and r[7] >= 0 for r in recs) == 1  # one conv with out[1]
 
 
-def _ops(buf: bytes) -> list[tuple[int, int, int]]:
-    """(kind, act, in[3]) of every operator in the program's first EMC blob."""
+def _op_table(buf: bytes) -> tuple[int, list[tuple[int, ...]]]:
+    """Where the first EMC blob's operator records start in buf, and each record's (kind, act,
+    in[0..3], out[0..1])."""
     at, _ = _blob_span(buf)
     n_ops = struct.unpack_from("<I", buf, at + 12)[0]
-    ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
-    recs = [struct.unpack_from("<II4i", buf, at + ops_off + 160 * i) for i in range(n_ops)]
-    return [(r[0], r[1], r[5]) for r in recs]
+    base = at + struct.unpack_from("<Q", buf, at + 40)[0]
+    return base, [struct.unpack_from("<II4i2i", buf, base + 160 * i) for i in range(n_ops)]
+
+
+def _ops(buf: bytes) -> list[tuple[int, int, int]]:
+    """(kind, act, in[3]) of every operator in the program's first EMC blob."""
+    return [(r[0], r[1], r[5]) for r in _op_table(buf)[1]]
 
 
 def test_residual_fusion() -> None:
@@ -711,6 +711,21 @@ def test_blob_fields_out_of_range_are_rejected(small_program) -> None:
         assert res != "ok" or name == "const offset", f"{name}: accepted"
 
 
+def _exported_table(m: nn.Module, x: torch.Tensor) -> tuple[bytes, int, list[tuple[int, ...]]]:
+    """m exported for the CPU backend (checked to load and run), with _op_table of it."""
+    torch.manual_seed(0)
+    buf = ember.export(m.eval(), (x,), backend="cpu").buffer
+    assert _load_and_run(buf, x) == "ok"
+    return (buf, *_op_table(buf))
+
+
+def _patched(buf: bytes, at: int, val: int) -> bytes:
+    """buf with the int32 at `at` replaced by val."""
+    bad = bytearray(buf)
+    struct.pack_into("<i", bad, at, val)
+    return bytes(bad)
+
+
 def test_blob_residual_is_checked() -> None:
     """A conv's residual (in[3]) must have the output's shape and not share its storage; a
     depthwise conv takes none. Each bad blob fails at load, naming the field."""
@@ -725,49 +740,29 @@ def test_blob_residual_is_checked() -> None:
             y = F.relu(self.c(x) + x)
             return self.d(y) * 2.0
 
-    torch.manual_seed(0)
     x = torch.randn(1, 8, 6, 6)
-    buf = ember.export(Res().eval(), (x,), backend="cpu").buffer
-    assert _load_and_run(buf, x) == "ok"
-    at, _ = _blob_span(buf)
-    ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
-    ops = _ops(buf)
-    conv = next(i for i, (kind, _, res) in enumerate(ops) if kind == 1 and res >= 0)
-    dw = next(i for i, (kind, _, res) in enumerate(ops) if kind == 1 and res < 0)
-    rec = at + ops_off + 160 * conv
-    x_id, w_id, _, res_id = struct.unpack_from("<4i", buf, rec + 8)
-    out_id = struct.unpack_from("<i", buf, rec + 24)[0]
-    for where, val in [(rec + 20, out_id), (rec + 20, w_id), (rec + 20, 10_000)]:
-        bad = bytearray(buf)
-        struct.pack_into("<i", bad, where, val)
-        assert _load_and_run(bytes(bad), x) != "ok", (where, val)
-    bad = bytearray(buf)
-    struct.pack_into("<i", bad, at + ops_off + 160 * dw + 20, res_id)  # same shape, but depthwise
-    assert _load_and_run(bytes(bad), x) != "ok"
+    buf, base, recs = _exported_table(Res(), x)
+    conv = next(i for i, r in enumerate(recs) if r[0] == 1 and r[5] >= 0)
+    dw = next(i for i, r in enumerate(recs) if r[0] == 1 and r[5] < 0)
+    w_id, res_id, out_id = recs[conv][3], recs[conv][5], recs[conv][6]
+    for val in (out_id, w_id, 10_000):
+        assert _load_and_run(_patched(buf, base + 160 * conv + 20, val), x) != "ok", val
+    # the same shape, but a depthwise conv
+    assert _load_and_run(_patched(buf, base + 160 * dw + 20, res_id), x) != "ok"
 
 
 def test_blob_plane_means_are_checked() -> None:
     """A conv's out[1] (plane means) must be a depthwise conv's, of N * C elements, not sharing
     the output's or input's storage."""
-    torch.manual_seed(0)
     x = torch.randn(1, 24, 9, 9)
-    buf = ember.export(SqueezeExcite().eval(), (x,), backend="cpu").buffer
-    assert _load_and_run(buf, x) == "ok"
-    at, _ = _blob_span(buf)
-    ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
-    n_ops = struct.unpack_from("<I", buf, at + 12)[0]
-    recs = [struct.unpack_from("<II4i2i", buf, at + ops_off + 160 * i) for i in range(n_ops)]
+    buf, base, recs = _exported_table(SqueezeExcite(), x)
     dw = next(i for i, r in enumerate(recs) if r[0] == 1 and r[7] >= 0)
     pw = next(i for i, r in enumerate(recs) if r[0] == 1 and r[7] < 0)
-    out_at = at + ops_off + 160 * dw + 24
     means, y_id, x_id = recs[dw][7], recs[dw][6], recs[dw][2]
     for val in (y_id, x_id, recs[dw][3]):  # the output, the input, the (constant) weights
-        bad = bytearray(buf)
-        struct.pack_into("<i", bad, out_at + 4, val)
-        assert _load_and_run(bytes(bad), x) != "ok", val
-    bad = bytearray(buf)
-    struct.pack_into("<i", bad, at + ops_off + 160 * pw + 28, means)  # not a depthwise conv
-    assert _load_and_run(bytes(bad), x) != "ok"
+        assert _load_and_run(_patched(buf, base + 160 * dw + 28, val), x) != "ok", val
+    # a conv that is not depthwise
+    assert _load_and_run(_patched(buf, base + 160 * pw + 28, means), x) != "ok"
 
 
 def test_blob_winograd_fields_are_checked() -> None:
