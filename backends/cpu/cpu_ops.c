@@ -179,6 +179,7 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
     return check_act(op, why, why_n);
   }
   int64_t mg = co / g, kg = cin / g * kh * kw;
+  if (ip[EMC_CONV_TRANSPOSED] > 1) WHY("conv2d: transposed flag %d", ip[EMC_CONV_TRANSPOSED]);
   if (ip[EMC_CONV_WINOGRAD]) {
     const int64_t m = ip[EMC_CONV_WINOGRAD], a = m + 2, slots = ip[EMC_CONV_WINO_SLOTS];
     if (m != 2 && m != 4) WHY("conv2d: Winograd tile %lld, expected 2 or 4", (long long)m);
@@ -186,7 +187,6 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
         ip[EMC_CONV_DH] != 1 || ip[EMC_CONV_DW] != 1)
       WHY("conv2d: Winograd needs a 3x3, stride 1, undilated, ungrouped conv");
     const bool tr = ip[EMC_CONV_TRANSPOSED] != 0;
-    if (ip[EMC_CONV_TRANSPOSED] > 1) WHY("conv2d: transposed flag %d", ip[EMC_CONV_TRANSPOSED]);
     /* Filters per element: [co, cin] in 6-row A panels, or transposed [cin, co] in 16-column B
      * panels. */
     const int64_t per_xi = tr ? (int64_t)div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * cin
@@ -199,7 +199,6 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
     uint64_t need = (16 + (uint64_t)slots * wino_slot_floats(a, cin, co, tr)) * sizeof(float);
     return scratch_holds(d, op, need, "Winograd", why, why_n) && check_act(op, why, why_n);
   }
-  if (ip[EMC_CONV_TRANSPOSED] > 1) WHY("conv2d: transposed flag %d", ip[EMC_CONV_TRANSPOSED]);
   if (ip[EMC_CONV_TRANSPOSED]) {
     if (g != 1) WHY("conv2d: a transposed conv has %lld groups, not 1", (long long)g);
     if (w->numel != (int64_t)div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * kg)
@@ -616,7 +615,7 @@ typedef struct dw_job {
   float *mean;           /* out[1]: each output plane's mean (after the activation), or NULL */
 } dw_job;
 
-/* The mean of n floats (four partial sums, as the mean operator's rows). */
+/* The mean of n floats (four partial sums): the mean operator's rows, a depthwise conv's planes. */
 static float plane_mean(const float *x, int64_t n) {
   float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   int64_t i = 0;
@@ -697,8 +696,8 @@ static bool dw_bands_ok(const em_dw_params *q, int64_t bands) {
 
 typedef struct transpose_job {
   const float *ct; /* [npix][co] */
-  float *y;        /* [co][npix] */
-  int64_t npix, co;
+  float *y;        /* [co][npix], rows ldy floats apart */
+  int64_t npix, co, ldy;
   /* With a residual [co][npix]: y = act(clamp(ct^T + res)) (the GEMM left both out). */
   const float *res;
   const em_cpu_config *cfg;
@@ -711,7 +710,7 @@ typedef struct transpose_job {
 static void transpose_rows(void *ctx, int64_t begin, int64_t end) {
   const transpose_job *j = ctx;
   for (int64_t c = begin; c < end; c++) {
-    float *y = j->y + c * j->npix;
+    float *y = j->y + c * j->ldy;
     for (int64_t p = 0; p < j->npix; p++) y[p] = j->ct[p * j->co + c];
     if (j->res) {
       j->cfg->vbin[EMC_BIN_ADD]((size_t)j->npix, y, j->res + c * j->npix, y, &j->mm);
@@ -753,7 +752,7 @@ static void run_conv_t(const emc_delegate *d, const emc_op *op, im2col_job *ij, 
   const em_minmax_params none = {-INFINITY, INFINITY};
   j.mm = res ? none : clamp_of(op), j.act = res ? 0 : post_act(op), j.fp = op->fp;
   emc_gemm_run(&j, pool);
-  transpose_job tj = {ct, y, npix, co, res, d->cfg, clamp_of(op), post_act(op), op->fp};
+  transpose_job tj = {ct, y, npix, co, npix, res, d->cfg, clamp_of(op), post_act(op), op->fp};
   par_for(pool, co, transpose_rows, &tj, co * npix);
 }
 
@@ -861,9 +860,10 @@ static void wino_gemm_block(const wino_job *j, int s, int64_t nt, int64_t x0, in
       g.c = ct, g.ldc = (size_t)j->co;
       g.mm.min = -INFINITY, g.mm.max = INFINITY;
       emc_gemm_run(&g, NULL);
-      float *mx = wino_m(j, s) + (size_t)(xi * j->co) * EM_WINO_MAX_TILES;
-      for (int64_t c = 0; c < j->co; c++)
-        for (int64_t t = 0; t < nt; t++) mx[c * EM_WINO_MAX_TILES + t] = ct[t * j->co + c];
+      transpose_job tj = {0};
+      tj.ct = ct, tj.y = wino_m(j, s) + (size_t)(xi * j->co) * EM_WINO_MAX_TILES;
+      tj.npix = nt, tj.co = j->co, tj.ldy = EM_WINO_MAX_TILES;
+      transpose_rows(&tj, 0, j->co);
     }
     return;
   }
@@ -1396,13 +1396,7 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
         if (op->act) d->cfg->vact((size_t)inner, yo, yo, op->act, op->fp);
         break;
       }
-      const float *row = x + r * cols;
-      float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      int64_t i = 0;
-      for (; i + 4 <= cols; i += 4)
-        s0 += row[i], s1 += row[i + 1], s2 += row[i + 2], s3 += row[i + 3];
-      for (; i < cols; i++) s0 += row[i];
-      y[r] = ((s0 + s1) + (s2 + s3)) / (float)cols;
+      y[r] = plane_mean(x + r * cols, cols);
       if (op->act) d->cfg->vact(1, y + r, y + r, op->act, op->fp);
       break;
     }

@@ -508,7 +508,6 @@ def _fuse_residual(ops: list[Op], u: _Uses) -> None:
                 or p.kind not in ("conv2d", "gemm")
                 or p.act != "none"
                 or len(p.outs) != 1
-                or x.root() is not p.outs[0].root()
                 or r.root() is x.root()
                 or not u.private(x, add)
                 or _const_arr(r) is not None
@@ -538,11 +537,7 @@ def _fuse_plane_means(ops: list[Op], u: _Uses) -> None:
         if p is None or p.kind != "conv2d" or len(p.outs) != 1 or not _depthwise(p):
             continue
         y = p.outs[0]
-        if (
-            x.root() is not y.root()
-            or len(y.shape) != 4
-            or math.prod(x.shape) != math.prod(y.shape)
-        ):
+        if len(y.shape) != 4 or math.prod(x.shape) != math.prod(y.shape):
             continue
         n, c, h, w = y.shape
         if mean.ip[0] != n * c or mean.ip[1] != h * w or math.prod(mean.outs[0].shape) != n * c:
@@ -647,29 +642,26 @@ def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec) -> PackedConv:
     w = op.attrs["w"]
     g = op.attrs["groups"]
     co, cg, kh, kw = w.shape
-    depthwise = g == x.shape[1] == co and cg == 1
-    if depthwise:
+    if _depthwise(op):
         return PackedConv(w.reshape(co, kh * kw), True, 0)
     mg, kg = co // g, cg * kh * kw
     oh, ow = out.shape[2], out.shape[3]
     npix = oh * ow
     m = _winograd_tile(op, oh, ow)
     if m:
-        a, slots = m + 2, _wino_slots(m, oh, ow)
-        scratch = 64 + slots * a * a * (cg + co) * WINO_TILES * 4
+        slots = _wino_slots(m, oh, ow)
+        scratch = _wino_scratch(m, slots, cg, co, transposed=False)
         return PackedConv(_winograd_filters(w, m), False, scratch, wino=m, wino_slots=slots)
     if _winograd_small(op, oh, ow):
         # Transposed F(2x2): per element xi, C^T[tiles, co] = V[xi]^T @ U[xi]^T with U^T in
         # 16-column B panels; the scratch also holds each xi's C^T, transposed into place.
-        a, slots = 4, 1
-        scratch = 64 + slots * a * a * (cg + 2 * co) * WINO_TILES * 4
         return PackedConv(
             _winograd_filters(w, 2, transposed=True),
             False,
-            scratch,
+            _wino_scratch(2, 1, cg, co, transposed=True),
             transposed=True,
             wino=2,
-            wino_slots=slots,
+            wino_slots=1,
         )
     scratch = kg * (-(-npix // B.NR_PANEL) * B.NR_PANEL) * 4  # B operand in 16-column panels
     if g == 1 and _conv_transposed(co, npix, kg):
@@ -714,12 +706,7 @@ def _winograd_tile(op: Op, oh: int, ow: int) -> int:
     costs some accuracy (~1e-5 of the largest output on one random layer, against ~4e-7 for
     F(2x2); still ~4e-7 on ResNet-18's logits).
     """
-    a = op.attrs
-    w = a["w"]
-    co, cg, kh, kw = w.shape
-    if (kh, kw) != (3, 3) or a["groups"] != 1 or tuple(a["stride"]) != (1, 1):
-        return 0
-    if tuple(a["dil"]) != (1, 1) or cg < 16 or co < 16:
+    if not _winograd_shape(op, 16):
         return 0
     for m in (4, 2):
         if -(-oh // m) * -(-ow // m) >= 48:
@@ -749,6 +736,27 @@ def _winograd_filters(w: np.ndarray, m: int, transposed: bool = False) -> np.nda
     return np.concatenate([B.pack_a_panels(u[xi]) for xi in range(a * a)])
 
 
+def _winograd_shape(op: Op, min_channels: int) -> bool:
+    """A 3x3, stride 1, undilated, ungrouped conv with min_channels or more in and out."""
+    a = op.attrs
+    co, cg, kh, kw = a["w"].shape
+    return (
+        (kh, kw) == (3, 3)
+        and a["groups"] == 1
+        and tuple(a["stride"]) == (1, 1)
+        and tuple(a["dil"]) == (1, 1)
+        and min(cg, co) >= min_channels
+    )
+
+
+def _wino_scratch(m: int, slots: int, cg: int, co: int, transposed: bool) -> int:
+    """Scratch bytes of a Winograd conv (the runtime's wino_slot_floats per slot, + alignment):
+    [(m+2)^2][cg][64] transformed inputs and [(m+2)^2][co][64] products a slot; transposed, also
+    [(m+2)^2][64][co] for the GEMMs' C^T."""
+    a = m + 2
+    return 64 + slots * a * a * (cg + co * (2 if transposed else 1)) * WINO_TILES * 4
+
+
 def _winograd_small(op: Op, oh: int, ow: int) -> bool:
     """Whether a 3x3 conv on a map too small for _winograd_tile (ResNet's 7x7 layer: 16 tiles
     of 2x2) runs as a transposed F(2x2): with so few tiles the untransposed GEMMs would be
@@ -756,13 +764,7 @@ def _winograd_small(op: Op, oh: int, ow: int) -> bool:
     6-row side and the output channels whole 16-lane vectors, 1.7x fewer multiplies than the
     direct conv (49 outputs cost 64 in 2x2 tiles) for 16 / 9 more filter bytes streamed. For
     wide layers only (>= 256 channels in and out), where the direct GEMM is also weight-bound."""
-    a = op.attrs
-    co, cg, kh, kw = a["w"].shape
-    if (kh, kw) != (3, 3) or a["groups"] != 1 or tuple(a["stride"]) != (1, 1):
-        return False
-    if tuple(a["dil"]) != (1, 1) or cg < 256 or co < 256:
-        return False
-    return 9 <= -(-oh // 2) * -(-ow // 2) < 48
+    return _winograd_shape(op, 256) and 9 <= -(-oh // 2) * -(-ow // 2) < 48
 
 
 def _align(n: int) -> int:
