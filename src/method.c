@@ -377,9 +377,11 @@ static em_status init_delegates(prep *s) {
     em_backend_init_ctx ictx = {s->cfg->method_alloc, m->name, em_program_named_data(s->p),
                                 s->cfg->external, s->cfg->pool};
     void *handle = NULL;
+    em_clear_last_error(); /* so that what the backend reports is told with the failure */
     em_status st = b->init(&ictx, blob, (size_t)blob_n, specs, specs_v.n, &handle);
     if (st != EM_OK)
-      EM_FAIL(st, "backend '%s' failed to initialize delegate %u: %s", id, i, em_status_str(st));
+      EM_FAIL(st, "backend '%s' failed to initialize delegate %u: %s%s%s", id, i, em_status_str(st),
+              em_last_error()[0] ? ": " : "", em_last_error());
     m->delegates[i] = (em_delegate_inst){b, handle, id, true};
   }
   return EM_OK;

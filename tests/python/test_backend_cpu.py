@@ -747,6 +747,9 @@ def test_blob_residual_is_checked() -> None:
     w_id, res_id, out_id = recs[conv][3], recs[conv][5], recs[conv][6]
     for val in (out_id, w_id, 10_000):
         assert _load_and_run(_patched(buf, base + 160 * conv + 20, val), x) != "ok", val
+    # the load error names the operator and what is wrong with it, not only the status
+    err = _load_and_run(_patched(buf, base + 160 * conv + 20, out_id), x)
+    assert f"operator {conv} (kind 1): residual shares the output's storage" in err, err
     # the same shape, but a depthwise conv
     assert _load_and_run(_patched(buf, base + 160 * dw + 20, res_id), x) != "ok"
 
