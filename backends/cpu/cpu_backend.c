@@ -101,8 +101,20 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
     FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,
          "method allocator too small for the delegate (%llu-byte arena, %u tensors, %u ops)",
          (unsigned long long)h.arena_nbytes, h.n_tensors, h.n_ops);
-  *d = (emc_delegate){cfg, h.n_tensors, h.n_ops, h.n_inputs, h.n_outputs,
-                      ts,  ops,         need,    arena,      h.arena_nbytes};
+  memset(d, 0, sizeof *d);
+  d->cfg = cfg, d->n_tensors = h.n_tensors, d->n_ops = h.n_ops, d->n_inputs = h.n_inputs;
+  d->n_outputs = h.n_outputs, d->t = ts, d->ops = ops, d->arg_need = need, d->arena = arena;
+  d->arena_nbytes = h.arena_nbytes;
+#if defined(__x86_64__)
+  if (cfg->amx) { /* pages are touched only by the slots in use */
+    d->amx_ws = em_allocator_alloc(al, EMC_AMX_SLOTS * emc_gemm_amx_slot_bytes(), 64);
+    d->amx_busy = em_allocator_alloc(al, EMC_AMX_SLOTS * sizeof *d->amx_busy, 16);
+    if (!d->amx_ws || !d->amx_busy)
+      FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method allocator too small for the AMX workspace");
+    d->amx_slots = EMC_AMX_SLOTS;
+    for (int s = 0; s < EMC_AMX_SLOTS; s++) atomic_flag_clear(&d->amx_busy[s]);
+  }
+#endif
   memset(need, 0, (h.n_inputs + h.n_outputs + 1) * sizeof *need);
   for (uint32_t i = 0; i < h.n_tensors; i++) {
     emc_tensor rec;

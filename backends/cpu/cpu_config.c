@@ -6,12 +6,15 @@
  * -march=native). On x86 the CPU is probed once with __builtin_cpu_supports;
  * on AArch64 NEON is baseline, so it is chosen without a probe. Every operator
  * then calls through the chosen table. EMBER_CPU_ISA=avx2|scalar in the
- * environment forces a lower ISA (tests and benchmarks).
+ * environment forces a lower ISA (tests and benchmarks). "amx" is "avx512f" plus the AMX bf16x3
+ * GEMM path (f32_gemm_32x32__amx.c), chosen first where the CPU and OS allow it;
+ * EMBER_CPU_ISA=avx512f keeps every product in f32 FMAs.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_ukernels.h"
+#include "ember/platform.h"
 
 #define EM_VOPS_TABLE(dwconv, isa)                                                                 \
   dwconv,                                                                                          \
@@ -25,21 +28,43 @@
       em_f32_vmax_ukernel__##isa, em_f32_wino_in_ukernel__##isa, em_f32_wino_out_ukernel__##isa
 
 static const em_cpu_config configs[] = {
-#if defined(__x86_64__) || defined(__i386__)
-    {"avx512f", 64, em_f32_gemm_minmax_ukernel_6x64__avx512f,
+#if defined(__x86_64__)
+    {"amx", 64, 1, em_f32_gemm_minmax_ukernel_6x64__avx512f,
      EM_VOPS_TABLE(em_f32_dwconv2d_chw_minmax_ukernel__avx512f, avx512f)},
-    {"avx2", 16, em_f32_gemm_minmax_ukernel_6x16__avx2,
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+    {"avx512f", 64, 0, em_f32_gemm_minmax_ukernel_6x64__avx512f,
+     EM_VOPS_TABLE(em_f32_dwconv2d_chw_minmax_ukernel__avx512f, avx512f)},
+    {"avx2", 16, 0, em_f32_gemm_minmax_ukernel_6x16__avx2,
      EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__avx2, avx2)},
 #endif
 #if defined(__aarch64__)
-    {"neon", 16, em_f32_gemm_minmax_ukernel_6x16__neon,
+    {"neon", 16, 0, em_f32_gemm_minmax_ukernel_6x16__neon,
      EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__neon, neon)},
 #endif
-    {"scalar", 8, em_f32_gemm_minmax_ukernel_6x8__scalar,
+    {"scalar", 8, 0, em_f32_gemm_minmax_ukernel_6x8__scalar,
      EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__scalar, scalar)},
 };
 
+#if defined(__x86_64__)
+/* AMX tiles with bf16 products, AVX-512 BF16 / BW for the operand split, and the OS's leave. */
+static int amx_usable(void) {
+  static int state; /* 0 unknown, 1 yes, 2 no (benign race: every thread finds the same) */
+  if (!state)
+    state = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("amx-tile") &&
+                    __builtin_cpu_supports("amx-bf16") && em_platform_enable_amx()
+                ? 1
+                : 2;
+  return state == 1;
+}
+#endif
+
 static int isa_supported(const char *isa) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (strcmp(isa, "amx") == 0) return amx_usable();
+#endif
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   if (strcmp(isa, "avx512f") == 0) return __builtin_cpu_supports("avx512f");

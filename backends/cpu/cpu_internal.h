@@ -16,6 +16,9 @@
 #include "ember/threadpool.h"
 #include "emc_format.h"
 
+/* Slots of AMX workspace a delegate keeps (at most this many threads take the AMX path). */
+#define EMC_AMX_SLOTS 8
+
 /* One tensor of the blob, bound to memory. */
 typedef struct emc_rt_tensor {
   float *data; /* constants and arena tensors: set at init; arguments: at every execute */
@@ -34,6 +37,9 @@ typedef struct emc_delegate {
   int64_t *arg_need; /* [n_inputs + n_outputs]: the most elements any tensor reads from an arg */
   uint8_t *arena;
   uint64_t arena_nbytes;
+  void *amx_ws; /* AMX GEMM workspace, amx_slots slots (cfg->amx only; else NULL) */
+  int amx_slots;
+  atomic_flag *amx_busy; /* [amx_slots]: a slot in use (by any GEMM of this delegate) */
 } emc_delegate;
 
 /*
@@ -82,6 +88,13 @@ typedef struct emc_gemm {
   void (*pack_b)(const void *pack_ctx, size_t k0, size_t kc, size_t n0, size_t nc, float *dst,
                  size_t ldd);
   const void *pack_ctx;
+  /* The AMX path's workspace (emc_gemm_amx_slot_bytes() a slot, amx_slots slots, any alignment)
+   * and its in-use flags, shared by every GEMM that may run at the same time (a batch of GEMMs
+   * split over threads): with cfg->amx, GEMMs big enough run there when the pool has no more
+   * threads than slots. */
+  void *amx_ws;
+  atomic_flag *amx_busy;
+  int amx_slots;
   /* set by emc_gemm_run */
   size_t kcb, mtiles, strips, mb;
   int n_slots;
@@ -93,5 +106,14 @@ size_t emc_gemm_pack_floats(const em_cpu_config *cfg, size_t k, int n_threads);
 
 /* Runs g on the pool (NULL: on the caller). g is modified (driver state); A, B, C borrowed. */
 void emc_gemm_run(emc_gemm *g, em_threadpool *pool);
+
+/* Bytes of one AMX workspace slot (f32_gemm_32x32__amx.c). */
+size_t emc_gemm_amx_slot_bytes(void);
+/* Whether g can take the AMX path (cfg->amx, a workspace, A packed or with unit k stride, big
+ * enough to pay for splitting its operands). */
+int emc_gemm_amx_fits(const emc_gemm *g);
+/* emc_gemm_run through AMX bf16x3 tiles (see f32_gemm_32x32__amx.c): only when emc_gemm_amx_fits
+ * and the pool has at most g->amx_slots threads. */
+void emc_gemm_run_amx(emc_gemm *g, em_threadpool *pool);
 
 #endif /* EMBER_BACKENDS_CPU_INTERNAL_H */

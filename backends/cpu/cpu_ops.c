@@ -418,7 +418,8 @@ static void gemm_batch(void *ctx, int64_t begin, int64_t end) {
   size_t m = (size_t)ip[EMC_GEMM_M], k = (size_t)ip[EMC_GEMM_K], n = (size_t)ip[EMC_GEMM_N];
   for (int64_t bi = begin; bi < end; bi++) {
     emc_gemm j = {0};
-    j.cfg = d->cfg, j.m = m, j.k = k, j.n = n;
+    j.cfg = d->cfg, j.amx_ws = d->amx_ws, j.amx_busy = d->amx_busy, j.amx_slots = d->amx_slots;
+    j.m = m, j.k = k, j.n = n;
     j.a = a + bi * ip[EMC_GEMM_A_BSTRIDE], j.a_packed = ip[EMC_GEMM_A_PACKED];
     j.a_rs = j.a_packed ? 1 : k, j.a_ks = j.a_packed ? EMC_MR : 1;
     j.b = b + bi * ip[EMC_GEMM_B_BSTRIDE], j.ldb = n, j.b_packed = ip[EMC_GEMM_B_PACKED];
@@ -744,7 +745,8 @@ static void run_conv_t(const emc_delegate *d, const emc_op *op, im2col_job *ij, 
     par_for(pool, kg, im2col_rows_rm, ij, kg * npix);
   }
   emc_gemm j = {0};
-  j.cfg = d->cfg, j.m = (size_t)npix, j.k = (size_t)kg, j.n = (size_t)co;
+  j.cfg = d->cfg, j.amx_ws = d->amx_ws, j.amx_busy = d->amx_busy, j.amx_slots = d->amx_slots;
+  j.m = (size_t)npix, j.k = (size_t)kg, j.n = (size_t)co;
   j.a = direct ? ij->x : a, j.a_packed = 0, j.a_rs = 1, j.a_ks = (size_t)npix;
   j.b = data_of(d, op->in[1]), j.b_packed = 1;
   j.c = ct, j.ldc = (size_t)co;
@@ -1059,7 +1061,8 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
       const bool whole = !direct && (!fits || (npix <= 64 && em_threadpool_size(pool) > 1));
       if (whole) par_for(pool, kg, im2col_rows, &ij, kg * npix);
       emc_gemm j = {0};
-      j.cfg = d->cfg, j.m = (size_t)mg, j.k = (size_t)kg, j.n = (size_t)npix;
+      j.cfg = d->cfg, j.amx_ws = d->amx_ws, j.amx_busy = d->amx_busy, j.amx_slots = d->amx_slots;
+      j.m = (size_t)mg, j.k = (size_t)kg, j.n = (size_t)npix;
       j.a = w + (size_t)gi * panel, j.a_packed = 1;
       j.c = y + (b * co + gi * mg) * npix, j.ldc = (size_t)npix;
       j.res = res ? res + (b * co + gi * mg) * npix : NULL, j.ldr = (size_t)npix;

@@ -150,6 +150,7 @@ EM_VOPS_DECL(scalar)
 typedef struct em_cpu_config {
   const char *isa;
   size_t nr; /* GEMM tile columns (rows are always EMC_MR) */
+  int amx;   /* big GEMMs take the AMX bf16x3 path (f32_gemm_32x32__amx.c) */
   em_f32_gemm_ukernel_fn gemm;
   em_f32_dwconv_fn dwconv;
   em_f32_vbinary_fn vbin[4];  /* add, sub, mul, div with a vector */
@@ -167,8 +168,9 @@ typedef struct em_cpu_config {
 
 /* The configuration for this CPU, detected once (thread-safe after the first call). */
 const em_cpu_config *em_cpu_config_get(void);
-/* The configuration for a named ISA ("avx512f", "avx2" on x86; "neon" on AArch64; "scalar"
- * anywhere), or NULL when this build or CPU does not support it. */
+/* The configuration for a named ISA ("amx": AVX-512 with the AMX bf16x3 GEMM path, "avx512f",
+ * "avx2" on x86; "neon" on AArch64; "scalar" anywhere), or NULL when this build or CPU does not
+ * support it (or, for "amx", the OS does not let the process use the tiles). */
 const em_cpu_config *em_cpu_config_for(const char *isa);
 
 #endif /* EMBER_BACKENDS_CPU_UKERNELS_H */

@@ -78,7 +78,7 @@ static void peak_part(void *ctx, int64_t begin, int64_t end) {
 }
 
 static double fma_peak_once(const char *isa, em_threadpool *pool) {
-  peak_job j = {strcmp(isa, "avx512f") == 0 ? 16 : 8, 10 * 1000 * 1000, 0};
+  peak_job j = {strcmp(isa, "avx512f") == 0 || strcmp(isa, "amx") == 0 ? 16 : 8, 10 * 1000 * 1000, 0};
   int n = em_threadpool_size(pool);
   double t0 = now();
   em_parallel_for(pool, n, peak_part, &j);
@@ -101,6 +101,10 @@ int main(int argc, char **argv) {
   float *c = aligned_alloc(64, m * n * sizeof(float) + 64);
   size_t pack_n = emc_gemm_pack_floats(cfg, k, threads);
   float *pack = aligned_alloc(64, pack_n * sizeof(float));
+  /* The AMX path's workspace, as a delegate keeps it (EMBER_CPU_ISA=avx512f: FMAs only). */
+  void *amx_ws = cfg->amx ? aligned_alloc(64, EMC_AMX_SLOTS * emc_gemm_amx_slot_bytes()) : NULL;
+  atomic_flag amx_busy[EMC_AMX_SLOTS];
+  for (int s = 0; s < EMC_AMX_SLOTS; s++) atomic_flag_clear(&amx_busy[s]);
   for (size_t i = 0; i < panels * EMC_MR * k; i++) a[i] = (float)(i % 7) * 0.1f;
   for (size_t i = 0; i < k * (n + 16); i++) b[i] = (float)(i % 5) * 0.1f;
   double best = 1e9, peak = 0;
@@ -115,6 +119,7 @@ int main(int argc, char **argv) {
       g.cfg = cfg, g.m = m, g.k = k, g.n = n, g.a = a, g.a_packed = 1;
       g.b = b, g.ldb = n, g.b_packed = !rowmajor, g.pack = rowmajor ? pack : NULL;
       g.c = c, g.ldc = n, g.mm.min = -1e30f, g.mm.max = 1e30f;
+      g.amx_ws = amx_ws, g.amx_busy = amx_busy, g.amx_slots = amx_ws ? EMC_AMX_SLOTS : 0;
       double t0 = now();
       emc_gemm_run(&g, pool);
       double dt = now() - t0;
@@ -127,6 +132,6 @@ int main(int argc, char **argv) {
          cfg->isa, threads, rowmajor ? "row-major" : "packed", m, n, k, gflops, peak,
          peak > 0 ? 100 * gflops / peak : 0);
   em_threadpool_destroy(pool);
-  free(a), free(b), free(c), free(pack);
+  free(a), free(b), free(c), free(pack), free(amx_ws);
   return 0;
 }

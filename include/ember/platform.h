@@ -83,6 +83,14 @@ uint64_t em_now_ns(void);
 /* Aborts through the platform hook. */
 void em_abort(void);
 
+/*
+ * Asks the OS to let this process use the x86 AMX tile registers (Linux: arch_prctl
+ * ARCH_REQ_XCOMP_PERM for the tile data state, process-wide). Returns 1 when granted, 0 where
+ * there is no such OS permission to get (bare metal, other OSes, other architectures) or it was
+ * refused. The CPU backend asks once before its first AMX kernel.
+ */
+int em_platform_enable_amx(void);
+
 #ifndef EM_LOG_ENABLED
 #define EM_LOG_ENABLED 1
 #endif

@@ -31,6 +31,8 @@ void em_platform_set(const em_platform_hooks *h) {
 
 uint64_t em_now_ns(void) { return g_hooks.now_ns(); }
 
+int em_platform_enable_amx(void) { return 0; }
+
 void em_abort(void) {
   g_hooks.abort();
   for (;;) {

@@ -3,9 +3,14 @@
  * Built unless EMBER_PLATFORM_NOOS is selected.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* syscall() */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "ember/platform.h"
 
@@ -38,6 +43,15 @@ void em_platform_set(const em_platform_hooks *h) {
 }
 
 uint64_t em_now_ns(void) { return g_hooks.now_ns(); }
+
+int em_platform_enable_amx(void) {
+#if defined(__linux__) && defined(__x86_64__) && defined(SYS_arch_prctl)
+  /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): Linux 5.16 and later. */
+  return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+#else
+  return 0;
+#endif
+}
 
 void em_abort(void) {
   g_hooks.abort();

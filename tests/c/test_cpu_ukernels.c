@@ -5,7 +5,9 @@
  * tiles are also checked for writes outside [mr, nc]. The GEMM driver
  * (cpu_gemm.c: K blocks, M blocks, strips, B packing, threads) is checked the
  * same way on whole matrices, every B form, with and without a thread pool.
- * The Winograd transforms are checked against double-precision B^T d B and A^T M A.
+ * The Winograd transforms are checked against double-precision B^T d B and A^T M A. Where the
+ * CPU and OS allow AMX, the "amx" configuration's bf16x3 GEMM path is checked within its own
+ * error bound (test_gemm_amx).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -528,8 +530,101 @@ static void test_gemm_driver(const em_cpu_config *cfg, em_threadpool *pool) {
           if (run_driver_case(cfg, pool, ms[mi], ns[ni], ks[ki], v & 1, v >> 1)) g_pass++;
 }
 
+#if defined(__x86_64__)
+/* Full 24-bit significands, so that splitting them in two bf16 numbers loses something. */
+static float frand24(void) {
+  g_seed = g_seed * 1103515245u + 12345u;
+  unsigned hi = g_seed >> 8;
+  g_seed = g_seed * 1103515245u + 12345u;
+  return (float)(((double)hi + (double)(g_seed >> 8) / 16777216.0) / 8388608.0 - 1.0);
+}
+
+/*
+ * The AMX bf16x3 path (f32_gemm_32x32__amx.c) on GEMMs big enough to take it: every A form
+ * (packed weight panels, row-major rows), every B form, K over one and several K blocks and not a
+ * multiple of 32, M and N with ragged 32-row / 32-column edges, bias on either side, a residual,
+ * a clamp and an activation, 1 and 2 threads. The bound is the split's: each product within
+ * 2^-15 of itself, so |c - ref| <= 4e-5 * sum |a b| (plain bf16 products, or a lost lo term,
+ * miss it by ~50x); nothing is written outside C.
+ */
+static void test_gemm_amx(const em_cpu_config *cfg, em_threadpool *pool) {
+  static const size_t shapes[][3] = {
+      {64, 64, 512}, {70, 130, 300}, {97, 200, 257}, {128, 96, 1000}, {66, 257, 130}};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    const size_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+    const size_t mp = (m + 5) / 6 * 6, np = (n + 15) / 16 * 16;
+    float *a = malloc(m * k * 4), *ap = calloc(mp * k, 4), *b = malloc(k * n * 4);
+    float *bp = calloc(k * np, 4), *c = malloc((m * n + 8) * 4), *res = malloc(m * n * 4);
+    float *bm = malloc(m * 4), *bn = malloc(n * 4), *pack = malloc(4 * 64 * 1024 + 256);
+    double *ref = malloc(m * n * 8), *mag = malloc(m * n * 8);
+    void *ws = malloc(EMC_AMX_SLOTS * emc_gemm_amx_slot_bytes() + 64);
+    atomic_flag busy[EMC_AMX_SLOTS];
+    for (int i = 0; i < EMC_AMX_SLOTS; i++) atomic_flag_clear(&busy[i]);
+    for (size_t i = 0; i < m * k; i++) a[i] = frand24();
+    for (size_t i = 0; i < k * n; i++) b[i] = frand24();
+    for (size_t i = 0; i < m * n; i++) res[i] = frand24();
+    for (size_t i = 0; i < m; i++) bm[i] = frand24();
+    for (size_t i = 0; i < n; i++) bn[i] = frand24();
+    for (size_t r = 0; r < m; r++)
+      for (size_t kk = 0; kk < k; kk++) ap[(r / 6) * k * 6 + kk * 6 + r % 6] = a[r * k + kk];
+    for (size_t kk = 0; kk < k; kk++)
+      for (size_t j = 0; j < n; j++) bp[(j / 16) * k * 16 + kk * 16 + j % 16] = b[kk * n + j];
+    for (size_t r = 0; r < m; r++)
+      for (size_t j = 0; j < n; j++) {
+        double acc = 0, s = 0;
+        for (size_t kk = 0; kk < k; kk++) {
+          acc += (double)a[r * k + kk] * b[kk * n + j];
+          s += fabs((double)a[r * k + kk] * b[kk * n + j]);
+        }
+        ref[r * n + j] = acc, mag[r * n + j] = s;
+      }
+    strip_src src = {b, n};
+    for (int v = 0; v < 16; v++) {
+      const int a_packed = v & 1, bmode = (v >> 1) & 3, extras = v >> 3;
+      emc_gemm g = {0};
+      g.cfg = cfg, g.m = m, g.k = k, g.n = n, g.a_packed = a_packed;
+      g.a = a_packed ? ap : a, g.a_rs = a_packed ? 1 : k, g.a_ks = a_packed ? EMC_MR : 1;
+      g.b = bmode == 0 ? bp : b, g.ldb = n, g.b_packed = bmode == 0;
+      g.c = c, g.ldc = n, g.mm.min = extras ? -20.0f : -INFINITY;
+      g.mm.max = extras ? 20.0f : INFINITY;
+      g.bias_m = extras ? bm : NULL, g.bias_n = extras ? NULL : bn;
+      g.res = extras ? res : NULL, g.ldr = n, g.act = extras ? EMC_ACT_SIGMOID : 0;
+      if (bmode >= 2) g.pack = pack + 1;
+      if (bmode == 3) g.pack_b = copy_strip, g.pack_ctx = &src;
+      g.amx_ws = (char *)ws + 1, g.amx_busy = busy, g.amx_slots = EMC_AMX_SLOTS;
+      CHECK(emc_gemm_amx_fits(&g), "m=%zu n=%zu k=%zu does not take the AMX path", m, n, k);
+      for (size_t i = 0; i < m * n + 8; i++) c[i] = SENTINEL;
+      emc_gemm_run(&g, pool);
+      int ok = 1;
+      for (size_t r = 0; r < m && ok; r++)
+        for (size_t j = 0; j < n && ok; j++) {
+          double want = ref[r * n + j] + (extras ? (double)bm[r] + res[r * n + j] : bn[j]);
+          if (extras) want = 1.0 / (1.0 + exp(-fmin(fmax(want, -20.0), 20.0)));
+          const double tol = 4e-5 * (mag[r * n + j] + 2.0) + 1e-6;
+          if (!(fabs(c[r * n + j] - want) <= tol)) {
+            CHECK(0,
+                  "amx m=%zu n=%zu k=%zu a_packed=%d bmode=%d extras=%d threads=%d: c[%zu,%zu]"
+                  " = %.9g, want %.9g (tol %.3g)",
+                  m, n, k, a_packed, bmode, extras, em_threadpool_size(pool), r, j, c[r * n + j],
+                  want, tol);
+            ok = 0;
+          }
+        }
+      for (size_t i = m * n; i < m * n + 8 && ok; i++)
+        if (c[i] != SENTINEL) {
+          CHECK(0, "amx m=%zu n=%zu k=%zu: wrote past C", m, n, k);
+          ok = 0;
+        }
+      if (ok) g_pass++;
+    }
+    free(a), free(ap), free(b), free(bp), free(c), free(res), free(bm), free(bn), free(pack);
+    free(ref), free(mag), free(ws);
+  }
+}
+#endif
+
 int main(void) {
-  static const char *isas[] = {"avx512f", "avx2", "neon", "scalar"};
+  static const char *isas[] = {"amx", "avx512f", "avx2", "neon", "scalar"};
   int tested = 0;
   for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
     const em_cpu_config *cfg = em_cpu_config_for(isas[i]);
@@ -551,6 +646,12 @@ int main(void) {
     test_gemm_driver(cfg, NULL);
     em_threadpool *pool = em_threadpool_create(2);
     test_gemm_driver(cfg, pool);
+#if defined(__x86_64__)
+    if (cfg->amx) {
+      test_gemm_amx(cfg, NULL);
+      test_gemm_amx(cfg, pool);
+    }
+#endif
     em_threadpool_destroy(pool);
     test_dwconv(cfg);
     test_dwconv_small(cfg);

@@ -639,6 +639,73 @@ def test_lower_isa_in_subprocess(tmp_path) -> None:
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
 
 
+def _has_amx() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return all(f" {x}" in flags for x in ("amx_bf16", "amx_tile", "avx512_bf16"))
+
+
+class AmxZoo(nn.Module):
+    """GEMMs big enough for the AMX path: a 1x1 conv (packed weights as A, activations as a
+    row-major B), a 3x3 conv (im2col strips), linears on 96 tokens (activations as A, packed
+    weights as B) with a residual and GELU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pw = nn.Conv2d(96, 160, 1)
+        self.c3 = nn.Conv2d(160, 96, 3, stride=2, padding=1)
+        self.fc1 = nn.Linear(96, 384)
+        self.fc2 = nn.Linear(384, 96)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.c3(F.relu(self.pw(x)))  # [1, 96, 10, 10]
+        t = y.flatten(2).transpose(1, 2)  # [1, 100, 96]
+        return t + self.fc2(F.gelu(self.fc1(t)))
+
+
+@pytest.mark.skipif(not _has_amx(), reason="no AMX-BF16 on this CPU")
+def test_amx_path_matches_eager(tmp_path) -> None:
+    """Where the CPU has AMX, "amx" is the ISA chosen by default and its bf16x3 GEMMs match eager
+    within 1e-4 of the largest output; EMBER_CPU_ISA=avx512f keeps every product in f32 FMAs
+    (closer still). The two runs differ, so the AMX path did run (kernel-level bounds:
+    tests/c/test_cpu_ukernels.c test_gemm_amx)."""
+    torch.manual_seed(0)
+    m = AmxZoo().eval()
+    x = torch.randn(1, 96, 20, 20)
+    prog = ember.export(m, (x,), backend="cpu")
+    assert _n_delegates(prog) >= 1
+    pte = tmp_path / "m.pte"
+    prog.save(pte)
+    with torch.inference_mode():
+        want = m(x)
+    torch.save(x, tmp_path / "x.pt")
+    outs = {}
+    for isa in ("amx", "avx512f", None):
+        code = (
+            "import torch; from ember.runtime import RuntimeProgram;"
+            f"x = torch.load({str(tmp_path / 'x.pt')!r});"
+            f"p = RuntimeProgram(open({str(pte)!r}, 'rb').read(), threads=2);"
+            f"torch.save(p.run('forward', [x])[0], {str(tmp_path / f'{isa}.pt')!r})"
+        )
+        env = dict(os.environ)
+        env.pop("EMBER_CPU_ISA", None)
+        if isa:
+            env["EMBER_CPU_ISA"] = isa
+        r = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs[isa] = torch.load(tmp_path / f"{isa}.pt")
+    scale = want.abs().max().item()
+    torch.testing.assert_close(outs["amx"], want, rtol=0, atol=1e-4 * scale)
+    torch.testing.assert_close(outs["avx512f"], want, rtol=0, atol=1e-5 * scale)
+    assert torch.equal(outs[None], outs["amx"])  # the default is AMX
+    assert not torch.equal(outs["amx"], outs["avx512f"])
+
+
 # ---- malformed blobs ------------------------------------------------------------------------
 def _blob_span(buf: bytes) -> tuple[int, int]:
     at = buf.index(b"EMC1")
