@@ -78,7 +78,8 @@ static void peak_part(void *ctx, int64_t begin, int64_t end) {
 }
 
 static double fma_peak_once(const char *isa, em_threadpool *pool) {
-  peak_job j = {strcmp(isa, "avx512f") == 0 || strcmp(isa, "amx") == 0 ? 16 : 8, 10 * 1000 * 1000, 0};
+  peak_job j = {strcmp(isa, "avx512f") == 0 || strcmp(isa, "amx") == 0 ? 16 : 8, 10 * 1000 * 1000,
+                0};
   int n = em_threadpool_size(pool);
   double t0 = now();
   em_parallel_for(pool, n, peak_part, &j);
