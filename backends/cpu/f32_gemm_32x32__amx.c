@@ -101,8 +101,8 @@ static inline __m512 panel_row(const __m512 v[6], int q) {
  * bf16 tiles (one 1 KiB stream per tile load, which the prefetchers follow). Packed weights are
  * read a 6-row panel at a time, 96 contiguous floats per 16 k, and transposed by permutes.
  */
-static void pack_a(const emc_gemm *g, size_t r0, size_t rows_pad, size_t k0, size_t kc,
-                   uint16_t *dst) {
+static void pack_a(const emc_gemm *g, size_t r0, size_t rows_pad,
+                                             size_t k0, size_t kc, uint16_t *dst) {
   const size_t kp = div_up(kc, 32) * 32, steps = 3 * kp / 32;
   const size_t rows = g->m > r0 ? min_sz(g->m - r0, rows_pad) : 0;
   for (size_t r = rows; r < rows_pad; r++) {
@@ -150,8 +150,8 @@ static void pack_a(const emc_gemm *g, size_t r0, size_t rows_pad, size_t k0, siz
  * B' for kc rows of f32 and nc <= 32 columns: row k's columns 16 h .. 16 h + 15 at
  * src + k * ld + h * half. dst: (3 kp / 32) K' steps of two 16 x 32 bf16 tiles.
  */
-static void pack_b_tiles(const float *src, size_t ld, size_t half, size_t kc, size_t nc,
-                         uint16_t *dst) {
+static void pack_b_tiles(const float *src, size_t ld, size_t half,
+                                                   size_t kc, size_t nc, uint16_t *dst) {
   const size_t kp = div_up(kc, 32) * 32;
   /* VNNI: element (k', n) of a tile at row k' / 2, column 2 n + k' % 2. */
   const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
@@ -183,8 +183,9 @@ static void pack_b_tiles(const float *src, size_t ld, size_t half, size_t kc, si
 
 /* The 32 x 32 block: out (ldo floats) = cin (ldi floats; NULL: zero) + A' (rows 0-15: `steps`
  * tiles from a, rows 16-31: the next `steps`) @ B' over `steps` 32-deep steps. */
-static void tile_block(const uint16_t *a, const uint16_t *b, size_t steps, const float *cin,
-                       size_t ldi, float *out, size_t ldo) {
+static void tile_block(const uint16_t *a, const uint16_t *b, size_t steps,
+                                                 const float *cin, size_t ldi, float *out,
+                                                 size_t ldo) {
   const uint16_t *a1 = a + steps * 512;
   if (cin) {
     _tile_loadd(0, cin, ldi * 4);
@@ -214,12 +215,35 @@ static void tile_block(const uint16_t *a, const uint16_t *b, size_t steps, const
 }
 
 /*
+ * Prefetches part `part` of `parts` of B's rows [k0, k0 + kc), columns [n0, n0 + 32) toward L2
+ * when B is in memory (packed weights or a row-major matrix; a pack_b strip is built): the next
+ * strip's weights stream in while this one's tiles run (split in a burst by pack_b_tiles, ViT's
+ * weights from memory stalled it for as long as its tiles took).
+ */
+static void prefetch_b(const emc_gemm *g, size_t n0, size_t k0, size_t kc, size_t part,
+                       size_t parts) {
+  if (n0 >= g->n || (!g->b_packed && g->pack_b)) return;
+  const size_t halves = g->n - n0 > 16 ? 2 : 1;
+  /* packed: each 16-column panel's rows are one run of kc * 64 bytes; row-major: a row a line
+   * or two (32 floats from n0) */
+  const size_t seg_lines = g->b_packed ? kc : 2, segs = g->b_packed ? halves : kc;
+  const size_t lines = segs * seg_lines, l0 = lines * part / parts, l1 = lines * (part + 1) / parts;
+  for (size_t l = l0; l < l1; l++) {
+    const size_t sg = l / seg_lines, off = l % seg_lines;
+    const float *p = g->b_packed ? g->b + (n0 / EMC_NR_PANEL + sg) * g->k * EMC_NR_PANEL +
+                                       (k0 + off) * EMC_NR_PANEL
+                                 : g->b + (k0 + sg) * g->ldb + n0 + off * 16;
+    _mm_prefetch((const char *)p, _MM_HINT_T1);
+  }
+}
+
+/*
  * Prefetches part `part` of `parts` of the A block rows [r0, r0 + rows), k [k0, k0 + kc) toward
  * L2, a line at a time: the next A block's weights come from memory while this one's tiles run
  * (split in a burst by pack_a, they stalled it: ~10 % of ResNet-50).
  */
-static void prefetch_a(const emc_gemm *g, size_t r0, size_t rows, size_t k0, size_t kc, size_t part,
-                       size_t parts) {
+static void prefetch_a(const emc_gemm *g, size_t r0, size_t rows,
+                                                 size_t k0, size_t kc, size_t part, size_t parts) {
   rows = g->m > r0 ? min_sz(g->m - r0, rows) : 0;
   if (!rows) return;
   const size_t segs = g->a_packed ? div_up(r0 + rows, EMC_MR) - r0 / EMC_MR : rows;
@@ -235,8 +259,8 @@ static void prefetch_a(const emc_gemm *g, size_t r0, size_t rows, size_t k0, siz
 
 /* Rows [m0, m0 + mr), columns [n0, n0 + nc) of C: optionally c += t (tmp, 32 floats a row; or
  * c = t when !acc), then on the last K block bias, residual, clamp and activation. */
-static void finish(const emc_gemm *g, size_t m0, size_t mr, size_t n0, size_t nc, const float *t,
-                   int acc, int last) {
+static void finish(const emc_gemm *g, size_t m0, size_t mr, size_t n0,
+                                             size_t nc, const float *t, int acc, int last) {
   const __mmask16 k0 = mask16(nc), k1 = mask16(nc > 16 ? nc - 16 : 0);
   const __m512 lo = _mm512_set1_ps(g->mm.min), hi = _mm512_set1_ps(g->mm.max);
   __m512 bn0 = _mm512_setzero_ps(), bn1 = _mm512_setzero_ps();
@@ -363,6 +387,7 @@ static void amx_items(void *ctx, int64_t part_begin, int64_t part_end) {
         for (size_t t = t0; t < t1; t++) {
           const size_t m0 = t * AMX_T, mr = min_sz(g->m - m0, AMX_T);
           const uint16_t *a = ap + (t - t0) * 2 * steps * 512;
+          if (s + 1 < s1) prefetch_b(g, (s + 1) * AMX_T, k0, kc, t - t0, t1 - t0);
           float *c = g->c + m0 * g->ldc + n0;
           if (mr == AMX_T && nc == AMX_T && !last) {
             tile_block(a, bp, steps, first ? NULL : c, g->ldc, c, g->ldc);
