@@ -17,6 +17,8 @@ ember_bench built against DIR/libember.a (e.g. a build of the commit before a ch
 interleaved with the others, so a before/after comparison shares the machine's load.
 `--baseline-pte NAME` has ember_base run out/bench/<model>/NAME instead (an export by the
 baseline's exporter, when the blob format changed and the baseline cannot read the new one).
+The runtime `ember_fma` times Ember's file with EMBER_CPU_ISA=avx512f: every product in f32
+FMAs, where `ember` takes the AMX bf16x3 GEMM path on CPUs that have it (its `isa` says which).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "bench"
-RUNTIMES = ["ember", "et_xnnpack", "et_portable", "ort", "eager"]
+RUNTIMES = ["ember", "ember_fma", "et_xnnpack", "et_portable", "ort", "eager"]
 PY = sys.executable
 
 
@@ -182,10 +184,10 @@ BASELINE_PTE = "ember.pte"  # --baseline-pte
 
 def measure(rt: str, model: str, threads: int, warmup: int, runs: int, timeout: float) -> dict:
     d = OUT / model
-    if rt in ("ember", "ember_base"):
+    if rt in ("ember", "ember_base", "ember_fma"):
         cmd = [
-            str(OUT / ("ember_bench" if rt == "ember" else "ember_bench_base")),
-            str(d / ("ember.pte" if rt == "ember" else BASELINE_PTE)),
+            str(OUT / ("ember_bench_base" if rt == "ember_base" else "ember_bench")),
+            str(d / (BASELINE_PTE if rt == "ember_base" else "ember.pte")),
             str(d / "input.bin"),
             str(d / f"out_{rt}.bin"),
             str(threads),
@@ -193,6 +195,8 @@ def measure(rt: str, model: str, threads: int, warmup: int, runs: int, timeout: 
             str(runs),
         ]
         env = dict(os.environ)
+        if rt == "ember_fma":  # every product in f32 FMAs, no AMX bf16x3 path
+            env["EMBER_CPU_ISA"] = "avx512f"
     else:
         cmd = [PY, __file__, "--worker", rt, model, str(threads), str(warmup), str(runs)]
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
@@ -248,7 +252,7 @@ def max_rel_err(model: str, rt: str) -> float | None:
 # ---- driver -------------------------------------------------------------------------------------
 def _export_of(rt: str) -> str:
     """The runtime whose export a runtime runs (ember_base runs Ember's file)."""
-    return "ember" if rt == "ember_base" else rt
+    return "ember" if rt in ("ember_base", "ember_fma") else rt
 
 
 def main() -> None:
@@ -350,7 +354,7 @@ def main() -> None:
                     res[rt]["rss_delta_mb"] = max(
                         res[rt]["rss_delta_mb"], m.get("rss_delta_mb", m["rss_mb"])
                     )
-                    if rt in ("ember", "ember_base"):
+                    if rt in ("ember", "ember_base", "ember_fma"):
                         res[rt]["isa"] = m.get("isa")
                 print(f"  threads={th} round {rnd + 1}/{a.rounds} done", flush=True)
             for rt in a.runtimes:
@@ -376,6 +380,8 @@ def main() -> None:
                         drss=v["rss_delta_mb"],
                         err=max_rel_err(model, rt),
                     )
+                    if v.get("isa"):
+                        row["isa"] = v["isa"]
                 rows.append(row)
             best_peer = min(
                 (
@@ -407,7 +413,7 @@ def _fmt_row(r: dict) -> str:
         f"| {r['model']} | {r['threads']} | {r['runtime']} | {r['median']:.2f} | {r['p90']:.2f} | "
         f"{r.get('vs_best', float('nan')):.2f} | {r['load']:.1f} | {r['rss']:.0f} | "
         f"{r['drss']:.0f} | "
-        f"{r['size_mb']:.1f} | {err} | n={r['n']} {r.get('error', '')} |"
+        f"{r['size_mb']:.1f} | {err} | n={r['n']} {r.get('isa', '')} {r.get('error', '')} |"
     )
 
 

@@ -107,7 +107,7 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   d->arena_nbytes = h.arena_nbytes;
 #if defined(__x86_64__)
   if (cfg->amx) { /* pages are touched only by the slots in use */
-    d->amx_ws = em_allocator_alloc(al, EMC_AMX_SLOTS * emc_gemm_amx_slot_bytes(), 64);
+    d->amx_ws = em_allocator_alloc(al, EMC_AMX_SLOTS * emc_gemm_amx_slot_bytes() + 64, 64);
     d->amx_busy = em_allocator_alloc(al, EMC_AMX_SLOTS * sizeof *d->amx_busy, 16);
     if (!d->amx_ws || !d->amx_busy)
       FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method allocator too small for the AMX workspace");

@@ -88,7 +88,7 @@ typedef struct emc_gemm {
   void (*pack_b)(const void *pack_ctx, size_t k0, size_t kc, size_t n0, size_t nc, float *dst,
                  size_t ldd);
   const void *pack_ctx;
-  /* The AMX path's workspace (emc_gemm_amx_slot_bytes() a slot, amx_slots slots, any alignment)
+  /* The AMX path's workspace (amx_slots * emc_gemm_amx_slot_bytes() + 64 bytes, any alignment)
    * and its in-use flags, shared by every GEMM that may run at the same time (a batch of GEMMs
    * split over threads): with cfg->amx, GEMMs big enough run there when the pool has no more
    * threads than slots. */
