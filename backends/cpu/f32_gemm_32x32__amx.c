@@ -315,11 +315,10 @@ static amx_plan plan_of(const emc_gemm *g, int n_threads) {
   const size_t tile_bytes = AMX_T * 3 * div_up(p.kc, 32) * 32 * 2;
   p.mb = min_sz(p.mt, AMX_A_BYTES / tile_bytes);
   if (p.mb < 1) p.mb = 1;
-  /* Packed weights as A are gathered out of their 6-row panels, the dearest split: under a split
-   * by strips every thread would split all of them (the 14x14 1x1 convs of ResNet-50 ran slower
-   * on 2 threads than on 1), so the threads take M blocks instead and each splits the cheap
-   * contiguous B strips again. */
-  if (g->a_packed && n_threads > 1 && p.mt >= (size_t)n_threads)
+  /* Under a split by strips every thread splits all of the M block's A, under a split by M
+   * blocks all of B: when A is the larger (M > N: the 14x14 1x1 convs of ResNet-50, weights as
+   * A, ran slower on 2 threads than on 1 split by strips), the threads take M blocks. */
+  if (n_threads > 1 && g->m > g->n && p.mt >= (size_t)n_threads)
     p.mb = min_sz(p.mb, div_up(p.mt, (size_t)n_threads));
   p.mb = div_up(p.mt, div_up(p.mt, p.mb));
   return p;
