@@ -12,6 +12,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "cpu_ukernels.h"
 #include "ember/platform.h"
@@ -47,15 +50,21 @@ static const em_cpu_config configs[] = {
 };
 
 #if defined(__x86_64__)
-/* AMX tiles with bf16 products, AVX-512 BF16 / BW for the operand split, and the OS's leave. */
+/* AMX tiles with bf16 products (CPUID.(7,0):EDX bits 22 and 24), AVX-512 BF16 for the operand
+ * split (CPUID.(7,1):EAX bit 5) and BW, and the OS's leave. Read from CPUID directly: not every
+ * compiler's __builtin_cpu_supports knows these names (clang 14 does not). */
 static int amx_usable(void) {
   static int state; /* 0 unknown, 1 yes, 2 no (benign race: every thread finds the same) */
-  if (!state)
-    state = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                    __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("amx-tile") &&
-                    __builtin_cpu_supports("amx-bf16") && em_platform_enable_amx()
+  if (!state) {
+    unsigned a0, b0, c0, d0, a1, b1, c1, d1;
+    const int leaf7 =
+        __get_cpuid_count(7, 0, &a0, &b0, &c0, &d0) && __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1);
+    const int cpu = leaf7 && (d0 >> 22 & 1) && (d0 >> 24 & 1) && (a1 >> 5 & 1);
+    state = cpu && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                    em_platform_enable_amx()
                 ? 1
                 : 2;
+  }
   return state == 1;
 }
 #endif
