@@ -27,7 +27,8 @@ extern "C" {
 /* Registers EmberCpuBackend (EM_ERR_REGISTRATION_ALREADY_REGISTERED when it already is). */
 em_status em_register_cpu_backend(void);
 
-/* The ISA the backend's micro-kernels use on this CPU ("avx512f", "avx2", "scalar"). */
+/* The ISA the backend's micro-kernels use on this CPU ("amx": AVX-512 with the AMX bf16x3 GEMM
+ * path, "avx512f", "avx2", "neon", "scalar"). */
 const char *em_cpu_backend_isa(void);
 
 #ifdef __cplusplus

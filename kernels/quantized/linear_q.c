@@ -43,7 +43,9 @@ static int isa_available(const char *isa) {
    * extra AVX-512 feature bits that its f32 kernels do not need. */
   const em_cpu_config *cpu = em_cpu_config_get();
   const char *top = cpu ? cpu->isa : "scalar";
-  int has512 = strcmp(top, "avx512f") == 0, has2 = has512 || strcmp(top, "avx2") == 0;
+  /* "amx" is AVX-512 plus the AMX f32 GEMM path */
+  int has512 = strcmp(top, "avx512f") == 0 || strcmp(top, "amx") == 0;
+  int has2 = has512 || strcmp(top, "avx2") == 0;
   if (strcmp(isa, "avx512vnni") == 0)
     return has512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
   if (strcmp(isa, "avx2") == 0) return has2;
