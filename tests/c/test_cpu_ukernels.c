@@ -542,14 +542,15 @@ static float frand24(void) {
 /*
  * The AMX bf16x3 path (f32_gemm_32x32__amx.c) on GEMMs big enough to take it: every A form
  * (packed weight panels, row-major rows), every B form, K over one and several K blocks and not a
- * multiple of 32, M and N with ragged 32-row / 32-column edges, bias on either side, a residual,
+ * multiple of 32 (300 x 2000: several M blocks of several K blocks), M and N with ragged 32-row /
+ * 32-column edges, bias on either side, a residual,
  * a clamp and an activation, 1 and 2 threads. The bound is the split's: each product within
  * 2^-15 of itself, so |c - ref| <= 4e-5 * sum |a b| (plain bf16 products, or a lost lo term,
  * miss it by ~50x); nothing is written outside C.
  */
 static void test_gemm_amx(const em_cpu_config *cfg, em_threadpool *pool) {
-  static const size_t shapes[][3] = {
-      {64, 64, 512}, {70, 130, 300}, {97, 200, 257}, {128, 96, 1000}, {66, 257, 130}};
+  static const size_t shapes[][3] = {{64, 64, 512},   {70, 130, 300}, {97, 200, 257},
+                                     {128, 96, 1000}, {66, 257, 130}, {300, 80, 2000}};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
     const size_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
     const size_t mp = (m + 5) / 6 * 6, np = (n + 15) / 16 * 16;
