@@ -101,8 +101,8 @@ static inline __m512 panel_row(const __m512 v[6], int q) {
  * bf16 tiles (one 1 KiB stream per tile load, which the prefetchers follow). Packed weights are
  * read a 6-row panel at a time, 96 contiguous floats per 16 k, and transposed by permutes.
  */
-static void pack_a(const emc_gemm *g, size_t r0, size_t rows_pad,
-                                             size_t k0, size_t kc, uint16_t *dst) {
+static void pack_a(const emc_gemm *g, size_t r0, size_t rows_pad, size_t k0, size_t kc,
+                   uint16_t *dst) {
   const size_t kp = div_up(kc, 32) * 32, steps = 3 * kp / 32;
   const size_t rows = g->m > r0 ? min_sz(g->m - r0, rows_pad) : 0;
   for (size_t r = rows; r < rows_pad; r++) {
@@ -150,8 +150,8 @@ static void pack_a(const emc_gemm *g, size_t r0, size_t rows_pad,
  * B' for kc rows of f32 and nc <= 32 columns: row k's columns 16 h .. 16 h + 15 at
  * src + k * ld + h * half. dst: (3 kp / 32) K' steps of two 16 x 32 bf16 tiles.
  */
-static void pack_b_tiles(const float *src, size_t ld, size_t half,
-                                                   size_t kc, size_t nc, uint16_t *dst) {
+static void pack_b_tiles(const float *src, size_t ld, size_t half, size_t kc, size_t nc,
+                         uint16_t *dst) {
   const size_t kp = div_up(kc, 32) * 32;
   /* VNNI: element (k', n) of a tile at row k' / 2, column 2 n + k' % 2. */
   const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
@@ -183,9 +183,8 @@ static void pack_b_tiles(const float *src, size_t ld, size_t half,
 
 /* The 32 x 32 block: out (ldo floats) = cin (ldi floats; NULL: zero) + A' (rows 0-15: `steps`
  * tiles from a, rows 16-31: the next `steps`) @ B' over `steps` 32-deep steps. */
-static void tile_block(const uint16_t *a, const uint16_t *b, size_t steps,
-                                                 const float *cin, size_t ldi, float *out,
-                                                 size_t ldo) {
+static void tile_block(const uint16_t *a, const uint16_t *b, size_t steps, const float *cin,
+                       size_t ldi, float *out, size_t ldo) {
   const uint16_t *a1 = a + steps * 512;
   if (cin) {
     _tile_loadd(0, cin, ldi * 4);
@@ -242,8 +241,8 @@ static void prefetch_b(const emc_gemm *g, size_t n0, size_t k0, size_t kc, size_
  * L2, a line at a time: the next A block's weights come from memory while this one's tiles run
  * (split in a burst by pack_a, they stalled it: ~10 % of ResNet-50).
  */
-static void prefetch_a(const emc_gemm *g, size_t r0, size_t rows,
-                                                 size_t k0, size_t kc, size_t part, size_t parts) {
+static void prefetch_a(const emc_gemm *g, size_t r0, size_t rows, size_t k0, size_t kc, size_t part,
+                       size_t parts) {
   rows = g->m > r0 ? min_sz(g->m - r0, rows) : 0;
   if (!rows) return;
   const size_t segs = g->a_packed ? div_up(r0 + rows, EMC_MR) - r0 / EMC_MR : rows;
@@ -259,8 +258,8 @@ static void prefetch_a(const emc_gemm *g, size_t r0, size_t rows,
 
 /* Rows [m0, m0 + mr), columns [n0, n0 + nc) of C: optionally c += t (tmp, 32 floats a row; or
  * c = t when !acc), then on the last K block bias, residual, clamp and activation. */
-static void finish(const emc_gemm *g, size_t m0, size_t mr, size_t n0,
-                                             size_t nc, const float *t, int acc, int last) {
+static void finish(const emc_gemm *g, size_t m0, size_t mr, size_t n0, size_t nc, const float *t,
+                   int acc, int last) {
   const __mmask16 k0 = mask16(nc), k1 = mask16(nc > 16 ? nc - 16 : 0);
   const __m512 lo = _mm512_set1_ps(g->mm.min), hi = _mm512_set1_ps(g->mm.max);
   __m512 bn0 = _mm512_setzero_ps(), bn1 = _mm512_setzero_ps();
