@@ -36,9 +36,6 @@
 /* A block: [mb * 6, kcb] floats within 512 KiB, half of the smallest L2 we target (Zen 4). */
 #define EMC_A_BLOCK_FLOATS (128 * 1024)
 
-static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
-static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
-
 /*
  * The K block for depth k: blocks of equal depth near EMC_KCB and at most EMC_KCB * 5 / 4, so
  * no sliver of a last block pays a whole C round trip for a few k (K = 147, a 7x7 RGB stem: one
@@ -47,15 +44,8 @@ static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
 static size_t k_block(size_t k) {
   size_t nb = (k + EMC_KCB / 2) / EMC_KCB;
   if (nb < 1) nb = 1;
-  if (div_up(k, nb) > EMC_KCB * 5 / 4) nb++;
-  return div_up(k, nb);
-}
-
-/* Claims a free pack buffer slot (at most n_threads chunks run at once). */
-static int claim_slot(emc_gemm *g) {
-  for (;;)
-    for (int s = 0; s < g->n_slots; s++)
-      if (!atomic_flag_test_and_set(&g->slot_busy[s])) return s;
+  if (emc_div_up(k, nb) > EMC_KCB * 5 / 4) nb++;
+  return emc_div_up(k, nb);
 }
 
 /* Copies rows [k0, k0 + kc), columns [n0, n0 + nc) of a row-major B into dst[kc][ldd]. */
@@ -71,11 +61,11 @@ static void pack_strip(const emc_gemm *g, size_t k0, size_t kc, size_t n0, size_
  */
 static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_t t1, float *buf,
                         int pf_a, size_t s_next, size_t k_next) {
-  const size_t nr = g->cfg->nr, ldd = div_up(nr, EMC_NR_PANEL) * EMC_NR_PANEL;
+  const size_t nr = g->cfg->nr, ldd = emc_div_up(nr, EMC_NR_PANEL) * EMC_NR_PANEL;
   const em_minmax_params none = {-INFINITY, INFINITY};
-  const size_t kc = min_sz(g->k - k0, g->kcb);
+  const size_t kc = emc_min_sz(g->k - k0, g->kcb);
   const int last = k0 + kc == g->k;
-  const size_t n0 = s * nr, nc = min_sz(g->n - n0, nr);
+  const size_t n0 = s * nr, nc = emc_min_sz(g->n - n0, nr);
   const float *b;
   size_t ldb, b_next;
   if (g->b_packed) {
@@ -91,7 +81,7 @@ static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_
     b = g->b + k0 * g->ldb + n0, ldb = g->ldb, b_next = EMC_NR_PANEL;
   }
   for (size_t t = t0; t < t1; t++) {
-    const size_t m0 = t * EMC_MR, mr = min_sz(g->m - m0, EMC_MR);
+    const size_t m0 = t * EMC_MR, mr = emc_min_sz(g->m - m0, EMC_MR);
     const float *a =
         g->a_packed ? g->a + t * g->k * EMC_MR + k0 * EMC_MR : g->a + m0 * g->a_rs + k0 * g->a_ks;
     float *c = g->c + m0 * g->ldc + n0;
@@ -105,7 +95,7 @@ static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_
      * a line per k, while the rest of this one's tiles run on the current micro-panel. */
     const size_t pf_panel = s_next * nr / EMC_NR_PANEL + (t - t0);
     if (!g->a_packed && g->b_packed && t - t0 < 4 && s_next < g->strips && k_next < g->k &&
-        pf_panel < div_up(g->n, EMC_NR_PANEL))
+        pf_panel < emc_div_up(g->n, EMC_NR_PANEL))
       a_pf = g->b + pf_panel * g->k * EMC_NR_PANEL + k_next * EMC_NR_PANEL;
     g->cfg->gemm(mr, nc, kc, a, g->a_packed ? 1 : g->a_rs, g->a_packed ? EMC_MR : g->a_ks, b, ldb,
                  b_next, c, g->ldc, g->bias_m ? g->bias_m + m0 : NULL,
@@ -128,8 +118,8 @@ static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_
  */
 static void gemm_items(void *ctx, int64_t begin, int64_t end) {
   emc_gemm *g = ctx;
-  const size_t ldd = div_up(g->cfg->nr, EMC_NR_PANEL) * EMC_NR_PANEL;
-  const int slot = g->pack ? claim_slot(g) : -1;
+  const size_t ldd = emc_div_up(g->cfg->nr, EMC_NR_PANEL) * EMC_NR_PANEL;
+  const int slot = g->pack ? emc_claim_flag(g->slot_busy, g->n_slots) : -1;
   /* Slots start 64-byte aligned (scratch offsets are only promised 16): B rows are then whole
    * cache lines, never a load split across two. */
   float *const pack = g->pack ? (float *)(((uintptr_t)g->pack + 63) & ~(uintptr_t)63) : NULL;
@@ -137,9 +127,9 @@ static void gemm_items(void *ctx, int64_t begin, int64_t end) {
   const int strips_outer = g->mb * EMC_MR * g->k <= EMC_A_BLOCK_FLOATS;
   for (int64_t it = begin; it < end;) {
     const size_t mbi = (size_t)it / g->strips;
-    const int64_t grp_end = (int64_t)min_sz((size_t)end, (mbi + 1) * g->strips);
+    const int64_t grp_end = (int64_t)emc_min_sz((size_t)end, (mbi + 1) * g->strips);
     const size_t s0 = (size_t)it % g->strips, s1 = s0 + (size_t)(grp_end - it);
-    const size_t t0 = mbi * g->mb, t1 = min_sz(g->mtiles, t0 + g->mb);
+    const size_t t0 = mbi * g->mb, t1 = emc_min_sz(g->mtiles, t0 + g->mb);
     if (strips_outer) {
       for (size_t s = s0; s < s1; s++)
         for (size_t k0 = 0; k0 < g->k; k0 += g->kcb) {
@@ -158,7 +148,7 @@ static void gemm_items(void *ctx, int64_t begin, int64_t end) {
 }
 
 size_t emc_gemm_pack_floats(const em_cpu_config *cfg, size_t k, int n_threads) {
-  const size_t ldd = div_up(cfg->nr, EMC_NR_PANEL) * EMC_NR_PANEL;
+  const size_t ldd = emc_div_up(cfg->nr, EMC_NR_PANEL) * EMC_NR_PANEL;
   return (size_t)(n_threads < 1 ? 1 : n_threads) * k_block(k) * ldd + 16; /* + align */
 }
 
@@ -171,12 +161,13 @@ void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
   }
 #endif
   g->kcb = k_block(g->k);
-  g->mtiles = div_up(g->m, EMC_MR);
-  g->strips = div_up(g->n, g->cfg->nr);
+  g->mtiles = emc_div_up(g->m, EMC_MR);
+  g->strips = emc_div_up(g->n, g->cfg->nr);
   /* The largest M block whose A block fits; then smaller ones until every thread has work. */
-  size_t mb = min_sz(g->mtiles, EMC_A_BLOCK_FLOATS / (g->kcb * EMC_MR));
+  size_t mb = emc_min_sz(g->mtiles, EMC_A_BLOCK_FLOATS / (g->kcb * EMC_MR));
   if (mb < 1) mb = 1;
-  mb = div_up(g->mtiles, div_up(g->mtiles, mb)); /* equal blocks, not a full one and a sliver */
+  mb = emc_div_up(g->mtiles,
+                  emc_div_up(g->mtiles, mb)); /* equal blocks, not a full one and a sliver */
   /* Every M block packs its own copy of each B strip (an im2col), so when B is packed per strip
    * few-strip GEMMs (N = 49: one strip) split M into fewer, larger blocks: the copy costs about
    * what 8 tiles of FMAs do. But a few strips with a ragged last one (N = 196: 64, 64, 64, 4)
@@ -189,7 +180,7 @@ void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
   const int big_blocks = packs && !even_out;
   const size_t want = n_threads > 1 ? (big_blocks ? 2 : 4) * (size_t)n_threads : 1;
   const size_t mb_min = big_blocks ? 16 : 4;
-  while (mb > mb_min && div_up(g->mtiles, mb) * g->strips < want) mb = div_up(mb, 2);
+  while (mb > mb_min && emc_div_up(g->mtiles, mb) * g->strips < want) mb = emc_div_up(mb, 2);
   /* A row-major A (activations) is written by the operator before, split over the threads by
    * rows or columns; under a split by strips every thread reads all of it, half from the other
    * core's cache, a line at a time as the kernel needs it (ViT-B/16's MLP down-projection,
@@ -197,7 +188,7 @@ void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
    * When A is the bigger side of the product (K >= 2N: the extra reads of B a split by rows
    * costs are then the smaller loss), each thread takes one M block of whole rows. */
   if (n_threads > 1 && !g->a_packed && g->k >= 2 * g->n && g->mtiles >= 2 * (size_t)n_threads)
-    mb = div_up(g->mtiles, (size_t)n_threads);
+    mb = emc_div_up(g->mtiles, (size_t)n_threads);
   g->mb = mb;
   g->n_slots = n_threads < EMC_GEMM_MAX_SLOTS ? n_threads : EMC_GEMM_MAX_SLOTS;
   /* Only the slots in use, and relaxed: a sequentially consistent clear is a locked exchange
@@ -206,7 +197,7 @@ void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
    * orders these stores before any worker's claim. */
   for (int s = 0; s < g->n_slots; s++)
     atomic_flag_clear_explicit(&g->slot_busy[s], memory_order_relaxed);
-  const size_t items = div_up(g->mtiles, mb) * g->strips;
+  const size_t items = emc_div_up(g->mtiles, mb) * g->strips;
   em_parallel_for_static(g->m * g->n * g->k < EMC_MIN_PARALLEL_WORK ? NULL : pool, (int64_t)items,
                          gemm_items, g);
 }

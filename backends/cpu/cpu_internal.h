@@ -101,6 +101,17 @@ typedef struct emc_gemm {
   atomic_flag slot_busy[EMC_GEMM_MAX_SLOTS];
 } emc_gemm;
 
+/* Spins until one of flags[0, n) is claimed (set) and returns its index: a pack or workspace
+ * slot; at most n claimants run at once, so one frees up. */
+static inline int emc_claim_flag(atomic_flag *flags, int n) {
+  for (;;)
+    for (int s = 0; s < n; s++)
+      if (!atomic_flag_test_and_set(&flags[s])) return s;
+}
+
+static inline size_t emc_min_sz(size_t a, size_t b) { return a < b ? a : b; }
+static inline size_t emc_div_up(size_t a, size_t b) { return (a + b - 1) / b; }
+
 /* Floats of pack scratch emc_gemm_run needs for a row-major B with k rows on n_threads. */
 size_t emc_gemm_pack_floats(const em_cpu_config *cfg, size_t k, int n_threads);
 

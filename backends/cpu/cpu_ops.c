@@ -30,7 +30,11 @@ static const emc_rt_tensor *tensor_at(const emc_delegate *d, int32_t id) {
 
 static float *data_of(const emc_delegate *d, int32_t id) { return id >= 0 ? d->t[id].data : NULL; }
 
-static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
+/* A GEMM job of this delegate: its kernels and its AMX workspace, everything else zero. */
+static void gemm_init(emc_gemm *j, const emc_delegate *d) {
+  memset(j, 0, sizeof *j);
+  j->cfg = d->cfg, j->amx_ws = d->amx_ws, j->amx_busy = d->amx_busy, j->amx_slots = d->amx_slots;
+}
 
 static em_minmax_params clamp_of(const emc_op *op) {
   em_minmax_params p = {-INFINITY, INFINITY};
@@ -93,7 +97,7 @@ static int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t dil
  * floats), then C^T [npix][co].
  */
 static uint64_t conv_t_scratch_floats(int64_t kg, int64_t npix, int64_t co) {
-  return 16 + div_up(div_up((size_t)npix, EMC_MR) * EMC_MR * (size_t)kg, 16) * 16 +
+  return 16 + emc_div_up(emc_div_up((size_t)npix, EMC_MR) * EMC_MR * (size_t)kg, 16) * 16 +
          (uint64_t)npix * (uint64_t)co;
 }
 
@@ -189,8 +193,8 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
     const bool tr = ip[EMC_CONV_TRANSPOSED] != 0;
     /* Filters per element: [co, cin] in 6-row A panels, or transposed [cin, co] in 16-column B
      * panels. */
-    const int64_t per_xi = tr ? (int64_t)div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * cin
-                              : (int64_t)div_up((size_t)co, EMC_MR) * EMC_MR * cin;
+    const int64_t per_xi = tr ? (int64_t)emc_div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * cin
+                              : (int64_t)emc_div_up((size_t)co, EMC_MR) * EMC_MR * cin;
     if (w->numel != a * a * per_xi)
       WHY("conv2d: Winograd weights have %lld elements, expected %lld", (long long)w->numel,
           (long long)(a * a * per_xi));
@@ -201,17 +205,18 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
   }
   if (ip[EMC_CONV_TRANSPOSED]) {
     if (g != 1) WHY("conv2d: a transposed conv has %lld groups, not 1", (long long)g);
-    if (w->numel != (int64_t)div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * kg)
+    if (w->numel != (int64_t)emc_div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * kg)
       WHY("conv2d: transposed packed weights have %lld elements, expected %lld",
-          (long long)w->numel, (long long)(div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * kg));
+          (long long)w->numel,
+          (long long)(emc_div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * kg));
     uint64_t need = conv_t_scratch_floats(kg, oh * ow, co) * sizeof(float);
     return scratch_holds(d, op, need, "transposed", why, why_n) && check_act(op, why, why_n);
   }
-  if (w->numel != g * (int64_t)div_up((size_t)mg, EMC_MR) * EMC_MR * kg)
+  if (w->numel != g * (int64_t)emc_div_up((size_t)mg, EMC_MR) * EMC_MR * kg)
     WHY("conv2d: packed weights have %lld elements, expected %lld", (long long)w->numel,
-        (long long)(g * (int64_t)div_up((size_t)mg, EMC_MR) * EMC_MR * kg));
+        (long long)(g * (int64_t)emc_div_up((size_t)mg, EMC_MR) * EMC_MR * kg));
   const uint64_t need =
-      (uint64_t)kg * div_up((size_t)(oh * ow), EMC_NR_PANEL) * EMC_NR_PANEL * sizeof(float);
+      (uint64_t)kg * emc_div_up((size_t)(oh * ow), EMC_NR_PANEL) * EMC_NR_PANEL * sizeof(float);
   return scratch_holds(d, op, need, "im2col", why, why_n) && check_act(op, why, why_n);
 }
 
@@ -224,11 +229,11 @@ static bool check_gemm(const emc_delegate *d, const emc_op *op, char *why, size_
   const int32_t *ip = op->ip;
   int64_t batch = ip[EMC_GEMM_BATCH], m = ip[EMC_GEMM_M], k = ip[EMC_GEMM_K], n = ip[EMC_GEMM_N];
   if (batch < 1 || m < 1 || k < 1 || n < 1) WHY("gemm: empty problem");
-  int64_t a_rows = ip[EMC_GEMM_A_PACKED] ? (int64_t)div_up((size_t)m, EMC_MR) * EMC_MR : m;
+  int64_t a_rows = ip[EMC_GEMM_A_PACKED] ? (int64_t)emc_div_up((size_t)m, EMC_MR) * EMC_MR : m;
   if (a->numel < (batch - 1) * ip[EMC_GEMM_A_BSTRIDE] + a_rows * k)
     WHY("gemm: A has %lld elements, too few", (long long)a->numel);
   int64_t b_cols =
-      ip[EMC_GEMM_B_PACKED] ? (int64_t)div_up((size_t)n, EMC_NR_PANEL) * EMC_NR_PANEL : n;
+      ip[EMC_GEMM_B_PACKED] ? (int64_t)emc_div_up((size_t)n, EMC_NR_PANEL) * EMC_NR_PANEL : n;
   if (b->numel < (batch - 1) * ip[EMC_GEMM_B_BSTRIDE] + k * b_cols)
     WHY("gemm: B has %lld elements, too few", (long long)b->numel);
   if (y->numel != batch * m * n)
@@ -394,7 +399,7 @@ static void gemv_panels(void *ctx, int64_t begin, int64_t end) {
 
 static void run_gemm_job(emc_gemm *j, em_threadpool *pool) {
   if (j->m == 1 && j->b_packed && !j->bias_m && !j->a_packed) {
-    size_t panels = div_up(j->n, EMC_NR_PANEL);
+    size_t panels = emc_div_up(j->n, EMC_NR_PANEL);
     par_for(pool, (int64_t)panels, gemv_panels, j, (int64_t)(j->n * j->k));
     return;
   }
@@ -417,8 +422,8 @@ static void gemm_batch(void *ctx, int64_t begin, int64_t end) {
   float *y = data_of(d, op->out[0]);
   size_t m = (size_t)ip[EMC_GEMM_M], k = (size_t)ip[EMC_GEMM_K], n = (size_t)ip[EMC_GEMM_N];
   for (int64_t bi = begin; bi < end; bi++) {
-    emc_gemm j = {0};
-    j.cfg = d->cfg, j.amx_ws = d->amx_ws, j.amx_busy = d->amx_busy, j.amx_slots = d->amx_slots;
+    emc_gemm j;
+    gemm_init(&j, d);
     j.m = m, j.k = k, j.n = n;
     j.a = a + bi * ip[EMC_GEMM_A_BSTRIDE], j.a_packed = ip[EMC_GEMM_A_PACKED];
     j.a_rs = j.a_packed ? 1 : k, j.a_ks = j.a_packed ? EMC_MR : 1;
@@ -739,13 +744,13 @@ static void run_conv_t(const emc_delegate *d, const emc_op *op, im2col_job *ij, 
                        float *y, const float *res, int64_t co, em_threadpool *pool) {
   const int64_t kg = ij->khw_rows, npix = ij->oh * ij->ow;
   float *a = (float *)(((uintptr_t)ij->col + 63) & ~(uintptr_t)63);
-  float *ct = a + div_up(div_up((size_t)npix, EMC_MR) * EMC_MR * (size_t)kg, 16) * 16;
+  float *ct = a + emc_div_up(emc_div_up((size_t)npix, EMC_MR) * EMC_MR * (size_t)kg, 16) * 16;
   if (!direct) {
     ij->col = a;
     par_for(pool, kg, im2col_rows_rm, ij, kg * npix);
   }
-  emc_gemm j = {0};
-  j.cfg = d->cfg, j.amx_ws = d->amx_ws, j.amx_busy = d->amx_busy, j.amx_slots = d->amx_slots;
+  emc_gemm j;
+  gemm_init(&j, d);
   j.m = (size_t)npix, j.k = (size_t)kg, j.n = (size_t)co;
   j.a = direct ? ij->x : a, j.a_packed = 0, j.a_rs = 1, j.a_ks = (size_t)npix;
   j.b = data_of(d, op->in[1]), j.b_packed = 1;
@@ -953,12 +958,12 @@ static void run_conv_wino(const emc_delegate *d, const emc_op *op, const float *
       (float *)(((uintptr_t)(d->arena + op->ip[EMC_CONV_SCRATCH_OFF]) + 63) & ~(uintptr_t)63);
   j->cin = cin, j->co = co, j->h = h, j->w = w, j->oh = oh, j->ow = ow;
   j->ph = op->ip[EMC_CONV_PH], j->pw = op->ip[EMC_CONV_PW], j->m = m, j->a = m + 2;
-  j->tw = (int64_t)div_up((size_t)ow, (size_t)m);
-  j->ntiles = j->tw * (int64_t)div_up((size_t)oh, (size_t)m);
+  j->tw = (int64_t)emc_div_up((size_t)ow, (size_t)m);
+  j->ntiles = j->tw * (int64_t)emc_div_up((size_t)oh, (size_t)m);
   j->transposed = op->ip[EMC_CONV_TRANSPOSED] != 0;
   j->slot_floats = wino_slot_floats(j->a, cin, co, j->transposed);
-  j->u_floats = j->transposed ? div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * (size_t)cin
-                              : div_up((size_t)co, EMC_MR) * EMC_MR * (size_t)cin;
+  j->u_floats = j->transposed ? emc_div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * (size_t)cin
+                              : emc_div_up((size_t)co, EMC_MR) * EMC_MR * (size_t)cin;
   j->mm = clamp_of(op);
   j->mm_t = res ? (em_minmax_params){-INFINITY, INFINITY} : j->mm;
   const int64_t threads = em_threadpool_size(pool), slots = op->ip[EMC_CONV_WINO_SLOTS];
@@ -1023,7 +1028,7 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
   bool direct = kh == 1 && kw == 1 && ip[EMC_CONV_SH] == 1 && ip[EMC_CONV_SW] == 1 &&
                 ip[EMC_CONV_PH] == 0 && ip[EMC_CONV_PW] == 0;
   float *col = (float *)(d->arena + ip[EMC_CONV_SCRATCH_OFF]);
-  size_t panel = div_up((size_t)mg, EMC_MR) * EMC_MR * (size_t)kg;
+  size_t panel = emc_div_up((size_t)mg, EMC_MR) * EMC_MR * (size_t)kg;
   for (int64_t b = 0; b < n; b++) {
     for (int64_t gi = 0; gi < g; gi++) {
       const float *xg = x + (b * cin + gi * cg) * h * wd;
@@ -1060,8 +1065,8 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
        * again (ResNet-18's 7x7 layers at 2 threads). */
       const bool whole = !direct && (!fits || (npix <= 64 && em_threadpool_size(pool) > 1));
       if (whole) par_for(pool, kg, im2col_rows, &ij, kg * npix);
-      emc_gemm j = {0};
-      j.cfg = d->cfg, j.amx_ws = d->amx_ws, j.amx_busy = d->amx_busy, j.amx_slots = d->amx_slots;
+      emc_gemm j;
+      gemm_init(&j, d);
       j.m = (size_t)mg, j.k = (size_t)kg, j.n = (size_t)npix;
       j.a = w + (size_t)gi * panel, j.a_packed = 1;
       j.c = y + (b * co + gi * mg) * npix, j.ldc = (size_t)npix;
@@ -1077,7 +1082,7 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
         const int64_t s = ip[EMC_CONV_SW];
         const size_t pack_floats =
             emc_gemm_pack_floats(d->cfg, (size_t)kg, em_threadpool_size(pool));
-        ij.prows = (oh - 1) * s + kh, ij.pcols = div_up((size_t)((ow - 1) * s + kw), (size_t)s);
+        ij.prows = (oh - 1) * s + kh, ij.pcols = emc_div_up((size_t)((ow - 1) * s + kw), (size_t)s);
         const size_t pad_floats = (size_t)(cg * ij.prows * s * ij.pcols);
         if ((s == 1 || s == 2) && ip[EMC_CONV_SH] == s && ip[EMC_CONV_DH] == 1 &&
             ip[EMC_CONV_DW] == 1 && ij.pcols * s >= ij.pw + wd && ij.prows >= ij.ph &&

@@ -47,9 +47,6 @@ typedef struct amx_tilecfg {
   uint8_t rows[16];
 } amx_tilecfg;
 
-static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
-static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
-
 /* Bytes of one slot's workspace: A' block, B' strip, an f32 strip for pack_b, the ragged-tile
  * buffer, and alignment. */
 size_t emc_gemm_amx_slot_bytes(void) {
@@ -103,8 +100,8 @@ static inline __m512 panel_row(const __m512 v[6], int q) {
  */
 static void pack_a(const emc_gemm *g, size_t r0, size_t rows_pad, size_t k0, size_t kc,
                    uint16_t *dst) {
-  const size_t kp = div_up(kc, 32) * 32, steps = 3 * kp / 32;
-  const size_t rows = g->m > r0 ? min_sz(g->m - r0, rows_pad) : 0;
+  const size_t kp = emc_div_up(kc, 32) * 32, steps = 3 * kp / 32;
+  const size_t rows = g->m > r0 ? emc_min_sz(g->m - r0, rows_pad) : 0;
   for (size_t r = rows; r < rows_pad; r++) {
     uint16_t *d = dst + (r / 16) * steps * 512 + (r % 16) * 32;
     for (size_t s = 0; s < steps; s++) memset(d + s * 512, 0, 32 * sizeof *d);
@@ -127,7 +124,7 @@ static void pack_a(const emc_gemm *g, size_t r0, size_t rows_pad, size_t k0, siz
     for (size_t j = 0; j < kp; j += 32) {
       __m512 x[2][6]; /* rows q of k j..j+15, j+16..j+31 */
       for (int h = 0; h < 2; h++) {
-        const size_t kk = j + 16 * (size_t)h, left = kc > kk ? min_sz(kc - kk, 16) : 0;
+        const size_t kk = j + 16 * (size_t)h, left = kc > kk ? emc_min_sz(kc - kk, 16) : 0;
         const size_t nf = left * EMC_MR; /* valid floats of the 96 */
         __m512 v[6];
         for (size_t u = 0; u < 6; u++)
@@ -152,7 +149,7 @@ static void pack_a(const emc_gemm *g, size_t r0, size_t rows_pad, size_t k0, siz
  */
 static void pack_b_tiles(const float *src, size_t ld, size_t half, size_t kc, size_t nc,
                          uint16_t *dst) {
-  const size_t kp = div_up(kc, 32) * 32;
+  const size_t kp = emc_div_up(kc, 32) * 32;
   /* VNNI: element (k', n) of a tile at row k' / 2, column 2 n + k' % 2. */
   const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
                                          8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
@@ -243,10 +240,10 @@ static void prefetch_b(const emc_gemm *g, size_t n0, size_t k0, size_t kc, size_
  */
 static void prefetch_a(const emc_gemm *g, size_t r0, size_t rows, size_t k0, size_t kc, size_t part,
                        size_t parts) {
-  rows = g->m > r0 ? min_sz(g->m - r0, rows) : 0;
+  rows = g->m > r0 ? emc_min_sz(g->m - r0, rows) : 0;
   if (!rows) return;
-  const size_t segs = g->a_packed ? div_up(r0 + rows, EMC_MR) - r0 / EMC_MR : rows;
-  const size_t seg_lines = div_up(kc * (g->a_packed ? EMC_MR : 1) * 4, 64) + 1;
+  const size_t segs = g->a_packed ? emc_div_up(r0 + rows, EMC_MR) - r0 / EMC_MR : rows;
+  const size_t seg_lines = emc_div_up(kc * (g->a_packed ? EMC_MR : 1) * 4, 64) + 1;
   const size_t lines = segs * seg_lines, l0 = lines * part / parts, l1 = lines * (part + 1) / parts;
   for (size_t l = l0; l < l1; l++) {
     const size_t sg = l / seg_lines, off = (l % seg_lines) * 16;
@@ -306,28 +303,21 @@ typedef struct amx_plan {
 
 static amx_plan plan_of(const emc_gemm *g, int n_threads) {
   amx_plan p;
-  p.mt = div_up(g->m, AMX_T);
-  p.st = div_up(g->n, AMX_T);
-  const size_t nkb = div_up(g->k, AMX_KC);
-  p.kc = div_up(div_up(g->k, nkb), 32) * 32;
+  p.mt = emc_div_up(g->m, AMX_T);
+  p.st = emc_div_up(g->n, AMX_T);
+  const size_t nkb = emc_div_up(g->k, AMX_KC);
+  p.kc = emc_div_up(emc_div_up(g->k, nkb), 32) * 32;
   if (p.kc > g->k) p.kc = g->k;
-  const size_t tile_bytes = AMX_T * 3 * div_up(p.kc, 32) * 32 * 2;
-  p.mb = min_sz(p.mt, AMX_A_BYTES / tile_bytes);
+  const size_t tile_bytes = AMX_T * 3 * emc_div_up(p.kc, 32) * 32 * 2;
+  p.mb = emc_min_sz(p.mt, AMX_A_BYTES / tile_bytes);
   if (p.mb < 1) p.mb = 1;
   /* Under a split by strips every thread splits all of the M block's A, under a split by M
    * blocks all of B: when A is the larger (M > N: the 14x14 1x1 convs of ResNet-50, weights as
    * A, ran slower on 2 threads than on 1 split by strips), the threads take M blocks. */
   if (n_threads > 1 && g->m > g->n && p.mt >= (size_t)n_threads)
-    p.mb = min_sz(p.mb, div_up(p.mt, (size_t)n_threads));
-  p.mb = div_up(p.mt, div_up(p.mt, p.mb));
+    p.mb = emc_min_sz(p.mb, emc_div_up(p.mt, (size_t)n_threads));
+  p.mb = emc_div_up(p.mt, emc_div_up(p.mt, p.mb));
   return p;
-}
-
-/* A free workspace slot of the delegate (GEMMs of a batch split over threads share them). */
-static int claim_slot(const emc_gemm *g) {
-  for (;;)
-    for (int s = 0; s < g->amx_slots; s++)
-      if (!atomic_flag_test_and_set(&g->amx_busy[s])) return s;
 }
 
 typedef struct amx_job {
@@ -345,7 +335,7 @@ static void amx_items(void *ctx, int64_t part_begin, int64_t part_end) {
   const amx_plan p = job->p;
   const int64_t begin = (int64_t)(job->items * (size_t)part_begin / job->parts);
   const int64_t end = (int64_t)(job->items * (size_t)part_end / job->parts);
-  const int slot = claim_slot(g);
+  const int slot = emc_claim_flag(g->amx_busy, g->amx_slots); /* delegate-wide */
   uint8_t *ws = (uint8_t *)(((uintptr_t)g->amx_ws + 63) & ~(uintptr_t)63) +
                 (size_t)slot * emc_gemm_amx_slot_bytes();
   uint16_t *ap = (uint16_t *)ws;
@@ -359,19 +349,20 @@ static void amx_items(void *ctx, int64_t part_begin, int64_t part_end) {
   _tile_loadconfig(&cfg);
   for (int64_t it = begin; it < end;) {
     const size_t mbi = (size_t)it / p.st;
-    const int64_t grp_end = (int64_t)min_sz((size_t)end, (mbi + 1) * p.st);
+    const int64_t grp_end = (int64_t)emc_min_sz((size_t)end, (mbi + 1) * p.st);
     const size_t s0 = (size_t)it % p.st, s1 = s0 + (size_t)(grp_end - it);
-    const size_t t0 = mbi * p.mb, t1 = min_sz(p.mt, t0 + p.mb);
+    const size_t t0 = mbi * p.mb, t1 = emc_min_sz(p.mt, t0 + p.mb);
     for (size_t k0 = 0; k0 < g->k; k0 += p.kc) {
-      const size_t kc = min_sz(g->k - k0, p.kc), steps = 3 * div_up(kc, 32);
+      const size_t kc = emc_min_sz(g->k - k0, p.kc), steps = 3 * emc_div_up(kc, 32);
       const int first = k0 == 0, last = k0 + kc == g->k;
       /* the A block after this one: the next K block, or the next M block's first */
       const int more = !last || grp_end < end;
       const size_t nk0 = last ? 0 : k0 + kc, nt0 = last ? t1 : t0;
-      const size_t nkc = min_sz(g->k - nk0, p.kc), nrows = min_sz(p.mt - min_sz(nt0, p.mt), p.mb);
+      const size_t nkc = emc_min_sz(g->k - nk0, p.kc),
+                   nrows = emc_min_sz(p.mt - emc_min_sz(nt0, p.mt), p.mb);
       pack_a(g, t0 * AMX_T, (t1 - t0) * AMX_T, k0, kc, ap);
       for (size_t s = s0; s < s1; s++) {
-        const size_t n0 = s * AMX_T, nc = min_sz(g->n - n0, AMX_T);
+        const size_t n0 = s * AMX_T, nc = emc_min_sz(g->n - n0, AMX_T);
         if (more) prefetch_a(g, nt0 * AMX_T, nrows * AMX_T, nk0, nkc, s - s0, s1 - s0);
         if (g->b_packed) {
           pack_b_tiles(g->b + (n0 / EMC_NR_PANEL) * g->k * EMC_NR_PANEL + k0 * EMC_NR_PANEL,
@@ -383,7 +374,7 @@ static void amx_items(void *ctx, int64_t part_begin, int64_t part_end) {
           pack_b_tiles(g->b + k0 * g->ldb + n0, g->ldb, 16, kc, nc, bp);
         }
         for (size_t t = t0; t < t1; t++) {
-          const size_t m0 = t * AMX_T, mr = min_sz(g->m - m0, AMX_T);
+          const size_t m0 = t * AMX_T, mr = emc_min_sz(g->m - m0, AMX_T);
           const uint16_t *a = ap + (t - t0) * 2 * steps * 512;
           if (s + 1 < s1) prefetch_b(g, (s + 1) * AMX_T, k0, kc, t - t0, t1 - t0);
           float *c = g->c + m0 * g->ldc + n0;
@@ -418,8 +409,8 @@ int emc_gemm_amx_fits(const emc_gemm *g) {
 void emc_gemm_run_amx(emc_gemm *g, em_threadpool *pool) {
   const int n_threads = em_threadpool_size(pool);
   amx_job j = {g, plan_of(g, n_threads), 0, 0};
-  j.items = div_up(j.p.mt, j.p.mb) * j.p.st;
-  j.parts = min_sz(j.items, (size_t)(n_threads < 1 ? 1 : n_threads));
+  j.items = emc_div_up(j.p.mt, j.p.mb) * j.p.st;
+  j.parts = emc_min_sz(j.items, (size_t)(n_threads < 1 ? 1 : n_threads));
   em_parallel_for(pool, (int64_t)j.parts, amx_items, &j);
 }
 
