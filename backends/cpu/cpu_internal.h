@@ -95,6 +95,10 @@ typedef struct emc_gemm {
   void *amx_ws;
   atomic_flag *amx_busy;
   int amx_slots;
+  /* A as bf16 pairs (EMC_CONV_PAIRS, packed at export; NULL: none): the AMX path then reads its
+   * tiles in place instead of splitting A. [ceil(M / 32) * 2][kp16 / 16][16 rows][16 k] words,
+   * word = bf16 hi | bf16 lo << 16, rows past M and k past K zero; kp16 = K rounded up to 16. */
+  const uint32_t *a_pairs;
   /* set by emc_gemm_run */
   size_t kcb, mtiles, strips, mb;
   int n_slots;
@@ -126,5 +130,11 @@ int emc_gemm_amx_fits(const emc_gemm *g);
 /* emc_gemm_run through AMX bf16x3 tiles (see f32_gemm_32x32__amx.c): only when emc_gemm_amx_fits
  * and the pool has at most g->amx_slots threads. */
 void emc_gemm_run_amx(emc_gemm *g, em_threadpool *pool);
+/* Whether g can take the AMX path with A as bf16 pairs (g->a_pairs, cfg->amx and a workspace). */
+int emc_gemm_amx_pairs_fits(const emc_gemm *g);
+/* emc_gemm_run through AMX tiles with A as bf16 pairs (f32_gemm_32x32__amx.c): every product
+ * (hi + lo)(bhi + blo) in four bf16 products. Only when emc_gemm_amx_pairs_fits and the pool has
+ * at most g->amx_slots threads. */
+void emc_gemm_run_amx_pairs(emc_gemm *g, em_threadpool *pool);
 
 #endif /* EMBER_BACKENDS_CPU_INTERNAL_H */

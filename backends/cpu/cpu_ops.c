@@ -147,7 +147,7 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
   if (!x || !w || !y || (op->in[2] >= 0 && !b)) WHY("conv2d: bad tensor id");
   if (x->ndim != 4 || y->ndim != 4) WHY("conv2d: input and output must be 4-d");
   if (!is_const(w) || (b && !is_const(b))) WHY("conv2d: weights and bias must be constants");
-  if (!params_nonneg(op, EMC_CONV_WINO_SLOTS + 1, why, why_n)) return false;
+  if (!params_nonneg(op, EMC_CONV_PAIRS + 1, why, why_n)) return false;
   const int32_t *ip = op->ip;
   int64_t g = ip[EMC_CONV_GROUPS], kh = ip[EMC_CONV_KH], kw = ip[EMC_CONV_KW];
   if (g < 1 || kh < 1 || kw < 1 || ip[EMC_CONV_SH] < 1 || ip[EMC_CONV_SW] < 1 ||
@@ -183,6 +183,17 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
     return check_act(op, why, why_n);
   }
   int64_t mg = co / g, kg = cin / g * kh * kw;
+  if (ip[EMC_CONV_PAIRS]) { /* version 5: the weights again as bf16 pairs */
+    const emc_rt_tensor *pw = tensor_at(d, ip[EMC_CONV_PAIRS] - 1);
+    const int64_t want =
+        (int64_t)emc_div_up((size_t)co, 32) * 32 * (int64_t)emc_div_up((size_t)kg, 16) * 16;
+    if (!pw || !is_const(pw)) WHY("conv2d: the bf16-pair weights are not a constant");
+    if (g != 1 || ip[EMC_CONV_TRANSPOSED] || ip[EMC_CONV_WINOGRAD])
+      WHY("conv2d: bf16-pair weights need an ungrouped direct conv");
+    if (pw->numel != want)
+      WHY("conv2d: bf16-pair weights have %lld words, expected %lld", (long long)pw->numel,
+          (long long)want);
+  }
   if (ip[EMC_CONV_TRANSPOSED] > 1) WHY("conv2d: transposed flag %d", ip[EMC_CONV_TRANSPOSED]);
   if (ip[EMC_CONV_WINOGRAD]) {
     const int64_t m = ip[EMC_CONV_WINOGRAD], a = m + 2, slots = ip[EMC_CONV_WINO_SLOTS];
@@ -1069,6 +1080,7 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
       gemm_init(&j, d);
       j.m = (size_t)mg, j.k = (size_t)kg, j.n = (size_t)npix;
       j.a = w + (size_t)gi * panel, j.a_packed = 1;
+      if (ip[EMC_CONV_PAIRS]) j.a_pairs = (const uint32_t *)data_of(d, ip[EMC_CONV_PAIRS] - 1);
       j.c = y + (b * co + gi * mg) * npix, j.ldc = (size_t)npix;
       j.res = res ? res + (b * co + gi * mg) * npix : NULL, j.ldr = (size_t)npix;
       j.bias_m = bias ? bias + gi * mg : NULL;

@@ -27,8 +27,9 @@
 
 #define EMC_MAGIC "EMC1"
 /* 2: EMC_CONV_TRANSPOSED; 3: EMC_CONV_WINOGRAD (older: zero there); 4: residual in[3] of conv2d
- * and gemm (older: -1 there), transposed Winograd convs, depthwise plane means out[1] */
-#define EMC_VERSION    4u
+ * and gemm (older: -1 there), transposed Winograd convs, depthwise plane means out[1];
+ * 5: EMC_CONV_PAIRS (older: zero there) */
+#define EMC_VERSION    5u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -111,7 +112,13 @@ enum {
    * the GEMMs compute C^T[tiles, Co] = V^T U^T, and every slot ends with [(m+2)^2][64][Co] for
    * them (transposed into the products before the output transform). */
   EMC_CONV_WINOGRAD,
-  EMC_CONV_WINO_SLOTS
+  EMC_CONV_WINO_SLOTS,
+  /* Version 5: 0, or 1 + the id of a constant holding the weights a second time as bf16 pairs
+   * for the AMX path (groups 1, neither transposed nor Winograd): [ceil(Co / 32) * 2][kp / 16]
+   * tiles of [16 rows][16 k] 32-bit words, kp = Cin*kh*kw rounded up to 16, word = bf16(w) |
+   * bf16(w - bf16(w)) << 16 (each rounded to nearest even), rows past Co and k past kp zero.
+   * Runtimes without AMX use the f32 panels and never touch these. */
+  EMC_CONV_PAIRS
 };
 /* GEMM ip[] slots: batch, M, K, N, element strides between batches of A and B (0 = shared). */
 enum {

@@ -414,4 +414,191 @@ void emc_gemm_run_amx(emc_gemm *g, em_threadpool *pool) {
   em_parallel_for(pool, (int64_t)j.parts, amx_items, &j);
 }
 
+/* ---- A as bf16 pairs (EMC_CONV_PAIRS) ------------------------------------------------------
+ *
+ * Weights streamed from memory with few columns to share them (ResNet's 7x7 layers: 49) spend
+ * more on the split above than the tiles take, so the exporter stores them split: each word a
+ * pair (bf16 hi, bf16 lo) of one weight, [32-row tile pairs of 16-row groups][16-k chunks][16
+ * rows][16 words], which tile loads read in place. A pair is one TDPBF16PS pair, so with B' as
+ * duplicated pairs (bhi, bhi) and (blo, blo) the tiles sum hi bhi + lo bhi and hi blo + lo blo:
+ * the whole product (hi + lo)(bhi + blo), four bf16 products a weight instead of three, with A
+ * as 4 bytes a weight (f32's size) and no split at run time.
+ */
+
+/* Duplicated pairs of 16 floats: h's 32-bit lanes hold bf16(x) twice, l's bf16(x - hi) twice. */
+static inline void split_dup(__m512 x, __m512i *h, __m512i *l) {
+  const __m512i h16 = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x));
+  const __m512i hs = _mm512_slli_epi32(h16, 16); /* hi as f32 */
+  const __m512i l16 =
+      _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(x, _mm512_castsi512_ps(hs))));
+  *h = _mm512_or_si512(hs, h16);
+  *l = _mm512_or_si512(_mm512_slli_epi32(l16, 16), l16);
+}
+
+/*
+ * B' in pairs for kc rows of f32 (kcp: kc rounded up to 16, the rows past kc zero) and nc <= 32
+ * columns (row k's columns 16 h .. 16 h + 15 at src + k * ld + h * half): per 16-k chunk four
+ * 16 x 16-word tiles, bhi of columns 0-15, of 16-31, then blo of the same.
+ */
+static void pack_b_pairs(const float *src, size_t ld, size_t half, size_t kc, size_t kcp, size_t nc,
+                         uint32_t *dst) {
+  for (size_t hf = 0; hf < 2; hf++) {
+    const size_t cols = nc > hf * 16 ? nc - hf * 16 : 0;
+    const __mmask16 cm = mask16(cols);
+    for (size_t k = 0; k < kcp; k++) {
+      __m512 x = _mm512_setzero_ps();
+      if (cols && k < kc) x = _mm512_maskz_loadu_ps(cm, src + k * ld + hf * half);
+      __m512i h, l;
+      split_dup(x, &h, &l);
+      uint32_t *t = dst + (k / 16) * 1024 + hf * 256 + (k % 16) * 16;
+      _mm512_store_si512(t, h);
+      _mm512_store_si512(t + 512, l);
+    }
+  }
+}
+
+/* The 32 x 32 block over `chunks` 16-k chunks: out = cin (NULL: zero) + A (rows 0-15 from a0,
+ * 16-31 from a1, a 16 x 16-word tile a chunk) @ B' (four tiles a chunk, see pack_b_pairs).
+ * pf0 / pf1 (or NULL): the A tiles the next block will use, pulled toward L2 a chunk at a time
+ * (straight from memory, the tile loads stalled on each). */
+static void tile_block_pairs(const uint32_t *a0, const uint32_t *a1, const uint32_t *b,
+                             size_t chunks, const float *cin, size_t ldi, float *out, size_t ldo,
+                             const uint32_t *pf0, const uint32_t *pf1) {
+  if (cin) {
+    _tile_loadd(0, cin, ldi * 4);
+    _tile_loadd(1, cin + 16, ldi * 4);
+    _tile_loadd(2, cin + 16 * ldi, ldi * 4);
+    _tile_loadd(3, cin + 16 * ldi + 16, ldi * 4);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (size_t j = 0; j < chunks; j++) {
+    const uint32_t *bj = b + j * 1024;
+    if (pf0)
+      for (int l = 0; l < 16; l++) {
+        _mm_prefetch((const char *)(pf0 + j * 256 + l * 16), _MM_HINT_T1);
+        _mm_prefetch((const char *)(pf1 + j * 256 + l * 16), _MM_HINT_T1);
+      }
+    _tile_loadd(4, a0 + j * 256, 64);
+    _tile_loadd(6, bj, 64);
+    _tile_loadd(7, bj + 256, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_loadd(5, a1 + j * 256, 64);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+    _tile_loadd(6, bj + 512, 64);
+    _tile_loadd(7, bj + 768, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, out, ldo * 4);
+  _tile_stored(1, out + 16, ldo * 4);
+  _tile_stored(2, out + 16 * ldo, ldo * 4);
+  _tile_stored(3, out + 16 * ldo + 16, ldo * 4);
+}
+
+typedef struct pairs_job {
+  emc_gemm *g;
+  size_t mt, st, grp, kc, kp16; /* 32-row tiles, 32-column strips, strips a group, K block */
+  size_t items, parts;          /* work items (strip groups x tiles), in `parts` runs */
+} pairs_job;
+
+/* B' of strip s, rows [k0, k0 + kc), into dst (pack_b_pairs's layout). */
+static void pairs_strip(const emc_gemm *g, size_t s, size_t k0, size_t kc, float *fb,
+                        uint32_t *dst) {
+  const size_t n0 = s * AMX_T, nc = emc_min_sz(g->n - n0, AMX_T), kcp = emc_div_up(kc, 16) * 16;
+  if (g->b_packed) {
+    pack_b_pairs(g->b + (n0 / EMC_NR_PANEL) * g->k * EMC_NR_PANEL + k0 * EMC_NR_PANEL, EMC_NR_PANEL,
+                 g->k * EMC_NR_PANEL, kc, kcp, nc, dst);
+  } else if (g->pack_b) { /* an im2col, AMX_KC rows at a time through the f32 strip */
+    for (size_t r = 0; r < kc; r += AMX_KC) {
+      const size_t rc = emc_min_sz(kc - r, AMX_KC);
+      g->pack_b(g->pack_ctx, k0 + r, rc, n0, nc, fb, AMX_T);
+      pack_b_pairs(fb, AMX_T, 16, rc, emc_div_up(rc, 16) * 16, nc, dst + (r / 16) * 1024);
+    }
+  } else {
+    pack_b_pairs(g->b + k0 * g->ldb + n0, g->ldb, 16, kc, kcp, nc, dst);
+  }
+}
+
+/* Runs [begin, end) of the job's parts (contiguous runs of work items, strip group major). */
+static void pairs_items(void *ctx, int64_t part_begin, int64_t part_end) {
+  const pairs_job *job = ctx;
+  emc_gemm *g = job->g;
+  const size_t begin = job->items * (size_t)part_begin / job->parts;
+  const size_t end = job->items * (size_t)part_end / job->parts;
+  const int slot = emc_claim_flag(g->amx_busy, g->amx_slots);
+  uint8_t *ws = (uint8_t *)(((uintptr_t)g->amx_ws + 63) & ~(uintptr_t)63) +
+                (size_t)slot * emc_gemm_amx_slot_bytes();
+  uint32_t *bp = (uint32_t *)ws; /* B' of the group's strips: the A' and B' areas */
+  float *fb = (float *)(ws + AMX_A_BYTES + AMX_B_BYTES);
+  float *tmp = fb + AMX_KC * AMX_T;
+  const size_t kchunks = job->kp16 / 16; /* chunks of a 16-row group */
+  amx_tilecfg cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+  _tile_loadconfig(&cfg);
+  for (size_t it = begin; it < end;) {
+    const size_t gi = it / job->mt, grp_end = emc_min_sz(end, (gi + 1) * job->mt);
+    const size_t t0 = it % job->mt, t1 = t0 + (grp_end - it);
+    const size_t s0 = gi * job->grp, s1 = emc_min_sz(job->st, s0 + job->grp);
+    for (size_t k0 = 0; k0 < g->k; k0 += job->kc) {
+      const size_t kc = emc_min_sz(g->k - k0, job->kc), chunks = emc_div_up(kc, 16);
+      const int first = k0 == 0, last = k0 + kc == g->k;
+      for (size_t s = s0; s < s1; s++) pairs_strip(g, s, k0, kc, fb, bp + (s - s0) * chunks * 1024);
+      for (size_t t = t0; t < t1; t++) {
+        const uint32_t *a0 = g->a_pairs + (2 * t * kchunks + k0 / 16) * 256;
+        const uint32_t *a1 = a0 + kchunks * 256;
+        const size_t m0 = t * AMX_T, mr = emc_min_sz(g->m - m0, AMX_T);
+        /* the next tile's A, or the next K block's first; as far as this block's chunks go */
+        const uint32_t *pf0 = t + 1 < t1 ? a1 + kchunks * 256
+                              : !last    ? g->a_pairs + (2 * t0 * kchunks + (k0 + kc) / 16) * 256
+                                         : NULL;
+        for (size_t s = s0; s < s1; s++) {
+          const size_t n0 = s * AMX_T, nc = emc_min_sz(g->n - n0, AMX_T);
+          const uint32_t *b = bp + (s - s0) * chunks * 1024;
+          const uint32_t *p0 = s == s0 ? pf0 : NULL, *p1 = p0 ? p0 + kchunks * 256 : NULL;
+          float *c = g->c + m0 * g->ldc + n0;
+          if (mr == AMX_T && nc == AMX_T && !last) {
+            tile_block_pairs(a0, a1, b, chunks, first ? NULL : c, g->ldc, c, g->ldc, p0, p1);
+          } else if (mr == AMX_T && nc == AMX_T) {
+            tile_block_pairs(a0, a1, b, chunks, first ? NULL : c, g->ldc, tmp, AMX_T, p0, p1);
+            finish(g, m0, mr, n0, nc, tmp, 0, 1);
+          } else {
+            tile_block_pairs(a0, a1, b, chunks, NULL, 0, tmp, AMX_T, p0, p1);
+            finish(g, m0, mr, n0, nc, tmp, !first, last);
+          }
+        }
+      }
+    }
+    it = grp_end;
+  }
+  _tile_release();
+  atomic_flag_clear(&g->amx_busy[slot]);
+}
+
+int emc_gemm_amx_pairs_fits(const emc_gemm *g) {
+  return g->a_pairs && g->amx_ws && g->amx_busy && g->cfg->amx && g->m && g->n && g->k;
+}
+
+void emc_gemm_run_amx_pairs(emc_gemm *g, em_threadpool *pool) {
+  const int n_threads = em_threadpool_size(pool);
+  pairs_job j = {g, emc_div_up(g->m, AMX_T), emc_div_up(g->n, AMX_T), 0, 0, 0, 0, 0};
+  j.grp = emc_min_sz(j.st, 2);
+  j.kp16 = emc_div_up(g->k, 16) * 16;
+  /* K blocks of equal depth whose B' (4 KiB a strip and 16 k) fills the A' area at most */
+  const size_t kmax = AMX_A_BYTES / (j.grp * 4096) * 16, nkb = emc_div_up(j.kp16, kmax);
+  j.kc = emc_div_up(emc_div_up(j.kp16, nkb), 16) * 16;
+  j.items = emc_div_up(j.st, j.grp) * j.mt;
+  j.parts = emc_min_sz(j.items, (size_t)(n_threads < 1 ? 1 : n_threads));
+  em_parallel_for(pool, (int64_t)j.parts, pairs_items, &j);
+}
+
 #endif /* __x86_64__ */

@@ -539,18 +539,44 @@ static float frand24(void) {
   return (float)(((double)hi + (double)(g_seed >> 8) / 16777216.0) / 8388608.0 - 1.0);
 }
 
+/* The bf16 nearest x (ties to even), as its 16 bits. */
+static uint32_t bf16_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return (uint32_t)(((uint64_t)u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+
+/* A [m, k] as EMC_CONV_PAIRS words (the exporter's _bf16_pairs): [ceil(m / 32) * 2][kp / 16]
+ * tiles of [16][16], word = bf16(x) | bf16(x - hi) << 16, zero past m and k. */
+static uint32_t *make_pairs(const float *a, size_t m, size_t k) {
+  const size_t mp = (m + 31) / 32 * 32, kp = (k + 15) / 16 * 16;
+  uint32_t *w = calloc(mp * kp, 4);
+  for (size_t r = 0; r < m; r++)
+    for (size_t kk = 0; kk < k; kk++) {
+      const float x = a[r * k + kk];
+      const uint32_t hi = bf16_bits(x), hi32 = hi << 16;
+      float hf;
+      memcpy(&hf, &hi32, 4);
+      w[((r / 16) * (kp / 16) + kk / 16) * 256 + (r % 16) * 16 + kk % 16] = hi | bf16_bits(x - hf)
+                                                                                     << 16;
+    }
+  return w;
+}
+
 /*
- * The AMX bf16x3 path (f32_gemm_32x32__amx.c) on GEMMs big enough to take it: every A form
- * (packed weight panels, row-major rows), every B form, K over one and several K blocks and not a
- * multiple of 32 (300 x 2000: several M blocks of several K blocks), M and N with ragged 32-row /
- * 32-column edges, bias on either side, a residual,
- * a clamp and an activation, 1 and 2 threads. The bound is the split's: each product within
- * 2^-15 of itself, so |c - ref| <= 4e-5 * sum |a b| (plain bf16 products, or a lost lo term,
- * miss it by ~50x); nothing is written outside C.
+ * The AMX paths (f32_gemm_32x32__amx.c) on GEMMs big enough to take them: every A form (packed
+ * weight panels, row-major rows: bf16x3; bf16 pairs made ahead: four bf16 products each), every
+ * B form, K over one and several K blocks and not a multiple of 32 (300 x 2000: several M blocks
+ * of several K blocks; pairs: K blocks of 768), M and N with ragged 32-row / 32-column edges (N
+ * over one and several groups of two strips for pairs), bias on either side, a residual, a clamp
+ * and an activation, 1 and 2 threads. The bound is the split's: each product within 2^-15 of
+ * itself, so |c - ref| <= 4e-5 * sum |a b| (plain bf16 products, or a lost lo term, miss it by
+ * ~50x); nothing is written outside C.
  */
 static void test_gemm_amx(const em_cpu_config *cfg, em_threadpool *pool) {
   static const size_t shapes[][3] = {{64, 64, 512},   {70, 130, 300}, {97, 200, 257},
-                                     {128, 96, 1000}, {66, 257, 130}, {300, 80, 2000}};
+                                     {128, 96, 1000}, {66, 257, 130}, {300, 80, 2000},
+                                     {512, 49, 1700}, {40, 20, 70}};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
     const size_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
     const size_t mp = (m + 5) / 6 * 6, np = (n + 15) / 16 * 16;
@@ -570,6 +596,7 @@ static void test_gemm_amx(const em_cpu_config *cfg, em_threadpool *pool) {
       for (size_t kk = 0; kk < k; kk++) ap[(r / 6) * k * 6 + kk * 6 + r % 6] = a[r * k + kk];
     for (size_t kk = 0; kk < k; kk++)
       for (size_t j = 0; j < n; j++) bp[(j / 16) * k * 16 + kk * 16 + j % 16] = b[kk * n + j];
+    uint32_t *pairs = make_pairs(a, m, k);
     for (size_t r = 0; r < m; r++)
       for (size_t j = 0; j < n; j++) {
         double acc = 0, s = 0;
@@ -580,11 +607,15 @@ static void test_gemm_amx(const em_cpu_config *cfg, em_threadpool *pool) {
         ref[r * n + j] = acc, mag[r * n + j] = s;
       }
     strip_src src = {b, n};
-    for (int v = 0; v < 16; v++) {
-      const int a_packed = v & 1, bmode = (v >> 1) & 3, extras = v >> 3;
+    /* 40 x 20 x 70: below the bf16x3 path's thresholds, so only the pairs form runs */
+    const int small = m < 64 || n < 64;
+    for (int v = small ? 16 : 0; v < 24; v++) {
+      const int a_packed = v < 16 ? v & 1 : 1, a_pairs = v >= 16;
+      const int bmode = (v >> 1) & 3, extras = v < 16 ? v >> 3 : v & 1;
       emc_gemm g = {0};
       g.cfg = cfg, g.m = m, g.k = k, g.n = n, g.a_packed = a_packed;
       g.a = a_packed ? ap : a, g.a_rs = a_packed ? 1 : k, g.a_ks = a_packed ? EMC_MR : 1;
+      g.a_pairs = a_pairs ? pairs : NULL;
       g.b = bmode == 0 ? bp : b, g.ldb = n, g.b_packed = bmode == 0;
       g.c = c, g.ldc = n, g.mm.min = extras ? -20.0f : -INFINITY;
       g.mm.max = extras ? 20.0f : INFINITY;
@@ -593,7 +624,11 @@ static void test_gemm_amx(const em_cpu_config *cfg, em_threadpool *pool) {
       if (bmode >= 2) g.pack = pack + 1;
       if (bmode == 3) g.pack_b = copy_strip, g.pack_ctx = &src;
       g.amx_ws = (char *)ws + 1, g.amx_busy = busy, g.amx_slots = EMC_AMX_SLOTS;
-      CHECK(emc_gemm_amx_fits(&g), "m=%zu n=%zu k=%zu does not take the AMX path", m, n, k);
+      if (a_pairs)
+        CHECK(emc_gemm_amx_pairs_fits(&g), "m=%zu n=%zu k=%zu: pairs do not take the AMX path", m,
+              n, k);
+      else
+        CHECK(emc_gemm_amx_fits(&g), "m=%zu n=%zu k=%zu does not take the AMX path", m, n, k);
       for (size_t i = 0; i < m * n + 8; i++) c[i] = SENTINEL;
       emc_gemm_run(&g, pool);
       int ok = 1;
@@ -604,10 +639,10 @@ static void test_gemm_amx(const em_cpu_config *cfg, em_threadpool *pool) {
           const double tol = 4e-5 * (mag[r * n + j] + 2.0) + 1e-6;
           if (!(fabs(c[r * n + j] - want) <= tol)) {
             CHECK(0,
-                  "amx m=%zu n=%zu k=%zu a_packed=%d bmode=%d extras=%d threads=%d: c[%zu,%zu]"
-                  " = %.9g, want %.9g (tol %.3g)",
-                  m, n, k, a_packed, bmode, extras, em_threadpool_size(pool), r, j, c[r * n + j],
-                  want, tol);
+                  "amx m=%zu n=%zu k=%zu a_packed=%d pairs=%d bmode=%d extras=%d threads=%d: "
+                  "c[%zu,%zu] = %.9g, want %.9g (tol %.3g)",
+                  m, n, k, a_packed, a_pairs, bmode, extras, em_threadpool_size(pool), r, j,
+                  c[r * n + j], want, tol);
             ok = 0;
           }
         }
@@ -619,7 +654,7 @@ static void test_gemm_amx(const em_cpu_config *cfg, em_threadpool *pool) {
       if (ok) g_pass++;
     }
     free(a), free(ap), free(b), free(bp), free(c), free(res), free(bm), free(bn), free(pack);
-    free(ref), free(mag), free(ws);
+    free(ref), free(mag), free(ws), free(pairs);
   }
 }
 #endif

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import ember
+import ember.backends.cpu.partition as P
 from ember.backends.delegate import DelegateInstr
 from ember.passes.ir import KernelInstr
 
@@ -373,20 +374,24 @@ def test_residual_fusion() -> None:
         torch.testing.assert_close(_run(prog, (x,), th), want, rtol=RTOL, atol=ATOL, equal_nan=True)
 
 
-def _conv_ops(buf: bytes) -> list[tuple[int, ...]]:
-    """The ip[] slots of every conv2d operator in the program's first EMC blob."""
-    at, _ = _blob_span(buf)
-    n_ops = struct.unpack_from("<I", buf, at + 12)[0]
-    ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
-    ops = [struct.unpack_from("<I", buf, at + ops_off + 160 * i)[0] for i in range(n_ops)]
-    return [
-        struct.unpack_from("<24i", buf, at + ops_off + 160 * i + 32)
-        for i, kind in enumerate(ops)
-        if kind == 1
-    ]
+def _conv_ops(buf: bytes, every_blob: bool = False) -> list[tuple[int, ...]]:
+    """The ip[] slots of every conv2d operator in the program's first EMC blob (or in all)."""
+    found = []
+    at = buf.find(b"EMC1")
+    while at >= 0:
+        n_ops = struct.unpack_from("<I", buf, at + 12)[0]
+        ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
+        ops = [struct.unpack_from("<I", buf, at + ops_off + 160 * i)[0] for i in range(n_ops)]
+        found += [
+            struct.unpack_from("<24i", buf, at + ops_off + 160 * i + 32)
+            for i, kind in enumerate(ops)
+            if kind == 1
+        ]
+        at = buf.find(b"EMC1", at + 4) if every_blob else -1
+    return found
 
 
-WINO, WINO_SLOTS = 13, 14  # EMC_CONV_WINOGRAD, EMC_CONV_WINO_SLOTS
+WINO, WINO_SLOTS, PAIRS = 13, 14, 15  # EMC_CONV_WINOGRAD, EMC_CONV_WINO_SLOTS, EMC_CONV_PAIRS
 
 
 @pytest.mark.parametrize(
@@ -405,12 +410,14 @@ WINO, WINO_SLOTS = 13, 14  # EMC_CONV_WINOGRAD, EMC_CONV_WINO_SLOTS
     ],
 )
 def test_winograd_convs(
-    ci: int, co: int, h: int, w: int, pad: int, act, batch: int, m: int
+    ci: int, co: int, h: int, w: int, pad: int, act, batch: int, m: int, monkeypatch
 ) -> None:
     """3x3 stride-1 convs run as Winograd F(m x m, 3 x 3): output tiles crossing the map's edges,
     one and many blocks of 64 tiles, both thread splits, fused activations, batch > 1. F(4x4)
     loses a little accuracy, so the bound is 1e-4 of the largest output (the issue's criterion),
-    against eager and against the portable kernels."""
+    against eager and against the portable kernels. The transposed F(2x2) (-m) is off in the
+    exporter by default (WINO_SMALL) but still run by the runtime (version 4 files)."""
+    monkeypatch.setattr(P, "WINO_SMALL", True)
     torch.manual_seed(0)
     layers = [nn.Conv2d(ci, co, 3, padding=pad)] + ([act] if act is not None else [])
     mod = nn.Sequential(*layers).eval()
@@ -433,10 +440,15 @@ def test_winograd_convs(
         torch.testing.assert_close(got, plain, rtol=1e-4, atol=tol)
 
 
-def test_winograd_choice() -> None:
+def test_winograd_choice(monkeypatch) -> None:
     """Winograd only where it pays and is exact: 3x3, stride 1, undilated, ungrouped, >= 16
     channels; F(4x4) from 48 tiles of 4x4, F(2x2) from 48 tiles of 2x2; with 256+ channels in
-    and out a transposed F(2x2) from 9 tiles (ResNet's 7x7 layer); else direct."""
+    and out a transposed F(2x2) from 9 tiles (ResNet's 7x7 layer) when WINO_SMALL is on (off by
+    default: such convs run direct, with bf16-pair weights for the AMX path); else direct."""
+    mod = nn.Conv2d(512, 512, 3, padding=1).eval()
+    (ip,) = _conv_ops(ember.export(mod, (torch.randn(1, 512, 7, 7),), backend="cpu").buffer)
+    assert ip[WINO] == 0 and ip[PAIRS] > 0
+    monkeypatch.setattr(P, "WINO_SMALL", True)
     cases = [
         (dict(in_channels=64, out_channels=64, padding=1), 56, 4),
         (dict(in_channels=128, out_channels=128, padding=1), 28, 4),
@@ -706,6 +718,112 @@ def test_amx_path_matches_eager(tmp_path) -> None:
     assert not torch.equal(outs["amx"], outs["avx512f"])
 
 
+class SmallMaps(nn.Module):
+    """Convs on maps of fewer than 64 pixels that store bf16-pair weights (EMC_CONV_PAIRS): a
+    stride-2 3x3 into 7x7 (im2col from the padded input), a 1x1 with a residual and ReLU (B read
+    in place), a 3x3 on a 5x9 map with ragged rows (200 = 6.25 x 32), pixels (45) and depth
+    (252, not a multiple of 16); and one that does not qualify (too little work)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = nn.Conv2d(64, 512, 3, stride=2, padding=1)
+        self.proj = nn.Conv2d(512, 520, 1)
+        self.skip = nn.Conv2d(512, 520, 1, bias=False)
+        self.head = nn.Conv2d(520, 28, 1)
+        self.wide = nn.Conv2d(28, 200, 3, padding=1)
+        self.tiny = nn.Conv2d(200, 8, 1)
+
+    def forward(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.down(x))
+        y = F.relu(self.proj(y) + self.skip(y))
+        u = self.wide(F.interpolate(self.head(y), size=(5, 9)) + z)
+        return self.tiny(F.relu(u))
+
+
+def test_conv_pairs_match_eager(tmp_path) -> None:
+    """Convs on small maps carry their weights a second time as bf16 pairs; the AMX path runs
+    them from the pairs (four bf16 products each: the whole product but for the pairs' own
+    rounding, ~2^-17), every other configuration from the f32 panels. Both match eager within
+    1e-4 of the largest output at 1, 2 and 3 threads; the two differ where AMX ran (kernel-level
+    bounds: tests/c/test_cpu_ukernels.c test_gemm_amx)."""
+    torch.manual_seed(0)
+    m = SmallMaps().eval()
+    inputs = (torch.randn(1, 64, 14, 14), torch.randn(1, 28, 5, 9))
+    prog = ember.export(m, inputs, backend="cpu")
+    ips = _conv_ops(prog.buffer, every_blob=True)
+    with_pairs = [ip for ip in ips if ip[PAIRS] > 0]
+    assert len(with_pairs) == 4, ips  # down, proj, skip, wide
+    assert any(ip[PAIRS] == 0 for ip in ips)
+    with torch.inference_mode():
+        want = m(*inputs)
+    scale = want.abs().max().item()
+    for th in (1, 2, 3):
+        got = _run(prog, inputs, th)
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-4 * scale)
+    if not _has_amx():
+        return
+    pte = tmp_path / "m.pte"
+    prog.save(pte)
+    torch.save(inputs, tmp_path / "x.pt")
+    outs = {}
+    for isa in ("amx", "avx512f"):
+        code = (
+            "import torch; from ember.runtime import RuntimeProgram;"
+            f"x = torch.load({str(tmp_path / 'x.pt')!r});"
+            f"p = RuntimeProgram(open({str(pte)!r}, 'rb').read(), threads=2);"
+            f"torch.save(p.run('forward', list(x))[0], {str(tmp_path / f'{isa}.pt')!r})"
+        )
+        env = dict(os.environ, EMBER_CPU_ISA=isa)
+        r = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs[isa] = torch.load(tmp_path / f"{isa}.pt")
+    torch.testing.assert_close(outs["amx"], want, rtol=0, atol=1e-4 * scale)
+    torch.testing.assert_close(outs["avx512f"], want, rtol=0, atol=1e-5 * scale)
+    assert not torch.equal(outs["amx"], outs["avx512f"])
+
+
+def test_bf16_pairs_layout() -> None:
+    """The exporter's pairs: hi the nearest bf16 (ties to even), lo the nearest bf16 of the rest,
+    tiles of [16 rows][16 k], zero padding to 32 rows and 16 k."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((40, 20)).astype(np.float32)
+    words = P._bf16_pairs(w).view(np.uint32)
+    assert words.size == 64 * 32
+    tiles = words.reshape(4, 2, 16, 16).transpose(0, 2, 1, 3).reshape(64, 32)
+    hi = (tiles & 0xFFFF) << 16
+    lo = tiles & 0xFFFF0000
+    back = hi.view(np.float32).astype(np.float64) + lo.view(np.float32)
+    assert np.all(tiles[40:] == 0) and np.all(tiles[:, 20:] == 0)
+    err = np.abs(back[:40, :20] - w) / np.abs(w)
+    assert err.max() < 2.0**-16, err.max()
+    ref_hi = torch.from_numpy(w).to(torch.bfloat16).to(torch.float32).numpy()
+    assert np.array_equal(hi[:40, :20].view(np.float32), ref_hi)
+
+
+def test_blob_pairs_field_is_checked() -> None:
+    """A conv whose bf16-pair slot names a missing tensor, a non-constant or one of the wrong
+    size, or that is transposed, fails at load."""
+    torch.manual_seed(0)
+    mod = nn.Sequential(nn.Conv2d(64, 512, 3, padding=1)).eval()
+    x = torch.randn(1, 64, 7, 7)
+    buf = ember.export(mod, (x,), backend="cpu").buffer
+    assert _load_and_run(buf, x) == "ok"
+    at, _ = _blob_span(buf)
+    ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
+    ip_at = at + ops_off + 32
+    pairs = struct.unpack_from("<i", buf, ip_at + 4 * PAIRS)[0]
+    assert pairs > 0
+    x_id, _, bias_id = struct.unpack_from("<3i", buf, at + ops_off + 8)
+    for slot, val in [(PAIRS, x_id + 1), (PAIRS, 9999), (PAIRS, -3), (PAIRS, bias_id + 1), (12, 1)]:
+        bad = bytearray(buf)
+        struct.pack_into("<i", bad, ip_at + 4 * slot, val)
+        assert _load_and_run(bytes(bad), x) != "ok", (slot, val)
+
+
 # ---- malformed blobs ------------------------------------------------------------------------
 def _blob_span(buf: bytes) -> tuple[int, int]:
     at = buf.index(b"EMC1")
@@ -742,7 +860,7 @@ def test_blob_version_and_magic_are_checked(small_program) -> None:
     at, _ = _blob_span(buf)
     assert _load_and_run(buf, x) == "ok"
     bad = bytearray(buf)
-    for version in (0, 5):  # this build reads versions 1 (no transposed convs) to 4 (residuals)
+    for version in (0, 6):  # this build reads versions 1 (no transposed convs) to 5 (pairs)
         struct.pack_into("<I", bad, at + 4, version)
         assert "DelegateInvalidCompatibility" in _load_and_run(bytes(bad), x)
     struct.pack_into("<I", bad, at + 4, 1)
@@ -862,8 +980,9 @@ def test_blob_winograd_fields_are_checked() -> None:
         assert _load_and_run(bytes(bad), x) != "ok", (slot, val)
 
 
-def test_blob_transposed_winograd_fields_are_checked() -> None:
+def test_blob_transposed_winograd_fields_are_checked(monkeypatch) -> None:
     """A transposed Winograd conv whose flag, filters or scratch do not match fails at load."""
+    monkeypatch.setattr(P, "WINO_SMALL", True)
     torch.manual_seed(0)
     mod = nn.Sequential(nn.Conv2d(256, 272, 3, padding=1)).eval()
     x = torch.randn(1, 256, 7, 7)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MAGIC = b"EMC1"
-VERSION = 4  # 4: residual in[3] of conv2d and gemm
+VERSION = 5  # 4: residual in[3] of conv2d and gemm; 5: EMC_CONV_PAIRS
 MAX_DIMS = 6
 MR = 6
 ALIGN = 64

@@ -636,6 +636,7 @@ class PackedConv(NamedTuple):
     transposed: bool = False
     wino: int = 0  # Winograd tile m (0: direct)
     wino_slots: int = 0
+    pairs: np.ndarray | None = None  # the weights again as bf16 pairs (EMC_CONV_PAIRS)
 
 
 def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec) -> PackedConv:
@@ -652,7 +653,7 @@ def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec) -> PackedConv:
         slots = _wino_slots(m, oh, ow)
         scratch = _wino_scratch(m, slots, cg, co, transposed=False)
         return PackedConv(_winograd_filters(w, m), False, scratch, wino=m, wino_slots=slots)
-    if _winograd_small(op, oh, ow):
+    if WINO_SMALL and _winograd_small(op, oh, ow):
         # Transposed F(2x2): per element xi, C^T[tiles, co] = V[xi]^T @ U[xi]^T with U^T in
         # 16-column B panels; the scratch also holds each xi's C^T, transposed into place.
         return PackedConv(
@@ -673,12 +674,49 @@ def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec) -> PackedConv:
     packed = np.concatenate(
         [B.pack_a_panels(w[i * mg : (i + 1) * mg].reshape(mg, kg)) for i in range(g)]
     )
-    return PackedConv(packed, False, scratch)
+    pairs = _bf16_pairs(w.reshape(co, kg)) if g == 1 and _conv_pairs(co, npix, kg) else None
+    return PackedConv(packed, False, scratch, pairs=pairs)
+
+
+# ---- bf16 pairs for the AMX path ----------------------------------------------------------------
+def _conv_pairs(co: int, npix: int, kg: int) -> bool:
+    """Whether a direct conv also stores its weights as bf16 pairs (EMC_CONV_PAIRS): maps of
+    fewer than 64 pixels (ResNet's 7x7 layers), whose weights each serve so few products that
+    splitting them at run time costs the AMX path more than its tiles do (and the FMA kernel
+    leaves a quarter of its lanes idle), with enough work for the tiles (the AMX path's
+    thresholds: 64+ rows and depth, 2M multiply-adds)."""
+    return npix < 64 and co >= 64 and kg >= 64 and co * npix * kg >= 1 << 21
+
+
+def _bf16_bits(x: np.ndarray) -> np.ndarray:
+    """The bf16 nearest each f32 of x (ties to even), as uint32 in the low 16 bits."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint32)
+
+
+def _bf16_pairs(w: np.ndarray) -> np.ndarray:
+    """[M, K] -> EMC_CONV_PAIRS words (as float32 bit patterns): hi = bf16(w), lo = bf16(w - hi),
+    word = hi | lo << 16; rows padded to 32 and K to 16 with zeros, in [M / 16][K / 16] tiles of
+    [16 rows][16 k]."""
+    m, k = w.shape
+    mp, kp = -(-m // 32) * 32, -(-k // 16) * 16
+    x = np.zeros((mp, kp), dtype=np.float32)
+    x[:m, :k] = w
+    hi = _bf16_bits(x)
+    lo = _bf16_bits(x - (hi << 16).view(np.float32))
+    words = hi | (lo << 16)
+    tiles = words.reshape(mp // 16, 16, kp // 16, 16).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(tiles).reshape(-1).view(np.float32)
 
 
 # ---- Winograd F(m x m, 3 x 3) ---------------------------------------------------------------
 WINO_TILES = 64  # tiles per block (EM_WINO_MAX_TILES): one 64-column GEMM strip
 WINO_MAX_SLOTS = 4  # blocks in flight at once (scratch slots)
+# Transposed F(2x2) for wide convs on maps of 9 to 47 tiles (_winograd_small). Off: since the
+# AMX path and bf16-pair weights, ResNet-18 / ResNet-50 ran 6 % / 11 % faster at 1 thread and
+# 4 % / 7 % at 2 with those layers direct (the filters it streams are 16 / 9 the bytes). The
+# runtime still runs such convs (blob version 4 files); tests turn it back on.
+WINO_SMALL = False
 # Filter transforms G (Lavin & Gray; F(4, 3) on the points 0, +-1, +-2, infinity).
 _WINO_G = {
     2: np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]]),
@@ -847,6 +885,7 @@ def build_blob(
                 int(pc.transposed),
                 pc.wino,
                 pc.wino_slots,
+                0 if pc.pairs is None else g.const(pc.pairs) + 1,
             ]
             b = a["b"]
             res = tid(op.ins[1]) if len(op.ins) > 1 else -1
