@@ -567,9 +567,9 @@ static uint32_t *make_pairs(const float *a, size_t m, size_t k) {
  * The AMX paths (f32_gemm_32x32__amx.c) on GEMMs big enough to take them: every A form (packed
  * weight panels, row-major rows: bf16x3; bf16 pairs made ahead: four bf16 products each), every
  * B form, K over one and several K blocks and not a multiple of 32 (300 x 2000: several M blocks
- * of several K blocks; pairs: K blocks of up to 768), M and N with ragged 32-row / 32-column edges (N
- * over one and several groups of eight strips for pairs), bias on either side, a residual, a clamp
- * and an activation, 1 and 2 threads. The bound is the split's: each product within 2^-15 of
+ * of several K blocks; pairs: K blocks of up to 768), M and N with ragged 32-row / 32-column edges
+ * (N over one and several groups of eight strips for pairs), bias on either side, a residual, a
+ * clamp and an activation, 1 and 2 threads. The bound is the split's: each product within 2^-15 of
  * itself, so |c - ref| <= 4e-5 * sum |a b| (plain bf16 products, or a lost lo term, miss it by
  * ~50x); nothing is written outside C.
  */
