@@ -446,7 +446,8 @@ def test_winograd_choice(monkeypatch) -> None:
     and out a transposed F(2x2) from 9 tiles (ResNet's 7x7 layer) when WINO_SMALL is on (off by
     default: such convs run direct, with bf16-pair weights for the AMX path); else direct."""
     mod = nn.Conv2d(512, 512, 3, padding=1).eval()
-    (ip,) = _conv_ops(ember.export(mod, (torch.randn(1, 512, 7, 7),), backend="cpu").buffer)
+    x = torch.randn(1, 512, 7, 7)
+    (ip,) = _conv_ops(ember.export(mod, (x,), backend="cpu", target="x86-64").buffer)
     assert ip[WINO] == 0 and ip[PAIRS] > 0
     monkeypatch.setattr(P, "WINO_SMALL", True)
     cases = [
@@ -749,7 +750,7 @@ def test_conv_pairs_match_eager(tmp_path) -> None:
     torch.manual_seed(0)
     m = SmallMaps().eval()
     inputs = (torch.randn(1, 64, 14, 14), torch.randn(1, 28, 5, 9))
-    prog = ember.export(m, inputs, backend="cpu")
+    prog = ember.export(m, inputs, backend="cpu", target="x86-64")
     ips = _conv_ops(prog.buffer, every_blob=True)
     with_pairs = [ip for ip in ips if ip[PAIRS] > 0]
     assert len(with_pairs) == 4, ips  # down, proj, skip, wide
@@ -784,6 +785,18 @@ def test_conv_pairs_match_eager(tmp_path) -> None:
     assert not torch.equal(outs["amx"], outs["avx512f"])
 
 
+def test_pairs_follow_the_target() -> None:
+    """bf16 pairs are stored for x86-64 (and for this host when it has AMX), never for aarch64:
+    the portable panels alone run there."""
+    mod = nn.Conv2d(128, 128, 1).eval()
+    x = torch.randn(1, 128, 14, 14)
+    with_pairs = {}
+    for target in ("x86-64", "aarch64", None):
+        (ip,) = _conv_ops(ember.export(mod, (x,), backend="cpu", target=target).buffer)
+        with_pairs[target] = ip[PAIRS] > 0
+    assert with_pairs == {"x86-64": True, "aarch64": False, None: _has_amx()}
+
+
 def test_bf16_pairs_layout() -> None:
     """The exporter's pairs: hi the nearest bf16 (ties to even), lo the nearest bf16 of the rest,
     tiles of [16 rows][16 k], zero padding to 32 rows and 16 k."""
@@ -810,7 +823,7 @@ def test_blob_pairs_field_is_checked() -> None:
     torch.manual_seed(0)
     mod = nn.Sequential(nn.Conv2d(64, 512, 3, padding=1)).eval()
     x = torch.randn(1, 64, 7, 7)
-    buf = ember.export(mod, (x,), backend="cpu").buffer
+    buf = ember.export(mod, (x,), backend="cpu", target="x86-64").buffer
     assert _load_and_run(buf, x) == "ok"
     at, _ = _blob_span(buf)
     ops_off = struct.unpack_from("<Q", buf, at + 40)[0]

@@ -96,16 +96,18 @@ def auto_backend_for(ir: MethodIR, backend: str | None) -> str | None:
     return backend
 
 
-def partition(ir: MethodIR, backend: str | None) -> MethodIR:
+def partition(ir: MethodIR, backend: str | None, target: str | None = None) -> MethodIR:
     """Hand the subgraphs ``backend`` supports to it (``None`` / ``"portable"``: no change).
-    ``"auto"`` must have been resolved first (:func:`resolve_backend`: it needs the target)."""
+    ``"auto"`` must have been resolved first (:func:`resolve_backend`: it needs the target).
+    ``target`` (``None``: this host) decides what the backend stores for which CPUs (the CPU
+    backend's bf16-pair weights: :func:`ember.backends.cpu.partition.amx_pairs_for`)."""
     if backend == AUTO:
         raise ValueError("partition() takes a resolved backend: call resolve_backend() first")
-    if resolve_backend(backend) is None:
+    if resolve_backend(backend, target) is None:
         return ir
-    from ember.backends.cpu.partition import partition_cpu
+    from ember.backends.cpu.partition import amx_pairs_for, partition_cpu
 
-    return partition_cpu(ir)
+    return partition_cpu(ir, pairs=amx_pairs_for(target))
 
 
 __all__ = [

@@ -639,7 +639,7 @@ class PackedConv(NamedTuple):
     pairs: np.ndarray | None = None  # the weights again as bf16 pairs (EMC_CONV_PAIRS)
 
 
-def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec) -> PackedConv:
+def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec, pairs: bool = False) -> PackedConv:
     w = op.attrs["w"]
     g = op.attrs["groups"]
     co, cg, kh, kw = w.shape
@@ -674,20 +674,23 @@ def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec) -> PackedConv:
     packed = np.concatenate(
         [B.pack_a_panels(w[i * mg : (i + 1) * mg].reshape(mg, kg)) for i in range(g)]
     )
-    pairs = _bf16_pairs(w.reshape(co, kg)) if g == 1 and _conv_pairs(co, npix, kg) else None
-    return PackedConv(packed, False, scratch, pairs=pairs)
+    if not (pairs and g == 1 and _conv_pairs(co, npix, kg)):
+        return PackedConv(packed, False, scratch)
+    return PackedConv(packed, False, scratch, pairs=_bf16_pairs(w.reshape(co, kg)))
 
 
 # ---- bf16 pairs for the AMX path ----------------------------------------------------------------
 def _conv_pairs(co: int, npix: int, kg: int) -> bool:
-    """Whether a direct conv also stores its weights as bf16 pairs (EMC_CONV_PAIRS): maps of
-    fewer than 256 pixels (ResNet's 7x7 and 14x14 layers), whose weights each serve so few
-    products that splitting them at run time costs the AMX path about what its tiles do (on 7x7
-    maps more, and the FMA kernel leaves a quarter of its lanes idle), with enough work for the
-    tiles (the AMX path's thresholds: 64+ rows and depth, 2M multiply-adds). Measured against
-    pairs below 64 pixels only: ResNet-18 +6 % at 1 and 2 threads, ResNet-50 +4 % / +1 %, for
-    1.3 / 18 MB more file; with pairs on every map as well, no further gain."""
-    return npix < 256 and co >= 64 and kg >= 64 and co * npix * kg >= 1 << 21
+    """Whether a direct conv also stores its weights as bf16 pairs (EMC_CONV_PAIRS): every conv
+    with enough work for the AMX path's tiles (its thresholds: 64+ rows and depth, 2M
+    multiply-adds). The AMX path then reads the weights in place instead of splitting them at run
+    time, which on small maps (ResNet's 7x7 layers: each weight serves 49 products) costs more
+    than the tiles do. Measured (one run each, interleaved): pairs on maps under 64 pixels,
+    ResNet-18 1.26x / 1.18x faster at 1 / 2 threads; under 256, a further 1.06x / 1.06x on
+    ResNet-18 and 1.04x / 1.01x on ResNet-50; on every map, a further 1.03x / 1.0x and 1.10x /
+    1.06x (ResNet-50's 56x56 and 28x28 1x1 convs). The file grows by the pairs: ResNet-18 by
+    35 MB, ResNet-50 by 80 MB (no pairs at all in MobileNets: their 1x1 convs are too narrow)."""
+    return co >= 64 and kg >= 64 and co * npix * kg >= 1 << 21
 
 
 def _bf16_bits(x: np.ndarray) -> np.ndarray:
@@ -831,7 +834,7 @@ def _conv_transposed(co: int, npix: int, kg: int) -> bool:
 
 
 def build_blob(
-    ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec]
+    ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec], pairs: bool = False
 ) -> tuple[bytes, int]:
     g = B.Graph()
     g.n_inputs, g.n_outputs = len(inputs), len(outputs)
@@ -872,7 +875,7 @@ def build_blob(
     for op in ops:
         if op.kind == "conv2d":
             x, out = op.ins[0], op.outs[0]
-            pc = _pack_conv(op, x, out)
+            pc = _pack_conv(op, x, out, pairs)
             a = op.attrs
             ip = [
                 a["groups"],
@@ -939,8 +942,31 @@ def _fold_constant_permutes(ir: MethodIR) -> None:
     ir.instrs = kept
 
 
-def partition_cpu(ir: MethodIR) -> MethodIR:
-    """Replace runs of supported instructions by EmberCpuBackend DelegateInstrs."""
+def host_has_amx() -> bool:
+    """Whether this machine's CPU has what the runtime's AMX path needs: AMX-BF16, AMX-TILE and
+    AVX512-BF16 (Linux: /proc/cpuinfo; elsewhere False)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        return False
+    return all(f" {x}" in flags for x in ("amx_bf16", "amx_tile", "avx512_bf16"))
+
+
+def amx_pairs_for(target: str | None) -> bool:
+    """Whether convs store bf16-pair weights for the AMX path (EMC_CONV_PAIRS) for ``target``:
+    for ``"x86-64"`` (some x86-64 CPUs have AMX), not for ``"aarch64"``; for this host
+    (``None`` / ``"host"``) when its CPU has AMX-BF16. Elsewhere they would only grow the file."""
+    if target == "x86-64":
+        return True
+    if target in (None, "host"):
+        return host_has_amx()
+    return False
+
+
+def partition_cpu(ir: MethodIR, pairs: bool = False) -> MethodIR:
+    """Replace runs of supported instructions by EmberCpuBackend DelegateInstrs; ``pairs``:
+    convs also store their weights as bf16 pairs for the AMX path (:func:`amx_pairs_for`)."""
     _fold_constant_permutes(ir)
     instrs = ir.instrs
     refs: dict[int, set[int]] = {}
@@ -1018,7 +1044,7 @@ def partition_cpu(ir: MethodIR) -> MethodIR:
             new_instrs.extend(instrs[i:j])
             i = j
             continue
-        data, arena = build_blob(ops, inputs, outputs)
+        data, arena = build_blob(ops, inputs, outputs, pairs)
         kinds = sorted({o.kind for o in ops})
         d = DelegateInstr(
             kernel=f"delegate::{BACKEND_ID}",
