@@ -584,6 +584,100 @@ static void pairs_items(void *ctx, int64_t part_begin, int64_t part_end) {
   atomic_flag_clear(&g->amx_busy[slot]);
 }
 
+/*
+ * With several threads and one strip group (N <= 256), the threads split K instead of the tiles:
+ * under a split by tiles every thread packs the whole B' (an im2col, split; on ResNet's 7x7
+ * layers a fifth of a thread's time), under a split by K each packs its own part. Part 0 sums
+ * into C, part p > 0 into its partial buffer (32 x 32 blocks, tile after tile); a last pass adds
+ * the partials and applies bias, residual, clamp and activation.
+ */
+typedef struct pairs_ksplit {
+  emc_gemm *g;
+  size_t mt, st, kp16, kc, parts;
+  float *partial; /* parts - 1 buffers of mt * st blocks of 32 x 32 floats */
+} pairs_ksplit;
+
+static void ksplit_items(void *ctx, int64_t part_begin, int64_t part_end) {
+  const pairs_ksplit *j = ctx;
+  emc_gemm *g = j->g;
+  const size_t kchunks = j->kp16 / 16;
+  const int slot = emc_claim_flag(g->amx_busy, g->amx_slots);
+  uint8_t *ws = (uint8_t *)(((uintptr_t)g->amx_ws + 63) & ~(uintptr_t)63) +
+                (size_t)slot * emc_gemm_amx_slot_bytes();
+  uint32_t *bp = (uint32_t *)ws;
+  float *fb = (float *)(ws + AMX_A_BYTES + AMX_B_BYTES);
+  float *tmp = fb + AMX_KC * AMX_T;
+  amx_tilecfg cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+  _tile_loadconfig(&cfg);
+  for (size_t p = (size_t)part_begin; p < (size_t)part_end; p++) {
+    const size_t k_lo = kchunks * p / j->parts * 16,
+                 k_hi = emc_min_sz(kchunks * (p + 1) / j->parts * 16, g->k);
+    float *part = p ? j->partial + (p - 1) * j->mt * j->st * AMX_T * AMX_T : NULL;
+    for (size_t k0 = k_lo; k0 < k_hi; k0 += j->kc) {
+      const size_t kc = emc_min_sz(k_hi - k0, j->kc), chunks = emc_div_up(kc, 16);
+      const int first = k0 == k_lo, more = k0 + kc < k_hi;
+      for (size_t s = 0; s < j->st; s++) pairs_strip(g, s, k0, kc, fb, bp + s * chunks * 1024);
+      for (size_t t = 0; t < j->mt; t++) {
+        const uint32_t *a0 = g->a_pairs + (2 * t * kchunks + k0 / 16) * 256;
+        const uint32_t *a1 = a0 + kchunks * 256;
+        const size_t m0 = t * AMX_T, mr = emc_min_sz(g->m - m0, AMX_T);
+        const uint32_t *pf0 = t + 1 < j->mt ? a1 + kchunks * 256
+                              : more        ? g->a_pairs + (k0 + kc) / 16 * 256
+                                            : NULL;
+        for (size_t s = 0; s < j->st; s++) {
+          const size_t n0 = s * AMX_T, nc = emc_min_sz(g->n - n0, AMX_T);
+          const uint32_t *b = bp + s * chunks * 1024;
+          const uint32_t *p0 = s == 0 ? pf0 : NULL, *p1 = p0 ? p0 + kchunks * 256 : NULL;
+          if (part) { /* partial sums, whole blocks */
+            float *q = part + (t * j->st + s) * AMX_T * AMX_T;
+            tile_block_pairs(a0, a1, b, chunks, first ? NULL : q, AMX_T, q, AMX_T, p0, p1);
+            continue;
+          }
+          float *c = g->c + m0 * g->ldc + n0;
+          if (mr == AMX_T && nc == AMX_T) {
+            tile_block_pairs(a0, a1, b, chunks, first ? NULL : c, g->ldc, c, g->ldc, p0, p1);
+          } else {
+            tile_block_pairs(a0, a1, b, chunks, NULL, 0, tmp, AMX_T, p0, p1);
+            finish(g, m0, mr, n0, nc, tmp, !first, 0);
+          }
+        }
+      }
+    }
+  }
+  _tile_release();
+  atomic_flag_clear(&g->amx_busy[slot]);
+}
+
+/* Blocks [begin, end) (tile major): C += the partials, then bias, residual, clamp, activation. */
+static void ksplit_reduce(void *ctx, int64_t begin, int64_t end) {
+  const pairs_ksplit *j = ctx;
+  const size_t block = j->mt * j->st * AMX_T * AMX_T;
+  for (size_t i = (size_t)begin; i < (size_t)end; i++) {
+    const size_t t = i / j->st, s = i % j->st, m0 = t * AMX_T, n0 = s * AMX_T;
+    float *q = j->partial + i * AMX_T * AMX_T;
+    for (size_t p = 2; p < j->parts; p++)
+      for (size_t e = 0; e < AMX_T * AMX_T; e += 16)
+        _mm512_storeu_ps(
+            q + e, _mm512_add_ps(_mm512_loadu_ps(q + e), _mm512_loadu_ps(q + (p - 1) * block + e)));
+    finish(j->g, m0, emc_min_sz(j->g->m - m0, AMX_T), n0, emc_min_sz(j->g->n - n0, AMX_T), q, 1, 1);
+  }
+}
+
+/* The top `want` workspace slots for the partial sums, or NULL (some in use). */
+static float *claim_top_slots(emc_gemm *g, int want) {
+  for (int i = 0; i < want; i++)
+    if (atomic_flag_test_and_set(&g->amx_busy[g->amx_slots - 1 - i])) {
+      for (int r = 0; r <= i; r++)
+        if (r < i) atomic_flag_clear(&g->amx_busy[g->amx_slots - 1 - r]);
+      return NULL;
+    }
+  return (float *)((uint8_t *)(((uintptr_t)g->amx_ws + 63) & ~(uintptr_t)63) +
+                   (size_t)(g->amx_slots - want) * emc_gemm_amx_slot_bytes());
+}
+
 int emc_gemm_amx_pairs_fits(const emc_gemm *g) {
   return g->a_pairs && g->amx_ws && g->amx_busy && g->cfg->amx && g->m && g->n && g->k;
 }
@@ -600,6 +694,19 @@ void emc_gemm_run_amx_pairs(emc_gemm *g, em_threadpool *pool) {
   j.kc = emc_div_up(emc_div_up(j.kp16, nkb), 16) * 16;
   j.items = emc_div_up(j.st, j.grp) * j.mt;
   j.parts = emc_min_sz(j.items, (size_t)(n_threads < 1 ? 1 : n_threads));
+  /* a K split: one strip group, at least 4 chunks a part, room for the partials */
+  const size_t parts = (size_t)(n_threads < 1 ? 1 : n_threads);
+  const size_t pbytes = (parts - 1) * j.mt * j.st * AMX_T * AMX_T * sizeof(float);
+  const int top = (int)emc_div_up(pbytes, emc_gemm_amx_slot_bytes());
+  float *partial = NULL;
+  if (parts > 1 && j.st <= j.grp && j.kp16 / 16 >= 4 * parts && top + (int)parts <= g->amx_slots &&
+      (partial = claim_top_slots(g, top)) != NULL) {
+    pairs_ksplit ks = {g, j.mt, j.st, j.kp16, j.kc, parts, partial};
+    em_parallel_for(pool, (int64_t)parts, ksplit_items, &ks);
+    em_parallel_for(pool, (int64_t)(j.mt * j.st), ksplit_reduce, &ks);
+    for (int i = 0; i < top; i++) atomic_flag_clear(&g->amx_busy[g->amx_slots - 1 - i]);
+    return;
+  }
   em_parallel_for(pool, (int64_t)j.parts, pairs_items, &j);
 }
 

@@ -569,9 +569,9 @@ static uint32_t *make_pairs(const float *a, size_t m, size_t k) {
  * B form, K over one and several K blocks and not a multiple of 32 (300 x 2000: several M blocks
  * of several K blocks; pairs: K blocks of up to 768), M and N with ragged 32-row / 32-column edges
  * (N over one and several groups of eight strips for pairs), bias on either side, a residual, a
- * clamp and an activation, 1 and 2 threads. The bound is the split's: each product within 2^-15 of
- * itself, so |c - ref| <= 4e-5 * sum |a b| (plain bf16 products, or a lost lo term, miss it by
- * ~50x); nothing is written outside C.
+ * clamp and an activation, 1, 2 and 3 threads (pairs with one strip group split K over them). The
+ * bound is the split's: each product within 2^-15 of itself, so |c - ref| <= 4e-5 * sum |a b|
+ * (plain bf16 products, or a lost lo term, miss it by ~50x); nothing is written outside C.
  */
 static void test_gemm_amx(const em_cpu_config *cfg, em_threadpool *pool) {
   static const size_t shapes[][3] = {{64, 64, 512},   {70, 130, 300}, {97, 200, 257},
@@ -686,6 +686,9 @@ int main(void) {
     if (cfg->amx) {
       test_gemm_amx(cfg, NULL);
       test_gemm_amx(cfg, pool);
+      em_threadpool *pool3 = em_threadpool_create(3); /* pairs: K split three ways */
+      test_gemm_amx(cfg, pool3);
+      em_threadpool_destroy(pool3);
     }
 #endif
     em_threadpool_destroy(pool);
