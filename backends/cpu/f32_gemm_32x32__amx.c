@@ -178,11 +178,8 @@ static void pack_b_tiles(const float *src, size_t ld, size_t half, size_t kc, si
   }
 }
 
-/* The 32 x 32 block: out (ldo floats) = cin (ldi floats; NULL: zero) + A' (rows 0-15: `steps`
- * tiles from a, rows 16-31: the next `steps`) @ B' over `steps` 32-deep steps. */
-static void tile_block(const uint16_t *a, const uint16_t *b, size_t steps, const float *cin,
-                       size_t ldi, float *out, size_t ldo) {
-  const uint16_t *a1 = a + steps * 512;
+/* Tiles 0-3 (a 32 x 32 C block) from cin (ldi floats a row), or zero when cin is NULL. */
+static inline void c_tiles_load(const float *cin, size_t ldi) {
   if (cin) {
     _tile_loadd(0, cin, ldi * 4);
     _tile_loadd(1, cin + 16, ldi * 4);
@@ -194,6 +191,37 @@ static void tile_block(const uint16_t *a, const uint16_t *b, size_t steps, const
     _tile_zero(2);
     _tile_zero(3);
   }
+}
+
+/* Tiles 0-3 into out (ldo floats a row). */
+static inline void c_tiles_store(float *out, size_t ldo) {
+  _tile_stored(0, out, ldo * 4);
+  _tile_stored(1, out + 16, ldo * 4);
+  _tile_stored(2, out + 16 * ldo, ldo * 4);
+  _tile_stored(3, out + 16 * ldo + 16, ldo * 4);
+}
+
+/* Every tile 16 rows of 64 bytes: C blocks, A' and B' tiles alike. */
+static void tiles_configure(void) {
+  amx_tilecfg cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+  _tile_loadconfig(&cfg);
+}
+
+/* Workspace slot `slot` (64-byte aligned). */
+static uint8_t *slot_ws(const emc_gemm *g, int slot) {
+  return (uint8_t *)(((uintptr_t)g->amx_ws + 63) & ~(uintptr_t)63) +
+         (size_t)slot * emc_gemm_amx_slot_bytes();
+}
+
+/* The 32 x 32 block: out (ldo floats) = cin (ldi floats; NULL: zero) + A' (rows 0-15: `steps`
+ * tiles from a, rows 16-31: the next `steps`) @ B' over `steps` 32-deep steps. */
+static void tile_block(const uint16_t *a, const uint16_t *b, size_t steps, const float *cin,
+                       size_t ldi, float *out, size_t ldo) {
+  const uint16_t *a1 = a + steps * 512;
+  c_tiles_load(cin, ldi);
   for (size_t s = 0; s < steps; s++) {
     _tile_loadd(4, a + s * 512, 64);
     _tile_loadd(6, b + s * 1024, 64);
@@ -204,10 +232,7 @@ static void tile_block(const uint16_t *a, const uint16_t *b, size_t steps, const
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  _tile_stored(0, out, ldo * 4);
-  _tile_stored(1, out + 16, ldo * 4);
-  _tile_stored(2, out + 16 * ldo, ldo * 4);
-  _tile_stored(3, out + 16 * ldo + 16, ldo * 4);
+  c_tiles_store(out, ldo);
 }
 
 /*
@@ -336,17 +361,12 @@ static void amx_items(void *ctx, int64_t part_begin, int64_t part_end) {
   const int64_t begin = (int64_t)(job->items * (size_t)part_begin / job->parts);
   const int64_t end = (int64_t)(job->items * (size_t)part_end / job->parts);
   const int slot = emc_claim_flag(g->amx_busy, g->amx_slots); /* delegate-wide */
-  uint8_t *ws = (uint8_t *)(((uintptr_t)g->amx_ws + 63) & ~(uintptr_t)63) +
-                (size_t)slot * emc_gemm_amx_slot_bytes();
+  uint8_t *ws = slot_ws(g, slot);
   uint16_t *ap = (uint16_t *)ws;
   uint16_t *bp = (uint16_t *)(ws + AMX_A_BYTES);
   float *fb = (float *)(ws + AMX_A_BYTES + AMX_B_BYTES);
   float *tmp = fb + AMX_KC * AMX_T;
-  amx_tilecfg cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.palette = 1;
-  for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-  _tile_loadconfig(&cfg);
+  tiles_configure();
   for (int64_t it = begin; it < end;) {
     const size_t mbi = (size_t)it / p.st;
     const int64_t grp_end = (int64_t)emc_min_sz((size_t)end, (mbi + 1) * p.st);
@@ -464,17 +484,7 @@ static void pack_b_pairs(const float *src, size_t ld, size_t half, size_t kc, si
 static void tile_block_pairs(const uint32_t *a0, const uint32_t *a1, const uint32_t *b,
                              size_t chunks, const float *cin, size_t ldi, float *out, size_t ldo,
                              const uint32_t *pf0, const uint32_t *pf1) {
-  if (cin) {
-    _tile_loadd(0, cin, ldi * 4);
-    _tile_loadd(1, cin + 16, ldi * 4);
-    _tile_loadd(2, cin + 16 * ldi, ldi * 4);
-    _tile_loadd(3, cin + 16 * ldi + 16, ldi * 4);
-  } else {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-  }
+  c_tiles_load(cin, ldi);
   for (size_t j = 0; j < chunks; j++) {
     const uint32_t *bj = b + j * 1024;
     if (pf0)
@@ -497,10 +507,7 @@ static void tile_block_pairs(const uint32_t *a0, const uint32_t *a1, const uint3
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  _tile_stored(0, out, ldo * 4);
-  _tile_stored(1, out + 16, ldo * 4);
-  _tile_stored(2, out + 16 * ldo, ldo * 4);
-  _tile_stored(3, out + 16 * ldo + 16, ldo * 4);
+  c_tiles_store(out, ldo);
 }
 
 typedef struct pairs_job {
@@ -527,6 +534,52 @@ static void pairs_strip(const emc_gemm *g, size_t s, size_t k0, size_t kc, float
   }
 }
 
+/* A K block of tiles [t0, t1) x strips [s0, s1): its depth k0..k0 + kc (kchunks: the chunks of
+ * all of K), whether it is the first of its run of K blocks (no C to add) and the last (finish
+ * the tiles), and whether one follows (whose first tile's pairs to prefetch). */
+typedef struct pairs_span {
+  size_t kchunks, t0, t1, s0, s1, k0, kc;
+  int first, last, more;
+} pairs_span;
+
+/* The span's tiles over B' at bp (strip s at bp + (s - s0) * chunks * 1024 words): into C, or
+ * with `part` into its 32 x 32 blocks of partial sums (tile t, strip s: block t * st + s);
+ * tmp: a 32 x 32 buffer for ragged tiles. */
+static void pairs_tiles(emc_gemm *g, const pairs_span *sp, const uint32_t *bp, float *part,
+                        size_t st, float *tmp) {
+  const size_t kchunks = sp->kchunks, chunks = emc_div_up(sp->kc, 16);
+  for (size_t t = sp->t0; t < sp->t1; t++) {
+    const uint32_t *a0 = g->a_pairs + (2 * t * kchunks + sp->k0 / 16) * 256;
+    const uint32_t *a1 = a0 + kchunks * 256;
+    const size_t m0 = t * AMX_T, mr = emc_min_sz(g->m - m0, AMX_T);
+    /* the next tile's pairs, or the next K block's first; as far as this block's chunks go */
+    const uint32_t *pf0 = t + 1 < sp->t1 ? a1 + kchunks * 256
+                          : sp->more
+                              ? g->a_pairs + (2 * sp->t0 * kchunks + (sp->k0 + sp->kc) / 16) * 256
+                              : NULL;
+    for (size_t s = sp->s0; s < sp->s1; s++) {
+      const size_t n0 = s * AMX_T, nc = emc_min_sz(g->n - n0, AMX_T);
+      const uint32_t *b = bp + (s - sp->s0) * chunks * 1024;
+      const uint32_t *p0 = s == sp->s0 ? pf0 : NULL, *p1 = p0 ? p0 + kchunks * 256 : NULL;
+      if (part) { /* partial sums, whole blocks */
+        float *q = part + (t * st + s) * AMX_T * AMX_T;
+        tile_block_pairs(a0, a1, b, chunks, sp->first ? NULL : q, AMX_T, q, AMX_T, p0, p1);
+        continue;
+      }
+      float *c = g->c + m0 * g->ldc + n0;
+      if (mr == AMX_T && nc == AMX_T && !sp->last) {
+        tile_block_pairs(a0, a1, b, chunks, sp->first ? NULL : c, g->ldc, c, g->ldc, p0, p1);
+      } else if (mr == AMX_T && nc == AMX_T) {
+        tile_block_pairs(a0, a1, b, chunks, sp->first ? NULL : c, g->ldc, tmp, AMX_T, p0, p1);
+        finish(g, m0, mr, n0, nc, tmp, 0, 1);
+      } else {
+        tile_block_pairs(a0, a1, b, chunks, NULL, 0, tmp, AMX_T, p0, p1);
+        finish(g, m0, mr, n0, nc, tmp, !sp->first, sp->last);
+      }
+    }
+  }
+}
+
 /* Runs [begin, end) of the job's parts (contiguous runs of work items, strip group major). */
 static void pairs_items(void *ctx, int64_t part_begin, int64_t part_end) {
   const pairs_job *job = ctx;
@@ -534,49 +587,22 @@ static void pairs_items(void *ctx, int64_t part_begin, int64_t part_end) {
   const size_t begin = job->items * (size_t)part_begin / job->parts;
   const size_t end = job->items * (size_t)part_end / job->parts;
   const int slot = emc_claim_flag(g->amx_busy, g->amx_slots);
-  uint8_t *ws = (uint8_t *)(((uintptr_t)g->amx_ws + 63) & ~(uintptr_t)63) +
-                (size_t)slot * emc_gemm_amx_slot_bytes();
+  uint8_t *ws = slot_ws(g, slot);
   uint32_t *bp = (uint32_t *)ws; /* B' of the group's strips: the A' and B' areas */
   float *fb = (float *)(ws + AMX_A_BYTES + AMX_B_BYTES);
   float *tmp = fb + AMX_KC * AMX_T;
   const size_t kchunks = job->kp16 / 16; /* chunks of a 16-row group */
-  amx_tilecfg cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.palette = 1;
-  for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-  _tile_loadconfig(&cfg);
+  tiles_configure();
   for (size_t it = begin; it < end;) {
     const size_t gi = it / job->mt, grp_end = emc_min_sz(end, (gi + 1) * job->mt);
     const size_t t0 = it % job->mt, t1 = t0 + (grp_end - it);
     const size_t s0 = gi * job->grp, s1 = emc_min_sz(job->st, s0 + job->grp);
     for (size_t k0 = 0; k0 < g->k; k0 += job->kc) {
       const size_t kc = emc_min_sz(g->k - k0, job->kc), chunks = emc_div_up(kc, 16);
-      const int first = k0 == 0, last = k0 + kc == g->k;
       for (size_t s = s0; s < s1; s++) pairs_strip(g, s, k0, kc, fb, bp + (s - s0) * chunks * 1024);
-      for (size_t t = t0; t < t1; t++) {
-        const uint32_t *a0 = g->a_pairs + (2 * t * kchunks + k0 / 16) * 256;
-        const uint32_t *a1 = a0 + kchunks * 256;
-        const size_t m0 = t * AMX_T, mr = emc_min_sz(g->m - m0, AMX_T);
-        /* the next tile's A, or the next K block's first; as far as this block's chunks go */
-        const uint32_t *pf0 = t + 1 < t1 ? a1 + kchunks * 256
-                              : !last    ? g->a_pairs + (2 * t0 * kchunks + (k0 + kc) / 16) * 256
-                                         : NULL;
-        for (size_t s = s0; s < s1; s++) {
-          const size_t n0 = s * AMX_T, nc = emc_min_sz(g->n - n0, AMX_T);
-          const uint32_t *b = bp + (s - s0) * chunks * 1024;
-          const uint32_t *p0 = s == s0 ? pf0 : NULL, *p1 = p0 ? p0 + kchunks * 256 : NULL;
-          float *c = g->c + m0 * g->ldc + n0;
-          if (mr == AMX_T && nc == AMX_T && !last) {
-            tile_block_pairs(a0, a1, b, chunks, first ? NULL : c, g->ldc, c, g->ldc, p0, p1);
-          } else if (mr == AMX_T && nc == AMX_T) {
-            tile_block_pairs(a0, a1, b, chunks, first ? NULL : c, g->ldc, tmp, AMX_T, p0, p1);
-            finish(g, m0, mr, n0, nc, tmp, 0, 1);
-          } else {
-            tile_block_pairs(a0, a1, b, chunks, NULL, 0, tmp, AMX_T, p0, p1);
-            finish(g, m0, mr, n0, nc, tmp, !first, last);
-          }
-        }
-      }
+      const pairs_span sp = {kchunks,       t0, t1, s0, s1, k0, kc, k0 == 0, k0 + kc == g->k,
+                             k0 + kc < g->k};
+      pairs_tiles(g, &sp, bp, NULL, 0, tmp);
     }
     it = grp_end;
   }
@@ -602,49 +628,20 @@ static void ksplit_items(void *ctx, int64_t part_begin, int64_t part_end) {
   emc_gemm *g = j->g;
   const size_t kchunks = j->kp16 / 16;
   const int slot = emc_claim_flag(g->amx_busy, g->amx_slots);
-  uint8_t *ws = (uint8_t *)(((uintptr_t)g->amx_ws + 63) & ~(uintptr_t)63) +
-                (size_t)slot * emc_gemm_amx_slot_bytes();
+  uint8_t *ws = slot_ws(g, slot);
   uint32_t *bp = (uint32_t *)ws;
   float *fb = (float *)(ws + AMX_A_BYTES + AMX_B_BYTES);
   float *tmp = fb + AMX_KC * AMX_T;
-  amx_tilecfg cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.palette = 1;
-  for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-  _tile_loadconfig(&cfg);
+  tiles_configure();
   for (size_t p = (size_t)part_begin; p < (size_t)part_end; p++) {
     const size_t k_lo = kchunks * p / j->parts * 16,
                  k_hi = emc_min_sz(kchunks * (p + 1) / j->parts * 16, g->k);
     float *part = p ? j->partial + (p - 1) * j->mt * j->st * AMX_T * AMX_T : NULL;
     for (size_t k0 = k_lo; k0 < k_hi; k0 += j->kc) {
       const size_t kc = emc_min_sz(k_hi - k0, j->kc), chunks = emc_div_up(kc, 16);
-      const int first = k0 == k_lo, more = k0 + kc < k_hi;
       for (size_t s = 0; s < j->st; s++) pairs_strip(g, s, k0, kc, fb, bp + s * chunks * 1024);
-      for (size_t t = 0; t < j->mt; t++) {
-        const uint32_t *a0 = g->a_pairs + (2 * t * kchunks + k0 / 16) * 256;
-        const uint32_t *a1 = a0 + kchunks * 256;
-        const size_t m0 = t * AMX_T, mr = emc_min_sz(g->m - m0, AMX_T);
-        const uint32_t *pf0 = t + 1 < j->mt ? a1 + kchunks * 256
-                              : more        ? g->a_pairs + (k0 + kc) / 16 * 256
-                                            : NULL;
-        for (size_t s = 0; s < j->st; s++) {
-          const size_t n0 = s * AMX_T, nc = emc_min_sz(g->n - n0, AMX_T);
-          const uint32_t *b = bp + s * chunks * 1024;
-          const uint32_t *p0 = s == 0 ? pf0 : NULL, *p1 = p0 ? p0 + kchunks * 256 : NULL;
-          if (part) { /* partial sums, whole blocks */
-            float *q = part + (t * j->st + s) * AMX_T * AMX_T;
-            tile_block_pairs(a0, a1, b, chunks, first ? NULL : q, AMX_T, q, AMX_T, p0, p1);
-            continue;
-          }
-          float *c = g->c + m0 * g->ldc + n0;
-          if (mr == AMX_T && nc == AMX_T) {
-            tile_block_pairs(a0, a1, b, chunks, first ? NULL : c, g->ldc, c, g->ldc, p0, p1);
-          } else {
-            tile_block_pairs(a0, a1, b, chunks, NULL, 0, tmp, AMX_T, p0, p1);
-            finish(g, m0, mr, n0, nc, tmp, !first, 0);
-          }
-        }
-      }
+      const pairs_span sp = {kchunks, 0, j->mt, 0, j->st, k0, kc, k0 == k_lo, 0, k0 + kc < k_hi};
+      pairs_tiles(g, &sp, bp, part, j->st, tmp);
     }
   }
   _tile_release();
