@@ -70,12 +70,13 @@ static int amx_usable(void) {
 #endif
 
 static int isa_supported(const char *isa) {
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
+#endif
+#if defined(__x86_64__)
   if (strcmp(isa, "amx") == 0) return amx_usable();
 #endif
 #if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
   if (strcmp(isa, "avx512f") == 0) return __builtin_cpu_supports("avx512f");
   if (strcmp(isa, "avx2") == 0)
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");

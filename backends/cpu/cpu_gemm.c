@@ -155,13 +155,15 @@ size_t emc_gemm_pack_floats(const em_cpu_config *cfg, size_t k, int n_threads) {
 void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
   const int n_threads = em_threadpool_size(pool);
 #if defined(__x86_64__)
-  if (n_threads <= g->amx_slots && emc_gemm_amx_pairs_fits(g)) {
-    emc_gemm_run_amx_pairs(g, pool);
-    return;
-  }
-  if (n_threads <= g->amx_slots && emc_gemm_amx_fits(g)) {
-    emc_gemm_run_amx(g, pool);
-    return;
+  if (n_threads <= g->amx_slots) { /* each thread takes a workspace slot */
+    if (emc_gemm_amx_pairs_fits(g)) {
+      emc_gemm_run_amx_pairs(g, pool);
+      return;
+    }
+    if (emc_gemm_amx_fits(g)) {
+      emc_gemm_run_amx(g, pool);
+      return;
+    }
   }
 #endif
   g->kcb = k_block(g->k);

@@ -144,6 +144,27 @@ static void pack_a(const emc_gemm *g, size_t r0, size_t rows_pad, size_t k0, siz
 }
 
 /*
+ * Rows [k0, k0 + kc) (kc <= AMX_KC), columns [n0, n0 + nc) (nc <= 32) of B in f32: where they
+ * are, row k's columns 16 h .. 16 h + 15 at src + k * *ld + h * *half (packed weight panels, a
+ * row-major matrix), or built into fb (AMX_KC x 32) by the caller's pack_b (an im2col).
+ */
+static const float *b_rows(const emc_gemm *g, size_t n0, size_t nc, size_t k0, size_t kc, float *fb,
+                           size_t *ld, size_t *half) {
+  if (g->b_packed) {
+    *ld = EMC_NR_PANEL, *half = g->k * EMC_NR_PANEL;
+    return g->b + (n0 / EMC_NR_PANEL) * g->k * EMC_NR_PANEL + k0 * EMC_NR_PANEL;
+  }
+  *half = 16;
+  if (g->pack_b) {
+    g->pack_b(g->pack_ctx, k0, kc, n0, nc, fb, AMX_T);
+    *ld = AMX_T;
+    return fb;
+  }
+  *ld = g->ldb;
+  return g->b + k0 * g->ldb + n0;
+}
+
+/*
  * B' for kc rows of f32 and nc <= 32 columns: row k's columns 16 h .. 16 h + 15 at
  * src + k * ld + h * half. dst: (3 kp / 32) K' steps of two 16 x 32 bf16 tiles.
  */
@@ -384,15 +405,9 @@ static void amx_items(void *ctx, int64_t part_begin, int64_t part_end) {
       for (size_t s = s0; s < s1; s++) {
         const size_t n0 = s * AMX_T, nc = emc_min_sz(g->n - n0, AMX_T);
         if (more) prefetch_a(g, nt0 * AMX_T, nrows * AMX_T, nk0, nkc, s - s0, s1 - s0);
-        if (g->b_packed) {
-          pack_b_tiles(g->b + (n0 / EMC_NR_PANEL) * g->k * EMC_NR_PANEL + k0 * EMC_NR_PANEL,
-                       EMC_NR_PANEL, g->k * EMC_NR_PANEL, kc, nc, bp);
-        } else if (g->pack_b) {
-          g->pack_b(g->pack_ctx, k0, kc, n0, nc, fb, AMX_T);
-          pack_b_tiles(fb, AMX_T, 16, kc, nc, bp);
-        } else {
-          pack_b_tiles(g->b + k0 * g->ldb + n0, g->ldb, 16, kc, nc, bp);
-        }
+        size_t ld, half;
+        const float *src = b_rows(g, n0, nc, k0, kc, fb, &ld, &half);
+        pack_b_tiles(src, ld, half, kc, nc, bp);
         for (size_t t = t0; t < t1; t++) {
           const size_t m0 = t * AMX_T, mr = emc_min_sz(g->m - m0, AMX_T);
           const uint16_t *a = ap + (t - t0) * 2 * steps * 512;
@@ -519,18 +534,12 @@ typedef struct pairs_job {
 /* B' of strip s, rows [k0, k0 + kc), into dst (pack_b_pairs's layout). */
 static void pairs_strip(const emc_gemm *g, size_t s, size_t k0, size_t kc, float *fb,
                         uint32_t *dst) {
-  const size_t n0 = s * AMX_T, nc = emc_min_sz(g->n - n0, AMX_T), kcp = emc_div_up(kc, 16) * 16;
-  if (g->b_packed) {
-    pack_b_pairs(g->b + (n0 / EMC_NR_PANEL) * g->k * EMC_NR_PANEL + k0 * EMC_NR_PANEL, EMC_NR_PANEL,
-                 g->k * EMC_NR_PANEL, kc, kcp, nc, dst);
-  } else if (g->pack_b) { /* an im2col, AMX_KC rows at a time through the f32 strip */
-    for (size_t r = 0; r < kc; r += AMX_KC) {
-      const size_t rc = emc_min_sz(kc - r, AMX_KC);
-      g->pack_b(g->pack_ctx, k0 + r, rc, n0, nc, fb, AMX_T);
-      pack_b_pairs(fb, AMX_T, 16, rc, emc_div_up(rc, 16) * 16, nc, dst + (r / 16) * 1024);
-    }
-  } else {
-    pack_b_pairs(g->b + k0 * g->ldb + n0, g->ldb, 16, kc, kcp, nc, dst);
+  const size_t n0 = s * AMX_T, nc = emc_min_sz(g->n - n0, AMX_T);
+  for (size_t r = 0; r < kc; r += AMX_KC) { /* AMX_KC rows at a time: what the f32 strip holds */
+    const size_t rc = emc_min_sz(kc - r, AMX_KC);
+    size_t ld, half;
+    const float *src = b_rows(g, n0, nc, k0 + r, rc, fb, &ld, &half);
+    pack_b_pairs(src, ld, half, rc, emc_div_up(rc, 16) * 16, nc, dst + (r / 16) * 1024);
   }
 }
 
