@@ -231,6 +231,19 @@ static void tiles_configure(void) {
   _tile_loadconfig(&cfg);
 }
 
+/*
+ * The workspace slot for part `part` of a job: slot `part` when free, so that with the parts
+ * pinned to threads (em_parallel_for_static) each thread packs into the same slot operator after
+ * operator. Taking the first free slot let the threads trade slots about every other operator
+ * (counted: 7533 trades in 16000 jobs), and each packed B' then moved between the cores' caches:
+ * a chain of 1x1 convs on 28x28 at 2 threads packed B' at 41 cycles a row on the caller against
+ * 28 with the slots kept, and ran 0.91 -> 0.77 ms.
+ */
+static int claim_slot(emc_gemm *g, int64_t part) {
+  if (part < g->amx_slots && !atomic_flag_test_and_set(&g->amx_busy[part])) return (int)part;
+  return emc_claim_flag(g->amx_busy, g->amx_slots);
+}
+
 /* Workspace slot `slot` (64-byte aligned). */
 static uint8_t *slot_ws(const emc_gemm *g, int slot) {
   return (uint8_t *)(((uintptr_t)g->amx_ws + 63) & ~(uintptr_t)63) +
@@ -381,7 +394,7 @@ static void amx_items(void *ctx, int64_t part_begin, int64_t part_end) {
   const amx_plan p = job->p;
   const int64_t begin = (int64_t)(job->items * (size_t)part_begin / job->parts);
   const int64_t end = (int64_t)(job->items * (size_t)part_end / job->parts);
-  const int slot = emc_claim_flag(g->amx_busy, g->amx_slots); /* delegate-wide */
+  const int slot = claim_slot(g, part_begin); /* delegate-wide */
   uint8_t *ws = slot_ws(g, slot);
   uint16_t *ap = (uint16_t *)ws;
   uint16_t *bp = (uint16_t *)(ws + AMX_A_BYTES);
@@ -446,7 +459,7 @@ void emc_gemm_run_amx(emc_gemm *g, em_threadpool *pool) {
   amx_job j = {g, plan_of(g, n_threads), 0, 0};
   j.items = emc_div_up(j.p.mt, j.p.mb) * j.p.st;
   j.parts = emc_min_sz(j.items, (size_t)(n_threads < 1 ? 1 : n_threads));
-  em_parallel_for(pool, (int64_t)j.parts, amx_items, &j);
+  em_parallel_for_static(pool, (int64_t)j.parts, amx_items, &j);
 }
 
 /* ---- A as bf16 pairs (EMC_CONV_PAIRS) ------------------------------------------------------
@@ -595,7 +608,7 @@ static void pairs_items(void *ctx, int64_t part_begin, int64_t part_end) {
   emc_gemm *g = job->g;
   const size_t begin = job->items * (size_t)part_begin / job->parts;
   const size_t end = job->items * (size_t)part_end / job->parts;
-  const int slot = emc_claim_flag(g->amx_busy, g->amx_slots);
+  const int slot = claim_slot(g, part_begin);
   uint8_t *ws = slot_ws(g, slot);
   uint32_t *bp = (uint32_t *)ws; /* B' of the group's strips: the A' and B' areas */
   float *fb = (float *)(ws + AMX_A_BYTES + AMX_B_BYTES);
@@ -636,7 +649,7 @@ static void ksplit_items(void *ctx, int64_t part_begin, int64_t part_end) {
   const pairs_ksplit *j = ctx;
   emc_gemm *g = j->g;
   const size_t kchunks = j->kp16 / 16;
-  const int slot = emc_claim_flag(g->amx_busy, g->amx_slots);
+  const int slot = claim_slot(g, part_begin);
   uint8_t *ws = slot_ws(g, slot);
   uint32_t *bp = (uint32_t *)ws;
   float *fb = (float *)(ws + AMX_A_BYTES + AMX_B_BYTES);
@@ -708,12 +721,12 @@ void emc_gemm_run_amx_pairs(emc_gemm *g, em_threadpool *pool) {
   if (parts > 1 && j.st <= j.grp && j.kp16 / 16 >= 4 * parts && top + (int)parts <= g->amx_slots &&
       (partial = claim_top_slots(g, top)) != NULL) {
     pairs_ksplit ks = {g, j.mt, j.st, j.kp16, j.kc, parts, partial};
-    em_parallel_for(pool, (int64_t)parts, ksplit_items, &ks);
+    em_parallel_for_static(pool, (int64_t)parts, ksplit_items, &ks);
     em_parallel_for(pool, (int64_t)(j.mt * j.st), ksplit_reduce, &ks);
     for (int i = 0; i < top; i++) atomic_flag_clear(&g->amx_busy[g->amx_slots - 1 - i]);
     return;
   }
-  em_parallel_for(pool, (int64_t)j.parts, pairs_items, &j);
+  em_parallel_for_static(pool, (int64_t)j.parts, pairs_items, &j);
 }
 
 #endif /* __x86_64__ */
