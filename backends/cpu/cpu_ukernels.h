@@ -142,6 +142,21 @@ void em_f32_gelu_row__avx512f(size_t n, const float *x, float *y);
 void em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const float *in,
                                                  const float *w, float bias, float *out,
                                                  const em_minmax_params *p);
+/*
+ * Direct conv2d for few input channels (network stems), NCHW, groups 1, undilated, column
+ * stride q->sw of 1 or 2: output rows [oy0, oy1) of nco <= 16 channels, channel c's plane at
+ * out + c * oh * ow, = clamp(bias[c] + sum over ci, ky, kx of wb[((ci * kh + ky) * kw + kx) * 16
+ * + c] * in[ci][oy * sh + ky - ph][ox * sw + kx - pw]) (zero outside the input). wb holds 16
+ * weights per tap (those of channels >= nco zero); bias may be NULL. kw <= EM_SMALLC_MAX_KW.
+ */
+#define EM_SMALLC_MAX_KW 8
+typedef void (*em_f32_conv_smallc_fn)(const em_dw_params *q, int64_t cin, int64_t oy0, int64_t oy1,
+                                      const float *in, const float *wb, const float *bias,
+                                      int64_t nco, float *out, const em_minmax_params *p);
+void em_f32_conv2d_smallc_minmax_ukernel__avx512f(const em_dw_params *q, int64_t cin, int64_t oy0,
+                                                  int64_t oy1, const float *in, const float *wb,
+                                                  const float *bias, int64_t nco, float *out,
+                                                  const em_minmax_params *p);
 EM_VOPS_DECL(avx2)
 EM_VOPS_DECL(neon) /* AArch64 only */
 EM_VOPS_DECL(scalar)
@@ -164,6 +179,7 @@ typedef struct em_cpu_config {
   em_f32_vmax_fn vmax;
   em_f32_wino_in_fn wino_in;
   em_f32_wino_out_fn wino_out;
+  em_f32_conv_smallc_fn conv_smallc; /* NULL: stems go through im2col and the GEMM */
 } em_cpu_config;
 
 /* The configuration for this CPU, detected once (thread-safe after the first call). */

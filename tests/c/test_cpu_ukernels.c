@@ -136,6 +136,69 @@ static void test_dwconv(const em_cpu_config *cfg) {
   CHECK(bad == 0, "%s dwconv: %d mismatches", cfg->isa, bad);
 }
 
+/* The direct few-channel conv (stems): every output of rows [oy0, oy1) against a double
+ * reference, for 1-4 input channels, 1x1 to 3x3 (and 1x7 / 5x1) kernels, stride 1 and 2, padding
+ * 0 to 3, rows past a 16-lane vector and ragged ones, 1 to 16 channels; nothing written outside
+ * those rows or past channel nco. */
+static void test_conv_smallc(const em_cpu_config *cfg) {
+  if (!cfg->conv_smallc) return;
+  enum { H = 23, W = 37, CO = 16 };
+  static float in[4 * H * W], wb[4 * 9 * 16], out[(CO + 1) * (H + 6) * (W + 6)];
+  static const int64_t shapes[][2] = {{1, 1}, {3, 3}, {2, 2}, {1, 7}, {5, 1}};
+  float bias[CO];
+  int bad = 0;
+  for (size_t si = 0; si < 5; si++)
+    for (int64_t cin = 1; cin <= 4; cin++)
+      for (int64_t s = 1; s <= 2; s++)
+        for (int64_t pad = 0; pad <= 3; pad++)
+          for (int64_t wd = 15; wd <= W; wd += 11) {
+            const int64_t kh = shapes[si][0], kw = shapes[si][1];
+            if (cin * kh * kw > 36) continue;
+            const int64_t h = H - wd % 5, oh = (h + 2 * pad - kh) / s + 1,
+                          ow = (wd + 2 * pad - kw) / s + 1, nco = 1 + (cin * 5 + pad + s) % CO;
+            em_dw_params q = {h, wd, oh, ow, kh, kw, s, s, pad, pad, 1, 1};
+            for (int64_t i = 0; i < cin * h * wd; i++) in[i] = frand();
+            for (int64_t i = 0; i < cin * kh * kw * 16; i++) wb[i] = i % 16 < nco ? frand() : 0.f;
+            for (int64_t c = 0; c < CO; c++) bias[c] = frand();
+            for (int64_t i = 0; i < (CO + 1) * (H + 6) * (W + 6); i++) out[i] = SENTINEL;
+            const int64_t oy0 = oh > 4 ? 1 : 0, oy1 = oh > 4 ? oh - 1 : oh;
+            em_minmax_params p = {-2.0f, 2.5f};
+            cfg->conv_smallc(&q, cin, oy0, oy1, in, wb, si % 2 ? NULL : bias, nco, out, &p);
+            for (int64_t c = 0; c <= CO; c++)
+              for (int64_t oy = 0; oy < oh; oy++)
+                for (int64_t ox = 0; ox < ow; ox++) {
+                  const float got = out[(c * oh + oy) * ow + ox];
+                  if (c >= nco || oy < oy0 || oy >= oy1) {
+                    if (got != SENTINEL && bad++ < 5)
+                      CHECK(0,
+                            "%s conv_smallc wrote channel %lld row %lld (rows %lld-%lld, %lld "
+                            "channels)",
+                            cfg->isa, (long long)c, (long long)oy, (long long)oy0, (long long)oy1,
+                            (long long)nco);
+                    continue;
+                  }
+                  double acc = si % 2 ? 0.0 : bias[c];
+                  for (int64_t ci = 0; ci < cin; ci++)
+                    for (int64_t ky = 0; ky < kh; ky++)
+                      for (int64_t kx = 0; kx < kw; kx++) {
+                        const int64_t iy = oy * s + ky - pad, ix = ox * s + kx - pad;
+                        if (iy >= 0 && iy < h && ix >= 0 && ix < wd)
+                          acc += (double)wb[((ci * kh + ky) * kw + kx) * 16 + c] *
+                                 in[(ci * h + iy) * wd + ix];
+                      }
+                  acc = fmin(fmax(acc, p.min), p.max);
+                  if (!close_to(got, acc, 1e-5) && bad++ < 5)
+                    CHECK(0,
+                          "%s conv_smallc cin=%lld %lldx%lld s=%lld p=%lld w=%lld at c%lld "
+                          "(%lld,%lld): %g vs %g",
+                          cfg->isa, (long long)cin, (long long)kh, (long long)kw, (long long)s,
+                          (long long)pad, (long long)wd, (long long)c, (long long)oy, (long long)ox,
+                          got, acc);
+                }
+          }
+  CHECK(bad == 0, "%s conv_smallc: %d mismatches", cfg->isa, bad);
+}
+
 /* 3x3 pad 1 and 5x5 pad 2 stride-1 convs over small planes (the flat AVX-512 path at h * w <= 64
  * and 128, just past each, and bigger): every output checked, nothing past the plane written. */
 static void test_dwconv_small(const em_cpu_config *cfg) {
@@ -695,6 +758,7 @@ int main(void) {
     test_dwconv(cfg);
     test_dwconv_small(cfg);
     test_dwconv_wide(cfg);
+    test_conv_smallc(cfg);
     test_copy_stride2(cfg);
     test_vmax(cfg);
     test_wino(cfg);

@@ -156,6 +156,26 @@ def test_im2col_from_padded_input(
     _check_model(m, (torch.randn(1, cin, size, size + 2),), threads=(1, 2))
 
 
+@pytest.mark.parametrize(
+    "cin, cout, k, stride, pad, size, act",
+    [
+        (3, 16, 3, 2, 1, 64, nn.Hardswish),  # MobileNetV3's stem: one 16-channel block
+        (3, 32, 3, 2, 1, 41, nn.ReLU6),  # MobileNetV2's: two blocks, an odd plane
+        (1, 7, 3, 1, 1, 19, nn.ReLU),  # one channel, a ragged block, rows of 19
+        (4, 40, 3, 2, 0, 36, nn.SiLU),  # unpadded, three blocks (the last of 8)
+        (2, 5, 2, 1, 3, 17, nn.Identity),  # padding past the kernel: all-padding rows
+        (3, 9, (1, 7), 1, (0, 3), 23, nn.GELU),  # a 1x7 kernel over 23 columns
+    ],
+)
+def test_stem_convs(cin: int, cout: int, k, stride: int, pad, size: int, act) -> None:
+    """Convs of at most 4 input channels and depth 36 run on the direct kernel (16 pixels x 16
+    channels a step, bands of 8 rows over the threads): every block, band, edge and activation
+    agrees with eager, batch 2, at 1-3 threads."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(cin, cout, k, stride=stride, padding=pad), act())
+    _check_model(m, (torch.randn(2, cin, size, size + 3),), threads=(1, 2, 3))
+
+
 def test_deep_k_uses_k_blocks() -> None:
     """K > 256 (the GEMM's K block): partial sums across blocks, clamp and bias once."""
     torch.manual_seed(0)
