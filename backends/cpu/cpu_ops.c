@@ -997,7 +997,7 @@ static void run_conv_wino(const emc_delegate *d, const emc_op *op, const float *
 }
 
 /*
- * Stems (few input channels: 3x3 or 7x7 over RGB) with the direct kernel, cfg->conv_smallc:
+ * Stems (few input channels: MobileNets' 3x3 over RGB) with the direct kernel, cfg->conv_smallc:
  * bands of output rows x blocks of 16 channels, each block's weights regathered from the packed
  * panels into [depth][16] on the stack. MobileNetV3-Small's 3x3 stem, 1 / 2 threads: 0.225 /
  * 0.173 -> 0.155 / 0.101 ms (the GEMM path copied a 27-deep im2col, and its 6-row tiles spent a
@@ -1017,9 +1017,10 @@ typedef struct smallc_job {
   em_minmax_params mm;
 } smallc_job;
 
-static bool smallc_fits(const emc_delegate *d, const emc_op *op, int64_t cin, int64_t g) {
+/* kg: the conv's depth, cin * kh * kw (groups 1). */
+static bool smallc_fits(const emc_delegate *d, const emc_op *op, int64_t cin, int64_t g,
+                        int64_t kg) {
   const int32_t *ip = op->ip;
-  const int64_t kg = cin * ip[EMC_CONV_KH] * ip[EMC_CONV_KW];
   return d->cfg->conv_smallc && g == 1 && cin <= SMALLC_MAX_CIN && kg <= SMALLC_MAX_DEPTH &&
          ip[EMC_CONV_KW] <= EM_SMALLC_MAX_KW && !ip[EMC_CONV_TRANSPOSED] && op->in[3] < 0 &&
          op->out[1] < 0 && (ip[EMC_CONV_SW] == 1 || ip[EMC_CONV_SW] == 2) && ip[EMC_CONV_DH] == 1 &&
@@ -1060,7 +1061,8 @@ static void smallc_items(void *ctx, int64_t begin, int64_t end) {
 
 static void run_conv_smallc(const emc_delegate *d, const emc_op *op, const float *x, const float *w,
                             const float *bias, float *y, int64_t n, int64_t cin, int64_t h,
-                            int64_t wd, int64_t co, int64_t oh, int64_t ow, em_threadpool *pool) {
+                            int64_t wd, int64_t co, int64_t oh, int64_t ow, int64_t kg,
+                            em_threadpool *pool) {
   const int32_t *ip = op->ip;
   smallc_job j = {d,
                   op,
@@ -1068,7 +1070,7 @@ static void run_conv_smallc(const emc_delegate *d, const emc_op *op, const float
                    ip[EMC_CONV_SW], ip[EMC_CONV_PH], ip[EMC_CONV_PW], 1, 1},
                   cin,
                   co,
-                  cin * ip[EMC_CONV_KH] * ip[EMC_CONV_KW],
+                  kg,
                   (int64_t)emc_div_up((size_t)co, 16),
                   (int64_t)emc_div_up((size_t)oh, SMALLC_BAND),
                   x,
@@ -1113,8 +1115,8 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
     return EM_OK;
   }
   int64_t cg = cin / g, mg = co / g, kg = cg * kh * kw, npix = oh * ow;
-  if (!ip[EMC_CONV_WINOGRAD] && smallc_fits(d, op, cin, g)) {
-    run_conv_smallc(d, op, x, w, bias, y, n, cin, h, wd, co, oh, ow, pool);
+  if (!ip[EMC_CONV_WINOGRAD] && smallc_fits(d, op, cin, g, kg)) {
+    run_conv_smallc(d, op, x, w, bias, y, n, cin, h, wd, co, oh, ow, kg, pool);
     return EM_OK;
   }
   if (ip[EMC_CONV_WINOGRAD]) {
