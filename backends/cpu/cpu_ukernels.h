@@ -76,6 +76,10 @@ typedef void (*em_f32_vaffine_fn)(size_t n, const float *x, float s, float t, fl
 /* A row vector times one zero-padded 16-column B panel (M = 1 GEMMs: classifier heads). */
 typedef void (*em_f32_gemv16_fn)(size_t kc, size_t nc, const float *x, const float *b,
                                  const float *bias, float *y, const em_minmax_params *p);
+/* One 6-row A panel ([kc][6], rows past mr zero) times a column vector: y[0, mr) =
+ * clamp(bias[0, mr) + a^T x) (bias may be NULL). N = 1 convs: squeeze-and-excitation FCs. */
+typedef void (*em_f32_gemv6_fn)(size_t kc, size_t mr, const float *a, const float *x,
+                                const float *bias, float *y, const em_minmax_params *p);
 /* y[i] = max(a[i], b[i]), NaN if either is (torch.max_pool2d's rule): max pool rows. */
 typedef void (*em_f32_vmax_fn)(size_t n, const float *a, const float *b, float *y);
 /* A strided copy (y[i] = x[2 i]: a stride-2 convolution's im2col row). */
@@ -127,6 +131,8 @@ typedef void (*em_f32_wino_out_fn)(int m, size_t n, const float *mm, size_t ms, 
   void em_f32_gemv16_minmax_ukernel__##isa(size_t kc, size_t nc, const float *x, const float *b,   \
                                            const float *bias, float *y,                            \
                                            const em_minmax_params *p);                             \
+  void em_f32_gemv6_minmax_ukernel__##isa(size_t kc, size_t mr, const float *a, const float *x,    \
+                                          const float *bias, float *y, const em_minmax_params *p); \
   void em_f32_norm_ukernel__##isa(size_t n, const float *x, const float *w, const float *b,        \
                                   float eps, int rms, float *y);                                   \
   void em_f32_copy_stride2_ukernel__##isa(size_t n, const float *x, float *y);                     \
@@ -175,6 +181,7 @@ typedef struct em_cpu_config {
   em_f32_softmax_fn softmax;
   em_f32_norm_fn norm;
   em_f32_gemv16_fn gemv16;
+  em_f32_gemv6_fn gemv6;
   em_f32_copy_fn copy_stride2; /* y[i] = x[2 i] */
   em_f32_vmax_fn vmax;
   em_f32_wino_in_fn wino_in;

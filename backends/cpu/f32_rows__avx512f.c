@@ -7,7 +7,10 @@
  * - GELU (erf form): the same Abramowitz & Stegun 7.1.26 erf as the plain-C
  *   row (|abs err| <= 1.5e-7), its 1 / (1 + p|x|) from a 14-bit reciprocal and
  *   one Newton step (2^-28) instead of a division, which bounded the plain-C
- *   loop (about 1 ns per element: 15 % of a transformer's FFN-up GEMM).
+ *   loop (about 1 ns per element: 15 % of a transformer's FFN-up GEMM);
+ * - a 6-row weight panel times a vector (N = 1 convs: squeeze-and-excitation
+ *   FCs), every lane busy: 8 k steps of the panel are 48 floats, 3 vectors,
+ *   each multiplied by x[k] spread to its lanes by one permute.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -72,5 +75,57 @@ __attribute__((target("avx512f"))) void em_f32_gelu_row__avx512f(size_t n, const
     erf = _mm512_mask_sub_ps(erf, _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ),
                              _mm512_setzero_ps(), erf);
     _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, erf)));
+  }
+}
+
+/*
+ * y[0, mr) = clamp(bias + a^T x), a one [kc][6] panel. Lane l of vector v (v = 0..2) of an 8-step
+ * block holds a[k0 + (16 v + l) / 6][(16 v + l) % 6]: each vector is multiplied by x spread by
+ * the same index, and accumulator v's lane l always sums row (16 v + l) % 6. Two blocks in
+ * flight (six chains). The generic loop would issue an FMA per row per k (a 6x16 GEMM tile with
+ * one column filled: one useful lane in 16).
+ */
+__attribute__((target("avx512f"))) void
+em_f32_gemv6_minmax_ukernel__avx512f(size_t kc, size_t mr, const float *a, const float *x,
+                                     const float *bias, float *y, const em_minmax_params *p) {
+  const __m512i i0 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2);
+  const __m512i i1 = _mm512_setr_epi32(2, 2, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 5, 5);
+  const __m512i i2 = _mm512_setr_epi32(5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7);
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, d0 = c0, d1 = c0, d2 = c0;
+  size_t k = 0;
+  for (; k + 16 <= kc; k += 16) {
+    const float *ak = a + k * 6;
+    for (int l = 0; l < 6; l++) _mm_prefetch((const char *)(ak + 512 + 16 * l), _MM_HINT_T0);
+    const __m512 xv = _mm512_castps256_ps512(_mm256_loadu_ps(x + k));
+    const __m512 xw = _mm512_castps256_ps512(_mm256_loadu_ps(x + k + 8));
+    c0 = _mm512_fmadd_ps(_mm512_loadu_ps(ak), _mm512_permutexvar_ps(i0, xv), c0);
+    c1 = _mm512_fmadd_ps(_mm512_loadu_ps(ak + 16), _mm512_permutexvar_ps(i1, xv), c1);
+    c2 = _mm512_fmadd_ps(_mm512_loadu_ps(ak + 32), _mm512_permutexvar_ps(i2, xv), c2);
+    d0 = _mm512_fmadd_ps(_mm512_loadu_ps(ak + 48), _mm512_permutexvar_ps(i0, xw), d0);
+    d1 = _mm512_fmadd_ps(_mm512_loadu_ps(ak + 64), _mm512_permutexvar_ps(i1, xw), d1);
+    d2 = _mm512_fmadd_ps(_mm512_loadu_ps(ak + 80), _mm512_permutexvar_ps(i2, xw), d2);
+  }
+  for (; k < kc; k += 8) { /* the last blocks, the ragged one masked (its lanes past kc zero) */
+    const size_t steps = kc - k < 8 ? kc - k : 8, n = steps * 6;
+    const float *ak = a + k * 6;
+    const __m512 xv = _mm512_maskz_loadu_ps((__mmask16)((1u << steps) - 1u), x + k);
+    c0 =
+        _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail_mask(n), ak), _mm512_permutexvar_ps(i0, xv), c0);
+    if (n > 16)
+      c1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail_mask(n - 16), ak + 16),
+                           _mm512_permutexvar_ps(i1, xv), c1);
+    if (n > 32)
+      c2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail_mask(n - 32), ak + 32),
+                           _mm512_permutexvar_ps(i2, xv), c2);
+  }
+  float t[48];
+  _mm512_storeu_ps(t, _mm512_add_ps(c0, d0));
+  _mm512_storeu_ps(t + 16, _mm512_add_ps(c1, d1));
+  _mm512_storeu_ps(t + 32, _mm512_add_ps(c2, d2));
+  for (size_t r = 0; r < mr; r++) {
+    const float s = ((t[r] + t[6 + r]) + (t[12 + r] + t[18 + r])) +
+                    ((t[24 + r] + t[30 + r]) + (t[36 + r] + t[42 + r]));
+    const float v = (bias ? bias[r] : 0.0f) + s;
+    y[r] = v < p->min ? p->min : v > p->max ? p->max : v;
   }
 }

@@ -251,6 +251,24 @@ void EM_NAME(em_f32_gemv16_minmax_ukernel__)(size_t kc, size_t nc, const float *
 }
 #endif /* EM_VOPS_OWN_GEMV16 */
 
+#ifndef EM_VOPS_OWN_GEMV6 /* the ISA file defines gemv6 */
+/* One 6-row A panel times a column vector: y[0, mr) = clamp(bias + a[kc][6]^T x). */
+void EM_NAME(em_f32_gemv6_minmax_ukernel__)(size_t kc, size_t mr, const float *a, const float *x,
+                                            const float *bias, float *y,
+                                            const em_minmax_params *p) {
+  float acc[6] = {0}, a1[6] = {0};
+  size_t k = 0;
+  for (; k + 2 <= kc; k += 2) {
+    for (size_t r = 0; r < 6; r++) acc[r] += a[k * 6 + r] * x[k];
+    for (size_t r = 0; r < 6; r++) a1[r] += a[k * 6 + 6 + r] * x[k + 1];
+  }
+  for (; k < kc; k++)
+    for (size_t r = 0; r < 6; r++) acc[r] += a[k * 6 + r] * x[k];
+  for (size_t r = 0; r < mr; r++)
+    y[r] = vx_clampf((bias ? bias[r] : 0.0f) + (acc[r] + a1[r]), p->min, p->max);
+}
+#endif /* EM_VOPS_OWN_GEMV6 */
+
 /* y[i] = x[2 i] for i < n: the columns of a stride-2 convolution's im2col row. */
 void EM_NAME(em_f32_copy_stride2_ukernel__)(size_t n, const float *x, float *y) {
   for (size_t i = 0; i < n; i++) y[i] = x[2 * i];

@@ -515,6 +515,31 @@ static void test_gemv16(const em_cpu_config *cfg) {
     }
 }
 
+/* A 6-row A panel times a vector: every depth around the 8- and 16-step blocks, every row count,
+ * with and without bias; nothing written past row mr. */
+static void test_gemv6(const em_cpu_config *cfg) {
+  static float a[301 * 6], x[301], bias[6], y[7];
+  static const size_t kcs[] = {1, 5, 7, 8, 9, 15, 16, 17, 23, 24, 31, 33, 144, 301};
+  for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++)
+    for (size_t mr = 1; mr <= 6; mr++)
+      for (int with_bias = 0; with_bias < 2; with_bias++) {
+        const size_t kc = kcs[ki];
+        for (size_t i = 0; i < kc; i++) x[i] = frand();
+        for (size_t i = 0; i < kc * 6; i++) a[i] = (i % 6) < mr ? frand() : 0.0f;
+        for (size_t i = 0; i < 6; i++) bias[i] = frand();
+        y[mr] = SENTINEL;
+        em_minmax_params p = {-2.0f, 2.5f};
+        cfg->gemv6(kc, mr, a, x, with_bias ? bias : NULL, y, &p);
+        int ok = y[mr] == SENTINEL;
+        for (size_t r = 0; r < mr; r++) {
+          double acc = with_bias ? bias[r] : 0.0;
+          for (size_t k = 0; k < kc; k++) acc += (double)x[k] * a[k * 6 + r];
+          ok &= close_to(y[r], fmin(fmax(acc, -2.0), 2.5), 1e-5);
+        }
+        CHECK(ok, "%s gemv6 kc=%zu mr=%zu bias=%d", cfg->isa, kc, mr, with_bias);
+      }
+}
+
 /* ---- the GEMM driver ------------------------------------------------------------------ */
 
 enum { DMAXM = 70, DMAXN = 130, DMAXK = 300, DPAD_N = 144 /* DMAXN rounded up to 16 */ };
@@ -763,6 +788,7 @@ int main(void) {
     test_vmax(cfg);
     test_wino(cfg);
     test_gemv16(cfg);
+    test_gemv6(cfg);
     test_elementwise(cfg);
   }
   CHECK(tested > 0, "no ISA tested");

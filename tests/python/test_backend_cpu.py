@@ -176,6 +176,32 @@ def test_stem_convs(cin: int, cout: int, k, stride: int, pad, size: int, act) ->
     _check_model(m, (torch.randn(2, cin, size, size + 3),), threads=(1, 2, 3))
 
 
+class SEGate(nn.Module):
+    """A squeeze-and-excitation gate: its FCs are 1x1 convs of a 1x1 map (the panel GEMV)."""
+
+    def __init__(self, c: int, r: int, groups: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Conv2d(c, r, 1, groups=groups)
+        self.fc2 = nn.Conv2d(r, c, 1, bias=False)
+        self.fc3 = nn.Conv2d(c, c, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = F.hardsigmoid(self.fc2(F.relu(self.fc1(x.mean((2, 3), keepdim=True)))))
+        return x * s + self.fc3(s)
+
+
+@pytest.mark.parametrize(
+    ("c", "r", "groups"),
+    [(16, 8, 1), (144, 40, 1), (7, 5, 1), (576, 144, 1), (40, 20, 2), (301, 13, 1)],
+)
+def test_squeeze_excite_fcs(c: int, r: int, groups: int) -> None:
+    """1x1 convs on 1x1 maps run as a GEMV per 6-row weight panel: depths around the kernel's
+    8- and 16-step blocks, ragged last panels, grouped, with and without bias, relu and
+    hardsigmoid after, batch 2, 1-3 threads."""
+    torch.manual_seed(0)
+    _check_model(SEGate(c, r, groups), (torch.randn(2, c, 5, 6),), threads=(1, 2, 3))
+
+
 def test_deep_k_uses_k_blocks() -> None:
     """K > 256 (the GEMM's K block): partial sums across blocks, clamp and bias once."""
     torch.manual_seed(0)
