@@ -147,7 +147,7 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
   if (!x || !w || !y || (op->in[2] >= 0 && !b)) WHY("conv2d: bad tensor id");
   if (x->ndim != 4 || y->ndim != 4) WHY("conv2d: input and output must be 4-d");
   if (!is_const(w) || (b && !is_const(b))) WHY("conv2d: weights and bias must be constants");
-  if (!params_nonneg(op, EMC_CONV_PAIRS + 1, why, why_n)) return false;
+  if (!params_nonneg(op, EMC_CONV_IN_SCALE + 1, why, why_n)) return false;
   const int32_t *ip = op->ip;
   int64_t g = ip[EMC_CONV_GROUPS], kh = ip[EMC_CONV_KH], kw = ip[EMC_CONV_KW];
   if (g < 1 || kh < 1 || kw < 1 || ip[EMC_CONV_SH] < 1 || ip[EMC_CONV_SW] < 1 ||
@@ -165,6 +165,20 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
   if (b && b->numel != co)
     WHY("conv2d: bias has %lld elements for %lld channels", (long long)b->numel, (long long)co);
   if (!check_residual(d, op, why, why_n)) return false;
+  if (ip[EMC_CONV_IN_SCALE]) { /* version 6: an input channel scale */
+    const emc_rt_tensor *st = tensor_at(d, ip[EMC_CONV_IN_SCALE] - 1);
+    if (!st) WHY("conv2d: bad input-scale tensor id");
+    if (ip[EMC_CONV_DEPTHWISE] || g != 1 || kh != 1 || kw != 1 || ip[EMC_CONV_SH] != 1 ||
+        ip[EMC_CONV_SW] != 1 || ip[EMC_CONV_PH] || ip[EMC_CONV_PW] || ip[EMC_CONV_WINOGRAD])
+      WHY("conv2d: an input scale needs a 1x1, stride-1, unpadded, ungrouped conv");
+    if (st->numel != n * cin)
+      WHY("conv2d: input scale has %lld elements, expected %lld", (long long)st->numel,
+          (long long)(n * cin));
+    if (x->storage != EMC_ARENA) WHY("conv2d: a scaled input must be in the arena");
+    if (out_shared(x, y) || out_shared(st, x) ||
+        (op->in[3] >= 0 && out_shared(tensor_at(d, op->in[3]), x)))
+      WHY("conv2d: a scaled input shares storage with the output, scale or residual");
+  }
   if (op->out[1] >= 0) { /* a depthwise conv's plane means (version 4) */
     const emc_rt_tensor *mt = tensor_at(d, op->out[1]);
     if (!ip[EMC_CONV_DEPTHWISE]) WHY("conv2d: only a depthwise conv writes plane means");
@@ -618,6 +632,39 @@ static void im2col_strip_padded(const void *ctx, size_t k0, size_t kc, size_t n0
       if (++ky == j->kh) ky = 0, c++;
     }
   }
+}
+
+/* B rows of a 1x1 conv with an input scale (EMC_CONV_IN_SCALE): row k of x times s[k]. */
+typedef struct scaled_rows {
+  const float *x, *s;
+  size_t ldx;
+  const em_cpu_config *cfg;
+} scaled_rows;
+
+/* The GEMM's pack_b for scaled_rows: rows [k0, k0 + kc), columns [n0, n0 + nc) into dst. */
+static void scaled_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_t nc, float *dst,
+                         size_t ldd) {
+  const scaled_rows *r = ctx;
+  const em_minmax_params none = {-INFINITY, INFINITY};
+  for (size_t k = 0; k < kc; k++)
+    r->cfg->vbinc[EMC_BIN_MUL](nc, r->x + (k0 + k) * r->ldx + n0, r->s + k0 + k, dst + k * ldd,
+                               &none);
+}
+
+typedef struct scale_job {
+  float *x;
+  const float *s;
+  int64_t plane;
+  const em_cpu_config *cfg;
+} scale_job;
+
+/* Planes [begin, end) of x scaled in place: x[p] *= s[p]. */
+static void scale_planes(void *ctx, int64_t begin, int64_t end) {
+  const scale_job *j = ctx;
+  const em_minmax_params none = {-INFINITY, INFINITY};
+  for (int64_t p = begin; p < end; p++)
+    j->cfg->vbinc[EMC_BIN_MUL]((size_t)j->plane, j->x + p * j->plane, j->s + p, j->x + p * j->plane,
+                               &none);
 }
 
 /*
@@ -1151,7 +1198,23 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
     return EM_OK;
   }
   int64_t cg = cin / g, mg = co / g, kg = cg * kh * kw, npix = oh * ow;
-  if (!ip[EMC_CONV_WINOGRAD] && smallc_fits(d, op, cin, g, kg)) {
+  bool direct = kh == 1 && kw == 1 && ip[EMC_CONV_SH] == 1 && ip[EMC_CONV_SW] == 1 &&
+                ip[EMC_CONV_PH] == 0 && ip[EMC_CONV_PW] == 0;
+  const bool fits_pack =
+      emc_gemm_pack_floats(d->cfg, (size_t)kg, em_threadpool_size(pool)) * sizeof(float) <=
+      (size_t)ip[EMC_CONV_SCRATCH_NBYTES];
+  /* An input scale: folded into the copy of B's rows where the GEMM makes one (direct, with
+   * room for the copies), else applied to the input in place (validated: private to this op). */
+  const float *in_scale = ip[EMC_CONV_IN_SCALE] ? data_of(d, ip[EMC_CONV_IN_SCALE] - 1) : NULL;
+  const bool smallc = !ip[EMC_CONV_WINOGRAD] && smallc_fits(d, op, cin, g, kg);
+  const bool scale_rows =
+      in_scale && direct && npix > 1 && !ip[EMC_CONV_TRANSPOSED] && fits_pack && !smallc;
+  if (in_scale && !scale_rows) {
+    scale_job sj = {(float *)x, in_scale, h * wd, d->cfg};
+    par_for_mem(pool, n * cin, scale_planes, &sj, n * cin * h * wd);
+    in_scale = NULL;
+  }
+  if (smallc) {
     run_conv_smallc(d, op, x, w, bias, y, n, cin, h, wd, co, oh, ow, kg, pool);
     return EM_OK;
   }
@@ -1161,8 +1224,6 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
                     res ? res + b * co * npix : NULL, cin, h, wd, co, oh, ow, pool);
     return EM_OK;
   }
-  bool direct = kh == 1 && kw == 1 && ip[EMC_CONV_SH] == 1 && ip[EMC_CONV_SW] == 1 &&
-                ip[EMC_CONV_PH] == 0 && ip[EMC_CONV_PW] == 0;
   if (direct && npix == 1 && !ip[EMC_CONV_TRANSPOSED]) {
     const conv_gemv_job j = {
         d, op, x, w, bias, res, y, g, cg, mg, kg, emc_div_up((size_t)mg, EMC_MR), clamp_of(op)};
@@ -1174,9 +1235,7 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
   for (int64_t b = 0; b < n; b++) {
     for (int64_t gi = 0; gi < g; gi++) {
       const float *xg = x + (b * cin + gi * cg) * h * wd;
-      const bool fits =
-          emc_gemm_pack_floats(d->cfg, (size_t)kg, em_threadpool_size(pool)) * sizeof(float) <=
-          (size_t)ip[EMC_CONV_SCRATCH_NBYTES];
+      const bool fits = fits_pack;
       im2col_job ij = {xg,
                        col,
                        h,
@@ -1242,6 +1301,8 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
         j.b = xg, j.ldb = (size_t)npix, j.b_packed = 0;
         if (fits) j.pack = col;
       }
+      const scaled_rows sr = {xg, in_scale ? in_scale + b * cin : NULL, (size_t)npix, d->cfg};
+      if (in_scale) j.pack_b = scaled_strip, j.pack_ctx = &sr;
       run_gemm_job(&j, pool);
     }
   }

@@ -28,8 +28,8 @@
 #define EMC_MAGIC "EMC1"
 /* 2: EMC_CONV_TRANSPOSED; 3: EMC_CONV_WINOGRAD (older: zero there); 4: residual in[3] of conv2d
  * and gemm (older: -1 there), transposed Winograd convs, depthwise plane means out[1];
- * 5: EMC_CONV_PAIRS (older: zero there) */
-#define EMC_VERSION    5u
+ * 5: EMC_CONV_PAIRS (older: zero there); 6: EMC_CONV_IN_SCALE (older: zero there) */
+#define EMC_VERSION    6u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -118,7 +118,13 @@ enum {
    * tiles of [16 rows][16 k] 32-bit words, kp = Cin*kh*kw rounded up to 16, word = bf16(w) |
    * bf16(w - bf16(w)) << 16 (each rounded to nearest even), rows past Co and k past kp zero.
    * Runtimes without AMX use the f32 panels and never touch these. */
-  EMC_CONV_PAIRS
+  EMC_CONV_PAIRS,
+  /* Version 6: 0, or 1 + the id of a tensor s of N * Cin floats: the conv reads x[b][c] * s[b *
+   * Cin + c] for x[b][c] (a squeeze-and-excitation gate fused into the 1x1 conv after it). Only
+   * for 1x1, stride-1, unpadded, ungrouped convs whose input is in the arena and read by nothing
+   * else: the GEMM scales B's rows as it copies them, and a path that copies none scales the
+   * input in place first. */
+  EMC_CONV_IN_SCALE
 };
 /* GEMM ip[] slots: batch, M, K, N, element strides between batches of A and B (0 = shared). */
 enum {

@@ -438,6 +438,84 @@ def _conv_ops(buf: bytes, every_blob: bool = False) -> list[tuple[int, ...]]:
 
 
 WINO, WINO_SLOTS, PAIRS = 13, 14, 15  # EMC_CONV_WINOGRAD, EMC_CONV_WINO_SLOTS, EMC_CONV_PAIRS
+IN_SCALE = 16  # EMC_CONV_IN_SCALE
+
+
+class GatedConv(nn.Module):
+    """A depthwise conv, a squeeze-and-excitation gate over it, and a 1x1 conv of the gated map
+    (MobileNetV3's block); ``use``: what else reads the map (``"res"``: the block input is added
+    after the 1x1 conv; ``"map"`` / ``"product"``: the ungated map / the product is added)."""
+
+    def __init__(self, c: int, co: int, use: str = "") -> None:
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, 3, padding=1, groups=c)
+        self.fc1, self.fc2 = nn.Conv2d(c, 8, 1), nn.Conv2d(8, c, 1)
+        self.pw = nn.Conv2d(c, co, 1)
+        self.use = use
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.hardswish(self.dw(x))
+        s = F.hardsigmoid(self.fc2(F.relu(self.fc1(y.mean((2, 3), keepdim=True)))))
+        p = y * s
+        z = self.pw(p)
+        extra = {"res": x, "map": y, "product": p}.get(self.use)
+        return z if extra is None else z + extra
+
+
+@pytest.mark.parametrize(
+    ("c", "co", "size", "use"),
+    [
+        (40, 24, 14, ""),  # the FMA GEMM: rows scaled as they are copied
+        (24, 24, 14, "res"),  # ... with a residual
+        (96, 128, 16, ""),  # big enough for the AMX path (bf16-pair weights), rows scaled too
+        (288, 96, 7, ""),  # transposed (7x7, K >= 256): scaled in place first
+        (4, 8, 10, ""),  # the stem kernel (<= 4 channels): in place
+        (16, 16, 1, ""),  # a 1x1 map (the panel GEMV): in place
+        (24, 24, 9, "map"),  # the ungated map is read again: not fused
+        (24, 24, 9, "product"),  # the product is read again: not fused
+    ],
+)
+def test_gate_fused_into_next_conv(c: int, co: int, size: int, use: str) -> None:
+    """An SE gate's product x * s feeding a 1x1 conv becomes the conv's input scale
+    (EMC_CONV_IN_SCALE; no multiply operator left) on every conv path, batch 2, 1-3 threads;
+    where the map or the product is read by anything else it stays a multiply."""
+    torch.manual_seed(0)
+    prog = _check_model(GatedConv(c, co, use), (torch.randn(2, c, size, size),), threads=(1, 2, 3))
+    kinds = [r[0] for r in _op_table(prog.buffer)[1]]
+    scaled = [ip for ip in _conv_ops(prog.buffer) if ip[IN_SCALE]]
+    fused = use in ("", "res")
+    assert len(scaled) == int(fused), scaled
+    assert kinds.count(3) == (0 if fused else 1), kinds  # the multiply (residual adds fuse)
+
+
+def test_blob_in_scale_field_is_checked() -> None:
+    """An input scale naming a missing tensor or one of the wrong size, on a 3x3 conv, or with
+    the conv's input outside the arena, fails at load."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 24, 9, 9)
+    buf = ember.export(GatedConv(24, 16), (x,), backend="cpu").buffer
+    assert _load_and_run(buf, x) == "ok"
+    at, _ = _blob_span(buf)
+    n_ops = struct.unpack_from("<I", buf, at + 12)[0]
+    ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
+    rec = next(
+        at + ops_off + 160 * i
+        for i in range(n_ops)
+        if struct.unpack_from("<I", buf, at + ops_off + 160 * i)[0] == 1
+        and struct.unpack_from("<i", buf, at + ops_off + 160 * i + 32 + 4 * IN_SCALE)[0] > 0
+    )
+    x_id, w_id = struct.unpack_from("<2i", buf, rec + 8)
+    for field, val in [
+        (32 + 4 * IN_SCALE, 9999),  # no such tensor
+        (32 + 4 * IN_SCALE, -2),  # negative
+        (32 + 4 * IN_SCALE, w_id + 1),  # the weights: wrong size
+        (32 + 4 * IN_SCALE, x_id + 1),  # the input itself: wrong size, shares storage
+        (32 + 4, 3),  # kh = 3
+        (8, 0),  # the input is the delegate's first input (not arena)
+    ]:
+        bad = bytearray(buf)
+        struct.pack_into("<i", bad, rec + field, val)
+        assert _load_and_run(bytes(bad), x) != "ok", (field, val)
 
 
 @pytest.mark.parametrize(
@@ -919,7 +997,7 @@ def test_blob_version_and_magic_are_checked(small_program) -> None:
     at, _ = _blob_span(buf)
     assert _load_and_run(buf, x) == "ok"
     bad = bytearray(buf)
-    for version in (0, 6):  # this build reads versions 1 (no transposed convs) to 5 (pairs)
+    for version in (0, 7):  # this build reads versions 1 (no transposed convs) to 6 (in-scale)
         struct.pack_into("<I", bad, at + 4, version)
         assert "DelegateInvalidCompatibility" in _load_and_run(bytes(bad), x)
     struct.pack_into("<I", bad, at + 4, 1)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MAGIC = b"EMC1"
-VERSION = 5  # 4: residual in[3] of conv2d and gemm; 5: EMC_CONV_PAIRS
+VERSION = 6  # 4: residual in[3] of conv2d and gemm; 5: EMC_CONV_PAIRS; 6: EMC_CONV_IN_SCALE
 MAX_DIMS = 6
 MR = 6
 ALIGN = 64
@@ -91,6 +91,7 @@ class BOp:
     fp: list[float] = field(default_factory=list)
     act: str = "none"
     scratch: int = 0  # bytes of arena scratch needed while it runs (conv im2col)
+    reads: list[int] = field(default_factory=list)  # tensors read through ip[] (their lifetimes)
 
 
 def pack_a_panels(w: np.ndarray) -> np.ndarray:
@@ -144,7 +145,7 @@ class Graph:
         life: dict[object, list[int]] = {}
         size: dict[object, int] = {}
         for i, op in enumerate(self.ops):
-            for t in op.ins + op.outs:
+            for t in op.ins + op.outs + op.reads:
                 if t < 0:
                     continue
                 bt = self.tensors[t]

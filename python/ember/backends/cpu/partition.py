@@ -546,6 +546,55 @@ def _fuse_plane_means(ops: list[Op], u: _Uses) -> None:
         del ops[next(j for j, o in enumerate(ops) if o is mean)]
 
 
+def _fuse_input_scale(ops: list[Op], u: _Uses) -> None:
+    """A 1x1 stride-1 conv (groups 1) whose input is ``a * s`` with s [N, C, 1, 1] (a
+    squeeze-and-excitation gate) reads a and scales each input channel as the GEMM copies its
+    rows (blob ip EMC_CONV_IN_SCALE): the product is never written. a must be an unclamped
+    product's operand that was computed in this run and that nothing else reads: the runtime may
+    scale it in place where its path copies no rows."""
+    for conv in [o for o in ops if o.kind == "conv2d" and len(o.ins) <= 2]:
+        a_ = conv.attrs
+        if (
+            _depthwise(conv)
+            or a_["groups"] != 1
+            or tuple(a_["w"].shape[2:]) != (1, 1)
+            or tuple(a_["stride"]) != (1, 1)
+            or tuple(a_["pad"]) != (0, 0)
+            or a_.get("in_scale") is not None
+        ):
+            continue
+        x = conv.ins[0]
+        m = u.producer(x)
+        if (
+            m is None
+            or m.kind != "binary"
+            or m.ip[0] != B.BIN["mul"]
+            or m.act != "none"
+            or len(m.outs) != 1
+            or list(m.fp[:2]) != [-INF, INF]
+            or not u.private(x, conv)
+            or any(i.root() is x.root() for i in conv.ins[1:])  # the product as the residual too
+            or len(x.shape) != 4
+        ):
+            continue
+        n, c = x.shape[0], x.shape[1]
+        for a, s in ((m.ins[0], m.ins[1]), (m.ins[1], m.ins[0])):
+            if (
+                isinstance(a, TensorSpec)
+                and isinstance(s, TensorSpec)
+                and tuple(a.shape) == tuple(x.shape)
+                and tuple(s.shape) == (n, c, 1, 1)
+                and a.root() is not s.root()
+                and u.producer(a) is not None
+                and u.private(a, m)
+                and (len(conv.ins) < 2 or conv.ins[1].root() is not a.root())
+            ):
+                conv.ins[0] = a
+                a_["in_scale"] = s
+                del ops[next(j for j, o in enumerate(ops) if o is m)]
+                break
+
+
 def _is_scalar_bin(o: Op | None, op: str, v: float) -> bool:
     return (
         o is not None
@@ -893,6 +942,8 @@ def build_blob(
                 pc.wino_slots,
                 0 if pc.pairs is None else g.const(pc.pairs) + 1,
             ]
+            scale = -1 if a.get("in_scale") is None else tid(a["in_scale"])
+            ip.append(scale + 1)  # EMC_CONV_IN_SCALE
             b = a["b"]
             res = tid(op.ins[1]) if len(op.ins) > 1 else -1
             bop = B.BOp(
@@ -903,6 +954,7 @@ def build_blob(
                 fp=list(op.fp),
                 act=op.act,
                 scratch=pc.scratch,
+                reads=[scale] if scale >= 0 else [],
             )
         else:
             bop = B.BOp(
@@ -1023,6 +1075,7 @@ def partition_cpu(ir: MethodIR, pairs: bool = False) -> MethodIR:
         _fuse_acts(ops, u)
         _fuse_residual(ops, u)
         _fuse_plane_means(ops, u)
+        _fuse_input_scale(ops, u)
         # Inputs: roots read but not produced in the run; outputs: produced roots read outside.
         inputs: list[TensorSpec] = []
         seen: set[int] = set()
