@@ -152,14 +152,24 @@ size_t emc_gemm_pack_floats(const em_cpu_config *cfg, size_t k, int n_threads) {
   return (size_t)(n_threads < 1 ? 1 : n_threads) * k_block(k) * ldd + 16; /* + align */
 }
 
+int emc_gemm_runs_pairs(const emc_gemm *g, em_threadpool *pool) {
+#if defined(__x86_64__)
+  /* each thread takes a workspace slot */
+  return em_threadpool_size(pool) <= g->amx_slots && emc_gemm_amx_pairs_fits(g);
+#else
+  (void)g, (void)pool;
+  return 0;
+#endif
+}
+
 void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
   const int n_threads = em_threadpool_size(pool);
 #if defined(__x86_64__)
-  if (n_threads <= g->amx_slots) { /* each thread takes a workspace slot */
-    if (emc_gemm_amx_pairs_fits(g)) {
-      emc_gemm_run_amx_pairs(g, pool);
-      return;
-    }
+  if (emc_gemm_runs_pairs(g, pool)) {
+    emc_gemm_run_amx_pairs(g, pool);
+    return;
+  }
+  if (n_threads <= g->amx_slots) {
     if (emc_gemm_amx_fits(g)) {
       emc_gemm_run_amx(g, pool);
       return;

@@ -121,6 +121,9 @@ size_t emc_gemm_pack_floats(const em_cpu_config *cfg, size_t k, int n_threads);
 
 /* Runs g on the pool (NULL: on the caller). g is modified (driver state); A, B, C borrowed. */
 void emc_gemm_run(emc_gemm *g, em_threadpool *pool);
+/* Whether emc_gemm_run runs g on `pool` from its bf16 pairs alone (the AMX pairs path, which
+ * never reads the f32 A). */
+int emc_gemm_runs_pairs(const emc_gemm *g, em_threadpool *pool);
 
 /* Bytes of one AMX workspace slot (f32_gemm_32x32__amx.c). */
 size_t emc_gemm_amx_slot_bytes(void);

@@ -202,8 +202,8 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
     const int64_t want =
         (int64_t)emc_div_up((size_t)co, 32) * 32 * (int64_t)emc_div_up((size_t)kg, 16) * 16;
     if (!pw || !is_const(pw)) WHY("conv2d: the bf16-pair weights are not a constant");
-    if (g != 1 || ip[EMC_CONV_TRANSPOSED] || ip[EMC_CONV_WINOGRAD])
-      WHY("conv2d: bf16-pair weights need an ungrouped direct conv");
+    if (g != 1 || ip[EMC_CONV_WINOGRAD])
+      WHY("conv2d: bf16-pair weights need an ungrouped conv that is not Winograd");
     if (pw->numel != want)
       WHY("conv2d: bf16-pair weights have %lld words, expected %lld", (long long)pw->numel,
           (long long)want);
@@ -235,9 +235,10 @@ static bool check_conv(const emc_delegate *d, const emc_op *op, char *why, size_
           (long long)w->numel,
           (long long)(emc_div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * kg));
     uint64_t need = conv_t_scratch_floats(kg, oh * ow, co) * sizeof(float);
-    return scratch_holds(d, op, need, "transposed", why, why_n) && check_act(op, why, why_n);
-  }
-  if (w->numel != g * (int64_t)emc_div_up((size_t)mg, EMC_MR) * EMC_MR * kg)
+    if (!scratch_holds(d, op, need, "transposed", why, why_n)) return false;
+    if (!ip[EMC_CONV_PAIRS]) return check_act(op, why, why_n);
+    /* with pairs it may run untransposed (run_conv): the im2col scratch too */
+  } else if (w->numel != g * (int64_t)emc_div_up((size_t)mg, EMC_MR) * EMC_MR * kg)
     WHY("conv2d: packed weights have %lld elements, expected %lld", (long long)w->numel,
         (long long)(g * (int64_t)emc_div_up((size_t)mg, EMC_MR) * EMC_MR * kg));
   const uint64_t need =
@@ -1203,12 +1204,23 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
   const bool fits_pack =
       emc_gemm_pack_floats(d->cfg, (size_t)kg, em_threadpool_size(pool)) * sizeof(float) <=
       (size_t)ip[EMC_CONV_SCRATCH_NBYTES];
+  const uint32_t *pairs =
+      ip[EMC_CONV_PAIRS] ? (const uint32_t *)data_of(d, ip[EMC_CONV_PAIRS] - 1) : NULL;
+  /* A transposed conv with bf16 pairs (small maps) runs untransposed from the pairs where the
+   * AMX path takes it: 32 x 32 tiles use 49 pixels better than 6 x 64 FMA tiles do either way
+   * round. The transposed f32 weights serve every other configuration. */
+  bool transposed = ip[EMC_CONV_TRANSPOSED] != 0;
+  if (transposed && pairs) {
+    emc_gemm t;
+    gemm_init(&t, d);
+    t.m = (size_t)mg, t.k = (size_t)kg, t.n = (size_t)npix, t.a_pairs = pairs;
+    transposed = !emc_gemm_runs_pairs(&t, pool);
+  }
   /* An input scale: folded into the copy of B's rows where the GEMM makes one (direct, with
    * room for the copies), else applied to the input in place (validated: private to this op). */
   const float *in_scale = ip[EMC_CONV_IN_SCALE] ? data_of(d, ip[EMC_CONV_IN_SCALE] - 1) : NULL;
   const bool smallc = !ip[EMC_CONV_WINOGRAD] && smallc_fits(d, op, cin, g, kg);
-  const bool scale_rows =
-      in_scale && direct && npix > 1 && !ip[EMC_CONV_TRANSPOSED] && fits_pack && !smallc;
+  const bool scale_rows = in_scale && direct && npix > 1 && !transposed && fits_pack && !smallc;
   if (in_scale && !scale_rows) {
     scale_job sj = {(float *)x, in_scale, h * wd, d->cfg};
     par_for_mem(pool, n * cin, scale_planes, &sj, n * cin * h * wd);
@@ -1255,7 +1267,7 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
                        NULL,
                        0,
                        0};
-      if (ip[EMC_CONV_TRANSPOSED]) {
+      if (transposed) {
         run_conv_t(d, op, &ij, direct, y + b * co * npix, res ? res + b * co * npix : NULL, co,
                    pool);
         continue;
@@ -1269,8 +1281,10 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
       emc_gemm j;
       gemm_init(&j, d);
       j.m = (size_t)mg, j.k = (size_t)kg, j.n = (size_t)npix;
-      j.a = w + (size_t)gi * panel, j.a_packed = 1;
-      if (ip[EMC_CONV_PAIRS]) j.a_pairs = (const uint32_t *)data_of(d, ip[EMC_CONV_PAIRS] - 1);
+      /* transposed f32 weights are B panels: the pairs path, which alone runs here, never reads A
+       */
+      j.a = ip[EMC_CONV_TRANSPOSED] ? NULL : w + (size_t)gi * panel, j.a_packed = 1;
+      j.a_pairs = pairs;
       j.c = y + (b * co + gi * mg) * npix, j.ldc = (size_t)npix;
       j.res = res ? res + (b * co + gi * mg) * npix : NULL, j.ldr = (size_t)npix;
       j.bias_m = bias ? bias + gi * mg : NULL;

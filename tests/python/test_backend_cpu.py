@@ -887,23 +887,63 @@ def test_conv_pairs_match_eager(tmp_path) -> None:
         torch.testing.assert_close(got, want, rtol=0, atol=1e-4 * scale)
     if not _has_amx():
         return
-    pte = tmp_path / "m.pte"
+    outs = {isa: _run_with_isa(tmp_path, prog, inputs, isa) for isa in ("amx", "avx512f")}
+    torch.testing.assert_close(outs["amx"], want, rtol=0, atol=1e-4 * scale)
+    torch.testing.assert_close(outs["avx512f"], want, rtol=0, atol=1e-5 * scale)
+    assert not torch.equal(outs["amx"], outs["avx512f"])
+
+
+def _run_with_isa(tmp_path, prog: ember.Program, inputs: tuple, isa: str) -> torch.Tensor:
+    """prog's output at 2 threads in a fresh process whose runtime runs `isa`
+    (EMBER_CPU_ISA: the ISA is chosen once a process)."""
+    pte, xs, out = tmp_path / "m.pte", tmp_path / "x.pt", tmp_path / f"{isa}.pt"
     prog.save(pte)
-    torch.save(inputs, tmp_path / "x.pt")
-    outs = {}
-    for isa in ("amx", "avx512f"):
-        code = (
-            "import torch; from ember.runtime import RuntimeProgram;"
-            f"x = torch.load({str(tmp_path / 'x.pt')!r});"
-            f"p = RuntimeProgram(open({str(pte)!r}, 'rb').read(), threads=2);"
-            f"torch.save(p.run('forward', list(x))[0], {str(tmp_path / f'{isa}.pt')!r})"
-        )
-        env = dict(os.environ, EMBER_CPU_ISA=isa)
-        r = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
-        )
-        assert r.returncode == 0, r.stderr[-2000:]
-        outs[isa] = torch.load(tmp_path / f"{isa}.pt")
+    torch.save(inputs, xs)
+    code = (
+        "import torch; from ember.runtime import RuntimeProgram;"
+        f"x = torch.load({str(xs)!r});"
+        f"p = RuntimeProgram(open({str(pte)!r}, 'rb').read(), threads=2);"
+        f"torch.save(p.run('forward', list(x))[0], {str(out)!r})"
+    )
+    env = dict(os.environ, EMBER_CPU_ISA=isa)
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    return torch.load(out)
+
+
+class TransposedPairs(nn.Module):
+    """Convs on a 7x7 map stored transposed (deep K, few pixels) and with bf16 pairs: a 1x1
+    read in place and a 3x3 through an im2col (depth 864, 100 channels: ragged panels)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(520, 96, 1)
+        self.c2 = nn.Conv2d(96, 100, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.c2(F.relu6(self.c1(x))))
+
+
+def test_transposed_convs_with_pairs(tmp_path) -> None:
+    """Transposed convs that also store bf16 pairs run untransposed from the pairs on the AMX
+    path and transposed from the f32 panels elsewhere: both match eager at 1-3 threads, batch
+    2, and differ from each other (the AMX path ran)."""
+    torch.manual_seed(0)
+    m = TransposedPairs().eval()
+    inputs = (torch.randn(2, 520, 7, 7),)
+    prog = ember.export(m, inputs, backend="cpu", target="x86-64")
+    ips = _conv_ops(prog.buffer)
+    assert len(ips) == 2 and all(ip[12] == 1 and ip[PAIRS] > 0 for ip in ips), ips
+    with torch.inference_mode():
+        want = m(*inputs)
+    scale = want.abs().max().item()
+    for th in (1, 2, 3):
+        torch.testing.assert_close(_run(prog, inputs, th), want, rtol=0, atol=1e-4 * scale)
+    if not _has_amx():
+        return
+    outs = {isa: _run_with_isa(tmp_path, prog, inputs, isa) for isa in ("amx", "avx512f")}
     torch.testing.assert_close(outs["amx"], want, rtol=0, atol=1e-4 * scale)
     torch.testing.assert_close(outs["avx512f"], want, rtol=0, atol=1e-5 * scale)
     assert not torch.equal(outs["amx"], outs["avx512f"])
@@ -943,7 +983,7 @@ def test_bf16_pairs_layout() -> None:
 
 def test_blob_pairs_field_is_checked() -> None:
     """A conv whose bf16-pair slot names a missing tensor, a non-constant or one of the wrong
-    size, or that is transposed, fails at load."""
+    size, or that claims to be transposed (its weights are then the wrong size), fails at load."""
     torch.manual_seed(0)
     mod = nn.Sequential(nn.Conv2d(64, 512, 3, padding=1)).eval()
     x = torch.randn(1, 64, 7, 7)

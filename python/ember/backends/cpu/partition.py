@@ -714,16 +714,24 @@ def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec, pairs: bool = False) -> P
             wino_slots=1,
         )
     scratch = kg * (-(-npix // B.NR_PANEL) * B.NR_PANEL) * 4  # B operand in 16-column panels
+    with_pairs = pairs and g == 1 and _conv_pairs(co, npix, kg)
     if g == 1 and _conv_transposed(co, npix, kg):
         # C^T[npix, co] = im2col^T @ W^T: weights as 16-column B panels, the im2col as 6-row A
-        # panels in the scratch, then C^T (transposed into the output after the GEMM).
+        # panels in the scratch, then C^T (transposed into the output after the GEMM). With
+        # pairs, the AMX runtime runs it untransposed from them (the scratch fits either).
         packed = B.pack_b_panels(np.ascontiguousarray(w.reshape(co, kg).T))
         t_scratch = (_align(-(-npix // B.MR) * B.MR * kg * 4) + npix * co * 4) + 64
-        return PackedConv(packed, False, max(scratch, t_scratch), transposed=True)
+        return PackedConv(
+            packed,
+            False,
+            max(scratch, t_scratch),
+            transposed=True,
+            pairs=_bf16_pairs(w.reshape(co, kg)) if with_pairs else None,
+        )
     packed = np.concatenate(
         [B.pack_a_panels(w[i * mg : (i + 1) * mg].reshape(mg, kg)) for i in range(g)]
     )
-    if not (pairs and g == 1 and _conv_pairs(co, npix, kg)):
+    if not with_pairs:
         return PackedConv(packed, False, scratch)
     return PackedConv(packed, False, scratch, pairs=_bf16_pairs(w.reshape(co, kg)))
 
