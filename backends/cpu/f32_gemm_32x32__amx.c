@@ -540,7 +540,8 @@ static void tile_block_pairs(const uint32_t *a0, const uint32_t *a1, const uint3
 
 typedef struct pairs_job {
   emc_gemm *g;
-  size_t mt, st, grp, kc, kp16; /* 32-row tiles, 32-column strips, strips a group, K block */
+  size_t mt, st, grp, kc, kp16; /* 32-row tiles, 32-column strips, most strips a group, K block */
+  size_t groups;                /* strip groups: group i is strips [st * i / groups, ...) */
   size_t items, parts;          /* work items (strip groups x tiles), in `parts` runs */
 } pairs_job;
 
@@ -618,7 +619,7 @@ static void pairs_items(void *ctx, int64_t part_begin, int64_t part_end) {
   for (size_t it = begin; it < end;) {
     const size_t gi = it / job->mt, grp_end = emc_min_sz(end, (gi + 1) * job->mt);
     const size_t t0 = it % job->mt, t1 = t0 + (grp_end - it);
-    const size_t s0 = gi * job->grp, s1 = emc_min_sz(job->st, s0 + job->grp);
+    const size_t s0 = job->st * gi / job->groups, s1 = job->st * (gi + 1) / job->groups;
     for (size_t k0 = 0; k0 < g->k; k0 += job->kc) {
       const size_t kc = emc_min_sz(g->k - k0, job->kc), chunks = emc_div_up(kc, 16);
       for (size_t s = s0; s < s1; s++) pairs_strip(g, s, k0, kc, fb, bp + (s - s0) * chunks * 1024);
@@ -703,22 +704,28 @@ int emc_gemm_amx_pairs_fits(const emc_gemm *g) {
 
 void emc_gemm_run_amx_pairs(emc_gemm *g, em_threadpool *pool) {
   const int n_threads = em_threadpool_size(pool);
-  pairs_job j = {g, emc_div_up(g->m, AMX_T), emc_div_up(g->n, AMX_T), 0, 0, 0, 0, 0};
+  pairs_job j = {g, emc_div_up(g->m, AMX_T), emc_div_up(g->n, AMX_T), 0, 0, 0, 0, 0, 0};
+  const size_t parts = (size_t)(n_threads < 1 ? 1 : n_threads);
   /* all strips of N <= 256 in one group, so A streams once (grouped by two, the 14x14 layers
-   * read A 4 times: ResNet-50 3.5 % / 7 % slower at 1 / 2 threads); K blocks shrink to fit */
-  j.grp = emc_min_sz(j.st, 8);
+   * read A 4 times: ResNet-50 3.5 % / 7 % slower at 1 / 2 threads); K blocks shrink to fit.
+   * More strips: groups of at most 8, as many as a multiple of the threads and of equal size,
+   * so each thread gets the same columns (N = 784 in groups of 8, 8, 8, 1 gave one of 2
+   * threads 512 columns and the other 272: MobileNets' 28x28 1x1 convs ran slower on 2). */
+  j.groups = emc_div_up(j.st, 8);
+  if (j.groups > 1) j.groups = emc_div_up(j.groups, parts) * parts;
+  if (j.groups > j.st) j.groups = j.st;
+  j.grp = emc_div_up(j.st, j.groups);
   j.kp16 = emc_div_up(g->k, 16) * 16;
   /* K blocks of equal depth whose B' (4 KiB a strip and 16 k) fills the A' area at most */
   const size_t kmax = AMX_A_BYTES / (j.grp * 4096) * 16, nkb = emc_div_up(j.kp16, kmax);
   j.kc = emc_div_up(emc_div_up(j.kp16, nkb), 16) * 16;
-  j.items = emc_div_up(j.st, j.grp) * j.mt;
+  j.items = j.groups * j.mt;
   j.parts = emc_min_sz(j.items, (size_t)(n_threads < 1 ? 1 : n_threads));
   /* a K split: one strip group, at least 4 chunks a part, room for the partials */
-  const size_t parts = (size_t)(n_threads < 1 ? 1 : n_threads);
   const size_t pbytes = (parts - 1) * j.mt * j.st * AMX_T * AMX_T * sizeof(float);
   const int top = (int)emc_div_up(pbytes, emc_gemm_amx_slot_bytes());
   float *partial = NULL;
-  if (parts > 1 && j.st <= j.grp && j.kp16 / 16 >= 4 * parts && top + (int)parts <= g->amx_slots &&
+  if (parts > 1 && j.groups == 1 && j.kp16 / 16 >= 4 * parts && top + (int)parts <= g->amx_slots &&
       (partial = claim_top_slots(g, top)) != NULL) {
     pairs_ksplit ks = {g, j.mt, j.st, j.kp16, j.kc, parts, partial};
     em_parallel_for_static(pool, (int64_t)parts, ksplit_items, &ks);

@@ -949,6 +949,47 @@ def test_transposed_convs_with_pairs(tmp_path) -> None:
     assert not torch.equal(outs["amx"], outs["avx512f"])
 
 
+class ShallowExpand(nn.Module):
+    """MobileNetV2-like expansions: 16 -> 96 on 56x56 (depth 16, 4.8M multiply-adds: pairs),
+    a stride-2 depthwise conv, 96 -> 192 on 28x28 (25 strips of 32: groups of unequal count
+    before they were balanced), 192 -> 32 (too few rows: no pairs) and 16 -> 72 on 14x14 (too
+    little work: no pairs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(16, 96, 1)
+        self.dw = nn.Conv2d(96, 96, 3, stride=2, padding=1, groups=96)
+        self.c2 = nn.Conv2d(96, 192, 1)
+        self.c3 = nn.Conv2d(192, 32, 1)
+        self.c4 = nn.Conv2d(16, 72, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.c3(F.relu6(self.c2(F.relu6(self.dw(F.relu6(self.c1(x)))))))
+        return y.mean((2, 3)) + self.c4(x[:, :, :14, :14]).mean((2, 3))[:, :32]
+
+
+def test_shallow_convs_with_pairs(tmp_path) -> None:
+    """Convs of depth 16-63 store bf16 pairs from 4M multiply-adds; strips split into equal
+    groups per thread. AMX and FMA runs both match eager at 1-3 threads and differ (AMX ran)."""
+    torch.manual_seed(0)
+    m = ShallowExpand().eval()
+    inputs = (torch.randn(1, 16, 56, 56),)
+    prog = ember.export(m, inputs, backend="cpu", target="x86-64")
+    pairs = [ip[PAIRS] > 0 for ip in _conv_ops(prog.buffer) if not ip[9]]  # not depthwise
+    assert pairs == [True, True, False, False], pairs
+    with torch.inference_mode():
+        want = m(*inputs)
+    scale = want.abs().max().item()
+    for th in (1, 2, 3):
+        torch.testing.assert_close(_run(prog, inputs, th), want, rtol=0, atol=1e-4 * scale)
+    if not _has_amx():
+        return
+    outs = {isa: _run_with_isa(tmp_path, prog, inputs, isa) for isa in ("amx", "avx512f")}
+    torch.testing.assert_close(outs["amx"], want, rtol=0, atol=1e-4 * scale)
+    torch.testing.assert_close(outs["avx512f"], want, rtol=0, atol=1e-5 * scale)
+    assert not torch.equal(outs["amx"], outs["avx512f"])
+
+
 def test_pairs_follow_the_target() -> None:
     """bf16 pairs are stored for x86-64 (and for this host when it has AMX), never for aarch64:
     the portable panels alone run there."""
