@@ -784,13 +784,19 @@ static void dw_bands(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-/* Whether every band has output rows and reads at least one input row (not all padding). */
+/*
+ * Whether every band has output rows, reads at least one input row (not all padding) and starts
+ * on a cache line of its plane. Bands that share a line write it from two cores at the same
+ * moment, plane after plane: 28x28 planes split at row 14 (pixel 392, mid-line) ran 1.6x slower
+ * at 2 threads than whole planes (MobileNetV2's 192-channel depthwise convs: 0.061 against
+ * 0.039 ms), so those split by planes instead.
+ */
 static bool dw_bands_ok(const em_dw_params *q, int64_t bands) {
   for (int64_t b = 0; b < bands; b++) {
     em_dw_params sub;
     int64_t oy0, iy0;
     dw_band(q, bands, b, &sub, &oy0, &iy0);
-    if (sub.oh < 1 || sub.h < 1) return false;
+    if (sub.oh < 1 || sub.h < 1 || (oy0 * q->ow) % 16 != 0) return false;
   }
   return true;
 }
