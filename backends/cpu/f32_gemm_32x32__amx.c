@@ -686,6 +686,15 @@ static void ksplit_reduce(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* Tiles [begin, end) of the reduce: all their blocks, so each thread writes whole rows of C (a
+ * split by blocks had two cores write the lines where their 32-column blocks meet, rows of 196 or
+ * 49 floats not being whole lines, at the same moment: MobileNetV3-Small's 576 -> 96 projections
+ * on 7x7 ran 1.16-1.22x faster split by tiles, MobileNetV2 1.03-1.05x at 2 threads). */
+static void ksplit_reduce_tiles(void *ctx, int64_t begin, int64_t end) {
+  const pairs_ksplit *j = ctx;
+  ksplit_reduce(ctx, begin * (int64_t)j->st, end * (int64_t)j->st);
+}
+
 /* The top `want` workspace slots for the partial sums, or NULL (some in use). */
 static float *claim_top_slots(emc_gemm *g, int want) {
   for (int i = 0; i < want; i++)
@@ -729,7 +738,10 @@ void emc_gemm_run_amx_pairs(emc_gemm *g, em_threadpool *pool) {
       (partial = claim_top_slots(g, top)) != NULL) {
     pairs_ksplit ks = {g, j.mt, j.st, j.kp16, j.kc, parts, partial};
     em_parallel_for_static(pool, (int64_t)parts, ksplit_items, &ks);
-    em_parallel_for(pool, (int64_t)(j.mt * j.st), ksplit_reduce, &ks);
+    if (j.mt >= parts)
+      em_parallel_for_static(pool, (int64_t)j.mt, ksplit_reduce_tiles, &ks);
+    else
+      em_parallel_for(pool, (int64_t)(j.mt * j.st), ksplit_reduce, &ks);
     for (int i = 0; i < top; i++) atomic_flag_clear(&g->amx_busy[g->amx_slots - 1 - i]);
     return;
   }

@@ -915,15 +915,18 @@ def _run_with_isa(tmp_path, prog: ember.Program, inputs: tuple, isa: str) -> tor
 
 class TransposedPairs(nn.Module):
     """Convs on a 7x7 map stored transposed (deep K, few pixels) and with bf16 pairs: a 1x1
-    read in place and a 3x3 through an im2col (depth 864, 100 channels: ragged panels)."""
+    read in place and a 3x3 through an im2col (depth 864, 100 channels: ragged panels); on the
+    AMX path all split K over the threads, and the last (64 rows: two tiles, fewer than 3
+    threads) sums the partials by blocks, the others by tiles."""
 
     def __init__(self) -> None:
         super().__init__()
         self.c1 = nn.Conv2d(520, 96, 1)
         self.c2 = nn.Conv2d(96, 100, 3, padding=1)
+        self.c3 = nn.Conv2d(100, 64, 3, padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.relu(self.c2(F.relu6(self.c1(x))))
+        return self.c3(F.relu(self.c2(F.relu6(self.c1(x)))))
 
 
 def test_transposed_convs_with_pairs(tmp_path) -> None:
@@ -935,7 +938,7 @@ def test_transposed_convs_with_pairs(tmp_path) -> None:
     inputs = (torch.randn(2, 520, 7, 7),)
     prog = ember.export(m, inputs, backend="cpu", target="x86-64")
     ips = _conv_ops(prog.buffer)
-    assert len(ips) == 2 and all(ip[12] == 1 and ip[PAIRS] > 0 for ip in ips), ips
+    assert len(ips) == 3 and all(ip[12] == 1 and ip[PAIRS] > 0 for ip in ips), ips
     with torch.inference_mode():
         want = m(*inputs)
     scale = want.abs().max().item()
