@@ -625,7 +625,13 @@ static void im2col_strip_padded(const void *ctx, size_t k0, size_t kc, size_t n0
     for (size_t i = 0; i < nc; oy++, ox = 0) {
       const int64_t run =
           (int64_t)nc - (int64_t)i < j->ow - ox ? (int64_t)nc - (int64_t)i : j->ow - ox;
-      memcpy(d + i, base + (oy * s + ky) * row + ox, (size_t)run * sizeof *d);
+      const float *src = base + (oy * s + ky) * row + ox;
+      if (run == 32) /* a whole AMX strip: a fixed-size copy the compiler inlines */
+        memcpy(d + i, src, 32 * sizeof *d);
+      else if (run == 64) /* a whole 6x64 strip */
+        memcpy(d + i, src, 64 * sizeof *d);
+      else
+        memcpy(d + i, src, (size_t)run * sizeof *d);
       i += (size_t)run;
     }
     if (++kx == j->kw) {
