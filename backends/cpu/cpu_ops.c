@@ -1213,7 +1213,8 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
   int64_t cg = cin / g, mg = co / g, kg = cg * kh * kw, npix = oh * ow;
   bool direct = kh == 1 && kw == 1 && ip[EMC_CONV_SH] == 1 && ip[EMC_CONV_SW] == 1 &&
                 ip[EMC_CONV_PH] == 0 && ip[EMC_CONV_PW] == 0;
-  const bool fits_pack =
+  /* room in the scratch for the GEMM's per-thread B strips */
+  const bool fits =
       emc_gemm_pack_floats(d->cfg, (size_t)kg, em_threadpool_size(pool)) * sizeof(float) <=
       (size_t)ip[EMC_CONV_SCRATCH_NBYTES];
   const uint32_t *pairs =
@@ -1232,7 +1233,7 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
    * room for the copies), else applied to the input in place (validated: private to this op). */
   const float *in_scale = ip[EMC_CONV_IN_SCALE] ? data_of(d, ip[EMC_CONV_IN_SCALE] - 1) : NULL;
   const bool smallc = !ip[EMC_CONV_WINOGRAD] && smallc_fits(d, op, cin, g, kg);
-  const bool scale_rows = in_scale && direct && npix > 1 && !transposed && fits_pack && !smallc;
+  const bool scale_rows = in_scale && direct && npix > 1 && !transposed && fits && !smallc;
   if (in_scale && !scale_rows) {
     scale_job sj = {(float *)x, in_scale, h * wd, d->cfg};
     par_for_mem(pool, n * cin, scale_planes, &sj, n * cin * h * wd);
@@ -1259,7 +1260,6 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
   for (int64_t b = 0; b < n; b++) {
     for (int64_t gi = 0; gi < g; gi++) {
       const float *xg = x + (b * cin + gi * cg) * h * wd;
-      const bool fits = fits_pack;
       im2col_job ij = {xg,
                        col,
                        h,

@@ -560,7 +560,6 @@ def _fuse_input_scale(ops: list[Op], u: _Uses) -> None:
             or tuple(a_["w"].shape[2:]) != (1, 1)
             or tuple(a_["stride"]) != (1, 1)
             or tuple(a_["pad"]) != (0, 0)
-            or a_.get("in_scale") is not None
         ):
             continue
         x = conv.ins[0]
@@ -586,8 +585,7 @@ def _fuse_input_scale(ops: list[Op], u: _Uses) -> None:
                 and tuple(s.shape) == (n, c, 1, 1)
                 and a.root() is not s.root()
                 and u.producer(a) is not None
-                and u.private(a, m)
-                and (len(conv.ins) < 2 or conv.ins[1].root() is not a.root())
+                and u.private(a, m)  # so neither the conv's residual nor anything after
             ):
                 conv.ins[0] = a
                 a_["in_scale"] = s
