@@ -113,6 +113,16 @@ static inline int emc_claim_flag(atomic_flag *flags, int n) {
       if (!atomic_flag_test_and_set(&flags[s])) return s;
 }
 
+/* emc_claim_flag trying `first` before the others: a thread that asks for the same flag each
+ * time keeps the same slot, so the slot's scratch stays in its core's cache. */
+static inline int emc_claim_flag_from(atomic_flag *flags, int n, int first) {
+  for (;;)
+    for (int i = 0; i < n; i++) {
+      const int s = (first + i) % n;
+      if (!atomic_flag_test_and_set(&flags[s])) return s;
+    }
+}
+
 static inline size_t emc_min_sz(size_t a, size_t b) { return a < b ? a : b; }
 static inline size_t emc_div_up(size_t a, size_t b) { return (a + b - 1) / b; }
 

@@ -232,16 +232,16 @@ static void tiles_configure(void) {
 }
 
 /*
- * The workspace slot for part `part` of a job: slot `part` when free, so that with the parts
- * pinned to threads (em_parallel_for_static) each thread packs into the same slot operator after
- * operator. Taking the first free slot let the threads trade slots about every other operator
+ * The calling thread's workspace slot (its index in the pool) when free, so that each thread
+ * packs into the same slot operator after operator, whichever parts it runs. Taking the first
+ * free slot let the threads trade slots about every other operator
  * (counted: 7533 trades in 16000 jobs), and each packed B' then moved between the cores' caches:
  * a chain of 1x1 convs on 28x28 at 2 threads packed B' at 41 cycles a row on the caller against
  * 28 with the slots kept, and ran 0.91 -> 0.77 ms.
  */
-static int claim_slot(emc_gemm *g, int64_t part) {
-  if (part < g->amx_slots && !atomic_flag_test_and_set(&g->amx_busy[part])) return (int)part;
-  return emc_claim_flag(g->amx_busy, g->amx_slots);
+static int claim_slot(emc_gemm *g) {
+  return emc_claim_flag_from(g->amx_busy, g->amx_slots,
+                             em_threadpool_thread_index() % g->amx_slots);
 }
 
 /* Workspace slot `slot` (64-byte aligned). */
@@ -394,7 +394,7 @@ static void amx_items(void *ctx, int64_t part_begin, int64_t part_end) {
   const amx_plan p = job->p;
   const int64_t begin = (int64_t)(job->items * (size_t)part_begin / job->parts);
   const int64_t end = (int64_t)(job->items * (size_t)part_end / job->parts);
-  const int slot = claim_slot(g, part_begin); /* delegate-wide */
+  const int slot = claim_slot(g); /* delegate-wide */
   uint8_t *ws = slot_ws(g, slot);
   uint16_t *ap = (uint16_t *)ws;
   uint16_t *bp = (uint16_t *)(ws + AMX_A_BYTES);
@@ -609,7 +609,7 @@ static void pairs_items(void *ctx, int64_t part_begin, int64_t part_end) {
   emc_gemm *g = job->g;
   const size_t begin = job->items * (size_t)part_begin / job->parts;
   const size_t end = job->items * (size_t)part_end / job->parts;
-  const int slot = claim_slot(g, part_begin);
+  const int slot = claim_slot(g);
   uint8_t *ws = slot_ws(g, slot);
   uint32_t *bp = (uint32_t *)ws; /* B' of the group's strips: the A' and B' areas */
   float *fb = (float *)(ws + AMX_A_BYTES + AMX_B_BYTES);
@@ -650,7 +650,7 @@ static void ksplit_items(void *ctx, int64_t part_begin, int64_t part_end) {
   const pairs_ksplit *j = ctx;
   emc_gemm *g = j->g;
   const size_t kchunks = j->kp16 / 16;
-  const int slot = claim_slot(g, part_begin);
+  const int slot = claim_slot(g);
   uint8_t *ws = slot_ws(g, slot);
   uint32_t *bp = (uint32_t *)ws;
   float *fb = (float *)(ws + AMX_A_BYTES + AMX_B_BYTES);

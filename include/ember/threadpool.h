@@ -44,6 +44,14 @@ void em_threadpool_wake(em_threadpool *pool);
 int em_threadpool_size(const em_threadpool *pool);
 
 /*
+ * The calling thread's place in the pool that runs it: 0 for a loop's caller (and any thread
+ * outside a pool), 1 to size - 1 for a pool's workers, fixed for the thread's life. A loop body
+ * that keeps per-thread scratch picks its slot with it, so the slot, and the scratch in that
+ * core's cache, stays with the thread from loop to loop whichever chunks the thread runs.
+ */
+int em_threadpool_thread_index(void);
+
+/*
  * Splits [0, n) into contiguous chunks and runs fn on them, the caller
  * included; returns when every chunk is done. Serial when pool is NULL.
  */

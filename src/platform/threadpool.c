@@ -24,6 +24,7 @@ int em_threadpool_size(const em_threadpool *pool) {
   (void)pool;
   return 1;
 }
+int em_threadpool_thread_index(void) { return 0; }
 void em_parallel_for(em_threadpool *pool, int64_t n, em_parallel_fn fn, void *ctx) {
   (void)pool;
   if (n > 0) fn(ctx, 0, n);
@@ -119,9 +120,15 @@ static void run_chunks(em_threadpool *p, int self) {
  */
 #define SPIN_ITERS  2000000
 
+/* This thread's index in its pool (em_threadpool_thread_index); callers keep 0. */
+static _Thread_local int t_index;
+
+int em_threadpool_thread_index(void) { return t_index; }
+
 static void *worker(void *arg) {
   em_threadpool *p = ((worker_arg *)arg)->pool;
   const int self = ((worker_arg *)arg)->id;
+  t_index = self;
   unsigned long long seen = 0; /* the last generation this thread has looked at */
   for (;;) {
     for (int i = 0;

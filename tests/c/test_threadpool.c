@@ -5,7 +5,9 @@
  * only after every chunk of the last has finished), and that holds when the
  * workers were asleep (pauses longer than their spin), when they are woken
  * with no work (em_threadpool_wake) and when the caller finishes a loop before
- * a worker wakes up (tiny loops right after a pause).
+ * a worker wakes up (tiny loops right after a pause). em_threadpool_thread_index
+ * is 0 on the caller and outside pools, and each worker has its own index in
+ * [1, size) for the whole run.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdatomic.h>
@@ -23,9 +25,24 @@ typedef struct job {
   atomic_int bad;
 } job;
 
+/* Per thread index, the address of a thread-local of the first thread seen with it. */
+static _Atomic(const void *) g_owner[8];
+static atomic_int g_index_bad;
+static _Thread_local int t_tag;
+
 static void body(void *ctx, int64_t begin, int64_t end) {
   job *j = ctx;
   atomic_fetch_add(&j->running, 1);
+  const int me = em_threadpool_thread_index();
+  if (me < 0 || me >= 8) {
+    atomic_fetch_add(&g_index_bad, 1);
+  } else {
+    const void *want = NULL;
+    /* the first thread seen with this index claims it; any other thread with it is an error */
+    if (!atomic_compare_exchange_strong(&g_owner[me], &want, (const void *)&t_tag) &&
+        want != (const void *)&t_tag)
+      atomic_fetch_add(&g_index_bad, 1);
+  }
   for (int64_t i = begin; i < end; i++) {
     if (i < 0 || i >= MAX_N) {
       atomic_fetch_add(&j->bad, 1);
@@ -36,6 +53,11 @@ static void body(void *ctx, int64_t begin, int64_t end) {
     }
   }
   atomic_fetch_sub(&j->running, 1);
+}
+
+/* Resets the index owners for a new pool (its workers are new threads). */
+static void reset_owners(void) {
+  for (int i = 0; i < 8; i++) atomic_store(&g_owner[i], NULL);
 }
 
 static void pause_ms(long ms) {
@@ -57,6 +79,8 @@ static int run_one(em_threadpool *pool, int64_t n, int ranged) {
 
 int main(void) {
   for (int threads = 2; threads <= 4; threads++) {
+    reset_owners();
+    atomic_store(&g_owner[0], (const void *)&t_tag); /* the caller is 0 */
     em_threadpool *pool = em_threadpool_create(threads);
     CHECK(pool != NULL && em_threadpool_size(pool) == threads, "pool of %d", threads);
     if (!pool) continue;
@@ -73,9 +97,15 @@ int main(void) {
     }
     CHECK(bad == 0, "%d threads: %d of %d loops ran an index other than once or overlapped",
           threads, bad, loops);
+    for (int i = threads; i < 8; i++)
+      CHECK(atomic_load(&g_owner[i]) == NULL, "%d threads: a thread had index %d", threads, i);
     em_threadpool_destroy(pool);
   }
   em_threadpool_wake(NULL);
   CHECK(run_one(NULL, 17, 0) && run_one(NULL, 17, 1), "NULL pool runs serially");
+  CHECK(em_threadpool_thread_index() == 0, "the caller's index is 0");
+  CHECK(atomic_load(&g_index_bad) == 0,
+        "%d chunks ran on a thread whose index was out of range or another thread's",
+        atomic_load(&g_index_bad));
   return test_summary("test_threadpool");
 }
