@@ -127,6 +127,14 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   for (uint32_t i = 0; i < h.n_ops; i++)
     if (!emc_op_check(d, &ops[i], why, sizeof why))
       FAIL(EM_ERR_INVALID_PROGRAM, "operator %u (kind %u): %s", i, ops[i].kind, why);
+  d->fused = em_allocator_alloc(al, h.n_ops ? h.n_ops : 1, 16);
+  if (!d->fused)
+    FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method allocator too small for the delegate");
+  for (uint32_t i = 0; i < h.n_ops; i++) d->fused[i] = 0;
+  static int no_fuse = -1; /* EMBER_CPU_NO_FUSE=1: every operator on its own (A/B runs) */
+  if (no_fuse < 0) no_fuse = getenv("EMBER_CPU_NO_FUSE") != NULL;
+  for (uint32_t i = 0; !no_fuse && i + 1 < h.n_ops; i++)
+    if (emc_fuse_expand_dw(d, i)) d->fused[i] = 1, i++;
   *handle_out = d;
   return EM_OK;
 }
@@ -164,10 +172,15 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
   static int profile = -1;
   if (profile < 0) profile = getenv("EMBER_CPU_PROFILE") != NULL;
   const int wall = em_threadpool_size(ctx ? ctx->pool : NULL) > 1;
+  em_threadpool *pool = ctx ? ctx->pool : NULL;
   for (uint32_t i = 0; i < d->n_ops; i++) {
     uint64_t t0 = profile ? profile_ns(wall) : 0;
-    em_status st = emc_op_run(d, &d->ops[i], ctx ? ctx->pool : NULL);
-    if (st != EM_OK) return st;
+    if (d->fused[i] && emc_run_expand_dw(d, &d->ops[i], &d->ops[i + 1], pool)) {
+      i++; /* both ran: the profile line below is the pair's, under the second's number */
+    } else {
+      em_status st = emc_op_run(d, &d->ops[i], pool);
+      if (st != EM_OK) return st;
+    }
     if (profile) {
       const emc_op *op = &d->ops[i];
       const emc_rt_tensor *y = &d->t[op->out[0]];

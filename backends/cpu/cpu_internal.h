@@ -40,6 +40,7 @@ typedef struct emc_delegate {
   void *amx_ws; /* AMX GEMM workspace, amx_slots slots (cfg->amx only; else NULL) */
   int amx_slots;
   atomic_flag *amx_busy; /* [amx_slots]: a slot in use (by any GEMM of this delegate) */
+  uint8_t *fused;        /* [n_ops]: 1 where op i runs together with op i + 1 (expand + dw) */
 } emc_delegate;
 
 /*
@@ -51,6 +52,20 @@ bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why
 
 /* Runs one validated operator on the pool. */
 em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
+
+/*
+ * Whether validated operators i (a 1x1 conv) and i + 1 (a depthwise conv of its output, which no
+ * other operator reads) can run as one with emc_run_expand_dw.
+ */
+bool emc_fuse_expand_dw(const emc_delegate *d, uint32_t i);
+
+/*
+ * Runs the pair a, b (emc_fuse_expand_dw) in bands of output rows, the 1x1 conv's output built
+ * band by band in its own buffer. Returns false, having run nothing, when the bands' blocks do
+ * not fit that buffer with this many threads: run a, then b.
+ */
+bool emc_run_expand_dw(const emc_delegate *d, const emc_op *a, const emc_op *b,
+                       em_threadpool *pool);
 
 /* Loops of fewer element operations than this run on the caller (waking a worker costs more). */
 #define EMC_MIN_PARALLEL_WORK 32768

@@ -383,6 +383,68 @@ def test_plane_means_fused(size: int) -> None:
     assert sum(r[0] == 1 and r[7] >= 0 for r in recs) == 1  # one conv with out[1]
 
 
+class ExpandDw(nn.Module):
+    """An inverted residual block's 1x1 expansion and depthwise conv (and its projection); with
+    `side`, a second reader of the wide tensor (a strided 1x1 conv added to the output)."""
+
+    def __init__(self, ce: int, k: int, stride: int, side: bool = False) -> None:
+        super().__init__()
+        self.expand = nn.Conv2d(8, ce, 1)
+        self.dw = nn.Conv2d(ce, ce, k, stride, k // 2, groups=ce)
+        self.project = nn.Conv2d(ce, 8, 1)
+        self.side = nn.Conv2d(ce, 8, 1, stride) if side else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t = F.relu6(self.expand(x))
+        y = self.project(F.relu6(self.dw(t)))
+        return y + self.side(t) if self.side is not None else y
+
+
+def _profiled_ops(prog: ember.Program, x: torch.Tensor, threads: int, tmp_path) -> int:
+    """How many operator lines EMBER_CPU_PROFILE prints for one run (a fused pair prints one)."""
+    pte = tmp_path / "m.pte"
+    prog.save(pte)
+    torch.save(x, tmp_path / "x.pt")
+    code = (
+        "import torch; from ember.runtime import RuntimeProgram; from ember._lib import lib;"
+        "lib().em_log_set_level(ord('I'));"
+        f"x = torch.load({str(tmp_path / 'x.pt')!r});"
+        f"RuntimeProgram(open({str(pte)!r}, 'rb').read(), threads={threads}).run('forward', [x])"
+    )
+    env = dict(os.environ, EMBER_CPU_PROFILE="1")
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stderr.count("emc op ")
+
+
+@pytest.mark.parametrize(
+    "ce, k, stride, size", [(48, 3, 1, 80), (48, 3, 2, 81), (40, 5, 1, 82), (64, 5, 2, 66)]
+)
+def test_expand_and_depthwise_run_in_bands(
+    ce: int, k: int, stride: int, size: int, tmp_path
+) -> None:
+    """A 1x1 conv whose wide output (1 MB and up) only a depthwise conv reads runs with it band
+    by band (cpu_ops.c: emc_run_expand_dw), at 1 to 3 threads; the results match eager and the
+    portable kernels, and the profile shows the pair as one operator."""
+    torch.manual_seed(0)
+    m = ExpandDw(ce, k, stride)
+    x = torch.randn(1, 8, size, size)
+    prog = _check_model(m, (x,), threads=(1, 2, 3))
+    for th in (1, 2):
+        assert _profiled_ops(prog, x, th, tmp_path) == 2  # expand + dw, then the projection
+
+
+def test_expand_output_read_twice_is_not_fused(tmp_path) -> None:
+    """The wide tensor is never whole when fused, so a second reader keeps the pair apart."""
+    torch.manual_seed(0)
+    m = ExpandDw(48, 3, 2, side=True)
+    x = torch.randn(1, 8, 81, 81)
+    prog = _check_model(m, (x,), threads=(1, 2))
+    assert _profiled_ops(prog, x, 2, tmp_path) == 4
+
+
 def _op_table(buf: bytes) -> tuple[int, list[tuple[int, ...]]]:
     """Where the first EMC blob's operator records start in buf, and each record's (kind, act,
     in[0..3], out[0..1])."""
