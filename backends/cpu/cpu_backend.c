@@ -133,8 +133,10 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   for (uint32_t i = 0; i < h.n_ops; i++) d->fused[i] = 0;
   static int no_fuse = -1; /* EMBER_CPU_NO_FUSE=1: every operator on its own (A/B runs) */
   if (no_fuse < 0) no_fuse = getenv("EMBER_CPU_NO_FUSE") != NULL;
-  for (uint32_t i = 0; !no_fuse && i + 1 < h.n_ops; i++)
-    if (emc_fuse_expand_dw(d, i)) d->fused[i] = 1, i++;
+  for (uint32_t i = 0; !no_fuse && i + 1 < h.n_ops; i++) {
+    const int n = emc_fuse_chain(d, i);
+    if (n > 1) d->fused[i] = (uint8_t)n, i += (uint32_t)n - 1;
+  }
   *handle_out = d;
   return EM_OK;
 }
@@ -175,8 +177,8 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
   em_threadpool *pool = ctx ? ctx->pool : NULL;
   for (uint32_t i = 0; i < d->n_ops; i++) {
     uint64_t t0 = profile ? profile_ns(wall) : 0;
-    if (d->fused[i] && emc_run_expand_dw(d, &d->ops[i], &d->ops[i + 1], pool)) {
-      i++; /* both ran: the profile line below is the pair's, under the second's number */
+    if (d->fused[i] > 1 && emc_run_chain(d, i, d->fused[i], pool)) {
+      i += d->fused[i] - 1u; /* all ran: the profile line below is the chain's, under its last */
     } else {
       em_status st = emc_op_run(d, &d->ops[i], pool);
       if (st != EM_OK) return st;

@@ -40,7 +40,7 @@ typedef struct emc_delegate {
   void *amx_ws; /* AMX GEMM workspace, amx_slots slots (cfg->amx only; else NULL) */
   int amx_slots;
   atomic_flag *amx_busy; /* [amx_slots]: a slot in use (by any GEMM of this delegate) */
-  uint8_t *fused;        /* [n_ops]: 1 where op i runs together with op i + 1 (expand + dw) */
+  uint8_t *fused;        /* [n_ops]: n > 1 where ops i to i + n - 1 run as one (emc_run_chain) */
 } emc_delegate;
 
 /*
@@ -54,18 +54,19 @@ bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why
 em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 
 /*
- * Whether validated operators i (a 1x1 conv) and i + 1 (a depthwise conv of its output, which no
- * other operator reads) can run as one with emc_run_expand_dw.
+ * The length of the chain of validated operators from i that emc_run_chain runs as one, or 0:
+ * a depthwise conv with the 1x1 conv whose output only it reads before it, the 1x1 conv that
+ * alone reads its output after it, or both (2 or 3 operators).
  */
-bool emc_fuse_expand_dw(const emc_delegate *d, uint32_t i);
+int emc_fuse_chain(const emc_delegate *d, uint32_t i);
 
 /*
- * Runs the pair a, b (emc_fuse_expand_dw) in bands of output rows, the 1x1 conv's output built
- * band by band in its own buffer. Returns false, having run nothing, when the bands' blocks do
- * not fit that buffer with this many threads: run a, then b.
+ * Runs the chain of n operators from i (emc_fuse_chain) in bands of output rows, the tensors
+ * inside it built band by band in their own buffers. Returns false, having run nothing, when
+ * the bands' blocks do not fit those buffers with this many threads: run the operators one by
+ * one.
  */
-bool emc_run_expand_dw(const emc_delegate *d, const emc_op *a, const emc_op *b,
-                       em_threadpool *pool);
+bool emc_run_chain(const emc_delegate *d, uint32_t i, int n, em_threadpool *pool);
 
 /* Loops of fewer element operations than this run on the caller (waking a worker costs more). */
 #define EMC_MIN_PARALLEL_WORK 32768

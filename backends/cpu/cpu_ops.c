@@ -1335,95 +1335,120 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
   return EM_OK;
 }
 
-/* ---- a 1x1 expansion and the depthwise conv after it, in bands of rows ------------------ */
+/* ---- depthwise convs with the 1x1 convs around them, in bands of rows ------------------- */
 
 /*
  * MobileNets' inverted residual blocks widen the activations 6x with a 1x1 conv, run a depthwise
- * conv over the wide tensor and narrow it again. On large maps the wide tensor is several MB
- * (MobileNetV2: 96 x 112 x 112 floats, 4.8 MB): the 1x1 conv writes it out past L2 and the
- * depthwise conv reads it back, both at the memory's speed. Run as a pair, each thread takes
- * bands of the depthwise conv's output rows and computes just the rows of the wide tensor those
- * windows read (recomputing a row or two at each band's edges) into a block of the wide
- * tensor's own buffer that L2 holds, then the depthwise conv over them. The wide tensor is never
- * whole, so no other operator may read it (emc_fuse_expand_dw checks).
+ * conv over the wide tensor and narrow it again with another 1x1 conv. On large maps the wide
+ * tensors are several MB (MobileNetV2: 96 x 112 x 112 floats, 4.8 MB): each conv writes its
+ * output out past L2 and the next reads it back, at the memory's speed. Run as a chain, each
+ * thread takes bands of the depthwise conv's output rows: it computes just the rows of the
+ * wide tensor those windows read (recomputing a row or two at each band's edges) into a block of
+ * the wide tensor's own buffer that L2 holds, the depthwise conv over them into a block of its
+ * output's buffer, then the projection's rows of the block's output. The tensors inside the
+ * chain are never whole, so no other operator may read them, and no tensor the chain writes may
+ * share memory with one it still reads (emc_fuse_chain checks).
  */
-/* The wide tensor's least size: MobileNetV2's 1.8-4.8 MB ones ran 1.1-1.2x faster fused (2
- * threads), its 0.3-0.6 MB ones, which stay in L2 anyway, up to 1.5x slower. */
+/* A tensor inside a chain, its least size: MobileNetV2's 1.2-4.8 MB ones ran 1.1-1.2x faster
+ * fused (2 threads), its 0.3-0.6 MB ones, which stay in L2 anyway, up to 1.5x slower. */
 #define XDW_MIN_BYTES (1u << 20)
-/* A thread's block of wide rows: L2 holds it. */
+/* A thread's blocks of wide rows and depthwise output rows: L2 holds them. */
 #define XDW_BAND_BYTES (512u << 10)
 
 typedef struct xdw_job {
   const emc_delegate *d;
-  const emc_op *a, *b;
-  const float *x; /* the expansion's input [cin][h][w] */
-  float *e;       /* the wide tensor's buffer: one block of band_floats per slot */
-  float *y;       /* the depthwise conv's output [ce][oh][ow] */
-  em_dw_params q; /* the depthwise conv over the whole wide tensor */
-  int64_t cin, ce, bands, band_floats;
+  const emc_op *a, *b, *c; /* expansion (or NULL), depthwise, projection (or NULL) */
+  const float *x;          /* the chain's input [cin][h][w] */
+  float *e;                /* a: the wide tensor's buffer, a block of e_floats per slot */
+  float *dbuf;             /* c: the depthwise output's buffer, a block of d_floats per slot */
+  float *y;                /* the chain's output: c's [co][oh][ow], else b's [ce][oh][ow] */
+  em_dw_params q;          /* the depthwise conv over its whole input */
+  int64_t cin, ce, co, bands, e_floats, d_floats;
   int n_slots;
   atomic_flag busy[EMC_GEMM_MAX_SLOTS];
 } xdw_job;
 
-/* Bands [begin, end): expansion rows into the thread's block, then the depthwise conv. */
+/* A serial GEMM of a 1x1 conv op over npix columns of B (ldb apart) into C (ldc apart). */
+static void band_gemm(const emc_delegate *d, const emc_op *op, size_t m, size_t k, size_t npix,
+                      const float *b, size_t ldb, float *c, size_t ldc, const float *res) {
+  emc_gemm g;
+  gemm_init(&g, d);
+  g.m = m, g.k = k, g.n = npix;
+  g.a = data_of(d, op->in[1]), g.a_packed = 1;
+  g.a_pairs =
+      op->ip[EMC_CONV_PAIRS] ? (const uint32_t *)data_of(d, op->ip[EMC_CONV_PAIRS] - 1) : NULL;
+  g.b = b, g.ldb = ldb, g.b_packed = 0;
+  g.c = c, g.ldc = ldc, g.res = res, g.ldr = ldc;
+  g.bias_m = data_of(d, op->in[2]), g.mm = clamp_of(op), g.act = post_act(op), g.fp = op->fp;
+  emc_gemm_run(&g, NULL);
+}
+
+/* Bands [begin, end) of the chain, in the blocks of the slot this thread claims. */
 static void xdw_bands(void *ctx, int64_t begin, int64_t end) {
   xdw_job *j = ctx;
   const emc_delegate *d = j->d;
-  const emc_op *a = j->a, *b = j->b;
+  const emc_op *b = j->b;
   const int slot =
       emc_claim_flag_from(j->busy, j->n_slots, em_threadpool_thread_index() % j->n_slots);
-  float *e = j->e + (int64_t)slot * j->band_floats;
-  const float *wa = data_of(d, a->in[1]), *ba = data_of(d, a->in[2]);
   const float *wb = data_of(d, b->in[1]), *bb = data_of(d, b->in[2]);
-  const uint32_t *pairs =
-      a->ip[EMC_CONV_PAIRS] ? (const uint32_t *)data_of(d, a->ip[EMC_CONV_PAIRS] - 1) : NULL;
+  const float *res = j->c ? data_of(d, j->c->in[3]) : NULL;
   const em_minmax_params mm = clamp_of(b);
   const int64_t hw = j->q.h * j->q.w, khw = j->q.kh * j->q.kw, out_plane = j->q.oh * j->q.ow;
   for (int64_t band = begin; band < end; band++) {
     em_dw_params sub;
     int64_t oy0, iy0;
     dw_band(&j->q, j->bands, band, &sub, &oy0, &iy0);
-    const int64_t npix = sub.h * j->q.w;
-    if (npix > 0) { /* the wide tensor's rows [iy0, iy0 + sub.h), planes npix floats apart */
-      emc_gemm g;
-      gemm_init(&g, d);
-      g.m = (size_t)j->ce, g.k = (size_t)j->cin, g.n = (size_t)npix;
-      g.a = wa, g.a_packed = 1, g.a_pairs = pairs;
-      g.b = j->x + iy0 * j->q.w, g.ldb = (size_t)hw, g.b_packed = 0;
-      g.c = e, g.ldc = (size_t)npix;
-      g.bias_m = ba, g.mm = clamp_of(a), g.act = post_act(a), g.fp = a->fp;
-      emc_gemm_run(&g, NULL);
+    /* the depthwise conv's input rows [iy0, iy0 + sub.h): the expansion's, built here, or the
+     * chain's input in place */
+    const float *src = j->x + iy0 * j->q.w;
+    int64_t src_plane = hw;
+    if (j->a) {
+      src_plane = sub.h * j->q.w;
+      float *e = j->e + (int64_t)slot * j->e_floats;
+      if (src_plane > 0)
+        band_gemm(d, j->a, (size_t)j->ce, (size_t)j->cin, (size_t)src_plane, src, (size_t)hw, e,
+                  (size_t)src_plane, NULL);
+      src = e;
     }
-    for (int64_t c = 0; c < j->ce; c++) {
-      float *out = j->y + c * out_plane + oy0 * j->q.ow;
-      d->cfg->dwconv(&sub, e + c * npix, wb + c * khw, bb ? bb[c] : 0.0f, out, &mm);
-      if (post_act(b)) d->cfg->vact((size_t)(sub.oh * j->q.ow), out, out, b->act, b->fp);
+    /* its output rows [oy0, oy0 + sub.oh): into the block for the projection, or in place */
+    const int64_t npix = sub.oh * j->q.ow;
+    float *dst = j->c ? j->dbuf + (int64_t)slot * j->d_floats : j->y + oy0 * j->q.ow;
+    const int64_t dst_plane = j->c ? npix : out_plane;
+    for (int64_t ch = 0; ch < j->ce; ch++) {
+      float *out = dst + ch * dst_plane;
+      d->cfg->dwconv(&sub, src + ch * src_plane, wb + ch * khw, bb ? bb[ch] : 0.0f, out, &mm);
+      if (post_act(b)) d->cfg->vact((size_t)npix, out, out, b->act, b->fp);
     }
+    if (j->c)
+      band_gemm(d, j->c, (size_t)j->co, (size_t)j->ce, (size_t)npix, dst, (size_t)npix,
+                j->y + oy0 * j->q.ow, (size_t)out_plane, res ? res + oy0 * j->q.ow : NULL);
   }
   atomic_flag_clear(&j->busy[slot]);
 }
 
-bool emc_fuse_expand_dw(const emc_delegate *d, uint32_t i) {
-  if (i + 1 >= d->n_ops) return false;
-  const emc_op *a = &d->ops[i], *b = &d->ops[i + 1];
-  if (a->kind != EMC_OP_CONV2D || b->kind != EMC_OP_CONV2D) return false;
-  const int32_t *ia = a->ip, *ib = b->ip;
-  if (ia[EMC_CONV_DEPTHWISE] || ia[EMC_CONV_GROUPS] != 1 || ia[EMC_CONV_KH] != 1 ||
-      ia[EMC_CONV_KW] != 1 || ia[EMC_CONV_SH] != 1 || ia[EMC_CONV_SW] != 1 || ia[EMC_CONV_PH] ||
-      ia[EMC_CONV_PW] || ia[EMC_CONV_TRANSPOSED] || ia[EMC_CONV_WINOGRAD] ||
-      ia[EMC_CONV_IN_SCALE] || a->in[3] >= 0 || a->out[1] >= 0)
+/* A plain 1x1 conv: one group, stride 1, no padding, weights as they are, no input scale. */
+static bool is_1x1(const emc_op *o) {
+  const int32_t *ip = o->ip;
+  return o->kind == EMC_OP_CONV2D && !ip[EMC_CONV_DEPTHWISE] && ip[EMC_CONV_GROUPS] == 1 &&
+         ip[EMC_CONV_KH] == 1 && ip[EMC_CONV_KW] == 1 && ip[EMC_CONV_SH] == 1 &&
+         ip[EMC_CONV_SW] == 1 && !ip[EMC_CONV_PH] && !ip[EMC_CONV_PW] && !ip[EMC_CONV_TRANSPOSED] &&
+         !ip[EMC_CONV_WINOGRAD] && !ip[EMC_CONV_IN_SCALE] && o->out[1] < 0;
+}
+
+/* A depthwise conv without a residual or plane means. */
+static bool is_dw(const emc_op *o) {
+  return o->kind == EMC_OP_CONV2D && o->ip[EMC_CONV_DEPTHWISE] && o->in[3] < 0 && o->out[1] < 0;
+}
+
+/* Tensor t lies in the arena, one image, at least XDW_MIN_BYTES, and only op `reader` reads it. */
+static bool chain_inner(const emc_delegate *d, int32_t t, uint32_t reader) {
+  const emc_rt_tensor *x = &d->t[t];
+  if (x->storage != EMC_ARENA || x->sizes[0] != 1 ||
+      (uint64_t)x->numel * sizeof(float) < XDW_MIN_BYTES)
     return false;
-  if (!ib[EMC_CONV_DEPTHWISE] || b->in[0] != a->out[0] || b->in[3] >= 0 || b->out[1] >= 0)
-    return false;
-  const int32_t t = a->out[0];
-  const emc_rt_tensor *x = &d->t[a->in[0]], *wide = &d->t[t];
-  if (wide->storage != EMC_ARENA || wide->sizes[0] != 1 || x->sizes[1] <= SMALLC_MAX_CIN ||
-      (uint64_t)wide->numel * sizeof(float) < XDW_MIN_BYTES)
-    return false;
-  /* the wide tensor is never whole: nothing but the depthwise conv may read it */
   for (uint32_t k = 0; k < d->n_ops; k++) {
     const emc_op *o = &d->ops[k];
-    if (k == i + 1) continue;
+    if (k == reader) continue;
     for (int r = 0; r < 4; r++)
       if (o->in[r] == t) return false;
     if (o->kind == EMC_OP_CONV2D &&
@@ -1433,17 +1458,62 @@ bool emc_fuse_expand_dw(const emc_delegate *d, uint32_t i) {
   return true;
 }
 
-bool emc_run_expand_dw(const emc_delegate *d, const emc_op *a, const emc_op *b,
-                       em_threadpool *pool) {
-  const int32_t *ib = b->ip;
-  const emc_rt_tensor *xt = &d->t[a->in[0]], *wt = &d->t[a->out[0]], *yt = &d->t[b->out[0]];
+/* Whether the bound tensors s and t share any byte. */
+static bool overlap(const emc_delegate *d, int32_t s, int32_t t) {
+  const uint8_t *a0 = (const uint8_t *)d->t[s].data, *b0 = (const uint8_t *)d->t[t].data;
+  const int64_t an = d->t[s].numel * (int64_t)sizeof(float),
+                bn = d->t[t].numel * (int64_t)sizeof(float);
+  return a0 && b0 && a0 < b0 + bn && b0 < a0 + an;
+}
+
+int emc_fuse_chain(const emc_delegate *d, uint32_t i) {
+  const emc_op *ops = d->ops;
+  uint32_t bi = i;
+  if (is_1x1(&ops[i]) && ops[i].in[3] < 0 && i + 1 < d->n_ops && is_dw(&ops[i + 1]) &&
+      ops[i + 1].in[0] == ops[i].out[0] && d->t[ops[i].in[0]].sizes[1] > SMALLC_MAX_CIN &&
+      chain_inner(d, ops[i].out[0], i + 1))
+    bi = i + 1;
+  else if (!is_dw(&ops[i]) || d->t[ops[i].in[0]].sizes[0] != 1)
+    return 0;
+  const emc_op *b = &ops[bi];
+  const bool proj = bi + 1 < d->n_ops && is_1x1(&ops[bi + 1]) && ops[bi + 1].in[0] == b->out[0] &&
+                    chain_inner(d, b->out[0], bi + 1);
+  const int n = (int)(bi - i) + 1 + proj;
+  if (n < 2) return 0;
+  return n;
+}
+
+bool emc_run_chain(const emc_delegate *d, uint32_t i, int n, em_threadpool *pool) {
+  const emc_op *ops = d->ops;
   xdw_job j;
-  j.d = d, j.a = a, j.b = b, j.x = xt->data, j.e = wt->data, j.y = yt->data;
-  const int64_t h = wt->sizes[2], w = wt->sizes[3];
+  j.d = d;
+  j.a = n == 3 || !ops[i].ip[EMC_CONV_DEPTHWISE] ? &ops[i] : NULL;
+  j.b = j.a ? &ops[i + 1] : &ops[i];
+  j.c = (j.a ? n == 3 : n == 2) ? j.b + 1 : NULL;
+  const emc_op *a = j.a, *b = j.b, *c = j.c;
+  /* What the chain writes (its inner tensors in blocks, its output in bands) must not share
+   * memory with what it reads later: the memory plan may give a tensor that dies inside the
+   * chain's span to one born there, and a caller may bind one buffer twice. */
+  int32_t ts[5]; /* the tensors it writes, then those it only reads */
+  int nt = 0, nw;
+  if (a) ts[nt++] = a->out[0];
+  ts[nt++] = b->out[0];
+  if (c) ts[nt++] = c->out[0];
+  nw = nt;
+  ts[nt++] = ops[i].in[0];
+  if (c && c->in[3] >= 0) ts[nt++] = c->in[3];
+  for (int p = 0; p < nw; p++)
+    for (int q = p + 1; q < nt; q++)
+      if (overlap(d, ts[p], ts[q])) return false;
+  const int32_t *ib = b->ip;
+  const emc_rt_tensor *xt = &d->t[ops[i].in[0]], *bin = &d->t[b->in[0]], *bout = &d->t[b->out[0]];
+  j.x = xt->data, j.e = a ? bin->data : NULL, j.dbuf = c ? bout->data : NULL;
+  j.y = c ? d->t[c->out[0]].data : bout->data;
+  const int64_t h = bin->sizes[2], w = bin->sizes[3];
   j.q = (em_dw_params){h,
                        w,
-                       yt->sizes[2],
-                       yt->sizes[3],
+                       bout->sizes[2],
+                       bout->sizes[3],
                        ib[EMC_CONV_KH],
                        ib[EMC_CONV_KW],
                        ib[EMC_CONV_SH],
@@ -1452,25 +1522,30 @@ bool emc_run_expand_dw(const emc_delegate *d, const emc_op *a, const emc_op *b,
                        ib[EMC_CONV_PW],
                        ib[EMC_CONV_DH],
                        ib[EMC_CONV_DW]};
-  j.cin = xt->sizes[1], j.ce = wt->sizes[1];
-  const int64_t threads = em_threadpool_size(pool), oh = j.q.oh;
+  j.cin = xt->sizes[1], j.ce = bin->sizes[1], j.co = c ? d->t[c->out[0]].sizes[1] : 0;
+  const int64_t threads = em_threadpool_size(pool), oh = j.q.oh, ow = j.q.ow;
   const int64_t span = (j.q.kh - 1) * j.q.dh + 1;
-  /* Output rows per band: the most whose input rows fit the band budget (at least 4), then as
-   * many bands as a multiple of the threads. */
+  /* Output rows per band: the most whose blocks fit the band budget (at least 4), then as many
+   * bands as a multiple of the threads. */
   int64_t rows = 4;
-  while (rows < oh &&
-         (rows * j.q.sh + span) * w * j.ce * (int64_t)sizeof(float) <= (int64_t)XDW_BAND_BYTES)
+  while (rows < oh && ((a ? (rows * j.q.sh + span) * w : 0) + (c ? rows * ow : 0)) * j.ce *
+                              (int64_t)sizeof(float) <=
+                          (int64_t)XDW_BAND_BYTES)
     rows++;
   j.n_slots = (int)(threads < EMC_GEMM_MAX_SLOTS ? threads : EMC_GEMM_MAX_SLOTS);
-  /* Smaller bands until the slots' blocks fit in the wide tensor's buffer (else the two run
-   * one after the other). */
+  /* Smaller bands until the slots' blocks fit in the tensors' own buffers (else the operators
+   * run one after the other). */
   for (j.bands = (int64_t)emc_div_up((size_t)oh, (size_t)(threads * rows)) * threads;;
        j.bands += threads) {
     if (j.bands > oh) return false;
-    int64_t in_rows = ((int64_t)emc_div_up((size_t)oh, (size_t)j.bands) - 1) * j.q.sh + span;
+    const int64_t most = (int64_t)emc_div_up((size_t)oh, (size_t)j.bands);
+    int64_t in_rows = (most - 1) * j.q.sh + span;
     if (in_rows > h) in_rows = h; /* rows past the plane are padding, never stored */
-    j.band_floats = (int64_t)emc_div_up((size_t)(in_rows * w * j.ce), 16) * 16;
-    if (j.band_floats * j.n_slots <= wt->numel) break;
+    j.e_floats = a ? (int64_t)emc_div_up((size_t)(in_rows * w * j.ce), 16) * 16 : 0;
+    j.d_floats = c ? (int64_t)emc_div_up((size_t)(most * ow * j.ce), 16) * 16 : 0;
+    if ((!a || j.e_floats * j.n_slots <= bin->numel) &&
+        (!c || j.d_floats * j.n_slots <= bout->numel))
+      break;
   }
   for (int s = 0; s < j.n_slots; s++) atomic_flag_clear(&j.busy[s]);
   em_parallel_for_static(pool, j.bands, xdw_bands, &j);

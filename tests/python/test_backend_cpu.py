@@ -384,8 +384,9 @@ def test_plane_means_fused(size: int) -> None:
 
 
 class ExpandDw(nn.Module):
-    """An inverted residual block's 1x1 expansion and depthwise conv (and its projection); with
-    `side`, a second reader of the wide tensor (a strided 1x1 conv added to the output)."""
+    """An inverted residual block: 1x1 expansion, depthwise conv, 1x1 projection (plus the input
+    at stride 1); with `side`, a second reader of the wide tensor (a strided 1x1 conv added to
+    the output)."""
 
     def __init__(self, ce: int, k: int, stride: int, side: bool = False) -> None:
         super().__init__()
@@ -397,6 +398,8 @@ class ExpandDw(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         t = F.relu6(self.expand(x))
         y = self.project(F.relu6(self.dw(t)))
+        if self.dw.stride == (1, 1):
+            y = y + x  # the block's residual, as MobileNetV2's stride-1 blocks have
         return y + self.side(t) if self.side is not None else y
 
 
@@ -420,20 +423,39 @@ def _profiled_ops(prog: ember.Program, x: torch.Tensor, threads: int, tmp_path) 
 
 
 @pytest.mark.parametrize(
-    "ce, k, stride, size", [(48, 3, 1, 80), (48, 3, 2, 81), (40, 5, 1, 82), (64, 5, 2, 66)]
+    "ce, k, stride, size, lines",
+    [(48, 3, 1, 80, 1), (48, 3, 2, 81, 2), (40, 5, 1, 82, 1), (64, 5, 2, 66, 2)],
 )
-def test_expand_and_depthwise_run_in_bands(
-    ce: int, k: int, stride: int, size: int, tmp_path
+def test_expand_depthwise_project_run_in_bands(
+    ce: int, k: int, stride: int, size: int, lines: int, tmp_path
 ) -> None:
-    """A 1x1 conv whose wide output (1 MB and up) only a depthwise conv reads runs with it band
-    by band (cpu_ops.c: emc_run_expand_dw), at 1 to 3 threads; the results match eager and the
-    portable kernels, and the profile shows the pair as one operator."""
+    """A depthwise conv runs band by band with the 1x1 conv before it and the one after it when
+    only it reads the first's output and only the second reads its own (1 MB and up each;
+    cpu_ops.c: emc_run_chain), at 1 to 3 threads; the results match eager and the portable
+    kernels, and the profile shows the chain as one operator (stride 2: the depthwise output is
+    too small, so the projection runs on its own)."""
     torch.manual_seed(0)
     m = ExpandDw(ce, k, stride)
     x = torch.randn(1, 8, size, size)
     prog = _check_model(m, (x,), threads=(1, 2, 3))
     for th in (1, 2):
-        assert _profiled_ops(prog, x, th, tmp_path) == 2  # expand + dw, then the projection
+        assert _profiled_ops(prog, x, th, tmp_path) == lines
+
+
+def test_stem_then_depthwise_and_project_in_bands(tmp_path) -> None:
+    """MobileNetV2's first block: a 3x3 stem conv, then a depthwise conv and the 1x1 conv that
+    alone reads its 1.3 MB output, run together (the stem stays on its own)."""
+    torch.manual_seed(0)
+    m = nn.Sequential(
+        nn.Conv2d(3, 32, 3, 2, 1),
+        nn.ReLU6(),
+        nn.Conv2d(32, 32, 3, 1, 1, groups=32),
+        nn.ReLU6(),
+        nn.Conv2d(32, 16, 1),
+    )
+    x = torch.randn(1, 3, 200, 200)
+    prog = _check_model(m, (x,), threads=(1, 2, 3))
+    assert _profiled_ops(prog, x, 2, tmp_path) == 2
 
 
 def test_expand_output_read_twice_is_not_fused(tmp_path) -> None:

@@ -56,7 +56,7 @@ ACT = {
     "abs": 13,
 }
 # Conv ip slots.
-CONV_SCRATCH_OFF, CONV_SCRATCH_NBYTES = 10, 11
+CONV_DEPTHWISE, CONV_SCRATCH_OFF, CONV_SCRATCH_NBYTES = 9, 10, 11
 
 _HEADER = struct.Struct("<4sIIIIIQQQQQ")
 _TENSOR = struct.Struct("<IIQI6iI")
@@ -158,6 +158,7 @@ class Graph:
                 key = ("scratch", i)
                 life[key] = [i, i]
                 size[key] = op.scratch
+        self._extend_for_chains(life)
         order = sorted(life, key=lambda r: (-size[r], life[r][0]))
         placed: list[tuple[list[int], int, int]] = []
         offs: dict[object, int] = {}
@@ -184,6 +185,32 @@ class Graph:
                 op.ip[CONV_SCRATCH_OFF] = offs[("scratch", i)]
                 op.ip[CONV_SCRATCH_NBYTES] = align_up(op.scratch, ALIGN)
         return arena
+
+    def _extend_for_chains(self, life: dict[object, list[int]]) -> None:
+        """The runtime may run a depthwise conv together with the conv that produces its input and
+        the conv that reads its output (cpu_ops.c: emc_fuse_chain), band by band: then every
+        tensor those convs touch is in use for the whole chain. Their lifetimes cover it, so
+        no tensor of the chain shares memory with another (the runtime checks and otherwise
+        runs the convs one by one)."""
+        n = len(self.ops)
+        for k, op in enumerate(self.ops):
+            if op.kind != "conv2d" or not op.ip[CONV_DEPTHWISE]:
+                continue
+            lo, hi = k, k
+            prev = self.ops[k - 1] if k > 0 else None
+            if prev is not None and prev.kind == "conv2d" and prev.outs[0] == op.ins[0]:
+                lo = k - 1
+            nxt = self.ops[k + 1] if k + 1 < n else None
+            if nxt is not None and nxt.kind == "conv2d" and nxt.ins[0] == op.outs[0]:
+                hi = k + 1
+            if lo == hi:
+                continue
+            for i in range(lo, hi + 1):
+                for t in self.ops[i].ins + self.ops[i].outs:
+                    if t < 0 or self.tensors[t].storage != ARENA:
+                        continue
+                    lt = life[self.tensors[t].root]
+                    lt[0], lt[1] = min(lt[0], lo), max(lt[1], hi)
 
     # -- bytes -------------------------------------------------------------------------------
     def serialize(self) -> bytes:
