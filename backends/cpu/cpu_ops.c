@@ -1347,7 +1347,7 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
  * the wide tensor's own buffer that L2 holds, the depthwise conv over them into a block of its
  * output's buffer, then the projection's rows of the block's output. The tensors inside the
  * chain are never whole, so no other operator may read them, and no tensor the chain writes may
- * share memory with one it still reads (emc_fuse_chain checks).
+ * share memory with one it still reads (emc_fuse_chain and emc_run_chain check).
  */
 /* A tensor inside a chain, its least size: MobileNetV2's 1.2-4.8 MB ones ran 1.1-1.2x faster
  * fused (2 threads), its 0.3-0.6 MB ones, which stay in L2 anyway, up to 1.5x slower. */
