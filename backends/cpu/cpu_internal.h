@@ -121,16 +121,10 @@ typedef struct emc_gemm {
   atomic_flag slot_busy[EMC_GEMM_MAX_SLOTS];
 } emc_gemm;
 
-/* Spins until one of flags[0, n) is claimed (set) and returns its index: a pack or workspace
- * slot; at most n claimants run at once, so one frees up. */
-static inline int emc_claim_flag(atomic_flag *flags, int n) {
-  for (;;)
-    for (int s = 0; s < n; s++)
-      if (!atomic_flag_test_and_set(&flags[s])) return s;
-}
-
-/* emc_claim_flag trying `first` before the others: a thread that asks for the same flag each
- * time keeps the same slot, so the slot's scratch stays in its core's cache. */
+/* Spins until one of flags[0, n) is claimed (set), trying `first` before the others, and
+ * returns its index: a pack or workspace slot; at most n claimants run at once, so one frees
+ * up. A thread that asks for the same flag each time keeps the same slot, so the slot's scratch
+ * stays in its core's cache. */
 static inline int emc_claim_flag_from(atomic_flag *flags, int n, int first) {
   for (;;)
     for (int i = 0; i < n; i++) {

@@ -710,6 +710,22 @@ static void conv_gemv(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* A depthwise conv op's parameters over an h x w input and an oh x ow output. */
+static em_dw_params dw_params_of(const int32_t *ip, int64_t h, int64_t w, int64_t oh, int64_t ow) {
+  return (em_dw_params){h,
+                        w,
+                        oh,
+                        ow,
+                        ip[EMC_CONV_KH],
+                        ip[EMC_CONV_KW],
+                        ip[EMC_CONV_SH],
+                        ip[EMC_CONV_SW],
+                        ip[EMC_CONV_PH],
+                        ip[EMC_CONV_PW],
+                        ip[EMC_CONV_DH],
+                        ip[EMC_CONV_DW]};
+}
+
 typedef struct dw_job {
   const emc_delegate *d;
   const emc_op *op;
@@ -1189,8 +1205,7 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
   if (ip[EMC_CONV_DEPTHWISE]) {
     dw_job j = {d,
                 op,
-                {h, wd, oh, ow, kh, kw, ip[EMC_CONV_SH], ip[EMC_CONV_SW], ip[EMC_CONV_PH],
-                 ip[EMC_CONV_PW], ip[EMC_CONV_DH], ip[EMC_CONV_DW]},
+                dw_params_of(ip, h, wd, oh, ow),
                 co,
                 x,
                 w,
@@ -1479,15 +1494,14 @@ int emc_fuse_chain(const emc_delegate *d, uint32_t i) {
   const bool proj = bi + 1 < d->n_ops && is_1x1(&ops[bi + 1]) && ops[bi + 1].in[0] == b->out[0] &&
                     chain_inner(d, b->out[0], bi + 1);
   const int n = (int)(bi - i) + 1 + proj;
-  if (n < 2) return 0;
-  return n;
+  return n >= 2 ? n : 0;
 }
 
 bool emc_run_chain(const emc_delegate *d, uint32_t i, int n, em_threadpool *pool) {
   const emc_op *ops = d->ops;
   xdw_job j;
   j.d = d;
-  j.a = n == 3 || !ops[i].ip[EMC_CONV_DEPTHWISE] ? &ops[i] : NULL;
+  j.a = ops[i].ip[EMC_CONV_DEPTHWISE] ? NULL : &ops[i]; /* the chain starts with a 1x1 conv */
   j.b = j.a ? &ops[i + 1] : &ops[i];
   j.c = (j.a ? n == 3 : n == 2) ? j.b + 1 : NULL;
   const emc_op *a = j.a, *b = j.b, *c = j.c;
@@ -1505,23 +1519,11 @@ bool emc_run_chain(const emc_delegate *d, uint32_t i, int n, em_threadpool *pool
   for (int p = 0; p < nw; p++)
     for (int q = p + 1; q < nt; q++)
       if (overlap(d, ts[p], ts[q])) return false;
-  const int32_t *ib = b->ip;
   const emc_rt_tensor *xt = &d->t[ops[i].in[0]], *bin = &d->t[b->in[0]], *bout = &d->t[b->out[0]];
   j.x = xt->data, j.e = a ? bin->data : NULL, j.dbuf = c ? bout->data : NULL;
   j.y = c ? d->t[c->out[0]].data : bout->data;
   const int64_t h = bin->sizes[2], w = bin->sizes[3];
-  j.q = (em_dw_params){h,
-                       w,
-                       bout->sizes[2],
-                       bout->sizes[3],
-                       ib[EMC_CONV_KH],
-                       ib[EMC_CONV_KW],
-                       ib[EMC_CONV_SH],
-                       ib[EMC_CONV_SW],
-                       ib[EMC_CONV_PH],
-                       ib[EMC_CONV_PW],
-                       ib[EMC_CONV_DH],
-                       ib[EMC_CONV_DW]};
+  j.q = dw_params_of(b->ip, h, w, bout->sizes[2], bout->sizes[3]);
   j.cin = xt->sizes[1], j.ce = bin->sizes[1], j.co = c ? d->t[c->out[0]].sizes[1] : 0;
   const int64_t threads = em_threadpool_size(pool), oh = j.q.oh, ow = j.q.ow;
   const int64_t span = (j.q.kh - 1) * j.q.dh + 1;
