@@ -278,17 +278,18 @@ def test_small_maps_run_transposed() -> None:
     assert _conv_transposed(88, 49, 576) and _conv_transposed(56, 49, 300)
     assert _conv_transposed(48, 49, 504) and not _conv_transposed(300, 49, 88)
     assert not _conv_transposed(64, 14 * 14, 24 * 9) and not _conv_transposed(64, 56 * 56, 576)
-    assert not _conv_transposed(512, 49, 4608)  # ResNet's 7x7 layers: many weight tiles
+    assert _conv_transposed(512, 49, 4608)  # ResNet's 7x7 layers
     torch.manual_seed(0)
     _check_model(SmallMapZoo(), (torch.randn(2, 24, 14, 14),), threads=(1, 2))
 
 
 def test_wide_small_map_convs() -> None:
-    """512+ output channels on 7x7 maps stay untransposed; at 2 threads their one im2col strip is
-    built once as a whole matrix (the threads split M) instead of once per M block."""
+    """Shallow convs (K < 256) on 7x7 maps stay untransposed; at 2 threads a wide one's single
+    im2col strip is built once as a whole matrix (the threads split M) instead of once per M
+    block. The deep conv after it runs transposed."""
     torch.manual_seed(0)
-    m = nn.Sequential(nn.Conv2d(40, 520, 3, padding=1), nn.ReLU(), nn.Conv2d(520, 30, 3, padding=1))
-    prog = _check_model(m, (torch.randn(1, 40, 7, 7),), threads=(1, 2))
+    m = nn.Sequential(nn.Conv2d(24, 520, 3, padding=1), nn.ReLU(), nn.Conv2d(520, 30, 3, padding=1))
+    prog = _check_model(m, (torch.randn(1, 24, 7, 7),), threads=(1, 2))
     assert [ip[12] for ip in _conv_ops(prog.buffer)] == [0, 1]  # EMC_CONV_TRANSPOSED
 
 
@@ -1109,8 +1110,8 @@ def test_blob_pairs_field_is_checked() -> None:
     """A conv whose bf16-pair slot names a missing tensor, a non-constant or one of the wrong
     size, or that claims to be transposed (its weights are then the wrong size), fails at load."""
     torch.manual_seed(0)
-    mod = nn.Sequential(nn.Conv2d(64, 512, 3, padding=1)).eval()
-    x = torch.randn(1, 64, 7, 7)
+    mod = nn.Sequential(nn.Conv2d(64, 512, 1)).eval()
+    x = torch.randn(1, 64, 14, 14)  # untransposed (a 7x7 map would run transposed)
     buf = ember.export(mod, (x,), backend="cpu", target="x86-64").buffer
     assert _load_and_run(buf, x) == "ok"
     at, _ = _blob_span(buf)

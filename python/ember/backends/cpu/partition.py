@@ -883,12 +883,11 @@ def _conv_transposed(co: int, npix: int, kg: int) -> bool:
     kernels' cost is per 16-lane vector and per whole 6-row tile. C^T must then be transposed
     into the output, about 1 ns per element on this Xeon against 2 * kg FMAs per element of the
     GEMM (~120 GFLOP/s), so it pays only for deep K (measured: 1x1 convs with K <= 160 on 7x7 and
-    14x14 maps ran 1.1-2x slower; 14x14 maps, 196 of 208 lanes used, gain too little). Not for
-    512+ output channels either: with that many 6-row weight tiles reusing each im2col strip and
-    the micro-kernel prefetching the next weight panel, the untransposed GEMM ran ResNet-18 4 %
-    faster at 1 and 2 threads and ResNet-50 4 % / 1 %; MobileNetV3-Small's 576 -> 96 projection
-    (16 tiles) ran 20-38 % slower untransposed at 2 threads, so few channels stay transposed."""
-    if npix > 64 or kg < 256 or co >= 512:
+    14x14 maps ran 1.1-2x slower; 14x14 maps, 196 of 208 lanes used, gain too little). It pays
+    for 512+ output channels too (ResNet's 7x7 layers), now that the untransposed kernel
+    prefetches its C tile: run in one process alternately with untransposed files on an
+    FMA-only Xeon, ResNet-18 ran 3 % faster at 1 and 2 threads and ResNet-50 3 % / 2 %."""
+    if npix > 64 or kg < 256:
         return False
     used_n = npix / (-(-npix // 16) * 16) * co / (-(-co // B.MR) * B.MR)
     used_t = npix / (-(-npix // B.MR) * B.MR) * co / (-(-co // 16) * 16)
