@@ -317,6 +317,31 @@ static bool check_rows(const emc_delegate *d, const emc_op *op, int64_t in_n, in
   return check_act(op, why, why_n);
 }
 
+/* Softmax rows, with an optional scale (ip[4] = 1, fp[0]) and additive mask (in[1]: ip[5] rows
+ * of the axis length, repeating down the rows) applied first. */
+static bool check_softmax(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const int64_t rows = op->ip[0], cols = op->ip[1], mask_rows = op->ip[5];
+  if (rows < 0 || cols < 1 || op->ip[2] != 1) WHY("softmax: bad shape");
+  if (op->ip[3] != 0 && op->ip[3] != 1) WHY("softmax: log flag %d is not 0 or 1", op->ip[3]);
+  if (op->ip[4] != 0 && op->ip[4] != 1) WHY("softmax: scale flag %d is not 0 or 1", op->ip[4]);
+  if (op->ip[3] && (op->ip[4] || op->in[1] >= 0)) /* the row runs in place: not for log */
+    WHY("softmax: scale or mask on a log-softmax");
+  if (op->in[1] >= 0) {
+    const emc_rt_tensor *m = tensor_at(d, op->in[1]);
+    if (!m) WHY("softmax: bad mask tensor id");
+    if (mask_rows < 1 || rows % mask_rows != 0)
+      WHY("softmax: mask of %lld rows does not tile %lld rows", (long long)mask_rows,
+          (long long)rows);
+    if (m->numel != mask_rows * cols)
+      WHY("softmax: mask has %lld elements, expected %lld", (long long)m->numel,
+          (long long)(mask_rows * cols));
+    if (out_shared(m, tensor_at(d, op->out[0]))) WHY("softmax: mask shares the output's storage");
+  } else if (mask_rows != 0) {
+    WHY("softmax: mask rows %lld without a mask", (long long)mask_rows);
+  }
+  return check_rows(d, op, rows * cols, rows * cols, why, why_n);
+}
+
 static bool check_norm(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
   int64_t rows = op->ip[0], cols = op->ip[1];
   if (rows < 0 || cols < 1) WHY("norm: bad shape");
@@ -393,10 +418,7 @@ bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why
     if (op->ip[0] < 0 || op->ip[1] < 1) WHY("mean: bad shape");
     return check_rows(d, op, (int64_t)op->ip[0] * op->ip[1] * inner, op->ip[0] * inner, why, why_n);
   }
-  case EMC_OP_SOFTMAX:
-    if (op->ip[0] < 0 || op->ip[1] < 1 || op->ip[2] != 1) WHY("softmax: bad shape");
-    return check_rows(d, op, (int64_t)op->ip[0] * op->ip[1], (int64_t)op->ip[0] * op->ip[1], why,
-                      why_n);
+  case EMC_OP_SOFTMAX: return check_softmax(d, op, why, why_n);
   case EMC_OP_LAYERNORM:
   case EMC_OP_RMSNORM: return check_norm(d, op, why, why_n);
   case EMC_OP_PERMUTE: return check_permute(d, op, why, why_n);
@@ -1857,9 +1879,24 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
       if (op->act) d->cfg->vact(1, y + r, y + r, op->act, op->fp);
       break;
     }
-    case EMC_OP_SOFTMAX:
-      d->cfg->softmax((size_t)cols, x + r * cols, y + r * cols, op->ip[3]);
+    case EMC_OP_SOFTMAX: {
+      const float *xr = x + r * cols;
+      float *yr = y + r * cols;
+      if (op->ip[4] || op->in[1] >= 0) { /* x * scale + mask into the output row, in L1 */
+        const em_minmax_params none = {-INFINITY, INFINITY};
+        if (op->ip[4]) {
+          d->cfg->vbinc[EMC_BIN_MUL]((size_t)cols, xr, &op->fp[0], yr, &none);
+          xr = yr;
+        }
+        if (op->in[1] >= 0) {
+          const float *m = data_of(d, op->in[1]) + (r % op->ip[5]) * cols;
+          d->cfg->vbin[EMC_BIN_ADD]((size_t)cols, xr, m, yr, &none);
+          xr = yr;
+        }
+      }
+      d->cfg->softmax((size_t)cols, xr, yr, op->ip[3]);
       break;
+    }
     default: /* layer / rms norm */
       d->cfg->norm((size_t)cols, x + r * cols, data_of(d, op->in[1]),
                    op->kind == EMC_OP_LAYERNORM ? data_of(d, op->in[2]) : NULL, op->fp[0],

@@ -28,8 +28,9 @@
 #define EMC_MAGIC "EMC1"
 /* 2: EMC_CONV_TRANSPOSED; 3: EMC_CONV_WINOGRAD (older: zero there); 4: residual in[3] of conv2d
  * and gemm (older: -1 there), transposed Winograd convs, depthwise plane means out[1];
- * 5: EMC_CONV_PAIRS (older: zero there); 6: EMC_CONV_IN_SCALE (older: zero there) */
-#define EMC_VERSION    6u
+ * 5: EMC_CONV_PAIRS (older: zero there); 6: EMC_CONV_IN_SCALE (older: zero there);
+ * 7: softmax input scale and mask (older: zero / -1 there) */
+#define EMC_VERSION    7u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -70,7 +71,8 @@ enum emc_op_kind {
   EMC_OP_MAXPOOL2D = 5,       /* in: x[N,C,H,W]                                             */
   EMC_OP_AVGPOOL2D = 6,       /* in: x[N,C,H,W]                                             */
   EMC_OP_MEAN = 7,            /* [ip0, ip1, ip2 (0 = 1)] -> [ip0, ip2]: mean over the middle   */
-  EMC_OP_SOFTMAX = 8,         /* ip: outer, axis length, inner, log                         */
+  EMC_OP_SOFTMAX = 8,         /* in: x, mask|-1; ip: outer, axis length, inner, log, scaled,
+                                 mask rows; fp[0] scale: softmax(x * scale + mask)            */
   EMC_OP_LAYERNORM = 9,       /* in: x, weight|-1, bias|-1; ip: rows, cols; fp[0] eps       */
   EMC_OP_PERMUTE = 10,        /* ip[0..ndim) = permutation of in0's dims                    */
   EMC_OP_COPY = 11,           /* out = in0 (same numel)                                     */

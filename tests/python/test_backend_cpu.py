@@ -719,6 +719,104 @@ def test_transformer_block() -> None:
     assert _n_delegates(prog) >= 1
 
 
+class ScaledMaskedAttention(nn.Module):
+    """Scores scaled by a constant and masked before the softmax, as Hugging Face's eager
+    attention writes them; `mode` picks the pattern."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.mode = mode
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor):
+        s = q @ k.transpose(-1, -2)
+        if self.mode == "shared":  # the scaled scores are read twice: no fusion
+            t = s * 0.125
+            return torch.softmax(t + mask, -1) @ v + t[..., :8]
+        if self.mode != "mask":
+            s = s * 0.125 if self.mode != "odd" else s * 0.3
+        if self.mode != "scale":
+            s = s + mask
+        return torch.softmax(s, -1) @ v
+
+
+def _softmax_ops(buf: bytes) -> list[tuple[int, ...]]:
+    """(in[1], ip[3], ip[4], ip[5], fp[0]) of every softmax in the first EMC blob."""
+    base, recs = _op_table(buf)
+    got = []
+    for i, r in enumerate(recs):
+        if r[0] == 8:
+            ip = struct.unpack_from("<24i", buf, base + 160 * i + 32)
+            fp = struct.unpack_from("<8f", buf, base + 160 * i + 128)
+            got.append((r[3], ip[3], ip[4], ip[5], fp[0]))
+    return got
+
+
+@pytest.mark.parametrize(
+    "mode,mask_shape,rows",
+    [
+        ("both", (1, 1, 9, 9), 9),
+        ("both", (1, 1, 1, 9), 1),
+        ("both", (9, 9), 9),
+        ("both", (1, 3, 9, 9), 27),
+        ("odd", (1, 1, 9, 9), 9),
+        ("mask", (1, 1, 9, 9), 9),
+        ("scale", (1, 1, 9, 9), 0),
+        ("shared", (1, 1, 9, 9), 9),
+    ],
+)
+def test_softmax_takes_scale_and_mask(
+    mode: str, mask_shape: tuple, rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """softmax(x * c + mask) runs as one softmax op with its scale and row-repeating mask (blob
+    version 7), bit for bit what the three delegate ops give unfused."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 3, 9, 8), torch.randn(1, 3, 9, 8), torch.randn(1, 3, 9, 8)
+    mask = torch.randn(mask_shape)
+    mask[..., 2] = float("-inf")  # a masked key in every row (no row fully masked)
+    inputs = (q, k, v, mask)
+    prog = _check_model(ScaledMaskedAttention(mode), inputs)
+    kinds = [r[0] for r in _op_table(prog.buffer)[1]]
+    sms = _softmax_ops(prog.buffer)
+    assert len(sms) == 1, sms
+    has_mask, log, scaled, mask_rows, scale = sms[0]
+    if mode == "shared":  # the add is fused, the multiply is not (its output is read twice)
+        assert (has_mask >= 0, scaled, mask_rows) == (True, 0, 9) and 3 in kinds, (sms, kinds)
+        return
+    assert 3 not in kinds, kinds  # no binary op left
+    assert (has_mask >= 0, log, scaled, mask_rows) == (mode != "scale", 0, mode != "mask", rows)
+    if scaled:
+        assert scale == pytest.approx(0.3 if mode == "odd" else 0.125)
+    from ember.backends.cpu import partition
+
+    monkeypatch.setattr(partition, "_fuse_softmax_input", lambda ops, u: None)
+    unfused = ember.export(ScaledMaskedAttention(mode).eval(), inputs, backend="cpu")
+    assert 3 in [r[0] for r in _op_table(unfused.buffer)[1]]
+    for th in (1, 2):
+        assert torch.equal(_run(prog, inputs, th), _run(unfused, inputs, th))
+
+
+def test_softmax_scale_and_mask_are_checked() -> None:
+    """A softmax record whose mask does not tile its rows, or that scales a log-softmax, fails
+    at load."""
+    torch.manual_seed(0)
+    inputs = (torch.randn(1, 3, 9, 8), torch.randn(1, 3, 9, 8), torch.randn(1, 3, 9, 8))
+    buf = ember.export(
+        ScaledMaskedAttention("both").eval(), (*inputs, torch.randn(1, 1, 9, 9)), backend="cpu"
+    ).buffer
+    x = (*inputs, torch.randn(1, 1, 9, 9))
+    try:
+        _runtime()(buf).run("forward", list(x))
+    except Exception as e:
+        raise AssertionError(e) from e
+    base, recs = _op_table(buf)
+    i = next(j for j, r in enumerate(recs) if r[0] == 8)
+    for slot, val in [(5, 0), (5, 4), (5, 18), (3, 1), (4, 2)]:
+        bad = bytearray(buf)
+        struct.pack_into("<i", bad, base + 160 * i + 32 + 4 * slot, val)
+        with pytest.raises(Exception, match="softmax"):
+            _runtime()(bytes(bad)).run("forward", list(x))
+
+
 def test_bert_layer_from_transformers() -> None:
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
@@ -1162,7 +1260,7 @@ def test_blob_version_and_magic_are_checked(small_program) -> None:
     at, _ = _blob_span(buf)
     assert _load_and_run(buf, x) == "ok"
     bad = bytearray(buf)
-    for version in (0, 7):  # this build reads versions 1 (no transposed convs) to 6 (in-scale)
+    for version in (0, 8):  # this build reads versions 1 (no transposed convs) to 7 (softmax)
         struct.pack_into("<I", bad, at + 4, version)
         assert "DelegateInvalidCompatibility" in _load_and_run(bytes(bad), x)
     struct.pack_into("<I", bad, at + 4, 1)

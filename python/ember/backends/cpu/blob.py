@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MAGIC = b"EMC1"
-VERSION = 6  # 4: residual in[3] of conv2d and gemm; 5: EMC_CONV_PAIRS; 6: EMC_CONV_IN_SCALE
+# 4: residual in[3] of conv2d and gemm; 5: EMC_CONV_PAIRS; 6: EMC_CONV_IN_SCALE; 7: softmax
+# input scale and mask
+VERSION = 7
 MAX_DIMS = 6
 MR = 6
 ALIGN = 64

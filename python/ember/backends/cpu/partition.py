@@ -673,6 +673,71 @@ def _silu(ops: list[Op], u: _Uses) -> None:
                 break
 
 
+def _mask_rows(m: Any, x: TensorSpec) -> int:
+    """How many rows an additive mask m for the rows of x (last dim) repeats after: m's shape,
+    right-aligned with x's, has x's last dim, 1s before some dim and x's sizes from it on
+    ([1, 1, S, S] over [1, H, S, S]: S; BERT's [1, 1, 1, S]: 1). 0: no such period."""
+    if not isinstance(m, TensorSpec) or not _f32(m) or len(m.shape) > len(x.shape):
+        return 0
+    ms = [1] * (len(x.shape) - len(m.shape)) + list(m.shape)
+    xs = list(x.shape)
+    if not xs or ms[-1] != xs[-1]:
+        return 0
+    j = len(xs) - 1
+    while j > 0 and ms[j - 1] == xs[j - 1]:
+        j -= 1
+    if any(v != 1 for v in ms[:j]):
+        return 0
+    return math.prod(ms[j:-1])
+
+
+def _fuse_softmax_input(ops: list[Op], u: _Uses) -> None:
+    """softmax(x * s + mask) as one op (blob version 7: ip[4] = 1 with the scale in fp[0]; the
+    mask in in[1], repeating every ip[5] rows): attention scores scaled by a constant and masked
+    (Hugging Face's eager attention) are then read and written once instead of three times. Each
+    row is scaled and masked into the output row, in L1, then the softmax runs in place; the same
+    two roundings as the separate ops, so the same bits."""
+    for sm in [o for o in ops if o.kind == "softmax" and len(o.ins) == 1 and o.ip[3] == 0]:
+        x, consumer = sm.ins[0], sm
+        mask, rows = None, 0
+        p = u.producer(x)
+        if (
+            p is not None
+            and p.kind == "binary"
+            and p.ip[0] == B.BIN["add"]
+            and p.act == "none"
+            and u.private(x, sm)
+        ):
+            for i in (0, 1):
+                a, m = p.ins[i], p.ins[1 - i]
+                if isinstance(a, TensorSpec) and tuple(a.shape) == tuple(x.shape):
+                    rows = _mask_rows(m, x)
+                    if rows and m.root() is not a.root():
+                        mask, x, consumer = m, a, p
+                        break
+        q = u.producer(x)
+        scaled = (
+            q is not None
+            and q.kind == "binary"
+            and q.ins[1] is None
+            and q.ip[0] == B.BIN["mul"]
+            and q.act == "none"
+            and isinstance(q.ins[0], TensorSpec)
+            and tuple(q.ins[0].shape) == tuple(x.shape)
+            and u.private(x, consumer)
+        )
+        if mask is None and not scaled:
+            continue
+        if scaled:
+            assert q is not None
+            sm.fp, x = [q.fp[2]], q.ins[0]
+            ops.remove(q)
+        if mask is not None:
+            ops.remove(consumer)
+        sm.ins = [x, mask]
+        sm.ip = sm.ip[:4] + [int(scaled), rows if mask is not None else 0]
+
+
 # ---- building the blob ------------------------------------------------------------------------
 class PackedConv(NamedTuple):
     """How a conv is stored and run: packed weights and the ip[] choices that go with them."""
@@ -1083,6 +1148,7 @@ def partition_cpu(ir: MethodIR, pairs: bool = False) -> MethodIR:
         _fuse_acts(ops, u)
         _hard_patterns(ops, u)
         _silu(ops, u)
+        _fuse_softmax_input(ops, u)
         _fuse_acts(ops, u)
         _fuse_residual(ops, u)
         _fuse_plane_means(ops, u)
