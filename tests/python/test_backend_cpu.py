@@ -505,6 +505,30 @@ def test_residual_fusion() -> None:
         torch.testing.assert_close(_run(prog, (x,), th), want, rtol=RTOL, atol=ATOL, equal_nan=True)
 
 
+class ClonedResidual(nn.Module):
+    """A clone between a linear layer and its residual add (Hugging Face's dropout in eval), and
+    one whose result is read twice (its add then stays an op of its own)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(24, 24), nn.Linear(24, 24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc1(x).clone() + x
+        z = self.fc2(y).clone()
+        return F.relu(z + y) * z
+
+
+def test_copy_does_not_hide_a_producer() -> None:
+    torch.manual_seed(0)
+    prog = _check_model(ClonedResidual(), (torch.randn(1, 7, 24),))
+    ops = _ops(prog.buffer)
+    # fc1 took its add as a residual through the clone; fc2's output is read twice, so its add
+    # and the product stay binary ops (kind 3).
+    assert [(k, res >= 0) for k, _, res in ops if k == 2] == [(2, True), (2, False)], ops
+    assert sum(k == 3 for k, _, _ in ops) == 2, ops
+
+
 def _conv_ops(buf: bytes, every_blob: bool = False) -> list[tuple[int, ...]]:
     """The ip[] slots of every conv2d operator in the program's first EMC blob (or in all)."""
     found = []

@@ -435,6 +435,31 @@ class _Uses:
 _FUSABLE = {"conv2d", "gemm", "binary", "channel_affine"}
 
 
+def _see_through_copies(ops: list[Op], u: _Uses) -> None:
+    """A copy (clone, expand, view or dtype no-op: the same elements in the same order) read
+    only inside the run, as the very tensor it wrote: its readers take its source instead and
+    the copy goes, so it does not hide a producer from the fusions after it (Hugging Face's
+    `clone` between a linear layer and its residual add). The blob would alias the two anyway;
+    nothing in the backend writes a tensor after producing it."""
+    for c in [o for o in ops if o.kind == "copy"]:
+        o, src = c.outs[0], c.ins[0]
+        if not isinstance(src, TensorSpec) or id(o.root()) in u.external:
+            continue
+        readers = u.consumers(o)
+        if not readers or any(
+            i is not o
+            for r in readers
+            for i in r.ins
+            if isinstance(i, TensorSpec) and i.root() is o.root()
+        ):
+            continue
+        if tuple(src.shape) != tuple(o.shape):
+            continue
+        for r in readers:
+            r.ins = [src if i is o else i for i in r.ins]
+        ops.remove(c)
+
+
 def _fold_bn(ops: list[Op], u: _Uses) -> None:
     for bn in [o for o in ops if o.kind == "bn"]:
         p = u.producer(bn.ins[0])
@@ -1143,6 +1168,7 @@ def partition_cpu(ir: MethodIR, pairs: bool = False) -> MethodIR:
         produced = {id(o.root()) for op in ops for o in op.outs}
         external = {r for r in produced if (refs.get(r, set()) - run) or r in out_roots}
         u = _Uses(ops, external)
+        _see_through_copies(ops, u)
         _fold_bn(ops, u)
         _merge_clamps(ops, u)
         _fuse_acts(ops, u)
