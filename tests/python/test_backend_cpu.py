@@ -505,6 +505,29 @@ def test_residual_fusion() -> None:
         torch.testing.assert_close(_run(prog, (x,), th), want, rtol=RTOL, atol=ATOL, equal_nan=True)
 
 
+class Permuted(nn.Module):
+    def __init__(self, dims: tuple) -> None:
+        super().__init__()
+        self.dims = dims
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(x).permute(*self.dims).contiguous() * 2.0
+
+
+@pytest.mark.parametrize(
+    "dims", [(0, 1, 3, 2), (1, 0, 3, 2), (0, 2, 3, 1), (3, 2, 1, 0), (2, 0, 1, 3)]
+)
+def test_permute(dims: tuple) -> None:
+    """Permutes, transposes of the last two dims among them, exactly as eager at 1-3 threads."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 37, 21)
+    prog = _check_model(Permuted(dims), (x,), threads=(1, 2, 3))
+    assert 10 in [r[0] for r in _op_table(prog.buffer)[1]]  # EMC_OP_PERMUTE
+    want = Permuted(dims)(x)
+    for th in (1, 2, 3):
+        assert torch.equal(_run(prog, (x,), th), want)
+
+
 class ClonedResidual(nn.Module):
     """A clone between a linear layer and its residual add (Hugging Face's dropout in eval), and
     one whose result is read twice (its add then stays an op of its own)."""
