@@ -1880,19 +1880,18 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
       break;
     }
     case EMC_OP_SOFTMAX: {
+      /* x * scale + mask into the output row, in L1; then the softmax there, in place */
+      const em_minmax_params none = {-INFINITY, INFINITY};
       const float *xr = x + r * cols;
       float *yr = y + r * cols;
-      if (op->ip[4] || op->in[1] >= 0) { /* x * scale + mask into the output row, in L1 */
-        const em_minmax_params none = {-INFINITY, INFINITY};
-        if (op->ip[4]) {
-          d->cfg->vbinc[EMC_BIN_MUL]((size_t)cols, xr, &op->fp[0], yr, &none);
-          xr = yr;
-        }
-        if (op->in[1] >= 0) {
-          const float *m = data_of(d, op->in[1]) + (r % op->ip[5]) * cols;
-          d->cfg->vbin[EMC_BIN_ADD]((size_t)cols, xr, m, yr, &none);
-          xr = yr;
-        }
+      if (op->ip[4]) {
+        d->cfg->vbinc[EMC_BIN_MUL]((size_t)cols, xr, &op->fp[0], yr, &none);
+        xr = yr;
+      }
+      if (op->in[1] >= 0) {
+        d->cfg->vbin[EMC_BIN_ADD]((size_t)cols, xr, data_of(d, op->in[1]) + (r % op->ip[5]) * cols,
+                                  yr, &none);
+        xr = yr;
       }
       d->cfg->softmax((size_t)cols, xr, yr, op->ip[3]);
       break;

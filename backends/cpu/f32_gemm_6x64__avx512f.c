@@ -75,6 +75,9 @@ static inline __mmask16 lane_mask(size_t nc, size_t from) {
 #define EM_PF_NEXT _mm_prefetch(pf + 24 * k, _MM_HINT_T0)
 /* With a strided A: one line per k of a 16-column B panel the next call will read, toward L2. */
 #define EM_PF_B _mm_prefetch(pf + 64 * k, _MM_HINT_T1)
+/* The same when the driver asked for it (the ragged tiles' loops serve both cases). */
+#define EM_PF_B_IF                                                                                 \
+  if (a_pf) EM_PF_B
 
 __attribute__((target("avx512f,prfchw")))
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f) {
@@ -130,11 +133,11 @@ EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f) {
       }
     } else {
       switch (mr) {
-      case 1: EM_KLOOP_ROWS(5, EM_A_STRIDED, (void)0, 1) break;
-      case 2: EM_KLOOP_ROWS(5, EM_A_STRIDED, (void)0, 2) break;
-      case 3: EM_KLOOP_ROWS(5, EM_A_STRIDED, (void)0, 3) break;
-      case 4: EM_KLOOP_ROWS(5, EM_A_STRIDED, (void)0, 4) break;
-      default: EM_KLOOP_ROWS(5, EM_A_STRIDED, (void)0, 5) break;
+      case 1: EM_KLOOP_ROWS(5, EM_A_STRIDED, EM_PF_B_IF, 1) break;
+      case 2: EM_KLOOP_ROWS(5, EM_A_STRIDED, EM_PF_B_IF, 2) break;
+      case 3: EM_KLOOP_ROWS(5, EM_A_STRIDED, EM_PF_B_IF, 3) break;
+      case 4: EM_KLOOP_ROWS(5, EM_A_STRIDED, EM_PF_B_IF, 4) break;
+      default: EM_KLOOP_ROWS(5, EM_A_STRIDED, EM_PF_B_IF, 5) break;
       }
     }
   } else if (a_rs == 1 && a_ks == 6) {

@@ -443,7 +443,11 @@ def _see_through_copies(ops: list[Op], u: _Uses) -> None:
     nothing in the backend writes a tensor after producing it."""
     for c in [o for o in ops if o.kind == "copy"]:
         o, src = c.outs[0], c.ins[0]
-        if not isinstance(src, TensorSpec) or id(o.root()) in u.external:
+        if (
+            not isinstance(src, TensorSpec)
+            or tuple(src.shape) != tuple(o.shape)
+            or id(o.root()) in u.external
+        ):
             continue
         readers = u.consumers(o)
         if not readers or any(
@@ -452,8 +456,6 @@ def _see_through_copies(ops: list[Op], u: _Uses) -> None:
             for i in r.ins
             if isinstance(i, TensorSpec) and i.root() is o.root()
         ):
-            continue
-        if tuple(src.shape) != tuple(o.shape):
             continue
         for r in readers:
             r.ins = [src if i is o else i for i in r.ins]
