@@ -509,6 +509,8 @@ typedef struct im2col_job {
    * then its odd columns), plane after plane; pcols floats a row (per parity), prows rows. */
   float *padded;
   int64_t pcols, prows;
+  /* The first output pixel of the matrix's columns (a band of rows: emc_run_chain). */
+  int64_t pix0;
 } im2col_job;
 
 /* Rows [begin, end) of the im2col matrix, written straight into 16-column panels. */
@@ -638,7 +640,7 @@ static void im2col_strip_padded(const void *ctx, size_t k0, size_t kc, size_t n0
                                 float *dst, size_t ldd) {
   const im2col_job *j = ctx;
   const int64_t khw = j->kh * j->kw, s = j->sw, pc = j->pcols, row = s * pc;
-  const int64_t oy0 = (int64_t)n0 / j->ow, ox0 = (int64_t)n0 % j->ow;
+  const int64_t oy0 = ((int64_t)n0 + j->pix0) / j->ow, ox0 = ((int64_t)n0 + j->pix0) % j->ow;
   int64_t c = (int64_t)k0 / khw, ky = ((int64_t)k0 % khw) / j->kw, kx = (int64_t)k0 % j->kw;
   for (size_t r = 0; r < kc; r++) {
     const float *base = j->padded + c * j->prows * row + (s == 1 ? kx : (kx & 1) * pc + (kx >> 1));
@@ -1315,6 +1317,7 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
                        d->cfg,
                        NULL,
                        0,
+                       0,
                        0};
       if (transposed) {
         run_conv_t(d, op, &ij, direct, y + b * co * npix, res ? res + b * co * npix : NULL, co,
@@ -1503,8 +1506,12 @@ static bool overlap(const emc_delegate *d, int32_t s, int32_t t) {
   return a0 && b0 && a0 < b0 + bn && b0 < a0 + an;
 }
 
+static int cpool_fuse(const emc_delegate *d, uint32_t i);
+static bool cpool_run(const emc_delegate *d, uint32_t i, em_threadpool *pool);
+
 int emc_fuse_chain(const emc_delegate *d, uint32_t i) {
   const emc_op *ops = d->ops;
+  if (i + 1 < d->n_ops && ops[i + 1].kind == EMC_OP_MAXPOOL2D) return cpool_fuse(d, i);
   uint32_t bi = i;
   if (is_1x1(&ops[i]) && ops[i].in[3] < 0 && i + 1 < d->n_ops && is_dw(&ops[i + 1]) &&
       ops[i + 1].in[0] == ops[i].out[0] && d->t[ops[i].in[0]].sizes[1] > SMALLC_MAX_CIN &&
@@ -1521,6 +1528,7 @@ int emc_fuse_chain(const emc_delegate *d, uint32_t i) {
 
 bool emc_run_chain(const emc_delegate *d, uint32_t i, int n, em_threadpool *pool) {
   const emc_op *ops = d->ops;
+  if (n == 2 && ops[i + 1].kind == EMC_OP_MAXPOOL2D) return cpool_run(d, i, pool);
   xdw_job j;
   j.d = d;
   j.a = ops[i].ip[EMC_CONV_DEPTHWISE] ? NULL : &ops[i]; /* the chain starts with a 1x1 conv */
@@ -1778,60 +1786,34 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-/* max(m, v) that keeps a NaN, as torch.max_pool2d does. */
-static inline float max_nan(float m, float v) { return (v > m || v != v) ? v : m; }
+static em_pool_params pool_geom_of(const int32_t *ip, int64_t h, int64_t w, int64_t oh,
+                                   int64_t ow) {
+  return (em_pool_params){h,
+                          w,
+                          oh,
+                          ow,
+                          ip[EMC_POOL_KH],
+                          ip[EMC_POOL_KW],
+                          ip[EMC_POOL_SH],
+                          ip[EMC_POOL_SW],
+                          ip[EMC_POOL_PH],
+                          ip[EMC_POOL_PW]};
+}
 
-#define EMC_POOL_ROW_MAX 4096 /* widest input row the separable max pool takes */
+/* Whether max pool op runs separably (the ISA's maxpool): a w-wide input, ow outputs a row. */
+static bool pool_separable(const emc_op *op, int64_t w, int64_t ow) {
+  const int64_t span = (ow - 1) * op->ip[EMC_POOL_SW] + op->ip[EMC_POOL_KW];
+  return op->kind == EMC_OP_MAXPOOL2D && op->ip[EMC_POOL_DH] == 1 && op->ip[EMC_POOL_DW] == 1 &&
+         ow > 0 && span <= EM_POOL_ROW_MAX && op->ip[EMC_POOL_PW] + w <= EM_POOL_ROW_MAX;
+}
 
-/*
- * Max pool without dilation, separably: for each output row, the max over the window's input
- * rows (the ISA's vmax, row against row), then over the window's columns from a row padded with
- * -inf: stride 1 as vmax of shifted rows, stride 2 from the row's even and odd columns (the
- * ISA's stride-2 copy), tap kx being column ox + kx / 2 of one of them. Same result as
- * pool_planes (max is exact, NaN propagates), a few vector operations per output instead of a
- * bounds-checked window.
- */
+/* Planes [begin, end) of a separable max pool. */
 static void maxpool_planes(void *ctx, int64_t begin, int64_t end) {
   const pool_job *j = ctx;
-  const em_cpu_config *cfg = j->d->cfg;
-  const int32_t *ip = j->op->ip;
-  const int64_t kh = ip[EMC_POOL_KH], kw = ip[EMC_POOL_KW], sh = ip[EMC_POOL_SH],
-                sw = ip[EMC_POOL_SW], ph = ip[EMC_POOL_PH], pw = ip[EMC_POOL_PW];
-  /* pad[pw + i] is the column max of input column i; -inf in the padding on both sides. */
-  float pad[EMC_POOL_ROW_MAX + 1], even[EMC_POOL_ROW_MAX / 2 + 1], odd[EMC_POOL_ROW_MAX / 2 + 1];
-  const int64_t span = (j->ow - 1) * sw + kw; /* columns the windows cover, padding included */
-  const int64_t halves = (span + 1) / 2;      /* even columns of the span (odd: span / 2) */
-  for (int64_t i = 0; i <= span; i++) pad[i] = -INFINITY;
-  float *row = pad + pw;
+  const em_pool_params q = pool_geom_of(j->op->ip, j->h, j->w, j->oh, j->ow);
   for (int64_t p = begin; p < end; p++) {
-    const float *x = j->x + p * j->h * j->w;
     float *y = j->y + p * j->oh * j->ow;
-    for (int64_t oy = 0; oy < j->oh; oy++) {
-      const int64_t y0 = oy * sh - ph;
-      const int64_t ky0 = y0 < 0 ? -y0 : 0, ky1 = y0 + kh > j->h ? j->h - y0 : kh;
-      if (ky1 <= ky0) {
-        for (int64_t i = 0; i < j->w; i++) row[i] = -INFINITY;
-      } else {
-        memcpy(row, x + (y0 + ky0) * j->w, (size_t)j->w * sizeof *row);
-        for (int64_t ky = ky0 + 1; ky < ky1; ky++)
-          cfg->vmax((size_t)j->w, row, x + (y0 + ky) * j->w, row);
-      }
-      float *yr = y + oy * j->ow;
-      const size_t n = (size_t)j->ow;
-      if (sw == 1) {
-        memcpy(yr, pad, n * sizeof *yr);
-        for (int64_t kx = 1; kx < kw; kx++) cfg->vmax(n, yr, pad + kx, yr);
-      } else if (sw == 2) {
-        cfg->copy_stride2((size_t)halves, pad, even);
-        cfg->copy_stride2((size_t)(span / 2), pad + 1, odd);
-        memcpy(yr, even, n * sizeof *yr);
-        for (int64_t kx = 1; kx < kw; kx++) cfg->vmax(n, yr, (kx & 1 ? odd : even) + kx / 2, yr);
-      } else {
-        for (int64_t ox = 0; ox < j->ow; ox++) yr[ox] = -INFINITY;
-        for (int64_t kx = 0; kx < kw; kx++)
-          for (int64_t ox = 0; ox < j->ow; ox++) yr[ox] = max_nan(yr[ox], pad[kx + ox * sw]);
-      }
-    }
+    j->d->cfg->maxpool(&q, j->x + p * j->h * j->w, y);
     if (j->op->act) j->d->cfg->vact((size_t)(j->oh * j->ow), y, y, j->op->act, j->op->fp);
   }
 }
@@ -1839,13 +1821,189 @@ static void maxpool_planes(void *ctx, int64_t begin, int64_t end) {
 static em_status run_pool(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   pool_job j = {d, op, xt->data, yt->data, xt->sizes[2], xt->sizes[3], yt->sizes[2], yt->sizes[3]};
-  const int64_t span = (j.ow - 1) * op->ip[EMC_POOL_SW] + op->ip[EMC_POOL_KW];
-  const bool separable = op->kind == EMC_OP_MAXPOOL2D && op->ip[EMC_POOL_DH] == 1 &&
-                         op->ip[EMC_POOL_DW] == 1 && j.ow > 0 && span <= EMC_POOL_ROW_MAX &&
-                         op->ip[EMC_POOL_PW] + j.w <= EMC_POOL_ROW_MAX;
+  const bool separable = pool_separable(op, j.w, j.ow);
   par_for(pool, xt->sizes[0] * xt->sizes[1], separable ? maxpool_planes : pool_planes, &j,
           yt->numel * op->ip[EMC_POOL_KH] * op->ip[EMC_POOL_KW]);
   return EM_OK;
+}
+
+/* ---- a conv with the max pool after it, in bands of pooled rows ---------------------------- */
+
+/*
+ * A network stem (ResNet: a 7x7 stride-2 conv to 64 x 112 x 112, then a 3x3 stride-2 max pool)
+ * writes several MB that the pool reads straight back, both past L2 and, on a model whose weights
+ * stream through the caches, the conv's writes to memory that has gone cold. Run as a chain, each
+ * thread takes bands of the pool's output rows: the conv computes just the rows their windows
+ * read into a block of its output's own buffer that L2 holds, through the same padded input and
+ * im2col strips as run_conv (the same sums, so the same bits), then the pool runs over the
+ * block; rows two bands share move from one band's block to the next's. The conv's output is
+ * never whole, so only the pool may read it. ResNet-18's stem and pool: 4-11 % faster at 1
+ * thread, 2-8 % at 2 (paired, one process; 512 KiB blocks were slower at 2 threads, 128 KiB
+ * ones, a band a row of the pool, slower at both).
+ */
+#define CPOOL_BAND_BYTES (256u << 10)
+
+typedef struct cpool_job {
+  const emc_delegate *d;
+  const emc_op *cv, *mp;
+  im2col_job ij; /* the conv over its whole input, padded input built */
+  float *blk;    /* the conv output's buffer: a block of blk_floats per slot */
+  float *pack;   /* the GEMMs' strip buffers, pack_floats per slot */
+  float *y;      /* the pool's output [co][poh][pow] */
+  int64_t co, kg, rows, bands, maxrows, poh, pow;
+  size_t blk_floats, pack_floats;
+  int n_slots;
+  atomic_flag busy[EMC_GEMM_MAX_SLOTS];
+  int64_t held[EMC_GEMM_MAX_SLOTS][3]; /* per slot: the conv rows its block holds, their band */
+} cpool_job;
+
+/* The conv output rows [*r0, *r1) that pooled rows [py0, py1) read. */
+static void cpool_rows(const emc_op *mp, int64_t oh, int64_t py0, int64_t py1, int64_t *r0,
+                       int64_t *r1) {
+  const int64_t sh = mp->ip[EMC_POOL_SH], ph = mp->ip[EMC_POOL_PH], kh = mp->ip[EMC_POOL_KH];
+  const int64_t a = py0 * sh - ph, b = (py1 - 1) * sh - ph + kh;
+  *r0 = a < 0 ? 0 : a;
+  *r1 = b > oh ? oh : b;
+}
+
+/* Bands [begin, end) of the chain, in the block of the slot this thread claims. A band that
+ * follows the last one its slot's block holds takes the rows the two share (the windows'
+ * overlap) from the block instead of computing them again: a thread's own run of bands goes in
+ * order, so only a band taken from another thread's run pays for them. */
+static void cpool_bands(void *ctx, int64_t begin, int64_t end) {
+  cpool_job *j = ctx;
+  const emc_delegate *d = j->d;
+  const emc_op *cv = j->cv, *mp = j->mp;
+  const int slot =
+      emc_claim_flag_from(j->busy, j->n_slots, em_threadpool_thread_index() % j->n_slots);
+  float *blk = j->blk + (size_t)slot * j->blk_floats;
+  const int64_t oh = j->ij.oh, ow = j->ij.ow, plane = j->maxrows * ow;
+  for (int64_t band = begin; band < end; band++) {
+    const int64_t py0 = band * j->rows, py1 = py0 + j->rows < j->poh ? py0 + j->rows : j->poh;
+    int64_t r0, r1;
+    cpool_rows(mp, oh, py0, py1, &r0, &r1);
+    /* rows [r0, prev1) of the block's band, the one before this: moved to the block's top */
+    const int64_t prev0 = j->held[slot][0], prev1 = j->held[slot][1];
+    const int64_t keep = j->held[slot][2] == band - 1 && prev1 > r0 && r0 >= prev0 ? prev1 - r0 : 0;
+    if (keep > 0)
+      for (int64_t c = 0; c < j->co; c++)
+        memmove(blk + c * plane, blk + c * plane + (r0 - prev0) * ow,
+                (size_t)(keep * ow) * sizeof *blk);
+    im2col_job ij = j->ij;
+    ij.pix0 = (r0 + keep) * ow;
+    emc_gemm g;
+    gemm_init(&g, d);
+    const int64_t fresh = r1 - r0 - keep; /* rows the conv computes for this band */
+    g.m = (size_t)j->co, g.k = (size_t)j->kg, g.n = (size_t)((fresh > 0 ? fresh : 0) * ow);
+    g.a = data_of(d, cv->in[1]), g.a_packed = 1;
+    g.c = blk + keep * ow, g.ldc = (size_t)plane;
+    g.bias_m = data_of(d, cv->in[2]);
+    g.mm = clamp_of(cv), g.act = post_act(cv), g.fp = cv->fp;
+    g.pack_b = im2col_strip_padded, g.pack_ctx = &ij;
+    g.pack = j->pack + (size_t)slot * j->pack_floats;
+    if (g.n > 0) emc_gemm_run(&g, NULL);
+    j->held[slot][0] = r0, j->held[slot][1] = r1, j->held[slot][2] = band;
+    /* the pool over the block: rows r0.. of the conv's output as a plane of r1 - r0 rows */
+    em_pool_params q = pool_geom_of(mp->ip, r1 - r0, ow, py1 - py0, j->pow);
+    q.ph = mp->ip[EMC_POOL_PH] + r0 - py0 * mp->ip[EMC_POOL_SH];
+    for (int64_t c = 0; c < j->co; c++) {
+      float *y = j->y + c * j->poh * j->pow + py0 * j->pow;
+      d->cfg->maxpool(&q, blk + c * plane, y);
+      if (mp->act) d->cfg->vact((size_t)((py1 - py0) * j->pow), y, y, mp->act, mp->fp);
+    }
+  }
+  atomic_flag_clear(&j->busy[slot]);
+}
+
+/* An im2col conv (one group, stride 1 or 2 both ways, undilated, nothing fused in) whose output
+ * only the separable max pool after it reads: the chain cpool_run runs. */
+static int cpool_fuse(const emc_delegate *d, uint32_t i) {
+  const emc_op *cv = &d->ops[i], *mp = &d->ops[i + 1];
+  const int32_t *ip = cv->ip;
+  if (cv->kind != EMC_OP_CONV2D || ip[EMC_CONV_DEPTHWISE] || ip[EMC_CONV_GROUPS] != 1 ||
+      ip[EMC_CONV_WINOGRAD] || ip[EMC_CONV_TRANSPOSED] || ip[EMC_CONV_IN_SCALE] ||
+      ip[EMC_CONV_PAIRS] || cv->in[3] >= 0 || cv->out[1] >= 0 || ip[EMC_CONV_DH] != 1 ||
+      ip[EMC_CONV_DW] != 1 || ip[EMC_CONV_SH] != ip[EMC_CONV_SW] ||
+      (ip[EMC_CONV_SW] != 1 && ip[EMC_CONV_SW] != 2) || ip[EMC_CONV_KH] * ip[EMC_CONV_KW] < 2)
+    return 0;
+  const emc_rt_tensor *x = &d->t[cv->in[0]], *c = &d->t[cv->out[0]], *p = &d->t[mp->out[0]];
+  if (mp->in[0] != cv->out[0] || !pool_separable(mp, c->sizes[3], p->sizes[3]) ||
+      !chain_inner(d, cv->out[0], i + 1) ||
+      smallc_fits(d, cv, x->sizes[1], 1, x->sizes[1] * ip[EMC_CONV_KH] * ip[EMC_CONV_KW]))
+    return 0;
+  return 2;
+}
+
+/* Runs conv i and max pool i + 1 as one (cpool_fuse), or returns false (nothing run) when the
+ * scratch or the conv's buffer cannot hold the blocks or the pool's output overlaps them. */
+static bool cpool_run(const emc_delegate *d, uint32_t i, em_threadpool *pool) {
+  const emc_op *cv = &d->ops[i], *mp = &d->ops[i + 1];
+  const int32_t *ip = cv->ip;
+  const emc_rt_tensor *xt = &d->t[cv->in[0]], *ct = &d->t[cv->out[0]], *pt = &d->t[mp->out[0]];
+  if (overlap(d, cv->out[0], mp->out[0]) || overlap(d, cv->in[0], mp->out[0]) ||
+      overlap(d, cv->in[0], cv->out[0]))
+    return false;
+  cpool_job j;
+  memset(&j, 0, sizeof j);
+  j.d = d, j.cv = cv, j.mp = mp;
+  const int64_t cin = xt->sizes[1], kh = ip[EMC_CONV_KH], kw = ip[EMC_CONV_KW];
+  const int64_t s = ip[EMC_CONV_SW], oh = ct->sizes[2], ow = ct->sizes[3];
+  j.co = ct->sizes[1], j.kg = cin * kh * kw, j.poh = pt->sizes[2], j.pow = pt->sizes[3];
+  j.ij = (im2col_job){xt->data,
+                      NULL,
+                      xt->sizes[2],
+                      xt->sizes[3],
+                      oh,
+                      ow,
+                      kh,
+                      kw,
+                      s,
+                      s,
+                      ip[EMC_CONV_PH],
+                      ip[EMC_CONV_PW],
+                      1,
+                      1,
+                      j.kg,
+                      d->cfg,
+                      NULL,
+                      0,
+                      0,
+                      0};
+  j.ij.prows = (oh - 1) * s + kh;
+  j.ij.pcols = (int64_t)emc_div_up((size_t)((ow - 1) * s + kw), (size_t)s);
+  if (j.ij.pcols * s < j.ij.pw + j.ij.w || j.ij.prows < j.ij.ph || j.ij.pcols > EMC_PAD_ROW_MAX)
+    return false;
+  const int64_t threads = em_threadpool_size(pool);
+  j.n_slots = (int)(threads < EMC_GEMM_MAX_SLOTS ? threads : EMC_GEMM_MAX_SLOTS);
+  /* Pooled rows per band: the most whose conv rows fit the band budget (at least one). */
+  const int64_t psh = mp->ip[EMC_POOL_SH], pkh = mp->ip[EMC_POOL_KH];
+  j.rows = 1;
+  while (j.rows < j.poh &&
+         j.co * (j.rows * psh + pkh) * ow * (int64_t)sizeof(float) <= (int64_t)CPOOL_BAND_BYTES)
+    j.rows++;
+  j.bands = (int64_t)emc_div_up((size_t)j.poh, (size_t)j.rows);
+  j.maxrows = (j.rows - 1) * psh + pkh;
+  j.blk_floats = emc_div_up((size_t)(j.co * j.maxrows * ow), 16) * 16;
+  if (j.blk_floats * (size_t)j.n_slots > (size_t)ct->numel) return false;
+  j.blk = ct->data;
+  /* The scratch: the slots' strip buffers, then the padded input. */
+  j.pack_floats = emc_gemm_pack_floats(d->cfg, (size_t)j.kg, 1);
+  const size_t pad_floats = (size_t)(cin * j.ij.prows * s * j.ij.pcols);
+  float *col = (float *)(d->arena + ip[EMC_CONV_SCRATCH_OFF]);
+  if ((j.pack_floats * (size_t)j.n_slots + pad_floats + 16) * sizeof(float) >
+      (size_t)ip[EMC_CONV_SCRATCH_NBYTES])
+    return false;
+  j.pack = col;
+  j.ij.padded =
+      (float *)(((uintptr_t)(col + j.pack_floats * (size_t)j.n_slots) + 63) & ~(uintptr_t)63);
+  j.y = pt->data;
+  par_for_mem(pool, cin, pad_planes, &j.ij, (int64_t)pad_floats);
+  for (int k = 0; k < j.n_slots; k++) {
+    atomic_flag_clear(&j.busy[k]);
+    j.held[k][0] = j.held[k][1] = 0, j.held[k][2] = -2;
+  }
+  em_parallel_for_static(pool, j.bands, cpool_bands, &j);
+  return true;
 }
 
 typedef struct rows_job {

@@ -82,6 +82,16 @@ typedef void (*em_f32_gemv6_fn)(size_t kc, size_t mr, const float *a, const floa
                                 const float *bias, float *y, const em_minmax_params *p);
 /* y[i] = max(a[i], b[i]), NaN if either is (torch.max_pool2d's rule): max pool rows. */
 typedef void (*em_f32_vmax_fn)(size_t n, const float *a, const float *b, float *y);
+/* Max pool geometry (undilated): input h x w, output oh x ow, window kh x kw, strides sh x sw,
+ * padding ph x pw; the padded row (pw + w) and the windows' span ((ow - 1) * sw + kw) at most
+ * EM_POOL_ROW_MAX. */
+#define EM_POOL_ROW_MAX 4096
+typedef struct em_pool_params {
+  int64_t h, w, oh, ow, kh, kw, sh, sw, ph, pw;
+} em_pool_params;
+/* One plane of a max pool: y[oy][ox] = the max over the window, padding excluded, NaN if any
+ * element is (torch.max_pool2d's rule). */
+typedef void (*em_f32_maxpool_fn)(const em_pool_params *q, const float *x, float *y);
 /* A strided copy (y[i] = x[2 i]: a stride-2 convolution's im2col row). */
 typedef void (*em_f32_copy_fn)(size_t n, const float *x, float *y);
 /* One softmax row (log_softmax when `log`). */
@@ -137,6 +147,7 @@ typedef void (*em_f32_wino_out_fn)(int m, size_t n, const float *mm, size_t ms, 
                                   float eps, int rms, float *y);                                   \
   void em_f32_copy_stride2_ukernel__##isa(size_t n, const float *x, float *y);                     \
   void em_f32_vmax_ukernel__##isa(size_t n, const float *a, const float *b, float *y);             \
+  void em_f32_maxpool2d_ukernel__##isa(const em_pool_params *q, const float *x, float *y);         \
   void em_f32_wino_in_ukernel__##isa(int m, size_t n, const float *rows, size_t ldr, float *v,     \
                                      size_t vs);                                                   \
   void em_f32_wino_out_ukernel__##isa(int m, size_t n, const float *mm, size_t ms, float bias,     \
@@ -184,6 +195,7 @@ typedef struct em_cpu_config {
   em_f32_gemv6_fn gemv6;
   em_f32_copy_fn copy_stride2; /* y[i] = x[2 i] */
   em_f32_vmax_fn vmax;
+  em_f32_maxpool_fn maxpool;
   em_f32_wino_in_fn wino_in;
   em_f32_wino_out_fn wino_out;
   em_f32_conv_smallc_fn conv_smallc; /* NULL: stems go through im2col and the GEMM */

@@ -282,6 +282,48 @@ void EM_NAME(em_f32_vmax_ukernel__)(size_t n, const float *a, const float *b, fl
   for (size_t i = 0; i < n; i++) y[i] = (b[i] > a[i] || b[i] != b[i]) ? b[i] : a[i];
 }
 
+static inline float vx_maxnan(float a, float b) { return (b > a || b != b) ? b : a; }
+
+/* One plane of a max pool (em_f32_maxpool_fn), separably: for each output row, the max over the
+ * window's input rows into a row padded with -inf on both sides, then over the window's
+ * columns: stride 1 from shifted reads of that row, stride 2 from its even and odd columns (tap
+ * kx is column ox + kx / 2 of one of them). Plain loops the compiler vectorizes for the ISA. */
+void EM_NAME(em_f32_maxpool2d_ukernel__)(const em_pool_params *q, const float *x, float *y) {
+  float pad[EM_POOL_ROW_MAX + 1], even[EM_POOL_ROW_MAX / 2 + 1], odd[EM_POOL_ROW_MAX / 2 + 1];
+  const int64_t w = q->w, ow = q->ow, sw = q->sw, kw = q->kw;
+  const int64_t span = (ow - 1) * sw + kw; /* columns the windows cover, padding included */
+  for (int64_t i = 0; i <= span; i++) pad[i] = -INFINITY;
+  float *restrict row = pad + q->pw;
+  for (int64_t oy = 0; oy < q->oh; oy++) {
+    const int64_t y0 = oy * q->sh - q->ph;
+    const int64_t ky0 = y0 < 0 ? -y0 : 0, ky1 = y0 + q->kh > q->h ? q->h - y0 : q->kh;
+    if (ky1 <= ky0) {
+      for (int64_t i = 0; i < w; i++) row[i] = -INFINITY;
+    } else {
+      const float *restrict r0 = x + (y0 + ky0) * w;
+      for (int64_t i = 0; i < w; i++) row[i] = r0[i];
+      for (int64_t ky = ky0 + 1; ky < ky1; ky++) {
+        const float *restrict r = x + (y0 + ky) * w;
+        for (int64_t i = 0; i < w; i++) row[i] = vx_maxnan(row[i], r[i]);
+      }
+    }
+    float *restrict yr = y + oy * ow;
+    if (sw == 2) {
+      for (int64_t i = 0; i < (span + 1) / 2; i++) even[i] = pad[2 * i];
+      for (int64_t i = 0; i < span / 2; i++) odd[i] = pad[2 * i + 1];
+      for (int64_t ox = 0; ox < ow; ox++) yr[ox] = even[ox];
+      for (int64_t kx = 1; kx < kw; kx++) {
+        const float *restrict src = (kx & 1 ? odd : even) + kx / 2;
+        for (int64_t ox = 0; ox < ow; ox++) yr[ox] = vx_maxnan(yr[ox], src[ox]);
+      }
+    } else {
+      for (int64_t ox = 0; ox < ow; ox++) yr[ox] = pad[ox * sw];
+      for (int64_t kx = 1; kx < kw; kx++)
+        for (int64_t ox = 0; ox < ow; ox++) yr[ox] = vx_maxnan(yr[ox], pad[kx + ox * sw]);
+    }
+  }
+}
+
 /* First output column whose tap (ow * s + off) lands inside [0, w), and one past the last. */
 static inline void vx_valid_cols(int64_t w, int64_t ow, int64_t s, int64_t off, int64_t *lo,
                                  int64_t *hi) {

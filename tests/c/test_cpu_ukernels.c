@@ -327,6 +327,46 @@ static void test_vmax(const em_cpu_config *cfg) {
   CHECK(bad == 0, "%s vmax: %d wrong elements", cfg->isa, bad);
 }
 
+/*
+ * maxpool2d on planes around the 16-lane vector (widths 1-37, heights 1-9), windows 1-4 wide and
+ * high, strides 1-3, paddings up to half the window, NaNs scattered in: against the window max
+ * with padding excluded, exact, NaN wherever the window holds one, nothing past the plane.
+ */
+static void test_maxpool(const em_cpu_config *cfg) {
+  static float x[9 * 37], y[12 * 40 + 16]; /* outputs: up to (9 + 2) x (37 + 2) */
+  int bad = 0, planes = 0;
+  for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = i % 23 == 7 ? NAN : frand();
+  for (int64_t h = 1; h <= 9; h += 2)
+    for (int64_t w = 1; w <= 37; w += (w < 20 ? 1 : 5))
+      for (int64_t k = 1; k <= 4; k++)
+        for (int64_t s = 1; s <= 3; s++)
+          for (int64_t p = 0; p <= k / 2; p++) {
+            const int64_t oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1;
+            if (oh < 1 || ow < 1) continue;
+            const em_pool_params q = {h, w, oh, ow, k, k, s, s, p, p};
+            for (size_t i = 0; i < sizeof y / sizeof *y; i++) y[i] = 1234.0f;
+            cfg->maxpool(&q, x, y);
+            planes++;
+            for (int64_t oy = 0; oy < oh; oy++)
+              for (int64_t ox = 0; ox < ow; ox++) {
+                float m = -INFINITY;
+                int nan = 0;
+                for (int64_t ky = 0; ky < k; ky++)
+                  for (int64_t kx = 0; kx < k; kx++) {
+                    const int64_t iy = oy * s - p + ky, ix = ox * s - p + kx;
+                    if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                    const float v = x[iy * w + ix];
+                    nan |= isnan(v);
+                    m = v > m ? v : m;
+                  }
+                const float got = y[oy * ow + ox];
+                bad += nan ? !isnan(got) : got != m;
+              }
+            for (int64_t i = oh * ow; i < oh * ow + 16; i++) bad += y[i] != 1234.0f;
+          }
+  CHECK(bad == 0, "%s maxpool2d: %d wrong elements over %d planes", cfg->isa, bad, planes);
+}
+
 /* Winograd transform matrices (B^T, A^T) for m = 2 and 4, in double: the reference. */
 static const double wino_bt2[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
 static const double wino_at2[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
@@ -786,6 +826,7 @@ int main(void) {
     test_conv_smallc(cfg);
     test_copy_stride2(cfg);
     test_vmax(cfg);
+    test_maxpool(cfg);
     test_wino(cfg);
     test_gemv16(cfg);
     test_gemv6(cfg);

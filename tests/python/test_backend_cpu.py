@@ -468,6 +468,66 @@ def test_expand_output_read_twice_is_not_fused(tmp_path) -> None:
     assert _profiled_ops(prog, x, 2, tmp_path) == 4
 
 
+@pytest.mark.parametrize(
+    "cin, co, k, stride, pool, size",
+    [
+        (3, 64, 7, 2, (3, 2, 1, False), (224, 224)),  # ResNet's stem: one conv row shared
+        (8, 32, 3, 1, (2, 2, 0, False), (97, 101)),  # no conv rows shared between bands
+        (4, 48, 5, 2, (3, 1, 1, False), (170, 166)),  # two rows shared
+        (6, 40, 3, 2, (3, 2, 1, True), (183, 175)),  # ceil mode: the last window hangs over
+    ],
+)
+def test_conv_then_max_pool_in_bands(
+    cin: int, co: int, k: int, stride: int, pool: tuple, size: tuple, tmp_path
+) -> None:
+    """A conv (too deep for the few-channel direct kernel) whose 1 MB+ output only the max pool
+    after it reads runs with it in bands of pooled rows (cpu_ops.c: cpool_run), the conv rows
+    two bands share carried from one to the next; at 1 to 3 threads the results match eager and
+    the portable kernels, NaN where eager's are, and the profile shows the pair as one
+    operator."""
+    torch.manual_seed(0)
+    pk, ps, pp, ceil = pool
+    m = nn.Sequential(
+        nn.Conv2d(cin, co, k, stride, k // 2), nn.ReLU(), nn.MaxPool2d(pk, ps, pp, ceil_mode=ceil)
+    )
+    x = torch.randn(1, cin, *size)
+    prog = _check_model(m, (x,), threads=(1, 2, 3))
+    for th in (1, 2):
+        assert _profiled_ops(prog, x, th, tmp_path) == 1
+    x[0, 1, size[0] // 2, size[1] // 3] = float("nan")
+    with torch.inference_mode():
+        want = m.eval()(x)
+    assert want.isnan().any()
+    for th in (1, 3):
+        torch.testing.assert_close(_run(prog, (x,), th), want, rtol=RTOL, atol=ATOL, equal_nan=True)
+
+
+class ConvPoolAndMean(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(8, 32, 3, 1, 1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = F.relu(self.conv(x))
+        return F.max_pool2d(y, 3, 2, 1), y * 0.5
+
+
+def test_conv_output_read_twice_is_not_pooled_in_bands(tmp_path) -> None:
+    """The conv's output is never whole when run with the pool, so a second reader keeps them
+    apart (each runs on its own and both results match eager)."""
+    torch.manual_seed(0)
+    m = ConvPoolAndMean()
+    x = torch.randn(1, 8, 100, 100)
+    prog = ember.export(m.eval(), (x,), backend="cpu")
+    with torch.inference_mode():
+        want = m(x)
+    for th in (1, 2):
+        got = _runtime()(prog.buffer, threads=th).run("forward", [x])
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w, rtol=RTOL, atol=ATOL)
+    assert _profiled_ops(prog, x, 2, tmp_path) == 3
+
+
 def _op_table(buf: bytes) -> tuple[int, list[tuple[int, ...]]]:
     """Where the first EMC blob's operator records start in buf, and each record's (kind, act,
     in[0..3], out[0..1])."""
