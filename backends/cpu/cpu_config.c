@@ -28,9 +28,8 @@
       em_f32_vact_ukernel__##isa, em_f32_vaffine_minmax_ukernel__##isa,                            \
       em_f32_softmax_ukernel__##isa, em_f32_norm_ukernel__##isa,                                   \
       em_f32_gemv16_minmax_ukernel__##isa, em_f32_gemv6_minmax_ukernel__##isa,                     \
-      em_f32_copy_stride2_ukernel__##isa, em_f32_vmax_ukernel__##isa,                              \
-      em_f32_maxpool2d_ukernel__##isa, em_f32_wino_in_ukernel__##isa,                              \
-      em_f32_wino_out_ukernel__##isa
+      em_f32_copy_stride2_ukernel__##isa, em_f32_maxpool2d_ukernel__##isa,                         \
+      em_f32_wino_in_ukernel__##isa, em_f32_wino_out_ukernel__##isa
 
 static const em_cpu_config configs[] = {
 #if defined(__x86_64__)

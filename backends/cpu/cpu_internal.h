@@ -56,15 +56,16 @@ em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *poo
 /*
  * The length of the chain of validated operators from i that emc_run_chain runs as one, or 0:
  * a depthwise conv with the 1x1 conv whose output only it reads before it, the 1x1 conv that
- * alone reads its output after it, or both (2 or 3 operators).
+ * alone reads its output after it, or both (2 or 3 operators); or an im2col conv with the max
+ * pool that alone reads its output (2).
  */
 int emc_fuse_chain(const emc_delegate *d, uint32_t i);
 
 /*
- * Runs the chain of n operators from i (emc_fuse_chain) in bands of output rows, the tensors
- * inside it built band by band in their own buffers. Returns false, having run nothing, when
- * the bands' blocks do not fit those buffers with this many threads: run the operators one by
- * one.
+ * Runs the chain of n operators from i (emc_fuse_chain) in bands of output rows (the pool's, for
+ * a conv and max pool), the tensors inside it built band by band in their own buffers. Returns
+ * false, having run nothing, when the bands' blocks do not fit those buffers with this many
+ * threads: run the operators one by one.
  */
 bool emc_run_chain(const emc_delegate *d, uint32_t i, int n, em_threadpool *pool);
 

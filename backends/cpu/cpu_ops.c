@@ -1786,6 +1786,7 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* The max pool geometry of op parameters ip over an h x w input and an oh x ow output. */
 static em_pool_params pool_geom_of(const int32_t *ip, int64_t h, int64_t w, int64_t oh,
                                    int64_t ow) {
   return (em_pool_params){h,

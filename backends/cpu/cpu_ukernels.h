@@ -80,8 +80,6 @@ typedef void (*em_f32_gemv16_fn)(size_t kc, size_t nc, const float *x, const flo
  * clamp(bias[0, mr) + a^T x) (bias may be NULL). N = 1 convs: squeeze-and-excitation FCs. */
 typedef void (*em_f32_gemv6_fn)(size_t kc, size_t mr, const float *a, const float *x,
                                 const float *bias, float *y, const em_minmax_params *p);
-/* y[i] = max(a[i], b[i]), NaN if either is (torch.max_pool2d's rule): max pool rows. */
-typedef void (*em_f32_vmax_fn)(size_t n, const float *a, const float *b, float *y);
 /* Max pool geometry (undilated): input h x w, output oh x ow, window kh x kw, strides sh x sw,
  * padding ph x pw; the padded row (pw + w) and the windows' span ((ow - 1) * sw + kw) at most
  * EM_POOL_ROW_MAX. */
@@ -146,7 +144,6 @@ typedef void (*em_f32_wino_out_fn)(int m, size_t n, const float *mm, size_t ms, 
   void em_f32_norm_ukernel__##isa(size_t n, const float *x, const float *w, const float *b,        \
                                   float eps, int rms, float *y);                                   \
   void em_f32_copy_stride2_ukernel__##isa(size_t n, const float *x, float *y);                     \
-  void em_f32_vmax_ukernel__##isa(size_t n, const float *a, const float *b, float *y);             \
   void em_f32_maxpool2d_ukernel__##isa(const em_pool_params *q, const float *x, float *y);         \
   void em_f32_wino_in_ukernel__##isa(int m, size_t n, const float *rows, size_t ldr, float *v,     \
                                      size_t vs);                                                   \
@@ -194,7 +191,6 @@ typedef struct em_cpu_config {
   em_f32_gemv16_fn gemv16;
   em_f32_gemv6_fn gemv6;
   em_f32_copy_fn copy_stride2; /* y[i] = x[2 i] */
-  em_f32_vmax_fn vmax;
   em_f32_maxpool_fn maxpool;
   em_f32_wino_in_fn wino_in;
   em_f32_wino_out_fn wino_out;

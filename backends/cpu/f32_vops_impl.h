@@ -276,12 +276,6 @@ void EM_NAME(em_f32_copy_stride2_ukernel__)(size_t n, const float *x, float *y) 
   for (size_t i = 0; i < n; i++) y[i] = x[2 * i];
 }
 
-/* y[i] = max(a[i], b[i]), NaN when either is: b wins when greater or NaN, else a (a NaN a
- * stays). A compare and a blend per vector. */
-void EM_NAME(em_f32_vmax_ukernel__)(size_t n, const float *a, const float *b, float *y) {
-  for (size_t i = 0; i < n; i++) y[i] = (b[i] > a[i] || b[i] != b[i]) ? b[i] : a[i];
-}
-
 static inline float vx_maxnan(float a, float b) { return (b > a || b != b) ? b : a; }
 
 /* One plane of a max pool (em_f32_maxpool_fn), separably: for each output row, the max over the

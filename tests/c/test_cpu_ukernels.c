@@ -298,35 +298,6 @@ static void test_copy_stride2(const em_cpu_config *cfg) {
   CHECK(bad == 0, "%s copy_stride2: %d wrong elements", cfg->isa, bad);
 }
 
-/* vmax at every length up to 3 vectors and a bit, NaNs on either side and both, in place too:
- * exact, NaN wherever an operand is, nothing past n written. */
-static void test_vmax(const em_cpu_config *cfg) {
-  static float a[64], b[64], y[64 + 16];
-  int bad = 0;
-  for (size_t i = 0; i < 64; i++) {
-    a[i] = i % 7 == 3 ? NAN : frand();
-    b[i] = i % 5 == 1 ? NAN : frand();
-  }
-  for (size_t n = 0; n <= 52; n++) {
-    for (size_t i = 0; i < n + 16; i++) y[i] = 1234.0f;
-    cfg->vmax(n, a, b, y);
-    for (size_t i = 0; i < n + 16; i++) {
-      if (i >= n) {
-        bad += y[i] != 1234.0f;
-      } else if (isnan(a[i]) || isnan(b[i])) {
-        bad += !isnan(y[i]);
-      } else {
-        bad += y[i] != (a[i] > b[i] ? a[i] : b[i]);
-      }
-    }
-  }
-  memcpy(y, a, sizeof a);
-  cfg->vmax(64, y, b, y);
-  for (size_t i = 0; i < 64; i++)
-    bad += isnan(a[i]) || isnan(b[i]) ? !isnan(y[i]) : y[i] != (a[i] > b[i] ? a[i] : b[i]);
-  CHECK(bad == 0, "%s vmax: %d wrong elements", cfg->isa, bad);
-}
-
 /*
  * maxpool2d on planes around the 16-lane vector (widths 1-37, heights 1-9), windows 1-4 wide and
  * high, strides 1-3, paddings up to half the window, NaNs scattered in: against the window max
@@ -825,7 +796,6 @@ int main(void) {
     test_dwconv_wide(cfg);
     test_conv_smallc(cfg);
     test_copy_stride2(cfg);
-    test_vmax(cfg);
     test_maxpool(cfg);
     test_wino(cfg);
     test_gemv16(cfg);
