@@ -30,6 +30,10 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -51,7 +55,7 @@ class OpSpec:
     reps: int
 
     def macs(self) -> int:
-        _, c, h, w = self.shape
+        h, w = self.shape[2], self.shape[3]
         total = 0
         for _ in range(self.reps):
             for cin, cout, k, s in self.blocks:
@@ -81,7 +85,7 @@ SPECS: dict[str, OpSpec] = {
 }
 
 
-def build_model(spec: OpSpec):  # noqa: ANN201 (torch is imported lazily)
+def build_model(spec: OpSpec) -> torch.nn.Module:
     import torch
 
     layers: list[torch.nn.Module] = []
