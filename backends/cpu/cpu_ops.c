@@ -630,6 +630,44 @@ static void pad_planes(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* The im2col job of conv parameters ip over one image and group x [cg][h][w] (col: where
+ * im2col_rows writes; the padded input not yet set up: padded_floats). */
+static im2col_job im2col_of(const emc_delegate *d, const int32_t *ip, const float *x, float *col,
+                            int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t kg) {
+  return (im2col_job){x,
+                      col,
+                      h,
+                      w,
+                      oh,
+                      ow,
+                      ip[EMC_CONV_KH],
+                      ip[EMC_CONV_KW],
+                      ip[EMC_CONV_SH],
+                      ip[EMC_CONV_SW],
+                      ip[EMC_CONV_PH],
+                      ip[EMC_CONV_PW],
+                      ip[EMC_CONV_DH],
+                      ip[EMC_CONV_DW],
+                      kg,
+                      d->cfg,
+                      NULL,
+                      0,
+                      0,
+                      0};
+}
+
+/* Sets ij's padded-input geometry (pad_planes, im2col_strip_padded) and returns the floats the
+ * padded input of cg channels takes, or 0 when the conv cannot take that path: a stride other
+ * than 1 or 2 or not the same both ways, dilation, rows wider than pad_planes takes. */
+static size_t padded_floats(im2col_job *ij, int64_t cg) {
+  const int64_t s = ij->sw;
+  if ((s != 1 && s != 2) || ij->sh != s || ij->dh != 1 || ij->dw != 1) return 0;
+  ij->prows = (ij->oh - 1) * s + ij->kh;
+  ij->pcols = (int64_t)emc_div_up((size_t)((ij->ow - 1) * s + ij->kw), (size_t)s);
+  if (ij->pcols * s < ij->pw + ij->w || ij->prows < ij->ph || ij->pcols > EMC_PAD_ROW_MAX) return 0;
+  return (size_t)(cg * ij->prows * s * ij->pcols);
+}
+
 /*
  * im2col_strip from the padded input: every run of a matrix row is one contiguous copy (tap
  * (ky, kx) of output pixel (oy, ox) is padded row oy * s + ky, column ox * s + kx: for stride
@@ -1299,26 +1337,7 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
   for (int64_t b = 0; b < n; b++) {
     for (int64_t gi = 0; gi < g; gi++) {
       const float *xg = x + (b * cin + gi * cg) * h * wd;
-      im2col_job ij = {xg,
-                       col,
-                       h,
-                       wd,
-                       oh,
-                       ow,
-                       kh,
-                       kw,
-                       ip[EMC_CONV_SH],
-                       ip[EMC_CONV_SW],
-                       ip[EMC_CONV_PH],
-                       ip[EMC_CONV_PW],
-                       ip[EMC_CONV_DH],
-                       ip[EMC_CONV_DW],
-                       kg,
-                       d->cfg,
-                       NULL,
-                       0,
-                       0,
-                       0};
+      im2col_job ij = im2col_of(d, ip, xg, col, h, wd, oh, ow, kg);
       if (transposed) {
         run_conv_t(d, op, &ij, direct, y + b * co * npix, res ? res + b * co * npix : NULL, co,
                    pool);
@@ -1347,16 +1366,11 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
         j.pack_b = im2col_strip, j.pack_ctx = &ij, j.pack = col;
         /* Stride 1 or 2, undilated, and room after the pack slots: copy runs from a padded
          * input (pad_planes) built once. */
-        const int64_t s = ip[EMC_CONV_SW];
         const size_t pack_floats =
             emc_gemm_pack_floats(d->cfg, (size_t)kg, em_threadpool_size(pool));
-        ij.prows = (oh - 1) * s + kh, ij.pcols = emc_div_up((size_t)((ow - 1) * s + kw), (size_t)s);
-        const size_t pad_floats = (size_t)(cg * ij.prows * s * ij.pcols);
-        if ((s == 1 || s == 2) && ip[EMC_CONV_SH] == s && ip[EMC_CONV_DH] == 1 &&
-            ip[EMC_CONV_DW] == 1 && ij.pcols * s >= ij.pw + wd && ij.prows >= ij.ph &&
-            ij.pcols <= EMC_PAD_ROW_MAX &&
-            (pack_floats + pad_floats + 16) * sizeof(float) <=
-                (size_t)ip[EMC_CONV_SCRATCH_NBYTES]) {
+        const size_t pad_floats = padded_floats(&ij, cg);
+        if (pad_floats && (pack_floats + pad_floats + 16) * sizeof(float) <=
+                              (size_t)ip[EMC_CONV_SCRATCH_NBYTES]) {
           ij.padded = (float *)(((uintptr_t)(col + pack_floats) + 63) & ~(uintptr_t)63);
           par_for_mem(pool, cg, pad_planes, &ij, (int64_t)pad_floats);
           j.pack_b = im2col_strip_padded;
@@ -1947,33 +1961,12 @@ static bool cpool_run(const emc_delegate *d, uint32_t i, em_threadpool *pool) {
   cpool_job j;
   memset(&j, 0, sizeof j);
   j.d = d, j.cv = cv, j.mp = mp;
-  const int64_t cin = xt->sizes[1], kh = ip[EMC_CONV_KH], kw = ip[EMC_CONV_KW];
-  const int64_t s = ip[EMC_CONV_SW], oh = ct->sizes[2], ow = ct->sizes[3];
-  j.co = ct->sizes[1], j.kg = cin * kh * kw, j.poh = pt->sizes[2], j.pow = pt->sizes[3];
-  j.ij = (im2col_job){xt->data,
-                      NULL,
-                      xt->sizes[2],
-                      xt->sizes[3],
-                      oh,
-                      ow,
-                      kh,
-                      kw,
-                      s,
-                      s,
-                      ip[EMC_CONV_PH],
-                      ip[EMC_CONV_PW],
-                      1,
-                      1,
-                      j.kg,
-                      d->cfg,
-                      NULL,
-                      0,
-                      0,
-                      0};
-  j.ij.prows = (oh - 1) * s + kh;
-  j.ij.pcols = (int64_t)emc_div_up((size_t)((ow - 1) * s + kw), (size_t)s);
-  if (j.ij.pcols * s < j.ij.pw + j.ij.w || j.ij.prows < j.ij.ph || j.ij.pcols > EMC_PAD_ROW_MAX)
-    return false;
+  const int64_t cin = xt->sizes[1], oh = ct->sizes[2], ow = ct->sizes[3];
+  j.co = ct->sizes[1], j.kg = cin * ip[EMC_CONV_KH] * ip[EMC_CONV_KW];
+  j.poh = pt->sizes[2], j.pow = pt->sizes[3];
+  j.ij = im2col_of(d, ip, xt->data, NULL, xt->sizes[2], xt->sizes[3], oh, ow, j.kg);
+  const size_t pad_floats = padded_floats(&j.ij, cin);
+  if (!pad_floats) return false;
   const int64_t threads = em_threadpool_size(pool);
   j.n_slots = (int)(threads < EMC_GEMM_MAX_SLOTS ? threads : EMC_GEMM_MAX_SLOTS);
   /* Pooled rows per band: the most whose conv rows fit the band budget (at least one). */
@@ -1989,7 +1982,6 @@ static bool cpool_run(const emc_delegate *d, uint32_t i, em_threadpool *pool) {
   j.blk = ct->data;
   /* The scratch: the slots' strip buffers, then the padded input. */
   j.pack_floats = emc_gemm_pack_floats(d->cfg, (size_t)j.kg, 1);
-  const size_t pad_floats = (size_t)(cin * j.ij.prows * s * j.ij.pcols);
   float *col = (float *)(d->arena + ip[EMC_CONV_SCRATCH_OFF]);
   if ((j.pack_floats * (size_t)j.n_slots + pad_floats + 16) * sizeof(float) >
       (size_t)ip[EMC_CONV_SCRATCH_NBYTES])

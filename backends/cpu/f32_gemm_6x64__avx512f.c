@@ -38,11 +38,20 @@ static inline __mmask16 lane_mask(size_t nc, size_t from) {
  * AR(r, k). Accumulators are named variables (an array would be spilled): v<r><j>. Only the
  * last live vector can be partial, so only it is loaded with a mask.
  */
-#define EM_FMA1(r, x)        v##r##0 = _mm512_fmadd_ps(x, w0, v##r##0)
-#define EM_FMA2(r, x)        EM_FMA1(r, x), v##r##1 = _mm512_fmadd_ps(x, w1, v##r##1)
-#define EM_FMA3(r, x)        EM_FMA2(r, x), v##r##2 = _mm512_fmadd_ps(x, w2, v##r##2)
-#define EM_FMA4(r, x)        EM_FMA3(r, x), v##r##3 = _mm512_fmadd_ps(x, w3, v##r##3)
-#define EM_FMA5(r, x)        EM_FMA4(r, x)
+#define EM_FMA1(r, x) v##r##0 = _mm512_fmadd_ps(x, w0, v##r##0)
+#define EM_FMA2(r, x) EM_FMA1(r, x), v##r##1 = _mm512_fmadd_ps(x, w1, v##r##1)
+#define EM_FMA3(r, x) EM_FMA2(r, x), v##r##2 = _mm512_fmadd_ps(x, w2, v##r##2)
+#define EM_FMA4(r, x) EM_FMA3(r, x), v##r##3 = _mm512_fmadd_ps(x, w3, v##r##3)
+#define EM_FMA5(r, x) EM_FMA4(r, x)
+/* The k loop of the first mr (1-5) rows only, ROWS a literal in each case (a ragged tile). */
+#define EM_KLOOP_MR(A_MODE, PF)                                                                    \
+  switch (mr) {                                                                                    \
+  case 1: EM_KLOOP_ROWS(5, A_MODE, PF, 1) break;                                                   \
+  case 2: EM_KLOOP_ROWS(5, A_MODE, PF, 2) break;                                                   \
+  case 3: EM_KLOOP_ROWS(5, A_MODE, PF, 3) break;                                                   \
+  case 4: EM_KLOOP_ROWS(5, A_MODE, PF, 4) break;                                                   \
+  default: EM_KLOOP_ROWS(5, A_MODE, PF, 5) break;                                                  \
+  }
 #define EM_KLOOP(NV, AR, PF) EM_KLOOP_ROWS(NV, AR, PF, 6)
 /* ROWS (a literal, 1 to 6): only the first ROWS rows are computed (a ragged last tile). */
 #define EM_KLOOP_ROWS(NV, AR, PF, ROWS)                                                            \
@@ -124,21 +133,9 @@ EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f) {
      * ninth tile holds one row; 49 x 512 x 4608 8 % faster, 49 x 2048 x 512 6 %; ResNet-18 /
      * ResNet-50 1.1 / 1.6 % at 1 thread, 2.7 / 1.8 % at 2, MiniLM 1.7 %, paired). */
     if (a_rs == 1 && a_ks == 6) {
-      switch (mr) {
-      case 1: EM_KLOOP_ROWS(5, EM_A_PACKED, EM_PF_NEXT, 1) break;
-      case 2: EM_KLOOP_ROWS(5, EM_A_PACKED, EM_PF_NEXT, 2) break;
-      case 3: EM_KLOOP_ROWS(5, EM_A_PACKED, EM_PF_NEXT, 3) break;
-      case 4: EM_KLOOP_ROWS(5, EM_A_PACKED, EM_PF_NEXT, 4) break;
-      default: EM_KLOOP_ROWS(5, EM_A_PACKED, EM_PF_NEXT, 5) break;
-      }
+      EM_KLOOP_MR(EM_A_PACKED, EM_PF_NEXT)
     } else {
-      switch (mr) {
-      case 1: EM_KLOOP_ROWS(5, EM_A_STRIDED, EM_PF_B_IF, 1) break;
-      case 2: EM_KLOOP_ROWS(5, EM_A_STRIDED, EM_PF_B_IF, 2) break;
-      case 3: EM_KLOOP_ROWS(5, EM_A_STRIDED, EM_PF_B_IF, 3) break;
-      case 4: EM_KLOOP_ROWS(5, EM_A_STRIDED, EM_PF_B_IF, 4) break;
-      default: EM_KLOOP_ROWS(5, EM_A_STRIDED, EM_PF_B_IF, 5) break;
-      }
+      EM_KLOOP_MR(EM_A_STRIDED, EM_PF_B_IF)
     }
   } else if (a_rs == 1 && a_ks == 6) {
     if (nc == 64 && a_pf) {
