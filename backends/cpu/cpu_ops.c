@@ -304,6 +304,22 @@ static bool check_pool(const emc_delegate *d, const emc_op *op, char *why, size_
     if (op->ip[i] < 1) WHY("pool: kernel and stride must be >= 1");
   if (op->ip[EMC_POOL_DH] < 1 || op->ip[EMC_POOL_DW] < 1) WHY("pool: dilation must be >= 1");
   if (x->sizes[0] != y->sizes[0] || x->sizes[1] != y->sizes[1]) WHY("pool: N, C differ");
+  /* torch's rules: padding at most half the (dilated) window; each output side the floor or the
+   * ceil-mode count of windows (the runtime's chains size their bands from them). */
+  for (int a = 0; a < 2; a++) {
+    const int64_t k = op->ip[EMC_POOL_KH + a], st = op->ip[EMC_POOL_SH + a],
+                  p = op->ip[EMC_POOL_PH + a], dl = op->ip[EMC_POOL_DH + a];
+    const int64_t span = dl * (k - 1) + 1, in = x->sizes[2 + a], out = y->sizes[2 + a];
+    if (2 * p > span) WHY("pool: padding %lld wider than half the window", (long long)p);
+    const int64_t room = in + 2 * p - span;
+    if (room < 0) WHY("pool: window larger than the padded input");
+    int64_t ceil_n = (room + st - 1) / st + 1;
+    if ((ceil_n - 1) * st >= in + p) ceil_n--;
+    if (out != room / st + 1 && out != ceil_n)
+      WHY("pool: output side %lld does not follow from input %lld, window %lld, stride %lld, "
+          "padding %lld",
+          (long long)out, (long long)in, (long long)k, (long long)st, (long long)p);
+  }
   return check_act(op, why, why_n);
 }
 

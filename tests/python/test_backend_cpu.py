@@ -502,6 +502,25 @@ def test_conv_then_max_pool_in_bands(
         torch.testing.assert_close(_run(prog, (x,), th), want, rtol=RTOL, atol=ATOL, equal_nan=True)
 
 
+def test_pool_geometry_is_checked() -> None:
+    """A max pool record whose padding exceeds half its window, or whose output side does not
+    follow from its input, window, stride and padding, fails at load (the conv + pool chain
+    sizes its bands from them)."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(8, 32, 3, 1, 1), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+    x = torch.randn(1, 8, 100, 100)
+    buf = ember.export(m.eval(), (x,), backend="cpu").buffer
+    _runtime()(buf).run("forward", [x])  # the unmodified blob loads and runs
+    base, recs = _op_table(buf)
+    i = next(j for j, r in enumerate(recs) if r[0] == 5)
+    # ip slots: kh 0, kw 1, sh 2, sw 3, ph 4, pw 5
+    for slot, val in [(4, 2), (5, 9), (2, 3), (0, 7)]:
+        bad = bytearray(buf)
+        struct.pack_into("<i", bad, base + 160 * i + 32 + 4 * slot, val)
+        with pytest.raises(Exception, match="pool"):
+            _runtime()(bytes(bad)).run("forward", [x])
+
+
 class ConvPoolAndMean(nn.Module):
     def __init__(self) -> None:
         super().__init__()
