@@ -832,6 +832,25 @@ static void dw_means(void *ctx, int64_t begin, int64_t end) {
   for (int64_t p = begin; p < end; p++) j->mean[p] = plane_mean(j->y + p * out_plane, out_plane);
 }
 
+/* Blocks [begin, end) of 16 channels (image-major) through cfg->dwconv_c16, then each plane's
+ * activation and mean as dw_planes does. */
+static void dw_c16_blocks(void *ctx, int64_t begin, int64_t end) {
+  const dw_job *j = ctx;
+  const int64_t in_plane = j->q.h * j->q.w, out_plane = j->q.oh * j->q.ow, khw = j->q.kh * j->q.kw;
+  const int64_t blocks = (j->c + 15) / 16;
+  for (int64_t b = begin; b < end; b++) {
+    const int64_t c0 = b % blocks * 16, nc = j->c - c0 < 16 ? j->c - c0 : 16;
+    const int64_t p0 = b / blocks * j->c + c0; /* the block's first plane */
+    float *out = j->y + p0 * out_plane;
+    j->d->cfg->dwconv_c16(&j->q, (size_t)nc, j->x + p0 * in_plane, (size_t)in_plane,
+                          j->w + c0 * khw, j->bias ? j->bias + c0 : NULL, out, (size_t)out_plane,
+                          &j->mm);
+    if (post_act(j->op)) j->d->cfg->vact((size_t)(nc * out_plane), out, out, j->op->act, j->op->fp);
+    if (j->mean)
+      for (int64_t c = 0; c < nc; c++) j->mean[p0 + c] = plane_mean(out + c * out_plane, out_plane);
+  }
+}
+
 static void dw_planes(void *ctx, int64_t begin, int64_t end) {
   const dw_job *j = ctx;
   const int64_t in_plane = j->q.h * j->q.w, out_plane = j->q.oh * j->q.ow, khw = j->q.kh * j->q.kw;
@@ -1298,6 +1317,9 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
         dw_bands_ok(&j.q, j.bands)) {
       em_parallel_for_static(pool, j.bands * n * co, dw_bands, &j);
       if (j.mean) par_for(pool, n * co, dw_means, &j, yt->numel);
+    } else if (d->cfg->dwconv_c16 && em_dw_c16_fits(&j.q)) {
+      /* small planes, 16 at once (7x7 maps; on 14x14 the one-plane kernel wins) */
+      par_for(pool, n * ((co + 15) / 16), dw_c16_blocks, &j, work);
     } else {
       par_for(pool, n * co, dw_planes, &j, work);
     }

@@ -171,6 +171,33 @@ void em_f32_conv2d_smallc_minmax_ukernel__avx512f(const em_dw_params *q, int64_t
                                                   int64_t oy1, const float *in, const float *wb,
                                                   const float *bias, int64_t nco, float *out,
                                                   const em_minmax_params *p);
+/*
+ * Depthwise conv2d of nc <= 16 NCHW channel planes at once (in + c * is, weights w + c * kh * kw,
+ * bias[c] or 0 when bias is NULL, out + c * os): each plane as em_f32_dwconv_fn computes it,
+ * the same bits. Only for geometries em_f32_dwconv2d_c16_fits accepts: 3x3 or 5x5 taps, stride
+ * 1 or 2, undilated, padding below the kernel, at least 4 output columns and at most
+ * EM_DW_C16_OUT_MAX output pixels, the padded plane within the kernel's stack buffer.
+ */
+#define EM_DW_C16_OUT_MAX 64
+#define EM_DW_C16_IN_MAX  512 /* padded input pixels: rows x columns the buffer holds */
+typedef void (*em_f32_dwconv_c16_fn)(const em_dw_params *q, size_t nc, const float *in, size_t is,
+                                     const float *w, const float *bias, float *out, size_t os,
+                                     const em_minmax_params *p);
+/* Whether an em_f32_dwconv_c16_fn takes geometry q. */
+static inline int em_dw_c16_fits(const em_dw_params *q) {
+  if (!(q->kh == 3 || q->kh == 5) || q->kw != q->kh || !(q->sh == 1 || q->sh == 2) ||
+      q->sw != q->sh || q->dh != 1 || q->dw != 1 || q->ph < 0 || q->pw < 0 || q->ph >= q->kh ||
+      q->pw >= q->kw || q->ow < 4 || q->oh < 1 || q->oh * q->ow > EM_DW_C16_OUT_MAX || q->h < 1 ||
+      q->w < 1)
+    return 0;
+  const int64_t th = (q->oh - 1) * q->sh + q->kh, tw = (q->ow - 1) * q->sw + q->kw;
+  const int64_t rows = th > q->ph + q->h ? th : q->ph + q->h;
+  const int64_t cols = tw > q->pw + q->w ? tw : q->pw + q->w;
+  return rows * cols <= EM_DW_C16_IN_MAX;
+}
+void em_f32_dwconv2d_c16_minmax_ukernel__avx512f(const em_dw_params *q, size_t nc, const float *in,
+                                                 size_t is, const float *w, const float *bias,
+                                                 float *out, size_t os, const em_minmax_params *p);
 EM_VOPS_DECL(avx2)
 EM_VOPS_DECL(neon) /* AArch64 only */
 EM_VOPS_DECL(scalar)
@@ -195,6 +222,7 @@ typedef struct em_cpu_config {
   em_f32_wino_in_fn wino_in;
   em_f32_wino_out_fn wino_out;
   em_f32_conv_smallc_fn conv_smallc; /* NULL: stems go through im2col and the GEMM */
+  em_f32_dwconv_c16_fn dwconv_c16;   /* NULL: depthwise convs go plane by plane (dwconv) */
 } em_cpu_config;
 
 /* The configuration for this CPU, detected once (thread-safe after the first call). */

@@ -230,6 +230,61 @@ static void test_dwconv_small(const em_cpu_config *cfg) {
   CHECK(bad == 0, "%s dwconv small planes: %d mismatches", cfg->isa, bad);
 }
 
+/* The 16-plane depthwise kernel (where the ISA has one), on every geometry it takes up to 16 x 16
+ * inputs (3x3 / 5x5, stride 1 / 2, each padding below the kernel, 4-16 output columns, ragged
+ * channel counts, with and without a bias): each plane bit-for-bit what the one-plane kernel
+ * gives, within 1e-5 of the double reference, and nothing between or past the planes written. */
+static void test_dwconv_c16(const em_cpu_config *cfg) {
+  if (!cfg->dwconv_c16) return;
+  enum { IS = 16 * 16 + 3, OS = EM_DW_C16_OUT_MAX + 5 };
+  static float in[16 * IS], w[16 * 25], bias[16], out[16 * OS], one[OS];
+  static const size_t ncs[] = {1, 5, 16};
+  int bad = 0, ran = 0;
+  for (int64_t k = 3; k <= 5; k += 2)
+    for (int64_t s = 1; s <= 2; s++)
+      for (int64_t pad = 0; pad < k; pad++)
+        for (int64_t h = 1; h <= 16; h++)
+          for (int64_t wd = 1; wd <= 16; wd += (wd < 8 ? 1 : 3)) {
+            if (h + 2 * pad < k || wd + 2 * pad < k) continue;
+            em_dw_params q = {
+                h, wd, (h + 2 * pad - k) / s + 1, (wd + 2 * pad - k) / s + 1, k, k, s, s, pad, pad,
+                1, 1};
+            if (!em_dw_c16_fits(&q)) continue;
+            const size_t nc = ncs[ran % 3];
+            const int with_bias = ran % 2;
+            ran++;
+            for (size_t i = 0; i < 16 * IS; i++) in[i] = frand();
+            for (size_t i = 0; i < 16 * 25; i++) w[i] = frand();
+            for (size_t i = 0; i < 16; i++) bias[i] = frand();
+            for (size_t i = 0; i < 16 * OS; i++) out[i] = SENTINEL;
+            em_minmax_params p = {-1.5f, 1.5f};
+            cfg->dwconv_c16(&q, nc, in, IS, w, with_bias ? bias : NULL, out, OS, &p);
+            const int64_t n = q.oh * q.ow;
+            for (size_t c = 0; c < 16; c++) {
+              const float *y = out + c * OS;
+              if (c < nc)
+                cfg->dwconv(&q, in + c * IS, w + c * k * k, with_bias ? bias[c] : 0.0f, one, &p);
+              for (int64_t i = 0; i < OS; i++) {
+                const int inside = c < nc && i < n;
+                const double want = inside
+                                        ? dw_ref(&q, in + c * IS, w + c * k * k,
+                                                 with_bias ? bias[c] : 0.0f, i / q.ow, i % q.ow, &p)
+                                        : SENTINEL;
+                const int ok =
+                    inside ? y[i] == one[i] && close_to(y[i], want, 1e-5) : y[i] == SENTINEL;
+                if (!ok && bad++ < 5)
+                  CHECK(0,
+                        "%s dwconv_c16 k=%lld s=%lld p=%lld h=%lld w=%lld nc=%zu plane %zu at %lld:"
+                        " %g, one-plane kernel %g, reference %g",
+                        cfg->isa, (long long)k, (long long)s, (long long)pad, (long long)h,
+                        (long long)wd, nc, c, (long long)i, y[i], inside ? one[i] : SENTINEL, want);
+              }
+            }
+          }
+  CHECK(ran > 100, "%s dwconv_c16: only %d geometries ran", cfg->isa, ran);
+  CHECK(bad == 0, "%s dwconv_c16: %d mismatches", cfg->isa, bad);
+}
+
 /* 3x3 and 5x5, stride 1 and 2, every padding below the kernel, on rows wider than one block of
  * output vectors (AVX-512's direct path: 64 columns a block) and ragged at both ends: every
  * output checked, nothing past the output plane written. */
@@ -794,6 +849,7 @@ int main(void) {
     test_dwconv(cfg);
     test_dwconv_small(cfg);
     test_dwconv_wide(cfg);
+    test_dwconv_c16(cfg);
     test_conv_smallc(cfg);
     test_copy_stride2(cfg);
     test_maxpool(cfg);

@@ -384,6 +384,38 @@ def test_plane_means_fused(size: int) -> None:
     assert sum(r[0] == 1 and r[7] >= 0 for r in recs) == 1  # one conv with out[1]
 
 
+class SmallMapDw(nn.Module):
+    """A depthwise conv (with a bias, hardswish, and its planes' means feeding a channel gate)
+    whose output plane is at most 64 pixels: the CPU backend's 16-channel kernel where the ISA
+    has one (AVX-512)."""
+
+    def __init__(self, c: int, k: int, stride: int) -> None:
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, k, stride, k // 2, groups=c)
+        self.fc = nn.Conv2d(c, c, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.hardswish(self.dw(x))
+        return y * torch.sigmoid(self.fc(y.mean((2, 3), keepdim=True)))
+
+
+@pytest.mark.parametrize(
+    "c, k, stride, size",
+    [
+        (40, 5, 1, 7),  # MobileNetV3's 7x7 layers: 16 + 16 + 8 channels
+        (16, 3, 1, 7),  # MobileNetV2's
+        (24, 5, 2, 14),  # the stride-2 layers into 7x7
+        (24, 3, 2, 13),  # an odd plane
+        (17, 3, 1, 5),  # 5 output columns: the 4-wide runs, one channel past a block
+    ],
+)
+def test_small_map_depthwise(c: int, k: int, stride: int, size: int) -> None:
+    """Depthwise convs with small output planes, 16 channels at a time, at 1-3 threads and batch
+    2: as eager and the portable kernels compute them, the planes' means too."""
+    torch.manual_seed(0)
+    _check_model(SmallMapDw(c, k, stride), (torch.randn(2, c, size, size),), threads=(1, 2, 3))
+
+
 class ExpandDw(nn.Module):
     """An inverted residual block: 1x1 expansion, depthwise conv, 1x1 projection (plus the input
     at stride 1); with `side`, a second reader of the wide tensor (a strided 1x1 conv added to
