@@ -528,9 +528,9 @@ static em_status run_gemm(const emc_delegate *d, const emc_op *op, em_threadpool
 /* ---- convolution ------------------------------------------------------------------------- */
 
 typedef struct im2col_job {
-  const float *x; /* [cg, H, W] of one image and group */
-  float *col;     /* [cg * kh * kw, OH * OW] as 16-column panels, see EMC_NR_PANEL */
-  int64_t h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+  const float *x;   /* [cg, H, W] of one image and group */
+  float *col;       /* [cg * kh * kw, OH * OW] as 16-column panels, see EMC_NR_PANEL */
+  em_dw_params q;   /* the conv's geometry (its fields as a depthwise conv's) */
   int64_t khw_rows; /* rows of the matrix (cg * kh * kw) */
   const em_cpu_config *cfg;
   /* im2col_strip_padded: the input zero-padded (stride 2: each padded row split into its even
@@ -544,23 +544,23 @@ typedef struct im2col_job {
 /* Rows [begin, end) of the im2col matrix, written straight into 16-column panels. */
 static void im2col_rows(void *ctx, int64_t begin, int64_t end) {
   const im2col_job *j = ctx;
-  const int64_t khw = j->kh * j->kw, kg = j->khw_rows, pstride = kg * EMC_NR_PANEL;
+  const int64_t khw = j->q.kh * j->q.kw, kg = j->khw_rows, pstride = kg * EMC_NR_PANEL;
   for (int64_t r = begin; r < end; r++) {
-    int64_t c = r / khw, ky = (r % khw) / j->kw, kx = r % j->kw;
-    const float *plane = j->x + c * j->h * j->w;
+    int64_t c = r / khw, ky = (r % khw) / j->q.kw, kx = r % j->q.kw;
+    const float *plane = j->x + c * j->q.h * j->q.w;
     float *base = j->col + r * EMC_NR_PANEL;
-    int64_t off = kx * j->dw - j->pw;
-    int64_t lo = off >= 0 ? 0 : (-off + j->sw - 1) / j->sw;
-    int64_t hi = (j->w - 1 - off) < 0 ? 0 : (j->w - 1 - off) / j->sw + 1;
-    if (hi > j->ow) hi = j->ow;
+    int64_t off = kx * j->q.dw - j->q.pw;
+    int64_t lo = off >= 0 ? 0 : (-off + j->q.sw - 1) / j->q.sw;
+    int64_t hi = (j->q.w - 1 - off) < 0 ? 0 : (j->q.w - 1 - off) / j->q.sw + 1;
+    if (hi > j->q.ow) hi = j->q.ow;
     if (lo > hi) lo = hi;
     float *dst = base;
     int lane = 0;
-    for (int64_t oy = 0; oy < j->oh; oy++) {
-      int64_t iy = oy * j->sh + ky * j->dh - j->ph;
-      const float *src = (iy < 0 || iy >= j->h) ? NULL : plane + iy * j->w + off;
-      for (int64_t ox = 0; ox < j->ow; ox++) {
-        *dst++ = (src && ox >= lo && ox < hi) ? src[ox * j->sw] : 0.0f;
+    for (int64_t oy = 0; oy < j->q.oh; oy++) {
+      int64_t iy = oy * j->q.sh + ky * j->q.dh - j->q.ph;
+      const float *src = (iy < 0 || iy >= j->q.h) ? NULL : plane + iy * j->q.w + off;
+      for (int64_t ox = 0; ox < j->q.ow; ox++) {
+        *dst++ = (src && ox >= lo && ox < hi) ? src[ox * j->q.sw] : 0.0f;
         if (++lane == EMC_NR_PANEL) lane = 0, dst += pstride - EMC_NR_PANEL;
       }
     }
@@ -576,48 +576,48 @@ static void im2col_rows(void *ctx, int64_t begin, int64_t end) {
 static void im2col_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_t nc, float *dst,
                          size_t ldd) {
   const im2col_job *j = ctx;
-  const int64_t khw = j->kh * j->kw, oy0 = (int64_t)n0 / j->ow, ox0 = (int64_t)n0 % j->ow;
+  const int64_t khw = j->q.kh * j->q.kw, oy0 = (int64_t)n0 / j->q.ow, ox0 = (int64_t)n0 % j->q.ow;
   /* (c, ky, kx) of row k0, then stepped row by row (no divisions in the loop). */
-  int64_t c = (int64_t)k0 / khw, ky = ((int64_t)k0 % khw) / j->kw, kx = (int64_t)k0 % j->kw;
+  int64_t c = (int64_t)k0 / khw, ky = ((int64_t)k0 % khw) / j->q.kw, kx = (int64_t)k0 % j->q.kw;
   for (size_t r = 0; r < kc; r++) {
-    const float *plane = j->x + c * j->h * j->w;
-    const int64_t off = kx * j->dw - j->pw;
+    const float *plane = j->x + c * j->q.h * j->q.w;
+    const int64_t off = kx * j->q.dw - j->q.pw;
     int64_t lo, hi;
-    if (j->sw == 1) {
-      lo = off >= 0 ? 0 : -off, hi = j->w - off;
+    if (j->q.sw == 1) {
+      lo = off >= 0 ? 0 : -off, hi = j->q.w - off;
     } else {
-      lo = off >= 0 ? 0 : (-off + j->sw - 1) / j->sw;
-      hi = (j->w - 1 - off) < 0 ? 0 : (j->w - 1 - off) / j->sw + 1;
+      lo = off >= 0 ? 0 : (-off + j->q.sw - 1) / j->q.sw;
+      hi = (j->q.w - 1 - off) < 0 ? 0 : (j->q.w - 1 - off) / j->q.sw + 1;
     }
-    if (hi > j->ow) hi = j->ow;
+    if (hi > j->q.ow) hi = j->q.ow;
     if (lo > hi) lo = hi;
     float *d = dst + r * ldd;
     int64_t oy = oy0, ox = ox0;
     for (size_t i = 0; i < nc; oy++, ox = 0) {
       const int64_t run =
-          (int64_t)nc - (int64_t)i < j->ow - ox ? (int64_t)nc - (int64_t)i : j->ow - ox;
-      const int64_t iy = oy * j->sh + ky * j->dh - j->ph;
+          (int64_t)nc - (int64_t)i < j->q.ow - ox ? (int64_t)nc - (int64_t)i : j->q.ow - ox;
+      const int64_t iy = oy * j->q.sh + ky * j->q.dh - j->q.ph;
       float *dr = d + i - ox; /* dr[x] is output column x of this run */
-      if (iy < 0 || iy >= j->h) {
+      if (iy < 0 || iy >= j->q.h) {
         memset(dr + ox, 0, (size_t)run * sizeof *dr);
       } else {
-        const float *src = plane + iy * j->w + off;
+        const float *src = plane + iy * j->q.w + off;
         int64_t a = ox > lo ? ox : lo, b = ox + run < hi ? ox + run : hi;
         if (a > b) a = b = ox + run;
         for (int64_t x = ox; x < a; x++) dr[x] = 0.0f;
-        if (j->sw == 1)
+        if (j->q.sw == 1)
           memcpy(dr + a, src + a, (size_t)(b - a) * sizeof *dr);
-        else if (j->sw == 2) /* the ISA's kernel (AVX-512: two loads, one permute per 16) */
+        else if (j->q.sw == 2) /* the ISA's kernel (AVX-512: two loads, one permute per 16) */
           j->cfg->copy_stride2((size_t)(b - a), src + 2 * a, dr + a);
         else
-          for (int64_t x = a; x < b; x++) dr[x] = src[x * j->sw];
+          for (int64_t x = a; x < b; x++) dr[x] = src[x * j->q.sw];
         for (int64_t x = b; x < ox + run; x++) dr[x] = 0.0f;
       }
       i += (size_t)run;
     }
-    if (++kx == j->kw) {
+    if (++kx == j->q.kw) {
       kx = 0;
-      if (++ky == j->kh) ky = 0, c++;
+      if (++ky == j->q.kh) ky = 0, c++;
     }
   }
 }
@@ -634,23 +634,23 @@ static void zero_padded_row(float *dst, const float *src, int64_t pw, int64_t w,
 /* Channels [begin, end) of the input into ij->padded (see im2col_job). */
 static void pad_planes(void *ctx, int64_t begin, int64_t end) {
   const im2col_job *j = ctx;
-  const int64_t s = j->sw, pc = j->pcols, row = s * pc; /* floats per padded row, both parities */
+  const int64_t s = j->q.sw, pc = j->pcols, row = s * pc; /* floats per padded row, both parities */
   float tmp[2 * EMC_PAD_ROW_MAX + 2];
   for (int64_t c = begin; c < end; c++) {
-    const float *src = j->x + c * j->h * j->w;
+    const float *src = j->x + c * j->q.h * j->q.w;
     float *dst = j->padded + c * j->prows * row;
     for (int64_t y = 0; y < j->prows; y++) {
       float *d = dst + y * row;
-      const int64_t iy = y - j->ph;
-      if (iy < 0 || iy >= j->h) {
+      const int64_t iy = y - j->q.ph;
+      if (iy < 0 || iy >= j->q.h) {
         memset(d, 0, (size_t)row * sizeof *d);
         continue;
       }
-      const float *r = src + iy * j->w;
+      const float *r = src + iy * j->q.w;
       if (s == 1) {
-        zero_padded_row(d, r, j->pw, j->w, pc);
+        zero_padded_row(d, r, j->q.pw, j->q.w, pc);
       } else { /* the padded row, then its even and odd columns (the ISA's stride-2 copy) */
-        zero_padded_row(tmp, r, j->pw, j->w, 2 * pc + 1);
+        zero_padded_row(tmp, r, j->q.pw, j->q.w, 2 * pc + 1);
         j->cfg->copy_stride2((size_t)pc, tmp, d);
         j->cfg->copy_stride2((size_t)pc, tmp + 1, d + pc);
       }
@@ -658,41 +658,42 @@ static void pad_planes(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* A depthwise conv op's parameters over an h x w input and an oh x ow output. */
+static em_dw_params dw_params_of(const int32_t *ip, int64_t h, int64_t w, int64_t oh, int64_t ow) {
+  return (em_dw_params){h,
+                        w,
+                        oh,
+                        ow,
+                        ip[EMC_CONV_KH],
+                        ip[EMC_CONV_KW],
+                        ip[EMC_CONV_SH],
+                        ip[EMC_CONV_SW],
+                        ip[EMC_CONV_PH],
+                        ip[EMC_CONV_PW],
+                        ip[EMC_CONV_DH],
+                        ip[EMC_CONV_DW]};
+}
+
 /* The im2col job of conv parameters ip over one image and group x [cg][h][w] (col: where
  * im2col_rows writes; the padded input not yet set up: padded_floats). */
 static im2col_job im2col_of(const emc_delegate *d, const int32_t *ip, const float *x, float *col,
                             int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t kg) {
-  return (im2col_job){x,
-                      col,
-                      h,
-                      w,
-                      oh,
-                      ow,
-                      ip[EMC_CONV_KH],
-                      ip[EMC_CONV_KW],
-                      ip[EMC_CONV_SH],
-                      ip[EMC_CONV_SW],
-                      ip[EMC_CONV_PH],
-                      ip[EMC_CONV_PW],
-                      ip[EMC_CONV_DH],
-                      ip[EMC_CONV_DW],
-                      kg,
-                      d->cfg,
-                      NULL,
-                      0,
-                      0,
-                      0};
+  im2col_job j;
+  memset(&j, 0, sizeof j);
+  j.x = x, j.col = col, j.q = dw_params_of(ip, h, w, oh, ow), j.khw_rows = kg, j.cfg = d->cfg;
+  return j;
 }
 
 /* Sets ij's padded-input geometry (pad_planes, im2col_strip_padded) and returns the floats the
  * padded input of cg channels takes, or 0 when the conv cannot take that path: a stride other
  * than 1 or 2 or not the same both ways, dilation, rows wider than pad_planes takes. */
 static size_t padded_floats(im2col_job *ij, int64_t cg) {
-  const int64_t s = ij->sw;
-  if ((s != 1 && s != 2) || ij->sh != s || ij->dh != 1 || ij->dw != 1) return 0;
-  ij->prows = (ij->oh - 1) * s + ij->kh;
-  ij->pcols = (int64_t)emc_div_up((size_t)((ij->ow - 1) * s + ij->kw), (size_t)s);
-  if (ij->pcols * s < ij->pw + ij->w || ij->prows < ij->ph || ij->pcols > EMC_PAD_ROW_MAX) return 0;
+  const int64_t s = ij->q.sw;
+  if ((s != 1 && s != 2) || ij->q.sh != s || ij->q.dh != 1 || ij->q.dw != 1) return 0;
+  ij->prows = (ij->q.oh - 1) * s + ij->q.kh;
+  ij->pcols = (int64_t)emc_div_up((size_t)((ij->q.ow - 1) * s + ij->q.kw), (size_t)s);
+  if (ij->pcols * s < ij->q.pw + ij->q.w || ij->prows < ij->q.ph || ij->pcols > EMC_PAD_ROW_MAX)
+    return 0;
   return (size_t)(cg * ij->prows * s * ij->pcols);
 }
 
@@ -705,16 +706,16 @@ static size_t padded_floats(im2col_job *ij, int64_t cg) {
 static void im2col_strip_padded(const void *ctx, size_t k0, size_t kc, size_t n0, size_t nc,
                                 float *dst, size_t ldd) {
   const im2col_job *j = ctx;
-  const int64_t khw = j->kh * j->kw, s = j->sw, pc = j->pcols, row = s * pc;
-  const int64_t oy0 = ((int64_t)n0 + j->pix0) / j->ow, ox0 = ((int64_t)n0 + j->pix0) % j->ow;
-  int64_t c = (int64_t)k0 / khw, ky = ((int64_t)k0 % khw) / j->kw, kx = (int64_t)k0 % j->kw;
+  const int64_t khw = j->q.kh * j->q.kw, s = j->q.sw, pc = j->pcols, row = s * pc;
+  const int64_t oy0 = ((int64_t)n0 + j->pix0) / j->q.ow, ox0 = ((int64_t)n0 + j->pix0) % j->q.ow;
+  int64_t c = (int64_t)k0 / khw, ky = ((int64_t)k0 % khw) / j->q.kw, kx = (int64_t)k0 % j->q.kw;
   for (size_t r = 0; r < kc; r++) {
     const float *base = j->padded + c * j->prows * row + (s == 1 ? kx : (kx & 1) * pc + (kx >> 1));
     float *d = dst + r * ldd;
     int64_t oy = oy0, ox = ox0;
     for (size_t i = 0; i < nc; oy++, ox = 0) {
       const int64_t run =
-          (int64_t)nc - (int64_t)i < j->ow - ox ? (int64_t)nc - (int64_t)i : j->ow - ox;
+          (int64_t)nc - (int64_t)i < j->q.ow - ox ? (int64_t)nc - (int64_t)i : j->q.ow - ox;
       const float *src = base + (oy * s + ky) * row + ox;
       if (run == 32) /* a whole AMX strip: a fixed-size copy the compiler inlines */
         memcpy(d + i, src, 32 * sizeof *d);
@@ -724,9 +725,9 @@ static void im2col_strip_padded(const void *ctx, size_t k0, size_t kc, size_t n0
         memcpy(d + i, src, (size_t)run * sizeof *d);
       i += (size_t)run;
     }
-    if (++kx == j->kw) {
+    if (++kx == j->q.kw) {
       kx = 0;
-      if (++ky == j->kh) ky = 0, c++;
+      if (++ky == j->q.kh) ky = 0, c++;
     }
   }
 }
@@ -798,22 +799,6 @@ static void conv_gemv(void *ctx, int64_t begin, int64_t end) {
     if (j->res) cfg->vbin[EMC_BIN_ADD]((size_t)mr, y, j->res + c0, y, &j->mm);
     if (post_act(j->op)) cfg->vact((size_t)mr, y, y, j->op->act, j->op->fp);
   }
-}
-
-/* A depthwise conv op's parameters over an h x w input and an oh x ow output. */
-static em_dw_params dw_params_of(const int32_t *ip, int64_t h, int64_t w, int64_t oh, int64_t ow) {
-  return (em_dw_params){h,
-                        w,
-                        oh,
-                        ow,
-                        ip[EMC_CONV_KH],
-                        ip[EMC_CONV_KW],
-                        ip[EMC_CONV_SH],
-                        ip[EMC_CONV_SW],
-                        ip[EMC_CONV_PH],
-                        ip[EMC_CONV_PW],
-                        ip[EMC_CONV_DH],
-                        ip[EMC_CONV_DW]};
 }
 
 typedef struct dw_job {
@@ -960,7 +945,7 @@ static void transpose_rows(void *ctx, int64_t begin, int64_t end) {
 /* Rows [begin, end) of the im2col matrix of j, row-major [kg][OH * OW] in j->col. */
 static void im2col_rows_rm(void *ctx, int64_t begin, int64_t end) {
   const im2col_job *j = ctx;
-  const size_t npix = (size_t)(j->oh * j->ow);
+  const size_t npix = (size_t)(j->q.oh * j->q.ow);
   im2col_strip(j, (size_t)begin, (size_t)(end - begin), 0, npix, j->col + (size_t)begin * npix,
                npix);
 }
@@ -974,7 +959,7 @@ static void im2col_rows_rm(void *ctx, int64_t begin, int64_t end) {
  */
 static void run_conv_t(const emc_delegate *d, const emc_op *op, im2col_job *ij, bool direct,
                        float *y, const float *res, int64_t co, em_threadpool *pool) {
-  const int64_t kg = ij->khw_rows, npix = ij->oh * ij->ow;
+  const int64_t kg = ij->khw_rows, npix = ij->q.oh * ij->q.ow;
   float *a = (float *)(((uintptr_t)ij->col + 63) & ~(uintptr_t)63);
   float *ct = a + emc_div_up(emc_div_up((size_t)npix, EMC_MR) * EMC_MR * (size_t)kg, 16) * 16;
   if (!direct) {
@@ -1942,7 +1927,7 @@ static void cpool_bands(void *ctx, int64_t begin, int64_t end) {
   const int slot =
       emc_claim_flag_from(j->busy, j->n_slots, em_threadpool_thread_index() % j->n_slots);
   float *blk = j->blk + (size_t)slot * j->blk_floats;
-  const int64_t oh = j->ij.oh, ow = j->ij.ow, plane = j->maxrows * ow;
+  const int64_t oh = j->ij.q.oh, ow = j->ij.q.ow, plane = j->maxrows * ow;
   for (int64_t band = begin; band < end; band++) {
     const int64_t py0 = band * j->rows, py1 = py0 + j->rows < j->poh ? py0 + j->rows : j->poh;
     int64_t r0, r1;
