@@ -785,8 +785,8 @@ def test_winograd_convs(
     """3x3 stride-1 convs run as Winograd F(m x m, 3 x 3): output tiles crossing the map's edges,
     one and many blocks of 64 tiles, both thread splits, fused activations, batch > 1. F(4x4)
     loses a little accuracy, so the bound is 1e-4 of the largest output (the issue's criterion),
-    against eager and against the portable kernels. The transposed F(2x2) (-m) is off in the
-    exporter by default (WINO_SMALL) but still run by the runtime (version 4 files)."""
+    against eager and against the portable kernels. The transposed F(2x2) (-m) is forced on
+    (WINO_SMALL): by default the exporter uses it only in files without bf16 pairs."""
     monkeypatch.setattr(P, "WINO_SMALL", True)
     torch.manual_seed(0)
     layers = [nn.Conv2d(ci, co, 3, padding=pad)] + ([act] if act is not None else [])
@@ -813,12 +813,15 @@ def test_winograd_convs(
 def test_winograd_choice(monkeypatch) -> None:
     """Winograd only where it pays and is exact: 3x3, stride 1, undilated, ungrouped, >= 16
     channels; F(4x4) from 48 tiles of 4x4, F(2x2) from 48 tiles of 2x2; with 256+ channels in
-    and out a transposed F(2x2) from 9 tiles (ResNet's 7x7 layer) when WINO_SMALL is on (off by
-    default: such convs run direct, with bf16-pair weights for the AMX path); else direct."""
+    and out a transposed F(2x2) from 9 tiles (ResNet's 7x7 layer) when WINO_SMALL is on (by
+    default only in files without bf16 pairs: with pairs such convs run direct on the AMX path);
+    else direct."""
     mod = nn.Conv2d(512, 512, 3, padding=1).eval()
     x = torch.randn(1, 512, 7, 7)
     (ip,) = _conv_ops(ember.export(mod, (x,), backend="cpu", target="x86-64").buffer)
     assert ip[WINO] == 0 and ip[PAIRS] > 0
+    (ip,) = _conv_ops(ember.export(mod, (x,), backend="cpu", target="aarch64").buffer)
+    assert ip[WINO] == 2 and ip[12] == 1 and ip[PAIRS] == 0
     monkeypatch.setattr(P, "WINO_SMALL", True)
     cases = [
         (dict(in_channels=64, out_channels=64, padding=1), 56, 4),

@@ -792,7 +792,8 @@ def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec, pairs: bool = False) -> P
         slots = _wino_slots(m, oh, ow)
         scratch = _wino_scratch(m, slots, cg, co, transposed=False)
         return PackedConv(_winograd_filters(w, m), False, scratch, wino=m, wino_slots=slots)
-    if WINO_SMALL and _winograd_small(op, oh, ow):
+    small = WINO_SMALL if WINO_SMALL is not None else not pairs
+    if small and _winograd_small(op, oh, ow):
         # Transposed F(2x2): per element xi, C^T[tiles, co] = V[xi]^T @ U[xi]^T with U^T in
         # 16-column B panels; the scratch also holds each xi's C^T, transposed into place.
         return PackedConv(
@@ -871,11 +872,13 @@ def _bf16_pairs(w: np.ndarray) -> np.ndarray:
 # ---- Winograd F(m x m, 3 x 3) ---------------------------------------------------------------
 WINO_TILES = 64  # tiles per block (EM_WINO_MAX_TILES): one 64-column GEMM strip
 WINO_MAX_SLOTS = 4  # blocks in flight at once (scratch slots)
-# Transposed F(2x2) for wide convs on maps of 9 to 47 tiles (_winograd_small). Off: since the
-# AMX path and bf16-pair weights, ResNet-18 / ResNet-50 ran 6 % / 11 % faster at 1 thread and
-# 4 % / 7 % at 2 with those layers direct (the filters it streams are 16 / 9 the bytes). The
-# runtime still runs such convs (blob version 4 files); tests turn it back on.
-WINO_SMALL = False
+# Transposed F(2x2) for wide convs on maps of 9 to 47 tiles (_winograd_small). None (the
+# default): on when the file carries no bf16 pairs (a target without AMX), off when it does.
+# With the AMX path, ResNet-18 / ResNet-50 ran 6 % / 11 % faster at 1 thread and 4 % / 7 % at 2
+# with those layers direct (the filters it streams are 16 / 9 the bytes, and the AMX tiles take
+# the direct GEMM at over the FMA peak). On the FMA path (Zen 4, no AMX) they ran 8-11 % / 0-1 %
+# faster as Winograd (paired, bench/ab_quantiles.sh, 1 and 2 threads). True / False force it.
+WINO_SMALL: bool | None = None
 # Filter transforms G (Lavin & Gray; F(4, 3) on the points 0, +-1, +-2, infinity).
 _WINO_G = {
     2: np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]]),
