@@ -773,7 +773,10 @@ def test_blob_in_scale_field_is_checked() -> None:
         (24, 40, 30, 17, 1, None, 2, 2),  # 40 tiles of 4x4, 135 of 2x2; batch 2
         (16, 32, 15, 15, 2, nn.ReLU(), 1, 2),  # pad 2: 17x17 out, odd edge tiles
         (20, 24, 31, 33, 0, None, 1, 4),  # no padding, 29x31 out: ragged right and bottom
-        (256, 256, 14, 14, 1, None, 1, 2),  # ResNet layer3, K over two K blocks
+        (256, 256, 14, 14, 1, None, 1, -2),  # ResNet layer3: 49 tiles, transposed
+        (256, 256, 16, 16, 1, nn.ReLU(), 1, -2),  # 64 tiles: the most transposed takes
+        (256, 272, 17, 17, 1, None, 1, 2),  # 81 tiles: untransposed, K over two K blocks
+        (128, 160, 14, 14, 1, None, 1, 2),  # 49 tiles but under 256 channels: untransposed
         (512, 512, 7, 7, 1, nn.ReLU(), 1, -2),  # ResNet layer4: 16 tiles, transposed (-m)
         (256, 280, 10, 9, 1, None, 2, -2),  # 25 tiles, ragged Co (280 = 17.5 panels); batch 2
         (300, 260, 6, 6, 0, nn.ReLU6(), 1, -2),  # 4x4 out: 4 tiles: direct
@@ -813,20 +816,26 @@ def test_winograd_convs(
 def test_winograd_choice(monkeypatch) -> None:
     """Winograd only where it pays and is exact: 3x3, stride 1, undilated, ungrouped, >= 16
     channels; F(4x4) from 48 tiles of 4x4, F(2x2) from 48 tiles of 2x2; with 256+ channels in
-    and out a transposed F(2x2) from 9 tiles (ResNet's 7x7 layer) when WINO_SMALL is on (by
-    default only in files without bf16 pairs: with pairs such convs run direct on the AMX path);
-    else direct."""
+    and out a transposed F(2x2) on 9 to 64 tiles of 2x2 (ResNet's 7x7 and 14x14 layers) when
+    WINO_SMALL is on (by default only in files without bf16 pairs: with pairs the 7x7 layer runs
+    direct on the AMX path, the 14x14 one untransposed); else direct."""
     mod = nn.Conv2d(512, 512, 3, padding=1).eval()
     x = torch.randn(1, 512, 7, 7)
     (ip,) = _conv_ops(ember.export(mod, (x,), backend="cpu", target="x86-64").buffer)
     assert ip[WINO] == 0 and ip[PAIRS] > 0
     (ip,) = _conv_ops(ember.export(mod, (x,), backend="cpu", target="aarch64").buffer)
     assert ip[WINO] == 2 and ip[12] == 1 and ip[PAIRS] == 0
+    mod, x = nn.Conv2d(256, 256, 3, padding=1).eval(), torch.randn(1, 256, 14, 14)
+    (ip,) = _conv_ops(ember.export(mod, (x,), backend="cpu", target="x86-64").buffer)
+    assert ip[WINO] == 2 and ip[12] == 0
+    (ip,) = _conv_ops(ember.export(mod, (x,), backend="cpu", target="aarch64").buffer)
+    assert ip[WINO] == 2 and ip[12] == 1
     monkeypatch.setattr(P, "WINO_SMALL", True)
     cases = [
         (dict(in_channels=64, out_channels=64, padding=1), 56, 4),
         (dict(in_channels=128, out_channels=128, padding=1), 28, 4),
         (dict(in_channels=256, out_channels=256, padding=1), 14, 2),
+        (dict(in_channels=256, out_channels=256, padding=1), 17, 2),
         (dict(in_channels=512, out_channels=512, padding=1), 7, 2),
         (dict(in_channels=512, out_channels=512, padding=1), 5, 2),
         (dict(in_channels=512, out_channels=512, padding=1), 4, 0),
@@ -841,6 +850,9 @@ def test_winograd_choice(monkeypatch) -> None:
         prog = ember.export(mod, (torch.randn(1, kw["in_channels"], size, size),), backend="cpu")
         (ip,) = _conv_ops(prog.buffer)
         assert ip[WINO] == m, (kw, size)
+        if m:  # transposed: 9 to 64 tiles of 2x2 with 256+ channels in and out
+            wide = min(kw["in_channels"], kw["out_channels"]) >= 256
+            assert ip[12] == (m == 2 and wide and (-(-size // 2)) ** 2 <= 64), (kw, size)
 
 
 def test_mlp() -> None:
