@@ -5,18 +5,22 @@
 #
 # Alternates rounds of 10 timed runs (3 warm-up) of A and B, pools every run's time, and prints
 # the p10 / p25 / p50 of each and their ratios A/B (> 1: B is faster). The low quantiles are
-# what to read when the host steals time from one run and not the other (2-thread runs of one
-# file on the shared 2-vCPU VM spread 2x between rounds). BIN_A / BIN_B: ember_bench built
-# against two libember.a (bench/ember_bench.c); PTE_B: time another file with BIN_B instead.
+# what to read when the host steals time from one run and not the other. Each binary writes its
+# JSON to a file that is parsed after it exits: piped straight into Python, the interpreter's
+# start-up ran on the second vCPU during the first ~50 ms of the timed process and made its
+# 2-thread runs up to 3x slower. BIN_A / BIN_B: ember_bench built against two libember.a
+# (bench/ember_bench.c); PTE_B: time another file with BIN_B instead.
 set -euo pipefail
 P=$1; IN=$2; TH=$3; R=$4; A=$5; B=$6; PB=${7:-$1}
 PY=${PYTHON:-python3}
-TA=$(mktemp); TB=$(mktemp); OUT=$(mktemp)
-trap 'rm -f "$TA" "$TB" "$OUT"' EXIT
-times() { "$PY" -c "import json,sys;print('\n'.join(map(str,json.load(sys.stdin)['times_ms'])))"; }
+TA=$(mktemp); TB=$(mktemp); OUT=$(mktemp); J=$(mktemp)
+trap 'rm -f "$TA" "$TB" "$OUT" "$J"' EXIT
+times() { "$PY" -c "import json,sys;print('\n'.join(map(str,json.load(open(sys.argv[1]))['times_ms'])))" "$J"; }
 for _ in $(seq "$R"); do
-  "$A" "$P" "$IN" "$OUT" "$TH" 3 10 | times >> "$TA"
-  "$B" "$PB" "$IN" "$OUT" "$TH" 3 10 | times >> "$TB"
+  "$A" "$P" "$IN" "$OUT" "$TH" 3 10 > "$J"
+  times >> "$TA"
+  "$B" "$PB" "$IN" "$OUT" "$TH" 3 10 > "$J"
+  times >> "$TB"
 done
 "$PY" - "$TA" "$TB" "$TH" <<'PYEOF'
 import sys

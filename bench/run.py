@@ -19,6 +19,8 @@ interleaved with the others, so a before/after comparison shares the machine's l
 baseline's exporter, when the blob format changed and the baseline cannot read the new one).
 The runtime `ember_fma` times Ember's file with EMBER_CPU_ISA=avx512f: every product in f32
 FMAs, where `ember` takes the AMX bf16x3 GEMM path on CPUs that have it (its `isa` says which).
+`--busy N` runs N busy-looping processes in the background for the whole measurement: a loaded
+machine, where a runtime's threads share the cores with other work (the table says so).
 """
 
 from __future__ import annotations
@@ -290,6 +292,12 @@ def main() -> None:
     ap.add_argument(
         "--reuse", action="store_true", help="reuse exports from an earlier run (out/bench)"
     )
+    ap.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        help="N background processes that busy-loop while everything is timed (a loaded machine)",
+    )
     ap.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     ap.add_argument("--prepare", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -308,7 +316,20 @@ def main() -> None:
         if "ember_base" not in a.runtimes:
             at = a.runtimes.index("ember") + 1 if "ember" in a.runtimes else 0
             a.runtimes.insert(at, "ember_base")
-    rows = []
+    busy = [
+        subprocess.Popen([PY, "-c", "while True: pass"], stdout=subprocess.DEVNULL)
+        for _ in range(a.busy)
+    ]
+    try:
+        run_all(a, [])
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
+
+
+def run_all(a: argparse.Namespace, rows: list[dict]) -> None:
+    """Times every model, thread count and runtime of `a`, appending to rows (and the table)."""
     for model in a.models:
         cached = OUT / model / "prep.json"
         if a.reuse and cached.exists():
@@ -445,6 +466,15 @@ def write_table(rows: list[dict], a: argparse.Namespace) -> None:
         f"Machine: {cpu}, {os.cpu_count()} CPUs, {platform.platform()}; load average at the end "
         f"{' '.join(load)} (shared machine: compare runtimes within a row group, not across runs).",
         "",
+        *(
+            [
+                f"**Loaded machine**: {a.busy} busy-looping process(es) ran in the background "
+                "the whole time (`--busy`).",
+                "",
+            ]
+            if a.busy
+            else []
+        ),
         "Latency in ms (median, p90 of all timed runs pooled over interleaved rounds); "
         "`vs best` = median / best median among ExecuTorch+XNNPACK, ONNX Runtime, eager; "
         "load in ms; RSS = peak resident MB of the process (Python peers include the "

@@ -38,6 +38,7 @@ void em_parallel_for_static(em_threadpool *pool, int64_t n, em_parallel_fn fn, v
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -120,6 +121,15 @@ static void run_chunks(em_threadpool *p, int self) {
  */
 #define SPIN_ITERS  2000000
 
+/* Every YIELD_EVERY spin iterations (~1-2 us) a spinning thread calls sched_yield. On a core of
+ * its own the call returns at once; on a core it shares with another runnable thread (a busy
+ * process, or the other thread of this pool before the scheduler spreads them) it hands the
+ * core over, instead of spinning out its time slice while the thread it waits for cannot run.
+ * MobileNetV2 at 2 threads with one busy-looping process on the 2-vCPU host: 13.0 / 13.5 ms a
+ * run without the yields (1.7x its 1-thread time), 7.6 / 8.2 with them (ExecuTorch+XNNPACK
+ * 8.0 / 8.4); idle, the same to 0.5 %. */
+#define YIELD_EVERY 1024
+
 /* This thread's index in its pool (em_threadpool_thread_index); callers keep 0. */
 static _Thread_local int t_index;
 
@@ -133,6 +143,7 @@ static void *worker(void *arg) {
   for (;;) {
     for (int i = 0;
          i < SPIN_ITERS && JOB_GEN(atomic_load(&p->job)) == seen && !atomic_load(&p->stop); i++) {
+      if (i % YIELD_EVERY == YIELD_EVERY - 1) sched_yield();
     }
     if (JOB_GEN(atomic_load(&p->job)) == seen && !atomic_load(&p->stop)) {
       /* Nothing arrived while spinning: sleep until a job or a wake-up call (then spin again). */
@@ -244,6 +255,7 @@ static void parallel_run(em_threadpool *p, int64_t n, em_parallel_fn fn, void *c
    * joined it to finish theirs before the next job reuses fn/ctx. */
   const int joined = (int)(atomic_fetch_or(&p->job, JOB_CLOSED) & JOB_JOINED);
   for (int i = 0; i < SPIN_ITERS && atomic_load(&p->finished) < joined; i++) {
+    if (i % YIELD_EVERY == YIELD_EVERY - 1) sched_yield();
   }
   if (atomic_load(&p->finished) < joined) {
     pthread_mutex_lock(&p->mu);
