@@ -1033,24 +1033,43 @@ static int wino_runs(const wino_job *j, int64_t t_begin, int64_t t_end, wino_run
   return nr;
 }
 
-/* Input channels [c0, c1) of the block of tiles [t0, t1) into slot s's V. */
+/* Width of wino_in_block's row buffers: a block's tiles, a gap lane between runs, the overlap. */
+#define WINO_LDR_IN (EM_WINO_MAX_LANES * 4 + 8)
+
+/* Input channels [c0, c1) of the block of tiles [t0, t1) into slot s's V. The block's runs lie
+ * side by side in one set of rows, a gap lane between two (the columns its window takes past the
+ * first run's end), so that the transform fills its 16-lane vectors with tiles of several rows
+ * of the image (a 28x28 map has runs of 7 tiles) and skips the gaps as it stores. */
 static void wino_in_block(const wino_job *j, int s, int64_t t0, int64_t t1, int64_t c0,
                           int64_t c1) {
-  float rows[6 * WINO_LDR];
+  float rows[6 * WINO_LDR_IN];
   float *v = wino_v(j, s);
   const size_t vxs = (size_t)(j->cin * EM_WINO_MAX_TILES); /* between elements xi */
   wino_run runs[EM_WINO_MAX_TILES];
+  int64_t lane0[EM_WINO_MAX_TILES]; /* each run's first lane */
+  uint16_t keep[EM_WINO_MAX_LANES / 16] = {0};
   const int nruns = wino_runs(j, t0, t1, runs);
+  int64_t lanes = 0;
+  for (int ri = 0; ri < nruns; ri++) {
+    lane0[ri] = lanes;
+    for (int64_t l = lanes; l < lanes + runs[ri].n; l++) keep[l / 16] |= (uint16_t)(1u << (l % 16));
+    lanes += runs[ri].n + 1;
+  }
+  lanes--; /* no gap after the last run */
+  const int64_t ldw = lanes * j->m + 2;
+  /* Zero once: the columns of a gap lane past the overlap are never written (zero, not garbage
+   * that could be a denormal and cost microcode assists in lanes that are thrown away). */
+  for (int64_t i = 0; i < j->a; i++) memset(rows + i * WINO_LDR_IN, 0, (size_t)ldw * sizeof *rows);
   for (int64_t c = c0; c < c1; c++) {
     const float *plane = j->x + c * j->h * j->w;
     for (int ri = 0; ri < nruns; ri++) {
-      const int64_t ty = runs[ri].ty, tx0 = runs[ri].tx0, n = runs[ri].n, t = runs[ri].t;
+      const int64_t ty = runs[ri].ty, tx0 = runs[ri].tx0, n = runs[ri].n;
       /* The a input rows under these tiles, columns [ix0, ix0 + wd), zero outside the image. */
       const int64_t ix0 = tx0 * j->m - j->pw, wd = n * j->m + 2;
       const int64_t lo = ix0 < 0 ? -ix0 : 0, hi = j->w - ix0 < wd ? j->w - ix0 : wd;
       for (int64_t i = 0; i < j->a; i++) {
         const int64_t iy = ty * j->m - j->ph + i;
-        float *r = rows + i * WINO_LDR;
+        float *r = rows + i * WINO_LDR_IN + lane0[ri] * j->m;
         if (iy < 0 || iy >= j->h || hi <= lo) {
           memset(r, 0, (size_t)wd * sizeof *r);
           continue;
@@ -1059,9 +1078,9 @@ static void wino_in_block(const wino_job *j, int s, int64_t t0, int64_t t1, int6
         memcpy(r + lo, plane + iy * j->w + ix0 + lo, (size_t)(hi - lo) * sizeof *r);
         for (int64_t k = hi; k < wd; k++) r[k] = 0.0f;
       }
-      j->d->cfg->wino_in((int)j->m, (size_t)n, rows, WINO_LDR,
-                         v + (size_t)c * EM_WINO_MAX_TILES + (size_t)t, vxs);
     }
+    j->d->cfg->wino_in((int)j->m, (size_t)lanes, nruns > 1 ? keep : NULL, rows, WINO_LDR_IN,
+                       v + (size_t)c * EM_WINO_MAX_TILES, vxs);
   }
 }
 
@@ -1115,22 +1134,26 @@ static void wino_out_block(const wino_job *j, int s, int64_t t0, int64_t t1, int
   for (int64_t c = c0; c < c1; c++) {
     float *plane = j->y + c * j->oh * j->ow;
     const float bias = j->bias ? j->bias[c] : 0.0f;
+    /* All the block's tiles in one call, 16 to a vector whatever rows they lie in (one call per
+     * row of tiles left 7 of 16 lanes busy on a 28x28 map, 4 on a 7x7 one); then each run's m
+     * output rows go to their places. */
+    j->d->cfg->wino_out((int)j->m, (size_t)(t1 - t0), mm + (size_t)c * EM_WINO_MAX_TILES, mxs, bias,
+                        rows, WINO_LDR, &j->mm_t);
     for (int ri = 0; ri < nruns; ri++) {
       const int64_t ty = runs[ri].ty, tx0 = runs[ri].tx0, n = runs[ri].n, t = runs[ri].t;
-      j->d->cfg->wino_out((int)j->m, (size_t)n, mm + (size_t)c * EM_WINO_MAX_TILES + (size_t)t, mxs,
-                          bias, rows, WINO_LDR, &j->mm_t);
       const int64_t ox0 = tx0 * j->m;
       const int64_t wd = n * j->m < j->ow - ox0 ? n * j->m : j->ow - ox0;
       for (int64_t i = 0; i < j->m && ty * j->m + i < j->oh; i++) {
         const int64_t at = (c * j->oh + ty * j->m + i) * j->ow + ox0;
+        const float *src = rows + i * WINO_LDR + t * j->m;
         float *dst = plane + (ty * j->m + i) * j->ow + ox0;
         if (j->res) {
-          j->d->cfg->vbin[EMC_BIN_ADD]((size_t)wd, rows + i * WINO_LDR, j->res + at, dst, &j->mm);
+          j->d->cfg->vbin[EMC_BIN_ADD]((size_t)wd, src, j->res + at, dst, &j->mm);
           if (act) j->d->cfg->vact((size_t)wd, dst, dst, act, j->op->fp);
         } else if (act)
-          j->d->cfg->vact((size_t)wd, rows + i * WINO_LDR, dst, act, j->op->fp);
+          j->d->cfg->vact((size_t)wd, src, dst, act, j->op->fp);
         else
-          memcpy(dst, rows + i * WINO_LDR, (size_t)wd * sizeof *dst);
+          memcpy(dst, src, (size_t)wd * sizeof *dst);
       }
     }
   }

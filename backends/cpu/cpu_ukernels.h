@@ -100,11 +100,17 @@ typedef void (*em_f32_norm_fn)(size_t n, const float *x, const float *w, const f
 
 /* Tiles of a Winograd F(m x m, 3 x 3) conv per block: one 64-column GEMM strip. */
 #define EM_WINO_MAX_TILES 64
-/* Winograd input transform of n <= EM_WINO_MAX_TILES tiles side by side (m = 2 or 4): rows holds
- * the m + 2 zero-padded input rows (ldr floats apart, n * m + 2 columns); v[xi * vs + t] receives
- * element xi = p * (m + 2) + q of tile t's B^T d B. */
-typedef void (*em_f32_wino_in_fn)(int m, size_t n, const float *rows, size_t ldr, float *v,
-                                  size_t vs);
+/* Lanes of a Winograd input transform: a block's tiles and a gap lane between two runs of them. */
+#define EM_WINO_MAX_LANES (2 * EM_WINO_MAX_TILES)
+/* Winograd input transform of n <= EM_WINO_MAX_LANES lanes side by side (m = 2 or 4): rows holds
+ * the m + 2 zero-padded input rows (ldr floats apart, n * m + 2 columns), lane l's window in
+ * columns [l * m, l * m + m + 2). keep == NULL: every lane is a tile, and v[xi * vs + l] receives
+ * element xi = p * (m + 2) + q of lane l's B^T d B. Otherwise only the lanes whose bit l % 16 of
+ * keep[l / 16] is set are tiles, stored in order (the k-th of them at v[xi * vs + k]); the others
+ * are gaps, whose windows straddle two runs of tiles (the rows of the image they come from) laid
+ * side by side so that one vector holds several short runs. */
+typedef void (*em_f32_wino_in_fn)(int m, size_t n, const uint16_t *keep, const float *rows,
+                                  size_t ldr, float *v, size_t vs);
 /* Winograd output transform: mm[xi * ms + t] (the GEMMs' products) -> rows (m rows, ldr floats
  * apart; tile t in columns [t * m, t * m + m)) = clamp(A^T mm A + bias). */
 typedef void (*em_f32_wino_out_fn)(int m, size_t n, const float *mm, size_t ms, float bias,
@@ -145,8 +151,8 @@ typedef void (*em_f32_wino_out_fn)(int m, size_t n, const float *mm, size_t ms, 
                                   float eps, int rms, float *y);                                   \
   void em_f32_copy_stride2_ukernel__##isa(size_t n, const float *x, float *y);                     \
   void em_f32_maxpool2d_ukernel__##isa(const em_pool_params *q, const float *x, float *y);         \
-  void em_f32_wino_in_ukernel__##isa(int m, size_t n, const float *rows, size_t ldr, float *v,     \
-                                     size_t vs);                                                   \
+  void em_f32_wino_in_ukernel__##isa(int m, size_t n, const uint16_t *keep, const float *rows,     \
+                                     size_t ldr, float *v, size_t vs);                             \
   void em_f32_wino_out_ukernel__##isa(int m, size_t n, const float *mm, size_t ms, float bias,     \
                                       float *rows, size_t ldr, const em_minmax_params *p);
 

@@ -392,34 +392,36 @@ static inline void vx_wino_bt(int m, size_t n, const float *restrict x, size_t i
 }
 
 /*
- * Input transform of n <= EM_WINO_MAX_TILES tiles side by side: rows holds a input rows (ldr
- * floats apart, n * m + 2 columns each, the tiles' windows overlapping by 2, zero padding already
- * in place); v[xi * vs + t] receives element xi = p * a + q of tile t's B^T d B.
+ * Input transform of n <= EM_WINO_MAX_LANES lanes side by side: rows holds a input rows (ldr
+ * floats apart, n * m + 2 columns each, the lanes' windows overlapping by 2, zero padding already
+ * in place); v[xi * vs + k] receives element xi = p * a + q of the k-th tile's B^T d B, the tiles
+ * being every lane (keep NULL) or those whose bit is set in keep (the rest are gaps).
  */
-void EM_NAME(em_f32_wino_in_ukernel__)(int m, size_t n, const float *rows, size_t ldr, float *v,
-                                       size_t vs) {
+void EM_NAME(em_f32_wino_in_ukernel__)(int m, size_t n, const uint16_t *keep, const float *rows,
+                                       size_t ldr, float *v, size_t vs) {
   const size_t a = (size_t)m + 2, wd = n * (size_t)m + 2;
-  float r[6 * (EM_WINO_MAX_TILES * 4 + 2)]; /* B^T applied down the columns: row p of B^T d */
+  float r[6 * (EM_WINO_MAX_LANES * 4 + 2)]; /* B^T applied down the columns: row p of B^T d */
   vx_wino_bt(m, wd, rows, ldr, r, wd);
   for (size_t p = 0; p < a; p++) {
     const float *restrict rp = r + p * wd;
     float *restrict o = v + p * a * vs;
-    if (m == 2) {
-      for (size_t t = 0; t < n; t++) {
+    size_t k = 0; /* tiles stored so far */
+    for (size_t t = 0; t < n; t++) {
+      if (keep && !((keep[t / 16] >> (t % 16)) & 1u)) continue;
+      if (m == 2) {
         const float x0 = rp[2 * t], x1 = rp[2 * t + 1], x2 = rp[2 * t + 2], x3 = rp[2 * t + 3];
-        o[t] = x0 - x2, o[vs + t] = x1 + x2, o[2 * vs + t] = x2 - x1, o[3 * vs + t] = x1 - x3;
-      }
-    } else {
-      for (size_t t = 0; t < n; t++) {
+        o[k] = x0 - x2, o[vs + k] = x1 + x2, o[2 * vs + k] = x2 - x1, o[3 * vs + k] = x1 - x3;
+      } else {
         const float x0 = rp[4 * t], x1 = rp[4 * t + 1], x2 = rp[4 * t + 2];
         const float x3 = rp[4 * t + 3], x4 = rp[4 * t + 4], x5 = rp[4 * t + 5];
-        o[t] = 4.0f * x0 - 5.0f * x2 + x4;
-        o[vs + t] = x3 + x4 - 4.0f * (x1 + x2);
-        o[2 * vs + t] = x4 - x3 + 4.0f * (x1 - x2);
-        o[3 * vs + t] = x4 - x2 + 2.0f * (x3 - x1);
-        o[4 * vs + t] = x4 - x2 - 2.0f * (x3 - x1);
-        o[5 * vs + t] = 4.0f * x1 - 5.0f * x3 + x5;
+        o[k] = 4.0f * x0 - 5.0f * x2 + x4;
+        o[vs + k] = x3 + x4 - 4.0f * (x1 + x2);
+        o[2 * vs + k] = x4 - x3 + 4.0f * (x1 - x2);
+        o[3 * vs + k] = x4 - x2 + 2.0f * (x3 - x1);
+        o[4 * vs + k] = x4 - x2 - 2.0f * (x3 - x1);
+        o[5 * vs + k] = 4.0f * x1 - 5.0f * x3 + x5;
       }
+      k++;
     }
   }
 }

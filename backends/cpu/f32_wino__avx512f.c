@@ -13,7 +13,7 @@
 
 #include "cpu_ukernels.h"
 
-#define RW (EM_WINO_MAX_TILES * 4 + 48) /* one row of B^T d, with room to over-read */
+#define RW (EM_WINO_MAX_LANES * 4 + 48) /* one row of B^T d, with room to over-read */
 
 static inline __mmask16 tail_mask(size_t n) {
   return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
@@ -43,7 +43,8 @@ __attribute__((target("avx512f"))) static inline void bt_vec(int m, const __m512
 
 /* The input transform for a literal m (so every loop over a = m + 2 unrolls). */
 __attribute__((target("avx512f"), always_inline)) static inline void
-wino_in(const int m, size_t n, const float *rows, size_t ldr, float *v, size_t vs) {
+wino_in(const int m, size_t n, const uint16_t *keep, const float *rows, size_t ldr, float *v,
+        size_t vs) {
   const size_t a = (size_t)m + 2, wd = n * (size_t)m + 2;
   __attribute__((aligned(64))) float r[6 * RW];
   /* Pass 1, along the rows: r[p] = sum_i B^T[p][i] rows[i], zero past wd up to what pass 2
@@ -62,8 +63,10 @@ wino_in(const int m, size_t n, const float *rows, size_t ldr, float *v, size_t v
   const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
   const __m512i q01 = idx16(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
   const __m512i q23 = _mm512_add_epi32(q01, _mm512_set1_epi32(2));
+  size_t out = 0; /* tiles stored so far */
   for (size_t t0 = 0; t0 < n; t0 += 16) {
-    const __mmask16 k = tail_mask(n - t0);
+    const __mmask16 k = keep ? (__mmask16)(keep[t0 / 16] & tail_mask(n - t0)) : tail_mask(n - t0);
+    const unsigned cnt = (unsigned)__builtin_popcount(k);
     for (size_t p = 0; p < a; p++) {
       const float *rp = r + p * RW + t0 * (size_t)m;
       __m512 x[6], o[6];
@@ -89,9 +92,16 @@ wino_in(const int m, size_t n, const float *rows, size_t ldr, float *v, size_t v
                                                        _mm512_castps_si512(x[1]), 1));
       }
       bt_vec(m, x, o);
-      float *op = v + p * a * vs + t0;
-      for (size_t q = 0; q < a; q++) _mm512_mask_storeu_ps(op + q * vs, k, o[q]);
+      float *op = v + p * a * vs + out;
+      if (keep) { /* the tiles' lanes packed down (a register compress: fast, unlike to memory) */
+        const __mmask16 kc = tail_mask(cnt);
+        for (size_t q = 0; q < a; q++)
+          _mm512_mask_storeu_ps(op + q * vs, kc, _mm512_maskz_compress_ps(k, o[q]));
+      } else {
+        for (size_t q = 0; q < a; q++) _mm512_mask_storeu_ps(op + q * vs, k, o[q]);
+      }
     }
+    out += cnt;
   }
 }
 
@@ -160,14 +170,13 @@ wino_out(const int m, size_t n, const float *mm, size_t ms, float bias, float *r
   }
 }
 
-__attribute__((target("avx512f"))) void em_f32_wino_in_ukernel__avx512f(int m, size_t n,
-                                                                        const float *rows,
-                                                                        size_t ldr, float *v,
-                                                                        size_t vs) {
+__attribute__((target("avx512f"))) void
+em_f32_wino_in_ukernel__avx512f(int m, size_t n, const uint16_t *keep, const float *rows,
+                                size_t ldr, float *v, size_t vs) {
   if (m == 2)
-    wino_in(2, n, rows, ldr, v, vs);
+    wino_in(2, n, keep, rows, ldr, v, vs);
   else
-    wino_in(4, n, rows, ldr, v, vs);
+    wino_in(4, n, keep, rows, ldr, v, vs);
 }
 
 __attribute__((target("avx512f"))) void

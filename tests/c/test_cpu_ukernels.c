@@ -404,13 +404,14 @@ static const double wino_at4[4][6] = {
 
 /*
  * The Winograd input and output transforms for m = 2 and 4 at tile counts around the 16-lane
- * vector and the 64-tile block: B^T d B and clamp(A^T M A + bias) against double references,
- * nothing written to v past n tiles.
+ * vector and the 64-tile block (the input transform up to its 128 lanes, every lane a tile and
+ * with gap lanes between runs of tiles): B^T d B and clamp(A^T M A + bias) against double
+ * references, nothing written to v past the tiles.
  */
 static void test_wino(const em_cpu_config *cfg) {
-  enum { LDR = 264, VS = 80 };
+  enum { LDR = EM_WINO_MAX_LANES * 4 + 8, VS = 136 };
   static float rows[6 * LDR], v[36 * VS], mm[36 * VS], out[4 * LDR];
-  static const size_t ns[] = {1, 5, 15, 16, 17, 31, 33, 48, 63, 64};
+  static const size_t ns[] = {1, 5, 15, 16, 17, 31, 33, 48, 63, 64, 65, 80, 100, 127, 128};
   int bad = 0;
   for (int m = 2; m <= 4; m += 2) {
     const size_t a = (size_t)m + 2;
@@ -418,7 +419,7 @@ static void test_wino(const em_cpu_config *cfg) {
       const size_t n = ns[ni];
       for (size_t i = 0; i < 6 * LDR; i++) rows[i] = frand();
       for (size_t i = 0; i < 36 * VS; i++) v[i] = SENTINEL, mm[i] = frand();
-      cfg->wino_in(m, n, rows, LDR, v, VS);
+      cfg->wino_in(m, n, NULL, rows, LDR, v, VS);
       for (size_t t = 0; t < VS; t++)
         for (size_t p = 0; p < a; p++)
           for (size_t q = 0; q < a; q++) {
@@ -436,10 +437,39 @@ static void test_wino(const em_cpu_config *cfg) {
               }
             if (!close_to(got, want, 1e-5)) bad++;
           }
+      /* Lanes with gaps (runs of `run` tiles, one gap lane after each, as wino_in_block lays
+       * out a block of short rows): the tiles stored packed in order, nothing past them. */
+      for (size_t run = 1; run <= 15; run += 3) {
+        uint16_t keep[EM_WINO_MAX_LANES / 16] = {0};
+        size_t tiles = 0;
+        for (size_t l = 0; l < n; l++)
+          if (l % (run + 1) != run) keep[l / 16] |= (uint16_t)(1u << (l % 16)), tiles++;
+        for (size_t i = 0; i < 36 * VS; i++) v[i] = SENTINEL;
+        cfg->wino_in(m, n, keep, rows, LDR, v, VS);
+        size_t k = 0;
+        for (size_t l = 0; l < n; l++) {
+          if (!((keep[l / 16] >> (l % 16)) & 1u)) continue;
+          for (size_t p = 0; p < a; p++)
+            for (size_t q = 0; q < a; q++) {
+              double want = 0;
+              for (size_t i = 0; i < a; i++)
+                for (size_t j = 0; j < a; j++) {
+                  const double bp = m == 2 ? wino_bt2[p][i] : wino_bt4[p][i];
+                  const double bq = m == 2 ? wino_bt2[q][j] : wino_bt4[q][j];
+                  want += bp * bq * rows[i * LDR + l * (size_t)m + j];
+                }
+              if (!close_to(v[(p * a + q) * VS + k], want, 1e-5)) bad++;
+            }
+          k++;
+        }
+        for (size_t t = tiles; t < VS; t++)
+          for (size_t xi = 0; xi < a * a; xi++)
+            if (v[xi * VS + t] != SENTINEL) bad++;
+      }
       const em_minmax_params mmp = {-0.5f, 2.0f};
       const float bias = 0.25f;
-      cfg->wino_out(m, n, mm, VS, bias, out, LDR, &mmp);
-      for (size_t t = 0; t < n; t++)
+      if (n <= EM_WINO_MAX_TILES) cfg->wino_out(m, n, mm, VS, bias, out, LDR, &mmp);
+      for (size_t t = 0; t < n && n <= EM_WINO_MAX_TILES; t++)
         for (size_t i = 0; i < (size_t)m; i++)
           for (size_t j = 0; j < (size_t)m; j++) {
             double want = bias;
