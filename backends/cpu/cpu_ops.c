@@ -932,9 +932,10 @@ typedef struct transpose_job {
 /* Output channels [begin, end) of y = ct^T (with a residual: see transpose_job). */
 static void transpose_rows(void *ctx, int64_t begin, int64_t end) {
   const transpose_job *j = ctx;
+  j->cfg->transpose((size_t)j->npix, (size_t)(end - begin), j->ct + begin, (size_t)j->co,
+                    j->y + begin * j->ldy, (size_t)j->ldy);
   for (int64_t c = begin; c < end; c++) {
     float *y = j->y + c * j->ldy;
-    for (int64_t p = 0; p < j->npix; p++) y[p] = j->ct[p * j->co + c];
     if (j->res) {
       j->cfg->vbin[EMC_BIN_ADD]((size_t)j->npix, y, j->res + c * j->npix, y, &j->mm);
       if (j->act) j->cfg->vact((size_t)j->npix, y, y, j->act, j->fp);
@@ -1105,7 +1106,7 @@ static void wino_gemm_block(const wino_job *j, int s, int64_t nt, int64_t x0, in
       emc_gemm_run(&g, NULL);
       transpose_job tj = {0};
       tj.ct = ct, tj.y = wino_m(j, s) + (size_t)(xi * j->co) * EM_WINO_MAX_TILES;
-      tj.npix = nt, tj.co = j->co, tj.ldy = EM_WINO_MAX_TILES;
+      tj.npix = nt, tj.co = j->co, tj.ldy = EM_WINO_MAX_TILES, tj.cfg = j->d->cfg;
       transpose_rows(&tj, 0, j->co);
     }
     return;

@@ -116,6 +116,11 @@ typedef void (*em_f32_wino_in_fn)(int m, size_t n, const uint16_t *keep, const f
 typedef void (*em_f32_wino_out_fn)(int m, size_t n, const float *mm, size_t ms, float bias,
                                    float *rows, size_t ldr, const em_minmax_params *p);
 
+/* y[c * ldy + r] = x[r * ldx + c] for r < rows, c < cols: a matrix transposed (x and y do not
+ * overlap). */
+typedef void (*em_f32_transpose_fn)(size_t rows, size_t cols, const float *x, size_t ldx, float *y,
+                                    size_t ldy);
+
 /* Declares the elementwise family of one ISA (instantiated by f32_vops__<isa>.c). */
 #define EM_VOPS_DECL(isa)                                                                          \
   void em_f32_dwconv2d_minmax_ukernel__##isa(const em_dw_params *q, const float *in,               \
@@ -154,7 +159,9 @@ typedef void (*em_f32_wino_out_fn)(int m, size_t n, const float *mm, size_t ms, 
   void em_f32_wino_in_ukernel__##isa(int m, size_t n, const uint16_t *keep, const float *rows,     \
                                      size_t ldr, float *v, size_t vs);                             \
   void em_f32_wino_out_ukernel__##isa(int m, size_t n, const float *mm, size_t ms, float bias,     \
-                                      float *rows, size_t ldr, const em_minmax_params *p);
+                                      float *rows, size_t ldr, const em_minmax_params *p);         \
+  void em_f32_transpose_ukernel__##isa(size_t rows, size_t cols, const float *x, size_t ldx,       \
+                                       float *y, size_t ldy);
 
 EM_VOPS_DECL(avx512f)
 /* y[i] = gelu(x[i]) (erf form), the AVX-512 vact's GELU row (f32_rows__avx512f.c). */
@@ -229,6 +236,7 @@ typedef struct em_cpu_config {
   em_f32_wino_out_fn wino_out;
   em_f32_conv_smallc_fn conv_smallc; /* NULL: stems go through im2col and the GEMM */
   em_f32_dwconv_c16_fn dwconv_c16;   /* NULL: depthwise convs go plane by plane (dwconv) */
+  em_f32_transpose_fn transpose;
 } em_cpu_config;
 
 /* The configuration for this CPU, detected once (thread-safe after the first call). */

@@ -478,3 +478,16 @@ void EM_NAME(em_f32_wino_out_ukernel__)(int m, size_t n, const float *mm, size_t
   }
 }
 #endif /* EM_VOPS_OWN_WINO */
+
+#ifndef EM_VOPS_OWN_TRANSPOSE /* the ISA file writes the transpose itself */
+/* y = x^T in 8 x 8 blocks (each block's x rows and y rows stay in L1 while it is copied). */
+void EM_NAME(em_f32_transpose_ukernel__)(size_t rows, size_t cols, const float *x, size_t ldx,
+                                         float *y, size_t ldy) {
+  for (size_t r0 = 0; r0 < rows; r0 += 8)
+    for (size_t c0 = 0; c0 < cols; c0 += 8) {
+      const size_t r1 = r0 + 8 < rows ? r0 + 8 : rows, c1 = c0 + 8 < cols ? c0 + 8 : cols;
+      for (size_t c = c0; c < c1; c++)
+        for (size_t r = r0; r < r1; r++) y[c * ldy + r] = x[r * ldx + c];
+    }
+}
+#endif /* EM_VOPS_OWN_TRANSPOSE */

@@ -402,6 +402,27 @@ static const double wino_bt4[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}
 static const double wino_at4[4][6] = {
     {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
 
+/* The matrix transpose at sizes around its 16 x 16 blocks, with row strides past the width:
+ * exact, and nothing written outside y's rows x cols. */
+static void test_transpose(const em_cpu_config *cfg) {
+  enum { LD = 80 };
+  static float x[70 * LD], y[70 * LD];
+  static const size_t ns[] = {1, 3, 15, 16, 17, 33, 49, 64, 70};
+  int bad = 0;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++) {
+      const size_t rows = ns[a], cols = ns[b];
+      for (size_t i = 0; i < 70 * LD; i++) x[i] = frand(), y[i] = SENTINEL;
+      cfg->transpose(rows, cols, x, LD, y, LD - 3);
+      for (size_t c = 0; c < 70; c++)
+        for (size_t r = 0; r < LD - 3; r++) {
+          const float got = y[c * (LD - 3) + r];
+          if (c < cols && r < rows ? got != x[r * LD + c] : got != SENTINEL) bad++;
+        }
+    }
+  CHECK(bad == 0, "%s transpose: %d mismatches", cfg->isa, bad);
+}
+
 /*
  * The Winograd input and output transforms for m = 2 and 4 at tile counts around the 16-lane
  * vector and the 64-tile block (the input transform up to its 128 lanes, every lane a tile and
@@ -884,6 +905,7 @@ int main(void) {
     test_copy_stride2(cfg);
     test_maxpool(cfg);
     test_wino(cfg);
+    test_transpose(cfg);
     test_gemv16(cfg);
     test_gemv6(cfg);
     test_elementwise(cfg);
