@@ -1058,26 +1058,24 @@ static void wino_in_block(const wino_job *j, int s, int64_t t0, int64_t t1, int6
   }
   lanes--; /* no gap after the last run */
   const int64_t ldw = lanes * j->m + 2;
-  /* Zero once: the columns of a gap lane past the overlap are never written (zero, not garbage
-   * that could be a denormal and cost microcode assists in lanes that are thrown away). */
+  /* Zero once: what lies outside the image (padding rows and columns) is at the same place for
+   * every channel and no run's data lands there, and the columns of a gap lane past the overlap
+   * are never written (zero, not garbage that could be a denormal and cost microcode assists in
+   * lanes that are thrown away). Each channel then copies only the image's pixels. */
   for (int64_t i = 0; i < j->a; i++) memset(rows + i * WINO_LDR_IN, 0, (size_t)ldw * sizeof *rows);
   for (int64_t c = c0; c < c1; c++) {
     const float *plane = j->x + c * j->h * j->w;
     for (int ri = 0; ri < nruns; ri++) {
       const int64_t ty = runs[ri].ty, tx0 = runs[ri].tx0, n = runs[ri].n;
-      /* The a input rows under these tiles, columns [ix0, ix0 + wd), zero outside the image. */
+      /* The a input rows under these tiles, columns [ix0, ix0 + wd); inside the image: [lo, hi). */
       const int64_t ix0 = tx0 * j->m - j->pw, wd = n * j->m + 2;
       const int64_t lo = ix0 < 0 ? -ix0 : 0, hi = j->w - ix0 < wd ? j->w - ix0 : wd;
+      if (hi <= lo) continue;
       for (int64_t i = 0; i < j->a; i++) {
         const int64_t iy = ty * j->m - j->ph + i;
-        float *r = rows + i * WINO_LDR_IN + lane0[ri] * j->m;
-        if (iy < 0 || iy >= j->h || hi <= lo) {
-          memset(r, 0, (size_t)wd * sizeof *r);
-          continue;
-        }
-        for (int64_t k = 0; k < lo; k++) r[k] = 0.0f;
-        memcpy(r + lo, plane + iy * j->w + ix0 + lo, (size_t)(hi - lo) * sizeof *r);
-        for (int64_t k = hi; k < wd; k++) r[k] = 0.0f;
+        if (iy < 0 || iy >= j->h) continue;
+        memcpy(rows + i * WINO_LDR_IN + lane0[ri] * j->m + lo, plane + iy * j->w + ix0 + lo,
+               (size_t)(hi - lo) * sizeof *rows);
       }
     }
     j->d->cfg->wino_in((int)j->m, (size_t)lanes, nruns > 1 ? keep : NULL, rows, WINO_LDR_IN,
