@@ -7,7 +7,10 @@
  * t * m + j, so the input transform deinterleaves each row of B^T d into its m
  * phases (two permutes per phase pair, then 128-bit lane shuffles) and gets
  * columns m and m + 1 by shifting phases 0 and 1 one lane; the output
- * transform interleaves its m columns back the same way.
+ * transform interleaves its m columns back the same way. The input transform's
+ * lanes may hold several runs of tiles with a gap lane between two (a keep
+ * mask): the tiles' lanes are packed down by a register compress as they are
+ * stored (vcompressps to memory is microcoded and slow on Zen 4).
  */
 #include <immintrin.h>
 
