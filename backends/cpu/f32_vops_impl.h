@@ -402,25 +402,12 @@ void EM_NAME(em_f32_wino_in_ukernel__)(int m, size_t n, const uint16_t *keep, co
   const size_t a = (size_t)m + 2, wd = n * (size_t)m + 2;
   float r[6 * (EM_WINO_MAX_LANES * 4 + 2)]; /* B^T applied down the columns: row p of B^T d */
   vx_wino_bt(m, wd, rows, ldr, r, wd);
+  /* Then B^T along each kept lane's row window (columns t * m .. t * m + m + 1 of row p). */
   for (size_t p = 0; p < a; p++) {
-    const float *restrict rp = r + p * wd;
-    float *restrict o = v + p * a * vs;
     size_t k = 0; /* tiles stored so far */
     for (size_t t = 0; t < n; t++) {
       if (keep && !((keep[t / 16] >> (t % 16)) & 1u)) continue;
-      if (m == 2) {
-        const float x0 = rp[2 * t], x1 = rp[2 * t + 1], x2 = rp[2 * t + 2], x3 = rp[2 * t + 3];
-        o[k] = x0 - x2, o[vs + k] = x1 + x2, o[2 * vs + k] = x2 - x1, o[3 * vs + k] = x1 - x3;
-      } else {
-        const float x0 = rp[4 * t], x1 = rp[4 * t + 1], x2 = rp[4 * t + 2];
-        const float x3 = rp[4 * t + 3], x4 = rp[4 * t + 4], x5 = rp[4 * t + 5];
-        o[k] = 4.0f * x0 - 5.0f * x2 + x4;
-        o[vs + k] = x3 + x4 - 4.0f * (x1 + x2);
-        o[2 * vs + k] = x4 - x3 + 4.0f * (x1 - x2);
-        o[3 * vs + k] = x4 - x2 + 2.0f * (x3 - x1);
-        o[4 * vs + k] = x4 - x2 - 2.0f * (x3 - x1);
-        o[5 * vs + k] = 4.0f * x1 - 5.0f * x3 + x5;
-      }
+      vx_wino_bt(m, 1, r + p * wd + t * (size_t)m, 1, v + p * a * vs + k, vs);
       k++;
     }
   }

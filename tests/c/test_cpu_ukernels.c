@@ -423,6 +423,19 @@ static void test_transpose(const em_cpu_config *cfg) {
   CHECK(bad == 0, "%s transpose: %d mismatches", cfg->isa, bad);
 }
 
+/* Double reference of element (p, q) of B^T d B for the window of lane l of rows (ldr apart). */
+static double wino_in_ref(int m, const float *rows, size_t ldr, size_t l, size_t p, size_t q) {
+  const size_t a = (size_t)m + 2;
+  double want = 0;
+  for (size_t i = 0; i < a; i++)
+    for (size_t j = 0; j < a; j++) {
+      const double bp = m == 2 ? wino_bt2[p][i] : wino_bt4[p][i];
+      const double bq = m == 2 ? wino_bt2[q][j] : wino_bt4[q][j];
+      want += bp * bq * rows[i * ldr + l * (size_t)m + j];
+    }
+  return want;
+}
+
 /*
  * The Winograd input and output transforms for m = 2 and 4 at tile counts around the 16-lane
  * vector and the 64-tile block (the input transform up to its 128 lanes, every lane a tile and
@@ -449,14 +462,7 @@ static void test_wino(const em_cpu_config *cfg) {
               if (got != SENTINEL) bad++;
               continue;
             }
-            double want = 0;
-            for (size_t i = 0; i < a; i++)
-              for (size_t j = 0; j < a; j++) {
-                const double bp = m == 2 ? wino_bt2[p][i] : wino_bt4[p][i];
-                const double bq = m == 2 ? wino_bt2[q][j] : wino_bt4[q][j];
-                want += bp * bq * rows[i * LDR + t * (size_t)m + j];
-              }
-            if (!close_to(got, want, 1e-5)) bad++;
+            if (!close_to(got, wino_in_ref(m, rows, LDR, t, p, q), 1e-5)) bad++;
           }
       /* Lanes with gaps (runs of `run` tiles, one gap lane after each, as wino_in_block lays
        * out a block of short rows): the tiles stored packed in order, nothing past them. */
@@ -471,16 +477,9 @@ static void test_wino(const em_cpu_config *cfg) {
         for (size_t l = 0; l < n; l++) {
           if (!((keep[l / 16] >> (l % 16)) & 1u)) continue;
           for (size_t p = 0; p < a; p++)
-            for (size_t q = 0; q < a; q++) {
-              double want = 0;
-              for (size_t i = 0; i < a; i++)
-                for (size_t j = 0; j < a; j++) {
-                  const double bp = m == 2 ? wino_bt2[p][i] : wino_bt4[p][i];
-                  const double bq = m == 2 ? wino_bt2[q][j] : wino_bt4[q][j];
-                  want += bp * bq * rows[i * LDR + l * (size_t)m + j];
-                }
-              if (!close_to(v[(p * a + q) * VS + k], want, 1e-5)) bad++;
-            }
+            for (size_t q = 0; q < a; q++)
+              if (!close_to(v[(p * a + q) * VS + k], wino_in_ref(m, rows, LDR, l, p, q), 1e-5))
+                bad++;
           k++;
         }
         for (size_t t = tiles; t < VS; t++)
