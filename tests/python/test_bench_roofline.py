@@ -1,0 +1,55 @@
+"""bench/roofline.py: reading a bench/run.py table and placing the bar against the roofline."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("roofline", ROOT / "bench" / "roofline.py")
+assert _spec and _spec.loader
+roofline = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(roofline)
+
+TABLE = """# Benchmark
+
+| model | threads | runtime | median | p90 | vs best | load | RSS | ΔRSS | size | err | notes |
+|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|
+| vit_b16 | 1 | ember | 330.00 | 340.0 | 1.10 | 1.8 | 341 | 341 | 346.4 | 9.9e-07 | n=15 |
+| vit_b16 | 1 | et_xnnpack | 300.00 | 310.0 | 1.00 | 327 | 709 | 352 | 345.9 | 2.2e-06 | n=15 |
+| vit_b16 | 1 | ort | 310.00 | 320.0 | 1.03 | 400 | 700 | 300 | 345.9 | 2.2e-06 | n=15 |
+| vit_b16 | 1 | et_portable | failed | - | - | - | - | - | - | - | timeout |
+| vit_b16 | 2 | ember | 150.00 | 160.0 | 0.75 | 1.8 | 341 | 341 | 346.4 | 9.9e-07 | n=15 |
+| vit_b16 | 2 | eager | 200.00 | 210.0 | 1.00 | 400 | 700 | 300 | 345.9 | 0.0e+00 | n=15 |
+"""
+
+
+def test_read_zoo_keys_medians_and_skips_failed_rows(tmp_path: Path) -> None:
+    p = tmp_path / "zoo.md"
+    p.write_text(TABLE)
+    rows = roofline.read_zoo(p)
+    assert rows[("vit_b16", 1, "et_xnnpack")] == 300.0
+    assert rows[("vit_b16", 2, "ember")] == 150.0
+    assert ("vit_b16", 1, "et_portable") not in rows
+    assert len(rows) == 5
+
+
+def test_read_zoo_refuses_a_file_without_rows(tmp_path: Path) -> None:
+    p = tmp_path / "notes.md"
+    p.write_text("# nothing here\n\n| a | b |\n|---|---|\n")
+    with pytest.raises(ValueError, match="no result rows"):
+        roofline.read_zoo(p)
+
+
+def test_table_floor_bar_and_shares(tmp_path: Path) -> None:
+    p = tmp_path / "zoo.md"
+    p.write_text(TABLE)
+    rows = roofline.table({"vit_b16": 30.0}, {1: 100.0, 2: 200.0}, roofline.read_zoo(p), 0.8)
+    one = next(r for r in rows if r.startswith("| vit_b16 | 1 |"))
+    two = next(r for r in rows if r.startswith("| vit_b16 | 2 |"))
+    # 1 thread: floor 30 / 100 GFLOP/s = 300 ms; best peer XNNPACK 300 -> bar 240, 0.80 of floor
+    assert "| 300.00 | 300.00 (et_xnnpack) | 240.00 | **0.80** | 330.00 | 91 % | 100 % |" in one
+    # 2 threads: floor 150 ms; only eager as a peer (200) -> bar 160 -> 1.07; Ember at 100 %
+    assert "| 150.00 | 200.00 (eager) | 160.00 | **1.07** | 150.00 | 100 % | 75 % |" in two
