@@ -221,6 +221,41 @@ static ew_val f_select(const ew_val *x, ew_op *op) {
   return x[0].i ? x[1] : x[2];
 }
 
+/* An operand of the dense f32 where: one element (stride 0) or every element of the output in
+ * the same row-major order (stride 1). -1: neither. A tensor that broadcasts to the output with
+ * as many elements has the output's sizes up to leading 1s, so contiguous means same order. */
+static int where_stride(const em_tensor *t, int64_t numel) {
+  if (t->numel == 1) return 0;
+  return t->numel == numel && ew_is_contiguous(t) ? 1 : -1;
+}
+
+/*
+ * where over f32 self / other / out whose operands are each dense in the output's shape or a
+ * single element: exported transformers build their attention mask this way (a [1, 1, S, S]
+ * bool mask choosing between two 0-d constants), which the generic per-element path took ~25 ns
+ * an element for. Copies the chosen floats bit for bit, as the generic path's value does.
+ * Returns false (out resized, nothing written) when the operands do not fit the pattern.
+ */
+static bool where_f32_dense(const em_tensor *cond, const em_tensor *a, const em_tensor *b,
+                            em_tensor *out) {
+  if (a->dtype != EM_DTYPE_F32 || b->dtype != EM_DTYPE_F32 || out->dtype != EM_DTYPE_F32 ||
+      !ew_is_contiguous(out))
+    return false;
+  const int64_t n = out->numel;
+  const int sc = where_stride(cond, n), sa = where_stride(a, n), sb = where_stride(b, n);
+  if (sc < 0 || sa < 0 || sb < 0) return false;
+  const uint8_t *c = cond->data;
+  const float *x = a->data, *y = b->data;
+  float *o = out->data;
+  if (sc && !sa && !sb) { /* the mask pattern */
+    const float xv = x[0], yv = y[0];
+    for (int64_t i = 0; i < n; i++) o[i] = c[i] ? xv : yv;
+    return true;
+  }
+  for (int64_t i = 0; i < n; i++) o[i] = c[i * sc] ? x[i * sa] : y[i * sb];
+  return true;
+}
+
 em_status em_where_self_out(em_kernel_ctx *ctx, em_evalue **args) {
   EW_TENSOR_ARG(cond, ctx, args, 0);
   EM_KCHECK(ctx, cond->dtype == EM_DTYPE_BOOL || cond->dtype == EM_DTYPE_U8,
@@ -231,6 +266,19 @@ em_status em_where_self_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(ew_bin_setup(ctx, args[1], args[2], args[3], &b));
   EM_KCHECK(ctx, ew_can_cast(b.common, b.out->dtype), "result dtype %s can't be cast to out %s",
             em_dtype_name(b.common), em_dtype_name(b.out->dtype));
+  if (b.common == EM_DTYPE_F32 && b.out->dtype == EM_DTYPE_F32) {
+    /* the output's shape: cond, self and other broadcast together */
+    int64_t ab[EM_MAX_DIM], sizes[EM_MAX_DIM];
+    int32_t ab_dim, dim;
+    EM_KCHECK(ctx,
+              em_broadcast_shapes(b.a->sizes, b.a->dim, b.b->sizes, b.b->dim, ab, &ab_dim) &&
+                  em_broadcast_shapes(ab, ab_dim, cond->sizes, cond->dim, sizes, &dim),
+              "condition, self and other shapes do not broadcast");
+    EM_KTRY(em_resize_out(ctx, b.out, sizes, dim));
+    if (b.out->numel == 0) return EM_OK;
+    EM_KCHECK(ctx, b.out->data && cond->data && b.a->data && b.b->data, "a tensor has no data");
+    if (where_f32_dense(cond, b.a, b.b, b.out)) return EM_OK;
+  }
   ew_op op;
   ew_op_init(&op, b.common, b.common);
   ew_in in[3] = {ew_in_tensor(cond, EM_DTYPE_BOOL), ew_in_tensor(b.a, b.common),

@@ -314,3 +314,52 @@ def test_threaded_rows(spec: tuple, n_threads: int) -> None:
     o = Out(torch.full(oshape, 7.0))
     call_pooled(kernel, [*ins, *extra, o, o], n_threads)
     assert bits_equal(o.t, serial)
+
+
+WHERE_SHAPES = [
+    # (cond, self, other): the attention-mask pattern and the other dense / one-element mixes
+    ((1, 1, 13, 13), (), ()),
+    ((1, 1, 197, 197), (), ()),
+    ((4, 33), (4, 33), (4, 33)),
+    ((4, 33), (4, 33), ()),
+    ((4, 33), (1,), (4, 33)),
+    ((33,), (4, 33), (1, 1)),  # cond broadcasts: generic
+    ((4, 33), (33,), ()),  # self broadcasts as a row: generic
+    ((1,), (4, 33), (4, 33)),
+    ((), (), ()),
+    ((0, 5), (), ()),
+    ((2, 1, 1), (), (1, 1, 1, 1)),  # a one-element operand with more dims than the rest
+]
+
+
+@pytest.mark.parametrize("shapes", WHERE_SHAPES, ids=[f"{c}-{a}-{b}" for c, a, b in WHERE_SHAPES])
+def test_where(shapes: tuple) -> None:
+    """where.self_out on f32: bit for bit against eager and against the generic loop (same
+    values passed transposed), NaN / +-0 / inf chosen through unchanged."""
+    cs, as_, bs = shapes
+    g = torch.Generator().manual_seed(hash(shapes) & 0xFFFF)
+    c = torch.rand(cs, generator=g) < 0.5
+    a, b = rnd(g, as_), rnd(g, bs)
+    if a.dim() == 0:
+        a = torch.tensor(-0.0)
+    if b.dim() == 0:
+        b = torch.tensor(-3.4028234663852886e38)
+    want = torch.where(c, a, b)
+    got = run("aten::where.self_out", [c, a, b], tuple(want.shape))
+    assert bits_equal(got, want), f"{got} != {want}"
+    generic = run("aten::where.self_out", [strided(c), strided(a), strided(b)], tuple(want.shape))
+    assert bits_equal(got, generic)
+    # a uint8 condition selects the same way
+    got_u8 = run("aten::where.self_out", [c.to(torch.uint8), a, b], tuple(want.shape))
+    assert bits_equal(got_u8, want)
+
+
+def test_where_resizes_out_and_refuses_bad_shapes() -> None:
+    c = torch.ones(1, 1, 6, 6, dtype=torch.bool).tril()
+    a, b = torch.tensor(0.0), torch.tensor(-1e9)
+    o = Out(torch.empty(1, 1, 8, 8))  # a dynamic out of capacity 64, resized to [1, 1, 6, 6]
+    call_kernel("aten::where.self_out", [c, a, b, o, o])
+    assert o.sizes == [1, 1, 6, 6]
+    assert bits_equal(o.view(), torch.where(c, a, b))
+    with pytest.raises(RuntimeError, match="broadcast"):
+        run("aten::where.self_out", [torch.ones(3, 5, dtype=torch.bool), a, torch.ones(4)], (3, 5))
