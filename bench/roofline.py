@@ -78,7 +78,7 @@ def measure_peak(threads: int) -> float:
             check=True,
         )
     r = subprocess.run(
-        [str(exe), "256", "256", "256", "10", str(threads)],
+        [str(exe), "256", "256", "256", "30", str(threads)],
         check=True,
         capture_output=True,
         text=True,
@@ -154,7 +154,7 @@ def main() -> None:
         how = f"given on the command line (`--peak {a.peak[0]} {a.peak[1]}`)"
     else:
         peak = {t: measure_peak(t) for t in (1, 2)}
-        how = "measured now by gemm_bench's peak loop (best of 10 rounds)"
+        how = "measured now by gemm_bench's peak loop (best of 30 rounds)"
     log.info("FMA peak: %.1f GFLOP/s (1 thread), %.1f (2 threads)", peak[1], peak[2])
     gflop: dict[str, float] = {}
     for i, name in enumerate(a.models, 1):
