@@ -1,17 +1,30 @@
-"""bench/roofline.py: reading a bench/run.py table and placing the bar against the roofline."""
+"""The benchmark tools' own logic: bench/roofline.py (reading a bench/run.py table, placing a bar
+against the roofline) and bench/coverage.py (reading `ember info` and `ember run --profile`)."""
 
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import types
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("roofline", ROOT / "bench" / "roofline.py")
-assert _spec and _spec.loader
-roofline = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(roofline)
+EMBER = ROOT / "build" / "ember"
+ADD_PTE = ROOT.parent / "shared" / "fixtures" / "executorch" / "add.pte"
+
+
+def _load(name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+roofline = _load("roofline")
+coverage = _load("coverage")
 
 TABLE = """# Benchmark
 
@@ -53,3 +66,38 @@ def test_table_floor_bar_and_shares(tmp_path: Path) -> None:
     assert "| 300.00 | 300.00 (et_xnnpack) | 240.00 | **0.80** | 330.00 | 91 % | 100 % |" in one
     # 2 threads: floor 150 ms; only eager as a peer (200) -> bar 160 -> 1.07; Ember at 100 %
     assert "| 150.00 | 200.00 (eager) | 160.00 | **1.07** | 150.00 | 100 % | 75 % |" in two
+
+
+PROFILE = """output 0: f32 [1, 128, 384] min -4.20154 max 4.30573
+load+prepare: 1.019 ms; execute: median 30.9064 ms over 20 iterations (min 30.1105 ms)
+operator                                            calls     total ms      mean us       %
+EmberCpuBackend                                         3       30.000     10000.00   97.0%
+aten::where.self_out                                    1        0.600       600.00    2.0%
+aten::embedding.out                                     3        0.300        24.76    1.0%
+"""
+
+
+def test_parse_profile_shares_of_summed_time() -> None:
+    ms, shares = coverage.parse_profile(PROFILE)
+    assert ms == 30.9064
+    assert shares == pytest.approx(
+        {"EmberCpuBackend": 97.087, "aten::where.self_out": 1.942, "aten::embedding.out": 0.971},
+        abs=1e-3,
+    )
+    with pytest.raises(RuntimeError, match="no execute time"):
+        coverage.parse_profile("operator calls\n")
+
+
+def test_parse_info_on_a_stock_executorch_file() -> None:
+    text = subprocess.run(
+        [str(EMBER), "info", str(ADD_PTE)], capture_output=True, text=True, check=True
+    ).stdout
+    assert coverage.parse_info(text) == {"aten::add.out": 1}
+    text = subprocess.run(
+        [str(EMBER), "run", str(ADD_PTE), "--iters", "3", "--profile"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    ms, _ = coverage.parse_profile(text)
+    assert ms >= 0
