@@ -4,11 +4,14 @@
  * at every length, bit and byte flips, oversized counts and offsets written
  * over aligned words, misaligned buffers); each must be rejected with an error
  * or run — never crash, hang or read out of bounds (run under ASan/UBSan too).
+ * EmberCpuBackend is registered, so the corrupted delegate blobs of
+ * tests/fixtures/delegated.pte reach its init and execute as well.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <string.h>
 
+#include "ember/backend_cpu.h"
 #include "test_util.h"
 #include "try_program.h"
 
@@ -111,6 +114,7 @@ int main(void) {
   em_register_prim_ops();
   em_register_portable_kernels();
   em_register_quantized_kernels();
+  em_register_cpu_backend(); /* delegated.pte's EmberCpuBackend blobs are corrupted too */
   const char *rounds_env = getenv("EMBER_CORRUPT_ROUNDS");
   int rounds = rounds_env ? atoi(rounds_env) : 1500;
   const char *seed_env = getenv("EMBER_CORRUPT_SEED");

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "../c/try_program.h"
+#include "ember/backend_cpu.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -17,6 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     em_register_prim_ops();
     em_register_portable_kernels();
     em_register_quantized_kernels();
+    em_register_cpu_backend();
     ready = 1;
   }
   try_stats s = {0, 0, 0, 0};
