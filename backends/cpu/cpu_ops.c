@@ -1463,6 +1463,12 @@ static em_status run_conv(const emc_delegate *d, const emc_op *op, em_threadpool
 /* A tensor inside a chain, its least size: MobileNetV2's 1.2-4.8 MB ones ran 1.1-1.2x faster
  * fused (2 threads), its 0.3-0.6 MB ones, which stay in L2 anyway, up to 1.5x slower. */
 #define XDW_MIN_BYTES (1u << 20)
+/* An expansion's output, its least size to join a chain: a band recomputes the rows it shares
+ * with the next (stride 1: two of every ~9), which only big tensors repay. On Zen 4 (per op,
+ * alternating with EMBER_CPU_NO_FUSE=1) MobileNetV2's 4.8 MB expansion ran 1.11-1.13x faster
+ * in its chain, its 1.8 MB ones 0.82-0.93x as fast; the dw + 1x1 pair behind such an expansion
+ * (no rows recomputed) still gained. */
+#define XDW_EXPAND_MIN_BYTES (3u << 20)
 /* A thread's blocks of wide rows and depthwise output rows: L2 holds them. */
 #define XDW_BAND_BYTES (512u << 10)
 
@@ -1586,6 +1592,7 @@ int emc_fuse_chain(const emc_delegate *d, uint32_t i) {
   uint32_t bi = i;
   if (is_1x1(&ops[i]) && ops[i].in[3] < 0 && i + 1 < d->n_ops && is_dw(&ops[i + 1]) &&
       ops[i + 1].in[0] == ops[i].out[0] && d->t[ops[i].in[0]].sizes[1] > SMALLC_MAX_CIN &&
+      (uint64_t)d->t[ops[i].out[0]].numel * sizeof(float) >= XDW_EXPAND_MIN_BYTES &&
       chain_inner(d, ops[i].out[0], i + 1))
     bi = i + 1;
   else if (!is_dw(&ops[i]) || d->t[ops[i].in[0]].sizes[0] != 1)

@@ -457,16 +457,23 @@ def _profiled_ops(prog: ember.Program, x: torch.Tensor, threads: int, tmp_path) 
 
 @pytest.mark.parametrize(
     "ce, k, stride, size, lines",
-    [(48, 3, 1, 80, 1), (48, 3, 2, 81, 2), (40, 5, 1, 82, 1), (64, 5, 2, 66, 2)],
+    [
+        (96, 3, 1, 96, 1),
+        (96, 3, 2, 91, 2),
+        (80, 5, 1, 100, 1),
+        (128, 5, 2, 80, 2),
+        (48, 3, 1, 100, 2),  # a 1.9 MB expansion runs alone, the depthwise + projection together
+    ],
 )
 def test_expand_depthwise_project_run_in_bands(
     ce: int, k: int, stride: int, size: int, lines: int, tmp_path
 ) -> None:
     """A depthwise conv runs band by band with the 1x1 conv before it and the one after it when
-    only it reads the first's output and only the second reads its own (1 MB and up each;
-    cpu_ops.c: emc_run_chain), at 1 to 3 threads; the results match eager and the portable
-    kernels, and the profile shows the chain as one operator (stride 2: the depthwise output is
-    too small, so the projection runs on its own)."""
+    only it reads the first's output and only the second reads its own (the expansion's output
+    3 MB and up, the depthwise conv's 1 MB; cpu_ops.c: emc_fuse_chain, emc_run_chain), at 1 to
+    3 threads; the results match eager and the portable kernels, and the profile shows the chain
+    as one operator (stride 2: the depthwise output is too small, so the projection runs on its
+    own; a smaller expansion runs on its own, the pair after it together)."""
     torch.manual_seed(0)
     m = ExpandDw(ce, k, stride)
     x = torch.randn(1, 8, size, size)
@@ -494,8 +501,8 @@ def test_stem_then_depthwise_and_project_in_bands(tmp_path) -> None:
 def test_expand_output_read_twice_is_not_fused(tmp_path) -> None:
     """The wide tensor is never whole when fused, so a second reader keeps the pair apart."""
     torch.manual_seed(0)
-    m = ExpandDw(48, 3, 2, side=True)
-    x = torch.randn(1, 8, 81, 81)
+    m = ExpandDw(96, 3, 2, side=True)
+    x = torch.randn(1, 8, 91, 91)
     prog = _check_model(m, (x,), threads=(1, 2))
     assert _profiled_ops(prog, x, 2, tmp_path) == 4
 
