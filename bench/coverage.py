@@ -17,7 +17,6 @@ Needs ``build/ember`` and the exports (``bench/run.py --models ...`` makes them)
 from __future__ import annotations
 
 import argparse
-import datetime
 import logging
 import re
 import subprocess
@@ -26,6 +25,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.report import write_report  # noqa: E402
+
 OUT = ROOT / "out" / "bench"
 EMBER = ROOT / "build" / "ember"
 MODELS = ("mobilenet_v2", "mobilenet_v3_small", "resnet18", "resnet50", "vit_b16", "minilm_l6")
@@ -125,31 +127,16 @@ def main() -> None:
             f"| {name} | {total} | {names or 'none'} | {n_out} ({100 * n_out / total:.1f} %) "
             f"| {t_out:.2f} % | {ms:.2f} |"
         )
-    cmd = "    .venv/bin/python bench/coverage.py " + " ".join(sys.argv[1:])
-    text = "\n".join(
-        [
-            "# What stays outside EmberCpuBackend, "
-            f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
-            "",
-            "Command:",
-            "",
-            cmd,
-            "",
-            "ATen ops: call nodes of the model's `torch.export` graph after the Core ATen "
-            "decomposition (what the partitioner sees). Outside: the `.pte`'s instructions that "
-            "are not delegate calls (`build/ember info`), run by the portable kernels. Time "
-            f"outside: their share of `build/ember run --profile` at 1 thread ({a.iters} "
-            "iterations, the delegate calls being the rest).",
-            "",
-            *rows,
-            "",
-        ]
+    write_report(
+        "What stays outside EmberCpuBackend",
+        "ATen ops: call nodes of the model's `torch.export` graph after the Core ATen "
+        "decomposition (what the partitioner sees). Outside: the `.pte`'s instructions that "
+        "are not delegate calls (`build/ember info`), run by the portable kernels. Time "
+        f"outside: their share of `build/ember run --profile` at 1 thread ({a.iters} "
+        "iterations, the delegate calls being the rest).",
+        rows,
+        a.out,
     )
-    if a.out:
-        a.out.write_text(text)
-        log.info("wrote %s", a.out)
-    else:
-        sys.stdout.write(text)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ Without ``--peak`` it builds gemm_bench against build/libember.a and measures th
 from __future__ import annotations
 
 import argparse
-import datetime
 import logging
 import re
 import subprocess
@@ -29,6 +28,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.report import build_c_bench, write_report  # noqa: E402
+
 OUT = ROOT / "out" / "bench"
 PEERS = ("et_xnnpack", "ort", "eager")
 MODELS = ("mobilenet_v2", "mobilenet_v3_small", "resnet18", "resnet50", "vit_b16", "minilm_l6")
@@ -54,28 +56,10 @@ def measure_peak(threads: int) -> float:
     """The FMA peak in GFLOP/s at `threads` threads, as gemm_bench measures it."""
     exe = OUT / "gemm_bench"
     if not exe.exists():
-        OUT.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["cmake", "--build", str(ROOT / "build"), "--target", "ember_static"],
-            check=True,
-            capture_output=True,
-        )
-        subprocess.run(
-            [
-                "cc",
-                "-O2",
-                "-std=c11",
-                "-D_POSIX_C_SOURCE=200809L",
-                f"-I{ROOT / 'backends' / 'cpu'}",
-                f"-I{ROOT / 'include'}",
-                str(ROOT / "bench" / "gemm" / "gemm_bench.c"),
-                str(ROOT / "build" / "libember.a"),
-                "-lpthread",
-                "-lm",
-                "-o",
-                str(exe),
-            ],
-            check=True,
+        build_c_bench(
+            ROOT / "bench" / "gemm" / "gemm_bench.c",
+            exe,
+            flags=("-D_POSIX_C_SOURCE=200809L", f"-I{ROOT / 'backends' / 'cpu'}"),
         )
     r = subprocess.run(
         [str(exe), "256", "256", "256", "30", str(threads)],
@@ -91,6 +75,8 @@ def measure_peak(threads: int) -> float:
 
 def read_zoo(path: Path) -> dict[tuple[str, int, str], float]:
     """Medians (ms) of a bench/run.py table, keyed by (model, threads, runtime)."""
+    if not path.is_file():
+        raise ValueError(f"{path}: no such results table")
     rows: dict[tuple[str, int, str], float] = {}
     for line in path.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -148,7 +134,10 @@ def main() -> None:
     a = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
-    zoo = read_zoo(a.zoo)
+    try:
+        zoo = read_zoo(a.zoo)
+    except ValueError as e:
+        raise SystemExit(f"roofline: {e}") from None
     if a.peak:
         peak = {1: a.peak[0], 2: a.peak[1]}
         how = f"given on the command line (`--peak {a.peak[0]} {a.peak[1]}`)"
@@ -161,32 +150,21 @@ def main() -> None:
         log.info("[%d/%d] counting FLOPs of %s", i, len(a.models), name)
         gflop[name] = model_gflop(name)
 
-    cmd = "    .venv/bin/python bench/roofline.py " + " ".join(sys.argv[1:])
-    lines = [
-        f"# The {a.factor}x bar against the f32 roofline, "
-        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
-        "",
-        "Command:",
-        "",
-        cmd,
-        "",
+    explanation = (
         f"Latencies from `{a.zoo.relative_to(ROOT) if a.zoo.is_absolute() else a.zoo}`. "
         f"FMA peak {peak[1]:.1f} GFLOP/s at 1 thread, {peak[2]:.1f} at 2, {how}. "
         "GFLOP: `torch.utils.flop_counter.FlopCounterMode`, 2 per multiply-add. floor = GFLOP / "
         f"peak: a perfect f32 kernel doing the model's own FLOPs. bar = {a.factor} x the best "
         "peer's median. **bar / floor under 1: the bar asks for more than the FMA units "
         "deliver** (only an algorithm with fewer multiplies, e.g. Winograd for 3x3 convs, can "
-        "get under it). % of peak = floor / median, over the whole model.",
-        "",
-        *table(gflop, peak, zoo, a.factor),
-        "",
-    ]
-    text = "\n".join(lines)
-    if a.out:
-        a.out.write_text(text)
-        log.info("wrote %s", a.out)
-    else:
-        sys.stdout.write(text)
+        "get under it). % of peak = floor / median, over the whole model."
+    )
+    write_report(
+        f"The {a.factor}x bar against the f32 roofline",
+        explanation,
+        table(gflop, peak, zoo, a.factor),
+        a.out,
+    )
 
 
 if __name__ == "__main__":

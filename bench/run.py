@@ -213,27 +213,11 @@ def measure(rt: str, model: str, threads: int, warmup: int, runs: int, timeout: 
 
 
 def build_ember_bench(build: Path, name: str = "ember_bench") -> None:
-    subprocess.run(
-        ["cmake", "--build", str(build), "--target", "ember_static"],
-        check=True,
-        capture_output=True,
-    )
-    OUT.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            "cc",
-            "-O2",
-            "-std=c11",
-            f"-I{ROOT / 'include'}",
-            f"-I{ROOT / 'extension'}",
-            str(ROOT / "bench" / "ember_bench.c"),
-            str(build / "libember.a"),
-            "-lpthread",
-            "-lm",
-            "-o",
-            str(OUT / name),
-        ],
-        check=True,
+    sys.path.insert(0, str(ROOT))
+    from bench.report import build_c_bench
+
+    build_c_bench(
+        ROOT / "bench" / "ember_bench.c", OUT / name, build, flags=(f"-I{ROOT / 'extension'}",)
     )
 
 

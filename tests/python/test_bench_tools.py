@@ -54,6 +54,8 @@ def test_read_zoo_refuses_a_file_without_rows(tmp_path: Path) -> None:
     p.write_text("# nothing here\n\n| a | b |\n|---|---|\n")
     with pytest.raises(ValueError, match="no result rows"):
         roofline.read_zoo(p)
+    with pytest.raises(ValueError, match="no such results table"):
+        roofline.read_zoo(tmp_path / "missing.md")
 
 
 def test_table_floor_bar_and_shares(tmp_path: Path) -> None:

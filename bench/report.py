@@ -1,0 +1,62 @@
+"""Shared pieces of the benchmark scripts: building a C benchmark against libember.a, and writing
+a results table as markdown headed by the command that made it."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+log = logging.getLogger("bench")
+
+
+def build_c_bench(
+    src: Path, exe: Path, build: Path | None = None, flags: tuple[str, ...] = ()
+) -> None:
+    """Builds `build`/libember.a (default build/), then compiles `src` against it into `exe`."""
+    build = build or ROOT / "build"
+    subprocess.run(
+        ["cmake", "--build", str(build), "--target", "ember_static"],
+        check=True,
+        capture_output=True,
+    )
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            "cc",
+            "-O2",
+            "-std=c11",
+            *flags,
+            f"-I{ROOT / 'include'}",
+            str(src),
+            str(build / "libember.a"),
+            "-lpthread",
+            "-lm",
+            "-o",
+            str(exe),
+        ],
+        check=True,
+    )
+
+
+def write_report(title: str, explanation: str, rows: list[str], out: Path | None) -> None:
+    """`# title, date UTC`, the command line that ran this script, `explanation` and the table
+    rows, to `out` (logged) or to stdout."""
+    script = Path(sys.argv[0]).resolve()
+    script_name = script.relative_to(ROOT) if script.is_relative_to(ROOT) else script
+    cmd = f"    .venv/bin/python {script_name} " + " ".join(sys.argv[1:])
+    now = datetime.datetime.now(datetime.UTC)
+    text = "\n".join(
+        [f"# {title}, {now:%Y-%m-%d %H:%M} UTC", "", "Command:", "", cmd, "", explanation, ""]
+        + rows
+        + [""]
+    )
+    if out:
+        out.write_text(text)
+        log.info("wrote %s", out)
+    else:
+        sys.stdout.write(text)
