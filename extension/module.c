@@ -2,6 +2,9 @@
  * module.c — em_module: a program plus lazily prepared methods, with all the
  * memory (method allocator, temp allocator, planned arenas) taken from the
  * heap. The method allocator starts small and doubles until preparation fits.
+ * Every allocation failure names what was being allocated and its size; with
+ * em_module_options.max_memory_bytes, a method's planned arenas, scratch and
+ * method memory are checked against that budget before anything is allocated.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ember_ext/module.h"
@@ -12,6 +15,13 @@
 #include "ember_ext/data_loader.h"
 
 #define MAX_METHODS 64
+
+/* Logs what could not be allocated, with its size, and returns `st`. */
+#define MEM_FAIL(st, ...)                                                                          \
+  do {                                                                                             \
+    EM_LOG_ERROR(__VA_ARGS__);                                                                     \
+    return (st);                                                                                   \
+  } while (0)
 
 typedef struct module_method {
   char *name;
@@ -26,6 +36,9 @@ typedef struct module_method {
   size_t n_arenas;
   size_t arena_bytes;
 } module_method;
+
+/* Bytes this module holds for prepared methods (arenas, scratch, method memory). */
+static uint64_t module_bytes(const struct em_module *m);
 
 struct em_module {
   em_file_loader pte;
@@ -76,7 +89,9 @@ em_status em_module_open_ex(const char *pte_path, const char *ptd_path,
   if (!pte_path || !out) return EM_ERR_INVALID_ARGUMENT;
   *out = NULL;
   em_module *m = calloc(1, sizeof *m);
-  if (!m) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  if (!m)
+    MEM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "module: %zu bytes for the module do not fit",
+             sizeof *m);
   int use_mmap = !opts || opts->use_mmap;
   em_status st =
       use_mmap ? em_mmap_loader_open(&m->pte, pte_path) : em_file_loader_open(&m->pte, pte_path);
@@ -102,7 +117,9 @@ em_status em_module_open_buffer(const void *pte, size_t pte_n, const void *ptd, 
   if (!pte || !out) return EM_ERR_INVALID_ARGUMENT;
   *out = NULL;
   em_module *m = calloc(1, sizeof *m);
-  if (!m) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  if (!m)
+    MEM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "module: %zu bytes for the module do not fit",
+             sizeof *m);
   em_status st = em_copy_loader_open(&m->pte, pte, pte_n);
   if (st == EM_OK && ptd) {
     m->has_ptd = 1;
@@ -130,15 +147,20 @@ static void free_method(module_method *mm) {
   memset(mm, 0, sizeof *mm);
 }
 
-static em_status alloc_arenas(module_method *mm, const em_method_meta *meta) {
+static em_status alloc_arenas(module_method *mm, const em_method_meta *meta, const char *name) {
   mm->n_arenas = meta->n_arenas;
   mm->arenas = calloc(mm->n_arenas ? mm->n_arenas : 1, sizeof *mm->arenas);
   mm->arena_sizes = calloc(mm->n_arenas ? mm->n_arenas : 1, sizeof *mm->arena_sizes);
-  if (!mm->arenas || !mm->arena_sizes) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  if (!mm->arenas || !mm->arena_sizes)
+    MEM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method '%s': the table of %zu planned arenas", name,
+             mm->n_arenas);
   for (size_t i = 0; i < mm->n_arenas; i++) {
     uint64_t n = em_method_meta_arena_size(meta, i);
-    void *p = em_ext_alloc_large(n ? (size_t)n : 64);
-    if (!p) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+    void *p = n <= SIZE_MAX - 64 ? em_ext_alloc_large(n ? (size_t)n : 64) : NULL;
+    if (!p)
+      MEM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,
+               "method '%s': planned arena %zu of %llu bytes could not be allocated", name, i + 1,
+               (unsigned long long)n);
     memset(p, 0, n ? (size_t)n : 64);
     mm->arenas[i] = p;
     mm->arena_sizes[i] = n;
@@ -151,21 +173,53 @@ static em_status prepare_method(em_module *m, module_method *mm, const char *nam
   em_method_meta meta;
   em_status st = em_program_method_meta(m->program, name, &meta);
   if (st != EM_OK) return st;
+  /* The budget: planned arenas + scratch + the first method allocator, before allocating. */
+  uint64_t budget = m->opts.max_memory_bytes, held = module_bytes(m);
+  uint64_t want = (uint64_t)m->opts.temp_bytes + 16384;
+  for (size_t i = 0; i < meta.n_arenas; i++) {
+    uint64_t n = em_method_meta_arena_size(&meta, i);
+    if (budget && (n > budget || held + want > budget - n))
+      MEM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,
+               "method '%s': planned arena %zu of %llu bytes exceeds the memory budget "
+               "(%llu bytes; %llu already needed)",
+               name, i + 1, (unsigned long long)n, (unsigned long long)budget,
+               (unsigned long long)(held + want));
+    want += n;
+  }
+  if (budget && held + want > budget)
+    MEM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,
+             "method '%s': %llu bytes (arenas, %zu bytes of scratch, method memory) exceed the "
+             "memory budget of %llu bytes (%llu already held)",
+             name, (unsigned long long)want, m->opts.temp_bytes, (unsigned long long)budget,
+             (unsigned long long)held);
   size_t len = strlen(name);
   mm->name = malloc(len + 1);
-  if (!mm->name) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  if (!mm->name)
+    MEM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method '%s': %zu bytes for its name", name, len + 1);
   memcpy(mm->name, name, len + 1);
-  st = alloc_arenas(mm, &meta);
+  st = alloc_arenas(mm, &meta, name);
   if (st != EM_OK) return st;
   mm->temp_mem = em_ext_alloc_large(m->opts.temp_bytes);
-  if (!mm->temp_mem) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  if (!mm->temp_mem)
+    MEM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method '%s': %zu bytes of scratch (temp allocator)",
+             name, m->opts.temp_bytes);
   em_allocator_init(&mm->temp_alloc, mm->temp_mem, m->opts.temp_bytes);
   /* Grow the method allocator until preparation fits; the failed attempts stay quiet. */
   em_log_level level = em_log_get_level();
   for (size_t size = 16384;; size *= 2) {
     free(mm->method_mem);
+    mm->method_mem = NULL;
+    if (budget && held + mm->arena_bytes + m->opts.temp_bytes + size > budget) {
+      em_log_set_level(level);
+      MEM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,
+               "method '%s': %zu bytes of method memory (method allocator) exceed the memory "
+               "budget of %llu bytes",
+               name, size, (unsigned long long)budget);
+    }
     mm->method_mem = malloc(size);
-    if (!mm->method_mem) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+    if (!mm->method_mem)
+      MEM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,
+               "method '%s': %zu bytes of method memory (method allocator)", name, size);
     mm->method_bytes = size;
     em_allocator_init(&mm->method_alloc, mm->method_mem, size);
     em_method_config cfg = {&mm->method_alloc, &mm->temp_alloc,  mm->arenas,
@@ -207,6 +261,15 @@ size_t em_module_method_bytes(const em_module *m, const char *name) {
     if (strcmp(m->methods[i].name, name) == 0)
       return m->methods[i].method_alloc.used + m->methods[i].arena_bytes;
   return 0;
+}
+
+static uint64_t module_bytes(const em_module *m) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < m->n_methods; i++) {
+    const module_method *mm = &m->methods[i];
+    n += mm->arena_bytes + mm->method_bytes + (mm->temp_mem ? m->opts.temp_bytes : 0);
+  }
+  return n;
 }
 
 void em_module_destroy(em_module *m) {

@@ -29,6 +29,11 @@ typedef struct em_module_options {
   em_threadpool *pool;          /* used by every method; retained */
   const em_profiler *profiler;  /* used by every method; retained */
   size_t temp_bytes;            /* scratch per method (default 64 MiB, reserved lazily) */
+  uint64_t max_memory_bytes;    /* 0 = no limit; else the most bytes the module may hold for
+                                   all prepared methods (planned arenas + scratch + method
+                                   memory), checked before allocating: a method that would pass
+                                   it fails with EM_ERR_MEMORY_ALLOCATION_FAILED, naming the
+                                   arena (or scratch) and its size */
 } em_module_options;
 
 /* Opens `pte_path` (mmap) and, when not NULL, the `.ptd` at `ptd_path`. */

@@ -33,6 +33,7 @@ class _ModuleOptions(ctypes.Structure):
         ("pool", ctypes.c_void_p),
         ("profiler", ctypes.c_void_p),
         ("temp_bytes", ctypes.c_size_t),
+        ("max_memory_bytes", ctypes.c_uint64),  # 0: no budget (extension/ember_ext/module.h)
     ]
 
 
