@@ -31,8 +31,8 @@ static void *alloc0(prep *s, size_t n) {
     (ptr) = alloc0((s), (n));                                                                      \
     if (!(ptr))                                                                                    \
       EM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,                                                     \
-              "method allocator exhausted (%zu bytes used of %zu)", (s)->cfg->method_alloc->used,  \
-              (s)->cfg->method_alloc->size);                                                       \
+              "method allocator: %zu bytes for %s do not fit (%zu of %zu bytes used)",             \
+              (size_t)(n), #ptr, (s)->cfg->method_alloc->used, (s)->cfg->method_alloc->size);      \
   } while (0)
 
 /* Resolves the data pointer of a tensor per pte-format.md §5. */

@@ -189,8 +189,144 @@ static em_status verify_args(fb_reader *r, fb_tab call, unsigned slot, uint32_t 
   return EM_OK;
 }
 
+/*
+ * Aliasing (docs/runtime-aliasing.md). Within one kernel or delegate call, two planned tensor
+ * operands (arguments, and the items of tensor-list arguments) in the same arena either occupy
+ * the very same bytes (same offset, same byte size: a value passed twice, an in-place op such as
+ * `copy_(self, src, out=self)`, a view of a root) or are disjoint. A partial overlap is refused:
+ * no valid memory plan makes two values live at the same instruction share part of their bytes,
+ * and kernels are not written for it. Operands are enumerated without allocating: the first
+ * ALIAS_CACHE are kept on the stack, later ones are re-read, under a per-program work budget.
+ */
+#define ALIAS_CACHE  64
+#define ALIAS_BUDGET ((uint64_t)1 << 24)
+
+typedef struct alias_rng {
+  uint64_t off, len;
+  uint32_t mem, value;
+} alias_rng;
+
+typedef struct operand_it {
+  fb_reader *r;
+  fb_vec values, args, items;
+  uint32_t k, j;
+  bool in_list;
+} operand_it;
+
+/* Next tensor value index among the operands (list items expanded); false at the end. */
+static bool operand_next(operand_it *it, uint32_t *vi) {
+  fb_reader *r = it->r;
+  for (;;) {
+    if (it->in_list) {
+      while (it->j < it->items.n) {
+        int32_t v = fb_vec_i32(r, it->items, it->j++);
+        if (v >= 0 && (uint32_t)v < it->values.n) {
+          *vi = (uint32_t)v;
+          return true;
+        }
+      }
+      it->in_list = false;
+    }
+    if (it->k >= it->args.n || r->bad) return false;
+    int32_t a = fb_vec_i32(r, it->args, it->k++);
+    if (a < 0 || (uint32_t)a >= it->values.n) continue;
+    fb_tab ev = fb_vec_table(r, it->values, (uint32_t)a);
+    uint8_t kt = fb_u8(r, ev, EVALUE_TYPE, 0);
+    if (kt == KT_TENSOR) {
+      *vi = (uint32_t)a;
+      return true;
+    }
+    if (kt == KT_TENSOR_LIST || kt == KT_OPTIONAL_TENSOR_LIST) {
+      it->items = fb_vector(r, fb_table(r, ev, EVALUE_VAL), LIST_ITEMS, 4, 4);
+      it->j = 0;
+      it->in_list = true;
+    }
+  }
+}
+
+/* The planned range of tensor value `vi`; false when it has none (unplanned or empty). */
+static bool operand_range(fb_reader *r, fb_vec values, uint32_t vi, alias_rng *out) {
+  fb_tab ev = fb_vec_table(r, values, vi);
+  if (fb_u8(r, ev, EVALUE_TYPE, 0) != KT_TENSOR) return false;
+  tensor_desc d;
+  if (em_tensor_desc_read(r, fb_table(r, ev, EVALUE_VAL), &d) != EM_OK) return false;
+  if (!d.planned || d.nbytes == 0) return false;
+  *out = (alias_rng){d.memory_offset, d.nbytes, d.memory_id, vi};
+  return true;
+}
+
+static bool partial_overlap(const alias_rng *a, const alias_rng *b) {
+  if (a->mem != b->mem) return false;
+  if (a->off >= b->off + b->len || b->off >= a->off + a->len) return false;
+  return a->off != b->off || a->len != b->len;
+}
+
+static em_status alias_fail(em_program *p, fb_tab plan, uint32_t ins, bool delegate, int32_t what,
+                            const alias_rng *a, const alias_rng *b) {
+  fb_reader *r = &p->r;
+  char name[128] = "?";
+  if (delegate) {
+    fb_vec ds = fb_vector(r, plan, PLAN_DELEGATES, 4, 4);
+    const char *id = what >= 0 && (uint32_t)what < ds.n
+                         ? fb_string(r, fb_vec_table(r, ds, (uint32_t)what), DELEGATE_ID, NULL)
+                         : NULL;
+    if (id) {
+      size_t n = strlen(id) < sizeof name - 1 ? strlen(id) : sizeof name - 1;
+      memcpy(name, id, n);
+      name[n] = '\0';
+    }
+  } else {
+    fb_vec ops = fb_vector(r, plan, PLAN_OPERATORS, 4, 4);
+    if (what >= 0 && (uint32_t)what < ops.n &&
+        em_operator_name(r, fb_vec_table(r, ops, (uint32_t)what), name, sizeof name) != EM_OK)
+      memcpy(name, "?", 2);
+  }
+  const char *method = fb_string(r, plan, PLAN_NAME, NULL);
+  VFAIL("method '%s', instruction %u (%s%s): values %u and %u partially overlap in planned arena "
+        "%u ([%llu, +%llu) and [%llu, +%llu)); only identical or disjoint operands are allowed",
+        method ? method : "?", ins, delegate ? "delegate " : "", name, a->value, b->value, a->mem,
+        (unsigned long long)a->off, (unsigned long long)a->len, (unsigned long long)b->off,
+        (unsigned long long)b->len);
+}
+
+static em_status verify_aliasing(em_program *p, fb_tab plan, fb_vec values, fb_vec args,
+                                 uint32_t ins, bool delegate, int32_t what, uint64_t *budget) {
+  fb_reader *r = &p->r;
+  alias_rng cache[ALIAS_CACHE];
+  operand_it outer = {r, values, args, {0, 0}, 0, 0, false};
+  uint32_t vi;
+  bool more = true;
+  while (more) {
+    /* Fill the cache with the next chunk of planned operands, checking them against each other. */
+    uint32_t n = 0;
+    while (n < ALIAS_CACHE && (more = operand_next(&outer, &vi))) {
+      alias_rng a;
+      if (!operand_range(r, values, vi, &a)) continue;
+      for (uint32_t i = 0; i < n; i++)
+        if (partial_overlap(&cache[i], &a))
+          return alias_fail(p, plan, ins, delegate, what, &cache[i], &a);
+      cache[n++] = a;
+    }
+    if (!more || n == 0) break;
+    /* Then against every later operand, re-read. */
+    operand_it inner = outer;
+    while (operand_next(&inner, &vi)) {
+      if (++*budget > ALIAS_BUDGET)
+        EM_FAIL(EM_ERR_NOT_SUPPORTED,
+                "instruction %u: too many tensor operands to check for aliasing", ins);
+      alias_rng b;
+      if (!operand_range(r, values, vi, &b)) continue;
+      for (uint32_t i = 0; i < n; i++)
+        if (partial_overlap(&cache[i], &b))
+          return alias_fail(p, plan, ins, delegate, what, &cache[i], &b);
+    }
+  }
+  if (r->bad) VFAIL("bad instruction arguments: %s at byte %u", r->why, r->where);
+  return EM_OK;
+}
+
 static em_status verify_chain(em_program *p, fb_tab chain, fb_vec values, uint32_t n_ops,
-                              uint32_t n_delegates) {
+                              uint32_t n_delegates, fb_tab plan, uint64_t *budget) {
   fb_reader *r = &p->r;
   uint32_t n_values = values.n;
   if (!fb_has(r, chain, CHAIN_INSTRUCTIONS)) VFAIL("chain without instructions");
@@ -208,6 +344,8 @@ static em_status verify_chain(em_program *p, fb_tab chain, fb_vec values, uint32
       if (op < 0 || (uint32_t)op >= n_ops)
         VFAIL("instruction %u calls operator %d of %u", i, op, n_ops);
       EM_TRY(verify_args(r, a, KERNEL_CALL_ARGS, n_values, "kernel call"));
+      EM_TRY(verify_aliasing(p, plan, values, fb_vector(r, a, KERNEL_CALL_ARGS, 4, 4), i, false, op,
+                             budget));
       break;
     }
     case INSTR_DELEGATE_CALL: {
@@ -215,6 +353,8 @@ static em_status verify_chain(em_program *p, fb_tab chain, fb_vec values, uint32
       if (d < 0 || (uint32_t)d >= n_delegates)
         VFAIL("instruction %u calls delegate %d of %u", i, d, n_delegates);
       EM_TRY(verify_args(r, a, DELEGATE_CALL_ARGS, n_values, "delegate call"));
+      EM_TRY(verify_aliasing(p, plan, values, fb_vector(r, a, DELEGATE_CALL_ARGS, 4, 4), i, true, d,
+                             budget));
       break;
     }
     case INSTR_MOVE_CALL:
@@ -305,8 +445,9 @@ static em_status verify_plan(em_program *p, fb_tab plan) {
   EM_TRY(verify_delegates(p, plan, &n_delegates));
   fb_vec chains = fb_vector(r, plan, PLAN_CHAINS, 4, 4);
   if (chains.n == 0) VFAIL("method has no chains");
+  uint64_t budget = 0;
   for (uint32_t c = 0; c < chains.n; c++)
-    EM_TRY(verify_chain(p, fb_vec_table(r, chains, c), values, ops.n, n_delegates));
+    EM_TRY(verify_chain(p, fb_vec_table(r, chains, c), values, ops.n, n_delegates, plan, &budget));
   return r->bad ? EM_ERR_INVALID_PROGRAM : EM_OK;
 }
 

@@ -438,8 +438,8 @@ em_status ew_copy_cast(em_kernel_ctx *ctx, em_tensor *dst, const em_tensor *src)
   bool fp = em_dtype_is_float(src->dtype) || em_dtype_is_float(dst->dtype);
   for (int64_t i = 0; i < it.numel; i++) {
     if (src->dtype == dst->dtype) {
-      memcpy((char *)dst->data + (size_t)it.off[0] * es,
-             (const char *)src->data + (size_t)it.off[1] * es, es);
+      memmove((char *)dst->data + (size_t)it.off[0] * es,
+              (const char *)src->data + (size_t)it.off[1] * es, es);
     } else if (fp && em_dtype_is_float(src->dtype)) {
       em_store_f64(dst->data, dst->dtype, it.off[0], em_load_f64(src->data, src->dtype, it.off[1]));
     } else {

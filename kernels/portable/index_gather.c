@@ -32,10 +32,10 @@ static void nview_of(nview *v, const em_tensor *t) {
 static inline void copy_elem(char *dst, const char *src, size_t es) {
   switch (es) {
   case 1: *dst = *src; break;
-  case 2: memcpy(dst, src, 2); break;
-  case 4: memcpy(dst, src, 4); break;
-  case 8: memcpy(dst, src, 8); break;
-  default: memcpy(dst, src, es); break;
+  case 2: memmove(dst, src, 2); break;
+  case 4: memmove(dst, src, 4); break;
+  case 8: memmove(dst, src, 8); break;
+  default: memmove(dst, src, es); break;
   }
 }
 

@@ -56,7 +56,7 @@ em_status em_masked_select_out(em_kernel_ctx *ctx, em_evalue **args) {
   em_shape_iter_add(&it, ss);
   for (int64_t i = 0; i < total; i++, em_shape_iter_next(&it)) {
     if (!((const uint8_t *)mask->data)[it.off[0]]) continue;
-    memcpy(em_shape_at(out->data, k++ * ostride, es), em_shape_at(self->data, it.off[1], es), es);
+    memmove(em_shape_at(out->data, k++ * ostride, es), em_shape_at(self->data, it.off[1], es), es);
   }
   return EM_OK;
 }
@@ -101,7 +101,7 @@ em_status em_masked_scatter_out(em_kernel_ctx *ctx, em_evalue **args) {
   em_shape_iter_add(&it, out->strides);
   for (int64_t i = 0; i < total; i++, em_shape_iter_next(&it)) {
     if (!((const uint8_t *)mask->data)[it.off[0]]) continue;
-    memcpy(em_shape_at(out->data, it.off[1], es), em_shape_at(source->data, src.off[0], es), es);
+    memmove(em_shape_at(out->data, it.off[1], es), em_shape_at(source->data, src.off[0], es), es);
     em_shape_iter_next(&src);
   }
   return EM_OK;

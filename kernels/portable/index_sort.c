@@ -95,8 +95,8 @@ static em_status sort_impl(em_kernel_ctx *ctx, em_tensor *in, int64_t dim, bool 
     }
     merge_sort(&k, idx, tmp, n);
     for (int64_t j = 0; j < n; j++) {
-      memcpy(em_shape_at(values->data, it.off[1] + j * vst, es),
-             em_shape_at(in->data, it.off[0] + idx[j] * ist, es), es);
+      memmove(em_shape_at(values->data, it.off[1] + j * vst, es),
+              em_shape_at(in->data, it.off[0] + idx[j] * ist, es), es);
       ((int64_t *)indices->data)[it.off[2] + j * xst] = idx[j];
     }
   }

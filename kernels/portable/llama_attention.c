@@ -474,11 +474,11 @@ em_status em_llama_update_cache_out(em_kernel_ctx *ctx, em_evalue **args) {
         char *dst = (char *)c->data + off4(c, b, start + s, h, 0) * (int64_t)es;
         const char *src = (const char *)v->data + off4(v, b, s, h, 0) * (int64_t)es;
         if (rows) {
-          memcpy(dst, src, (size_t)D * es);
+          memmove(dst, src, (size_t)D * es);
           continue;
         }
         for (int64_t d = 0; d < D; d++)
-          memcpy(dst + d * c->strides[3] * (int64_t)es, src + d * v->strides[3] * (int64_t)es, es);
+          memmove(dst + d * c->strides[3] * (int64_t)es, src + d * v->strides[3] * (int64_t)es, es);
       }
   return EM_OK;
 }

@@ -44,10 +44,10 @@ em_status em_embedding_out(em_kernel_ctx *ctx, em_evalue **args) {
     char *dst = (char *)out->data + ob * (int64_t)es;
     int64_t ws = w->strides[1], os = out->strides[od];
     if (ws == 1 && os == 1) {
-      memcpy(dst, src, (size_t)D * es);
+      memmove(dst, src, (size_t)D * es);
     } else {
       for (int64_t j = 0; j < D; j++)
-        memcpy(dst + j * os * (int64_t)es, src + j * ws * (int64_t)es, es);
+        memmove(dst + j * os * (int64_t)es, src + j * ws * (int64_t)es, es);
     }
   }
   return EM_OK;

@@ -13,7 +13,7 @@ enum pad_mode { PAD_CONSTANT, PAD_REFLECT, PAD_REPLICATE };
 
 /* Copies element `src` of `in` to element `dst` of `out` (same dtype). */
 static void copy_elem(const em_tensor *in, int64_t src, em_tensor *out, int64_t dst, size_t es) {
-  memcpy((char *)out->data + dst * (int64_t)es, (const char *)in->data + src * (int64_t)es, es);
+  memmove((char *)out->data + dst * (int64_t)es, (const char *)in->data + src * (int64_t)es, es);
 }
 
 /*

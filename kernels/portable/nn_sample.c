@@ -80,8 +80,8 @@ em_status em_upsample_nearest2d_vec_out(em_kernel_ctx *ctx, em_evalue **args) {
               n * x->strides[0] + c * x->strides[1] + ih * x->strides[2] + iw * x->strides[3];
           int64_t oi = n * out->strides[0] + c * out->strides[1] + oh * out->strides[2] +
                        ow * out->strides[3];
-          memcpy((char *)out->data + oi * (int64_t)es, (const char *)x->data + xi * (int64_t)es,
-                 es);
+          memmove((char *)out->data + oi * (int64_t)es, (const char *)x->data + xi * (int64_t)es,
+                  es);
         }
       }
   return EM_OK;
@@ -321,8 +321,8 @@ static em_status shuffle(em_kernel_ctx *ctx, em_evalue **args, bool up) {
               xb + ic * x->strides[d - 3] + ih * x->strides[d - 2] + iw * x->strides[d - 1];
           int64_t oi =
               ob + c * out->strides[d - 3] + h * out->strides[d - 2] + w * out->strides[d - 1];
-          memcpy((char *)out->data + oi * (int64_t)es, (const char *)x->data + xi * (int64_t)es,
-                 es);
+          memmove((char *)out->data + oi * (int64_t)es, (const char *)x->data + xi * (int64_t)es,
+                  es);
         }
   }
   return EM_OK;

@@ -52,8 +52,8 @@ static void roll_flat(em_tensor *out, const em_tensor *in, int64_t shift) {
   size_t es = em_dtype_size(in->dtype);
   int64_t s = ((shift % n) + n) % n;
   if (em_shape_is_dense(in) && em_shape_is_dense(out)) {
-    memcpy(em_shape_at(out->data, s, es), in->data, (size_t)(n - s) * es);
-    memcpy(out->data, em_shape_at(in->data, n - s, es), (size_t)s * es);
+    memmove(em_shape_at(out->data, s, es), in->data, (size_t)(n - s) * es);
+    memmove(out->data, em_shape_at(in->data, n - s, es), (size_t)s * es);
     return;
   }
   em_shape_iter it;
@@ -61,8 +61,8 @@ static void roll_flat(em_tensor *out, const em_tensor *in, int64_t shift) {
   em_shape_iter_add(&it, in->strides);
   for (int64_t i = 0; i < n; i++, em_shape_iter_next(&it)) {
     int64_t j = i + s < n ? i + s : i + s - n;
-    memcpy(em_shape_at(out->data, em_strided_offset(out, j), es),
-           em_shape_at(in->data, it.off[0], es), es);
+    memmove(em_shape_at(out->data, em_strided_offset(out, j), es),
+            em_shape_at(in->data, it.off[0], es), es);
   }
 }
 

@@ -4,7 +4,8 @@
  *
  * em_shape_copy is the workhorse: it simplifies the box (drops size-1 dims,
  * merges dims that are contiguous in both operands) and then moves rows with
- * memcpy when both inner strides are 1, or with a typed loop per element size.
+ * memmove when both inner strides are 1, or with a typed loop per element size
+ * (memmove: an output may be its very input, docs/runtime-aliasing.md).
  */
 #include "portable/shape_util.h"
 
@@ -32,7 +33,7 @@ static int32_t simplify(int64_t *sz, int64_t *ds, int64_t *ss, const int64_t *si
 static void copy_row(char *dst, int64_t dstr, const char *src, int64_t sstr, int64_t n,
                      size_t elsize) {
   if (dstr == 1 && sstr == 1) {
-    memcpy(dst, src, (size_t)n * elsize);
+    memmove(dst, src, (size_t)n * elsize);
     return;
   }
   if (dstr == 1 && sstr == 0 && elsize == 4) { /* expand of a 4-byte value: a fill */
@@ -65,7 +66,7 @@ static void copy_row(char *dst, int64_t dstr, const char *src, int64_t sstr, int
   }
   default: {
     int64_t db = dstr * (int64_t)elsize, sb = sstr * (int64_t)elsize;
-    for (int64_t i = 0; i < n; i++) memcpy(dst + i * db, src + i * sb, elsize);
+    for (int64_t i = 0; i < n; i++) memmove(dst + i * db, src + i * sb, elsize);
     break;
   }
   }
@@ -95,8 +96,8 @@ static void copy_tile2d(void *dst, int64_t da, int64_t db, const void *src, int6
       default:
         for (int64_t i = i0; i < i1; i++)
           for (int64_t j = j0; j < j1; j++)
-            memcpy((char *)dst + (i * da + j * db) * (int64_t)elsize,
-                   (const char *)src + (i * sa + j * sb) * (int64_t)elsize, elsize);
+            memmove((char *)dst + (i * da + j * db) * (int64_t)elsize,
+                    (const char *)src + (i * sa + j * sb) * (int64_t)elsize, elsize);
       }
     }
   }
@@ -140,7 +141,7 @@ void em_shape_copy(void *dst, const int64_t *dst_strides, const void *src,
     if (same) return;
   }
   if (n == 0) {
-    memcpy(dst, src, elsize);
+    memmove(dst, src, elsize);
     return;
   }
   bool tiled = n >= 2 && plan_tiles(sz, ds, ss, n);
@@ -169,7 +170,7 @@ void em_shape_copy(void *dst, const int64_t *dst_strides, const void *src,
 
 void em_shape_cast_elem(void *dst, int ddt, const void *src, int sdt) {
   if (ddt == sdt) {
-    memcpy(dst, src, em_dtype_size(ddt));
+    memmove(dst, src, em_dtype_size(ddt));
   } else if (!em_dtype_is_float(ddt) && !em_dtype_is_float(sdt)) {
     em_store_i64(dst, ddt, 0, em_load_i64(src, sdt, 0));
   } else {
@@ -235,7 +236,7 @@ void em_shape_copy_flat(em_tensor *dst, const em_tensor *src) {
   em_shape_iter_init(&b, src->sizes, src->dim);
   em_shape_iter_add(&b, src->strides);
   for (int64_t i = 0; i < src->numel; i++) {
-    memcpy(em_shape_at(dst->data, a.off[0], es), em_shape_at(src->data, b.off[0], es), es);
+    memmove(em_shape_at(dst->data, a.off[0], es), em_shape_at(src->data, b.off[0], es), es);
     em_shape_iter_next(&a);
     em_shape_iter_next(&b);
   }
