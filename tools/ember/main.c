@@ -3,13 +3,15 @@
  *
  *   ember info model.pte [--ptd weights.ptd]
  *   ember run model.pte [--ptd F] [--method NAME] [--input a.npy ...] [--output-dir DIR]
- *                       [--iters N] [--threads N] [--profile] [--no-mmap]
+ *                       [--iters N] [--threads N] [--profile] [--no-mmap] [--max-memory BYTES]
  *   --no-mmap reads the files into (huge-page) heap memory instead of mapping them
- *   ember ops
+ *   ember ops [--all]
+ * Every subcommand answers --help / -h; unknown options are refused by name (exit 2).
  *
  * A tool: it uses only include/ember and extension/ headers, stdio and the heap.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +23,50 @@
 
 int cmd_ops(int argc, char **argv);
 
-static void usage(void) {
-  fprintf(stderr,
-          "usage:\n"
-          "  ember info MODEL.pte [--ptd DATA.ptd]\n"
-          "  ember run MODEL.pte [--ptd DATA.ptd] [--method NAME] [--input X.npy ...]\n"
-          "            [--output-dir DIR] [--iters N] [--threads N] [--profile] [--no-mmap]\n"
-          "  ember ops [--all]\n");
+static const char *const k_usage_info =
+    "  ember info MODEL.pte [--ptd DATA.ptd]\n"
+    "      methods, inputs/outputs, operators, delegates, arenas; exits 1 when a kernel or a\n"
+    "      backend the file needs is missing from this build\n";
+static const char *const k_usage_run =
+    "  ember run MODEL.pte [--ptd DATA.ptd] [--method NAME] [--input X.npy ...]\n"
+    "            [--output-dir DIR] [--iters N] [--threads N] [--profile] [--no-mmap]\n"
+    "            [--max-memory BYTES]\n"
+    "      --max-memory: the most the method may take (planned arenas, scratch, method memory;\n"
+    "      suffix K, M or G), checked before allocating; scratch is then at most a quarter\n";
+static const char *const k_usage_ops = "  ember ops [--all]\n";
+
+static void usage_to(FILE *f, const char *cmd) {
+  fprintf(f, "usage:\n");
+  if (!cmd || strcmp(cmd, "info") == 0) fputs(k_usage_info, f);
+  if (!cmd || strcmp(cmd, "run") == 0) fputs(k_usage_run, f);
+  if (!cmd || strcmp(cmd, "ops") == 0) fputs(k_usage_ops, f);
+}
+
+static void usage(void) { usage_to(stderr, NULL); }
+
+static int is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }
+
+/* Parses a count or a byte size ("64", "10K", "3M", "2G"); -1 when it is not one. */
+static long long parse_size(const char *s, int suffixes) {
+  char *end = NULL;
+  if (!s || !*s || *s == '-') return -1;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end == s) return -1;
+  unsigned long long mul = 1;
+  if (suffixes && *end) {
+    switch (*end) {
+    case 'k':
+    case 'K': mul = 1ull << 10; break;
+    case 'm':
+    case 'M': mul = 1ull << 20; break;
+    case 'g':
+    case 'G': mul = 1ull << 30; break;
+    default: return -1;
+    }
+    end++;
+  }
+  if (*end || v > (unsigned long long)(LLONG_MAX / (long long)mul)) return -1;
+  return (long long)(v * mul);
 }
 
 static int fail(const char *what, em_status st) {
@@ -76,7 +115,7 @@ static int cmd_info(const char *path, const char *ptd) {
   if (s.n_named_data) printf("  named data: %zu entries\n", s.n_named_data);
   size_t n = em_program_method_count(p);
   printf("  methods: %zu\n", n);
-  int missing_total = 0;
+  int missing_total = 0, missing_backends = 0;
   for (size_t i = 0; i < n; i++) {
     const char *name = em_program_method_name(p, i);
     em_method_meta meta;
@@ -112,13 +151,16 @@ static int cmd_info(const char *path, const char *ptd) {
     size_t nd = em_method_meta_delegate_count(&meta);
     for (size_t k = 0; k < nd; k++) {
       const char *id = em_method_meta_delegate_id(&meta, k);
+      int have = id && em_find_backend(id);
+      missing_backends += !have;
       printf("    delegate %zu: %s%s\n", k, id ? id : "?",
-             id && em_find_backend(id) ? "" : "  (backend not in this build)");
+             have ? "" : "  MISSING backend in this build");
     }
   }
   printf("  missing kernels in this build: %d\n", missing_total);
+  printf("  missing backends in this build: %d\n", missing_backends);
   em_module_destroy(mod);
-  return 0;
+  return missing_total || missing_backends ? 1 : 0;
 }
 
 /* ---- run ----------------------------------------------------------------------------------- */
@@ -217,6 +259,7 @@ typedef struct run_opts {
   const char *path, *ptd, *method, *out_dir;
   const char *inputs[64];
   int n_inputs, iters, threads, profile, no_mmap;
+  long long max_memory;
 } run_opts;
 
 static int set_inputs(em_method *m, const run_opts *o, npy_array *arrays, void **gen) {
@@ -284,7 +327,13 @@ static int cmd_run(const run_opts *o) {
   em_threadpool *pool = o->threads > 1 ? em_threadpool_create(o->threads) : NULL;
   prof_table *prof = calloc(1, sizeof *prof);
   em_profiler profiler = {NULL, prof_end, prof};
-  em_module_options mo = {EM_VERIFY_FULL, !o->no_mmap, pool, o->profile ? &profiler : NULL, 0};
+  em_module_options mo = {EM_VERIFY_FULL, !o->no_mmap, pool, o->profile ? &profiler : NULL, 0, 0};
+  if (o->max_memory > 0) {
+    mo.max_memory_bytes = (uint64_t)o->max_memory;
+    size_t quarter = (size_t)(o->max_memory / 4);
+    mo.temp_bytes = quarter < ((size_t)64 << 20) ? quarter : (size_t)64 << 20;
+    if (mo.temp_bytes < 4096) mo.temp_bytes = 4096;
+  }
   em_module *mod = NULL;
   em_method *m = NULL;
   npy_array arrays[64];
@@ -355,41 +404,103 @@ int main(int argc, char **argv) {
     usage();
     return 2;
   }
+  const char *cmd = argv[1];
+  if (is_help(cmd)) {
+    usage_to(stdout, NULL);
+    return 0;
+  }
+  int known = strcmp(cmd, "info") == 0 || strcmp(cmd, "run") == 0 || strcmp(cmd, "ops") == 0;
+  if (!known) {
+    fprintf(stderr, "ember: unknown command '%s'\n", cmd);
+    usage();
+    return 2;
+  }
+  for (int i = 2; i < argc; i++)
+    if (is_help(argv[i])) {
+      usage_to(stdout, cmd);
+      return 0;
+    }
   em_register_prim_ops();
   em_register_portable_kernels();
   em_register_quantized_kernels();
   em_register_cpu_backend();
-  const char *cmd = argv[1];
-  if (strcmp(cmd, "ops") == 0) return cmd_ops(argc - 1, argv + 1);
-  if (argc < 3 || (strcmp(cmd, "info") != 0 && strcmp(cmd, "run") != 0)) {
-    usage();
-    return 2;
+  if (strcmp(cmd, "ops") == 0) {
+    for (int i = 2; i < argc; i++)
+      if (strcmp(argv[i], "--all") != 0) {
+        fprintf(stderr, "ember ops: unknown option '%s'\n", argv[i]);
+        usage_to(stderr, cmd);
+        return 2;
+      }
+    return cmd_ops(argc - 1, argv + 1);
   }
-  run_opts o = {argv[2], NULL, "forward", NULL, {0}, 0, 1, 1, 0, 0};
-  for (int i = 3; i < argc; i++) {
+  int is_run = strcmp(cmd, "run") == 0;
+  run_opts o = {NULL, NULL, "forward", NULL, {0}, 0, 1, 1, 0, 0, 0};
+  for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
-    int more = i + 1 < argc;
-    if (strcmp(a, "--ptd") == 0 && more)
-      o.ptd = argv[++i];
-    else if (strcmp(a, "--method") == 0 && more)
-      o.method = argv[++i];
-    else if (strcmp(a, "--input") == 0 && more && o.n_inputs < 64)
-      o.inputs[o.n_inputs++] = argv[++i];
-    else if (strcmp(a, "--output-dir") == 0 && more)
-      o.out_dir = argv[++i];
-    else if (strcmp(a, "--iters") == 0 && more)
-      o.iters = atoi(argv[++i]);
-    else if (strcmp(a, "--threads") == 0 && more)
-      o.threads = atoi(argv[++i]);
-    else if (strcmp(a, "--profile") == 0)
-      o.profile = 1;
-    else if (strcmp(a, "--no-mmap") == 0)
-      o.no_mmap = 1;
-    else {
-      fprintf(stderr, "ember: unknown or incomplete option '%s'\n", a);
-      usage();
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    int takes = strcmp(a, "--ptd") == 0 ||
+                (is_run && (strcmp(a, "--method") == 0 || strcmp(a, "--input") == 0 ||
+                            strcmp(a, "--output-dir") == 0 || strcmp(a, "--iters") == 0 ||
+                            strcmp(a, "--threads") == 0 || strcmp(a, "--max-memory") == 0));
+    int flag = is_run && (strcmp(a, "--profile") == 0 || strcmp(a, "--no-mmap") == 0);
+    if (a[0] == '-' && a[1] != '\0' && !takes && !flag) {
+      fprintf(stderr, "ember %s: unknown option '%s'\n", cmd, a);
+      usage_to(stderr, cmd);
       return 2;
     }
+    if (takes && !val) {
+      fprintf(stderr, "ember %s: option '%s' needs a value\n", cmd, a);
+      return 2;
+    }
+    if (!takes && !flag) {
+      if (o.path) {
+        fprintf(stderr, "ember %s: unexpected argument '%s' (the model is '%s')\n", cmd, a, o.path);
+        return 2;
+      }
+      o.path = a;
+      continue;
+    }
+    if (flag) {
+      if (strcmp(a, "--profile") == 0)
+        o.profile = 1;
+      else
+        o.no_mmap = 1;
+      continue;
+    }
+    i++;
+    if (strcmp(a, "--ptd") == 0) {
+      o.ptd = val;
+    } else if (strcmp(a, "--method") == 0) {
+      o.method = val;
+    } else if (strcmp(a, "--input") == 0) {
+      if (o.n_inputs == 64) {
+        fprintf(stderr, "ember run: more than 64 --input files\n");
+        return 2;
+      }
+      o.inputs[o.n_inputs++] = val;
+    } else if (strcmp(a, "--output-dir") == 0) {
+      o.out_dir = val;
+    } else {
+      int is_mem = strcmp(a, "--max-memory") == 0;
+      long long v = parse_size(val, is_mem);
+      long long cap = strcmp(a, "--threads") == 0 ? 1024 : is_mem ? LLONG_MAX : INT_MAX;
+      if (v < 1 || v > cap) {
+        fprintf(stderr, "ember run: %s wants a positive %s, not '%s'\n", a,
+                is_mem ? "byte count (suffix K, M or G)" : "integer", val);
+        return 2;
+      }
+      if (is_mem)
+        o.max_memory = v;
+      else if (strcmp(a, "--iters") == 0)
+        o.iters = (int)v;
+      else
+        o.threads = (int)v;
+    }
+  }
+  if (!o.path) {
+    fprintf(stderr, "ember %s: no model file given\n", cmd);
+    usage_to(stderr, cmd);
+    return 2;
   }
   em_log_set_level(EM_LOG_FATAL); /* errors are printed once, by fail() */
   if (strcmp(cmd, "info") == 0) return cmd_info(o.path, o.ptd);
