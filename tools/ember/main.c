@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ember/backend_cpu.h"
 #include "ember/ember.h"
@@ -32,7 +33,8 @@ static const char *const k_usage_run =
     "            [--output-dir DIR] [--iters N] [--threads N] [--profile] [--no-mmap]\n"
     "            [--max-memory BYTES]\n"
     "      --max-memory: the most the method may take (planned arenas, scratch, method memory;\n"
-    "      suffix K, M or G), checked before allocating; scratch is then at most a quarter\n";
+    "      suffix K, M or G; default: the machine's memory), checked before allocating;\n"
+    "      with it, scratch is at most a quarter\n";
 static const char *const k_usage_ops = "  ember ops [--all]\n";
 
 static void usage_to(FILE *f, const char *cmd) {
@@ -333,6 +335,10 @@ static int cmd_run(const run_opts *o) {
     size_t quarter = (size_t)(o->max_memory / 4);
     mo.temp_bytes = quarter < ((size_t)64 << 20) ? quarter : (size_t)64 << 20;
     if (mo.temp_bytes < 4096) mo.temp_bytes = 4096;
+  } else {
+    /* Default budget: the machine's memory. A file asking for more is refused by name. */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) mo.max_memory_bytes = (uint64_t)pages * (uint64_t)page;
   }
   em_module *mod = NULL;
   em_method *m = NULL;
