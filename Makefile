@@ -7,8 +7,12 @@ JOBS ?= $(shell nproc)
 BUILD := build
 ASAN_BUILD := build-asan
 CMAKE_GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+# Stock-ExecuTorch test files, made by the installed executorch (tests/fixtures/
+# make_executorch_fixtures.py, ~20 s once, then cached): C tests, fuzz corpus, MCU and Python tests.
+ET_FIXTURES := $(BUILD)/fixtures/executorch
+ET_FIXTURES_DEF := -DEMBER_ET_FIXTURES=$(abspath $(ET_FIXTURES))
 
-.PHONY: all deps venv build build-asan test test-c test-asan test-fuzz test-py demo bench bench-deps bench-llm format lint clean size
+.PHONY: all deps venv fixtures build build-asan test test-c test-asan test-fuzz test-py demo bench bench-deps bench-llm format lint clean size
 
 all: build
 
@@ -29,32 +33,37 @@ $(VENV)/.stamp: pyproject.toml requirements-dev.txt requirements-nodeps.txt
 
 venv: $(VENV)/.stamp
 
+$(ET_FIXTURES)/.stamp: tests/fixtures/make_executorch_fixtures.py tests/fixtures/legacy_pte.py | venv
+	$(VPY) tests/fixtures/make_executorch_fixtures.py --out $(ET_FIXTURES)
+
+fixtures: $(ET_FIXTURES)/.stamp
+
 build:
-	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release $(ET_FIXTURES_DEF) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 build-asan:
-	cmake -S . -B $(ASAN_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON >/dev/null
+	cmake -S . -B $(ASAN_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON $(ET_FIXTURES_DEF) >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-test-c: build
+test-c: build fixtures
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test-asan: build-asan
+test-asan: build-asan fixtures
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
 # libFuzzer on the loader for a bounded time (skipped with a message when clang is absent).
-test-fuzz: deps
+test-fuzz: deps fixtures
 	@if command -v clang >/dev/null 2>&1; then \
 	  cmake -S . -B build-fuzz $(CMAKE_GEN) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DEMBER_FUZZ=ON -DEMBER_TESTS=OFF >/dev/null && \
 	  cmake --build build-fuzz -j $(JOBS) --target fuzz_loader && \
-	  mkdir -p build-fuzz/corpus && cp ../shared/fixtures/executorch/*.pte tests/fixtures/*.pte build-fuzz/corpus/ 2>/dev/null; \
+	  mkdir -p build-fuzz/corpus && cp $(ET_FIXTURES)/*.pte $(ET_FIXTURES)/*.bpte tests/fixtures/*.pte build-fuzz/corpus/ 2>/dev/null; \
 	  ./build-fuzz/fuzz_loader -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 -print_final_stats=1 \
 	    -artifact_prefix=build-fuzz/ build-fuzz/corpus > build-fuzz/fuzz.log 2>&1; rc=$$?; \
 	  tail -n 30 build-fuzz/fuzz.log; exit $$rc; \
 	else echo "clang not found: fuzz target skipped"; fi
 
-test-py: venv build
+test-py: venv build fixtures
 	$(VPY) -m pytest -q -rs -p no:cacheprovider tests/python
 
 test: venv build build-asan
@@ -104,7 +113,7 @@ clean:
 # ---- MCU (owned by MCU work) ----
 # Cortex-M33 firmware under QEMU (mps2-an505): see mcu/Makefile. `make mcu` builds the
 # hard-float and soft-float images for each model in MCU_MODELS, runs them and prints sizes.
-MCU_MODELS ?= ../shared/fixtures/executorch/add.pte ../shared/fixtures/executorch/arduino_add_model.pte
+MCU_MODELS ?= $(ET_FIXTURES)/add.pte $(ET_FIXTURES)/add_constant.pte
 MCU_APT := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm dataset-fashion-mnist
 MCU_MLP := build-mcu/models/mlp.pte
 MCU_MLP_CASES := 8
@@ -139,7 +148,7 @@ mcu-train: venv mcu-deps build
 	$(VPY) mcu/models/cnn.py --out build-mcu/train --retrain --state build-mcu/train/none.pt
 	cp build-mcu/train/mlp_state.pt build-mcu/train/cnn_state.pt mcu/models/
 
-mcu: mcu-deps venv build $(MCU_MLP) $(MCU_CNN)
+mcu: mcu-deps venv build fixtures $(MCU_MLP) $(MCU_CNN)
 	@set -e; for m in $(MCU_MODELS); do for f in hard soft; do \
 	  echo "==== $$(basename $$m) ($$f float) ===="; \
 	  $(MAKE) -s --no-print-directory -C mcu MODEL=$$(realpath $$m) FLOAT=$$f \
@@ -192,12 +201,12 @@ neon-deps:
 	    (apt-get install -y -q $(NEON_APT) || (apt-get update -q && apt-get install -y -q $(NEON_APT))) \
 	      >/dev/null 2>&1 || { echo "error: could not install $(NEON_APT)"; exit 1; }; }
 
-test-neon:
+test-neon: fixtures
 	@if ! $(MAKE) -s --no-print-directory neon-deps; then \
 	  echo "aarch64 cross toolchain / qemu-user unavailable: NEON tests skipped"; exit 0; fi; \
 	set -e; \
 	cmake -S . -B $(NEON_BUILD) $(CMAKE_GEN) -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
-	  -DCMAKE_BUILD_TYPE=Release >/dev/null; \
+	  -DCMAKE_BUILD_TYPE=Release $(ET_FIXTURES_DEF) >/dev/null; \
 	cmake --build $(NEON_BUILD) -j $(JOBS) --target $(NEON_TESTS); \
 	(cd $(NEON_BUILD) && ctest --output-on-failure -j $(JOBS) -R '^($(subst $() ,|,$(NEON_TESTS)))$$'); \
 	echo "==== test_cpu_ukernels, EMBER_CPU_ISA=scalar (aarch64 under qemu-aarch64) ===="; \

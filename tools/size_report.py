@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         results = [build(tg, Path(t)) for tg in targets]
         # Without log messages (EM_LOG_ENABLED=0): error codes only, no format strings.
         results += [build(tg, Path(t), ("-DEM_LOG_ENABLED=0",)) for tg in targets]
-    fixtures = REPO.parent / "shared" / "fixtures" / "executorch"
+    fixtures = REPO / "build" / "fixtures" / "executorch"  # `make fixtures`
     models = REPO / "build-mcu" / "models"
     firmwares = [("add.pte (aten::add.out)", fixtures / "add.pte", "")]
     lab = f"--labels {models / 'mlp_labels.npy'} --cases 8"

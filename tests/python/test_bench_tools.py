@@ -12,7 +12,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EMBER = ROOT / "build" / "ember"
-ADD_PTE = ROOT.parent / "shared" / "fixtures" / "executorch" / "add.pte"
 
 
 def _load(name: str) -> types.ModuleType:
@@ -91,6 +90,9 @@ def test_parse_profile_shares_of_summed_time() -> None:
 
 
 def test_parse_info_on_a_stock_executorch_file() -> None:
+    from et_fixtures import et_fixture
+
+    ADD_PTE = et_fixture("add.pte")  # noqa: N806 - made by the installed executorch
     text = subprocess.run(
         [str(EMBER), "info", str(ADD_PTE)], capture_output=True, text=True, check=True
     ).stdout

@@ -53,16 +53,11 @@ def test_stock_program_runs_on_ember(name: str) -> None:
 
 
 def test_stock_fixture_add_pte_on_ember() -> None:
-    """The ExecuTorch repository's own add.pte (shared/fixtures)."""
-    import pathlib
+    """ExecuTorch's add.pte (made by the installed executorch: tests/python/et_fixtures.py)."""
+    from et_fixtures import et_fixture
 
     ember_runtime_module()
-    repo = pathlib.Path(__file__).resolve().parents[2]
-    cands = [d / "shared/fixtures/executorch/add.pte" for d in (repo, repo.parent)]
-    path = next((c for c in cands if c.is_file()), None)
-    if path is None:
-        pytest.skip(f"fixture missing: {cands}")
-    prog = ember.load(path)
+    prog = ember.load(et_fixture("add.pte"))
     require_ember_kernels(prog)
     load_runtime(prog)
     de = pytest.importorskip("executorch.exir._serialize._program")

@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO.parent / "shared" / "fixtures" / "executorch"
-ADD_PTE = FIXTURES / "add.pte"
 HOST_EMBER = REPO / "build" / "ember"
 sys.path.insert(0, str(REPO / "tools"))
 
 import pte_summary  # noqa: E402
 import selective_build  # noqa: E402
+from et_fixtures import et_fixture  # noqa: E402
+
+ADD_PTE = et_fixture("add.pte")  # ExecuTorch's add.pte, made by the installed executorch
 
 
 def _need_fixture() -> None:
