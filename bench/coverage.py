@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -44,15 +45,20 @@ def aten_ops(name: str) -> int:
     from bench.models import ZOO
 
     m, inputs = ZOO[name]()
-    ep = torch.export.export(m, inputs).run_decompositions()
+    return count_aten_ops(torch.export.export(m, inputs))
+
+
+def count_aten_ops(ep: Any) -> int:
+    """Call nodes of a ``torch.export`` program after the Core ATen decomposition."""
+    ep = ep.run_decompositions()
     return sum(
         1 for n in ep.graph.nodes if n.op == "call_function" and "getitem" not in str(n.target)
     )
 
 
-def outside_ops(pte: Path) -> dict[str, int]:
+def outside_ops(pte: Path, ember: Path = EMBER) -> dict[str, int]:
     """Operator name -> calls for every non-delegate instruction of `pte` (``ember info``)."""
-    r = subprocess.run([str(EMBER), "info", str(pte)], check=True, capture_output=True, text=True)
+    r = subprocess.run([str(ember), "info", str(pte)], check=True, capture_output=True, text=True)
     return parse_info(r.stdout)
 
 
@@ -67,15 +73,25 @@ def parse_info(text: str) -> dict[str, int]:
 def profile(pte: Path, io: Path, iters: int) -> tuple[float, dict[str, float]]:
     """Median execute ms and each operator's share (%) of the operators' summed time, from
     ``ember run --profile`` at 1 thread."""
-    import numpy as np
     import torch
 
     x, _ = torch.load(io)
+    return profile_arrays(pte, [x.numpy()], iters)
+
+
+def profile_arrays(
+    pte: Path, inputs: list[Any], iters: int, ember: Path = EMBER
+) -> tuple[float, dict[str, float]]:
+    """``profile`` on the given input arrays (numpy, one per method input)."""
+    import numpy as np
+
     with tempfile.TemporaryDirectory() as tmp:
-        inp = Path(tmp) / "x.npy"
-        np.save(inp, x.numpy())
+        args = []
+        for i, x in enumerate(inputs):
+            np.save(Path(tmp) / f"x{i}.npy", x)
+            args += ["--input", str(Path(tmp) / f"x{i}.npy")]
         r = subprocess.run(
-            [str(EMBER), "run", str(pte), "--input", str(inp), "--iters", str(iters), "--profile"],
+            [str(ember), "run", str(pte), *args, "--iters", str(iters), "--profile"],
             check=True,
             capture_output=True,
             text=True,
