@@ -66,6 +66,13 @@ test-fuzz: deps fixtures
 test-py: venv build fixtures
 	$(VPY) -m pytest -q -rs -p no:cacheprovider tests/python
 
+# The whole architecture corpus (tests/python/corpus, ~75 models on four paths; `make test` runs
+# its fast subset); the table of errors and EmberCpuBackend shares goes to out/corpus.md.
+.PHONY: test-corpus
+test-corpus: venv build
+	mkdir -p out && EMBER_CORPUS=full EMBER_CORPUS_TABLE=out/corpus.md \
+	  $(VPY) -m pytest -q -rfEx -p no:cacheprovider tests/python/corpus
+
 test: venv build build-asan
 	$(MAKE) test-c
 	$(MAKE) test-asan
