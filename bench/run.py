@@ -44,8 +44,9 @@ PY = sys.executable
 
 
 # ---- preparation (one subprocess per model) -------------------------------------------------
-def prepare(model: str, runtimes: list[str]) -> dict:
-    """Export the model for every runtime; write input, eager reference and files."""
+def prepare(model: str, runtimes: list[str], built: tuple | None = None) -> dict:
+    """Export the model (zoo model `model`, or `built` = (module, inputs) under the name
+    `model`) for every runtime; write input, eager reference and files to out/bench/`model`."""
     import numpy as np
     import torch
 
@@ -55,7 +56,7 @@ def prepare(model: str, runtimes: list[str]) -> dict:
 
     d = OUT / model
     d.mkdir(parents=True, exist_ok=True)
-    m, inputs = ZOO[model]()
+    m, inputs = built or ZOO[model]()
     x = inputs[0]
     with torch.inference_mode():
         ref = m(*inputs)
