@@ -121,3 +121,15 @@ def test_info_counts_missing_backends_and_exits_nonzero(tmp_path: Path) -> None:
     assert "EmberXpuBackend  MISSING backend in this build" in r.stdout
     assert "missing kernels in this build: 0" in r.stdout
     assert re.search(r"missing backends in this build: [1-9]", r.stdout)
+
+
+REGRESSIONS = sorted((ROOT / "tests" / "corrupt_regressions").glob("*.pte"))
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=[p.name for p in REGRESSIONS])
+def test_corrupt_regressions_are_refused_or_run(path: Path) -> None:
+    """Mutants that once crashed or hung (tools/mutation_sweep.py; the .txt next to each says
+    what happened): now a clean refusal or a run, within seconds."""
+    r = ember("run", path)
+    assert r.returncode in (0, 1), r.stderr
+    assert r.returncode == 0 or r.stderr.startswith("ember")
