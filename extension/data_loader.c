@@ -52,7 +52,10 @@ static void *aligned_buffer(size_t size) { return em_ext_alloc_large(size); }
 em_status em_copy_loader_open(em_file_loader *fl, const void *data, size_t size) {
   memset(fl, 0, sizeof *fl);
   fl->data = aligned_buffer(size);
-  if (!fl->data) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  if (!fl->data) {
+    EM_LOG_ERROR("copy loader: %zu bytes for the aligned copy of the program", size);
+    return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  }
   if (size) memcpy(fl->data, data, size);
   fl->size = size;
   init_base(fl);
@@ -72,7 +75,10 @@ em_status em_file_loader_open(em_file_loader *fl, const char *path) {
   if (n < 0 || fseek(f, 0, SEEK_SET) != 0) st = EM_ERR_ACCESS_FAILED;
   if (st == EM_OK) {
     fl->data = aligned_buffer((size_t)n);
-    if (!fl->data) st = EM_ERR_MEMORY_ALLOCATION_FAILED;
+    if (!fl->data) {
+      EM_LOG_ERROR("file loader: %ld bytes to read %s into", n, path);
+      st = EM_ERR_MEMORY_ALLOCATION_FAILED;
+    }
   }
   if (st == EM_OK && n > 0 && fread(fl->data, 1, (size_t)n, f) != (size_t)n) {
     EM_LOG_ERROR("short read of %s", path);

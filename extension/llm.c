@@ -82,7 +82,10 @@ em_status em_llm_create(const char *pte_path, const char *tokenizer_path,
   if (!pte_path || !tokenizer_path || !out) return EM_ERR_INVALID_ARGUMENT;
   double t0 = now_s();
   em_llm *l = calloc(1, sizeof *l);
-  if (!l) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  if (!l) {
+    EM_LOG_ERROR("llm: %zu bytes for the runner", sizeof *l);
+    return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  }
   em_status st = em_tokenizer_load(tokenizer_path, &l->tok);
   if (st != EM_OK) goto fail;
   em_module_options mo = {0};
@@ -130,7 +133,12 @@ em_status em_llm_create(const char *pte_path, const char *tokenizer_path,
   l->probs = malloc((size_t)l->vocab * sizeof *l->probs);
   l->order = malloc((size_t)l->vocab * sizeof *l->order);
   st = EM_ERR_MEMORY_ALLOCATION_FAILED;
-  if (!l->seq || !l->probs || !l->order) goto fail;
+  if (!l->seq || !l->probs || !l->order) {
+    EM_LOG_ERROR("llm: %zu bytes of token buffer and %zu bytes of sampling buffers",
+                 (size_t)l->max_seq_len * sizeof *l->seq,
+                 (size_t)l->vocab * (sizeof *l->probs + sizeof *l->order));
+    goto fail;
+  }
   l->load_s = now_s() - t0;
   *out = l;
   return EM_OK;
@@ -309,7 +317,10 @@ static em_status encode_prompt(em_llm *l, const char *prompt, int chat, size_t *
   const char *post = chat ? "<|im_end|>\n<|im_start|>assistant\n" : "";
   size_t n = strlen(pre) + strlen(prompt) + strlen(post);
   char *text = malloc(n + 1);
-  if (!text) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  if (!text) {
+    EM_LOG_ERROR("llm: %zu bytes for the prompt", n + 1);
+    return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  }
   snprintf(text, n + 1, "%s%s%s", pre, prompt, post);
   size_t cap = (size_t)l->max_seq_len;
   int32_t *ids = malloc((n + 2) * sizeof *ids);

@@ -657,8 +657,7 @@ em_status tok_read_file(const char *path, char **buf_out, size_t *n_out) {
   return EM_OK;
 }
 
-em_status em_tokenizer_load(const char *path, em_tokenizer **out) {
-  if (!path || !out) return EM_ERR_INVALID_ARGUMENT;
+static em_status tokenizer_load_any(const char *path, em_tokenizer **out) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     EM_LOG_ERROR("tokenizer: cannot open %s", path);
@@ -674,4 +673,18 @@ em_status em_tokenizer_load(const char *path, em_tokenizer **out) {
   if (i < k && head[i] == '{') return em_tokenizer_load_json(path, out);
   static const char *const eot[] = {"<|endoftext|>"};
   return em_tokenizer_load_tiktoken(path, EM_PRETOK_GPT2, eot, 1, out);
+}
+
+em_status em_tokenizer_load(const char *path, em_tokenizer **out) {
+  if (!path || !out) return EM_ERR_INVALID_ARGUMENT;
+  em_clear_last_error();
+  em_status st = tokenizer_load_any(path, out);
+  /* The loaders' many tables fail alike: name the tokenizer and its file's size at least. */
+  if (st == EM_ERR_MEMORY_ALLOCATION_FAILED && !em_last_error()[0]) {
+    FILE *f = fopen(path, "rb");
+    long n = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (f) fclose(f);
+    EM_LOG_ERROR("tokenizer: out of memory building the tables of %s (a %ld-byte file)", path, n);
+  }
+  return st;
 }

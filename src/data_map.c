@@ -71,7 +71,9 @@ em_status em_data_map_load(em_data_loader *loader, em_allocator *alloc, em_data_
             (unsigned long long)fsize);
   if (loader->release) loader->release(loader, head_v, 48);
   em_data_map *m = em_allocator_alloc(alloc, sizeof *m, 16);
-  if (!m) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  if (!m)
+    EM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,
+            ".ptd: %zu bytes for the data map do not fit the allocator", sizeof *m);
   memset(m, 0, sizeof *m);
   const void *bytes;
   EM_TRY(loader->load(loader, 0, fb_off + fb_size, &bytes));
