@@ -1,6 +1,6 @@
 /*
  * bundled.c — finding the program inside a BundledProgram (`.bpte`, BP08;
- * pte-format.md §9): BundledProgram{0 version, 1 method_test_suites,
+ * docs/pte-format.md §9): BundledProgram{0 version, 1 method_test_suites,
  * 2 program [ubyte] (force_align 32)}. The embedded program is a whole `.pte`.
  */
 #include <string.h>

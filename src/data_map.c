@@ -1,5 +1,5 @@
 /*
- * data_map.c — named data from a `.ptd` (FlatTensor, pte-format.md §8) or
+ * data_map.c — named data from a `.ptd` (FlatTensor, docs/pte-format.md §8) or
  * from a program's own named_data table.
  *
  * A `.ptd` starts with a u32 root offset, "FT01", then the "FH01" header at

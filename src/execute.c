@@ -1,5 +1,5 @@
 /*
- * execute.c — the instruction loop (pte-format.md §6).
+ * execute.c — the instruction loop (docs/pte-format.md §6).
  *
  * KernelCall calls the resolved kernel with the pre-built argument pointers;
  * DelegateCall hands the delegate its inputs then outputs; MoveCall copies a

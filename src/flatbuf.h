@@ -1,5 +1,5 @@
 /*
- * flatbuf.h — a bounds-checked FlatBuffers reader (pte-format.md §1).
+ * flatbuf.h — a bounds-checked FlatBuffers reader (docs/pte-format.md §1).
  *
  * Every accessor checks what it touches against the buffer: an offset, vtable,
  * vector or string that falls outside it (or is misaligned) reads as absent /

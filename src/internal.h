@@ -81,7 +81,7 @@ em_status em_program_verify(em_program *p);
 
 /*
  * Reads the shape of a Tensor table: dtype, rank, sizes, dim order, numel
- * and nbytes, checking every rule of pte-format.md §5. Used by the verifier,
+ * and nbytes, checking every rule of docs/pte-format.md §5. Used by the verifier,
  * by method metadata and by method preparation.
  */
 typedef struct tensor_desc {

@@ -3,7 +3,7 @@
  * instructions; and binding inputs and outputs.
  *
  * Everything comes from the caller's method allocator; after preparation
- * nothing is looked up by string (ARCHITECTURE.md, "Prepare a method").
+ * nothing is looked up by string (docs/architecture.md, "The runtime's flow").
  */
 #include <string.h>
 
@@ -35,7 +35,7 @@ static void *alloc0(prep *s, size_t n) {
               (size_t)(n), #ptr, (s)->cfg->method_alloc->used, (s)->cfg->method_alloc->size);      \
   } while (0)
 
-/* Resolves the data pointer of a tensor per pte-format.md §5. */
+/* Resolves the data pointer of a tensor per docs/pte-format.md §5. */
 static em_status bind_data(prep *s, const tensor_desc *d, em_tensor *t, uint32_t vi);
 
 /* Binds the data pointer, then requires it aligned to the element size (kernels load typed). */

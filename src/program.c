@@ -1,7 +1,7 @@
 /*
  * program.c — loading a `.pte`: headers, segments, constants, method metadata.
  *
- * Layout (pte-format.md §2): u32 root offset, "ET12", an optional "eh00"
+ * Layout (docs/pte-format.md §2): u32 root offset, "ET12", an optional "eh00"
  * extended header at byte 8 (program_size, segment_base_offset,
  * segment_data_size), the flatbuffer, then 128-aligned segments. Everything the
  * program hands out points into the loader's bytes (zero copy).

@@ -1,6 +1,6 @@
 /*
  * schema.h — field slots of ExecuTorch's program.fbs and flat_tensor.fbs
- * (pte-format.md §3, §8). A union takes two slots: its type tag, then its value.
+ * (docs/pte-format.md §3, §8). A union takes two slots: its type tag, then its value.
  */
 #ifndef EMBER_SRC_SCHEMA_H
 #define EMBER_SRC_SCHEMA_H

@@ -1,7 +1,7 @@
 /*
  * tensor.c — dtype traits, tensor shape helpers and EValue accessors.
  *
- * Strides come from the dim order (pte-format.md §5): the innermost dimension
+ * Strides come from the dim order (docs/pte-format.md §5): the innermost dimension
  * has stride 1 and each outer one is the product of the sizes inside it, with
  * a size of 0 treated as 1 so strides stay well defined.
  */

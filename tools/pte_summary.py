@@ -1,6 +1,6 @@
 """pte_summary.py — a small, stdlib-only reader of what the build tools need from a `.pte` file.
 
-Reads the ExecuTorch Program flatbuffer (pte-format.md §1–§3): per execution plan its name, the
+Reads the ExecuTorch Program flatbuffer (docs/pte-format.md §1–§3): per execution plan its name, the
 operators (``namespace::op.overload``), KernelCall instructions with their argument value indices,
 every value (tag; for tensors dtype, sizes, dim order, planned or not), the inputs/outputs and the
 planned arena sizes (``non_const_buffer_sizes``). It is not a verifier: the C runtime verifies the

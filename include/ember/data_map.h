@@ -1,7 +1,7 @@
 /*
  * data_map.h — named data: tensors and blobs looked up by key.
  *
- * A `.ptd` file (FlatTensor, pte-format.md §8) is loaded as a data map and
+ * A `.ptd` file (FlatTensor, docs/pte-format.md §8) is loaded as a data map and
  * passed to em_method_prepare; tensors of the program marked EXTERNAL are
  * resolved by fully-qualified name. A program's own `named_data` is a data map
  * too (for backends).

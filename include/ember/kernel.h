@@ -2,7 +2,7 @@
  * kernel.h — the kernel author's API and the kernel registry.
  *
  * A kernel is a boxed call over the method's values, with the ATen argument
- * convention of ExecuTorch (pte-format.md §6): every schema argument in order,
+ * convention of ExecuTorch (docs/pte-format.md §6): every schema argument in order,
  * out= arguments included, then the return value(s). `aten::add.out` receives
  * [self, other, alpha, out, out].
  *

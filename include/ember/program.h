@@ -3,7 +3,7 @@
  *
  * Loading checks the ET12 identifier and eh00 header and (by default) verifies
  * every offset, length, index, enum, rank and size of the file before anything
- * else reads it (pte-format.md §1–§6). A program is immutable once loaded and
+ * else reads it (docs/pte-format.md §1–§6). A program is immutable once loaded and
  * may be shared by threads. Its bytes are borrowed from the loader.
  *
  *     em_program *prog;

@@ -3,7 +3,7 @@
  *
  * Tensors never own memory: `data` points into a planned arena, a constant
  * segment of the program, or caller memory. Sizes and strides are int64_t
- * elements; strides are derived from the dim order (pte-format.md §5).
+ * elements; strides are derived from the dim order (docs/pte-format.md §5).
  *
  *     const em_tensor *t = em_evalue_tensor(out);      // NULL unless a tensor
  *     if (t && t->dtype == EM_DTYPE_F32) {

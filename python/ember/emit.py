@@ -1,6 +1,6 @@
 """Emission: MethodIRs -> ``schema.ExecutionPlan`` values, operators and instructions.
 
-Conventions (ExecuTorch's emitter, pte-format.md section 6):
+Conventions (ExecuTorch's emitter, docs/pte-format.md section 6):
 
 - ``values`` holds every EValue; scalars get one value per argument occurrence; list elements
   are emitted before the list that refers to them; each tensor spec is one value (elided views

@@ -71,7 +71,7 @@ _EM_OP_RE = re.compile(
     r'^\s*EM_OP\(\s*"([^"]+)"\s*,\s*([A-Za-z_][A-Za-z0-9_]*)\s*,\s*(-?\d+)\s*,\s*([^)]*)\)'
 )
 
-# Stock ExecuTorch portable + prim kernel names (pte-format/executorch-runtime digest section 14);
+# Stock ExecuTorch portable + prim kernel names (ExecuTorch 1.5's portable library and prim ops);
 # used only when no ops.def file is available.
 _STOCK_FALLBACK = """
 _adaptive_avg_pool2d.out _cdist_forward.out _conj_physical.out _log_softmax.out

@@ -1,6 +1,6 @@
 """ExecuTorch pytree strings (``container_meta_type``), to and from torch TreeSpecs.
 
-Format (ExecuTorch ``extension/pytree/pytree.h``, digest pte-format.md section 6): a leaf is
+Format (ExecuTorch ``extension/pytree/pytree.h``, digest docs/pte-format.md section 6): a leaf is
 ``$``; a container is ``<kind><n children>`` then ``#<leaves of child i>`` for each child, then
 ``(`` the children separated by ``,`` ``)``. Kinds: ``T`` tuple, ``L`` list, ``D`` dict (children
 written ``'key':child`` or ``int:child``), ``N`` namedtuple. Example: ``forward(x)`` inputs are

@@ -1,7 +1,7 @@
 """A small reader for what :class:`ember.Program` needs back from a ``.pte`` file.
 
 Reads the execution plans' names, pytree strings and arena sizes directly from the flatbuffer
-(pte-format.md section 1 rules: vtables may sit before or after their table, absent fields take
+(docs/pte-format.md section 1 rules: vtables may sit before or after their table, absent fields take
 their defaults). Not a verifier: the C runtime verifies files it executes.
 """
 

@@ -1,7 +1,7 @@
 """The ExecuTorch program schema (``schema/program.fbs``, ``ET12``) as Python dataclasses.
 
 Only what Ember writes is modelled; field names follow the schema. See
-``shared/reference/pte-format.md`` section 3 for slot numbers and defaults.
+``docs/pte-format.md`` section 3 for slot numbers and defaults.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Serialization to the ExecuTorch ``.pte`` (ET12 + eh00) and ``.ptd`` (FT01 + FH01) formats.
 
-Layout rules (``shared/reference/pte-format.md`` sections 1-4 and 8):
+Layout rules (``docs/pte-format.md`` sections 1-4 and 8):
 
 - The flatbuffer is written back to front with ``flatbuffers.Builder``; every field the C++
   runtime dereferences without a null check is always written.
@@ -159,7 +159,7 @@ def _write_delegate(b: flatbuffers.Builder, d: S.BackendDelegate) -> int:
 
 
 def _add_delegate_segments(plans: list[S.ExecutionPlan], blobs: list) -> None:
-    """One segment per distinct delegate blob (pte-format.md section 4), after the others."""
+    """One segment per distinct delegate blob (docs/pte-format.md section 4), after the others."""
     seen: dict[bytes, int] = {}
     for p in plans:
         for d in p.delegates:

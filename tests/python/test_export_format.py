@@ -1,5 +1,5 @@
 """Byte-level checks of the .pte / .ptd files against the ExecuTorch format rules
-(shared/reference/pte-format.md), independent of Ember's own reader."""
+(docs/pte-format.md), independent of Ember's own reader."""
 
 from __future__ import annotations
 

