@@ -12,7 +12,7 @@ CMAKE_GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 ET_FIXTURES := $(BUILD)/fixtures/executorch
 ET_FIXTURES_DEF := -DEMBER_ET_FIXTURES=$(abspath $(ET_FIXTURES))
 
-.PHONY: all deps venv fixtures build build-asan test test-c test-asan test-fuzz test-py demo bench bench-deps bench-llm format lint clean size
+.PHONY: all deps venv fixtures build build-asan test test-c test-asan test-fuzz fuzz-long test-py demo bench bench-deps bench-llm format lint clean size
 
 all: build
 
@@ -57,11 +57,15 @@ test-fuzz: deps fixtures
 	@if command -v clang >/dev/null 2>&1; then \
 	  cmake -S . -B build-fuzz $(CMAKE_GEN) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DEMBER_FUZZ=ON -DEMBER_TESTS=OFF >/dev/null && \
 	  cmake --build build-fuzz -j $(JOBS) --target fuzz_loader && \
-	  mkdir -p build-fuzz/corpus && cp $(ET_FIXTURES)/*.pte $(ET_FIXTURES)/*.bpte tests/fixtures/*.pte build-fuzz/corpus/ 2>/dev/null; \
+	  mkdir -p build-fuzz/corpus && cp $(ET_FIXTURES)/*.pte $(ET_FIXTURES)/*.bpte tests/fixtures/*.pte tests/fixtures/alias/*.pte build-fuzz/corpus/ 2>/dev/null; \
 	  ./build-fuzz/fuzz_loader -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 -print_final_stats=1 \
 	    -artifact_prefix=build-fuzz/ build-fuzz/corpus > build-fuzz/fuzz.log 2>&1; rc=$$?; \
 	  tail -n 30 build-fuzz/fuzz.log; exit $$rc; \
 	else echo "clang not found: fuzz target skipped"; fi
+
+# The long run of the same target (issue 30): FUZZ_SECONDS (default 1 h); figures in build-fuzz/fuzz.log.
+fuzz-long:
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-3600} $(MAKE) test-fuzz
 
 test-py: venv build fixtures
 	$(VPY) -m pytest -q -rs -p no:cacheprovider tests/python

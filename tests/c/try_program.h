@@ -1,6 +1,7 @@
 /*
  * try_program.h — loads untrusted bytes, prepares every method and executes
- * it on zero inputs, with bounded memory. Shared by the corruption test and
+ * it (arenas up to 8 MiB; inputs of the sizes the file declares, upper bounds
+ * for dynamic ones, filled with small values of their dtype). Shared by the corruption test and
  * the libFuzzer target: the only requirement is "no crash, no hang, no
  * out-of-bounds access"; any em_status is an acceptable outcome.
  */
@@ -17,6 +18,31 @@
 typedef struct try_stats {
   unsigned loaded, prepared, executed, rejected;
 } try_stats;
+
+/* Executions per prepared method (the fuzz target asks for 2: state carried between calls). */
+static unsigned try_exec_rounds = 1;
+
+/* Inputs get small values of their dtype (not only zeros): both branches of a cond, non-zero
+ * indices, KV-cache positions — in range or not, the kernels must check. */
+static inline void try_fill(em_tensor *t, uint32_t seed) {
+  uint8_t *d = (uint8_t *)t->data;
+  size_t es = em_dtype_size(t->dtype), n = em_tensor_nbytes(t) / (es ? es : 1);
+  uint32_t s = seed * 2654435761u + 1u;
+  for (size_t i = 0; i < n; i++) {
+    s ^= s << 13;
+    s ^= s >> 17;
+    s ^= s << 5;
+    int v = (int)(s % 9u) - 1; /* -1 .. 7 */
+    switch (t->dtype) {
+    case EM_DTYPE_F32: ((float *)(void *)d)[i] = (float)v * 0.5f; break;
+    case EM_DTYPE_F64: ((double *)(void *)d)[i] = (double)v * 0.5; break;
+    case EM_DTYPE_I64: ((int64_t *)(void *)d)[i] = v; break;
+    case EM_DTYPE_I32: ((int32_t *)(void *)d)[i] = v; break;
+    case EM_DTYPE_BOOL: d[i] = (uint8_t)(v & 1); break;
+    default: memset(d + i * es, (int)(s >> 24), es); break;
+    }
+  }
+}
 
 static inline void try_method(const em_program *p, const char *name, try_stats *s) {
   em_method_meta meta;
@@ -55,9 +81,11 @@ static inline void try_method(const em_program *p, const char *name, try_stats *
         if (nb > TRY_ARENA_CAP) continue;
         bufs[i] = calloc(1, nb + 16);
         t.data = bufs[i];
+        if (bufs[i]) try_fill(&t, (uint32_t)i + (uint32_t)nb);
         em_method_set_input_tensor(m, i, &t);
       }
-      if (em_method_execute(m) == EM_OK) s->executed++;
+      for (unsigned k = 0; k < try_exec_rounds; k++)
+        if (em_method_execute(m) == EM_OK) s->executed++;
       em_method_destroy(m);
       for (size_t i = 0; i < 16; i++) free(bufs[i]);
     }

@@ -1,6 +1,10 @@
 /*
- * fuzz_loader.c — libFuzzer target: load, verify, prepare and execute
- * arbitrary bytes as a program. Built by `make test-fuzz` with clang.
+ * fuzz_loader.c — libFuzzer target: load, verify, prepare and execute every method of arbitrary
+ * bytes as a program, twice (state carried between calls), with inputs of the sizes the file
+ * declares filled with small values (tests/c/try_program.h), EmberCpuBackend and the portable,
+ * quantized and LLM kernels registered; a structure-aware mutator edits flatbuffer fields
+ * (pte_mutator.h). Built by `make test-fuzz` with clang; seed corpus: every kind of file the
+ * project makes (tests/fixtures, tests/fixtures/alias, build/fixtures/executorch).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stddef.h>
@@ -8,6 +12,7 @@
 
 #include "../c/try_program.h"
 #include "ember/backend_cpu.h"
+#include "pte_mutator.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -19,6 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     em_register_portable_kernels();
     em_register_quantized_kernels();
     em_register_cpu_backend();
+    try_exec_rounds = 2;
     ready = 1;
   }
   try_stats s = {0, 0, 0, 0};
