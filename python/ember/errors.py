@@ -16,6 +16,7 @@ __all__ = [
     "UnsupportedOperatorError",
     "UnsupportedDtypeError",
     "DataDependentShapeError",
+    "UnsupportedValueError",
     "MemoryPlanError",
     "SerializationError",
     "EmberRuntimeError",
@@ -71,6 +72,10 @@ class UnsupportedDtypeError(EmberError):
 
 class DataDependentShapeError(EmberError):
     """An output shape depends on tensor data (nonzero, masked_select, item, ...)."""
+
+
+class UnsupportedValueError(EmberError):
+    """A model input or output of a type a program cannot carry (e.g. a cache object)."""
 
 
 class MemoryPlanError(EmberError):

@@ -8,6 +8,7 @@ in :mod:`ember.passes` (or :mod:`ember.emit` / :mod:`ember.serialize`).
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +26,8 @@ from ember.passes.ir import MethodIR
 from ember.passes.memory_plan import plan_memory
 from ember.passes.out_variants import to_out_variants
 from ember.passes.spec_prop import propagate_specs
+from ember.passes.stock_ops import MODES as STOCK_MODES
+from ember.passes.stock_ops import check_stock, decompositions_for, non_stock
 from ember.passes.verify import verify_arity, verify_edge
 from ember.passes.views import elide_views
 from ember.program import Program
@@ -55,26 +58,45 @@ def lower_method(
     external: bool = False,
     auto: bool = False,
     target: str | None = None,
+    stock_ops: str = "warn",
     step: Callable[[str], None] = lambda s: None,
 ) -> MethodIR:
     """Run every stage up to memory planning for one method. ``backend`` is a resolved backend
     (``"cpu"`` or ``None`` for the portable kernels; :func:`ember.backends.resolve_backend`);
     ``auto``: it came from ``backend="auto"``, so a method with int8 Q/DQ, fused integer or LLM
     operators keeps the portable kernels (:func:`ember.backends.auto_backend_for`). ``target``
-    (as :func:`export`'s) decides what the backend stores for which CPUs."""
+    (as :func:`export`'s) decides what the backend stores for which CPUs; ``stock_ops`` (as
+    :func:`export`'s) what to do when a portable method needs kernels stock ExecuTorch lacks."""
     t0 = time.perf_counter()
     step(f"{name}: torch.export")
     ep = capture(model, example_inputs, dynamic_shapes=dynamic_shapes, strict=strict)
     step(f"{name}: decompose")
     ep = decompose(ep)
     step(f"{name}: verify")
-    verify_edge(ep, oplist)
+
+    def to_ir(ep: torch.export.ExportedProgram) -> MethodIR:
+        verify_edge(ep, oplist)
+        ir = to_out_variants(ep, name)
+        ir = fold_constants(ir, external=external)
+        ir = elide_views(ir)
+        return verify_arity(ir, oplist)
+
+    ir = to_ir(ep)
     step(f"{name}: lower")
-    ir = to_out_variants(ep, name)
-    ir = fold_constants(ir, external=external)
-    ir = elide_views(ir)
-    ir = verify_arity(ir, oplist)
-    ir = partition(ir, auto_backend_for(ir, backend) if auto else backend, target)
+    chosen = auto_backend_for(ir, backend) if auto else backend
+    if chosen is None and stock_ops != "off":
+        # A portable method must run on stock ExecuTorch: decompose what it lacks.
+        table = decompositions_for(non_stock(ir))
+        if table:
+            log.info(
+                "%s: decomposing %s for stock ExecuTorch",
+                name,
+                ", ".join(sorted({str(op) for op in table})),
+            )
+            ep = ep.run_decompositions(table)
+            ir = to_ir(ep)
+        check_stock(ir, stock_ops)
+    ir = partition(ir, chosen, target)
     ir = propagate_specs(ir)
     step(f"{name}: plan memory")
     ir = plan_memory(ir)
@@ -99,6 +121,8 @@ def export(
     progress: bool | None = None,
     backend: str | None = AUTO,
     target: str | None = None,
+    explain: bool = False,
+    stock_ops: str = "warn",
 ) -> Program:
     """Export ``model`` to an ExecuTorch-format program.
 
@@ -125,7 +149,20 @@ def export(
     in place (ResNet-50 1.3x faster at 1 thread on a Sapphire Rapids core; the file grows by
     the pairs, ~80 %); ``"aarch64"`` and hosts without AMX get none. An unknown ``backend`` or
     ``target`` raises ``ValueError`` before anything is traced.
+
+    The backend never fails an export that the portable kernels accept: what it cannot lower
+    (or what raises while lowering or packing, or a blob its runtime half refuses) stays
+    portable, logged with the reason. ``explain=True`` writes to stderr which instructions were
+    delegated and why each other one was not (also :meth:`Program.explain`).
+
+    A method on the portable kernels (``backend=None``, or what ``"auto"`` keeps portable) is
+    checked against stock ExecuTorch 1.5's operator list: an operator it lacks is decomposed
+    into ones it has where PyTorch knows how; otherwise ``stock_ops="warn"`` (the default) logs a
+    warning naming the operator, ``"error"`` raises :class:`UnsupportedOperatorError` and
+    ``"off"`` says nothing (Ember's runtime runs the file either way).
     """
+    if stock_ops not in STOCK_MODES:
+        raise ValueError(f"stock_ops={stock_ops!r}: expected one of {', '.join(STOCK_MODES)}")
     auto = backend == AUTO
     backend = resolve_backend(backend, target)
     if isinstance(model, dict):
@@ -163,6 +200,7 @@ def export(
                 external=external_constants,
                 auto=auto,
                 target=target,
+                stock_ops=stock_ops,
                 step=step,
             )
         step("serialize")
@@ -194,4 +232,6 @@ def export(
         prog.budget = {n: budget_of(prog.buffer, target, n) for n in names}
         for b in prog.budget.values():
             log.info("%s", b.summary())
+    if explain:
+        sys.stderr.write(prog.explain() + "\n")
     return prog

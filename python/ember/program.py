@@ -113,6 +113,26 @@ class Program:
         s = self._plans[method].encoded_out_str
         return pytree_str.decode(s) if s else None
 
+    def explain(self, method: str | None = None) -> str:
+        """Which instructions went to a backend and why each other one stayed on the portable
+        kernels, per method (export-time programs only; ``ember.export(..., explain=True)``
+        writes this to stderr)."""
+        lines: list[str] = []
+        for name in [method] if method else self.methods:
+            ir = self._irs.get(name)
+            report = getattr(ir, "partition_report", None) if ir is not None else None
+            if not report:
+                lines.append(f"{name}: no backend pass ran (portable kernels only)")
+                continue
+            n = sum(d.delegated for d in report)
+            lines.append(f"{name}: {n} of {len(report)} instructions delegated")
+            for d in report:
+                where = f" [{d.node}]" if d.node else ""
+                state = "delegated to" if d.delegated else "portable:"
+                src = f"  at {d.source}" if d.source and not d.delegated else ""
+                lines.append(f"  {d.index:4d} {d.kernel}{where} {state} {d.why}{src}")
+        return "\n".join(lines)
+
     def debug_info(self, method: str = "forward") -> list[InstrDebug]:
         """Per-instruction debug records (export-time programs only)."""
         return self._debug.get(method, [])

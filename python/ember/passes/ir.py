@@ -158,6 +158,8 @@ class MethodIR:
     in_spec: Any = None
     out_spec: Any = None
     arena_bytes: int = 0
+    # What a backend pass did with each instruction (ember.backends.cpu.partition.Decision).
+    partition_report: list[Any] = field(default_factory=list)
 
     def new_spec(self, *args: Any, **kwargs: Any) -> TensorSpec:
         spec = TensorSpec(*args, **kwargs)

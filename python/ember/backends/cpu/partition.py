@@ -23,9 +23,19 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from ember.backends.check import runtime_check
 from ember.backends.cpu import blob as B
 from ember.backends.delegate import DelegateInstr
-from ember.passes.ir import CONSTANT, MUTABLE, Arg, KernelInstr, MethodIR, TensorSpec
+from ember.errors import user_source_line
+from ember.passes.ir import (
+    CONSTANT,
+    MUTABLE,
+    Arg,
+    KernelInstr,
+    MethodIR,
+    TensorSpec,
+    instr_args,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +43,7 @@ BACKEND_ID = "EmberCpuBackend"
 INF = float("inf")
 
 
-@dataclass
+@dataclass(eq=False)
 class Const:
     """A constant produced at export time (packed or folded weights)."""
 
@@ -41,8 +51,12 @@ class Const:
     key: Any = None
 
 
-@dataclass
+@dataclass(eq=False)
 class Op:
+    """One backend operator. Compared by identity: the fusion passes find and remove ops in
+    lists (``in``, ``remove``), and two equal-looking ops are still two ops (their attrs hold
+    numpy arrays, which have no truth value)."""
+
     kind: str
     ins: list[Any]  # TensorSpec | Const | None
     outs: list[TensorSpec]
@@ -85,6 +99,18 @@ def _ints(a: Arg) -> list[int]:
     if a.kind != "intlist" or not all(isinstance(x, int) for x in a.value):
         raise Unsupported("needs a static int list")
     return [int(x) for x in a.value]
+
+
+def _pair(a: Arg, name: str, empty_ok: bool = False) -> list[int]:
+    """A 2-d window parameter as two ints: ATen repeats a one-element list (``padding="valid"``
+    decomposes to ``[0]``); an empty list is kept where ATen gives it a meaning (a pool's
+    stride: the kernel)."""
+    v = _ints(a)
+    if len(v) == 1:
+        v = v * 2
+    if len(v) != 2 and not (empty_ok and not v):
+        raise Unsupported(f"{name} has {len(v)} values, not 2")
+    return v
 
 
 def _out(ins: KernelInstr, i: int = 0) -> TensorSpec:
@@ -167,7 +193,7 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
             or a[6].value
         ):
             raise Unsupported("conv2d needs 4-d input, constant weights, not transposed")
-        stride, pad, dil = _ints(a[3]), _ints(a[4]), _ints(a[5])
+        stride, pad, dil = _pair(a[3], "stride"), _pair(a[4], "padding"), _pair(a[5], "dilation")
         groups = int(a[8].value)
         return Op(
             "conv2d",
@@ -278,12 +304,14 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         x = _f32x(a[0])
         if len(x.shape) != 4 or not only_here(_out(ins, 1)):
             raise Unsupported("max pool")
-        kernel, stride, pad, dil = _ints(a[1]), _ints(a[2]), _ints(a[3]), _ints(a[4])
+        kernel, stride = _pair(a[1], "kernel"), _pair(a[2], "stride", empty_ok=True)
+        pad, dil = _pair(a[3], "padding"), _pair(a[4], "dilation")
         stride = stride or kernel
         return Op("maxpool2d", [x], [out], ip=[*kernel, *stride, *pad, *dil, 0, 0])
     if k == "aten::avg_pool2d.out":
         x = _f32x(a[0])
-        kernel, stride, pad = _ints(a[1]), _ints(a[2]), _ints(a[3])
+        kernel, stride = _pair(a[1], "kernel"), _pair(a[2], "stride", empty_ok=True)
+        pad = _pair(a[3], "padding")
         stride = stride or kernel
         include_pad = bool(a[5].value)
         div = 0 if a[6].kind == "null" else int(a[6].value)
@@ -1127,67 +1155,90 @@ def amx_pairs_for(target: str | None) -> bool:
     return False
 
 
-def partition_cpu(ir: MethodIR, pairs: bool = False) -> MethodIR:
-    """Replace runs of supported instructions by EmberCpuBackend DelegateInstrs; ``pairs``:
-    convs also store their weights as bf16 pairs for the AMX path (:func:`amx_pairs_for`)."""
-    _fold_constant_permutes(ir)
-    instrs = ir.instrs
-    refs: dict[int, set[int]] = {}
-    for i, ins in enumerate(instrs):
-        args = ins.args if isinstance(ins, KernelInstr) else []
-        if not isinstance(ins, KernelInstr):
-            from ember.passes.ir import instr_args
+@dataclass
+class Decision:
+    """What the partitioner did with one instruction (``ember.export(..., explain=True)``)."""
 
-            args = instr_args(ins)
-        for a in args:
-            for t in a.tensors():
-                refs.setdefault(id(t.root()), set()).add(i)
-    out_roots = {id(t.root()) for a in ir.outputs for t in a.tensors()}
-    in_roots = {id(t.root()) for a in ir.inputs for t in a.tensors()}
+    index: int
+    kernel: str
+    node: str | None
+    delegated: bool
+    why: str  # the reason it stays portable, or the delegate it went to
+    source: str | None = None
 
-    lowered: list[Op | None] = []
-    for i, ins in enumerate(instrs):
-        op = None
-        if isinstance(ins, KernelInstr) and not isinstance(ins, DelegateInstr):
-            try:
-                op = lower(
-                    ins,
-                    lambda s, i=i: (
-                        refs.get(id(s.root()), set()) <= {i} and id(s.root()) not in out_roots
-                    ),
-                )
-            except (Unsupported, IndexError, KeyError, ValueError, TypeError, AttributeError) as e:
-                log.debug("cpu backend: %s stays outside: %s", ins.kernel, e)
-        lowered.append(op)
 
-    new_instrs: list[Any] = []
-    removed_roots: set[int] = set()
-    i = 0
-    n_deleg = 0
-    while i < len(instrs):
-        if lowered[i] is None:
-            new_instrs.append(instrs[i])
-            i += 1
-            continue
-        j = i
-        while j < len(instrs) and lowered[j] is not None:
-            j += 1
+def _where(ins: KernelInstr) -> tuple[str | None, str | None]:
+    """The FX node name and the user's source line of ``ins``."""
+    node = ins.node
+    return (node.name if node is not None else None), user_source_line(node)
+
+
+def _describe(ins: KernelInstr) -> str:
+    node, src = _where(ins)
+    return f"{ins.kernel} (node {node or '?'}{', at ' + src if src else ''})"
+
+
+class _Runs:
+    """Lowers runs of instructions into DelegateInstrs, falling back to the portable kernels
+    for any part of a run whose fusion, packing or runtime check fails."""
+
+    def __init__(self, ir: MethodIR, pairs: bool, check: Any) -> None:
+        self.instrs = ir.instrs
+        self.pairs, self.check = pairs, check
+        self.refs: dict[int, set[int]] = {}
+        for i, ins in enumerate(self.instrs):
+            args = ins.args if isinstance(ins, KernelInstr) else instr_args(ins)
+            for a in args:
+                for t in a.tensors():
+                    self.refs.setdefault(id(t.root()), set()).add(i)
+        self.out_roots = {id(t.root()) for a in ir.outputs for t in a.tensors()}
+        self.in_roots = {id(t.root()) for a in ir.inputs for t in a.tensors()}
+        self.decisions: dict[int, Decision] = {}
+
+    def decide(self, i: int, delegated: bool, why: str) -> None:
+        ins = self.instrs[i]
+        kernel = getattr(ins, "kernel", type(ins).__name__)
+        node, src = _where(ins) if isinstance(ins, KernelInstr) else (None, None)
+        self.decisions[i] = Decision(i, kernel, node, delegated, why, src)
+
+    def lower(self, i: int) -> Op | None:
+        """The backend op for instruction ``i``, or None (logged) when it stays portable."""
+        ins = self.instrs[i]
+        if not isinstance(ins, KernelInstr) or isinstance(ins, DelegateInstr):
+            self.decide(i, False, "not a kernel call")
+            return None
+        try:
+            return lower(
+                ins,
+                lambda s: (
+                    self.refs.get(id(s.root()), set()) <= {i} and id(s.root()) not in self.out_roots
+                ),
+            )
+        except Unsupported as e:
+            why = str(e) or "unsupported"
+            log.info("cpu backend: %s stays portable: %s", _describe(ins), why)
+        except Exception as e:  # a bug in one lowering must not break the export
+            why = f"lowering failed: {type(e).__name__}: {e}"
+            log.warning("cpu backend: %s stays portable: %s", _describe(ins), why)
+        self.decide(i, False, why)
+        return None
+
+    def build(self, i: int, j: int) -> tuple[DelegateInstr, set[int]] | None:
+        """One DelegateInstr for instructions [i, j) (lowered afresh: fusion edits the ops) and
+        the roots private to it, or None when the run stays portable because its outputs would
+        alias method inputs."""
         run = set(range(i, j))
-        ops = [lowered[t] for t in range(i, j)]
+        ops: list[Op] = []
+        for t in range(i, j):
+            op = self.lower(t)
+            if op is None:
+                raise Unsupported(f"{self.instrs[t].kernel} no longer lowers")
+            ops.append(op)
         produced = {id(o.root()) for op in ops for o in op.outs}
-        external = {r for r in produced if (refs.get(r, set()) - run) or r in out_roots}
+        external = {r for r in produced if (self.refs.get(r, set()) - run) or r in self.out_roots}
         u = _Uses(ops, external)
-        _see_through_copies(ops, u)
-        _fold_bn(ops, u)
-        _merge_clamps(ops, u)
-        _fuse_acts(ops, u)
-        _hard_patterns(ops, u)
-        _silu(ops, u)
-        _fuse_softmax_input(ops, u)
-        _fuse_acts(ops, u)
-        _fuse_residual(ops, u)
-        _fuse_plane_means(ops, u)
-        _fuse_input_scale(ops, u)
+        for fuse in _FUSIONS:
+            fuse(ops, u)
         # Inputs: roots read but not produced in the run; outputs: produced roots read outside.
         inputs: list[TensorSpec] = []
         seen: set[int] = set()
@@ -1206,11 +1257,12 @@ def partition_cpu(ir: MethodIR, pairs: bool = False) -> MethodIR:
                 if id(r) in external and id(r) not in seen:
                     seen.add(id(r))
                     outputs.append(r)
-        if any(id(r) in in_roots for r in outputs):
-            new_instrs.extend(instrs[i:j])
-            i = j
-            continue
-        data, arena = build_blob(ops, inputs, outputs, pairs)
+        if any(id(r) in self.in_roots for r in outputs):
+            return None
+        data, arena = build_blob(ops, inputs, outputs, self.pairs)
+        refused = self.check(BACKEND_ID, data, arena) if self.check is not None else None
+        if refused:
+            raise _Refused(refused)
         kinds = sorted({o.kind for o in ops})
         d = DelegateInstr(
             kernel=f"delegate::{BACKEND_ID}",
@@ -1222,11 +1274,101 @@ def partition_cpu(ir: MethodIR, pairs: bool = False) -> MethodIR:
             summary=f"{j - i} instructions -> {len(ops)} ops ({', '.join(kinds)}), "
             f"{len(data)} bytes, arena {arena}",
         )
-        new_instrs.append(d)
-        n_deleg += 1
-        removed_roots |= produced - external
+        return d, produced - external
+
+    def place(self, i: int, j: int, out: list[Any]) -> set[int]:
+        """Appends [i, j) to ``out`` as delegates where possible; a run that fails is split in
+        two and each half tried again, down to single instructions that stay portable. Returns
+        the roots private to the delegates made (they leave the method's specs)."""
+        first = self.instrs[i]
+        try:
+            built = self.build(i, j)
+        except Exception as e:
+            refused = isinstance(e, _Refused)
+            what = (
+                f"the runtime refused its blob: {e}"
+                if refused
+                else f"{type(e).__name__}: {e}"
+                if not isinstance(e, Unsupported)
+                else str(e)
+            )
+            if j - i == 1:
+                log.warning("cpu backend: %s stays portable: %s", _describe(first), what)
+                self.decide(i, False, what)
+                out.append(first)
+                return set()
+            log.info(
+                "cpu backend: run of %d instructions from %s split in two: %s",
+                j - i,
+                _describe(first),
+                what,
+            )
+            mid = (i + j) // 2
+            return self.place(i, mid, out) | self.place(mid, j, out)
+        if built is None:
+            for t in range(i, j):
+                self.decide(t, False, "its run's outputs are method inputs")
+            out.extend(self.instrs[i:j])
+            return set()
+        d, private = built
+        n = sum(isinstance(x, DelegateInstr) for x in out)
+        for t in range(i, j):
+            self.decide(t, True, f"{BACKEND_ID} delegate {n}")
+        out.append(d)
+        return private
+
+
+class _Refused(Exception):
+    """The runtime's own check refused a blob."""
+
+
+_FUSIONS = (
+    _see_through_copies,
+    _fold_bn,
+    _merge_clamps,
+    _fuse_acts,
+    _hard_patterns,
+    _silu,
+    _fuse_softmax_input,
+    _fuse_acts,
+    _fuse_residual,
+    _fuse_plane_means,
+    _fuse_input_scale,
+)
+
+
+def partition_cpu(ir: MethodIR, pairs: bool = False, check: Any = runtime_check) -> MethodIR:
+    """Replace runs of supported instructions by EmberCpuBackend DelegateInstrs; ``pairs``:
+    convs also store their weights as bf16 pairs for the AMX path (:func:`amx_pairs_for`).
+
+    Never fails on what the portable path accepts: an instruction whose lowering raises stays
+    portable (INFO for an expected decline, WARNING naming the node and source line for an
+    unexpected error), and a run whose fusion or packing raises, or whose blob ``check``
+    (``(backend_id, blob, arena_nbytes) -> message or None``; default: the runtime's own init)
+    refuses, is split until each part delegates or stays portable. What happened to each
+    instruction is ``ir.partition_report`` (a list of :class:`Decision`)."""
+    _fold_constant_permutes(ir)
+    runs = _Runs(ir, pairs, check)
+    instrs = ir.instrs
+    lowered = [runs.lower(i) is not None for i in range(len(instrs))]
+    new_instrs: list[Any] = []
+    removed_roots: set[int] = set()
+    i = 0
+    while i < len(instrs):
+        if not lowered[i]:
+            new_instrs.append(instrs[i])
+            i += 1
+            continue
+        j = i
+        while j < len(instrs) and lowered[j]:
+            j += 1
+        removed_roots |= runs.place(i, j, new_instrs)
         i = j
+    n_deleg = sum(isinstance(x, DelegateInstr) for x in new_instrs) - sum(
+        isinstance(x, DelegateInstr) for x in instrs
+    )
     ir.instrs = new_instrs
     ir.specs = [s for s in ir.specs if id(s.root()) not in removed_roots]
+    ir.partition_report = [runs.decisions[k] for k in sorted(runs.decisions)]
     log.info("cpu backend: %d delegate(s) in %s", n_deleg, ir.name)
     return ir
