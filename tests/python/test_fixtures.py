@@ -66,8 +66,13 @@ def test_info_shows_each_layout() -> None:
     multi = _info(et_fixture("multi_method.pte"))
     assert "methods: 3" in multi
     assert "method 'get_answer': 0 inputs, 1 outputs, 0 instructions" in multi
-    xnn = _info(et_fixture("xnnpack_linear.pte"))
+    r = subprocess.run(
+        [str(EMBER), "info", str(et_fixture("xnnpack_linear.pte"))], capture_output=True, text=True
+    )
+    assert r.returncode == 1, "a backend missing from this build makes `ember info` exit 1"
+    xnn = r.stdout
     assert "delegate 0: XnnpackBackend" in xnn and "named data:" in xnn
+    assert "missing backends in this build: 1" in xnn
 
 
 def test_info_rejects_etdump_with_a_clear_error() -> None:
