@@ -1,0 +1,65 @@
+"""Random-graph property test of EmberCpuBackend (issue 27, item 5).
+
+2,000 random graphs of the operators the CPU partitioner lowers (tests/python/random_graphs.py:
+convs of every flavour, folded batch norms, every fused activation and recognised
+decomposition, GEMMs, broadcasting binary ops, pools, means, masked / scaled softmax, layer
+norm, copies, residual adds...), 40 side by side per export, each checked on the default path
+(``ember.export(m, inputs)`` -> EmberCpuBackend, at 1 and 2 threads) and the portable path
+(``backend=None``) against eager, within 1e-4 of each output's largest magnitude. The graphs
+must also really run inside the backend (most instructions delegated, and every fusion the
+partitioner makes seen at least once), or the test would pass by not testing it.
+
+A failing seed is printed with its graph; add it to ``REGRESSION_SEEDS`` (checked alone, every
+run). Longer runs: ``tools/random_graphs.py --graphs 50000 --seed-start N``. Costs ~1.5-2 min of
+CPU time split over 2 processes (see the report in bench/results/random_graphs_*.md).
+"""
+
+from __future__ import annotations
+
+import pytest
+from random_graph_check import check_cases, run_batches
+from random_graphs import make_case
+
+SEEDS = range(0, 2000)
+BATCH = 40
+JOBS = 2
+THREADS = (1, 2)
+
+# Seeds that failed once (kept forever, each checked alone):
+# 86: layer norm of a log_softmax (nearly constant rows): eager float32 is itself 4e-4 off;
+#     the checker allows 4x eager's own float32 error (its distance to float64) on top.
+REGRESSION_SEEDS: list[int] = [86]
+
+# Every fusion / variant the generator must reach inside the delegates (blob_features names).
+REQUIRED = {
+    "conv2d:depthwise", "conv2d:grouped", "conv2d:strided", "conv2d:dilated",
+    "conv2d:residual", "conv2d:in_scale", "conv2d:plane_means", "conv2d:winograd2",
+    "conv2d+clamp", "conv2d+hardswish", "conv2d+hardsigmoid", "conv2d+sigmoid", "conv2d+silu",
+    "conv2d+gelu", "conv2d+tanh", "gemm:batched", "gemm:packed_b", "gemm:bias", "gemm:residual",
+    "gemm+clamp", "gemm+gelu", "gemm+gelu_tanh", "gemm+silu", "binary:add", "binary:mul",
+    "binary:div", "binary:sub", "binary:add:scalar", "binary:mul:scalar", "binary:rsub:scalar",
+    "binary+clamp", "unary+hardswish", "unary+hardsigmoid", "unary+silu", "unary+exp",
+    "unary+sqrt", "unary+rsqrt", "unary+neg", "unary+abs", "maxpool2d", "avgpool2d", "mean",
+    "softmax:scale", "softmax:mask", "softmax:log", "layernorm", "permute", "cat", "slice",
+    "channel_affine",
+}  # fmt: skip
+
+
+def _report(failures: list) -> str:
+    return "\n".join(f"seed {f.seed}: {f.kind}: {f.detail}" for f in failures)
+
+
+def test_random_graphs() -> None:
+    st = run_batches(SEEDS, BATCH, JOBS, THREADS)
+    assert st.graphs == len(SEEDS)
+    assert not st.failures, f"{len(st.failures)} failing graphs:\n{_report(st.failures)}"
+    outside = sum(st.outside.values())
+    assert st.inside >= 0.9 * (st.inside + outside), (st.inside, st.outside)
+    missing = REQUIRED - set(st.features)
+    assert not missing, f"never delegated: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("seed", REGRESSION_SEEDS)
+def test_regression_seed(seed: int) -> None:
+    st = check_cases([make_case(seed)], THREADS)
+    assert not st.failures, _report(st.failures)
