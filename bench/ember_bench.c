@@ -17,6 +17,7 @@
 
 #include "ember/backend_cpu.h"
 #include "ember/ember.h"
+#include "ember_ext/cpu_env.h"
 #include "ember_ext/module.h"
 
 static double now_ms(void) {
@@ -47,6 +48,7 @@ int main(int argc, char **argv) {
   em_register_prim_ops();
   em_register_portable_kernels();
   em_register_cpu_backend();
+  (void)em_cpu_backend_configure_from_env(); /* EMBER_CPU_ISA / _NO_FUSE / _PROFILE */
   em_threadpool *pool = threads > 1 ? em_threadpool_create(threads) : NULL;
   em_module_options mo = {EM_VERIFY_FULL, 1, pool, NULL, 0};
   em_module *mod = NULL;

@@ -11,7 +11,6 @@
 #include "ember/backend_cpu.h"
 
 #include <time.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -67,6 +66,18 @@ static em_status bind_tensor(emc_delegate *d, const emc_header *h, const uint8_t
     break;
   default: FAIL(EM_ERR_INVALID_PROGRAM, "tensor %u has unknown storage %u", i, rec->storage);
   }
+  return EM_OK;
+}
+
+/* em_cpu_backend_options, read by each delegate's init. */
+static atomic_bool opt_no_fuse, opt_profile;
+
+em_status em_cpu_backend_configure(const em_cpu_backend_options *opts) {
+  if (!opts) return EM_ERR_INVALID_ARGUMENT;
+  em_status st = em_cpu_config_force(opts->isa);
+  if (st != EM_OK) return st;
+  atomic_store_explicit(&opt_no_fuse, opts->no_fuse, memory_order_relaxed);
+  atomic_store_explicit(&opt_profile, opts->profile, memory_order_relaxed);
   return EM_OK;
 }
 
@@ -131,8 +142,8 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   if (!d->fused)
     FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method allocator too small for the delegate");
   for (uint32_t i = 0; i < h.n_ops; i++) d->fused[i] = 0;
-  static int no_fuse = -1; /* EMBER_CPU_NO_FUSE=1: every operator on its own (A/B runs) */
-  if (no_fuse < 0) no_fuse = getenv("EMBER_CPU_NO_FUSE") != NULL;
+  d->profile = atomic_load_explicit(&opt_profile, memory_order_relaxed);
+  const bool no_fuse = atomic_load_explicit(&opt_no_fuse, memory_order_relaxed);
   for (uint32_t i = 0; !no_fuse && i + 1 < h.n_ops; i++) {
     const int n = emc_fuse_chain(d, i);
     if (n > 1) d->fused[i] = (uint8_t)n, i += (uint32_t)n - 1;
@@ -168,11 +179,10 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
     else if (t->storage == EMC_OUTPUT)
       t->data = args[d->n_inputs + t->index]->u.tensor->data;
   }
-  /* EMBER_CPU_PROFILE=1 prints each operator's time: on one thread its CPU time (immune to the
+  /* options.profile logs each operator's time: on one thread its CPU time (immune to the
      host preempting the thread), with a pool its wall-clock time (the caller's CPU time would
      leave out what it spends waiting for the other threads). */
-  static int profile = -1;
-  if (profile < 0) profile = getenv("EMBER_CPU_PROFILE") != NULL;
+  const bool profile = d->profile;
   const int wall = em_threadpool_size(ctx ? ctx->pool : NULL) > 1;
   em_threadpool *pool = ctx ? ctx->pool : NULL;
   for (uint32_t i = 0; i < d->n_ops; i++) {

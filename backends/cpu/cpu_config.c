@@ -5,12 +5,13 @@
  * (AArch64) and plain C (per-file flags in CMakeLists.txt; never
  * -march=native). On x86 the CPU is probed once with __builtin_cpu_supports;
  * on AArch64 NEON is baseline, so it is chosen without a probe. Every operator
- * then calls through the chosen table. EMBER_CPU_ISA=avx2|scalar in the
- * environment forces a lower ISA (tests and benchmarks). "amx" is "avx512f" plus the AMX bf16x3
- * GEMM path (f32_gemm_32x32__amx.c), chosen first where the CPU and OS allow it;
- * EMBER_CPU_ISA=avx512f keeps every product in f32 FMAs.
+ * then calls through the chosen table. em_cpu_backend_configure (an options
+ * struct; the CLIs map EMBER_CPU_ISA=avx2|scalar onto it) forces a lower ISA (tests and
+ * benchmarks). "amx" is "avx512f" plus the AMX bf16x3 GEMM path (f32_gemm_32x32__amx.c), chosen
+ * first where the CPU and OS allow it; isa "avx512f" keeps every product in f32 FMAs. The library
+ * reads no environment variable.
  */
-#include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -101,14 +102,34 @@ const em_cpu_config *em_cpu_config_for(const char *isa) {
   return NULL;
 }
 
+/* The chosen table: NULL until first asked or configured; set with one atomic store. */
+static _Atomic(const em_cpu_config *) chosen;
+
+static const em_cpu_config *best_config(void) {
+  for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
+    if (isa_supported(configs[i].isa)) return &configs[i];
+  return NULL;
+}
+
 const em_cpu_config *em_cpu_config_get(void) {
-  /* Benign race: every thread computes the same pointer. */
-  static const em_cpu_config *chosen;
-  if (chosen) return chosen;
-  const char *force = getenv("EMBER_CPU_ISA");
-  const em_cpu_config *c = force ? em_cpu_config_for(force) : NULL;
-  for (size_t i = 0; !c && i < sizeof configs / sizeof configs[0]; i++)
-    if (isa_supported(configs[i].isa)) c = &configs[i];
-  chosen = c;
+  const em_cpu_config *c = atomic_load_explicit(&chosen, memory_order_acquire);
+  if (c) return c;
+  const em_cpu_config *none = NULL;
+  c = best_config();
+  /* Two first callers compute the same table; the first store wins, a configure() wins over
+     both. */
+  if (!atomic_compare_exchange_strong_explicit(&chosen, &none, c, memory_order_acq_rel,
+                                               memory_order_acquire))
+    c = none;
   return c;
+}
+
+em_status em_cpu_config_force(const char *isa) {
+  const em_cpu_config *c = (isa && isa[0]) ? em_cpu_config_for(isa) : best_config();
+  if (!c) {
+    EM_LOG_ERROR("EmberCpuBackend: ISA '%s' is unknown or this CPU lacks it", isa);
+    return EM_ERR_NOT_SUPPORTED;
+  }
+  atomic_store_explicit(&chosen, c, memory_order_release);
+  return EM_OK;
 }

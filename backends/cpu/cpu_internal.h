@@ -41,6 +41,7 @@ typedef struct emc_delegate {
   int amx_slots;
   atomic_flag *amx_busy; /* [amx_slots]: a slot in use (by any GEMM of this delegate) */
   uint8_t *fused;        /* [n_ops]: n > 1 where ops i to i + n - 1 run as one (emc_run_chain) */
+  bool profile;          /* em_cpu_backend_options.profile when this delegate was initialized */
 } emc_delegate;
 
 /*

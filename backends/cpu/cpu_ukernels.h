@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ember/status.h"
+
 typedef struct em_minmax_params {
   float min, max;
 } em_minmax_params;
@@ -241,6 +243,11 @@ typedef struct em_cpu_config {
 
 /* The configuration for this CPU, detected once (thread-safe after the first call). */
 const em_cpu_config *em_cpu_config_get(void);
+
+/* Makes em_cpu_config_get() return `isa`'s table (NULL or "": the best this CPU runs) for every
+ * later caller. EM_ERR_NOT_SUPPORTED (nothing changed) for an ISA that is unknown or that this
+ * CPU lacks. */
+em_status em_cpu_config_force(const char *isa);
 /* The configuration for a named ISA ("amx": AVX-512 with the AMX bf16x3 GEMM path, "avx512f",
  * "avx2" on x86; "neon" on AArch64; "scalar" anywhere), or NULL when this build or CPU does not
  * support it (or, for "amx", the OS does not let the process use the tiles). */

@@ -93,6 +93,7 @@ int main(int argc, char **argv) {
   int reps = argc > 4 ? atoi(argv[4]) : 5;
   int threads = argc > 5 ? atoi(argv[5]) : 1;
   int rowmajor = argc > 6 ? atoi(argv[6]) : 0;
+  (void)em_cpu_config_force(getenv("EMBER_CPU_ISA")); /* unknown or absent: the best */
   const em_cpu_config *cfg = em_cpu_config_get();
   em_threadpool *pool = threads > 1 ? em_threadpool_create(threads) : NULL;
   if (pool) g_clock = CLOCK_MONOTONIC;

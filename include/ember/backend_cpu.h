@@ -5,8 +5,10 @@
  * backend="auto", on a desktop / host target) hand whole subgraphs to this
  * backend; their weights are packed for its micro-kernels at
  * export time and used in place from the file. The ISA (AVX-512F, AVX2+FMA or
- * plain C) is picked once from CPUID; EMBER_CPU_ISA=avx2|scalar forces a lower
- * one. Register it once, before preparing methods:
+ * plain C) is picked once from CPUID; em_cpu_backend_configure forces a lower
+ * one (the CLIs and Python bindings map EMBER_CPU_ISA, EMBER_CPU_NO_FUSE and
+ * EMBER_CPU_PROFILE onto it; the library reads no environment variable).
+ * Register it once, before preparing methods:
  *
  *     em_register_portable_kernels();
  *     em_register_cpu_backend();
@@ -26,6 +28,26 @@ extern "C" {
 
 /* Registers EmberCpuBackend (EM_ERR_REGISTRATION_ALREADY_REGISTERED when it already is). */
 em_status em_register_cpu_backend(void);
+
+/* Options of the delegates initialized after em_cpu_backend_configure(). */
+typedef struct em_cpu_backend_options {
+  /* The ISA to use ("amx", "avx512f", "avx2", "neon", "scalar"); NULL or "": the best this CPU
+     runs. Also caps the quantized linear kernels, which share the backend's CPU probe. */
+  const char *isa;
+  /* Every operator runs on its own (no depthwise chains): for A/B measurements. */
+  bool no_fuse;
+  /* Logs each operator's time at INFO on every execute (one thread: its CPU time; with a pool:
+     wall-clock time). */
+  bool profile;
+} em_cpu_backend_options;
+
+/*
+ * Sets the options for delegates initialized from now on (those already initialized keep
+ * theirs). EM_ERR_NOT_SUPPORTED, and nothing changed, when `opts->isa` is unknown or this CPU
+ * lacks it; EM_ERR_INVALID_ARGUMENT for a NULL `opts`. Call it before preparing methods, not
+ * while another thread initializes a delegate.
+ */
+em_status em_cpu_backend_configure(const em_cpu_backend_options *opts);
 
 /* The ISA the backend's micro-kernels use on this CPU ("amx": AVX-512 with the AMX bf16x3 GEMM
  * path, "avx512f", "avx2", "neon", "scalar"). */

@@ -8,6 +8,7 @@ single registered kernel on torch tensors without exporting anything.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 from collections.abc import Sequence
 from functools import cache
@@ -173,7 +174,38 @@ def lib() -> ctypes.CDLL:
         st = getattr(L, reg)()
         if st != 0:
             raise RuntimeError(f"{reg} failed: {L.em_status_str(st).decode()}")
+    try:
+        configure_cpu_backend(
+            isa=os.environ.get("EMBER_CPU_ISA"),
+            no_fuse="EMBER_CPU_NO_FUSE" in os.environ,
+            profile="EMBER_CPU_PROFILE" in os.environ,
+            L=L,
+        )
+    except ValueError as e:
+        logging.getLogger(__name__).warning("EMBER_CPU_ISA ignored: %s", e)
     return L
+
+
+class EmCpuBackendOptions(ctypes.Structure):
+    """``em_cpu_backend_options`` (include/ember/backend_cpu.h)."""
+
+    _fields_ = [("isa", ctypes.c_char_p), ("no_fuse", ctypes.c_bool), ("profile", ctypes.c_bool)]
+
+
+def configure_cpu_backend(
+    isa: str | None = None, no_fuse: bool = False, profile: bool = False, L: Any = None
+) -> None:
+    """Sets EmberCpuBackend's options for the methods prepared from now on (the library reads
+    no environment variable; :func:`lib` maps ``EMBER_CPU_ISA``, ``EMBER_CPU_NO_FUSE`` and
+    ``EMBER_CPU_PROFILE`` onto this once). An ISA this CPU lacks raises ``ValueError``."""
+    L = L or lib()
+    if not hasattr(L, "em_cpu_backend_configure"):  # a library built before the options API
+        return
+    opts = EmCpuBackendOptions(isa.encode() if isa else None, no_fuse, profile)
+    st = L.em_cpu_backend_configure(ctypes.byref(opts))
+    if st != 0:
+        L.em_cpu_backend_configure(ctypes.byref(EmCpuBackendOptions(None, no_fuse, profile)))
+        raise ValueError(f"EmberCpuBackend: ISA {isa!r} is unknown or not on this CPU")
 
 
 def status_message(status: int) -> str:

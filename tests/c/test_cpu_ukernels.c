@@ -18,6 +18,7 @@
 #include "../../backends/cpu/cpu_ukernels.h"
 #include "../../backends/cpu/emc_format.h"
 #include "ember/threadpool.h"
+#include "ember_ext/cpu_env.h"
 #include "test_util.h"
 
 static unsigned g_seed = 12345;
@@ -910,12 +911,28 @@ int main(void) {
     test_elementwise(cfg);
   }
   CHECK(tested > 0, "no ISA tested");
+  /* Forcing an ISA the CPU runs must take effect (EMBER_CPU_ISA, mapped as the CLIs do). */
+  const char *force = getenv("EMBER_CPU_ISA");
+  em_status forced = em_cpu_backend_configure_from_env();
   const em_cpu_config *chosen = em_cpu_config_get();
   CHECK(chosen != NULL, "no configuration chosen");
-  const char *force = getenv("EMBER_CPU_ISA"); /* forcing an ISA the CPU runs must take effect */
   if (chosen && force && em_cpu_config_for(force))
-    CHECK(strcmp(chosen->isa, force) == 0, "EMBER_CPU_ISA=%s, but %s was chosen", force,
-          chosen->isa);
+    CHECK(forced == EM_OK && strcmp(chosen->isa, force) == 0, "EMBER_CPU_ISA=%s, but %s was chosen",
+          force, chosen->isa);
+  if (force && !em_cpu_config_for(force))
+    CHECK(forced == EM_ERR_NOT_SUPPORTED, "EMBER_CPU_ISA=%s (not on this CPU) was not refused",
+          force);
+  /* The options struct, as a program sets it: an unknown ISA is refused and changes nothing. */
+  em_cpu_backend_options bad = {"no-such-isa", false, false};
+  CHECK(em_cpu_backend_configure(&bad) == EM_ERR_NOT_SUPPORTED, "an unknown ISA was accepted");
+  CHECK(em_cpu_config_get() == chosen, "a refused configure changed the ISA");
+  em_cpu_backend_options scalar = {"scalar", false, false};
+  CHECK(em_cpu_backend_configure(&scalar) == EM_OK, "scalar refused");
+  CHECK(strcmp(em_cpu_config_get()->isa, "scalar") == 0, "configure did not force scalar");
+  if (chosen) {
+    em_cpu_backend_options back = {chosen->isa, false, false};
+    CHECK(em_cpu_backend_configure(&back) == EM_OK, "%s refused", chosen->isa);
+  }
   if (chosen) printf("chosen ISA: %s\n", chosen->isa);
   return test_summary("test_cpu_ukernels");
 }

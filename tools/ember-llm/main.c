@@ -18,6 +18,7 @@
 
 #include "ember/ember.h"
 #include "ember/backend_cpu.h"
+#include "ember_ext/cpu_env.h"
 #include "ember_ext/llm.h"
 
 static void usage(void) {
@@ -108,6 +109,9 @@ int main(int argc, char **argv) {
   em_register_portable_kernels();
   em_register_quantized_kernels();
   em_register_cpu_backend();
+  if (em_cpu_backend_configure_from_env() != EM_OK)
+    fprintf(stderr, "warning: EMBER_CPU_ISA=%s is unknown or not on this CPU: ignored\n",
+            getenv("EMBER_CPU_ISA"));
   em_llm *llm;
   em_status st = em_llm_create(model, tokenizer, &o, &llm);
   if (st != EM_OK) {

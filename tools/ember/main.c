@@ -19,6 +19,7 @@
 
 #include "ember/backend_cpu.h"
 #include "ember/ember.h"
+#include "ember_ext/cpu_env.h"
 #include "ember_ext/module.h"
 #include "npy.h"
 
@@ -430,6 +431,9 @@ int main(int argc, char **argv) {
   em_register_portable_kernels();
   em_register_quantized_kernels();
   em_register_cpu_backend();
+  if (em_cpu_backend_configure_from_env() != EM_OK)
+    fprintf(stderr, "warning: EMBER_CPU_ISA=%s is unknown or not on this CPU: ignored\n",
+            getenv("EMBER_CPU_ISA"));
   if (strcmp(cmd, "ops") == 0) {
     for (int i = 2; i < argc; i++)
       if (strcmp(argv[i], "--all") != 0) {

@@ -1238,7 +1238,7 @@ class _Runs:
         external = {r for r in produced if (self.refs.get(r, set()) - run) or r in self.out_roots}
         u = _Uses(ops, external)
         for fuse in _FUSIONS:
-            fuse(ops, u)
+            (globals()[fuse] if isinstance(fuse, str) else fuse)(ops, u)
         # Inputs: roots read but not produced in the run; outputs: produced roots read outside.
         inputs: list[TensorSpec] = []
         seen: set[int] = set()
@@ -1322,18 +1322,19 @@ class _Refused(Exception):
     """The runtime's own check refused a blob."""
 
 
-_FUSIONS = (
-    _see_through_copies,
-    _fold_bn,
-    _merge_clamps,
-    _fuse_acts,
-    _hard_patterns,
-    _silu,
-    _fuse_softmax_input,
-    _fuse_acts,
-    _fuse_residual,
-    _fuse_plane_means,
-    _fuse_input_scale,
+# The fusion passes of a run, in order (looked up by name when a run is built).
+_FUSIONS: tuple[Any, ...] = (
+    "_see_through_copies",
+    "_fold_bn",
+    "_merge_clamps",
+    "_fuse_acts",
+    "_hard_patterns",
+    "_silu",
+    "_fuse_softmax_input",
+    "_fuse_acts",
+    "_fuse_residual",
+    "_fuse_plane_means",
+    "_fuse_input_scale",
 )
 
 

@@ -1,0 +1,33 @@
+/*
+ * cpu_env.h — maps the EMBER_CPU_* environment variables onto EmberCpuBackend's options.
+ *
+ * For programs (the CLIs, benchmarks, tests), not for the library: libember reads no
+ * environment variable, so a program that wants these switches calls this once, after
+ * em_register_cpu_backend() and before preparing methods:
+ *
+ *   EMBER_CPU_ISA=amx|avx512f|avx2|neon|scalar   use that ISA (when this CPU has it)
+ *   EMBER_CPU_NO_FUSE=1                          every operator on its own (A/B runs)
+ *   EMBER_CPU_PROFILE=1                          log each operator's time at INFO
+ *
+ * Returns the status of em_cpu_backend_configure (EM_ERR_NOT_SUPPORTED: the ISA is unknown or
+ * this CPU lacks it; the best one stays chosen).
+ */
+#ifndef EMBER_EXT_CPU_ENV_H
+#define EMBER_EXT_CPU_ENV_H
+
+#include <stdlib.h>
+
+#include "ember/backend_cpu.h"
+
+static inline em_status em_cpu_backend_configure_from_env(void) {
+  em_cpu_backend_options o = {getenv("EMBER_CPU_ISA"), getenv("EMBER_CPU_NO_FUSE") != NULL,
+                              getenv("EMBER_CPU_PROFILE") != NULL};
+  em_status st = em_cpu_backend_configure(&o);
+  if (st != EM_OK) { /* keep the other switches with the best ISA */
+    o.isa = NULL;
+    (void)em_cpu_backend_configure(&o);
+  }
+  return st;
+}
+
+#endif /* EMBER_EXT_CPU_ENV_H */
