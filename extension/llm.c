@@ -208,11 +208,31 @@ static uint32_t rng_u32(uint64_t *s) { /* xorshift64* */
 
 static float rng_f32(uint64_t *s) { return (rng_u32(s) >> 8) / 16777216.0f; }
 
-static float *g_probs; /* qsort comparator context (single-threaded use) */
+/* Whether token a comes before token b: higher probability first, then the lower id. */
+static int before(const float *p, int32_t a, int32_t b) {
+  return p[a] > p[b] || (p[a] == p[b] && a < b);
+}
 
-static int cmp_prob_desc(const void *a, const void *b) {
-  float pa = g_probs[*(const int32_t *)a], pb = g_probs[*(const int32_t *)b];
-  return (pa < pb) - (pa > pb);
+static void sift_down(int32_t *h, size_t n, size_t i, const float *p) {
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= n) return;
+    if (c + 1 < n && before(p, h[c], h[c + 1])) c++; /* a max-heap of "comes last" */
+    if (!before(p, h[i], h[c])) return;
+    int32_t t = h[i];
+    h[i] = h[c], h[c] = t, i = c;
+  }
+}
+
+/* Sorts token ids by descending probability (ties: ascending id), in place, with no global
+ * state (heap sort: O(n log n), no allocation). */
+static void sort_by_prob_desc(int32_t *ids, size_t n, const float *p) {
+  for (size_t i = n / 2; i-- > 0;) sift_down(ids, n, i, p);
+  for (size_t end = n; end > 1; end--) {
+    int32_t t = ids[0];
+    ids[0] = ids[end - 1], ids[end - 1] = t;
+    sift_down(ids, end - 1, 0, p);
+  }
 }
 
 static int32_t sample(em_llm *l, const float *logits, size_t V, float temp, float top_p,
@@ -236,8 +256,7 @@ static int32_t sample(em_llm *l, const float *logits, size_t V, float temp, floa
   for (size_t i = 0; i < V; i++)
     if (l->probs[i] >= cutoff) l->order[n++] = (int32_t)i;
   if (n == 0) return (int32_t)best;
-  g_probs = l->probs;
-  qsort(l->order, n, sizeof *l->order, cmp_prob_desc);
+  sort_by_prob_desc(l->order, n, l->probs);
   float c = 0.0f;
   size_t last = n - 1;
   for (size_t i = 0; i < n; i++)

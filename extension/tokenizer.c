@@ -15,6 +15,7 @@
  *    ties), and symbols left outside the vocabulary become <0xXX> byte tokens.
  * The merge loop uses a heap with lazy invalidation: O(n log n) per piece.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,10 +301,16 @@ int tok_cp_to_byte(uint32_t cp) {
 
 size_t tok_unmap_bytelevel(const char *s, size_t n, char *out) {
   static int16_t table[324];
-  static int ready = 0; /* benign race: every thread computes the same table */
-  if (!ready) {
-    for (uint32_t cp = 0; cp < 324; cp++) table[cp] = (int16_t)tok_cp_to_byte(cp);
-    ready = 1;
+  static atomic_int state; /* 0 empty, 1 being filled by one thread, 2 ready */
+  if (atomic_load_explicit(&state, memory_order_acquire) != 2) {
+    int empty = 0;
+    if (atomic_compare_exchange_strong(&state, &empty, 1)) {
+      for (uint32_t cp = 0; cp < 324; cp++) table[cp] = (int16_t)tok_cp_to_byte(cp);
+      atomic_store_explicit(&state, 2, memory_order_release);
+    } else {
+      while (atomic_load_explicit(&state, memory_order_acquire) != 2) {
+      }
+    }
   }
   size_t o = 0;
   for (size_t i = 0; i < n;) {

@@ -63,7 +63,8 @@ static const em_cpu_config configs[] = {
  * split (CPUID.(7,1):EAX bit 5) and BW, and the OS's leave. Read from CPUID directly: not every
  * compiler's __builtin_cpu_supports knows these names (clang 14 does not). */
 static int amx_usable(void) {
-  static int state; /* 0 unknown, 1 yes, 2 no (benign race: every thread finds the same) */
+  static atomic_int cached; /* 0 unknown, 1 yes, 2 no (every first caller finds the same) */
+  int state = atomic_load_explicit(&cached, memory_order_relaxed);
   if (!state) {
     unsigned a0, b0, c0, d0, a1, b1, c1, d1;
     const int leaf7 =
@@ -73,6 +74,7 @@ static int amx_usable(void) {
                     em_platform_enable_amx()
                 ? 1
                 : 2;
+    atomic_store_explicit(&cached, state, memory_order_relaxed);
   }
   return state == 1;
 }

@@ -138,6 +138,8 @@ EW_F32_ROW_UNARY(row_act, f32_act(&A, op))
  * Sigmoid and silu on AVX-512 CPUs (the LLM feed-forward's gate): e^-x from exp_recipe.h, whose
  * scalar (f32) and 16-lane row forms give the same bits as ew_op requires.
  */
+#include <stdatomic.h>
+
 #include "portable/exp_recipe.h"
 
 static float f32_sigmoid_recipe(const float *x, const ew_op *op) {
@@ -185,12 +187,14 @@ static void row_silu512(float *o, const float *const *x, const int64_t *s, int64
 }
 
 static bool have_avx512(void) {
-  static int have = -1; /* benign race: every thread computes the same value */
-  if (have < 0) {
+  static atomic_int have = -1; /* -1 unknown: every first caller computes the same value */
+  int h = atomic_load_explicit(&have, memory_order_relaxed);
+  if (h < 0) {
     __builtin_cpu_init();
-    have = __builtin_cpu_supports("avx512f");
+    h = __builtin_cpu_supports("avx512f");
+    atomic_store_explicit(&have, h, memory_order_relaxed);
   }
-  return have != 0;
+  return h != 0;
 }
 #else
 static bool have_avx512(void) { return false; }

@@ -167,6 +167,8 @@ static void sdpa_heads__scalar(void *arg, int64_t begin, int64_t end) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
+#include <stdatomic.h>
+
 #include "portable/exp_recipe.h"
 
 __attribute__((target("avx2,fma"))) static void sdpa_heads__avx2(void *arg, int64_t begin,
@@ -244,13 +246,16 @@ __attribute__((target("avx512f"))) static void sdpa_heads__avx512(void *arg, int
 }
 
 static int cpu_has(int avx512) {
-  static int have[2] = {-1, -1}; /* benign race: every thread computes the same values */
-  if (have[0] < 0) {
+  /* -1 unknown, else bit 0: AVX2+FMA, bit 1: AVX-512F (every first caller finds the same). */
+  static atomic_int have = -1;
+  int h = atomic_load_explicit(&have, memory_order_relaxed);
+  if (h < 0) {
     __builtin_cpu_init();
-    have[1] = __builtin_cpu_supports("avx512f");
-    have[0] = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    h = (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) |
+        (__builtin_cpu_supports("avx512f") ? 2 : 0);
+    atomic_store_explicit(&have, h, memory_order_relaxed);
   }
-  return have[avx512];
+  return (h >> (avx512 ? 1 : 0)) & 1;
 }
 
 static em_parallel_fn pick_sdpa_heads(const sdpa_args *a) {

@@ -13,6 +13,7 @@
  * usual 64 MiB).
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "portable/kutil.h"
@@ -53,27 +54,27 @@ static int isa_available(const char *isa) {
   return 0;
 }
 
-/* Benign race: every thread computes the same pointer. */
-static const em_qlinear_config *chosen;
+/* NULL until first asked or forced: every first caller computes the same pointer. */
+static _Atomic(const em_qlinear_config *) chosen;
 
 static const em_qlinear_config *config_get(void) {
-  if (chosen) return chosen;
-  const em_qlinear_config *c = NULL;
+  const em_qlinear_config *c = atomic_load_explicit(&chosen, memory_order_acquire);
+  if (c) return c;
   for (size_t i = 0; !c && i < N_CONFIGS; i++)
     if (isa_available(configs[i].isa)) c = &configs[i];
-  chosen = c;
+  atomic_store_explicit(&chosen, c, memory_order_release);
   return c;
 }
 
 em_status em_linear_q_force_isa(const char *isa) {
   if (!isa) {
-    chosen = NULL;
+    atomic_store_explicit(&chosen, NULL, memory_order_release);
     return EM_OK;
   }
   for (size_t i = 0; i < N_CONFIGS; i++)
     if (strcmp(configs[i].isa, isa) == 0) {
       if (!isa_available(isa)) return EM_ERR_NOT_SUPPORTED;
-      chosen = &configs[i];
+      atomic_store_explicit(&chosen, &configs[i], memory_order_release);
       return EM_OK;
     }
   return EM_ERR_NOT_SUPPORTED;
