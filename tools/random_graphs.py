@@ -5,9 +5,9 @@ makes each graph; tests/python/random_graph_check.py checks the default path, at
 ``--threads``, and the portable path against eager) in batches of ``--batch`` per export, on
 ``--jobs`` processes, with a progress bar. Every failure is logged as it comes and appended to
 ``--failures`` (JSON lines: seed, kind, detail); the summary (command, seed range, graphs,
-failures by kind, delegated share, the backend operators and fusions reached, the WARNINGs the
-exporter logged) goes to stdout and to ``--out`` (markdown), which is also rewritten after
-every batch, so a run stopped early leaves the summary of what it checked.
+failures by kind, delegated share, the backend operators and fusions reached) goes to stdout
+and to ``--out`` (markdown), which is also rewritten after every batch, so a run stopped early
+leaves the summary of what it checked.
 
     .venv/bin/python tools/random_graphs.py --graphs 50000 --seed-start 100000 \\
         --out bench/results/random_graphs.md
@@ -39,7 +39,6 @@ def summary(
     outside = sum(st.outside.values())
     share = 100 * st.inside / max(1, st.inside + outside)
     kinds = Counter(f.kind for f in st.failures)
-    warns = Counter(w.split(":", 2)[-1].strip()[:160] for _, w in st.warnings)
     lines = [
         "# Random graphs on EmberCpuBackend",
         "",
@@ -54,14 +53,11 @@ def summary(
         f"({', '.join(f'{k} {n}' for k, n in kinds.items()) or 'none'})",
         f"- instructions inside EmberCpuBackend: {st.inside} of {st.inside + outside} "
         f"({share:.1f} %), in {st.delegates} delegates",
-        f"- exporter WARNINGs (subgraphs kept portable): {len(st.warnings)}",
         "",
         "## Failures",
         "",
     ]
     lines += [f"- seed {f.seed}: {f.kind}: {f.detail}" for f in st.failures] or ["none"]
-    lines += ["", "## Exporter WARNINGs (by message)", ""]
-    lines += [f"- {n} x {m}" for m, n in warns.most_common(30)] or ["none"]
     lines += ["", "## Left outside the delegates (kernel: instructions)", ""]
     lines += [", ".join(f"`{k}` {n}" for k, n in st.outside.most_common())]
     lines += ["", "## Backend operators and fusions reached (blob records)", ""]

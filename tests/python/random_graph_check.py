@@ -53,7 +53,9 @@ _BIN = ["add", "sub", "mul", "div", "rsub"]
 @dataclass
 class Failure:
     seed: int  # -1: only the batch fails, not any case alone (see detail)
-    kind: str  # "<path> exception" / "<path> mismatch" / "batch-only ..."
+    # "<path> exception" / "<path> mismatch" / "<path> fallback" (the partitioner kept something
+    # portable after an error of its own) / "batch-only ..." / "generator exception"
+    kind: str
     detail: str
 
 
@@ -66,9 +68,6 @@ class Stats:
     outside: Counter[str] = field(default_factory=Counter)  # kernels left outside
     delegates: int = 0
     families: Counter[str] = field(default_factory=Counter)
-    # WARNINGs ember logged while exporting the default path (a subgraph it kept portable
-    # after an exception or a blob the runtime refused), with the batch's first seed
-    warnings: list[tuple[int, str]] = field(default_factory=list)
 
     def merge(self, o: Stats) -> None:
         self.graphs += o.graphs
@@ -78,7 +77,6 @@ class Stats:
         self.outside.update(o.outside)
         self.delegates += o.delegates
         self.families.update(o.families)
-        self.warnings += o.warnings
 
 
 def blob_features(blob: bytes) -> Counter[str]:
@@ -144,22 +142,39 @@ def delegation(prog: Any) -> tuple[int, Counter[str], int, Counter[str]]:
     return inside, outside, n, feats
 
 
-class _Warnings(logging.Handler):
-    """Collects the WARNING records of the ``ember`` loggers while attached."""
+class _Fallbacks(logging.Handler):
+    """Collects, while attached to the ``ember`` loggers, the records that say the partitioner
+    kept something portable after an error of its own: WARNINGs (a lowering that raised, a
+    single instruction whose blob the runtime refused) and the INFO lines of a run split in two
+    after its fusion or packing raised or the runtime refused its blob. Each is a lowering bug
+    the exporter survived (the numbers stay right), so the check reports it."""
+
+    PARTITIONER = "ember.backends.cpu.partition"
 
     def __init__(self) -> None:
-        super().__init__(logging.WARNING)
+        super().__init__(logging.INFO)
         self.messages: list[str] = []
+        self.level = logging.NOTSET
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
+        msg = record.getMessage()
+        if record.levelno >= logging.WARNING or " split in two: " in msg:
+            self.messages.append(msg)
 
-    def __enter__(self) -> _Warnings:
+    def __enter__(self) -> _Fallbacks:
         logging.getLogger("ember").addHandler(self)
+        part = logging.getLogger(self.PARTITIONER)
+        self.level = part.level
+        part.setLevel(logging.INFO)
         return self
 
     def __exit__(self, *exc: object) -> None:
         logging.getLogger("ember").removeHandler(self)
+        logging.getLogger(self.PARTITIONER).setLevel(self.level)
+
+
+class _Fell(Exception):
+    """A batch's export fell back (see :class:`_Fallbacks`): its cases are checked one by one."""
 
 
 class _Shared:
@@ -256,9 +271,13 @@ def check_cases(cases: list[Case], threads: tuple[int, ...] = (1,), alone: bool 
     for path in ("default", "portable"):
         runs = threads if path == "default" else (1,)
         try:
-            with trace, _Warnings() as warned:
+            with trace, _Fallbacks() as fell:
                 prog = _export(batch, inputs, path)
-            st.warnings += [(cases[0].seed, f"{path}: {w}") for w in warned.messages]
+            if fell.messages and (len(cases) == 1 or alone):
+                for i in range(len(cases)):
+                    bad.setdefault(i, (f"{path} fallback", " | ".join(fell.messages)[:600]))
+            elif fell.messages:
+                raise _Fell(fell.messages[0])
             outs = {th: _run(prog, inputs, th) for th in runs}
         except Exception as e:  # noqa: BLE001 - every exception is a finding
             if len(cases) == 1 or alone:
@@ -270,6 +289,9 @@ def check_cases(cases: list[Case], threads: tuple[int, ...] = (1,), alone: bool 
             for c in cases:
                 one = check_cases([c], threads, alone=True)
                 st.failures += one.failures
+            if not st.failures:
+                where = f"batch {cases[0].seed}-{cases[-1].seed}"
+                st.failures.append(Failure(-1, f"batch-only {path} exception", f"{where}: {e}"))
             return st
         if path == "default":
             st.inside, st.outside, st.delegates, st.features = delegation(prog)

@@ -17,8 +17,13 @@ CPU time split over 2 processes (see the report in bench/results/random_graphs_*
 from __future__ import annotations
 
 import pytest
-from random_graph_check import check_cases, run_batches
+import torch
+import torch.nn.functional as F
+from random_graph_check import _Fallbacks, _run, check_cases, delegation, run_batches
 from random_graphs import make_case
+from torch import nn
+
+import ember
 
 SEEDS = range(0, 2000)
 BATCH = 40
@@ -63,3 +68,26 @@ def test_random_graphs() -> None:
 def test_regression_seed(seed: int) -> None:
     st = check_cases([make_case(seed)], THREADS)
     assert not st.failures, _report(st.failures)
+
+
+class Clamps(nn.Module):
+    """Clamps in a row whose ranges are disjoint, and a clamp with min > max."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        a = F.relu(F.hardtanh(x, -2.0, -1.5))  # [-2, -1.5] then [0, inf): 0
+        b = torch.clamp(F.relu6(x * 2), -3.0, -2.0)  # [0, 6] then [-3, -2]: -2
+        c = torch.clamp(x, 2.0, 1.0)  # min > max: every element max
+        return a, b, c
+
+
+def test_disjoint_clamps_merge() -> None:
+    """Merged clamps had unordered bounds ([0, -1.5]): the runtime refused the blob and the run
+    was split (before the exporter's fallback: the file did not load)."""
+    x = torch.randn(3, 17)
+    with _Fallbacks() as fell:
+        prog = ember.export(Clamps(), (x,))
+    assert not fell.messages, fell.messages
+    inside, outside, n, _ = delegation(prog)
+    assert (n, sum(outside.values())) == (1, 0), (n, outside)
+    for got, want in zip(_run(prog, (x,), 1), Clamps()(x), strict=True):
+        assert torch.equal(got, want)

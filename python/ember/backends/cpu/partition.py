@@ -164,7 +164,8 @@ COPIES = {
 
 
 def _clamp(lo: float | None, hi: float | None) -> tuple[str, list[float]]:
-    return "clamp", [-INF if lo is None else lo, INF if hi is None else hi]
+    lo_, hi_ = -INF if lo is None else lo, INF if hi is None else hi
+    return "clamp", [min(lo_, hi_), hi_]  # min > max: every element becomes max, as in eager
 
 
 # ---- lowering of one instruction --------------------------------------------------------------
@@ -515,7 +516,10 @@ def _merge_clamps(ops: list[Op], u: _Uses) -> None:
     for c in [o for o in ops if o.kind == "unary" and o.act == "clamp"]:
         p = u.producer(c.ins[0])
         if p is not None and p.kind == "unary" and p.act == "clamp" and u.private(c.ins[0], c):
-            c.fp = [max(p.fp[0], c.fp[0]), min(p.fp[1], c.fp[1])]
+            # clamp(clamp(x, a, b), c, d) = clamp(x, lo, hi), ordered also when [a, b] and
+            # [c, d] are disjoint (then the constant c or d, as in eager)
+            (a, b), (lo, hi) = p.fp[:2], c.fp[:2]
+            c.fp = [min(max(a, lo), hi), max(min(b, hi), lo)]
             c.ins = p.ins
             ops.remove(p)
 
