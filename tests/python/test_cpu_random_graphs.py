@@ -91,3 +91,26 @@ def test_disjoint_clamps_merge() -> None:
     assert (n, sum(outside.values())) == (1, 0), (n, outside)
     for got, want in zip(_run(prog, (x,), 1), Clamps()(x), strict=True):
         assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("kind", "kw", "shape"),
+    [
+        ("avg", {"kernel_size": 2, "stride": 2, "ceil_mode": True}, (1, 3, 1, 5)),
+        ("max", {"kernel_size": 3, "stride": 2, "ceil_mode": True}, (1, 3, 2, 5)),
+    ],
+)
+def test_ceil_pool_window_past_the_input(kind: str, kw: dict, shape: tuple) -> None:
+    """Ceil-mode pools whose window is larger than the padded input (torch allows them): the
+    blob was refused by the runtime and its run split; now the pool is declined up front."""
+    pool = F.avg_pool2d if kind == "avg" else F.max_pool2d
+
+    class Pool(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return pool(x * 1.5, **kw)
+
+    x = torch.randn(*shape)
+    with _Fallbacks() as fell:
+        prog = ember.export(Pool(), (x,))
+    assert not fell.messages, fell.messages
+    torch.testing.assert_close(_run(prog, (x,), 1)[0], Pool()(x), rtol=1e-5, atol=1e-6)

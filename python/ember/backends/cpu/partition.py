@@ -308,6 +308,7 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         kernel, stride = _pair(a[1], "kernel"), _pair(a[2], "stride", empty_ok=True)
         pad, dil = _pair(a[3], "padding"), _pair(a[4], "dilation")
         stride = stride or kernel
+        _pool_fits(x, kernel, pad, dil)
         return Op("maxpool2d", [x], [out], ip=[*kernel, *stride, *pad, *dil, 0, 0])
     if k == "aten::avg_pool2d.out":
         x = _f32x(a[0])
@@ -318,6 +319,7 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         div = 0 if a[6].kind == "null" else int(a[6].value)
         if len(x.shape) != 4:
             raise Unsupported("avg pool")
+        _pool_fits(x, kernel, pad, [1, 1])
         return Op("avgpool2d", [x], [out], ip=[*kernel, *stride, *pad, 1, 1, int(include_pad), div])
     if k == "aten::_adaptive_avg_pool2d.out":
         x = _f32x(a[0])
@@ -409,6 +411,14 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
             ip=[math.prod(x.shape[:dim]), n, math.prod(x.shape[dim + 1 :]), start, step, length],
         )
     raise Unsupported(k)
+
+
+def _pool_fits(x: TensorSpec, kernel: list[int], pad: list[int], dil: list[int]) -> None:
+    """Raise Unsupported for a pool window larger than the padded input (torch allows one in
+    ceil mode: a 1-row map, window 2; the runtime refuses it)."""
+    for a in range(2):
+        if dil[a] * (kernel[a] - 1) + 1 > x.shape[2 + a] + 2 * pad[a]:
+            raise Unsupported("pool window larger than the padded input (ceil mode)")
 
 
 def _f32x(a: Arg) -> TensorSpec:
