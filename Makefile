@@ -12,7 +12,7 @@ CMAKE_GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 ET_FIXTURES := $(BUILD)/fixtures/executorch
 ET_FIXTURES_DEF := -DEMBER_ET_FIXTURES=$(abspath $(ET_FIXTURES))
 
-.PHONY: all deps venv fixtures build build-asan test test-c test-asan test-fuzz fuzz-long test-py demo bench bench-deps bench-llm format lint clean size
+.PHONY: all deps venv fixtures build build-asan test test-tsan test-c test-asan test-fuzz fuzz-long test-py demo bench bench-deps bench-llm format lint clean size
 
 all: build
 
@@ -52,6 +52,14 @@ test-c: build fixtures
 test-asan: build-asan fixtures
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
+# ThreadSanitizer: the thread pool tests and two methods of one program running concurrently.
+TSAN_BUILD := build-tsan
+test-tsan:
+	cmake -S . -B $(TSAN_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_TSAN=ON >/dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_threadpool test_concurrent
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $(TSAN_BUILD)/tests/test_threadpool
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $(TSAN_BUILD)/tests/test_concurrent
+
 # libFuzzer on the loader for a bounded time (skipped with a message when clang is absent).
 test-fuzz: deps fixtures
 	@if command -v clang >/dev/null 2>&1; then \
@@ -80,6 +88,7 @@ test-corpus: venv build
 test: venv build build-asan
 	$(MAKE) test-c
 	$(MAKE) test-asan
+	$(MAKE) test-tsan
 	$(MAKE) test-fuzz
 	$(MAKE) test-neon
 	-$(MAKE) mcu-deps
@@ -119,7 +128,7 @@ lint:
 	$(VENV)/bin/ruff check python tests/python
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz build-neon
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz build-neon
 
 # ---- MCU (owned by MCU work) ----
 # Cortex-M33 firmware under QEMU (mps2-an505): see mcu/Makefile. `make mcu` builds the

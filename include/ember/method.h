@@ -63,6 +63,8 @@ const em_evalue *em_method_input(const em_method *m, size_t i);
  * Sets tensor input i from `src`: checks dtype and shape (a dynamic input may
  * shrink within its bound), then copies into planned memory or, for an
  * unplanned input, shares src->data (retained until the next set_input).
+ * Planned input memory is reused by the method's own values once the input
+ * has been read: set every input again before each execute.
  */
 em_status em_method_set_input_tensor(em_method *m, size_t i, const em_tensor *src);
 
