@@ -117,7 +117,7 @@ bench-deps: $(VENV)/.stamp-bench
 bench-llm: bench-deps build
 	$(VPY) bench/llm.py
 
-size:
+size: fixtures
 	$(VPY) tools/size_report.py
 
 format:
@@ -128,7 +128,7 @@ lint:
 	$(VENV)/bin/ruff check python tests/python
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz build-neon
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz build-neon build-wheel
 
 # ---- MCU (owned by MCU work) ----
 # Cortex-M33 firmware under QEMU (mps2-an505): see mcu/Makefile. `make mcu` builds the
