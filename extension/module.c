@@ -139,9 +139,10 @@ em_status em_module_open_buffer(const void *pte, size_t pte_n, const void *ptd, 
 const em_program *em_module_program(const em_module *m) { return m ? m->program : NULL; }
 
 /*
- * Planned arenas start zeroed. Large ones are anonymous mappings, zero pages the kernel fills
- * on first touch: a file that plans gigabytes it never uses costs address space, not a memset of
- * gigabytes at prepare (a 2 GiB arena took 6.5 s to prepare, found by tools/mutation_sweep.py).
+ * Planned arenas start zeroed. Large ones (and a large method allocator) are anonymous mappings,
+ * zero pages the kernel fills on first touch: a file that plans gigabytes it never uses costs
+ * address space, not a memset of gigabytes at prepare (a 2 GiB arena took 6.5 s to prepare, found
+ * by tools/mutation_sweep.py).
  */
 #define ARENA_MMAP_MIN ((size_t)4 << 20)
 
@@ -174,7 +175,7 @@ static void free_method(module_method *mm) {
     arena_free(mm->arenas[i], mm->arena_sizes[i]);
   free(mm->arenas);
   free(mm->arena_sizes);
-  free(mm->method_mem);
+  arena_free(mm->method_mem, mm->method_bytes);
   free(mm->temp_mem);
   free(mm->name);
   memset(mm, 0, sizeof *mm);
@@ -239,7 +240,7 @@ static em_status prepare_method(em_module *m, module_method *mm, const char *nam
   /* Grow the method allocator until preparation fits; the failed attempts stay quiet. */
   em_log_level level = em_log_get_level();
   for (size_t size = 16384;; size *= 2) {
-    free(mm->method_mem);
+    arena_free(mm->method_mem, mm->method_bytes);
     mm->method_mem = NULL;
     if (budget && held + mm->arena_bytes + m->opts.temp_bytes + size > budget) {
       em_log_set_level(level);
@@ -248,7 +249,7 @@ static em_status prepare_method(em_module *m, module_method *mm, const char *nam
                "budget of %llu bytes",
                name, size, (unsigned long long)budget);
     }
-    mm->method_mem = malloc(size);
+    mm->method_mem = arena_alloc(size); /* large: a lazy mapping, like the arenas */
     if (!mm->method_mem)
       MEM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,
                "method '%s': %zu bytes of method memory (method allocator)", name, size);
