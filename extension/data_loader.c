@@ -107,7 +107,10 @@ em_status em_mmap_loader_open(em_file_loader *fl, const char *path) {
     close(fd);
     return em_file_loader_open(fl, path);
   }
-  void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  /* Private and writable: pages are shared with the page cache until written, and a write (a
+   * hostile program whose kernel output is a constant tensor) copies the page instead of
+   * faulting on a read-only mapping; the file itself never changes. */
+  void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   close(fd);
   if (p == MAP_FAILED) return em_file_loader_open(fl, path);
   fl->data = p;
