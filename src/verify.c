@@ -411,7 +411,7 @@ static em_status verify_delegates(em_program *p, fb_tab plan, uint32_t *n_out) {
 
 #define MAX_ARENAS 16
 
-static em_status verify_plan(em_program *p, fb_tab plan) {
+static em_status verify_plan(em_program *p, fb_tab plan, uint64_t *budget) {
   fb_reader *r = &p->r;
   if (!fb_string(r, plan, PLAN_NAME, NULL)) VFAIL("method without a name");
   if (!fb_has(r, plan, PLAN_VALUES) || !fb_has(r, plan, PLAN_INPUTS) ||
@@ -445,9 +445,8 @@ static em_status verify_plan(em_program *p, fb_tab plan) {
   EM_TRY(verify_delegates(p, plan, &n_delegates));
   fb_vec chains = fb_vector(r, plan, PLAN_CHAINS, 4, 4);
   if (chains.n == 0) VFAIL("method has no chains");
-  uint64_t budget = 0;
   for (uint32_t c = 0; c < chains.n; c++)
-    EM_TRY(verify_chain(p, fb_vec_table(r, chains, c), values, ops.n, n_delegates, plan, &budget));
+    EM_TRY(verify_chain(p, fb_vec_table(r, chains, c), values, ops.n, n_delegates, plan, budget));
   return r->bad ? EM_ERR_INVALID_PROGRAM : EM_OK;
 }
 
@@ -488,8 +487,9 @@ em_status em_program_verify(em_program *p) {
     if (fb_u32(r, nd, NAMED_DATA_SEGMENT, 0) >= p->segments.n)
       VFAIL("named data %u refers to a missing segment", i);
   }
+  uint64_t alias_budget = 0; /* operand re-reads of the aliasing check, for the whole program */
   for (uint32_t i = 0; i < p->plans.n && !r->bad; i++)
-    EM_TRY(verify_plan(p, fb_vec_table(r, p->plans, i)));
+    EM_TRY(verify_plan(p, fb_vec_table(r, p->plans, i), &alias_budget));
   if (r->bad) VFAIL("malformed program: %s at byte %u", r->why, r->where);
   return EM_OK;
 }

@@ -96,6 +96,14 @@ class Inplace(torch.nn.Module):
         return torch.relu(z) + z.mean()
 
 
+class Cat80(torch.nn.Module):
+    """A cat of 80 planned tensors: an instruction with more operands than the verifier's
+    aliasing check keeps on its stack (64)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x * float(i) for i in range(80)], 0)
+
+
 def tiny_llama(quant: str | None) -> Any:
     from ember.llm import llama
 
@@ -129,6 +137,7 @@ def ember_seeds(out: Path) -> list[Path]:
         ),
         "e_shapes.pte": lambda: ember.export(Shapes(), (x4, idx), backend=None),
         "e_cond.pte": lambda: ember.export(Cond(), (torch.randn(4),), backend=None),
+        "e_cat80.pte": lambda: ember.export(Cat80(), (torch.randn(2, 3),), backend=None),
         "e_dynamic.pte": lambda: ember.export(
             Mlp().eval(), (torch.randn(3, 8),), dynamic_shapes=dyn, backend=None
         ),
