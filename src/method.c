@@ -332,7 +332,8 @@ static em_status build_instr(prep *s, fb_tab in, uint32_t n_in_chain, em_instr *
   }
   default: PFAIL("instruction %u has unknown type %u", idx, out->kind);
   }
-  return r->bad ? EM_ERR_INVALID_PROGRAM : EM_OK;
+  if (r->bad) PFAIL("instruction %u: %s at byte %u", idx, r->why, r->where);
+  return EM_OK;
 }
 
 static em_status init_delegates(prep *s) {

@@ -70,7 +70,9 @@ static em_status bind_constants(em_program *p) {
   }
   fb_vec muts = fb_vector(r, p->root, PROGRAM_MUTABLE_DATA_SEGMENTS, 4, 4);
   if (muts.n > 0) p->mutable_seg = fb_vec_table(r, muts, 0);
-  return r->bad ? EM_ERR_INVALID_PROGRAM : EM_OK;
+  if (r->bad)
+    EM_FAIL(EM_ERR_INVALID_PROGRAM, "bad program tables: %s at byte %u", r->why, r->where);
+  return EM_OK;
 }
 
 em_status em_program_load(em_data_loader *loader, em_verification verification, em_allocator *alloc,
@@ -288,7 +290,9 @@ static em_status value_info(const em_method_meta *m, unsigned slot, size_t i, em
   fb_vec values = fb_vector(&r, plan, PLAN_VALUES, 4, 4);
   if (i >= idx.n) return EM_ERR_INVALID_ARGUMENT;
   int32_t vi = fb_vec_i32(&r, idx, (uint32_t)i);
-  if (vi < 0 || (uint32_t)vi >= values.n) return EM_ERR_INVALID_PROGRAM;
+  if (vi < 0 || (uint32_t)vi >= values.n)
+    EM_FAIL(EM_ERR_INVALID_PROGRAM, "method %s %zu refers to value %d of %u",
+            slot == PLAN_INPUTS ? "input" : "output", i, vi, values.n);
   fb_tab ev = fb_vec_table(&r, values, (uint32_t)vi);
   uint8_t kt = fb_u8(&r, ev, EVALUE_TYPE, 0);
   memset(out, 0, sizeof *out);
@@ -308,7 +312,8 @@ static em_status value_info(const em_method_meta *m, unsigned slot, size_t i, em
     out->planned = d.planned || d.data_buffer_idx != 0;
     out->nbytes = (size_t)d.nbytes;
   }
-  return r.bad ? EM_ERR_INVALID_PROGRAM : EM_OK;
+  if (r.bad) EM_FAIL(EM_ERR_INVALID_PROGRAM, "bad value table: %s at byte %u", r.why, r.where);
+  return EM_OK;
 }
 
 em_status em_method_meta_input(const em_method_meta *m, size_t i, em_value_info *out) {

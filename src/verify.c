@@ -406,7 +406,8 @@ static em_status verify_delegates(em_program *p, fb_tab plan, uint32_t *n_out) {
     }
   }
   *n_out = ds.n;
-  return r->bad ? EM_ERR_INVALID_PROGRAM : EM_OK;
+  if (r->bad) VFAIL("bad delegate table: %s at byte %u", r->why, r->where);
+  return EM_OK;
 }
 
 #define MAX_ARENAS 16
@@ -447,14 +448,16 @@ static em_status verify_plan(em_program *p, fb_tab plan, uint64_t *budget) {
   if (chains.n == 0) VFAIL("method has no chains");
   for (uint32_t c = 0; c < chains.n; c++)
     EM_TRY(verify_chain(p, fb_vec_table(r, chains, c), values, ops.n, n_delegates, plan, budget));
-  return r->bad ? EM_ERR_INVALID_PROGRAM : EM_OK;
+  if (r->bad) VFAIL("bad method table: %s at byte %u", r->why, r->where);
+  return EM_OK;
 }
 
 static em_status verify_subsegment(em_program *p, fb_tab s, const char *what) {
   fb_reader *r = &p->r;
   uint32_t seg = fb_u32(r, s, SUBSEGMENT_INDEX, 0);
   fb_vec offs = fb_vector(r, s, SUBSEGMENT_OFFSETS, 8, 8);
-  if (offs.n <= 1) return r->bad ? EM_ERR_INVALID_PROGRAM : EM_OK;
+  if (r->bad) VFAIL("bad %s: %s at byte %u", what, r->why, r->where);
+  if (offs.n <= 1) return EM_OK;
   const uint8_t *d;
   uint64_t n;
   if (seg >= p->segments.n) VFAIL("%s refers to segment %u of %u", what, seg, p->segments.n);
