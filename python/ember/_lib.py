@@ -17,26 +17,12 @@ from typing import Any
 
 import torch
 
+from ember.dtypes import PLAIN_KINDS, torch_to_code
+
 # ---- dtypes ---------------------------------------------------------------------------------
 
-TORCH_TO_EM: dict[torch.dtype, int] = {
-    torch.uint8: 0,
-    torch.int8: 1,
-    torch.int16: 2,
-    torch.int32: 3,
-    torch.int64: 4,
-    torch.float16: 5,
-    torch.float32: 6,
-    torch.float64: 7,
-    torch.complex32: 8,
-    torch.complex64: 9,
-    torch.complex128: 10,
-    torch.bool: 11,
-    torch.bfloat16: 15,
-    torch.uint16: 27,
-    torch.uint32: 28,
-    torch.uint64: 29,
-}
+# ScalarType codes of the torch dtypes a tensor may have across the binding (ember.dtypes).
+TORCH_TO_EM: dict[torch.dtype, int] = dict(torch_to_code(PLAIN_KINDS))
 EM_TO_TORCH: dict[int, torch.dtype] = {v: k for k, v in TORCH_TO_EM.items()}
 
 TAG_NONE, TAG_TENSOR, TAG_STRING, TAG_DOUBLE, TAG_INT, TAG_BOOL = 0, 1, 2, 3, 4, 5
