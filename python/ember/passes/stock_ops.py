@@ -2,8 +2,8 @@
 
 ``backend=None`` promises a file that stock ExecuTorch runs too. Ember's portable library has
 kernels that ExecuTorch 1.5's does not (``aten::linalg_vector_norm.out`` from a weight norm,
-``aten::logsumexp.out``, Ember's own ``ember::`` operators, ...). After lowering, every kernel of
-such a method is checked against ExecuTorch's operator list, kept as data in
+``aten::logsumexp.out``, Ember's own ``ember::`` operators, ...). After lowering, every ATen and
+``ember::`` kernel of such a method is checked against ExecuTorch's operator list, kept as data in
 ``ember/data/executorch_ops.txt`` (written by ``tools/executorch_ops.py`` from the executorch
 wheel). An ATen operator outside it is decomposed with PyTorch's own decomposition table into
 operators inside it where one exists; what is left is reported, naming the operator and the
@@ -42,10 +42,20 @@ def _is_kernel_call(ins: object) -> bool:
     return isinstance(ins, KernelInstr) and not isinstance(ins, DelegateInstr)
 
 
+# Namespaces checked: ATen (ExecuTorch's portable library) and Ember's own operators. Others
+# (``quantized_decomposed::``, ``llama::``) are ExecuTorch's too, in its optional quantized and
+# custom-op libraries, which a stock build links when it runs such programs.
+CHECKED = ("aten::", "ember::")
+
+
 def non_stock(ir: MethodIR) -> list[KernelInstr]:
-    """The kernel calls of ``ir`` whose kernel stock ExecuTorch does not register."""
+    """The kernel calls of ``ir`` whose kernel stock ExecuTorch's portable library lacks."""
     stock = stock_executorch_ops()
-    return [i for i in ir.instrs if _is_kernel_call(i) and i.kernel not in stock]  # type: ignore[union-attr]
+    return [
+        i
+        for i in ir.instrs
+        if _is_kernel_call(i) and i.kernel.startswith(CHECKED) and i.kernel not in stock  # type: ignore[union-attr]
+    ]
 
 
 def decompositions_for(instrs: list[KernelInstr]) -> dict[torch._ops.OpOverload, object]:
@@ -53,7 +63,9 @@ def decompositions_for(instrs: list[KernelInstr]) -> dict[torch._ops.OpOverload,
     ops = {
         i.node.target
         for i in instrs
-        if i.node is not None and isinstance(i.node.target, torch._ops.OpOverload)
+        if i.node is not None
+        and isinstance(i.node.target, torch._ops.OpOverload)
+        and i.kernel.startswith("aten::")
     }
     return get_decompositions(sorted(ops, key=str)) if ops else {}
 
