@@ -1,6 +1,7 @@
 /*
  * tokenizer.c — the tokenizer's representation, BPE encode and decode (loaders live in
- * tokenizer_{json,gguf,compact,tiktoken}.c, the split regexes in tokenizer_pretok.c).
+ * tokenizer_{json,gguf,compact}.c, tiktoken rank files in tokenizer_compact.c; the split
+ * regexes in tokenizer_pretok.c).
  *
  * Encoding: the text is first cut at special tokens (with EM_TOK_PARSE_SPECIAL; leftmost, then
  * longest, as HF's added-token matcher), each remaining stretch is pre-tokenized into pieces,

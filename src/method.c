@@ -2,8 +2,11 @@
  * method.c — preparing a method: values, tensors, operators, delegates,
  * instructions; and binding inputs and outputs.
  *
- * Everything comes from the caller's method allocator; after preparation
- * nothing is looked up by string (docs/architecture.md, "The runtime's flow").
+ * Everything comes from the caller's method allocator. Preparation resolves every operator and
+ * delegate by name once (docs/architecture.md, "The runtime's flow"); execute calls them through
+ * pointers. The one string comparison left on the execute path is execute.c's check_bound,
+ * which compares an instruction's operator name with executorch_prim::et_view, and only for the
+ * instructions flagged at prepare (an argument had no data then).
  */
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /*
- * verify.c — full verification of an untrusted program (ARCHITECTURE.md #5).
+ * verify.c — full verification of an untrusted program (docs/architecture.md, decision 5).
  *
  * Walks every table the runtime will read and checks: offsets, lengths,
  * vtables and alignment (through the bounds-checked reader), enum values,

@@ -1,6 +1,6 @@
 /*
  * emc_format.h — the EmberCpuBackend blob ("EMC1"), written by
- * python/ember/backends/cpu_blob.py and read by cpu_backend.c.
+ * python/ember/backends/cpu/blob.py and read by cpu_backend.c.
  *
  * Layout (little-endian, every offset from the start of the blob):
  *

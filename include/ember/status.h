@@ -5,7 +5,7 @@
  * ExecuTorch's `Error` codes (runtime/core/error.h): they cross the backend ABI
  * and appear in logs, so they never change.
  *
- *     em_status st = em_program_load(&loader, NULL, &prog);
+ *     em_status st = em_program_load(loader, EM_VERIFY_FULL, &alloc, &prog);
  *     if (st != EM_OK) {
  *       fprintf(stderr, "load failed: %s\n", em_status_str(st));
  *     }
