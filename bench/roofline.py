@@ -11,7 +11,7 @@ model's own FLOPs and waits for nothing. Against it, from a results table of ``b
   runtime doing the model's FLOPs can meet it on this machine;
 - the share of the peak each runtime reaches over the whole model (floor / median).
 
-    .venv/bin/python bench/roofline.py --zoo bench/results/zoo_2026-12-01k.md \
+    .venv/bin/python bench/roofline.py --zoo bench/results/zoo_2026-12-01l.md \
         [--peak 117.3 234.9] [--factor 0.8] [--out bench/results/roofline_2026-12-01.md]
 
 Without ``--peak`` it builds gemm_bench against build/libember.a and measures the peak at 1 and
