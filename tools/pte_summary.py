@@ -1,247 +1,42 @@
-"""pte_summary.py — a small, stdlib-only reader of what the build tools need from a `.pte` file.
+"""pte_summary.py — the ``.pte`` reader for the build tools: ``ember.reader`` (the one Python
+reader of the format, python/ember/reader.py), loaded from this checkout without torch.
 
-Reads the ExecuTorch Program flatbuffer (docs/pte-format.md §1–§3): per execution plan its name, the
-operators (``namespace::op.overload``), KernelCall instructions with their argument value indices,
-every value (tag; for tensors dtype, sizes, dim order, planned or not), the inputs/outputs and the
-planned arena sizes (``non_const_buffer_sizes``). It is not a verifier: the C runtime verifies the
-files it executes. Every out-of-range read raises :class:`PteError`.
-
-Used by tools/selective_build.py (operator and dtype lists) and mcu/gen_model.py (arena sizes,
-input shapes of the firmware's embedded model).
+Used by tools/selective_build.py (operator and dtype lists), mcu/gen_model.py (arena sizes, input
+shapes of the firmware's embedded model) and ember.quant.budget. Standard library only.
 """
 
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass, field
+import os
+import sys
 
-# ScalarType numbering (schema/scalar_type.fbs), short names as em_dtype_name() prints them.
-DTYPE_NAMES = {
-    0: "u8", 1: "i8", 2: "i16", 3: "i32", 4: "i64", 5: "f16", 6: "f32", 7: "f64", 8: "c32",
-    9: "c64", 10: "c128", 11: "bool", 12: "qi8", 13: "qu8", 14: "qi32", 15: "bf16", 16: "qu4x2",
-    17: "qu2x4", 22: "bits16", 23: "f8e5m2", 24: "f8e4m3fn", 25: "f8e5m2fnuz", 26: "f8e4m3fnuz",
-    27: "u16", 28: "u32", 29: "u64",
-}  # fmt: skip
-DTYPE_SIZES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 8: 4, 9: 8, 10: 16, 11: 1, 12: 1,
-               13: 1, 14: 4, 15: 2, 16: 1, 17: 1, 22: 2, 23: 1, 24: 1, 25: 1, 26: 1, 27: 2, 28: 4,
-               29: 8}  # fmt: skip
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ember_tree import load  # noqa: E402
 
-# KernelTypes union tags.
-TAG_NAMES = {0: "None", 1: "Null", 2: "Int", 3: "Bool", 4: "Double", 5: "Tensor", 6: "String",
-             7: "IntList", 8: "DoubleList", 9: "BoolList", 10: "TensorList",
-             11: "OptionalTensorList"}  # fmt: skip
-TAG_TENSOR = 5
+_reader = load("reader")
 
+DTYPE_NAMES = _reader.DTYPE_NAMES
+DTYPE_SIZES = _reader.DTYPE_SIZES
+TAG_NAMES = _reader.TAG_NAMES
+TAG_TENSOR = _reader.TAG_TENSOR
+KernelCall = _reader.KernelCall
+Plan = _reader.Plan
+PteError = _reader.PteError
+TensorInfo = _reader.TensorInfo
+Value = _reader.Value
+read_file = _reader.read_file
+read_program = _reader.read_program
 
-class PteError(ValueError):
-    """The bytes are not a readable ET12 program."""
-
-
-@dataclass
-class TensorInfo:
-    dtype: int
-    sizes: list[int]
-    dim_order: list[int]
-    planned: bool  # has allocation_info (memory-planned)
-    memory_id: int
-    constant: bool  # data_buffer_idx > 0
-
-    @property
-    def numel(self) -> int:
-        n = 1
-        for s in self.sizes:
-            n *= s
-        return n
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * DTYPE_SIZES.get(self.dtype, 0)
-
-
-@dataclass
-class Value:
-    tag: int
-    tensor: TensorInfo | None = None
-    scalar: object = None
-
-
-@dataclass
-class KernelCall:
-    op_index: int
-    args: list[int]
-
-
-@dataclass
-class Plan:
-    name: str
-    operators: list[str] = field(default_factory=list)
-    values: list[Value] = field(default_factory=list)
-    inputs: list[int] = field(default_factory=list)
-    outputs: list[int] = field(default_factory=list)
-    kernel_calls: list[KernelCall] = field(default_factory=list)
-    n_delegate_calls: int = 0
-    delegates: list[str] = field(default_factory=list)
-    arena_sizes: list[int] = field(default_factory=list)  # memory_id 1.. (index 0 dropped)
-
-    def op_dtypes(self) -> dict[str, set[int]]:
-        """For each operator, the dtypes of every tensor argument of its calls."""
-        out: dict[str, set[int]] = {op: set() for op in self.operators}
-        for kc in self.kernel_calls:
-            if not 0 <= kc.op_index < len(self.operators):
-                raise PteError(f"KernelCall op_index {kc.op_index} out of range")
-            ds = out[self.operators[kc.op_index]]
-            for a in kc.args:
-                for t in self._tensors_of(a):
-                    ds.add(t.dtype)
-        return out
-
-    def op_primary_dtypes(self) -> dict[str, set[int]]:
-        """For each operator, the dtypes of its primary tensor: the first tensor argument of each
-        call (the convention of the dtype masks in ops.def, see python/ember/oplist.py)."""
-        out: dict[str, set[int]] = {op: set() for op in self.operators}
-        for kc in self.kernel_calls:
-            if 0 <= kc.op_index < len(self.operators):
-                for a in kc.args:
-                    ts = self._tensors_of(a)
-                    if ts:
-                        out[self.operators[kc.op_index]].add(ts[0].dtype)
-                        break
-        return out
-
-    def _tensors_of(self, idx: int) -> list[TensorInfo]:
-        if not 0 <= idx < len(self.values):
-            return []
-        v = self.values[idx]
-        if v.tensor is not None:
-            return [v.tensor]
-        if v.tag in (10, 11) and isinstance(v.scalar, list):
-            return [
-                t
-                for i in v.scalar
-                if 0 <= i < len(self.values)
-                for t in ([self.values[i].tensor] if self.values[i].tensor else [])
-            ]
-        return []
-
-
-class _Fb:
-    """Bounds-checked FlatBuffers table access (vtables before or after their table)."""
-
-    def __init__(self, buf: bytes) -> None:
-        self.b = buf
-
-    def _unpack(self, fmt: str, p: int):
-        if p < 0 or p + struct.calcsize(fmt) > len(self.b):
-            raise PteError(f"read of {fmt} at {p} is outside the file ({len(self.b)} bytes)")
-        return struct.unpack_from(fmt, self.b, p)[0]
-
-    def u32(self, p: int) -> int:
-        return self._unpack("<I", p)
-
-    def field(self, t: int, slot: int) -> int:
-        vt = t - self._unpack("<i", t)
-        vt_len = self._unpack("<H", vt)
-        o = 4 + 2 * slot
-        if o + 2 > vt_len:
-            return 0
-        off = self._unpack("<H", vt + o)
-        return t + off if off else 0
-
-    def scalar(self, t: int, slot: int, fmt: str, default=0):
-        a = self.field(t, slot)
-        return self._unpack(fmt, a) if a else default
-
-    def ref(self, t: int, slot: int) -> int:
-        a = self.field(t, slot)
-        return a + self.u32(a) if a else 0
-
-    def string(self, t: int, slot: int) -> str:
-        p = self.ref(t, slot)
-        if not p:
-            return ""
-        n = self.u32(p)
-        if p + 4 + n > len(self.b):
-            raise PteError("string runs past the end of the file")
-        return self.b[p + 4 : p + 4 + n].decode("utf-8", errors="replace")
-
-    def vec(self, t: int, slot: int, fmt: str) -> list:
-        p = self.ref(t, slot)
-        if not p:
-            return []
-        n = self.u32(p)
-        size = struct.calcsize("<" + fmt)
-        if p + 4 + n * size > len(self.b):
-            raise PteError("vector runs past the end of the file")
-        return list(struct.unpack_from(f"<{n}{fmt}", self.b, p + 4))
-
-    def vec_tables(self, t: int, slot: int) -> list[int]:
-        p = self.ref(t, slot)
-        if not p:
-            return []
-        n = self.u32(p)
-        return [p + 4 + 4 * i + self.u32(p + 4 + 4 * i) for i in range(n)]
-
-
-def _value(fb: _Fb, ev: int) -> Value:
-    tag = fb.scalar(ev, 0, "<B")
-    val = fb.ref(ev, 1)
-    v = Value(tag)
-    if not val:
-        return v
-    if tag == TAG_TENSOR:
-        alloc = fb.ref(val, 6)
-        v.tensor = TensorInfo(
-            dtype=fb.scalar(val, 0, "<b"),
-            sizes=fb.vec(val, 2, "i"),
-            dim_order=fb.vec(val, 3, "B"),
-            planned=bool(alloc),
-            memory_id=fb.scalar(alloc, 0, "<I") if alloc else 0,
-            constant=fb.scalar(val, 5, "<I") > 0,
-        )
-    elif tag == 2:
-        v.scalar = fb.scalar(val, 0, "<q")
-    elif tag == 3:
-        v.scalar = bool(fb.scalar(val, 0, "<B"))
-    elif tag == 4:
-        v.scalar = fb.scalar(val, 0, "<d", 0.0)
-    elif tag in (7, 10, 11):
-        v.scalar = fb.vec(val, 0, "q" if tag == 7 else "i")
-    return v
-
-
-def read_program(buf: bytes) -> list[Plan]:
-    """Every execution plan of the `.pte` in ``buf``."""
-    if len(buf) < 8 or buf[4:8] != b"ET12":
-        raise PteError("not an ExecuTorch ET12 program (bad identifier)")
-    fb = _Fb(buf)
-    root = fb.u32(0)
-    plans = []
-    try:
-        for pt in fb.vec_tables(root, 1):
-            p = Plan(fb.string(pt, 0))
-            for op in fb.vec_tables(pt, 6):
-                name, overload = fb.string(op, 0), fb.string(op, 1)
-                p.operators.append(f"{name}.{overload}" if overload else name)
-            p.values = [_value(fb, ev) for ev in fb.vec_tables(pt, 2)]
-            p.inputs = fb.vec(pt, 3, "i")
-            p.outputs = fb.vec(pt, 4, "i")
-            for chain in fb.vec_tables(pt, 5):
-                for ins in fb.vec_tables(chain, 2):
-                    kind = fb.scalar(ins, 0, "<B")
-                    body = fb.ref(ins, 1)
-                    if kind == 1 and body:
-                        kc = KernelCall(fb.scalar(body, 0, "<i"), fb.vec(body, 1, "i"))
-                        p.kernel_calls.append(kc)
-                    elif kind == 2:
-                        p.n_delegate_calls += 1
-            p.delegates = [fb.string(d, 0) for d in fb.vec_tables(pt, 7)]
-            p.arena_sizes = fb.vec(pt, 8, "q")[1:]
-            plans.append(p)
-    except (struct.error, RecursionError) as e:
-        raise PteError(f"malformed program: {e}") from e
-    return plans
-
-
-def read_file(path: str) -> list[Plan]:
-    with open(path, "rb") as f:
-        return read_program(f.read())
+__all__ = [
+    "DTYPE_NAMES",
+    "DTYPE_SIZES",
+    "KernelCall",
+    "Plan",
+    "PteError",
+    "TAG_NAMES",
+    "TAG_TENSOR",
+    "TensorInfo",
+    "Value",
+    "read_file",
+    "read_program",
+]

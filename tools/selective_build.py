@@ -30,88 +30,22 @@ import argparse
 import os
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ember_tree import load  # noqa: E402
 from pte_summary import DTYPE_NAMES, PteError, read_file  # noqa: E402
 
+# The one .def parser (python/ember/opdefs.py, also behind the exporter's operator list).
+_opdefs = load("opdefs")
+DefEntry = _opdefs.KernelInfo  # name, n_args, dtype_mask, c_function, dtype_expr, source, line
+
 REPO = Path(__file__).resolve().parent.parent
-EM_OP_RE = re.compile(
-    r'^\s*EM_OP\(\s*"([^"]+)"\s*,\s*([A-Za-z_][A-Za-z0-9_]*)\s*,\s*(-?\d+|EM_ARGS_VARIABLE)\s*,'
-    r"\s*(.*)\)\s*$"
-)
-INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
-DT_BITS = {"U8": 0, "I8": 1, "I16": 2, "I32": 3, "I64": 4, "F16": 5, "F32": 6, "F64": 7,
-           "BOOL": 11, "BF16": 15}  # fmt: skip
-DT_GROUPS = {
-    "FLOATS": ["F16", "BF16", "F32", "F64"],
-    "INTS": ["U8", "I8", "I16", "I32", "I64"],
-}
-DT_GROUPS["REALS"] = DT_GROUPS["FLOATS"] + DT_GROUPS["INTS"]
-DT_GROUPS["ALL"] = DT_GROUPS["REALS"] + ["BOOL"]
-
-
-@dataclass
-class DefEntry:
-    name: str
-    fn: str
-    n_args: str
-    dtypes: str  # the C expression, copied verbatim
-    line: str
-    source: str  # the .def file it came from
-
-    def dtype_mask(self) -> int | None:
-        """The mask as em_dtype bits, or None if the expression is not made of EM_DT_ names."""
-        mask = 0
-        for tok in re.split(r"[\s|()]+", self.dtypes.strip()):
-            if not tok:
-                continue
-            m = re.fullmatch(r"EM_DT_([A-Z0-9]+)", tok)
-            if not m:
-                return None
-            names = DT_GROUPS.get(m.group(1), [m.group(1)])
-            for n in names:
-                if n not in DT_BITS:
-                    return None
-                mask |= 1 << DT_BITS[n]
-        return mask
-
-
-def read_defs(path: Path, kernels_dir: Path, seen: set[Path] | None = None) -> list[DefEntry]:
-    """EM_OP entries of `path`, following its #include lines (relative to `kernels_dir`)."""
-    seen = set() if seen is None else seen
-    path = path.resolve()
-    if path in seen or not path.exists():
-        return []
-    seen.add(path)
-    out: list[DefEntry] = []
-    for line in path.read_text().splitlines():
-        m = INCLUDE_RE.match(line)
-        if m:
-            inc = kernels_dir / m.group(1)
-            if not inc.exists():
-                inc = path.parent / m.group(1)
-            out += read_defs(inc, kernels_dir, seen)
-            continue
-        m = EM_OP_RE.match(line)
-        if m:
-            out.append(DefEntry(m.group(1), m.group(2), m.group(3), m.group(4).strip(),
-                                line.strip(), str(path)))  # fmt: skip
-    return out
 
 
 def kernel_table(kernels_dir: Path) -> dict[str, DefEntry]:
     """Every operator the runtime can register, by full name (a later entry replaces)."""
-    table: dict[str, DefEntry] = {}
-    for d in (
-        kernels_dir / "portable" / "ops.def",
-        kernels_dir / "prim" / "ops.def",
-        kernels_dir / "quantized" / "ops.def",
-    ):
-        for e in read_defs(d, kernels_dir):
-            table[e.name] = e
-    return table
+    return _opdefs.read_kernels_dir(kernels_dir)
 
 
 def model_ops(paths: list[str]) -> tuple[dict[str, set[int]], dict[str, set[int]], list[str]]:
@@ -177,11 +111,11 @@ def render_c(selected: list[DefEntry], sources: list[str]) -> str:
         "",
     ]
     for e in selected:
-        lines.append(f"em_status {e.fn}(em_kernel_ctx *ctx, em_evalue **args);")
+        lines.append(f"em_status {e.c_function}(em_kernel_ctx *ctx, em_evalue **args);")
     lines += ["", "static const em_kernel_entry k_selected[] = {"]
     for e in selected:
         src = Path(e.source).name
-        lines.append(f'    {{"{e.name}", {e.fn}, {e.n_args}, {e.dtypes}}}, /* {src} */')
+        lines.append(f'    {{"{e.name}", {e.c_function}, {e.n_args}, {e.dtype_expr}}}, /* {src} */')
     lines += [
         "    {NULL, NULL, 0, 0}};",
         "",
@@ -224,13 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     warnings = []
     used_mask = 0
     for e in selected:
-        mask = e.dtype_mask()
+        mask = e.dtype_mask
         for dt in sorted(ops[e.name]):
             used_mask |= 1 << dt
         for dt in sorted(primary.get(e.name, ())):
-            if mask is not None and not mask >> dt & 1:
+            if not mask >> dt & 1:
                 warnings.append(f"{e.name}: called with {DTYPE_NAMES.get(dt, dt)}, "
-                                f"which its kernel does not list ({e.dtypes})")  # fmt: skip
+                                f"which its kernel does not list ({e.dtype_expr})")  # fmt: skip
 
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -246,12 +180,12 @@ def main(argv: list[str] | None = None) -> int:
         "#ifndef EMBER_SELECTED_DTYPES_H\n#define EMBER_SELECTED_DTYPES_H\n"
         f"#define EMBER_SELECTED_DTYPE_MASK 0x{used_mask:08x}u\n#endif\n",
     )
-    srcs = kernel_sources(Path(args.kernels_dir), [e.fn for e in selected])
+    srcs = kernel_sources(Path(args.kernels_dir), [e.c_function for e in selected])
     _write_if_changed(out / "kernel_sources.txt", "".join(f"{p}\n" for p in srcs))
     print(f"selective_build: {len(selected)} of {len(table)} kernels selected -> {out}")
     for e in selected:
         dts = ",".join(DTYPE_NAMES.get(d, str(d)) for d in sorted(ops[e.name]))
-        print(f"  {e.name:48s} {e.fn:40s} dtypes: {dts or '-'}")
+        print(f"  {e.name:48s} {e.c_function:40s} dtypes: {dts or '-'}")
     for d in delegates:
         print(f"selective_build: note: delegate '{d}' is used; link its backend yourself")
     for w in warnings:

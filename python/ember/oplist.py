@@ -6,8 +6,9 @@ lines of the form::
     EM_OP("aten::add.out", some_c_fn, 5, EM_DT_REALS)
 
 (full kernel name, C function, number of arguments including trailing returns or -1 for variable,
-dtype mask). This module parses those files so the exporter accepts exactly the operators the
-runtime registers.
+dtype mask). ember.opdefs parses those files (the one parser; tools/selective_build.py uses it
+too); this module gives the exporter the list, so it accepts exactly the operators the runtime
+registers.
 
 Dtype mask convention: the mask lists the dtypes of the operator's *primary* tensor, i.e. its first
 tensor argument (``self``/``input``), or its output for operators without tensor inputs (``full``,
@@ -24,52 +25,33 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from ember.dtypes import NAMES, torch_to_code
+from ember.opdefs import (  # noqa: F401  (re-exported: the parser's names, as before)
+    ALL_DTYPES_MASK,
+    DEF_FILES,
+    DTYPE_BITS,
+    DTYPE_GROUPS,
+    KernelInfo,
+    parse_dtype_mask,
+    parse_ops_def,
+    read_ops_def,
+)
+
 log = logging.getLogger(__name__)
 
-DTYPE_BITS: dict[str, int] = {
-    "U8": 1 << 0,
-    "I8": 1 << 1,
-    "I16": 1 << 2,
-    "I32": 1 << 3,
-    "I64": 1 << 4,
-    "F16": 1 << 5,
-    "BF16": 1 << 6,
-    "F32": 1 << 7,
-    "F64": 1 << 8,
-    "BOOL": 1 << 9,
-}
-_G = DTYPE_BITS
-DTYPE_GROUPS: dict[str, int] = {
-    "FLOATS": _G["F16"] | _G["BF16"] | _G["F32"] | _G["F64"],
-    "INTS": _G["U8"] | _G["I8"] | _G["I16"] | _G["I32"] | _G["I64"],
-}
-DTYPE_GROUPS["REALS"] = DTYPE_GROUPS["FLOATS"] | DTYPE_GROUPS["INTS"]
-DTYPE_GROUPS["ALL"] = DTYPE_GROUPS["REALS"] | _G["BOOL"]
-ALL_DTYPES_MASK = DTYPE_GROUPS["ALL"]
-
+# Mask names and bits (EM_DTYPE_BIT numbering) come from the one dtype table; the parser of the
+# .def files is ember.opdefs (also used by tools/selective_build.py).
 TORCH_DTYPE_NAME: dict[torch.dtype, str] = {
-    torch.uint8: "U8",
-    torch.int8: "I8",
-    torch.int16: "I16",
-    torch.int32: "I32",
-    torch.int64: "I64",
-    torch.float16: "F16",
-    torch.bfloat16: "BF16",
-    torch.float32: "F32",
-    torch.float64: "F64",
-    torch.bool: "BOOL",
+    t: NAMES[code].upper()
+    for t, code in torch_to_code().items()
+    if NAMES[code].upper() in DTYPE_BITS
 }
-
-_EM_OP_RE = re.compile(
-    r'^\s*EM_OP\(\s*"([^"]+)"\s*,\s*([A-Za-z_][A-Za-z0-9_]*)\s*,\s*(-?\d+)\s*,\s*([^)]*)\)'
-)
 
 # Stock ExecuTorch portable + prim kernel names (ExecuTorch 1.5's portable library and prim ops);
 # used only when no ops.def file is available.
@@ -121,16 +103,6 @@ _STOCK_PRIM = [
 ]
 
 
-@dataclass(frozen=True)
-class KernelInfo:
-    """One registered kernel: full name (``ns::op.overload``), arg count (-1 = any), dtype mask."""
-
-    name: str
-    n_args: int
-    dtype_mask: int
-    c_function: str = ""
-
-
 @dataclass
 class OpList:
     """The set of kernels the runtime registers, by full kernel name."""
@@ -159,67 +131,6 @@ class OpList:
         return OpList({n: KernelInfo(n, -1, mask) for n in names})
 
 
-def parse_dtype_mask(expr: str) -> int:
-    """Evaluate ``EM_DT_F32 | EM_DT_F64``-style masks (also accepts integer literals)."""
-    mask = 0
-    for tok in expr.split("|"):
-        tok = tok.strip().strip("()").strip()
-        if not tok:
-            continue
-        if tok.startswith("EM_DT_"):
-            key = tok[len("EM_DT_") :]
-            if key in DTYPE_BITS:
-                mask |= DTYPE_BITS[key]
-            elif key in DTYPE_GROUPS:
-                mask |= DTYPE_GROUPS[key]
-            else:
-                raise ValueError(f"unknown dtype mask name {tok!r}")
-        else:
-            mask |= int(tok, 0)
-    return mask
-
-
-def parse_ops_def(text: str, source: str = "<string>") -> dict[str, KernelInfo]:
-    """Parse the text of an ``ops.def`` file into ``{kernel name: KernelInfo}``.
-
-    Lines that are not ``EM_OP(...)`` (comments, blank lines, preprocessor) are skipped.
-    """
-    out: dict[str, KernelInfo] = {}
-    for lineno, line in enumerate(text.splitlines(), 1):
-        m = _EM_OP_RE.match(line)
-        if not m:
-            continue
-        name, fn, nargs, mask = m.groups()
-        try:
-            out[name] = KernelInfo(name, int(nargs), parse_dtype_mask(mask), fn)
-        except ValueError as e:
-            log.warning("%s:%d: %s", source, lineno, e)
-    return out
-
-
-_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
-
-
-def read_ops_def(path: Path, root: Path, _depth: int = 0) -> dict[str, KernelInfo]:
-    """Parse an ``ops.def`` file, following ``#include "x.def"`` lines (resolved against the
-    including file's folder, then ``root``, the kernels folder)."""
-    out: dict[str, KernelInfo] = {}
-    if _depth > 8:
-        return out
-    for line in path.read_text().splitlines():
-        m = _INCLUDE_RE.match(line)
-        if m:
-            for cand in (path.parent / m.group(1), root / m.group(1)):
-                if cand.is_file():
-                    out.update(read_ops_def(cand, root, _depth + 1))
-                    break
-            else:
-                log.warning("%s: cannot find included %s", path, m.group(1))
-            continue
-        out.update(parse_ops_def(line, str(path)))
-    return out
-
-
 def kernel_dirs() -> list[Path]:
     """Directories that may hold ``portable/ops.def`` and ``prim/ops.def``, in search order."""
     dirs = []
@@ -238,7 +149,7 @@ def load_oplist() -> OpList:
     for d in kernel_dirs():
         kernels: dict[str, KernelInfo] = {}
         sources = []
-        for sub in ("portable", "prim", "quantized"):
+        for sub in DEF_FILES:
             p = d / sub / "ops.def"
             if p.is_file():
                 kernels.update(read_ops_def(p, d))

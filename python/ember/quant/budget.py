@@ -38,6 +38,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ember.dtypes import NAMES as DTYPE_NAMES
+
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[3]
@@ -113,10 +115,6 @@ class Budget:
         return "\n".join(lines)
 
 
-_DTYPE_NAMES = {0: "u8", 1: "i8", 2: "i16", 3: "i32", 4: "i64", 5: "f16", 6: "f32", 7: "f64",
-                11: "bool", 15: "bf16"}  # fmt: skip
-
-
 def _tools():
     tools = str(REPO / "tools")
     if tools not in sys.path:
@@ -146,8 +144,8 @@ def budget_of(pte: bytes, target: str = "cortex-m33", method: str = "forward",
         if e is None:
             missing.append(op)
         src = str(Path(e.source).relative_to(REPO)) if e else None
-        names = sorted(_DTYPE_NAMES.get(d, str(d)) for d in dts)
-        kernels.append(KernelUse(op, names, e.fn if e else None, src))
+        names = sorted(DTYPE_NAMES.get(d, str(d)) for d in dts)
+        kernels.append(KernelUse(op, names, e.c_function if e else None, src))
     b = Budget(target, method, len(pte), constant, list(plan.arena_sizes), kernels,
                missing_kernels=missing)  # fmt: skip
     if measure:
