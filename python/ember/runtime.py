@@ -7,8 +7,10 @@ moves tensors across the ctypes boundary. Used by ``ember.Program.run``, ``ember
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -176,24 +178,49 @@ class RuntimeProgram:
         )
         self._mod = mod
         self._methods: dict[str, ctypes.c_void_p] = {}
+        # A method is one set of buffers: calls from several Python threads take turns (ctypes
+        # releases the GIL while the C runtime runs).
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        """Releases the program, its methods and its thread pool. Later calls raise
+        :class:`EmberRuntimeError`; closing twice is harmless."""
+        lock = getattr(self, "_lock", None)
+        with lock if lock is not None else contextlib.nullcontext():
+            L = getattr(self, "_L", None)
+            if L is None:
+                return
+            self._methods = {}
+            if getattr(self, "_mod", None):
+                L.em_module_destroy(self._mod)
+                self._mod = None
+            if getattr(self, "_pool", None):
+                L.em_threadpool_destroy(self._pool)
+                self._pool = None
 
     def __del__(self) -> None:
-        L = getattr(self, "_L", None)
-        if L is None:
-            return
-        if getattr(self, "_mod", None):
-            L.em_module_destroy(self._mod)
-            self._mod = None
-        if getattr(self, "_pool", None):
-            L.em_threadpool_destroy(self._pool)
-            self._pool = None
+        self.close()
+
+    def __enter__(self) -> RuntimeProgram:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _live(self) -> None:
+        if not getattr(self, "_mod", None):
+            raise EmberRuntimeError("the program is closed")
 
     def method_names(self) -> list[str]:
+        self._live()
         prog = self._L.em_module_program(self._mod)
         n = self._L.em_program_method_count(prog)
         return [self._L.em_program_method_name(prog, i).decode() for i in range(n)]
 
     def _method(self, name: str) -> ctypes.c_void_p:
+        self._live()
+        if not isinstance(name, str):
+            raise TypeError(f"a method name is a str, not {type(name).__name__}")
         if name not in self._methods:
             m = ctypes.c_void_p()
             _check(
@@ -210,6 +237,7 @@ class RuntimeProgram:
         for i, x in enumerate(inputs):
             if isinstance(x, torch.Tensor):
                 want = self._L.em_method_input(m, i).contents
+                self._check_tensor_input(i, x, want)
                 x = self._match_dim_order(x.detach(), want)
                 order = None
                 if want.tag == _lib.TAG_TENSOR and x.dim() == want.u.tensor.contents.dim:
@@ -219,6 +247,25 @@ class RuntimeProgram:
             else:
                 ev = vb.value(x)
                 _check(self._L.em_method_set_input(m, i, ctypes.byref(ev)), f"input {i}")
+
+    @staticmethod
+    def _check_tensor_input(i: int, x: torch.Tensor, want: EmEValue) -> None:
+        """Names what is wrong with tensor input ``i`` before the runtime sees it."""
+        if x.device.type != "cpu":
+            raise EmberRuntimeError(
+                f"input {i} is a tensor on {x.device}; the runtime takes CPU tensors (.cpu())"
+            )
+        if want.tag != _lib.TAG_TENSOR:
+            raise EmberRuntimeError(f"input {i} takes a value of tag {want.tag}, not a tensor")
+        t = want.u.tensor.contents
+        dtype = _lib.EM_TO_TORCH.get(int(t.dtype))
+        if dtype is not None and x.dtype != dtype:
+            raise EmberRuntimeError(f"input {i} is {x.dtype}; the method takes {dtype}")
+        shape = [int(t.sizes[d]) for d in range(t.dim)]
+        if x.dim() != t.dim:
+            raise EmberRuntimeError(
+                f"input {i} has shape {list(x.shape)}; the method takes {t.dim} dims ({shape})"
+            )
 
     @staticmethod
     def _match_dim_order(x: torch.Tensor, want: EmEValue) -> torch.Tensor:
@@ -234,16 +281,24 @@ class RuntimeProgram:
         return perm.permute(inverse)
 
     def run(self, method: str, inputs: Sequence[Any]) -> list[RuntimeValue]:
-        """Executes ``method`` on flattened ``inputs``; returns the flattened outputs (copies)."""
-        m = self._method(method)
-        vb = ValueBuilder()
-        self._set_inputs(m, inputs, vb)
-        _check(self._L.em_method_execute(m), f"executing '{method}'")
-        n = self._L.em_method_output_count(m)
-        return [value_from_em(self._L.em_method_output(m, i).contents) for i in range(n)]
+        """Executes ``method`` on flattened ``inputs``; returns the flattened outputs (copies).
+        Safe to call from several threads (they take turns)."""
+        if not isinstance(inputs, (list, tuple)):
+            raise TypeError(f"inputs is a list or tuple, not {type(inputs).__name__}")
+        with self._lock:
+            m = self._method(method)
+            vb = ValueBuilder()
+            self._set_inputs(m, inputs, vb)
+            _check(self._L.em_method_execute(m), f"executing '{method}'")
+            n = self._L.em_method_output_count(m)
+            return [value_from_em(self._L.em_method_output(m, i).contents) for i in range(n)]
 
     def values(self, method: str) -> list[RuntimeValue | None]:
         """Every value of a prepared method as it is now (tensors copied; lists as None)."""
+        with self._lock:
+            return self._values(method)
+
+    def _values(self, method: str) -> list[RuntimeValue | None]:
         m = self._method(method)
         out: list[RuntimeValue | None] = []
         for i in range(self._L.em_method_value_count(m)):
@@ -274,14 +329,15 @@ class RuntimeProgram:
     ) -> tuple[list[RuntimeValue], dict[tuple[int, int], torch.Tensor]]:
         """Runs ``method`` and copies out, right after instruction ``i`` runs, each value in
         ``watch[i]``. Returns (outputs, {(instruction, value_index): tensor})."""
-        m = self._method(method)
-        self._watch = dict(watch)
-        self._captured = {}
-        self._method_for_watch = m
-        self._profiler.end = self._end_cb
-        try:
-            outs = self.run(method, inputs)
-        finally:
-            self._profiler.end = _PROF_END()
-            self._method_for_watch = None
-        return outs, dict(self._captured)
+        with self._lock:
+            m = self._method(method)
+            self._watch = dict(watch)
+            self._captured = {}
+            self._method_for_watch = m
+            self._profiler.end = self._end_cb
+            try:
+                outs = self.run(method, inputs)
+            finally:
+                self._profiler.end = _PROF_END()
+                self._method_for_watch = None
+            return outs, dict(self._captured)
