@@ -22,6 +22,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from ember.dtypes import SIZES, torch_to_code
+
 # Spec kinds.
 ACTIVATION = "activation"  # planned, no initial state
 INPUT = "input"  # planned user input
@@ -171,24 +173,11 @@ class MethodIR:
         return [i for i in self.instrs if not isinstance(i, Label)]
 
 
-_DTYPE_SIZE = {
-    torch.bool: 1,
-    torch.uint8: 1,
-    torch.int8: 1,
-    torch.int16: 2,
-    torch.int32: 4,
-    torch.int64: 8,
-    torch.float16: 2,
-    torch.bfloat16: 2,
-    torch.float32: 4,
-    torch.float64: 8,
-}
-
-
 def dtype_size(dtype: torch.dtype) -> int:
-    """Element size in bytes."""
-    if dtype in _DTYPE_SIZE:
-        return _DTYPE_SIZE[dtype]
+    """Element size in bytes (ember.dtypes; torch's own for a type the table lacks)."""
+    code = torch_to_code().get(dtype)
+    if code is not None:
+        return SIZES[code]
     return torch.empty((), dtype=dtype).element_size()
 
 

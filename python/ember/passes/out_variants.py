@@ -35,6 +35,7 @@ import torch
 import torch.fx
 from torch.export.graph_signature import InputKind, OutputKind
 
+from ember.dtypes import torch_to_code
 from ember.errors import UnsupportedOperatorError
 from ember.passes.ir import (
     CONSTANT,
@@ -51,35 +52,8 @@ from ember.passes.ir import (
 )
 from ember.passes.spec_prop import spec_from_val
 
-# ExecuTorch ScalarType numbering (schema/scalar_type.fbs).
-SCALAR_TYPE: dict[torch.dtype, int] = {
-    torch.uint8: 0,
-    torch.int8: 1,
-    torch.int16: 2,
-    torch.int32: 3,
-    torch.int64: 4,
-    torch.float16: 5,
-    torch.float32: 6,
-    torch.float64: 7,
-    torch.complex32: 8,
-    torch.complex64: 9,
-    torch.complex128: 10,
-    torch.bool: 11,
-    torch.qint8: 12,
-    torch.quint8: 13,
-    torch.qint32: 14,
-    torch.bfloat16: 15,
-    torch.quint4x2: 16,
-    torch.quint2x4: 17,
-    torch.bits16: 22,
-    torch.float8_e5m2: 23,
-    torch.float8_e4m3fn: 24,
-    torch.float8_e5m2fnuz: 25,
-    torch.float8_e4m3fnuz: 26,
-    torch.uint16: 27,
-    torch.uint32: 28,
-    torch.uint64: 29,
-}
+# ExecuTorch ScalarType numbering (schema/scalar_type.fbs), from the one dtype table.
+SCALAR_TYPE: dict[torch.dtype, int] = dict(torch_to_code())
 MEMORY_FORMAT = {
     torch.contiguous_format: 0,
     torch.preserve_format: 1,
