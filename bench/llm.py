@@ -319,7 +319,7 @@ def bytes_per_token_pte(path: str) -> int:
     p = deserialize_pte_binary(Path(path).read_bytes())
     p = getattr(p, "program", p)
     plan = next(x for x in p.execution_plan if x.name == "forward")
-    size = {0: 1, 1: 1, 4: 8, 6: 4, 5: 2, 3: 4, 15: 2}
+    from ember.dtypes import SIZES as size  # bytes per element, by ScalarType code
 
     def nbytes(v) -> int:  # type: ignore[no-untyped-def]
         n = 1
