@@ -16,6 +16,8 @@ CPU time split over 2 processes (see the report in bench/results/random_graphs_*
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -33,7 +35,10 @@ THREADS = (1, 2)
 # Seeds that failed once (kept forever, each checked alone):
 # 86: layer norm of a log_softmax (nearly constant rows): eager float32 is itself 4e-4 off;
 #     the checker allows 4x eager's own float32 error (its distance to float64) on top.
-REGRESSION_SEEDS: list[int] = [86]
+# 719, 738: an activation after a reshape of a conv / binary output was fused into it (the
+#     conv's output became 2-d, the binary's did not broadcast): IndexError / the runtime
+#     refused the blob, the run was split (test_reshaped_outputs_are_not_fused_through).
+REGRESSION_SEEDS: list[int] = [86, 719, 738]
 
 # Every fusion / variant the generator must reach inside the delegates (blob_features names).
 REQUIRED = {
@@ -114,3 +119,41 @@ def test_ceil_pool_window_past_the_input(kind: str, kw: dict, shape: tuple) -> N
         prog = ember.export(Pool(), (x,))
     assert not fell.messages, fell.messages
     torch.testing.assert_close(_run(prog, (x,), 1)[0], Pool()(x), rtol=1e-5, atol=1e-6)
+
+
+class Reshaped(nn.Module):
+    """Activations, a residual add and a batch norm after a reshape of a conv, binary, channel
+    affine or GEMM output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.c2, self.c3 = (nn.Conv2d(3, 4, 3) for _ in range(3))
+        self.fc = nn.Linear(8, 6)
+        self.bn2 = nn.BatchNorm2d(3).eval()
+        self.bn1 = nn.BatchNorm1d(4).eval()
+        with torch.no_grad():
+            self.bn1.running_mean.uniform_(-1, 1)
+            self.bn1.running_var.uniform_(0.5, 2)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, r: torch.Tensor) -> Any:
+        return (
+            F.relu(self.c1(x).flatten(1)),  # conv -> flatten -> relu
+            F.gelu(self.fc(y).reshape(3, 3, 2)),  # GEMM -> reshape -> gelu (still fused)
+            F.relu6(self.bn2(x * 2).flatten(2)),  # channel affine -> flatten -> relu6
+            torch.sigmoid((z * 3.0).unsqueeze(1)),  # binary -> unsqueeze -> sigmoid
+            self.c2(x).flatten(1) + r,  # conv -> flatten -> residual add
+            self.bn1(self.c3(x).flatten(2)),  # conv -> flatten -> batch norm 1-d
+        )
+
+
+def test_reshaped_outputs_are_not_fused_through() -> None:
+    m = Reshaped().eval()
+    ins = (torch.randn(1, 3, 6, 6), torch.randn(3, 8), torch.randn(5, 7), torch.randn(1, 64))
+    with _Fallbacks() as fell:
+        prog = ember.export(m, ins)
+    assert not fell.messages, fell.messages
+    assert delegation(prog)[2] == 1
+    with torch.no_grad():
+        want = m(*ins)
+    for got, w in zip(_run(prog, ins, 1), want, strict=True):
+        torch.testing.assert_close(got, w, rtol=1e-5, atol=1e-6)

@@ -504,7 +504,13 @@ def _see_through_copies(ops: list[Op], u: _Uses) -> None:
 def _fold_bn(ops: list[Op], u: _Uses) -> None:
     for bn in [o for o in ops if o.kind == "bn"]:
         p = u.producer(bn.ins[0])
-        if p is not None and p.kind == "conv2d" and p.act == "none" and u.private(bn.ins[0], bn):
+        if (
+            p is not None
+            and p.kind == "conv2d"
+            and p.act == "none"
+            and u.private(bn.ins[0], bn)
+            and tuple(p.outs[0].shape) == tuple(bn.outs[0].shape)  # not through a reshape
+        ):
             s, t = bn.attrs["scale"], bn.attrs["shift"]
             p.attrs["w"] = (p.attrs["w"] * s[:, None, None, None]).astype(np.float32)
             b = p.attrs["b"] if p.attrs["b"] is not None else 0.0
@@ -544,6 +550,9 @@ def _fuse_acts(ops: list[Op], u: _Uses) -> None:
             or len(p.outs) != 1
             or not u.private(act.ins[0], act)
             or math.prod(p.outs[0].shape) != math.prod(act.outs[0].shape)
+            # through a reshape only into a GEMM (its output is rows x columns whatever its
+            # shape); a conv's output stays 4-d and a binary's the shape its operands make
+            or (p.kind != "gemm" and tuple(p.outs[0].shape) != tuple(act.outs[0].shape))
         ):
             continue
         p.act = act.act
@@ -582,6 +591,7 @@ def _fuse_residual(ops: list[Op], u: _Uses) -> None:
                 or _const_arr(r) is not None
                 or not (tuple(x.shape) == tuple(r.shape) == tuple(out.shape))
                 or math.prod(p.outs[0].shape) != math.prod(out.shape)
+                or (p.kind == "conv2d" and tuple(p.outs[0].shape) != tuple(out.shape))
                 or (p.kind == "conv2d" and (len(p.ins) != 1 or _depthwise(p)))
                 or (p.kind == "gemm" and len(p.ins) != 3)
             ):
