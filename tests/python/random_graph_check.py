@@ -288,7 +288,8 @@ def check_cases(cases: list[Case], threads: tuple[int, ...] = (1,), alone: bool 
                      path, _short(e))  # fmt: skip
             for c in cases:
                 one = check_cases([c], threads, alone=True)
-                st.failures += one.failures
+                one.graphs, one.families = 0, Counter()  # counted above
+                st.merge(one)
             if not st.failures:
                 where = f"batch {cases[0].seed}-{cases[-1].seed}"
                 st.failures.append(Failure(-1, f"batch-only {path} exception", f"{where}: {e}"))

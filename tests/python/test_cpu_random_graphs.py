@@ -49,7 +49,7 @@ REQUIRED = {
     "gemm+clamp", "gemm+gelu", "gemm+gelu_tanh", "gemm+silu", "binary:add", "binary:mul",
     "binary:div", "binary:sub", "binary:add:scalar", "binary:mul:scalar", "binary:rsub:scalar",
     "binary+clamp", "unary+hardswish", "unary+hardsigmoid", "unary+silu", "unary+exp",
-    "unary+sqrt", "unary+rsqrt", "unary+neg", "unary+abs", "maxpool2d", "avgpool2d", "mean",
+    "unary+sqrt", "binary+rsqrt", "unary+neg", "unary+abs", "maxpool2d", "avgpool2d", "mean",
     "softmax:scale", "softmax:mask", "softmax:log", "layernorm", "permute", "cat", "slice",
     "channel_affine",
 }  # fmt: skip
