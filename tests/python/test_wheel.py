@@ -3,8 +3,9 @@ works from any directory, away from the checkout.
 
 The wheel is built with ``pip wheel --no-build-isolation`` (the same hook ``python -m build``
 runs; its CMake directory ``build-wheel/`` is kept, so later runs only relink). The fresh venv
-sees this venv's packages (torch, numpy...) through a ``.pth`` path line, which does not run
-this venv's editable-install hook, so ``import ember`` can only find the installed wheel. From a
+sees this venv's packages (torch, numpy...) through a ``.pth`` path line to a folder of links to
+them that leaves out this venv's own (editable) ember, so ``import ember`` and pip can only find
+the installed wheel. From a
 directory outside the checkout, with ``EMBER_LIB`` and ``PYTHONPATH`` unset, it exports a model,
 runs it on the packaged ``libember.so``, checks the packaged operator lists (quantized included)
 and runs the ``ember`` console script on the saved file. First run ~1 min on 2 cores (the C
@@ -32,12 +33,16 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
     return r.stdout
 
 
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("EMBER_LIB", "PYTHONPATH")}
+
+
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("cmake") is None:
         pytest.skip("cmake is needed to build the wheel")
     top = tmp_path_factory.mktemp("wheel")
-    env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="2")
+    env = dict(_clean_env(), CMAKE_BUILD_PARALLEL_LEVEL="2")
     _run(
         [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
          "-q", "-w", str(top / "dist")],
@@ -48,18 +53,22 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     v = top / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(v)], top)
     (vsite,) = v.glob("lib/python3*/site-packages")
-    ours = [p for p in site.getsitepackages() if Path(p).is_dir()]
-    (vsite / "_host_packages.pth").write_text("\n".join(ours) + "\n")
+    # This venv's packages, less its own ember (editable install metadata): links in one folder.
+    host = top / "host-packages"
+    host.mkdir()
+    for sp in site.getsitepackages():
+        for entry in Path(sp).iterdir() if Path(sp).is_dir() else []:
+            skip = entry.name.startswith(("ember", "__editable__")) or entry.suffix == ".pth"
+            if not skip and not (host / entry.name).exists():
+                (host / entry.name).symlink_to(entry)
+    (vsite / "_host_packages.pth").write_text(f"{host}\n")
     _run(
         [sys.executable, "-m", "pip", "--python", str(v / "bin" / "python"), "install", "-q",
          "--no-deps", "--no-index", str(whl)],
         top,
+        _clean_env(),
     )  # fmt: skip
     return v
-
-
-def _clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("EMBER_LIB", "PYTHONPATH")}
 
 
 def test_installed_wheel_exports_and_runs(venv: Path) -> None:
