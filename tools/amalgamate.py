@@ -10,14 +10,16 @@ Like SQLite's amalgamation: a project can drop two files into its tree and build
 
 What goes in (``sources()``): the runtime core (``src/*.c``), its POSIX platform layer
 (``src/platform/{posix,log,format,threadpool}.c``), the portable kernels (``kernels/portable``),
-the prim ops (``kernels/prim``) and the file / mmap data loaders (``extension/data_loader.c``).
-Not in it: the CPU backend, the quantized kernels (their ISA files need per-file ``-m`` flags),
-``em_module``, the tokenizers and the LLM runner; a program using the amalgamation registers
-``em_register_prim_ops()`` and ``em_register_portable_kernels()`` and drives
-``em_program_load`` / ``em_method_prepare`` itself (tests/amalgamation/run_fixture.c).
+the prim ops (``kernels/prim``), the file / mmap data loaders and ``em_module``
+(``extension/data_loader.c``, ``extension/module.c``). Not in it: the CPU backend and the
+quantized kernels (their ISA files need per-file ``-m`` flags), the tokenizers and the LLM runner.
+A program using the amalgamation calls ``em_register_prim_ops()`` and
+``em_register_portable_kernels()``, then ``em_module_open`` or, with its own memory,
+``em_program_load`` / ``em_method_prepare`` (tests/amalgamation/run_fixture.c).
 
-``ember.h`` is the public API: ``include/ember/ember.h`` and ``extension/ember_ext/data_loader.h``
-with every project header they include inlined once, in the order the preprocessor meets them.
+``ember.h`` is the public API: ``include/ember/ember.h`` and ``extension/ember_ext/{data_loader,
+module}.h`` with every project header they include inlined once, in the order the preprocessor
+meets them.
 ``ember.c`` is self-contained (it does not include ``ember.h``; it carries the same text, under the
 same include guards, so a file including both is fine):
 
@@ -70,7 +72,11 @@ ROOT = Path(__file__).resolve().parent.parent
 LOG = logging.getLogger("amalgamate")
 
 INCLUDE_DIRS = ("include", "src", "kernels", "extension")
-PUBLIC_HEADERS = ("include/ember/ember.h", "extension/ember_ext/data_loader.h")
+PUBLIC_HEADERS = (
+    "include/ember/ember.h",
+    "extension/ember_ext/data_loader.h",
+    "extension/ember_ext/module.h",
+)
 PLATFORM = ("posix.c", "log.c", "format.c", "threadpool.c")
 MAX_ROUNDS = 20
 
@@ -93,12 +99,12 @@ _NOTE = re.compile(r"^(?P<file>[^:\n]+):\d+:\d+: note: previous (?:definition|de
 
 
 def sources() -> list[Path]:
-    """The amalgamated sources, in a fixed order (core, platform, portable, prim, loaders)."""
+    """The amalgamated sources, in a fixed order (core, platform, portable, prim, extension)."""
     out = sorted((ROOT / "src").glob("*.c"))
     out += [ROOT / "src" / "platform" / p for p in PLATFORM]
     out += sorted((ROOT / "kernels" / "portable").glob("*.c"))
     out += sorted((ROOT / "kernels" / "prim").glob("*.c"))
-    out.append(ROOT / "extension" / "data_loader.c")
+    out += [ROOT / "extension" / "data_loader.c", ROOT / "extension" / "module.c"]
     return out
 
 

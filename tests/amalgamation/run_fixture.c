@@ -6,8 +6,10 @@
  * compare the outputs with the regular build's `ember run --output-dir`.
  *
  *     cc -std=c11 -O1 -I build/amalgamation run_fixture.c build/amalgamation/ember.c -lm -lpthread
- *     ./a.out MODEL.pte OUTDIR [METHOD]
+ *     ./a.out MODEL.pte OUTDIR [METHOD] [--module]
  *
+ * With --module the method comes from em_module_open / em_module_method (extension/module.c,
+ * which allocates for it) instead.
  * Writes OUTDIR/output_<i>.bin (a tensor's bytes) and prints one line per output:
  * "output <i>: tensor <dtype> <d0>x<d1>..." or "output <i>: int|double|bool <value>".
  * Exit status: 0 ok, 1 error, 3 the program needs an operator or a backend this build lacks.
@@ -57,8 +59,10 @@ static int write_output(const char *dir, size_t i, const em_evalue *v) {
 }
 
 int main(int argc, char **argv) {
+  int use_module = argc > 3 && strcmp(argv[argc - 1], "--module") == 0;
+  if (use_module) argc--;
   if (argc < 3) {
-    fprintf(stderr, "usage: run_fixture MODEL.pte OUTDIR [METHOD]\n");
+    fprintf(stderr, "usage: run_fixture MODEL.pte OUTDIR [METHOD] [--module]\n");
     return 2;
   }
   const char *method = argc > 3 ? argv[3] : "forward";
@@ -78,9 +82,23 @@ int main(int argc, char **argv) {
   memset(&fl, 0, sizeof fl);
   em_program *prog = NULL;
   em_method *m = NULL;
+  em_module *mod = NULL;
   em_method_meta meta;
   int rc = 1;
-  em_status st = em_mmap_loader_open(&fl, argv[1]);
+  em_status st;
+  if (use_module) {
+    if ((st = em_module_open(argv[1], NULL, &mod)) != EM_OK) {
+      rc = fail(argv[1], st);
+      goto done;
+    }
+    if ((st = em_module_method(mod, method, &m)) != EM_OK) {
+      m = NULL;
+      rc = fail(method, st);
+      goto done;
+    }
+    goto prepared;
+  }
+  st = em_mmap_loader_open(&fl, argv[1]);
   if (st != EM_OK) {
     rc = fail(argv[1], st);
     goto done;
@@ -107,6 +125,7 @@ int main(int argc, char **argv) {
     rc = fail("prepare", st);
     goto done;
   }
+prepared:;
   size_t n_in = em_method_input_count(m);
   for (size_t i = 0; i < n_in && i < 256; i++) {
     const em_evalue *in = em_method_input(m, i);
@@ -132,7 +151,10 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < em_method_output_count(m); i++)
     rc |= write_output(argv[2], i, em_method_output(m, i));
 done:
-  em_method_destroy(m);
+  if (mod)
+    em_module_destroy(mod); /* owns its methods */
+  else
+    em_method_destroy(m);
   em_file_loader_close(&fl);
   for (size_t i = 0; i < 64; i++) free(arenas[i]);
   for (size_t i = 0; i < 256; i++) free(inputs[i]);

@@ -3,8 +3,9 @@ the project's warning flags) and run the fixtures like the regular build.
 
 tests/amalgamation/run_fixture.c is compiled against the two generated files only (no include
 path into the tree) and runs every tests/fixtures .pte that needs only the prim ops and the
-portable kernels, with inputs generated as ``ember run`` makes them; each output must equal, byte
-for byte, what the regular build's ``build/ember run --output-dir`` writes. Programs that need the
+portable kernels, with inputs generated as ``ember run`` makes them, twice (its own memory through
+em_method_prepare, then em_module); each output must equal, byte for byte, what the regular
+build's ``build/ember run --output-dir`` writes. Programs that need the
 CPU backend or the quantized kernels must be refused by name (exit 3), not run wrongly.
 
 Cost: about 25 s on one core (the -O1 compile of ember.c is most of it).
@@ -82,24 +83,27 @@ def test_fixture_matches_regular_build(runner: Path, name: str, tmp_path: Path) 
     if not EMBER.exists():
         pytest.skip("build/ember not built (make build)")
     pte = FIXTURES / name
-    single = tmp_path / "single"
-    single.mkdir()
-    r = subprocess.run([str(runner), str(pte), str(single)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
     regular = _ember_run(pte, tmp_path / "regular")
-    assert len(lines) == len(regular) > 0
-    for line, ref in zip(lines, regular, strict=True):
-        m = re.match(r"output (\d+): tensor (\w+) ([\dx]*)$", line)
-        if not m:  # a scalar output: same value as ember run prints
-            assert line.split()[2:] == ref.split()[2:], (line, ref)
-            continue
-        i = int(m.group(1))
-        want = np.load(tmp_path / "regular" / f"output_{i}.npy")
-        shape = tuple(int(d) for d in m.group(3).split("x")) if m.group(3) else ()
-        assert shape == want.shape, (name, i)
-        got = np.frombuffer((single / f"output_{i}.bin").read_bytes(), dtype=want.dtype)
-        assert got.tobytes() == np.ascontiguousarray(want).tobytes(), (name, i)
+    for mode in ([], ["--module"]):  # caller-owned memory, then em_module (extension/module.c)
+        single = tmp_path / f"single{len(mode)}"
+        single.mkdir()
+        r = subprocess.run(
+            [str(runner), str(pte), str(single), *mode], capture_output=True, text=True
+        )
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert len(lines) == len(regular) > 0
+        for line, ref in zip(lines, regular, strict=True):
+            m = re.match(r"output (\d+): tensor (\w+) ([\dx]*)$", line)
+            if not m:  # a scalar output: same value as ember run prints
+                assert line.split()[2:] == ref.split()[2:], (line, ref)
+                continue
+            i = int(m.group(1))
+            want = np.load(tmp_path / "regular" / f"output_{i}.npy")
+            shape = tuple(int(d) for d in m.group(3).split("x")) if m.group(3) else ()
+            assert shape == want.shape, (name, mode, i)
+            got = np.frombuffer((single / f"output_{i}.bin").read_bytes(), dtype=want.dtype)
+            assert got.tobytes() == np.ascontiguousarray(want).tobytes(), (name, mode, i)
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
