@@ -381,5 +381,10 @@ em_status em_operator_name(fb_reader *r, fb_tab op, char *buf, size_t len) {
     n += ol;
   }
   buf[n] = '\0';
+  /* Names are printed in messages and `ember info`: printable ASCII only. */
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)buf[i] < 0x20 || (unsigned char)buf[i] > 0x7e)
+      EM_FAIL(EM_ERR_INVALID_PROGRAM, "operator name has a non-printable byte 0x%02x at %zu",
+              (unsigned char)buf[i], i);
   return EM_OK;
 }

@@ -15,6 +15,13 @@
 
 #define VFAIL(...) EM_FAIL(EM_ERR_INVALID_PROGRAM, __VA_ARGS__)
 
+/* Whether a name (printed in messages and `ember info`) is printable ASCII. */
+static bool printable(const char *s, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++)
+    if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e) return false;
+  return true;
+}
+
 em_status em_tensor_desc_read(fb_reader *r, fb_tab t, tensor_desc *d) {
   memset(d, 0, sizeof *d);
   if (!fb_present(t)) VFAIL("tensor value without a Tensor table");
@@ -384,7 +391,10 @@ static em_status verify_delegates(em_program *p, fb_tab plan, uint32_t *n_out) {
   fb_vec ds = fb_vector(r, plan, PLAN_DELEGATES, 4, 4);
   for (uint32_t i = 0; i < ds.n; i++) {
     fb_tab d = fb_vec_table(r, ds, i);
-    if (!fb_string(r, d, DELEGATE_ID, NULL)) VFAIL("delegate %u has no backend id", i);
+    uint32_t idn = 0;
+    const char *id = fb_string(r, d, DELEGATE_ID, &idn);
+    if (!id) VFAIL("delegate %u has no backend id", i);
+    if (!printable(id, idn)) VFAIL("delegate %u: backend id has a non-printable byte", i);
     fb_tab ref = fb_table(r, d, DELEGATE_PROCESSED);
     if (!fb_present(ref)) VFAIL("delegate %u has no processed data", i);
     int8_t loc = fb_i8(r, ref, DATA_REF_LOCATION, DATA_INLINE);
@@ -414,7 +424,10 @@ static em_status verify_delegates(em_program *p, fb_tab plan, uint32_t *n_out) {
 
 static em_status verify_plan(em_program *p, fb_tab plan, uint64_t *budget) {
   fb_reader *r = &p->r;
-  if (!fb_string(r, plan, PLAN_NAME, NULL)) VFAIL("method without a name");
+  uint32_t namen = 0;
+  const char *mname = fb_string(r, plan, PLAN_NAME, &namen);
+  if (!mname) VFAIL("method without a name");
+  if (!printable(mname, namen)) VFAIL("method name has a non-printable byte");
   if (!fb_has(r, plan, PLAN_VALUES) || !fb_has(r, plan, PLAN_INPUTS) ||
       !fb_has(r, plan, PLAN_OUTPUTS) || !fb_has(r, plan, PLAN_CHAINS) ||
       !fb_has(r, plan, PLAN_NON_CONST_BUFFER_SIZES))
