@@ -44,15 +44,17 @@ Names that collide once all files share one translation unit. Two kinds:
   They are renamed in the later source with a ``#define x x__<file>`` before it and ``#undef x``
   after it. Renaming through the preprocessor keeps every use inside that file consistent (calls,
   ``sizeof``, ``struct`` tags) without parsing C, and touches nothing outside the file. Which names
-  to rename is found in two steps: a regex scan of each source's file-level ``static`` names (a
-  static defined in two sources is renamed in all but the first), then the compiler: the script
+  to rename is found in two steps: a regex scan of each source's file-level names without linkage
+  (``static`` functions and variables, enumerators, tags, typedefs; one defined in two sources and
+  in no header is renamed in all but the first), then the compiler: the script
   compiles the generated ``ember.c`` with ``-fsyntax-only`` and the project's warning flags, reads
   its ``redefinition of 'x'`` / ``conflicting types for 'x'`` / ``redeclaration of enumerator``
   errors (which, thanks to ``#line``, name the original files of both definitions), renames each
   such name in the source the error points at, and repeats until the file compiles (at most
-  ``MAX_ROUNDS`` rounds; today: one extra round for four enumerators). A name that a project
-  header mentions is never renamed (it may have external linkage; such a clash is a real bug) and
-  the script stops with the compiler's message. ``--no-check`` skips the compile (regex only).
+  ``MAX_ROUNDS`` rounds; today the regex finds them all and the first compile passes). A name
+  that a project header mentions is never renamed (it may have external linkage; such a clash is
+  a real bug) and the script stops with the compiler's message. ``--no-check`` skips the compile
+  (regex only).
 
 Standard library only; a C compiler (``cc`` by default) for the collision check.
 """
@@ -87,6 +89,9 @@ _DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)")
 _FEATURE = re.compile(r"^\s*#\s*define\s+(_[A-Z_]*_SOURCE)\b")
 _STATIC = re.compile(r"^(?:__attribute__\(\(.*?\)\)\s+)?static\s+([^;{=]*?)(\w+)\s*[(\[=;]", re.M)
 _FNPTR = re.compile(r"^(?:__attribute__\(\(.*?\)\)\s+)?static\s+[^;{=(]*\(\s*\*\s*(\w+)\s*\)", re.M)
+_ENUM = re.compile(r"^(?:typedef\s+)?enum\s*\w*\s*\{([^}]*)\}", re.M)
+_TAG = re.compile(r"^(?:typedef\s+)?(?:struct|union|enum)\s+(\w+)\s*\{", re.M)
+_TYPEDEF = re.compile(r"^\}\s*(\w+)\s*;|^typedef\s[^;{]*?\b(\w+)\s*;", re.M)
 _NOT_NAMES = {"void", "int", "char", "float", "double", "long", "short", "unsigned", "signed"}
 _ERROR = re.compile(
     r"^(?P<file>[^:\n]+):\d+:\d+: error: (?:redefinition of|conflicting types for|"
@@ -128,10 +133,16 @@ def strip_comments(text: str) -> str:
 
 
 def file_statics(path: Path) -> set[str]:
-    """Names of the file-level ``static`` functions and variables of a source (regex scan)."""
+    """File-level names of a source without linkage outside it (regex scan): ``static``
+    functions and variables, enumerators, ``struct`` / ``union`` / ``enum`` tags, typedefs."""
     text = strip_comments(path.read_text())
     names = {m.group(2) for m in _STATIC.finditer(text)} - _NOT_NAMES
-    return names | {m.group(1) for m in _FNPTR.finditer(text)}
+    names |= {m.group(1) for m in _FNPTR.finditer(text)}
+    names |= {m.group(1) for m in _TAG.finditer(text)}
+    names |= {m.group(1) or m.group(2) for m in _TYPEDEF.finditer(text)}
+    for m in _ENUM.finditer(text):
+        names |= {e.split("=")[0].strip() for e in m.group(1).split(",")} - {""}
+    return names
 
 
 def file_macros(path: Path) -> list[str]:
@@ -253,11 +264,13 @@ class Amalgamation:
 
 
 def seed_renames() -> dict[str, set[str]]:
-    """A static defined in more than one source: renamed in every source but the first."""
+    """A file-level name defined in more than one source (and in no header): renamed in every
+    source but the first."""
     seen: dict[str, str] = {}
     renames: dict[str, set[str]] = {}
+    shared = header_words()
     for src in sources():
-        for n in sorted(file_statics(src)):
+        for n in sorted(file_statics(src) - shared):
             if n in seen:
                 renames.setdefault(rel(src), set()).add(n)
             else:
