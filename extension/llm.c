@@ -348,6 +348,8 @@ static em_status encode_prompt(em_llm *l, const char *prompt, int chat, size_t *
   if (ids) {
     unsigned flags = EM_TOK_PARSE_SPECIAL | EM_TOK_DEFAULT_BOS;
     st = em_tokenizer_encode(l->tok, text, n, flags, ids, n + 2, &k);
+  } else {
+    EM_LOG_ERROR("llm: %zu bytes for the prompt's token ids", (n + 2) * sizeof *ids);
   }
   if (st == EM_OK && (k == 0 || k >= cap)) {
     EM_LOG_ERROR("llm: the prompt has %zu tokens; the context holds %zu", k, cap);
