@@ -237,13 +237,12 @@ static em_status prepare_method(em_module *m, module_method *mm, const char *nam
     MEM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method '%s': %zu bytes of scratch (temp allocator)",
              name, m->opts.temp_bytes);
   em_allocator_init(&mm->temp_alloc, mm->temp_mem, m->opts.temp_bytes);
-  /* Grow the method allocator until preparation fits; the failed attempts stay quiet. */
-  em_log_level level = em_log_get_level();
+  /* Grow the method allocator until preparation fits; the failed attempts stay quiet (on this
+     thread only: em_log_quiet, not the process-wide log level). */
   for (size_t size = 16384;; size *= 2) {
     arena_free(mm->method_mem, mm->method_bytes);
     mm->method_mem = NULL;
     if (budget && held + mm->arena_bytes + m->opts.temp_bytes + size > budget) {
-      em_log_set_level(level);
       MEM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,
                "method '%s': %zu bytes of method memory (method allocator) exceed the memory "
                "budget of %llu bytes",
@@ -259,9 +258,9 @@ static em_status prepare_method(em_module *m, module_method *mm, const char *nam
                             mm->arena_sizes,   mm->n_arenas,     m->external,
                             m->opts.pool,      m->opts.profiler, 0};
     int last_try = size > ((size_t)1 << 31);
-    em_log_set_level(last_try ? level : EM_LOG_FATAL);
+    if (!last_try) em_log_quiet(1);
     st = em_method_prepare(m->program, name, &cfg, &mm->method);
-    em_log_set_level(level);
+    if (!last_try) em_log_quiet(0);
     if (st != EM_ERR_MEMORY_ALLOCATION_FAILED || last_try) {
       /* A real error was silenced if it happened on a quiet try: report it now. */
       if (st != EM_OK && !last_try) EM_LOG_ERROR("%s", em_last_error());

@@ -53,6 +53,14 @@ void em_log_set_level(em_log_level level);
 /* The current minimum level. */
 em_log_level em_log_get_level(void);
 
+/*
+ * em_log_quiet(1) ... em_log_quiet(0): while on (calls nest), messages of the calling thread
+ * still become em_last_error() but are not passed to the log hook; other threads and the
+ * process-wide level are untouched. For a caller that retries an operation whose failed
+ * attempts are expected (em_module growing a method allocator).
+ */
+void em_log_quiet(int on);
+
 /* Formats and emits a log message (printf-style subset: %d %i %u %ld %lld %zu %s %c %x %p %%). */
 void em_log(em_log_level level, const char *file, int line, const char *fmt, ...)
 /* Format checking on hosts; on arm-none-eabi uint32_t is `long`, and %u for it is fine there. */

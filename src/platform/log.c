@@ -13,6 +13,7 @@
 
 static _Thread_local char t_last_error[EM_LAST_ERROR_LEN];
 static em_log_level g_min_level = EM_LOG_INFO;
+static _Thread_local int t_quiet; /* em_log_quiet depth of the calling thread */
 
 static int level_rank(em_log_level l) {
   switch (l) {
@@ -28,6 +29,13 @@ void em_log_set_level(em_log_level level) { g_min_level = level; }
 
 em_log_level em_log_get_level(void) { return g_min_level; }
 
+void em_log_quiet(int on) {
+  if (on)
+    t_quiet++;
+  else if (t_quiet > 0)
+    t_quiet--;
+}
+
 void em_log(em_log_level level, const char *file, int line, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -40,7 +48,7 @@ void em_logv(em_log_level level, const char *file, int line, const char *fmt, va
   size_t n = em_vformat(msg, sizeof msg, fmt, ap);
   size_t len = n < sizeof msg ? n : sizeof msg - 1;
   if (level_rank(level) >= level_rank(EM_LOG_ERROR)) memcpy(t_last_error, msg, len + 1);
-  if (level_rank(level) < level_rank(g_min_level)) return;
+  if (t_quiet || level_rank(level) < level_rank(g_min_level)) return;
   const em_platform_hooks *h = em_platform_get();
   if (h->log) h->log(level, file, line, msg, len);
 }
