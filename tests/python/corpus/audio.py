@@ -25,7 +25,7 @@ def wave(n: int = 800) -> tuple[torch.Tensor]:
     return (torch.randn(1, n),)
 
 
-@case("audio", fast=True)
+@case("audio")
 def wav2vec2() -> Built:
     return HF(tf.Wav2Vec2Model(tf.Wav2Vec2Config(**W2V)), "input_values"), wave()
 
@@ -59,7 +59,7 @@ def sew() -> Built:
     return HF(tf.SEWModel(cfg), "input_values"), wave(1600)
 
 
-@case("audio")
+@case("audio", fast=True)
 def whisper_encoder() -> Built:
     cfg = tf.WhisperConfig(
         vocab_size=99,

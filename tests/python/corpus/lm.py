@@ -22,13 +22,13 @@ def _lm(model_cls: type, cfg: object) -> Built:
     return HF(model_cls(cfg), "input_ids", key="logits", use_cache=False), tokens()
 
 
-@case("lm", fast=True)
+@case("lm")
 def gpt2() -> Built:
     cfg = tf.GPT2Config(vocab_size=99, n_embd=32, n_layer=2, n_head=4, n_positions=64)
     return _lm(tf.GPT2LMHeadModel, cfg)
 
 
-@case("lm", fast=True)
+@case("lm")
 def llama() -> Built:
     return _lm(tf.LlamaForCausalLM, tf.LlamaConfig(**GQA))
 
@@ -63,7 +63,7 @@ def phi3() -> Built:
     return _lm(tf.Phi3ForCausalLM, tf.Phi3Config(**GQA, pad_token_id=0))
 
 
-@case("lm")
+@case("lm", fast=True)
 def gpt_neox() -> Built:
     return _lm(tf.GPTNeoXForCausalLM, tf.GPTNeoXConfig(**LM, rotary_pct=0.5))
 

@@ -20,12 +20,12 @@ class Recurrent(torch.nn.Module):
         return self.head(y)
 
 
-@case("rnn", fast=True)
+@case("rnn")
 def lstm_bidir_2l() -> Built:
     return Recurrent(torch.nn.LSTM, True, 2, embed=False), (torch.randn(1, 10, 8),)
 
 
-@case("rnn")
+@case("rnn", fast=True)
 def lstm_text() -> Built:
     return Recurrent(torch.nn.LSTM, False, 1, embed=True), (torch.randint(0, 50, (1, 10)),)
 

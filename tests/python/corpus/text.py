@@ -19,7 +19,7 @@ ENC = dict(
 IDS = "input_ids"
 
 
-@case("text", fast=True)
+@case("text")
 def bert() -> Built:
     return HF(tf.BertModel(tf.BertConfig(**ENC)), IDS), tokens()
 
@@ -55,7 +55,7 @@ def deberta() -> Built:
     return HF(tf.DebertaModel(cfg), IDS), tokens()
 
 
-@case("text", fast=True)
+@case("text")
 def deberta_v2() -> Built:
     cfg = tf.DebertaV2Config(
         **ENC,
@@ -73,7 +73,7 @@ def roformer() -> Built:
     return HF(tf.RoFormerModel(cfg), IDS), tokens()
 
 
-@case("text")
+@case("text", fast=True)
 def mpnet() -> Built:
     return HF(tf.MPNetModel(tf.MPNetConfig(**ENC)), IDS), tokens()
 
@@ -154,7 +154,7 @@ def _step() -> dict[str, torch.Tensor]:
     return {"decoder_input_ids": torch.tensor([[0, 17, 42]])}
 
 
-@case("seq2seq", fast=True)
+@case("seq2seq")
 def t5_encoder() -> Built:
     return HF(tf.T5EncoderModel(tf.T5Config(**T5)), IDS), tokens()
 

@@ -44,7 +44,7 @@ def mobilenet_v1() -> Built:
     return HF(tf.MobileNetV1ForImageClassification(cfg)), image(64)
 
 
-@case("cnn", fast=True)
+@case("cnn")
 def mobilenet_v2() -> Built:
     cfg = tf.MobileNetV2Config(depth_multiplier=0.25, image_size=64, num_labels=10)
     return HF(tf.MobileNetV2ForImageClassification(cfg)), image(64)
@@ -112,7 +112,7 @@ def focalnet() -> Built:
 
 
 # -- vision transformers and hybrids -------------------------------------------------------------
-@case("vit", fast=True)
+@case("vit")
 def vit() -> Built:
     return HF(tf.ViTForImageClassification(tf.ViTConfig(**VIT))), image(32)
 
@@ -286,4 +286,4 @@ def glpn() -> Built:
 @case("dense")
 def yolos() -> Built:
     cfg = tf.YolosConfig(**{**VIT, "image_size": [32, 32], "num_labels": 5}, num_detection_tokens=5)
-    return HF(tf.YolosForObjectDetection(cfg), key="pred_boxes"), image(32)
+    return HF(tf.YolosForObjectDetection(cfg), key="logits"), image(32)
