@@ -28,7 +28,7 @@ same include guards, so a file including both is fine):
 2. the public headers, then every project header a source includes outside any ``#if``, each
    inlined once, in first-include order (nested ``#include "..."`` inlined recursively);
 3. each source in turn. Its ``#include "x.h"`` lines at file level become a comment (the header is
-   above); an include inside ``#if`` (``portable/exp_recipe.h`` under the x86 guard) is inlined in
+   above); an include inside ``#if`` (``ember/vmath_exp.h`` under the x86 guard) is inlined in
    place, where its include guard makes a second copy empty; a ``.def`` X-macro list is inlined at
    every include, as the preprocessor would. System includes are kept as they are.
 

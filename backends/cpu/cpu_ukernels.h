@@ -241,12 +241,12 @@ typedef struct em_cpu_config {
   em_f32_transpose_fn transpose;
 } em_cpu_config;
 
-/* The configuration for this CPU, detected once (thread-safe after the first call). */
+/* The best configuration this CPU runs under the library's ISA cap (include/ember/cpu.h). */
 const em_cpu_config *em_cpu_config_get(void);
 
-/* Makes em_cpu_config_get() return `isa`'s table (NULL or "": the best this CPU runs) for every
- * later caller. EM_ERR_NOT_SUPPORTED (nothing changed) for an ISA that is unknown or that this
- * CPU lacks. */
+/* Caps the ISA of every later choice, this backend's and the other kernel families' alike, at
+ * `isa` (em_cpu_set_isa_cap; NULL or "": no cap). EM_ERR_NOT_SUPPORTED (nothing changed) for an
+ * ISA that is unknown or that this CPU lacks. */
 em_status em_cpu_config_force(const char *isa);
 /* The configuration for a named ISA ("amx": AVX-512 with the AMX bf16x3 GEMM path, "avx512f",
  * "avx2" on x86; "neon" on AArch64; "scalar" anywhere), or NULL when this build or CPU does not

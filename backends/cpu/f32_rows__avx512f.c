@@ -1,6 +1,6 @@
 /*
  * f32_rows__avx512f.c — rows written in intrinsics for avx512f, with the
- * 16-lane exp of kernels/portable/exp_recipe.h (relative error < 3e-7):
+ * 16-lane exp of include/ember/vmath_exp.h (relative error < 3e-7):
  *
  * - softmax / log-softmax: three passes (max; exp with the running sum, into
  *   y; scale) instead of the four the plain-C row in f32_vops_impl.h makes;
@@ -15,7 +15,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "../../kernels/portable/exp_recipe.h"
+#include "ember/vmath_exp.h"
 #include "cpu_ukernels.h"
 
 static inline __mmask16 tail_mask(size_t n) {

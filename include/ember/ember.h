@@ -11,6 +11,7 @@
 
 #include "ember/allocator.h"
 #include "ember/backend.h"
+#include "ember/cpu.h"
 #include "ember/data_map.h"
 #include "ember/kernel.h"
 #include "ember/loader.h"

@@ -1,16 +1,18 @@
 /*
- * exp_recipe.h — e^x in single precision from one recipe that a scalar (exp_recipe) and a 16-lane
- * AVX-512 form (exp_recipe512) follow operation for operation, so both give the same bits:
+ * vmath_exp.h — the vector math Ember's kernels share: e^x in single precision from one recipe
+ * that a scalar (exp_recipe) and a 16-lane AVX-512 form (exp_recipe512) follow operation for
+ * operation, so both give the same bits:
  * x = n ln2 + r with n = round-half-even(x log2 e), r in two FMA steps, p(r) the degree-7 Taylor
  * polynomial in FMAs, e^x = p * 2^n (ldexpf / scalef: both round once). Relative error < 3e-7;
  * NaN propagates; e^x saturates to 0 / inf past |x| = 104. Used by the sigmoid/silu rows
- * (elementwise_activation.c) and the softmax of llama::custom_sdpa (llama_attention.c).
+ * (elementwise_activation.c), the softmax of llama::custom_sdpa (llama_attention.c) and the
+ * CPU backend's softmax rows (f32_rows__avx512f.c): one recipe, the same bits everywhere.
  *
  * x86-64 with GNU C only (the AVX-512 form is compiled through a target attribute); include it
  * inside the same guard as the callers' ISA dispatch.
  */
-#ifndef EMBER_KERNELS_PORTABLE_EXP_RECIPE_H
-#define EMBER_KERNELS_PORTABLE_EXP_RECIPE_H
+#ifndef EMBER_VMATH_EXP_H
+#define EMBER_VMATH_EXP_H
 
 #include <immintrin.h>
 #include <math.h>
@@ -41,4 +43,4 @@ __attribute__((target("avx512f"))) static inline __m512 exp_recipe512(__m512 x) 
   return _mm512_mask_mov_ps(_mm512_scalef_ps(p, n), nan, x);
 }
 
-#endif /* EMBER_KERNELS_PORTABLE_EXP_RECIPE_H */
+#endif /* EMBER_VMATH_EXP_H */

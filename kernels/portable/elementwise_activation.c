@@ -135,12 +135,11 @@ EW_F32_ROW_UNARY(row_act, f32_act(&A, op))
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
 /*
- * Sigmoid and silu on AVX-512 CPUs (the LLM feed-forward's gate): e^-x from exp_recipe.h, whose
- * scalar (f32) and 16-lane row forms give the same bits as ew_op requires.
+ * Sigmoid and silu on AVX-512 CPUs (the LLM feed-forward's gate): e^-x from ember/vmath_exp.h,
+ * whose scalar (f32) and 16-lane row forms give the same bits as ew_op requires.
  */
-#include <stdatomic.h>
-
-#include "portable/exp_recipe.h"
+#include "ember/cpu.h"
+#include "ember/vmath_exp.h"
 
 static float f32_sigmoid_recipe(const float *x, const ew_op *op) {
   (void)op;
@@ -186,16 +185,8 @@ static void row_silu512(float *o, const float *const *x, const int64_t *s, int64
   row_gate512(o, x, s, n, 1);
 }
 
-static bool have_avx512(void) {
-  static atomic_int have = -1; /* -1 unknown: every first caller computes the same value */
-  int h = atomic_load_explicit(&have, memory_order_relaxed);
-  if (h < 0) {
-    __builtin_cpu_init();
-    h = __builtin_cpu_supports("avx512f");
-    atomic_store_explicit(&have, h, memory_order_relaxed);
-  }
-  return h != 0;
-}
+/* The library's one CPU probe, under its ISA cap (include/ember/cpu.h). */
+static bool have_avx512(void) { return em_cpu_features_get()->avx512f; }
 #else
 static bool have_avx512(void) { return false; }
 #endif

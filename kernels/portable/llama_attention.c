@@ -167,9 +167,8 @@ static void sdpa_heads__scalar(void *arg, int64_t begin, int64_t end) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
-#include <stdatomic.h>
-
-#include "portable/exp_recipe.h"
+#include "ember/cpu.h"
+#include "ember/vmath_exp.h"
 
 __attribute__((target("avx2,fma"))) static void sdpa_heads__avx2(void *arg, int64_t begin,
                                                                  int64_t end) {
@@ -245,17 +244,10 @@ __attribute__((target("avx512f"))) static void sdpa_heads__avx512(void *arg, int
   }
 }
 
+/* The library's one CPU probe, under its ISA cap (include/ember/cpu.h). */
 static int cpu_has(int avx512) {
-  /* -1 unknown, else bit 0: AVX2+FMA, bit 1: AVX-512F (every first caller finds the same). */
-  static atomic_int have = -1;
-  int h = atomic_load_explicit(&have, memory_order_relaxed);
-  if (h < 0) {
-    __builtin_cpu_init();
-    h = (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) |
-        (__builtin_cpu_supports("avx512f") ? 2 : 0);
-    atomic_store_explicit(&have, h, memory_order_relaxed);
-  }
-  return (h >> (avx512 ? 1 : 0)) & 1;
+  const em_cpu_features *f = em_cpu_features_get();
+  return avx512 ? f->avx512f : f->avx2_fma;
 }
 
 static em_parallel_fn pick_sdpa_heads(const sdpa_args *a) {

@@ -138,7 +138,8 @@ static void em_f32_gemm_ukernel_6x16__scalar(int64_t kc, const float *a, const f
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
 #include <immintrin.h>
-#include <stdatomic.h>
+
+#include "ember/cpu.h"
 
 /* 6x16 tile in 12 ymm accumulators: per k, two B vectors and six A broadcasts. */
 __attribute__((target("avx2,fma"))) static void
@@ -216,16 +217,8 @@ __attribute__((target("avx2,fma"))) static float em_f32_dot__avx2(const float *x
   return s;
 }
 
-static bool have_avx2(void) {
-  static atomic_int have = -1; /* -1 unknown: every first caller computes the same value */
-  int h = atomic_load_explicit(&have, memory_order_relaxed);
-  if (h < 0) {
-    __builtin_cpu_init();
-    h = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    atomic_store_explicit(&have, h, memory_order_relaxed);
-  }
-  return h != 0;
-}
+/* The library's one CPU probe, under its ISA cap (include/ember/cpu.h). */
+static bool have_avx2(void) { return em_cpu_features_get()->avx2_fma; }
 
 static ukernel_fn pick_ukernel(void) {
   return have_avx2() ? em_f32_gemm_ukernel_6x16__avx2 : em_f32_gemm_ukernel_6x16__scalar;

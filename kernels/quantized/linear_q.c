@@ -16,11 +16,11 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "ember/cpu.h"
 #include "portable/kutil.h"
 #include "quantized/linear_q.h"
 
 #if defined(EMBER_LINEAR_Q_X86)
-#include "cpu_ukernels.h" /* em_cpu_config_get: the CPU backend's one CPUID probe */
 #endif
 
 /* ---- ISA choice ------------------------------------------------------------------------------ */
@@ -40,41 +40,32 @@ static const em_qlinear_config configs[] = {
 static int isa_available(const char *isa) {
   if (strcmp(isa, "portable") == 0) return 1;
 #if defined(EMBER_LINEAR_Q_X86)
-  /* The CPU backend decides (and EMBER_CPU_ISA caps) the vector width; VNNI and byte masks are
-   * extra AVX-512 feature bits that its f32 kernels do not need. */
-  const em_cpu_config *cpu = em_cpu_config_get();
-  const char *top = cpu ? cpu->isa : "scalar";
-  /* "amx" is AVX-512 plus the AMX f32 GEMM path */
-  int has512 = strcmp(top, "avx512f") == 0 || strcmp(top, "amx") == 0;
-  int has2 = has512 || strcmp(top, "avx2") == 0;
-  if (strcmp(isa, "avx512vnni") == 0)
-    return has512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
-  if (strcmp(isa, "avx2") == 0) return has2;
+  const em_cpu_features *f = em_cpu_features_get(); /* the library's one probe, under its cap */
+  if (strcmp(isa, "avx512vnni") == 0) return f->avx512f && f->avx512bw && f->avx512vnni;
+  if (strcmp(isa, "avx2") == 0) return f->avx2_fma;
 #endif
   return 0;
 }
 
-/* NULL until first asked or forced: every first caller computes the same pointer. */
-static _Atomic(const em_qlinear_config *) chosen;
+/* NULL unless forced (tests): then the best configuration the capped features allow. */
+static _Atomic(const em_qlinear_config *) forced;
 
 static const em_qlinear_config *config_get(void) {
-  const em_qlinear_config *c = atomic_load_explicit(&chosen, memory_order_acquire);
-  if (c) return c;
+  const em_qlinear_config *c = atomic_load_explicit(&forced, memory_order_acquire);
   for (size_t i = 0; !c && i < N_CONFIGS; i++)
     if (isa_available(configs[i].isa)) c = &configs[i];
-  atomic_store_explicit(&chosen, c, memory_order_release);
   return c;
 }
 
 em_status em_linear_q_force_isa(const char *isa) {
   if (!isa) {
-    atomic_store_explicit(&chosen, NULL, memory_order_release);
+    atomic_store_explicit(&forced, NULL, memory_order_release);
     return EM_OK;
   }
   for (size_t i = 0; i < N_CONFIGS; i++)
     if (strcmp(configs[i].isa, isa) == 0) {
       if (!isa_available(isa)) return EM_ERR_NOT_SUPPORTED;
-      atomic_store_explicit(&chosen, &configs[i], memory_order_release);
+      atomic_store_explicit(&forced, &configs[i], memory_order_release);
       return EM_OK;
     }
   return EM_ERR_NOT_SUPPORTED;
