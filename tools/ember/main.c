@@ -135,10 +135,14 @@ static int cmd_info(const char *path, const char *ptd) {
     }
     uint64_t total = 0;
     for (size_t a = 0; a < meta.n_arenas; a++) total += em_method_meta_arena_size(&meta, a);
-    printf("    planned arenas: %zu (", meta.n_arenas);
-    for (size_t a = 0; a < meta.n_arenas; a++)
-      printf("%s%llu", a ? ", " : "", (unsigned long long)em_method_meta_arena_size(&meta, a));
-    printf(" bytes; total %llu)\n", (unsigned long long)total);
+    if (meta.n_arenas == 0) {
+      printf("    planned arenas: none\n");
+    } else {
+      printf("    planned arenas: %zu (", meta.n_arenas);
+      for (size_t a = 0; a < meta.n_arenas; a++)
+        printf("%s%llu", a ? ", " : "", (unsigned long long)em_method_meta_arena_size(&meta, a));
+      printf(" bytes; total %llu)\n", (unsigned long long)total);
+    }
     size_t n_ops = em_method_meta_operator_count(&meta);
     uint32_t *calls = calloc(n_ops ? n_ops : 1, sizeof *calls);
     em_method_meta_operator_calls(&meta, calls);
