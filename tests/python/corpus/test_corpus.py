@@ -32,7 +32,8 @@ NAMES = [n for n, c in CASES.items() if FULL or c.fast]
 # (case, path) -> reason: each becomes xfail(strict=True).
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ("yolos", "stock_rt"): "stock ExecuTorch's clone.out refuses the portable file's "
-    "memory_format=torch.preserve_format (op_clone.cpp: memory_format must be contiguous)",
+    "memory_format=torch.channels_last (from a bicubic interpolate; op_clone.cpp: memory_format "
+    "must be contiguous)",
 }
 
 
