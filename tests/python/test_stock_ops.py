@@ -72,3 +72,21 @@ def test_an_operator_with_no_stock_form_is_named(caplog: pytest.LogCaptureFixtur
     assert not caplog.records
     with pytest.raises(ValueError, match="stock_ops"):
         ember.export(_Sorts(), (x,), stock_ops="maybe")
+
+
+class _ChannelsLast(torch.nn.Module):
+    """A channels-last copy (YOLOS's position-embedding interpolation makes one): stock
+    ExecuTorch's clone refuses a channels_last memory format."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous(memory_format=torch.channels_last) * 2 + 1
+
+
+def test_a_channels_last_copy_runs_on_stock_executorch() -> None:
+    x = torch.randn(1, 3, 4, 5)
+    want = _ChannelsLast()(x)
+    prog = ember.export(_ChannelsLast(), (x,), backend=None)
+    assert torch.equal(prog.run(x), want)
+    rt = executorch_runtime()
+    (et,) = rt.load_program(prog.buffer).load_method("forward").execute([x])
+    assert torch.equal(et.contiguous(), want.contiguous())

@@ -340,6 +340,11 @@ class _Lowerer:
         if isinstance(v, torch.dtype):
             return Arg("int", SCALAR_TYPE[v])
         if isinstance(v, torch.memory_format):
+            if v in (torch.channels_last, torch.channels_last_3d):
+                # Every planned tensor is laid out contiguously (TensorSpec.dim_order), so a
+                # channels-last copy is a plain copy: no format, which stock ExecuTorch's
+                # clone / _to_copy kernels also accept (they refuse channels_last).
+                return Arg("null")
             return Arg("int", MEMORY_FORMAT[v])
         if isinstance(v, torch.layout):
             return Arg("int", 0)
