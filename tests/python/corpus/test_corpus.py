@@ -30,11 +30,7 @@ FULL = os.environ.get("EMBER_CORPUS") == "full"
 NAMES = [n for n, c in CASES.items() if FULL or c.fast]
 
 # (case, path) -> reason: each becomes xfail(strict=True).
-KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    ("yolos", "stock_rt"): "stock ExecuTorch's clone.out refuses the portable file's "
-    "memory_format=torch.channels_last (from a bicubic interpolate; op_clone.cpp: memory_format "
-    "must be contiguous)",
-}
+KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 
 
 @pytest.fixture(scope="module", params=NAMES)
