@@ -205,7 +205,7 @@ static em_status verify_args(fb_reader *r, fb_tab call, unsigned slot, uint32_t 
  * and kernels are not written for it. Operands are enumerated without allocating: the first
  * ALIAS_CACHE are kept on the stack, later ones are re-read, under a per-program work budget.
  */
-#define ALIAS_CACHE  64
+#define ALIAS_CACHE  32
 #define ALIAS_BUDGET ((uint64_t)1 << 24)
 
 typedef struct alias_rng {

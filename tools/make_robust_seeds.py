@@ -98,7 +98,7 @@ class Inplace(torch.nn.Module):
 
 class Cat80(torch.nn.Module):
     """A cat of 80 planned tensors: an instruction with more operands than the verifier's
-    aliasing check keeps on its stack (64)."""
+    aliasing check keeps on its stack (32)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.cat([x * float(i) for i in range(80)], 0)

@@ -14,7 +14,7 @@
  *     under ASan/UBSan (make test-asan) no report — memcpy on overlapping ranges included.
  * Fixtures: the .pte files of tests/fixtures and tests/fixtures/alias (made by
  * tools/make_robust_seeds.py: e_shapes, e_kvcache, e_int8, e_llm_q4, e_inplace, and e_cat80 whose
- * cat has 81 operands, past the 64 the verifier keeps on its stack).
+ * cat has 81 operands, past the 32 the verifier keeps on its stack).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
