@@ -214,7 +214,7 @@ static em_status prepare_method(em_module *m, module_method *mm, const char *nam
     if (budget && (n > budget || held + want > budget - n))
       MEM_FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,
                "method '%s': planned arena %zu of %llu bytes exceeds the memory budget "
-               "(%llu bytes; %llu already needed)",
+               "(%llu bytes; %llu go to scratch, method memory and other arenas)",
                name, i + 1, (unsigned long long)n, (unsigned long long)budget,
                (unsigned long long)(held + want));
     want += n;
