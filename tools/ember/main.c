@@ -516,7 +516,8 @@ int main(int argc, char **argv) {
     usage_to(stderr, cmd);
     return 2;
   }
-  em_log_set_level(EM_LOG_FATAL); /* errors are printed once, by fail() */
+  /* Errors are printed once, by fail(); EMBER_CPU_PROFILE's per-operator lines are INFO. */
+  em_log_set_level(getenv("EMBER_CPU_PROFILE") ? EM_LOG_INFO : EM_LOG_FATAL);
   if (strcmp(cmd, "info") == 0) return cmd_info(o.path, o.ptd);
   return cmd_run(&o);
 }
