@@ -204,7 +204,21 @@ void EM_NAME(em_f32_softmax_ukernel__)(size_t n, const float *x, float *y, int l
 void EM_NAME(em_f32_norm_ukernel__)(size_t n, const float *x, const float *w, const float *b,
                                     float eps, int rms, float *y) {
   if (n == 0) return;
-  const float mean = rms ? 0.0f : vx_sum(n, x) / (float)n;
+  float mean = 0.0f;
+  if (!rms) {
+    /* sum / n, then one correction pass: the mean of (x - mean). A row of equal values then
+       gets its value exactly (sum / n alone can be an ulp off, and 1 / sqrt(eps) turns that ulp
+       into an error of 1e-5 where eager gives the bias exactly). */
+    mean = vx_sum(n, x) / (float)n;
+    float corr[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+      for (size_t j = 0; j < 16; j++) corr[j] += x[i + j] - mean;
+    float c = 0.0f;
+    for (size_t j = 0; j < 16; j++) c += corr[j];
+    for (; i < n; i++) c += x[i] - mean;
+    mean += c / (float)n;
+  }
   float part[16] = {0};
   size_t i = 0;
   for (; i + 16 <= n; i += 16)
