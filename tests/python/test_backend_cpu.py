@@ -797,7 +797,7 @@ def test_winograd_convs(
     loses a little accuracy, so the bound is 1e-4 of the largest output (the issue's criterion),
     against eager and against the portable kernels. The transposed F(2x2) (-m) is forced on
     (WINO_SMALL): by default the exporter uses it only in files without bf16 pairs."""
-    monkeypatch.setattr(P, "WINO_SMALL", True)
+    monkeypatch.setattr(P.packing, "WINO_SMALL", True)
     torch.manual_seed(0)
     layers = [nn.Conv2d(ci, co, 3, padding=pad)] + ([act] if act is not None else [])
     mod = nn.Sequential(*layers).eval()
@@ -837,7 +837,7 @@ def test_winograd_choice(monkeypatch) -> None:
     assert ip[WINO] == 2 and ip[12] == 0
     (ip,) = _conv_ops(ember.export(mod, (x,), backend="cpu", target="aarch64").buffer)
     assert ip[WINO] == 2 and ip[12] == 1
-    monkeypatch.setattr(P, "WINO_SMALL", True)
+    monkeypatch.setattr(P.packing, "WINO_SMALL", True)
     cases = [
         (dict(in_channels=64, out_channels=64, padding=1), 56, 4),
         (dict(in_channels=128, out_channels=128, padding=1), 28, 4),
@@ -1559,7 +1559,7 @@ def test_blob_winograd_fields_are_checked() -> None:
 
 def test_blob_transposed_winograd_fields_are_checked(monkeypatch) -> None:
     """A transposed Winograd conv whose flag, filters or scratch do not match fails at load."""
-    monkeypatch.setattr(P, "WINO_SMALL", True)
+    monkeypatch.setattr(P.packing, "WINO_SMALL", True)
     torch.manual_seed(0)
     mod = nn.Sequential(nn.Conv2d(256, 272, 3, padding=1)).eval()
     x = torch.randn(1, 256, 7, 7)

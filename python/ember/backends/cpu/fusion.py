@@ -1,0 +1,392 @@
+"""EmberCpuBackend fusion: passes over the operators of one run (batch norm into convs,
+activations into their producers, residual adds, plane means, input scales, the hardswish /
+hardsigmoid / silu decompositions, softmax scale and mask). Each edits ``ops`` in place and
+only fuses what nothing outside the run reads (:class:`_Uses`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+
+from ember.backends.cpu import blob as B
+from ember.backends.cpu.lowering import INF, Const, Op, _const_arr, _f32
+from ember.passes.ir import (
+    TensorSpec,
+)
+
+log = logging.getLogger(__name__)
+
+
+# ---- fusion inside a run ----------------------------------------------------------------------
+class _Uses:
+    """Which ops of the run read a root, and whether anything outside the run does."""
+
+    def __init__(self, ops: list[Op], external: set[int]) -> None:
+        self.ops, self.external = ops, external
+
+    def consumers(self, spec: TensorSpec) -> list[Op]:
+        r = spec.root()
+        return [o for o in self.ops for i in o.ins if isinstance(i, TensorSpec) and i.root() is r]
+
+    def private(self, spec: TensorSpec, only: Op) -> bool:
+        r = spec.root()
+        return id(r) not in self.external and all(c is only for c in self.consumers(spec))
+
+    def producer(self, spec: Any) -> Op | None:
+        if not isinstance(spec, TensorSpec):
+            return None
+        r = spec.root()
+        for o in self.ops:
+            if any(out.root() is r for out in o.outs):
+                return o
+        return None
+
+
+_FUSABLE = {"conv2d", "gemm", "binary", "channel_affine"}
+
+
+def _see_through_copies(ops: list[Op], u: _Uses) -> None:
+    """A copy (clone, expand, view or dtype no-op: the same elements in the same order) read
+    only inside the run, as the very tensor it wrote: its readers take its source instead and
+    the copy goes, so it does not hide a producer from the fusions after it (Hugging Face's
+    `clone` between a linear layer and its residual add). The blob would alias the two anyway;
+    nothing in the backend writes a tensor after producing it."""
+    for c in [o for o in ops if o.kind == "copy"]:
+        o, src = c.outs[0], c.ins[0]
+        if (
+            not isinstance(src, TensorSpec)
+            or tuple(src.shape) != tuple(o.shape)
+            or id(o.root()) in u.external
+        ):
+            continue
+        readers = u.consumers(o)
+        if not readers or any(
+            i is not o
+            for r in readers
+            for i in r.ins
+            if isinstance(i, TensorSpec) and i.root() is o.root()
+        ):
+            continue
+        for r in readers:
+            r.ins = [src if i is o else i for i in r.ins]
+        ops.remove(c)
+
+
+def _fold_bn(ops: list[Op], u: _Uses) -> None:
+    for bn in [o for o in ops if o.kind == "bn"]:
+        p = u.producer(bn.ins[0])
+        if (
+            p is not None
+            and p.kind == "conv2d"
+            and p.act == "none"
+            and u.private(bn.ins[0], bn)
+            and tuple(p.outs[0].shape) == tuple(bn.outs[0].shape)  # not through a reshape
+        ):
+            s, t = bn.attrs["scale"], bn.attrs["shift"]
+            p.attrs["w"] = (p.attrs["w"] * s[:, None, None, None]).astype(np.float32)
+            b = p.attrs["b"] if p.attrs["b"] is not None else 0.0
+            p.attrs["b"] = (b * s + t).astype(np.float32)
+            p.outs = bn.outs
+            ops.remove(bn)
+        else:
+            x = bn.ins[0]
+            bn.kind = "channel_affine"
+            bn.ins = [
+                x,
+                Const(bn.attrs["scale"].astype(np.float32)),
+                Const(bn.attrs["shift"].astype(np.float32)),
+            ]
+            bn.ip = [x.shape[0], x.shape[1], math.prod(x.shape[2:])]
+
+
+def _merge_clamps(ops: list[Op], u: _Uses) -> None:
+    for c in [o for o in ops if o.kind == "unary" and o.act == "clamp"]:
+        p = u.producer(c.ins[0])
+        if p is not None and p.kind == "unary" and p.act == "clamp" and u.private(c.ins[0], c):
+            # clamp(clamp(x, a, b), c, d) = clamp(x, lo, hi), ordered also when [a, b] and
+            # [c, d] are disjoint (then the constant c or d, as in eager)
+            (a, b), (lo, hi) = p.fp[:2], c.fp[:2]
+            c.fp = [min(max(a, lo), hi), max(min(b, hi), lo)]
+            c.ins = p.ins
+            ops.remove(p)
+
+
+def _fuse_acts(ops: list[Op], u: _Uses) -> None:
+    for act in [o for o in ops if o.kind == "unary"]:
+        p = u.producer(act.ins[0])
+        if (
+            p is None
+            or p.kind not in _FUSABLE
+            or p.act != "none"
+            or len(p.outs) != 1
+            or not u.private(act.ins[0], act)
+            or math.prod(p.outs[0].shape) != math.prod(act.outs[0].shape)
+            # through a reshape only into a GEMM (its output is rows x columns whatever its
+            # shape); a conv's output stays 4-d and a binary's the shape its operands make
+            or (p.kind != "gemm" and tuple(p.outs[0].shape) != tuple(act.outs[0].shape))
+        ):
+            continue
+        p.act = act.act
+        if act.act == "clamp":
+            p.fp = (p.fp + [0.0, 0.0])[: max(len(p.fp), 2)]
+            p.fp[0], p.fp[1] = act.fp[0], act.fp[1]
+        p.outs = act.outs
+        ops.remove(act)
+
+
+def _depthwise(op: Op) -> bool:
+    w = op.attrs["w"]
+    return op.attrs["groups"] == w.shape[0] and w.shape[1] == 1
+
+
+def _fuse_residual(ops: list[Op], u: _Uses) -> None:
+    """A conv2d (not depthwise) or gemm whose only reader is an `add` of a tensor of its output's
+    shape takes that tensor as its residual input (blob in[3]) and the add's activation: the
+    residual connection is added while each output tile is in L1 instead of in a pass of its own
+    (ResNet's block outputs, a transformer's residual stream). The op moves to the add's place:
+    the other operand may be computed after it (ResNet's downsample branch)."""
+    for add in [o for o in ops if o.kind == "binary" and o.ip[0] == B.BIN["add"]]:
+        out = add.outs[0]
+        for i in (0, 1):
+            x, r = add.ins[i], add.ins[1 - i]
+            if not isinstance(x, TensorSpec) or not isinstance(r, TensorSpec):
+                continue
+            p = u.producer(x)
+            if (
+                p is None
+                or p.kind not in ("conv2d", "gemm")
+                or p.act != "none"
+                or len(p.outs) != 1
+                or r.root() is x.root()
+                or not u.private(x, add)
+                or _const_arr(r) is not None
+                or not (tuple(x.shape) == tuple(r.shape) == tuple(out.shape))
+                or math.prod(p.outs[0].shape) != math.prod(out.shape)
+                or (p.kind == "conv2d" and tuple(p.outs[0].shape) != tuple(out.shape))
+                or (p.kind == "conv2d" and (len(p.ins) != 1 or _depthwise(p)))
+                or (p.kind == "gemm" and len(p.ins) != 3)
+            ):
+                continue
+            p.ins = [*p.ins, r]
+            p.act, p.fp = add.act, list(add.fp[:2])
+            p.outs = add.outs
+            k = next(j for j, o in enumerate(ops) if o is add)
+            ops[k] = p
+            del ops[next(j for j, o in enumerate(ops) if o is p)]
+            break
+
+
+def _fuse_plane_means(ops: list[Op], u: _Uses) -> None:
+    """A mean over the spatial dims of a depthwise conv's output (a squeeze-and-excitation
+    block's pooling) becomes the conv's second output (blob out[1]): each plane's mean is taken
+    right after the plane is computed, while it is in L1, instead of in a pass that reads the
+    whole output again (at 2 threads, half of it from the other core's cache)."""
+    for mean in [o for o in ops if o.kind == "mean" and o.act == "none" and o.ip[2] <= 1]:
+        x = mean.ins[0]
+        p = u.producer(x)
+        if p is None or p.kind != "conv2d" or len(p.outs) != 1 or not _depthwise(p):
+            continue
+        y = p.outs[0]
+        if len(y.shape) != 4 or math.prod(x.shape) != math.prod(y.shape):
+            continue
+        n, c, h, w = y.shape
+        if mean.ip[0] != n * c or mean.ip[1] != h * w or math.prod(mean.outs[0].shape) != n * c:
+            continue
+        p.outs = [y, mean.outs[0]]
+        del ops[next(j for j, o in enumerate(ops) if o is mean)]
+
+
+def _fuse_input_scale(ops: list[Op], u: _Uses) -> None:
+    """A 1x1 stride-1 conv (groups 1) whose input is ``a * s`` with s [N, C, 1, 1] (a
+    squeeze-and-excitation gate) reads a and scales each input channel as the GEMM copies its
+    rows (blob ip EMC_CONV_IN_SCALE): the product is never written. a must be an unclamped
+    product's operand that was computed in this run and that nothing else reads: the runtime may
+    scale it in place where its path copies no rows."""
+    for conv in [o for o in ops if o.kind == "conv2d" and len(o.ins) <= 2]:
+        a_ = conv.attrs
+        if (
+            _depthwise(conv)
+            or a_["groups"] != 1
+            or tuple(a_["w"].shape[2:]) != (1, 1)
+            or tuple(a_["stride"]) != (1, 1)
+            or tuple(a_["pad"]) != (0, 0)
+        ):
+            continue
+        x = conv.ins[0]
+        m = u.producer(x)
+        if (
+            m is None
+            or m.kind != "binary"
+            or m.ip[0] != B.BIN["mul"]
+            or m.act != "none"
+            or len(m.outs) != 1
+            or list(m.fp[:2]) != [-INF, INF]
+            or not u.private(x, conv)
+            or any(i.root() is x.root() for i in conv.ins[1:])  # the product as the residual too
+            or len(x.shape) != 4
+        ):
+            continue
+        n, c = x.shape[0], x.shape[1]
+        for a, s in ((m.ins[0], m.ins[1]), (m.ins[1], m.ins[0])):
+            if (
+                isinstance(a, TensorSpec)
+                and isinstance(s, TensorSpec)
+                and tuple(a.shape) == tuple(x.shape)
+                and tuple(s.shape) == (n, c, 1, 1)
+                and a.root() is not s.root()
+                and u.producer(a) is not None
+                and u.private(a, m)  # so neither the conv's residual nor anything after
+            ):
+                conv.ins[0] = a
+                a_["in_scale"] = s
+                del ops[next(j for j, o in enumerate(ops) if o is m)]
+                break
+
+
+def _is_scalar_bin(o: Op | None, op: str, v: float) -> bool:
+    return (
+        o is not None
+        and o.kind == "binary"
+        and o.ins[1] is None
+        and o.ip[0] == B.BIN[op]
+        and abs(o.fp[2] - v) < 1e-6
+    )
+
+
+def _hard_patterns(ops: list[Op], u: _Uses) -> None:
+    """x+3 clamped to [0,6] then /6 (hardsigmoid), or x * that / 6 (hardswish)."""
+    for d in list(ops):
+        if d not in ops or not (_is_scalar_bin(d, "div", 6.0) or _is_scalar_bin(d, "mul", 1 / 6)):
+            continue
+        if d.act != "none":
+            continue
+        m = u.producer(d.ins[0])
+        if m is None or not u.private(d.ins[0], d):
+            continue
+
+        def h0_of(spec: Any, consumer: Op) -> Op | None:
+            h = u.producer(spec)
+            if (
+                _is_scalar_bin(h, "add", 3.0)
+                and h.act == "clamp"
+                and h.fp[0] == 0.0
+                and h.fp[1] == 6.0
+                and u.private(spec, consumer)
+            ):
+                return h
+            return None
+
+        h = h0_of(d.ins[0], d)
+        if h is not None:
+            d.kind, d.ins, d.act, d.ip, d.fp = "unary", [h.ins[0]], "hardsigmoid", [], []
+            ops.remove(h)
+            continue
+        if (
+            m.kind == "binary"
+            and m.ip[0] == B.BIN["mul"]
+            and m.act == "none"
+            and m.ins[1] is not None
+        ):
+            for xi, ti in ((0, 1), (1, 0)):
+                x, t = m.ins[xi], m.ins[ti]
+                h = h0_of(t, m) if isinstance(t, TensorSpec) else None
+                if (
+                    h is not None
+                    and isinstance(x, TensorSpec)
+                    and h.ins[0].root() is x.root()
+                    and x.shape == d.outs[0].shape
+                ):
+                    d.kind, d.ins, d.act, d.ip, d.fp = "unary", [x], "hardswish", [], []
+                    ops.remove(h)
+                    ops.remove(m)
+                    break
+
+
+def _silu(ops: list[Op], u: _Uses) -> None:
+    for m in list(ops):
+        if m not in ops or m.kind != "binary" or m.ip[0] != B.BIN["mul"] or m.act != "none":
+            continue
+        for xi, si in ((0, 1), (1, 0)):
+            x, s = m.ins[xi], m.ins[si]
+            p = u.producer(s)
+            if (
+                p is not None
+                and p.kind == "unary"
+                and p.act == "sigmoid"
+                and isinstance(x, TensorSpec)
+                and p.ins[0].root() is x.root()
+                and u.private(s, m)
+                and x.shape == m.outs[0].shape
+            ):
+                m.kind, m.ins, m.act, m.ip, m.fp = "unary", [x], "silu", [], []
+                ops.remove(p)
+                break
+
+
+def _mask_rows(m: Any, x: TensorSpec) -> int:
+    """How many rows an additive mask m for the rows of x (last dim) repeats after: m's shape,
+    right-aligned with x's, has x's last dim, 1s before some dim and x's sizes from it on
+    ([1, 1, S, S] over [1, H, S, S]: S; BERT's [1, 1, 1, S]: 1). 0: no such period."""
+    if not isinstance(m, TensorSpec) or not _f32(m) or len(m.shape) > len(x.shape):
+        return 0
+    ms = [1] * (len(x.shape) - len(m.shape)) + list(m.shape)
+    xs = list(x.shape)
+    if not xs or ms[-1] != xs[-1]:
+        return 0
+    j = len(xs) - 1
+    while j > 0 and ms[j - 1] == xs[j - 1]:
+        j -= 1
+    if any(v != 1 for v in ms[:j]):
+        return 0
+    return math.prod(ms[j:-1])
+
+
+def _fuse_softmax_input(ops: list[Op], u: _Uses) -> None:
+    """softmax(x * s + mask) as one op (blob version 7: ip[4] = 1 with the scale in fp[0]; the
+    mask in in[1], repeating every ip[5] rows): attention scores scaled by a constant and masked
+    (Hugging Face's eager attention) are then read and written once instead of three times. Each
+    row is scaled and masked into the output row, in L1, then the softmax runs in place; the same
+    two roundings as the separate ops, so the same bits."""
+    for sm in [o for o in ops if o.kind == "softmax" and len(o.ins) == 1 and o.ip[3] == 0]:
+        x, consumer = sm.ins[0], sm
+        mask, rows = None, 0
+        p = u.producer(x)
+        if (
+            p is not None
+            and p.kind == "binary"
+            and p.ip[0] == B.BIN["add"]
+            and p.act == "none"
+            and u.private(x, sm)
+        ):
+            for i in (0, 1):
+                a, m = p.ins[i], p.ins[1 - i]
+                if isinstance(a, TensorSpec) and tuple(a.shape) == tuple(x.shape):
+                    rows = _mask_rows(m, x)
+                    if rows and m.root() is not a.root():
+                        mask, x, consumer = m, a, p
+                        break
+        q = u.producer(x)
+        scaled = (
+            q is not None
+            and q.kind == "binary"
+            and q.ins[1] is None
+            and q.ip[0] == B.BIN["mul"]
+            and q.act == "none"
+            and isinstance(q.ins[0], TensorSpec)
+            and tuple(q.ins[0].shape) == tuple(x.shape)
+            and u.private(x, consumer)
+        )
+        if mask is None and not scaled:
+            continue
+        if scaled:
+            assert q is not None
+            sm.fp, x = [q.fp[2]], q.ins[0]
+            ops.remove(q)
+        if mask is not None:
+            ops.remove(consumer)
+        sm.ins = [x, mask]
+        sm.ip = sm.ip[:4] + [int(scaled), rows if mask is not None else 0]

@@ -1,0 +1,433 @@
+"""EmberCpuBackend lowering: one exported instruction -> one backend operator (:func:`lower`).
+
+:class:`Op` is the backend operator record the fusion passes (:mod:`.fusion`) edit and the
+packer (:mod:`.packing`) writes into the blob; :class:`Unsupported` says why an instruction stays
+on the portable kernels.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ember.backends.cpu import blob as B
+from ember.passes.ir import (
+    CONSTANT,
+    MUTABLE,
+    Arg,
+    KernelInstr,
+    TensorSpec,
+)
+
+log = logging.getLogger(__name__)
+
+
+INF = float("inf")
+
+
+@dataclass(eq=False)
+class Const:
+    """A constant produced at export time (packed or folded weights)."""
+
+    arr: np.ndarray
+    key: Any = None
+
+
+@dataclass(eq=False)
+class Op:
+    """One backend operator. Compared by identity: the fusion passes find and remove ops in
+    lists (``in``, ``remove``), and two equal-looking ops are still two ops (their attrs hold
+    numpy arrays, which have no truth value)."""
+
+    kind: str
+    ins: list[Any]  # TensorSpec | Const | None
+    outs: list[TensorSpec]
+    ip: list[int] = field(default_factory=list)
+    fp: list[float] = field(default_factory=list)
+    act: str = "none"
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+class Unsupported(Exception):
+    pass
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+def _f32(s: Any) -> bool:
+    return isinstance(s, TensorSpec) and s.dtype == torch.float32 and not s.dynamic
+
+
+def _const_arr(s: TensorSpec) -> np.ndarray | None:
+    if s.kind == CONSTANT and s.data is not None:
+        return s.data.detach().to(torch.float32).contiguous().numpy().reshape(s.shape)
+    return None
+
+
+def _t(a: Arg) -> TensorSpec:
+    if a.kind != "tensor":
+        raise Unsupported(f"argument is {a.kind}, not a tensor")
+    return a.value
+
+
+def _num(a: Arg) -> float | None:
+    if a.kind in ("int", "double"):
+        return float(a.value)
+    if a.kind == "null":
+        return None
+    raise Unsupported(f"argument is {a.kind}, not a number")
+
+
+def _ints(a: Arg) -> list[int]:
+    if a.kind != "intlist" or not all(isinstance(x, int) for x in a.value):
+        raise Unsupported("needs a static int list")
+    return [int(x) for x in a.value]
+
+
+def _pair(a: Arg, name: str, empty_ok: bool = False) -> list[int]:
+    """A 2-d window parameter as two ints: ATen repeats a one-element list (``padding="valid"``
+    decomposes to ``[0]``); an empty list is kept where ATen gives it a meaning (a pool's
+    stride: the kernel)."""
+    v = _ints(a)
+    if len(v) == 1:
+        v = v * 2
+    if len(v) != 2 and not (empty_ok and not v):
+        raise Unsupported(f"{name} has {len(v)} values, not 2")
+    return v
+
+
+def _out(ins: KernelInstr, i: int = 0) -> TensorSpec:
+    return ins.outputs[i].value
+
+
+def _operand(s: TensorSpec) -> Any:
+    """A tensor operand: constants become Const (so they are packed into the blob)."""
+    arr = _const_arr(s)
+    return Const(arr, ("spec", id(s))) if arr is not None else s
+
+
+UNARY = {
+    "aten::sigmoid.out": "sigmoid",
+    "aten::tanh.out": "tanh",
+    "aten::silu.out": "silu",
+    "aten::hardswish.out": "hardswish",
+    "aten::hardsigmoid.out": "hardsigmoid",
+    "aten::exp.out": "exp",
+    "aten::sqrt.out": "sqrt",
+    "aten::rsqrt.out": "rsqrt",
+    "aten::neg.out": "neg",
+    "aten::abs.out": "abs",
+}
+BINARY_T = {
+    "aten::add.out": "add",
+    "aten::sub.out": "sub",
+    "aten::mul.out": "mul",
+    "aten::div.out": "div",
+}
+BINARY_S = {
+    "aten::add.Scalar_out": "add",
+    "aten::sub.Scalar_out": "sub",
+    "aten::mul.Scalar_out": "mul",
+    "aten::div.Scalar_out": "div",
+    "aten::rsub.Scalar_out": "rsub",
+}
+COPIES = {
+    "aten::view_copy.out",
+    "aten::_unsafe_view.out",
+    "aten::clone.out",
+    "aten::alias_copy.out",
+    "aten::detach_copy.out",
+    "aten::squeeze_copy.dim_out",
+    "aten::squeeze_copy.dims_out",
+    "aten::squeeze_copy.out",
+    "aten::unsqueeze_copy.out",
+    "aten::expand_copy.out",
+    "aten::_to_copy.out",
+}
+
+
+def _clamp(lo: float | None, hi: float | None) -> tuple[str, list[float]]:
+    lo_, hi_ = -INF if lo is None else lo, INF if hi is None else hi
+    return "clamp", [min(lo_, hi_), hi_]  # min > max: every element becomes max, as in eager
+
+
+# ---- lowering of one instruction --------------------------------------------------------------
+def lower(ins: KernelInstr, only_here: Any) -> Op:
+    """The backend operator for ``ins`` or raise Unsupported. ``only_here(spec)`` tells whether
+    a spec is used by no other instruction (for ops with outputs we drop)."""
+    k, a = ins.kernel, ins.args
+    if not ins.outputs or not all(o.kind == "tensor" for o in ins.outputs):
+        raise Unsupported("no tensor output")
+    out = _out(ins)
+    if not _f32(out):
+        raise Unsupported("output is not static f32")
+    for arg in a:
+        for t in arg.tensors():
+            if t.dynamic or t.root().kind == MUTABLE or t.root().move_target:
+                raise Unsupported("dynamic, mutable or control-flow tensor")
+    if k == "aten::convolution.out":
+        x, w = _t(a[0]), _t(a[1])
+        wa = _const_arr(w)
+        ba = None if a[2].kind == "null" else _const_arr(_t(a[2]))
+        if (
+            len(x.shape) != 4
+            or not _f32(x)
+            or wa is None
+            or (a[2].kind != "null" and ba is None)
+            or a[6].value
+        ):
+            raise Unsupported("conv2d needs 4-d input, constant weights, not transposed")
+        stride, pad, dil = _pair(a[3], "stride"), _pair(a[4], "padding"), _pair(a[5], "dilation")
+        groups = int(a[8].value)
+        return Op(
+            "conv2d",
+            [x],
+            [out],
+            attrs=dict(
+                w=wa.astype(np.float32), b=ba, stride=stride, pad=pad, dil=dil, groups=groups
+            ),
+        )
+    if k == "aten::_native_batch_norm_legit_no_training.out":
+        x = _t(a[0])
+        if not _f32(x) or len(x.shape) < 2 or not all(only_here(_out(ins, i)) for i in (1, 2)):
+            raise Unsupported("batch norm")
+        w = None if a[1].kind == "null" else _const_arr(_t(a[1]))
+        b = None if a[2].kind == "null" else _const_arr(_t(a[2]))
+        mean, var = _const_arr(_t(a[3])), _const_arr(_t(a[4]))
+        if (
+            mean is None
+            or var is None
+            or (a[1].kind != "null" and w is None)
+            or (a[2].kind != "null" and b is None)
+        ):
+            raise Unsupported("batch norm with non-constant statistics")
+        eps = float(a[6].value)
+        c = x.shape[1]
+        scale = (1.0 / np.sqrt(var.astype(np.float64) + eps)) * (w if w is not None else 1.0)
+        shift = (b if b is not None else 0.0) - mean * scale
+        return Op(
+            "bn",
+            [x],
+            [out],
+            attrs=dict(
+                scale=np.broadcast_to(scale, (c,)).astype(np.float64),
+                shift=np.broadcast_to(shift, (c,)).astype(np.float64),
+            ),
+        )
+    if k == "aten::relu.out":
+        return Op("unary", [_f32x(a[0])], [out], act="clamp", fp=[0.0, INF])
+    if k == "aten::hardtanh.out":
+        act, fp = _clamp(_num(a[1]), _num(a[2]))
+        return Op("unary", [_f32x(a[0])], [out], act=act, fp=fp)
+    if k == "aten::clamp.out":
+        act, fp = _clamp(_num(a[1]), _num(a[2]))
+        return Op("unary", [_f32x(a[0])], [out], act=act, fp=fp)
+    if k == "aten::gelu.out":
+        approx = a[1].value if a[1].kind == "string" else "none"
+        return Op("unary", [_f32x(a[0])], [out], act="gelu_tanh" if approx == "tanh" else "gelu")
+    if k in UNARY:
+        return Op("unary", [_f32x(a[0])], [out], act=UNARY[k])
+    if k in BINARY_T:
+        x, y = _t(a[0]), _t(a[1])
+        if k in ("aten::add.out", "aten::sub.out") and _num(a[2]) != 1.0:
+            raise Unsupported("alpha != 1")
+        if k == "aten::div.out" and len(a) > 4 and a[2].kind == "string":
+            raise Unsupported("div with rounding mode")
+        return _binary(BINARY_T[k], x, y, out)
+    if k in BINARY_S:
+        x = _f32x(a[0])
+        s = _num(a[1])
+        if s is None:
+            raise Unsupported("scalar")
+        op = BINARY_S[k]
+        if op in ("add", "sub", "rsub") and _num(a[2]) != 1.0:
+            raise Unsupported("alpha != 1")
+        return Op("binary", [x, None], [out], ip=[B.BIN[op]], fp=[-INF, INF, s])
+    if k in ("aten::addmm.out", "aten::mm.out", "aten::bmm.out"):
+        if k == "aten::addmm.out":
+            bias, m1, m2 = _t(a[0]), _t(a[1]), _t(a[2])
+            if _num(a[3]) != 1.0 or _num(a[4]) != 1.0:
+                raise Unsupported("addmm with beta/alpha")
+            if (
+                not _f32(bias)
+                or math.prod(bias.shape) != m2.shape[-1]
+                or (len(bias.shape) == 2 and bias.shape[0] != 1)
+            ):
+                raise Unsupported("addmm bias is not a row")
+        else:
+            bias, m1, m2 = None, _t(a[0]), _t(a[1])
+        if not (_f32(m1) and _f32(m2)) or _const_arr(m1) is not None:
+            raise Unsupported("gemm operands")
+        batch = m1.shape[0] if k == "aten::bmm.out" else 1
+        m, kk = m1.shape[-2], m1.shape[-1]
+        n = m2.shape[-1]
+        m2c = _const_arr(m2)
+        b_packed = m2c is not None and batch == 1
+        bop = (
+            Const(B.pack_b_panels(m2c.reshape(kk, n)), ("bpack", id(m2)))
+            if b_packed
+            else _operand(m2)
+        )
+        ins_ = [m1, bop, None if bias is None else _operand(bias)]
+        return Op(
+            "gemm",
+            ins_,
+            [out],
+            ip=[
+                batch,
+                m,
+                kk,
+                n,
+                m * kk if batch > 1 else 0,
+                kk * n if batch > 1 else 0,
+                0,
+                int(b_packed),
+            ],
+        )
+    if k == "aten::max_pool2d_with_indices.out":
+        x = _f32x(a[0])
+        if len(x.shape) != 4 or not only_here(_out(ins, 1)):
+            raise Unsupported("max pool")
+        kernel, stride = _pair(a[1], "kernel"), _pair(a[2], "stride", empty_ok=True)
+        pad, dil = _pair(a[3], "padding"), _pair(a[4], "dilation")
+        stride = stride or kernel
+        _pool_fits(x, kernel, pad, dil)
+        return Op("maxpool2d", [x], [out], ip=[*kernel, *stride, *pad, *dil, 0, 0])
+    if k == "aten::avg_pool2d.out":
+        x = _f32x(a[0])
+        kernel, stride = _pair(a[1], "kernel"), _pair(a[2], "stride", empty_ok=True)
+        pad = _pair(a[3], "padding")
+        stride = stride or kernel
+        include_pad = bool(a[5].value)
+        div = 0 if a[6].kind == "null" else int(a[6].value)
+        if len(x.shape) != 4:
+            raise Unsupported("avg pool")
+        _pool_fits(x, kernel, pad, [1, 1])
+        return Op("avgpool2d", [x], [out], ip=[*kernel, *stride, *pad, 1, 1, int(include_pad), div])
+    if k == "aten::_adaptive_avg_pool2d.out":
+        x = _f32x(a[0])
+        oh, ow = _ints(a[1])
+        h, w = x.shape[-2:]
+        if len(x.shape) != 4:
+            raise Unsupported("adaptive pool rank")
+        if (oh, ow) == (1, 1):
+            return Op("mean", [x], [out], ip=[x.shape[0] * x.shape[1], h * w, 1])
+        if h % oh or w % ow:
+            raise Unsupported("adaptive pool with uneven windows")
+        return Op(
+            "avgpool2d", [x], [out], ip=[h // oh, w // ow, h // oh, w // ow, 0, 0, 1, 1, 0, 0]
+        )
+    if k in ("aten::mean.out", "aten::mean.dim_out"):
+        x = _f32x(a[0])
+        nd = len(x.shape)
+        dims = sorted({d % nd for d in _ints(a[1])}) if a[1].kind == "intlist" else list(range(nd))
+        if a[3].kind != "null" or not dims or dims != list(range(dims[0], dims[-1] + 1)):
+            raise Unsupported("mean over non-adjacent dims")
+        outer = math.prod(x.shape[: dims[0]])
+        cols = math.prod(x.shape[dims[0] : dims[-1] + 1])
+        inner = math.prod(x.shape[dims[-1] + 1 :])
+        if cols == 0:
+            raise Unsupported("empty mean")
+        return Op("mean", [x], [out], ip=[outer, cols, inner])
+    if k in ("aten::_softmax.out", "aten::_log_softmax.out"):
+        x = _f32x(a[0])
+        nd = len(x.shape)
+        if nd == 0 or int(a[1].value) % nd != nd - 1:
+            raise Unsupported("softmax over a non-last dim")
+        cols = x.shape[-1]
+        return Op(
+            "softmax",
+            [x],
+            [out],
+            ip=[math.prod(x.shape) // cols, cols, 1, int(k == "aten::_log_softmax.out")],
+        )
+    if k == "aten::native_layer_norm.out":
+        x = _f32x(a[0])
+        if not (only_here(_out(ins, 1)) and only_here(_out(ins, 2))):
+            raise Unsupported("layer norm statistics are used")
+        cols = math.prod(_ints(a[1]))
+        w = None if a[2].kind == "null" else _operand(_t(a[2]))
+        b = None if a[3].kind == "null" else _operand(_t(a[3]))
+        return Op(
+            "layernorm",
+            [x, w, b],
+            [out],
+            ip=[math.prod(x.shape) // cols, cols],
+            fp=[float(a[4].value)],
+        )
+    if k == "aten::permute_copy.out":
+        x = _f32x(a[0])
+        dims = [d % max(len(x.shape), 1) for d in _ints(a[1])]
+        return Op("permute", [x], [out], ip=dims)
+    if k in COPIES:
+        x = _f32x(a[0])
+        if math.prod(x.shape) != math.prod(out.shape):
+            raise Unsupported("copy changes the element count")
+        return Op("copy", [x], [out])
+    if k == "aten::cat.out":
+        if a[0].kind != "tensorlist" or not 1 <= len(a[0].value) <= 4:
+            raise Unsupported("cat of more than 4")
+        xs = a[0].value
+        nd = len(out.shape)
+        dim = int(a[1].value) % nd
+        if not all(_f32(x) and len(x.shape) == nd for x in xs):
+            raise Unsupported("cat operands")
+        outer = math.prod(out.shape[:dim])
+        rows = [math.prod(x.shape[dim:]) for x in xs]
+        return Op("cat", [_operand(x) for x in xs], [out], ip=[outer, len(xs), *rows])
+    if k == "aten::slice_copy.Tensor_out":
+        x = _f32x(a[0])
+        nd = len(x.shape)
+        dim = int(a[1].value) % nd
+        n = x.shape[dim]
+        start = 0 if a[2].kind == "null" else int(a[2].value)
+        end = n if a[3].kind == "null" else int(a[3].value)
+        step = int(a[4].value)
+        start, end, step = slice(start, end, step).indices(n)
+        length = len(range(start, end, step))
+        if length != out.shape[dim]:
+            raise Unsupported("slice shape")
+        return Op(
+            "slice",
+            [x],
+            [out],
+            ip=[math.prod(x.shape[:dim]), n, math.prod(x.shape[dim + 1 :]), start, step, length],
+        )
+    raise Unsupported(k)
+
+
+def _pool_fits(x: TensorSpec, kernel: list[int], pad: list[int], dil: list[int]) -> None:
+    """Raise Unsupported for a pool window larger than the padded input (torch allows one in
+    ceil mode: a 1-row map, window 2; the runtime refuses it)."""
+    for a in range(2):
+        if dil[a] * (kernel[a] - 1) + 1 > x.shape[2 + a] + 2 * pad[a]:
+            raise Unsupported("pool window larger than the padded input (ceil mode)")
+
+
+def _f32x(a: Arg) -> TensorSpec:
+    t = _t(a)
+    if not _f32(t) or _const_arr(t) is not None:
+        raise Unsupported("operand is not an f32 activation")
+    return t
+
+
+def _binary(op: str, x: TensorSpec, y: TensorSpec, out: TensorSpec) -> Op:
+    if not (_f32(x) and _f32(y)):
+        raise Unsupported("binary operands are not f32")
+    xa, ya = _const_arr(x), _const_arr(y)
+    if xa is not None and ya is not None:
+        raise Unsupported("constant binary")
+    if ya is not None and ya.size == 1:
+        return Op(
+            "binary", [x, None], [out], ip=[B.BIN[op]], fp=[-INF, INF, float(ya.reshape(-1)[0])]
+        )
+    if xa is not None and xa.size == 1 and op in ("add", "mul", "sub"):
+        v = float(xa.reshape(-1)[0])
+        if op == "sub":
+            return Op("binary", [y, None], [out], ip=[B.BIN["rsub"]], fp=[-INF, INF, v])
+        return Op("binary", [y, None], [out], ip=[B.BIN[op]], fp=[-INF, INF, v])
+    return Op("binary", [_operand(x), _operand(y)], [out], ip=[B.BIN[op]], fp=[-INF, INF])
