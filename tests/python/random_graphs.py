@@ -3,7 +3,8 @@
 :func:`make_case` turns a seed into one small random network (a :class:`Sub`) and its inputs:
 a CNN (NCHW, NHWC-permuted or non-contiguous input), a sequence model ([B, S, D]) or an
 elementwise graph with broadcasting, of 1-7 steps drawn from what ``lower()`` and the fusion
-helpers in ``ember/backends/cpu/partition.py`` handle: conv2d (groups, depthwise, dilation,
+helpers in ``ember/backends/cpu/{lowering,fusion}.py`` handle: conv2d (groups, depthwise,
+dilation,
 stride, padding incl. "same" / "valid", large channel counts for the transposed and Winograd
 paths), batch norm (folded or a channel affine), every fused activation and the hardswish /
 hardsigmoid / silu decompositions, linear / addmm / mm / bmm / matmul, binary ops with
