@@ -46,7 +46,9 @@ def main() -> int:
         tmp = pte.with_suffix(".tmp")
         ember.llm.export(gguf, tmp, max_seq_len=512, max_prefill=128, quant=QUANT)
         os.replace(tmp, pte)
-        log.info("exported in %.0f s: %.1f MiB", time.perf_counter() - t, pte.stat().st_size / 2**20)
+        log.info(
+            "exported in %.0f s: %.1f MiB", time.perf_counter() - t, pte.stat().st_size / 2**20
+        )
     exe = ROOT / "build" / "ember-llm"
     cmd = [str(exe), "--model", str(pte), "--tokenizer", str(gguf), "--prompt", PROMPT, "--chat"]
     cmd += ["--max-new-tokens", "96", "--threads", str(min(2, os.cpu_count() or 1))]
