@@ -8,7 +8,7 @@ prints: runtime RAM (program + method bookkeeping + planned arenas + kernel scra
 instructions per inference, test-image hits, .text/.rodata/.data/.bss and the runtime + kernel
 code. Writes a Markdown table (``--md``) and JSON (``--json``).
 
-    .venv/bin/python mcu/bench.py --models build-mcu/models --md bench/results/mcu_table.md
+    .venv/bin/python mcu/bench.py --models build-mcu/models --md bench/results/mcu.md
 """
 
 from __future__ import annotations
