@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "ember/platform.h"
-#include "tokenizer_internal.h"
+#include "tokenizer_model.h"
 
 typedef struct rd {
   const uint8_t *p;

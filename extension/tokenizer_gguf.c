@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "ember/platform.h"
-#include "tokenizer_internal.h"
+#include "tokenizer_model.h"
 
 enum {
   GG_U8 = 0,

@@ -1,5 +1,8 @@
 /*
- * tokenizer_internal.h — the tokenizer's shared representation (private to extension/tokenizer*.c).
+ * tokenizer_internal.h — the tokenizer's shared representation and its text layer (private to
+ * extension/tokenizer*.c): the em_tokenizer structure, UTF-8 and Unicode classes
+ * (tokenizer_unicode.c) and the pre-tokenizer (tokenizer_pretok.c). The functions that build an
+ * em_tokenizer are in tokenizer_model.h.
  *
  * Every loader fills one em_tokenizer: token bytes in one blob, a hash from bytes to id, a hash
  * from merge pairs to (rank, merged id), and the bytes each token decodes to. Invariants after
@@ -65,35 +68,6 @@ int em_tok_uclass(uint32_t cp);
 /* Decodes one UTF-8 character at s[0..n) (n >= 1); invalid bytes decode as themselves with
  * length 1 and class OTHER. Returns the byte length. */
 size_t tok_utf8_next(const uint8_t *s, size_t n, uint32_t *cp_out);
-
-/* Allocation of a tokenizer with n_vocab empty tokens. */
-em_tokenizer *tok_alloc(em_tokenizer_model model, size_t n_vocab);
-
-/* Sets token id's raw bytes, score and type. */
-int tok_set(em_tokenizer *t, size_t id, const char *bytes, size_t n, float score, uint8_t type);
-
-/* Adds merge (a, b) with the next rank; returns 0 on failure (unknown merged token is skipped). */
-int tok_add_merge(em_tokenizer *t, int32_t a, int32_t b);
-
-/* Builds hashes, byte ids, decoded pieces and special lists; returns EM_OK or an error. */
-em_status tok_finish(em_tokenizer *t);
-
-/* Builds the bytes -> id hash once all tokens are set (tok_finish calls it too). */
-em_status tok_index_vocab(em_tokenizer *t);
-
-/* Looks up raw bytes; -1 when absent (or before tok_index_vocab). */
-int32_t tok_lookup(const em_tokenizer *t, const char *s, size_t n);
-
-/* GPT-2 byte<->unicode mapping: code point of byte b; and the byte of code point cp (-1). */
-uint32_t tok_byte_to_cp(uint8_t b);
-int tok_cp_to_byte(uint32_t cp);
-
-/* Converts a GPT-2-mapped token string to raw bytes into out (capacity >= n); returns the raw
- * length, or (size_t)-1 when a character is not in the mapping. */
-size_t tok_unmap_bytelevel(const char *s, size_t n, char *out);
-
-/* Reads a whole file into a malloc'd buffer (NUL-terminated). */
-em_status tok_read_file(const char *path, char **buf_out, size_t *n_out);
 
 /* Pre-tokenizes text into spans; calls fn(ctx, start, end) for each piece. */
 typedef int (*tok_span_fn)(void *ctx, size_t start, size_t end);

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "ember/platform.h"
-#include "tokenizer_internal.h"
+#include "tokenizer_model.h"
 
 enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
 

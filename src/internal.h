@@ -1,6 +1,7 @@
 /*
  * internal.h — runtime-internal structures shared by program, data map,
- * verifier and method code. Not installed.
+ * verifier and method code. Not installed. It includes verify.h (the verifier and
+ * the checked Tensor / Operator table readers) for the files that use both.
  */
 #ifndef EMBER_SRC_INTERNAL_H
 #define EMBER_SRC_INTERNAL_H
@@ -13,6 +14,7 @@
 #include "ember/program.h"
 #include "flatbuf.h"
 #include "schema.h"
+#include "verify.h"
 
 /* Logs an error and returns `status` from the current function. */
 #define EM_FAIL(status, ...)                                                                       \
@@ -64,45 +66,16 @@ struct em_program {
   struct em_data_map named;
 };
 
-/* Loads segment `idx` of the program; bounds-checked against the file. */
+/* Loads segment `idx` of the program; bounds-checked against the file (program_segments.c). */
 em_status em_program_segment(const em_program *p, uint32_t idx, const uint8_t **data,
                              uint64_t *size);
 
-/* Constant buffer `idx`: pointer and available bytes. */
+/* Constant buffer `idx`: pointer and available bytes (program_segments.c). */
 em_status em_program_constant(const em_program *p, uint32_t idx, const uint8_t **data,
                               uint64_t *avail);
 
-/* Mutable initial-state buffer `idx`: pointer and available bytes. */
+/* Mutable initial-state buffer `idx`: pointer and available bytes (program_segments.c). */
 em_status em_program_mutable(const em_program *p, uint32_t idx, const uint8_t **data,
                              uint64_t *avail);
-
-/* Full verification of a loaded program (verify.c). */
-em_status em_program_verify(em_program *p);
-
-/*
- * Reads the shape of a Tensor table: dtype, rank, sizes, dim order, numel
- * and nbytes, checking every rule of docs/pte-format.md §5. Used by the verifier,
- * by method metadata and by method preparation.
- */
-typedef struct tensor_desc {
-  int8_t dtype;
-  uint8_t dynamism;
-  int32_t dim;
-  int64_t sizes[EM_MAX_DIM];
-  uint8_t dim_order[EM_MAX_DIM];
-  int64_t numel;
-  uint64_t nbytes;
-  uint32_t data_buffer_idx;
-  bool planned;
-  uint32_t memory_id;
-  uint64_t memory_offset;
-  bool external;
-  const char *fqn;
-} tensor_desc;
-
-em_status em_tensor_desc_read(fb_reader *r, fb_tab tensor, tensor_desc *d);
-
-/* Writes "name.overload" (or "name") of an Operator table into buf. */
-em_status em_operator_name(fb_reader *r, fb_tab op, char *buf, size_t len);
 
 #endif /* EMBER_SRC_INTERNAL_H */

@@ -1,14 +1,18 @@
 /*
- * program.c — loading a `.pte`: headers, segments, constants, method metadata.
+ * program.c — loading a `.pte`: headers, the segment and constant tables, method metadata.
  *
  * Layout (docs/pte-format.md §2): u32 root offset, "ET12", an optional "eh00"
  * extended header at byte 8 (program_size, segment_base_offset,
  * segment_data_size), the flatbuffer, then 128-aligned segments. Everything the
  * program hands out points into the loader's bytes (zero copy).
+ *
+ * Layers below this file: program_segments.c (segment, constant and mutable-data ranges) and
+ * verify.c (verification at load, the Tensor / Operator table readers of the metadata).
  */
 #include <string.h>
 
 #include "internal.h"
+#include "verify.h"
 
 #define HEAD_BYTES 64
 #define EH_MAGIC   "eh00"
@@ -137,72 +141,6 @@ em_status em_program_load(em_data_loader *loader, em_verification verification, 
   if (p->r.bad)
     EM_FAIL(EM_ERR_INVALID_PROGRAM, "malformed program: %s at byte %u", p->r.why, p->r.where);
   *program_out = p;
-  return EM_OK;
-}
-
-em_status em_program_segment(const em_program *p, uint32_t idx, const uint8_t **data,
-                             uint64_t *size) {
-  fb_reader r = p->r;
-  if (idx >= p->segments.n)
-    EM_FAIL(EM_ERR_INVALID_PROGRAM, "segment index %u out of range (%u segments)", idx,
-            p->segments.n);
-  fb_tab seg = fb_vec_table(&r, p->segments, idx);
-  uint64_t off = fb_u64(&r, seg, SEGMENT_OFFSET, 0);
-  uint64_t n = fb_u64(&r, seg, SEGMENT_SIZE, 0);
-  if (r.bad) EM_FAIL(EM_ERR_INVALID_PROGRAM, "bad segment %u: %s", idx, r.why);
-  if (p->seg_base > p->file_size || off > p->file_size - p->seg_base ||
-      n > p->file_size - p->seg_base - off)
-    EM_FAIL(EM_ERR_INVALID_PROGRAM, "segment %u [%llu, +%llu) lies outside the file", idx,
-            (unsigned long long)off, (unsigned long long)n);
-  const void *d = NULL;
-  EM_TRY(p->loader->load(p->loader, p->seg_base + off, n, &d));
-  *data = d;
-  *size = n;
-  return EM_OK;
-}
-
-em_status em_program_constant(const em_program *p, uint32_t idx, const uint8_t **data,
-                              uint64_t *avail) {
-  fb_reader r = p->r;
-  if (p->legacy_constants) {
-    if (idx >= p->constant_buffer.n)
-      EM_FAIL(EM_ERR_INVALID_PROGRAM, "constant buffer %u out of range (%u)", idx,
-              p->constant_buffer.n);
-    fb_tab b = fb_vec_table(&r, p->constant_buffer, idx);
-    fb_vec s = fb_vector(&r, b, BUFFER_STORAGE, 1, 16);
-    if (r.bad) EM_FAIL(EM_ERR_INVALID_PROGRAM, "bad constant buffer %u: %s", idx, r.why);
-    *data = p->bytes + s.data;
-    *avail = s.n;
-    return EM_OK;
-  }
-  if (idx >= p->const_offsets.n)
-    EM_FAIL(EM_ERR_INVALID_PROGRAM, "constant %u out of range (%u constants)", idx,
-            p->const_offsets.n);
-  uint64_t off = fb_vec_u64(&r, p->const_offsets, idx);
-  if (off > p->const_seg_size)
-    EM_FAIL(EM_ERR_INVALID_PROGRAM, "constant %u offset %llu past its %llu-byte segment", idx,
-            (unsigned long long)off, (unsigned long long)p->const_seg_size);
-  *data = p->const_seg + off;
-  *avail = p->const_seg_size - off;
-  return EM_OK;
-}
-
-em_status em_program_mutable(const em_program *p, uint32_t idx, const uint8_t **data,
-                             uint64_t *avail) {
-  fb_reader r = p->r;
-  if (!fb_present(p->mutable_seg))
-    EM_FAIL(EM_ERR_INVALID_PROGRAM, "tensor has initial state %u but no mutable_data_segments",
-            idx);
-  fb_vec offs = fb_vector(&r, p->mutable_seg, SUBSEGMENT_OFFSETS, 8, 8);
-  uint32_t seg = fb_u32(&r, p->mutable_seg, SUBSEGMENT_INDEX, 0);
-  if (r.bad || idx >= offs.n) EM_FAIL(EM_ERR_INVALID_PROGRAM, "mutable data %u out of range", idx);
-  const uint8_t *base;
-  uint64_t n;
-  EM_TRY(em_program_segment(p, seg, &base, &n));
-  uint64_t off = fb_vec_u64(&r, offs, idx);
-  if (off > n) EM_FAIL(EM_ERR_INVALID_PROGRAM, "mutable data %u offset past its segment", idx);
-  *data = base + off;
-  *avail = n - off;
   return EM_OK;
 }
 
@@ -364,27 +302,4 @@ const char *em_method_meta_delegate_id(const em_method_meta *m, size_t i) {
   if (i >= ds.n) return NULL;
   const char *s = fb_string(&r, fb_vec_table(&r, ds, (uint32_t)i), DELEGATE_ID, NULL);
   return r.bad ? NULL : s;
-}
-
-em_status em_operator_name(fb_reader *r, fb_tab op, char *buf, size_t len) {
-  uint32_t nl = 0, ol = 0;
-  const char *name = fb_string(r, op, OPERATOR_NAME, &nl);
-  const char *ov = fb_string(r, op, OPERATOR_OVERLOAD, &ol);
-  if (!name || r->bad) EM_FAIL(EM_ERR_INVALID_PROGRAM, "operator without a name");
-  size_t need = nl + (ol ? ol + 1 : 0) + 1;
-  if (need > len) EM_FAIL(EM_ERR_INVALID_PROGRAM, "operator name of %zu bytes is too long", need);
-  memcpy(buf, name, nl);
-  size_t n = nl;
-  if (ol) {
-    buf[n++] = '.';
-    memcpy(buf + n, ov, ol);
-    n += ol;
-  }
-  buf[n] = '\0';
-  /* Names are printed in messages and `ember info`: printable ASCII only. */
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)buf[i] < 0x20 || (unsigned char)buf[i] > 0x7e)
-      EM_FAIL(EM_ERR_INVALID_PROGRAM, "operator name has a non-printable byte 0x%02x at %zu",
-              (unsigned char)buf[i], i);
-  return EM_OK;
 }

@@ -8,10 +8,16 @@
  * value kinds matching their use (list items, instruction arguments, jump
  * destinations), segment and constant ranges inside the file. After it passes,
  * method preparation cannot read outside the file.
+ *
+ * Also the checked readers of Tensor and Operator tables (em_tensor_desc_read, em_operator_name)
+ * that program metadata and method preparation use (verify.h). A layer below program.c: it reads
+ * the parsed flatbuffer and the program's byte ranges (program_segments.c) and calls nothing in
+ * program.c.
  */
 #include <string.h>
 
 #include "internal.h"
+#include "verify.h"
 
 #define VFAIL(...) EM_FAIL(EM_ERR_INVALID_PROGRAM, __VA_ARGS__)
 
@@ -507,5 +513,28 @@ em_status em_program_verify(em_program *p) {
   for (uint32_t i = 0; i < p->plans.n && !r->bad; i++)
     EM_TRY(verify_plan(p, fb_vec_table(r, p->plans, i), &alias_budget));
   if (r->bad) VFAIL("malformed program: %s at byte %u", r->why, r->where);
+  return EM_OK;
+}
+
+em_status em_operator_name(fb_reader *r, fb_tab op, char *buf, size_t len) {
+  uint32_t nl = 0, ol = 0;
+  const char *name = fb_string(r, op, OPERATOR_NAME, &nl);
+  const char *ov = fb_string(r, op, OPERATOR_OVERLOAD, &ol);
+  if (!name || r->bad) EM_FAIL(EM_ERR_INVALID_PROGRAM, "operator without a name");
+  size_t need = nl + (ol ? ol + 1 : 0) + 1;
+  if (need > len) EM_FAIL(EM_ERR_INVALID_PROGRAM, "operator name of %zu bytes is too long", need);
+  memcpy(buf, name, nl);
+  size_t n = nl;
+  if (ol) {
+    buf[n++] = '.';
+    memcpy(buf + n, ov, ol);
+    n += ol;
+  }
+  buf[n] = '\0';
+  /* Names are printed in messages and `ember info`: printable ASCII only. */
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)buf[i] < 0x20 || (unsigned char)buf[i] > 0x7e)
+      EM_FAIL(EM_ERR_INVALID_PROGRAM, "operator name has a non-printable byte 0x%02x at %zu",
+              (unsigned char)buf[i], i);
   return EM_OK;
 }

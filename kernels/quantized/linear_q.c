@@ -1,7 +1,10 @@
 /*
- * linear_q.c — the driver of ember::linear_q4.out / ember::linear_q8.out (linear_q.h): argument
- * checks, per-row dynamic activation quantization into temp memory, the once-per-process choice of
- * micro-kernels, and the split of the output columns over the thread pool.
+ * linear_q.c — the operator entries and the driver of ember::linear_q4.out / ember::linear_q8.out
+ * (linear_q.h): argument checks, per-row dynamic activation quantization into temp memory, the
+ * once-per-process choice of micro-kernels, and the split of the output columns over the thread
+ * pool. The top of the linear_q files: it calls down into the portable reference loops
+ * (linear_q4.c, linear_q8.c) and the SIMD micro-kernels (linear_q_gemm__<isa>.c), which call
+ * nothing here (tests/python/test_layering.py keeps it so).
  *
  * Work split: output columns over em_parallel_for_static (one contiguous range per thread, so each
  * core streams its own part of the weights once). Decode and short inputs (M < 4) run the MR x NR
@@ -433,4 +436,15 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
     em_parallel_for_static(ctx ? ctx->pool : NULL, n_tiles, run_tiles, &j);
   }
   return EM_OK;
+}
+
+/* The operator entries (ops.def): ember::linear_q4.out and ember::linear_q8.out. */
+em_status em_linear_q4_out(em_kernel_ctx *ctx, em_evalue **args);
+em_status em_linear_q4_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return em_linear_q_run(ctx, args, 4);
+}
+
+em_status em_linear_q8_out(em_kernel_ctx *ctx, em_evalue **args);
+em_status em_linear_q8_out(em_kernel_ctx *ctx, em_evalue **args) {
+  return em_linear_q_run(ctx, args, 8);
 }

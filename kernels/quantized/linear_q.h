@@ -133,12 +133,12 @@ em_status em_linear_q_force_isa(const char *isa);
 /* The ISA the linear_q kernels use now (detected once on first use). */
 const char *em_linear_q_isa(void);
 
-/* Shared body of ember::linear_q4.out (bits 4) and ember::linear_q8.out (bits 8). */
+/* Shared body of ember::linear_q4.out (bits 4) and ember::linear_q8.out (bits 8) (linear_q.c). */
 em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits);
 
 /*
  * Portable reference: y[m, n0..n1) for every row m of plain activations (qa [m*k], a_scale
- * [m*k/32]), exactly the block order of the Python reference.
+ * [m*k/32]), exactly the block order of the Python reference (linear_q4.c, linear_q8.c).
  */
 void em_linear_q4_portable(int64_t m, int64_t n0, int64_t n1, int64_t k, int64_t group,
                            const int8_t *qa, const float *sa, const uint8_t *w, const float *ws,

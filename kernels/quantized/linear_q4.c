@@ -1,11 +1,12 @@
 /*
- * linear_q4.c — ember::linear_q4.out: f32 input times 4-bit groupwise weights (uint8 [N, K/2],
- * element 2j in the high nibble of byte j, 2j+1 in the low one, each stored q + 8), f32 out, with
- * the input quantized dynamically per row in blocks of 32 (linear_q.h, python/ember/quant/llm.py).
- * This file holds the operator entry and the portable reference loop; the driver is linear_q.c and
- * the SIMD micro-kernels are linear_q_gemm__<isa>.c.
+ * linear_q4.c — the portable reference loop of ember::linear_q4.out: f32 input times 4-bit
+ * groupwise weights (uint8 [N, K/2], element 2j in the high nibble of byte j, 2j+1 in the low one,
+ * each stored q + 8), f32 out, with the input quantized dynamically per row in blocks of 32
+ * (linear_q.h, python/ember/quant/llm.py). The operator entry and the driver that calls this loop
+ * are in linear_q.c (this file calls nothing there); the SIMD micro-kernels are
+ * linear_q_gemm__<isa>.c.
  *
- * Args: [input f32 [.., K], weight u8 [N, K/2], scales f32 [N, K/group], group_size,
+ * Operator args: [input f32 [.., K], weight u8 [N, K/2], scales f32 [N, K/group], group_size,
  *        bias f32 [N]?, offsets f32 (shape of scales)?,
  *        out f32 [.., N], ret]
  */
@@ -33,9 +34,4 @@ void em_linear_q4_portable(int64_t m, int64_t n0, int64_t n1, int64_t k, int64_t
       y[r * ldy + n] = bias ? acc + bias[n] : acc;
     }
   }
-}
-
-em_status em_linear_q4_out(em_kernel_ctx *ctx, em_evalue **args);
-em_status em_linear_q4_out(em_kernel_ctx *ctx, em_evalue **args) {
-  return em_linear_q_run(ctx, args, 4);
 }

@@ -1,11 +1,12 @@
 /*
- * linear_q8.c — ember::linear_q8.out: f32 input times int8 weights [N, K] with one scale per output
- * channel (group_size 0, scales [N]) or per group of 32/64/128 inputs (scales [N, K/group]), f32
- * out, the input quantized dynamically per row in blocks of 32 (linear_q.h,
- * python/ember/quant/llm.py). This file holds the operator entry and the portable reference loop;
- * the driver is linear_q.c and the SIMD micro-kernels are linear_q_gemm__<isa>.c.
+ * linear_q8.c — the portable reference loop of ember::linear_q8.out: f32 input times int8 weights
+ * [N, K] with one scale per output channel (group_size 0, scales [N]) or per group of 32/64/128
+ * inputs (scales [N, K/group]), f32 out, the input quantized dynamically per row in blocks of 32
+ * (linear_q.h, python/ember/quant/llm.py). The operator entry and the driver that calls this loop
+ * are in linear_q.c (this file calls nothing there); the SIMD micro-kernels are
+ * linear_q_gemm__<isa>.c.
  *
- * Args: [input f32 [.., K], weight i8 [N, K], scales f32, group_size, bias f32 [N]?,
+ * Operator args: [input f32 [.., K], weight i8 [N, K], scales f32, group_size, bias f32 [N]?,
  *        out f32 [.., N], ret]
  */
 #include "quantized/linear_q.h"
@@ -30,9 +31,4 @@ void em_linear_q8_portable(int64_t m, int64_t n0, int64_t n1, int64_t k, int64_t
       y[r * ldy + n] = bias ? acc + bias[n] : acc;
     }
   }
-}
-
-em_status em_linear_q8_out(em_kernel_ctx *ctx, em_evalue **args);
-em_status em_linear_q8_out(em_kernel_ctx *ctx, em_evalue **args) {
-  return em_linear_q_run(ctx, args, 8);
 }
