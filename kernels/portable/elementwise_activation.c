@@ -5,10 +5,14 @@
  *
  * Float-only activations reject integral inputs as ATen does; sigmoid, tanh and
  * logit compute integral inputs in f32. NaN inputs propagate through clamps.
+ * The all-f32 rows here are plain C; sigmoid and silu take faster bodies (AVX-512F on x86-64)
+ * from the optional optimized layer when its table has them (kernels/optimized/,
+ * portable/fast_config.h).
  */
 #include <math.h>
 
 #include "portable/ew_util.h"
+#include "portable/fast_config.h"
 
 /* Checks self (args[0]) and the out tensor at args[oi]; float_only rejects non-float self. */
 static em_status act_args(em_kernel_ctx *ctx, em_evalue **args, int oi, bool float_only,
@@ -133,64 +137,6 @@ EW_F32_ROW_UNARY(row_sigmoid, A != A ? A : 1.0f / (1.0f + expf(-A)))
 EW_F32_ROW_UNARY(row_silu, A != A ? A : A / (1.0f + expf(-A)))
 EW_F32_ROW_UNARY(row_act, f32_act(&A, op))
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
-/*
- * Sigmoid and silu on AVX-512 CPUs (the LLM feed-forward's gate): e^-x from ember/vmath_exp.h,
- * whose scalar (f32) and 16-lane row forms give the same bits as ew_op requires.
- */
-#include "ember/cpu.h"
-#include "ember/vmath_exp.h"
-
-static float f32_sigmoid_recipe(const float *x, const ew_op *op) {
-  (void)op;
-  float a = x[0];
-  return a != a ? a : 1.0f / (1.0f + exp_recipe(-a));
-}
-
-static float f32_silu_recipe(const float *x, const ew_op *op) {
-  (void)op;
-  float a = x[0];
-  return a != a ? a : a / (1.0f + exp_recipe(-a));
-}
-
-/* silu != 0: x / (1 + e^-x), else 1 / (1 + e^-x); NaN lanes keep x. */
-__attribute__((target("avx512f"))) static void row_gate512(float *o, const float *const *x,
-                                                           const int64_t *s, int64_t n, int silu) {
-  const float *a = x[0];
-  if (!s[0]) {
-    float v = silu ? f32_silu_recipe(a, NULL) : f32_sigmoid_recipe(a, NULL);
-    for (int64_t i = 0; i < n; i++) o[i] = v;
-    return;
-  }
-  const __m512 one = _mm512_set1_ps(1.0f);
-  for (int64_t i = 0; i < n; i += 16) {
-    __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-    __m512 v = _mm512_maskz_loadu_ps(m, a + i);
-    __m512 e = exp_recipe512(_mm512_sub_ps(_mm512_setzero_ps(), v));
-    __m512 y = _mm512_div_ps(silu ? v : one, _mm512_add_ps(one, e));
-    y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
-    _mm512_mask_storeu_ps(o + i, m, y);
-  }
-}
-
-static void row_sigmoid512(float *o, const float *const *x, const int64_t *s, int64_t n,
-                           const ew_op *op) {
-  (void)op;
-  row_gate512(o, x, s, n, 0);
-}
-
-static void row_silu512(float *o, const float *const *x, const int64_t *s, int64_t n,
-                        const ew_op *op) {
-  (void)op;
-  row_gate512(o, x, s, n, 1);
-}
-
-/* The library's one CPU probe, under its ISA cap (include/ember/cpu.h). */
-static bool have_avx512(void) { return em_cpu_features_get()->avx512f; }
-#else
-static bool have_avx512(void) { return false; }
-#endif
-
 static em_status act_mode(em_kernel_ctx *ctx, em_evalue **args, int oi, bool float_only, int mode) {
   ew_op p;
   memset(&p, 0, sizeof p);
@@ -199,14 +145,14 @@ static em_status act_mode(em_kernel_ctx *ctx, em_evalue **args, int oi, bool flo
     p.f32 = f32_act;
     p.f32_row = mode == A_SIGMOID ? row_sigmoid : mode == A_SILU ? row_silu : row_act;
   }
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
-  if ((mode == A_SIGMOID || mode == A_SILU) && have_avx512()) {
-    p.f32 = mode == A_SIGMOID ? f32_sigmoid_recipe : f32_silu_recipe;
-    p.f32_row = mode == A_SIGMOID ? row_sigmoid512 : row_silu512;
+  const em_portable_fast_config *cfg = em_portable_fast_config_get();
+  if (mode == A_SIGMOID && cfg->sigmoid && cfg->sigmoid_row) {
+    p.f32 = cfg->sigmoid;
+    p.f32_row = cfg->sigmoid_row;
+  } else if (mode == A_SILU && cfg->silu && cfg->silu_row) {
+    p.f32 = cfg->silu;
+    p.f32_row = cfg->silu_row;
   }
-#else
-  (void)have_avx512;
-#endif
   return act_float(ctx, args, oi, float_only, f_act, &p);
 }
 

@@ -13,36 +13,17 @@
  * f32 with contiguous head dims runs one task per (batch, query head) over
  * ctx->pool (dot products, softmax, axpys; see sdpa_f32_heads); other f32
  * layouts run two GEMMs per (batch, head, query chunk); f16/bf16 widen to f32;
- * otherwise a scalar reference path in double.
+ * otherwise a scalar reference path in double. The head task is plain C here
+ * (llama_attention.h); AVX2+FMA and AVX-512F bodies of it come from the
+ * optional optimized layer when its table has them (kernels/optimized/,
+ * portable/fast_config.h).
  */
+#include "portable/fast_config.h"
+#include "portable/llama_attention.h"
 #include "portable/nn_util.h"
 
 /* Scores scratch per chunk of query rows, in floats. */
 #define SDPA_SCORES_BUDGET (1 << 18)
-
-typedef struct sdpa_args {
-  em_tensor *q, *k, *v, *mask, *out;
-  int64_t B, S, Hq, Hkv, D, Dv, L, start, n_keys;
-  bool causal;
-  double scale;
-} sdpa_args;
-
-/* Additive mask value for query row s, key j (0 when there is no mask). */
-static double mask_at(const sdpa_args *a, int64_t s, int64_t j) {
-  if (!a->mask) return 0.0;
-  int64_t i = s * a->mask->strides[0] + j * a->mask->strides[1];
-  if (a->mask->dtype == EM_DTYPE_BOOL) return ((const uint8_t *)a->mask->data)[i] ? 0.0 : -INFINITY;
-  return em_load_f64(a->mask->data, a->mask->dtype, i);
-}
-
-/* Number of keys query row s may see. */
-static int64_t keys_for(const sdpa_args *a, int64_t s) {
-  return a->causal ? a->start + s + 1 : a->n_keys;
-}
-
-static int64_t off4(const em_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d) {
-  return b * t->strides[0] + s * t->strides[1] + h * t->strides[2] + d * t->strides[3];
-}
 
 /* Softmax of row[0..n) in place (masked -inf entries become 0; all -inf gives all 0). */
 static void softmax_row(float *row, int64_t n) {
@@ -76,18 +57,18 @@ static em_status sdpa_f32(em_kernel_ctx *ctx, const sdpa_args *a) {
       int64_t hk = h / rep;
       for (int64_t s0 = 0; s0 < a->S; s0 += chunk) {
         int64_t m = a->S - s0 < chunk ? a->S - s0 : chunk;
-        nn_mat qm = {qp + off4(a->q, b, s0, h, 0), a->q->strides[1], a->q->strides[3]};
-        nn_mat kt = {kp + off4(a->k, b, 0, hk, 0), a->k->strides[3], a->k->strides[1]};
+        nn_mat qm = {qp + sdpa_off4(a->q, b, s0, h, 0), a->q->strides[1], a->q->strides[3]};
+        nn_mat kt = {kp + sdpa_off4(a->k, b, 0, hk, 0), a->k->strides[3], a->k->strides[1]};
         EM_KTRY(nn_sgemm(ctx, m, nk, a->D, qm, kt, (nn_mat){sc, nk, 1}, false));
         for (int64_t i = 0; i < m; i++) {
           float *row = sc + i * nk;
-          int64_t vis = keys_for(a, s0 + i);
+          int64_t vis = sdpa_keys_for(a, s0 + i);
           for (int64_t j = 0; j < nk; j++)
-            row[j] = j < vis ? (float)(row[j] * a->scale + mask_at(a, s0 + i, j)) : -INFINITY;
+            row[j] = j < vis ? (float)(row[j] * a->scale + sdpa_mask_at(a, s0 + i, j)) : -INFINITY;
           softmax_row(row, nk);
         }
-        nn_mat vm = {vp + off4(a->v, b, 0, hk, 0), a->v->strides[1], a->v->strides[3]};
-        nn_mat om = {op + off4(a->out, b, s0, h, 0), a->out->strides[1], a->out->strides[3]};
+        nn_mat vm = {vp + sdpa_off4(a->v, b, 0, hk, 0), a->v->strides[1], a->v->strides[3]};
+        nn_mat om = {op + sdpa_off4(a->out, b, s0, h, 0), a->out->strides[1], a->out->strides[3]};
         EM_KTRY(nn_sgemm(ctx, m, a->Dv, nk, (nn_mat){sc, nk, 1}, vm, om, false));
       }
     }
@@ -101,166 +82,20 @@ static em_status sdpa_f32(em_kernel_ctx *ctx, const sdpa_args *a) {
  * softmax, then out = sum_j p_j * v_j as contiguous axpys over D. Only the
  * cache rows [0, start_pos + S) are read. Each task owns n_keys floats of
  * scores, carved from the temp allocator before the loop (no allocation in
- * workers). The body is compiled twice (portable, AVX2+FMA) like the GEMM.
+ * workers). The body is SDPA_HEAD_BODY (llama_attention.h).
  */
-typedef struct sdpa_job {
-  const sdpa_args *a;
-  float *scratch; /* n_keys floats per task */
-} sdpa_job;
-
-/* Cache rows ahead of the one in use that the dot / axpy loops ask the memory system for: the
- * caches are usually evicted by the weights streamed between two layers' attention. */
-#define SDPA_PREFETCH_ROWS 16
-
-#define SDPA_HEAD_BODY                                                                             \
-  const sdpa_args *a = j->a;                                                                       \
-  int64_t rep = a->Hq / a->Hkv, nk = a->n_keys, D = a->D;                                          \
-  for (int64_t t = begin; t < end; t++) {                                                          \
-    int64_t b = t / a->Hq, h = t % a->Hq, hk = h / rep;                                            \
-    float *sc = j->scratch + t * nk;                                                               \
-    const float *kb = (const float *)a->k->data + off4(a->k, b, 0, hk, 0);                         \
-    const float *vb = (const float *)a->v->data + off4(a->v, b, 0, hk, 0);                         \
-    int64_t ks = a->k->strides[1], vs = a->v->strides[1];                                          \
-    for (int64_t s = 0; s < a->S; s++) {                                                           \
-      const float *q = (const float *)a->q->data + off4(a->q, b, s, h, 0);                         \
-      float *o = (float *)a->out->data + off4(a->out, b, s, h, 0);                                 \
-      int64_t vis = keys_for(a, s);                                                                \
-      float mx = -INFINITY;                                                                        \
-      for (int64_t r = 0; r < vis; r++) {                                                          \
-        const float *kr = kb + r * ks;                                                             \
-        if (r + SDPA_PREFETCH_ROWS < vis)                                                          \
-          for (int64_t d = 0; d < D; d += 16)                                                      \
-            __builtin_prefetch(kr + SDPA_PREFETCH_ROWS * ks + d);                                  \
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                   \
-        int64_t d = 0;                                                                             \
-        for (; d + 8 <= D; d += 8)                                                                 \
-          for (int l = 0; l < 8; l++) acc[l] += q[d + l] * kr[d + l];                              \
-        float dot =                                                                                \
-            ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));     \
-        for (; d < D; d++) dot += q[d] * kr[d];                                                    \
-        float x = a->mask ? (float)(dot * a->scale + mask_at(a, s, r)) : (float)(dot * a->scale);  \
-        sc[r] = x;                                                                                 \
-        mx = x > mx ? x : mx;                                                                      \
-      }                                                                                            \
-      for (int64_t d = 0; d < a->Dv; d++) o[d] = 0.0f;                                             \
-      if (mx == -INFINITY) continue; /* every key masked: zeros */                                 \
-      double sum = 0.0;                                                                            \
-      for (int64_t r = 0; r < vis; r++) {                                                          \
-        sc[r] = expf(sc[r] - mx);                                                                  \
-        sum += sc[r];                                                                              \
-      }                                                                                            \
-      float inv = (float)(1.0 / sum);                                                              \
-      for (int64_t r = 0; r < vis; r++) {                                                          \
-        const float *vr = vb + r * vs;                                                             \
-        if (r + SDPA_PREFETCH_ROWS < vis)                                                          \
-          for (int64_t d = 0; d < a->Dv; d += 16)                                                  \
-            __builtin_prefetch(vr + SDPA_PREFETCH_ROWS * vs + d);                                  \
-        float pr = sc[r] * inv;                                                                    \
-        for (int64_t d = 0; d < a->Dv; d++) o[d] += pr * vr[d];                                    \
-      }                                                                                            \
-    }                                                                                              \
-  }
-
 static void sdpa_heads__scalar(void *arg, int64_t begin, int64_t end) {
   const sdpa_job *j = arg;
   SDPA_HEAD_BODY
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
-#include "ember/cpu.h"
-#include "ember/vmath_exp.h"
-
-__attribute__((target("avx2,fma"))) static void sdpa_heads__avx2(void *arg, int64_t begin,
-                                                                 int64_t end) {
-  const sdpa_job *j = arg;
-  SDPA_HEAD_BODY
-}
-
-/* The AVX-512 body for D == Dv, D a multiple of 16 up to 256 and no mask: the query row and the
- * output stay in registers, the softmax runs 16 scores at a time. Same task split as above. */
-__attribute__((target("avx512f"))) static void sdpa_heads__avx512(void *arg, int64_t begin,
-                                                                  int64_t end) {
-  const sdpa_job *j = arg;
-  const sdpa_args *a = j->a;
-  int64_t rep = a->Hq / a->Hkv, nk = a->n_keys, nv = a->D / 16;
-  const float scale = (float)a->scale;
-  for (int64_t t = begin; t < end; t++) {
-    int64_t b = t / a->Hq, h = t % a->Hq, hk = h / rep;
-    float *sc = j->scratch + t * nk;
-    const float *kb = (const float *)a->k->data + off4(a->k, b, 0, hk, 0);
-    const float *vb = (const float *)a->v->data + off4(a->v, b, 0, hk, 0);
-    int64_t ks = a->k->strides[1], vs = a->v->strides[1];
-    for (int64_t s = 0; s < a->S; s++) {
-      const float *q = (const float *)a->q->data + off4(a->q, b, s, h, 0);
-      float *o = (float *)a->out->data + off4(a->out, b, s, h, 0);
-      int64_t vis = keys_for(a, s);
-      __m512 qv[16], ov[16];
-      for (int64_t i = 0; i < nv; i++) {
-        qv[i] = _mm512_mul_ps(_mm512_loadu_ps(q + 16 * i), _mm512_set1_ps(scale));
-        ov[i] = _mm512_setzero_ps();
-      }
-      float mx = -INFINITY;
-      for (int64_t r = 0; r < vis; r++) {
-        const float *kr = kb + r * ks;
-        if (r + SDPA_PREFETCH_ROWS < vis)
-          for (int64_t i = 0; i < nv; i++)
-            _mm_prefetch((const char *)(kr + SDPA_PREFETCH_ROWS * ks + 16 * i), _MM_HINT_T0);
-        __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kr));
-        for (int64_t i = 1; i < nv; i++)
-          acc = _mm512_fmadd_ps(qv[i], _mm512_loadu_ps(kr + 16 * i), acc);
-        float x = _mm512_reduce_add_ps(acc);
-        sc[r] = x;
-        mx = x > mx ? x : mx;
-      }
-      if (!(mx > -INFINITY)) { /* every score -inf (or NaN): the reference paths decide */
-        for (int64_t d = 0; d < a->Dv; d++) o[d] = mx == mx ? 0.0f : mx;
-        continue;
-      }
-      __m512 sum = _mm512_setzero_ps(), vmx = _mm512_set1_ps(mx);
-      int64_t r = 0;
-      for (; r + 16 <= vis; r += 16) {
-        __m512 e = exp_recipe512(_mm512_sub_ps(_mm512_loadu_ps(sc + r), vmx));
-        _mm512_storeu_ps(sc + r, e);
-        sum = _mm512_add_ps(sum, e);
-      }
-      if (r < vis) {
-        __mmask16 m = (__mmask16)((1u << (vis - r)) - 1);
-        __m512 e = exp_recipe512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sc + r), vmx));
-        _mm512_mask_storeu_ps(sc + r, m, e);
-        sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
-      }
-      for (r = 0; r < vis; r++) {
-        const float *vr = vb + r * vs;
-        if (r + SDPA_PREFETCH_ROWS < vis)
-          for (int64_t i = 0; i < nv; i++)
-            _mm_prefetch((const char *)(vr + SDPA_PREFETCH_ROWS * vs + 16 * i), _MM_HINT_T0);
-        __m512 pr = _mm512_set1_ps(sc[r]);
-        for (int64_t i = 0; i < nv; i++)
-          ov[i] = _mm512_fmadd_ps(pr, _mm512_loadu_ps(vr + 16 * i), ov[i]);
-      }
-      __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-      for (int64_t i = 0; i < nv; i++) _mm512_storeu_ps(o + 16 * i, _mm512_mul_ps(ov[i], inv));
-    }
-  }
-}
-
-/* The library's one CPU probe, under its ISA cap (include/ember/cpu.h). */
-static int cpu_has(int avx512) {
-  const em_cpu_features *f = em_cpu_features_get();
-  return avx512 ? f->avx512f : f->avx2_fma;
-}
-
+/* The optimized layer's head task for these arguments, else the plain C one. */
 static em_parallel_fn pick_sdpa_heads(const sdpa_args *a) {
-  if (!a->mask && a->D == a->Dv && a->D % 16 == 0 && a->D <= 256 && cpu_has(1))
-    return sdpa_heads__avx512;
-  return cpu_has(0) ? sdpa_heads__avx2 : sdpa_heads__scalar;
+  const em_portable_fast_config *cfg = em_portable_fast_config_get();
+  if (cfg->sdpa_heads_d16 && !a->mask && a->D == a->Dv && a->D % 16 == 0 && a->D <= 256)
+    return cfg->sdpa_heads_d16;
+  return cfg->sdpa_heads ? cfg->sdpa_heads : sdpa_heads__scalar;
 }
-#else
-static em_parallel_fn pick_sdpa_heads(const sdpa_args *a) {
-  (void)a;
-  return sdpa_heads__scalar;
-}
-#endif
 
 static bool inner_contiguous(const sdpa_args *a) {
   return a->q->strides[3] == 1 && a->k->strides[3] == 1 && a->v->strides[3] == 1 &&
@@ -285,15 +120,15 @@ static em_status sdpa_generic(em_kernel_ctx *ctx, const sdpa_args *a) {
   for (int64_t b = 0; b < a->B; b++)
     for (int64_t h = 0; h < a->Hq; h++)
       for (int64_t s = 0; s < a->S; s++) {
-        int64_t vis = keys_for(a, s), hk = h / rep;
+        int64_t vis = sdpa_keys_for(a, s), hk = h / rep;
         double mx = -INFINITY, sum = 0.0;
         for (int64_t j = 0; j < nk; j++) {
           double acc = 0.0;
           if (j < vis)
             for (int64_t d = 0; d < a->D; d++)
-              acc += em_load_f64(a->q->data, dt, off4(a->q, b, s, h, d)) *
-                     em_load_f64(a->k->data, dt, off4(a->k, b, j, hk, d));
-          w[j] = j < vis ? acc * a->scale + mask_at(a, s, j) : -INFINITY;
+              acc += em_load_f64(a->q->data, dt, sdpa_off4(a->q, b, s, h, d)) *
+                     em_load_f64(a->k->data, dt, sdpa_off4(a->k, b, j, hk, d));
+          w[j] = j < vis ? acc * a->scale + sdpa_mask_at(a, s, j) : -INFINITY;
           mx = w[j] > mx ? w[j] : mx;
         }
         for (int64_t j = 0; j < nk; j++) {
@@ -303,8 +138,9 @@ static em_status sdpa_generic(em_kernel_ctx *ctx, const sdpa_args *a) {
         for (int64_t d = 0; d < a->Dv; d++) {
           double acc = 0.0;
           for (int64_t j = 0; j < nk; j++)
-            if (w[j] != 0.0) acc += w[j] * em_load_f64(a->v->data, dt, off4(a->v, b, j, hk, d));
-          em_store_f64(a->out->data, dt, off4(a->out, b, s, h, d), sum > 0 ? acc / sum : 0.0);
+            if (w[j] != 0.0)
+              acc += w[j] * em_load_f64(a->v->data, dt, sdpa_off4(a->v, b, j, hk, d));
+          em_store_f64(a->out->data, dt, sdpa_off4(a->out, b, s, h, d), sum > 0 ? acc / sum : 0.0);
         }
       }
   return EM_OK;
@@ -328,7 +164,7 @@ static bool widen4(em_kernel_ctx *ctx, const em_tensor *src, int64_t rows, wide4
     for (int64_t s = 0; s < rows; s++)
       for (int64_t h = 0; h < w->sizes[2]; h++)
         for (int64_t d = 0; d < w->sizes[3]; d++)
-          p[i++] = (float)em_load_f64(src->data, src->dtype, off4(src, b, s, h, d));
+          p[i++] = (float)em_load_f64(src->data, src->dtype, sdpa_off4(src, b, s, h, d));
   w->t = *src;
   w->t.data = p;
   w->t.dtype = EM_DTYPE_F32;
@@ -363,7 +199,7 @@ static em_status sdpa_widened(em_kernel_ctx *ctx, const sdpa_args *a0) {
     for (int64_t s = 0; s < a.S; s++)
       for (int64_t h = 0; h < a.Hq; h++)
         for (int64_t d = 0; d < a.Dv; d++)
-          em_store_f64(a0->out->data, a0->out->dtype, off4(a0->out, b, s, h, d), op[i++]);
+          em_store_f64(a0->out->data, a0->out->dtype, sdpa_off4(a0->out, b, s, h, d), op[i++]);
   nn_temp_release(ctx, mark);
   return EM_OK;
 }
@@ -468,8 +304,8 @@ em_status em_llama_update_cache_out(em_kernel_ctx *ctx, em_evalue **args) {
   for (int64_t b = 0; b < v->sizes[0]; b++)
     for (int64_t s = 0; s < v->sizes[1]; s++)
       for (int64_t h = 0; h < v->sizes[2]; h++) {
-        char *dst = (char *)c->data + off4(c, b, start + s, h, 0) * (int64_t)es;
-        const char *src = (const char *)v->data + off4(v, b, s, h, 0) * (int64_t)es;
+        char *dst = (char *)c->data + sdpa_off4(c, b, start + s, h, 0) * (int64_t)es;
+        const char *src = (const char *)v->data + sdpa_off4(v, b, s, h, 0) * (int64_t)es;
         if (rows) {
           memmove(dst, src, (size_t)D * es);
           continue;

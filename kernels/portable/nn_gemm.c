@@ -7,8 +7,10 @@
  * accumulates one MR x NR tile of C in registers. Packing reads operands
  * through their strides, so transposed and channels-last views cost nothing
  * extra. The micro-kernel is plain C with fixed trip counts that compilers
- * vectorize; on x86-64 with GCC/Clang an AVX2+FMA version (intrinsics) is
- * chosen once at run time (-DEMBER_NO_ISA_DISPATCH keeps the portable one).
+ * vectorize. Faster bodies of the micro-kernel, the dot product and the
+ * row-major matrix-vector task (AVX2+FMA on x86-64) live in the optional
+ * optimized layer (kernels/optimized/, portable/fast_config.h): this file calls
+ * them when its table has them and runs its own loops otherwise.
  * Products with at most 4 rows or columns (decode-time linear layers) skip
  * packing: contiguous A rows against contiguous B columns run as dot products
  * (threaded over the longer side); few A rows against a row-major B (a folded
@@ -18,10 +20,12 @@
  * from the kernel's temp arena, shrink (NC, KC, MC) until they fit it, and are released when the
  * call returns. Summation order per output element is k-ascending within each KC block.
  */
+#include "portable/fast_config.h"
+#include "portable/nn_gemm.h"
 #include "portable/nn_util.h"
 
-#define MR 6
-#define NR 16
+#define MR NN_GEMM_MR
+#define NR NN_GEMM_NR
 #define KC 256
 #define MC 144
 #define NC 3072
@@ -93,139 +97,39 @@ void *nn_temp(em_kernel_ctx *ctx, int64_t n, size_t size) {
   return em_kernel_alloc_temp(ctx, bytes ? bytes : 1, 64);
 }
 
-/* ---- micro-kernel ---- */
+/* ---- micro-kernel and dot product (plain C; the optimized layer may replace them) ---- */
 
-/*
- * c[0..mr, 0..nr) (+)= a_panel @ b_panel over kc: a is [kc][MR], b is [kc][NR],
- * zero-padded past mr/nr.
- */
-#define NN_UKERNEL_BODY                                                                            \
-  float acc[MR][NR];                                                                               \
-  for (int i = 0; i < MR; i++)                                                                     \
-    for (int j = 0; j < NR; j++) acc[i][j] = 0.0f;                                                 \
-  for (int64_t p = 0; p < kc; p++) {                                                               \
-    const float *bp = b + p * ldb;                                                                 \
-    const float *ap = a + p * MR;                                                                  \
-    for (int i = 0; i < MR; i++) {                                                                 \
-      float av = ap[i];                                                                            \
-      for (int j = 0; j < NR; j++) acc[i][j] += av * bp[j];                                        \
-    }                                                                                              \
-  }                                                                                                \
-  if (mr == MR && nr == NR && cs == 1) {                                                           \
-    for (int i = 0; i < MR; i++) {                                                                 \
-      float *cr = c + i * rs;                                                                      \
-      if (accumulate)                                                                              \
-        for (int j = 0; j < NR; j++) cr[j] += acc[i][j];                                           \
-      else                                                                                         \
-        for (int j = 0; j < NR; j++) cr[j] = acc[i][j];                                            \
-    }                                                                                              \
-  } else {                                                                                         \
-    for (int i = 0; i < mr; i++)                                                                   \
-      for (int j = 0; j < nr; j++) {                                                               \
-        float *cp = c + i * rs + j * cs;                                                           \
-        *cp = accumulate ? *cp + acc[i][j] : acc[i][j];                                            \
-      }                                                                                            \
-  }
-
-typedef void (*ukernel_fn)(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
-                           int64_t rs, int64_t cs, int mr, int nr, bool accumulate);
-
+/* c[0..mr, 0..nr) (+)= a_panel @ b_panel over kc (em_f32_gemm_tile_fn, portable/fast_config.h). */
 static void em_f32_gemm_ukernel_6x16__scalar(int64_t kc, const float *a, const float *b,
                                              int64_t ldb, float *c, int64_t rs, int64_t cs, int mr,
                                              int nr, bool accumulate) {
-  NN_UKERNEL_BODY
-}
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
-#include <immintrin.h>
-
-#include "ember/cpu.h"
-
-/* 6x16 tile in 12 ymm accumulators: per k, two B vectors and six A broadcasts. */
-__attribute__((target("avx2,fma"))) static void
-em_f32_gemm_ukernel_6x16__avx2(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
-                               int64_t rs, int64_t cs, int mr, int nr, bool accumulate) {
-  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
-  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
-  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
-  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
-  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
-  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-  for (int64_t p = 0; p < kc; p++) {
-    if (ldb != NR) /* B read in place (row stride ldb): fetch row p of the panel two ahead */
-      _mm_prefetch((const char *)((uintptr_t)(b + p * ldb) + 2 * NR * sizeof(float)), _MM_HINT_T0);
-    __m256 b0 = _mm256_loadu_ps(b + p * ldb), b1 = _mm256_loadu_ps(b + p * ldb + 8);
-    const float *ap = a + p * MR;
-    __m256 av = _mm256_broadcast_ss(ap + 0);
-    c00 = _mm256_fmadd_ps(av, b0, c00);
-    c01 = _mm256_fmadd_ps(av, b1, c01);
-    av = _mm256_broadcast_ss(ap + 1);
-    c10 = _mm256_fmadd_ps(av, b0, c10);
-    c11 = _mm256_fmadd_ps(av, b1, c11);
-    av = _mm256_broadcast_ss(ap + 2);
-    c20 = _mm256_fmadd_ps(av, b0, c20);
-    c21 = _mm256_fmadd_ps(av, b1, c21);
-    av = _mm256_broadcast_ss(ap + 3);
-    c30 = _mm256_fmadd_ps(av, b0, c30);
-    c31 = _mm256_fmadd_ps(av, b1, c31);
-    av = _mm256_broadcast_ss(ap + 4);
-    c40 = _mm256_fmadd_ps(av, b0, c40);
-    c41 = _mm256_fmadd_ps(av, b1, c41);
-    av = _mm256_broadcast_ss(ap + 5);
-    c50 = _mm256_fmadd_ps(av, b0, c50);
-    c51 = _mm256_fmadd_ps(av, b1, c51);
-  }
   float acc[MR][NR];
-  _mm256_storeu_ps(acc[0], c00);
-  _mm256_storeu_ps(acc[0] + 8, c01);
-  _mm256_storeu_ps(acc[1], c10);
-  _mm256_storeu_ps(acc[1] + 8, c11);
-  _mm256_storeu_ps(acc[2], c20);
-  _mm256_storeu_ps(acc[2] + 8, c21);
-  _mm256_storeu_ps(acc[3], c30);
-  _mm256_storeu_ps(acc[3] + 8, c31);
-  _mm256_storeu_ps(acc[4], c40);
-  _mm256_storeu_ps(acc[4] + 8, c41);
-  _mm256_storeu_ps(acc[5], c50);
-  _mm256_storeu_ps(acc[5] + 8, c51);
-  for (int i = 0; i < mr; i++)
-    for (int j = 0; j < nr; j++) {
-      float *cp = c + i * rs + j * cs;
-      *cp = accumulate ? *cp + acc[i][j] : acc[i][j];
+  for (int i = 0; i < MR; i++)
+    for (int j = 0; j < NR; j++) acc[i][j] = 0.0f;
+  for (int64_t p = 0; p < kc; p++) {
+    const float *bp = b + p * ldb;
+    const float *ap = a + p * MR;
+    for (int i = 0; i < MR; i++) {
+      float av = ap[i];
+      for (int j = 0; j < NR; j++) acc[i][j] += av * bp[j];
     }
-}
-
-/* Dot product of two contiguous rows: 4 x 8-lane FMA partial sums. */
-__attribute__((target("avx2,fma"))) static float em_f32_dot__avx2(const float *x, const float *y,
-                                                                  int64_t k) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-  __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
-  int64_t p = 0;
-  for (; p + 32 <= k; p += 32) {
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p), _mm256_loadu_ps(y + p), s0);
-    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p + 8), _mm256_loadu_ps(y + p + 8), s1);
-    s2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p + 16), _mm256_loadu_ps(y + p + 16), s2);
-    s3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p + 24), _mm256_loadu_ps(y + p + 24), s3);
   }
-  for (; p + 8 <= k; p += 8)
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p), _mm256_loadu_ps(y + p), s0);
-  float lanes[8];
-  _mm256_storeu_ps(lanes, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-  float s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-            ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-  for (; p < k; p++) s += x[p] * y[p];
-  return s;
+  if (mr == MR && nr == NR && cs == 1) {
+    for (int i = 0; i < MR; i++) {
+      float *cr = c + i * rs;
+      if (accumulate)
+        for (int j = 0; j < NR; j++) cr[j] += acc[i][j];
+      else
+        for (int j = 0; j < NR; j++) cr[j] = acc[i][j];
+    }
+  } else {
+    for (int i = 0; i < mr; i++)
+      for (int j = 0; j < nr; j++) {
+        float *cp = c + i * rs + j * cs;
+        *cp = accumulate ? *cp + acc[i][j] : acc[i][j];
+      }
+  }
 }
-
-/* The library's one CPU probe, under its ISA cap (include/ember/cpu.h). */
-static bool have_avx2(void) { return em_cpu_features_get()->avx2_fma; }
-
-static ukernel_fn pick_ukernel(void) {
-  return have_avx2() ? em_f32_gemm_ukernel_6x16__avx2 : em_f32_gemm_ukernel_6x16__scalar;
-}
-#else
-static ukernel_fn pick_ukernel(void) { return em_f32_gemm_ukernel_6x16__scalar; }
-#endif
 
 /* Dot product of two contiguous rows with 8 independent partial sums (vectorizable). */
 static float em_f32_dot__scalar(const float *x, const float *y, int64_t k) {
@@ -236,15 +140,6 @@ static float em_f32_dot__scalar(const float *x, const float *y, int64_t k) {
   float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
   for (; p < k; p++) s += x[p] * y[p];
   return s;
-}
-
-typedef float (*dot_fn)(const float *x, const float *y, int64_t k);
-
-static dot_fn pick_dot(void) {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
-  if (have_avx2()) return em_f32_dot__avx2;
-#endif
-  return em_f32_dot__scalar;
 }
 
 /* ---- packing ---- */
@@ -292,7 +187,7 @@ typedef struct gemm_job {
   float *ap, *bp;
   bool accumulate;
   bool direct_b; /* full NR-wide panels read straight from a row-major B */
-  ukernel_fn uk;
+  em_f32_gemm_tile_fn uk;
 } gemm_job;
 
 static void pack_b_task(void *arg, int64_t begin, int64_t end) {
@@ -328,7 +223,7 @@ typedef struct gemv_job {
   nn_mat a, b, c;
   int64_t m, n, k;
   bool accumulate;
-  dot_fn dot;
+  em_f32_dot_fn dot;
 } gemv_job;
 
 /* C[i, n] = dot(A row i, B column n) for columns [begin, end): A rows and B columns contiguous. */
@@ -357,46 +252,8 @@ static void gemv_rows_task(void *arg, int64_t begin, int64_t end) {
   }
 }
 
-/*
- * Row-major B (x @ W^T with W^T stored [K, N], as the exporter folds linear
- * weights): B is streamed in storage order. The K rows are split into
- * contiguous ranges (4 per thread); a task accumulates a[i][p] * B[p][:] over its
- * rows into its own m x N partial sums (scratch carved before the loop), so
- * every task reads one sequential stream; the caller adds the partials.
- * The inner loop over N is contiguous and compiled twice (portable, AVX2+FMA).
- */
-typedef struct gemv_rm_job {
-  nn_mat a, b, c;
-  int64_t m, n, k, rows_per_task;
-  float *part; /* [task][m][n] */
-} gemv_rm_job;
-
-#define NN_GEMV_RM_BODY                                                                            \
-  const gemv_rm_job *j = arg;                                                                      \
-  int64_t m = j->m, n = j->n;                                                                      \
-  for (int64_t t = begin; t < end; t++) {                                                          \
-    float *restrict acc = j->part + t * m * n;                                                     \
-    for (int64_t q = 0; q < m * n; q++) acc[q] = 0.0f;                                             \
-    int64_t p0 = t * j->rows_per_task;                                                             \
-    int64_t p1 = p0 + j->rows_per_task < j->k ? p0 + j->rows_per_task : j->k;                      \
-    for (int64_t p = p0; p < p1; p++) {                                                            \
-      const float *restrict bp = j->b.p + p * j->b.rs;                                             \
-      for (int64_t i = 0; i < m; i++) {                                                            \
-        float av = j->a.p[i * j->a.rs + p * j->a.cs];                                              \
-        float *restrict ai = acc + i * n;                                                          \
-        for (int64_t q = 0; q < n; q++) ai[q] += av * bp[q];                                       \
-      }                                                                                            \
-    }                                                                                              \
-  }
-
+/* Row-major B streamed in storage order, K rows split over tasks (nn_gemm.h). */
 static void gemv_rm_task__scalar(void *arg, int64_t begin, int64_t end) { NN_GEMV_RM_BODY }
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
-__attribute__((target("avx2,fma"))) static void gemv_rm_task__avx2(void *arg, int64_t begin,
-                                                                   int64_t end) {
-  NN_GEMV_RM_BODY
-}
-#endif
 
 /* Returns false (nothing done) when the partial sums do not fit the scratch. */
 static bool gemv_rowmajor(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a, nn_mat b,
@@ -409,11 +266,9 @@ static bool gemv_rowmajor(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, n
   size_t mark = nn_temp_mark(ctx);
   float *part = nn_temp(ctx, tasks * m * n, sizeof(float));
   if (!part) return false;
-  gemv_rm_job j = {a, b, c, m, n, k, (k + tasks - 1) / tasks, part};
-  em_parallel_fn fn = gemv_rm_task__scalar;
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(EMBER_NO_ISA_DISPATCH)
-  if (have_avx2()) fn = gemv_rm_task__avx2;
-#endif
+  nn_gemv_rm_job j = {a, b, c, m, n, k, (k + tasks - 1) / tasks, part};
+  const em_portable_fast_config *cfg = em_portable_fast_config_get();
+  em_parallel_fn fn = cfg->gemv_rm ? cfg->gemv_rm : gemv_rm_task__scalar;
   em_parallel_for(pool, tasks, fn, &j);
   for (int64_t i = 0; i < m; i++)
     for (int64_t q = 0; q < n; q++) {
@@ -437,7 +292,8 @@ em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a
   }
   em_threadpool *pool = ctx ? ctx->pool : NULL;
   if ((m <= 4 || n <= 4) && a.cs == 1 && b.rs == 1) { /* contiguous A rows . B columns */
-    gemv_job j = {a, b, c, m, n, k, accumulate, pick_dot()};
+    em_f32_dot_fn dot = em_portable_fast_config_get()->dot;
+    gemv_job j = {a, b, c, m, n, k, accumulate, dot ? dot : em_f32_dot__scalar};
     if (m <= 4)
       em_parallel_for(pool, n, gemv_task, &j);
     else
@@ -466,7 +322,8 @@ em_status nn_sgemm(em_kernel_ctx *ctx, int64_t m, int64_t n, int64_t k, nn_mat a
   }
   NN_CHECK_ALLOC(ctx, bp && ap);
   gemm_job job;
-  job.uk = pick_ukernel();
+  em_f32_gemm_tile_fn uk = em_portable_fast_config_get()->gemm;
+  job.uk = uk ? uk : em_f32_gemm_ukernel_6x16__scalar;
   /* Few rows against a row-major B (prefill through folded weights): B's rows are read in
    * place, each NR-wide panel line a whole 64-byte line, instead of copying B at every call. */
   job.direct_b = b.cs == 1 && m <= 64;
