@@ -11,8 +11,10 @@ Like SQLite's amalgamation: a project can drop two files into its tree and build
 What goes in (``sources()``): the runtime core (``src/*.c``), its POSIX platform layer
 (``src/platform/{posix,log,format,threadpool}.c``), the portable kernels (``kernels/portable``),
 the prim ops (``kernels/prim``), the file / mmap data loaders and ``em_module``
-(``extension/data_loader.c``, ``extension/module.c``). Not in it: the CPU backend and the
-quantized kernels (their ISA files need per-file ``-m`` flags), the tokenizers and the LLM runner.
+(``extension/data_loader.c``, ``extension/module.c``). Not in it: the CPU backend, the
+portable kernels' optional SIMD layer (``kernels/optimized``) and the quantized kernels (their ISA
+files need per-file ``-m`` flags), the tokenizers and the LLM runner: the amalgamation runs the
+portable kernels' plain C loops, the same bits as ``EMBER_CPU_ISA=scalar``.
 A program using the amalgamation calls ``em_register_prim_ops()`` and
 ``em_register_portable_kernels()``, then ``em_module_open`` or, with its own memory,
 ``em_program_load`` / ``em_method_prepare`` (tests/amalgamation/run_fixture.c).

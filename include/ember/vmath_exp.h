@@ -5,8 +5,9 @@
  * x = n ln2 + r with n = round-half-even(x log2 e), r in two FMA steps, p(r) the degree-7 Taylor
  * polynomial in FMAs, e^x = p * 2^n (ldexpf / scalef: both round once). Relative error < 3e-7;
  * NaN propagates; e^x saturates to 0 / inf past |x| = 104. Used by the sigmoid/silu rows
- * (elementwise_activation.c), the softmax of llama::custom_sdpa (llama_attention.c) and the
- * CPU backend's softmax rows (f32_rows__avx512f.c): one recipe, the same bits everywhere.
+ * (kernels/optimized/f32_sigmoid__avx512f.c), the softmax of llama::custom_sdpa
+ * (kernels/optimized/sdpa_heads__avx512f.c) and the CPU backend's softmax rows
+ * (f32_rows__avx512f.c): one recipe, the same bits everywhere.
  *
  * x86-64 with GNU C only (the AVX-512 form is compiled through a target attribute); include it
  * inside the same guard as the callers' ISA dispatch.
