@@ -1,7 +1,8 @@
 /*
  * cpu_internal.h — the CPU backend's bound state, shared by cpu_backend.c
- * (blob parsing, validation, binding) and cpu_ops.c (operator validation and
- * execution).
+ * (blob parsing, validation, binding), the operators (cpu_ops.c, the dispatch,
+ * and cpu_op_<family>.c: validation and execution; their own header is
+ * cpu_ops.h) and the GEMM driver (cpu_gemm.c).
  */
 #ifndef EMBER_BACKENDS_CPU_INTERNAL_H
 #define EMBER_BACKENDS_CPU_INTERNAL_H
@@ -51,7 +52,7 @@ typedef struct emc_delegate {
  */
 bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 
-/* Runs one validated operator on the pool. */
+/* Runs one validated operator on the pool (cpu_ops.c dispatches to its family's file). */
 em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 
 /*

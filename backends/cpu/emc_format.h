@@ -1,6 +1,8 @@
 /*
  * emc_format.h — the EmberCpuBackend blob ("EMC1"), written by
- * python/ember/backends/cpu/blob.py and read by cpu_backend.c.
+ * python/ember/backends/cpu/blob.py and read by cpu_backend.c; the operators
+ * (cpu_op_*.c) read each kind's parameter slots through the typed views at the
+ * end of this file (emc_conv_params_of, ...).
  *
  * Layout (little-endian, every offset from the start of the blob):
  *
@@ -76,8 +78,8 @@ enum emc_op_kind {
   EMC_OP_LAYERNORM = 9,       /* in: x, weight|-1, bias|-1; ip: rows, cols; fp[0] eps       */
   EMC_OP_PERMUTE = 10,        /* ip[0..ndim) = permutation of in0's dims                    */
   EMC_OP_COPY = 11,           /* out = in0 (same numel)                                     */
-  EMC_OP_CAT = 12,            /* in0..3 along a dim: ip0 outer, ip1 inner, ip2 n_in          */
-  EMC_OP_SLICE = 13,          /* ip: outer, in_len, inner, start, step                      */
+  EMC_OP_CAT = 12,            /* in0..3 along a dim: ip0 outer, ip1 n_in, ip2.. row lengths  */
+  EMC_OP_SLICE = 13,          /* ip: outer, in_len, inner, start, step, out_len             */
   EMC_OP_CHANNEL_AFFINE = 14, /* in: x[N,C,...], scale[C], shift[C] (unfolded batch norm) */
   EMC_OP_RMSNORM = 15,        /* in: x, weight|-1; ip: rows, cols; fp[0] eps                */
   EMC_OP_KIND_END
@@ -152,6 +154,48 @@ enum {
   EMC_POOL_INCLUDE_PAD,
   EMC_POOL_DIVISOR
 };
+/* Binary ip[] slot: the emc_binary operation; fp[] slot: b when in[1] is -1. */
+enum { EMC_BINARY_OP };
+enum { EMC_BINARY_FP_SCALAR = 2 };
+/* Mean ip[] slots: x is [outer, len, inner] (inner 0 reads as 1), y [outer, inner]. */
+enum { EMC_MEAN_OUTER, EMC_MEAN_LEN, EMC_MEAN_INNER };
+/* Softmax ip[] slots (rows of cols floats; inner must be 1; log 0 / 1; scaled 0 / 1; the mask's
+ * rows, 0 without one) and fp[] slot (the scale when scaled). */
+enum {
+  EMC_SOFTMAX_ROWS,
+  EMC_SOFTMAX_COLS,
+  EMC_SOFTMAX_INNER,
+  EMC_SOFTMAX_LOG,
+  EMC_SOFTMAX_SCALED,
+  EMC_SOFTMAX_MASK_ROWS
+};
+enum { EMC_SOFTMAX_FP_SCALE = 0 };
+/* Layer / RMS norm ip[] slots (rows of cols floats) and fp[] slot (epsilon). */
+enum { EMC_NORM_ROWS, EMC_NORM_COLS };
+enum { EMC_NORM_FP_EPS = 0 };
+/* Permute: ip[EMC_PERMUTE_DIMS + i] is the input dim of output dim i, for i < ndim. */
+enum { EMC_PERMUTE_DIMS };
+/* Cat ip[] slots: in[i] is [outer, ip[EMC_CAT_LEN + i]], i < n_in (1 to 4); out [outer, sum]. */
+enum { EMC_CAT_OUTER, EMC_CAT_N_IN, EMC_CAT_LEN };
+/* Slice ip[] slots: x [outer, len, inner] -> y [outer, out_len, inner], rows start + i * step. */
+enum {
+  EMC_SLICE_OUTER,
+  EMC_SLICE_LEN,
+  EMC_SLICE_INNER,
+  EMC_SLICE_START,
+  EMC_SLICE_STEP,
+  EMC_SLICE_OUT_LEN
+};
+/* Channel affine ip[] slots: x and y [n, c, inner]. */
+enum { EMC_AFFINE_N, EMC_AFFINE_C, EMC_AFFINE_INNER };
+/* How many slots from ip[0] on a kind's check requires to be non-negative (params_nonneg). */
+enum {
+  EMC_CONV_N_PARAMS = EMC_CONV_IN_SCALE + 1,
+  EMC_GEMM_N_PARAMS = EMC_GEMM_B_PACKED + 1,
+  EMC_POOL_N_PARAMS = EMC_POOL_DIVISOR + 1,
+  EMC_SLICE_N_PARAMS = EMC_SLICE_OUT_LEN + 1,
+  EMC_AFFINE_N_PARAMS = EMC_AFFINE_INNER + 1
+};
 
 enum emc_binary {
   EMC_BIN_ADD = 0,
@@ -161,7 +205,8 @@ enum emc_binary {
   EMC_BIN_RSUB = 4
 };
 
-/* Activation applied to an operator's output; clamp bounds in fp[0], fp[1]. */
+/* Activation applied to an operator's output; clamp bounds in fp[EMC_ACT_FP_MIN],
+ * fp[EMC_ACT_FP_MAX]. */
 enum emc_act {
   EMC_ACT_NONE = 0,
   EMC_ACT_CLAMP = 1, /* relu, relu6, hardtanh, clamp */
@@ -179,6 +224,7 @@ enum emc_act {
   EMC_ACT_ABS = 13,
   EMC_ACT_END
 };
+enum { EMC_ACT_FP_MIN = 0, EMC_ACT_FP_MAX = 1 };
 
 /*
  * Residual (in[3] of conv2d and gemm, version 4; -1: none): a tensor of the output's shape added
@@ -199,5 +245,211 @@ typedef struct emc_op {
   float fp[8]; /* fp[0], fp[1]: clamp min / max for EMC_ACT_CLAMP */
 } emc_op;
 _Static_assert(sizeof(emc_op) == 160, "emc_op is 160 bytes");
+
+/*
+ * Typed views of an operator's parameter slots: the operators read ip[] and fp[] through these
+ * (never by slot number), so the layout above is spelled out once. A view reads the slots as
+ * they are: the checks (cpu_op_*.c) decide whether their values are valid.
+ */
+
+/* conv2d (EMC_OP_CONV2D). */
+typedef struct emc_conv_params {
+  int64_t groups;         /* EMC_CONV_GROUPS: input and output channels split into this many */
+  int64_t kh, kw;         /* EMC_CONV_KH, EMC_CONV_KW: kernel height and width */
+  int64_t sh, sw;         /* EMC_CONV_SH, EMC_CONV_SW: stride */
+  int64_t ph, pw;         /* EMC_CONV_PH, EMC_CONV_PW: zero padding, each side */
+  int64_t dh, dw;         /* EMC_CONV_DH, EMC_CONV_DW: dilation */
+  int64_t depthwise;      /* EMC_CONV_DEPTHWISE: 1 for one plane per channel (per-plane path) */
+  int64_t scratch_off;    /* EMC_CONV_SCRATCH_OFF: the scratch's byte offset in the arena */
+  int64_t scratch_nbytes; /* EMC_CONV_SCRATCH_NBYTES: its bytes */
+  int64_t transposed;     /* EMC_CONV_TRANSPOSED: 1 for C^T = im2col^T @ W^T (small maps) */
+  int64_t winograd;       /* EMC_CONV_WINOGRAD: 0, or the Winograd output tile m (2 or 4) */
+  int64_t wino_slots;     /* EMC_CONV_WINO_SLOTS: Winograd scratch slots */
+  int64_t pairs_id;       /* EMC_CONV_PAIRS - 1: the bf16-pair weights' tensor id, -1: none */
+  int64_t in_scale_id;    /* EMC_CONV_IN_SCALE - 1: the input scale's tensor id, -1: none */
+} emc_conv_params;
+
+static inline emc_conv_params emc_conv_params_of(const emc_op *op) {
+  const int32_t *ip = op->ip;
+  return (emc_conv_params){.groups = ip[EMC_CONV_GROUPS],
+                           .kh = ip[EMC_CONV_KH],
+                           .kw = ip[EMC_CONV_KW],
+                           .sh = ip[EMC_CONV_SH],
+                           .sw = ip[EMC_CONV_SW],
+                           .ph = ip[EMC_CONV_PH],
+                           .pw = ip[EMC_CONV_PW],
+                           .dh = ip[EMC_CONV_DH],
+                           .dw = ip[EMC_CONV_DW],
+                           .depthwise = ip[EMC_CONV_DEPTHWISE],
+                           .scratch_off = ip[EMC_CONV_SCRATCH_OFF],
+                           .scratch_nbytes = ip[EMC_CONV_SCRATCH_NBYTES],
+                           .transposed = ip[EMC_CONV_TRANSPOSED],
+                           .winograd = ip[EMC_CONV_WINOGRAD],
+                           .wino_slots = ip[EMC_CONV_WINO_SLOTS],
+                           .pairs_id = (int64_t)ip[EMC_CONV_PAIRS] - 1,
+                           .in_scale_id = (int64_t)ip[EMC_CONV_IN_SCALE] - 1};
+}
+
+/* gemm (EMC_OP_GEMM): out[b] = A[b] @ B[b] for b < batch. */
+typedef struct emc_gemm_params {
+  int64_t batch;     /* EMC_GEMM_BATCH: products */
+  int64_t m, k, n;   /* EMC_GEMM_M, EMC_GEMM_K, EMC_GEMM_N: A [m, k], B [k, n] */
+  int64_t a_bstride; /* EMC_GEMM_A_BSTRIDE: elements between A[b] and A[b + 1] (0: shared) */
+  int64_t b_bstride; /* EMC_GEMM_B_BSTRIDE: the same for B */
+  int64_t a_packed;  /* EMC_GEMM_A_PACKED: 1 when A is in 6-row panels */
+  int64_t b_packed;  /* EMC_GEMM_B_PACKED: 1 when B is in 16-column panels */
+} emc_gemm_params;
+
+static inline emc_gemm_params emc_gemm_params_of(const emc_op *op) {
+  const int32_t *ip = op->ip;
+  return (emc_gemm_params){.batch = ip[EMC_GEMM_BATCH],
+                           .m = ip[EMC_GEMM_M],
+                           .k = ip[EMC_GEMM_K],
+                           .n = ip[EMC_GEMM_N],
+                           .a_bstride = ip[EMC_GEMM_A_BSTRIDE],
+                           .b_bstride = ip[EMC_GEMM_B_BSTRIDE],
+                           .a_packed = ip[EMC_GEMM_A_PACKED],
+                           .b_packed = ip[EMC_GEMM_B_PACKED]};
+}
+
+/* max / avg pool (EMC_OP_MAXPOOL2D, EMC_OP_AVGPOOL2D). */
+typedef struct emc_pool2d_params {
+  int64_t kh, kw;      /* EMC_POOL_KH, EMC_POOL_KW: window */
+  int64_t sh, sw;      /* EMC_POOL_SH, EMC_POOL_SW: stride */
+  int64_t ph, pw;      /* EMC_POOL_PH, EMC_POOL_PW: padding, each side */
+  int64_t dh, dw;      /* EMC_POOL_DH, EMC_POOL_DW: dilation */
+  int64_t include_pad; /* EMC_POOL_INCLUDE_PAD: avg pool counts the padding (count_include_pad) */
+  int64_t divisor;     /* EMC_POOL_DIVISOR: avg pool's divisor_override, 0: none */
+} emc_pool2d_params;
+
+static inline emc_pool2d_params emc_pool2d_params_of(const emc_op *op) {
+  const int32_t *ip = op->ip;
+  return (emc_pool2d_params){.kh = ip[EMC_POOL_KH],
+                             .kw = ip[EMC_POOL_KW],
+                             .sh = ip[EMC_POOL_SH],
+                             .sw = ip[EMC_POOL_SW],
+                             .ph = ip[EMC_POOL_PH],
+                             .pw = ip[EMC_POOL_PW],
+                             .dh = ip[EMC_POOL_DH],
+                             .dw = ip[EMC_POOL_DW],
+                             .include_pad = ip[EMC_POOL_INCLUDE_PAD],
+                             .divisor = ip[EMC_POOL_DIVISOR]};
+}
+
+/* binary (EMC_OP_BINARY). */
+typedef struct emc_binary_params {
+  int64_t op;   /* EMC_BINARY_OP: an emc_binary */
+  float scalar; /* fp[EMC_BINARY_FP_SCALAR]: b when in[1] is -1 */
+} emc_binary_params;
+
+static inline emc_binary_params emc_binary_params_of(const emc_op *op) {
+  return (emc_binary_params){.op = op->ip[EMC_BINARY_OP], .scalar = op->fp[EMC_BINARY_FP_SCALAR]};
+}
+
+/* mean (EMC_OP_MEAN): [outer, len, inner] -> [outer, inner]. */
+typedef struct emc_mean_params {
+  int64_t outer; /* EMC_MEAN_OUTER */
+  int64_t len;   /* EMC_MEAN_LEN: the reduced dim */
+  int64_t inner; /* EMC_MEAN_INNER: as stored (0 and 1 both mean 1) */
+} emc_mean_params;
+
+static inline emc_mean_params emc_mean_params_of(const emc_op *op) {
+  const int32_t *ip = op->ip;
+  return (emc_mean_params){
+      .outer = ip[EMC_MEAN_OUTER], .len = ip[EMC_MEAN_LEN], .inner = ip[EMC_MEAN_INNER]};
+}
+
+/* softmax / log-softmax (EMC_OP_SOFTMAX) over rows: softmax(x * scale + mask). */
+typedef struct emc_softmax_params {
+  int64_t rows;      /* EMC_SOFTMAX_ROWS */
+  int64_t cols;      /* EMC_SOFTMAX_COLS: the softmax axis */
+  int64_t inner;     /* EMC_SOFTMAX_INNER: must be 1 (the axis is the last) */
+  int64_t log;       /* EMC_SOFTMAX_LOG: 1 for log-softmax */
+  int64_t scaled;    /* EMC_SOFTMAX_SCALED: 1 when x is multiplied by scale first */
+  int64_t mask_rows; /* EMC_SOFTMAX_MASK_ROWS: rows of the mask in[1] (repeating), 0: none */
+  float scale;       /* fp[EMC_SOFTMAX_FP_SCALE] */
+} emc_softmax_params;
+
+static inline emc_softmax_params emc_softmax_params_of(const emc_op *op) {
+  const int32_t *ip = op->ip;
+  return (emc_softmax_params){.rows = ip[EMC_SOFTMAX_ROWS],
+                              .cols = ip[EMC_SOFTMAX_COLS],
+                              .inner = ip[EMC_SOFTMAX_INNER],
+                              .log = ip[EMC_SOFTMAX_LOG],
+                              .scaled = ip[EMC_SOFTMAX_SCALED],
+                              .mask_rows = ip[EMC_SOFTMAX_MASK_ROWS],
+                              .scale = op->fp[EMC_SOFTMAX_FP_SCALE]};
+}
+
+/* layer / RMS norm (EMC_OP_LAYERNORM, EMC_OP_RMSNORM) over rows. */
+typedef struct emc_norm_params {
+  int64_t rows; /* EMC_NORM_ROWS */
+  int64_t cols; /* EMC_NORM_COLS: the normalized length (and the weight's and bias's) */
+  float eps;    /* fp[EMC_NORM_FP_EPS] */
+} emc_norm_params;
+
+static inline emc_norm_params emc_norm_params_of(const emc_op *op) {
+  return (emc_norm_params){
+      .rows = op->ip[EMC_NORM_ROWS], .cols = op->ip[EMC_NORM_COLS], .eps = op->fp[EMC_NORM_FP_EPS]};
+}
+
+/* permute (EMC_OP_PERMUTE). */
+typedef struct emc_permute_params {
+  int64_t dims[EMC_MAX_DIMS]; /* EMC_PERMUTE_DIMS + i: the input dim of output dim i */
+} emc_permute_params;
+
+static inline emc_permute_params emc_permute_params_of(const emc_op *op) {
+  emc_permute_params p;
+  for (int i = 0; i < EMC_MAX_DIMS; i++) p.dims[i] = op->ip[EMC_PERMUTE_DIMS + i];
+  return p;
+}
+
+/* cat (EMC_OP_CAT) along one dim. */
+typedef struct emc_cat_params {
+  int64_t outer;  /* EMC_CAT_OUTER */
+  int64_t n_in;   /* EMC_CAT_N_IN: inputs, 1 to 4 */
+  int64_t len[4]; /* EMC_CAT_LEN + i: input i's row length */
+} emc_cat_params;
+
+static inline emc_cat_params emc_cat_params_of(const emc_op *op) {
+  const int32_t *ip = op->ip;
+  return (emc_cat_params){
+      .outer = ip[EMC_CAT_OUTER],
+      .n_in = ip[EMC_CAT_N_IN],
+      .len = {ip[EMC_CAT_LEN], ip[EMC_CAT_LEN + 1], ip[EMC_CAT_LEN + 2], ip[EMC_CAT_LEN + 3]}};
+}
+
+/* slice (EMC_OP_SLICE) of the middle dim. */
+typedef struct emc_slice_params {
+  int64_t outer;   /* EMC_SLICE_OUTER */
+  int64_t len;     /* EMC_SLICE_LEN: the input's middle dim */
+  int64_t inner;   /* EMC_SLICE_INNER */
+  int64_t start;   /* EMC_SLICE_START: the first row taken */
+  int64_t step;    /* EMC_SLICE_STEP */
+  int64_t out_len; /* EMC_SLICE_OUT_LEN: rows taken */
+} emc_slice_params;
+
+static inline emc_slice_params emc_slice_params_of(const emc_op *op) {
+  const int32_t *ip = op->ip;
+  return (emc_slice_params){.outer = ip[EMC_SLICE_OUTER],
+                            .len = ip[EMC_SLICE_LEN],
+                            .inner = ip[EMC_SLICE_INNER],
+                            .start = ip[EMC_SLICE_START],
+                            .step = ip[EMC_SLICE_STEP],
+                            .out_len = ip[EMC_SLICE_OUT_LEN]};
+}
+
+/* channel affine (EMC_OP_CHANNEL_AFFINE): y[b][c] = x[b][c] * scale[c] + shift[c]. */
+typedef struct emc_affine_params {
+  int64_t n;     /* EMC_AFFINE_N: images */
+  int64_t c;     /* EMC_AFFINE_C: channels */
+  int64_t inner; /* EMC_AFFINE_INNER: elements of a channel's plane */
+} emc_affine_params;
+
+static inline emc_affine_params emc_affine_params_of(const emc_op *op) {
+  const int32_t *ip = op->ip;
+  return (emc_affine_params){
+      .n = ip[EMC_AFFINE_N], .c = ip[EMC_AFFINE_C], .inner = ip[EMC_AFFINE_INNER]};
+}
 
 #endif /* EMBER_BACKENDS_CPU_EMC_FORMAT_H */

@@ -47,6 +47,9 @@ class Op:
     kind: str
     ins: list[Any]  # TensorSpec | Const | None
     outs: list[TensorSpec]
+    # ip / fp: the kind's parameter slots, in the order of backends/cpu/emc_format.h's
+    # EMC_<KIND>_* enums (the C side reads them through that kind's typed view,
+    # emc_<kind>_params_of); the layout is the blob format, unchanged by the C refactors.
     ip: list[int] = field(default_factory=list)
     fp: list[float] = field(default_factory=list)
     act: str = "none"

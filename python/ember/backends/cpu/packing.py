@@ -292,6 +292,8 @@ def build_blob(
             x, out = op.ins[0], op.outs[0]
             pc = _pack_conv(op, x, out, pairs)
             a = op.attrs
+            # The conv ip[] slots, in the order of backends/cpu/emc_format.h's EMC_CONV_* enum
+            # (the C side reads them through emc_conv_params_of); the layout is the format.
             ip = [
                 a["groups"],
                 a["w"].shape[2],

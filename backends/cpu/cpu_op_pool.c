@@ -1,0 +1,117 @@
+/*
+ * cpu_op_pool.c — max and avg pool2d: their checks and runs, per plane (separable max pools on
+ * the ISA's kernel, cfg->maxpool; the rest window by window). A max pool after the conv that
+ * alone feeds it may run fused with it (cpu_op_chain.c).
+ */
+#include "cpu_ops.h"
+
+bool emc_check_pool(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_rt_tensor *x = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
+  if (!x || !y || x->ndim != 4 || y->ndim != 4) WHY("pool: needs 4-d input and output");
+  if (!params_nonneg(op, EMC_POOL_N_PARAMS, why, why_n)) return false;
+  const emc_pool2d_params pp = emc_pool2d_params_of(op);
+  if (pp.kh < 1 || pp.kw < 1 || pp.sh < 1 || pp.sw < 1) WHY("pool: kernel and stride must be >= 1");
+  if (pp.dh < 1 || pp.dw < 1) WHY("pool: dilation must be >= 1");
+  if (x->sizes[0] != y->sizes[0] || x->sizes[1] != y->sizes[1]) WHY("pool: N, C differ");
+  /* torch's rules: padding at most half the (dilated) window; each output side the floor or the
+   * ceil-mode count of windows (the runtime's chains size their bands from them). */
+  for (int a = 0; a < 2; a++) {
+    const int64_t k = a ? pp.kw : pp.kh, st = a ? pp.sw : pp.sh, p = a ? pp.pw : pp.ph,
+                  dl = a ? pp.dw : pp.dh;
+    const int64_t span = dl * (k - 1) + 1, in = x->sizes[2 + a], out = y->sizes[2 + a];
+    if (2 * p > span) WHY("pool: padding %lld wider than half the window", (long long)p);
+    const int64_t room = in + 2 * p - span;
+    if (room < 0) WHY("pool: window larger than the padded input");
+    int64_t ceil_n = (room + st - 1) / st + 1;
+    if ((ceil_n - 1) * st >= in + p) ceil_n--;
+    if (out != room / st + 1 && out != ceil_n)
+      WHY("pool: output side %lld does not follow from input %lld, window %lld, stride %lld, "
+          "padding %lld",
+          (long long)out, (long long)in, (long long)k, (long long)st, (long long)p);
+  }
+  return check_act(op, why, why_n);
+}
+
+typedef struct pool_job {
+  const emc_delegate *d;
+  const emc_op *op;
+  const float *x;
+  float *y;
+  int64_t h, w, oh, ow;
+  emc_pool2d_params p;
+} pool_job;
+
+static void pool_planes(void *ctx, int64_t begin, int64_t end) {
+  const pool_job *j = ctx;
+  const emc_pool2d_params *pp = &j->p;
+  const int is_max = j->op->kind == EMC_OP_MAXPOOL2D;
+  for (int64_t p = begin; p < end; p++) {
+    const float *x = j->x + p * j->h * j->w;
+    float *y = j->y + p * j->oh * j->ow;
+    for (int64_t oy = 0; oy < j->oh; oy++) {
+      for (int64_t ox = 0; ox < j->ow; ox++) {
+        int64_t y0 = oy * pp->sh - pp->ph, x0 = ox * pp->sw - pp->pw;
+        float acc = is_max ? -INFINITY : 0.0f;
+        const int64_t dh = pp->dh, dw = pp->dw;
+        int64_t ky0 = y0 >= 0 ? 0 : (-y0 + dh - 1) / dh, kx0 = x0 >= 0 ? 0 : (-x0 + dw - 1) / dw;
+        int64_t ky1 = pp->kh, kx1 = pp->kw;
+        while (ky1 > ky0 && y0 + (ky1 - 1) * dh >= j->h) ky1--;
+        while (kx1 > kx0 && x0 + (kx1 - 1) * dw >= j->w) kx1--;
+        int64_t cnt = (ky1 - ky0) * (kx1 - kx0);
+        for (int64_t ky = ky0; ky < ky1; ky++) {
+          const float *row = x + (y0 + ky * dh) * j->w + x0;
+          if (is_max)
+            for (int64_t kx = kx0; kx < kx1; kx++) {
+              float v = row[kx * dw];
+              acc = (v > acc || v != v) ? v : acc;
+            }
+          else
+            for (int64_t kx = kx0; kx < kx1; kx++) acc += row[kx * dw];
+        }
+        if (cnt < 0) cnt = 0;
+        if (!is_max) {
+          int64_t div = cnt;
+          if (pp->divisor > 0)
+            div = pp->divisor;
+          else if (pp->include_pad) {
+            /* PyTorch: the window clipped to the padded input. */
+            int64_t ye = y0 + pp->kh, xe = x0 + pp->kw;
+            int64_t hp = j->h + pp->ph, wp = j->w + pp->pw;
+            div = ((ye < hp ? ye : hp) - y0) * ((xe < wp ? xe : wp) - x0);
+          }
+          acc = div > 0 ? acc / (float)div : 0.0f;
+        }
+        y[oy * j->ow + ox] = acc;
+      }
+    }
+    if (j->op->act) j->d->cfg->vact((size_t)(j->oh * j->ow), y, y, j->op->act, j->op->fp);
+  }
+}
+
+/* Planes [begin, end) of a separable max pool. */
+static void maxpool_planes(void *ctx, int64_t begin, int64_t end) {
+  const pool_job *j = ctx;
+  const em_pool_params q = pool_geom_of(&j->p, j->h, j->w, j->oh, j->ow);
+  for (int64_t p = begin; p < end; p++) {
+    float *y = j->y + p * j->oh * j->ow;
+    j->d->cfg->maxpool(&q, j->x + p * j->h * j->w, y);
+    if (j->op->act) j->d->cfg->vact((size_t)(j->oh * j->ow), y, y, j->op->act, j->op->fp);
+  }
+}
+
+em_status emc_run_pool(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
+  pool_job j = {d,
+                op,
+                xt->data,
+                yt->data,
+                xt->sizes[2],
+                xt->sizes[3],
+                yt->sizes[2],
+                yt->sizes[3],
+                emc_pool2d_params_of(op)};
+  const bool separable = pool_separable(op, j.w, j.ow);
+  par_for(pool, xt->sizes[0] * xt->sizes[1], separable ? maxpool_planes : pool_planes, &j,
+          yt->numel * j.p.kh * j.p.kw);
+  return EM_OK;
+}

@@ -1,0 +1,128 @@
+/*
+ * cpu_op_rows.c — operators over rows: mean (over the middle of [outer, len, inner]), softmax /
+ * log-softmax (with an optional scale and additive mask), layer norm and RMS norm: their checks
+ * and one run for all, rows split over the threads.
+ */
+#include "cpu_ops.h"
+
+bool emc_check_mean(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_mean_params p = emc_mean_params_of(op);
+  int64_t inner = p.inner < 1 ? 1 : p.inner;
+  if (p.outer < 0 || p.len < 1) WHY("mean: bad shape");
+  return check_rows(d, op, p.outer * p.len * inner, p.outer * inner, why, why_n);
+}
+
+/* Softmax rows, with an optional scale (scaled = 1, fp scale) and additive mask (in[1]: mask_rows
+ * rows of the axis length, repeating down the rows) applied first. */
+bool emc_check_softmax(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_softmax_params p = emc_softmax_params_of(op);
+  const int64_t rows = p.rows, cols = p.cols, mask_rows = p.mask_rows;
+  if (rows < 0 || cols < 1 || p.inner != 1) WHY("softmax: bad shape");
+  if (p.log != 0 && p.log != 1) WHY("softmax: log flag %lld is not 0 or 1", (long long)p.log);
+  if (p.scaled != 0 && p.scaled != 1)
+    WHY("softmax: scale flag %lld is not 0 or 1", (long long)p.scaled);
+  if (p.log && (p.scaled || op->in[1] >= 0)) /* the row runs in place: not for log */
+    WHY("softmax: scale or mask on a log-softmax");
+  if (op->in[1] >= 0) {
+    const emc_rt_tensor *m = tensor_at(d, op->in[1]);
+    if (!m) WHY("softmax: bad mask tensor id");
+    if (mask_rows < 1 || rows % mask_rows != 0)
+      WHY("softmax: mask of %lld rows does not tile %lld rows", (long long)mask_rows,
+          (long long)rows);
+    if (m->numel != mask_rows * cols)
+      WHY("softmax: mask has %lld elements, expected %lld", (long long)m->numel,
+          (long long)(mask_rows * cols));
+    if (out_shared(m, tensor_at(d, op->out[0]))) WHY("softmax: mask shares the output's storage");
+  } else if (mask_rows != 0) {
+    WHY("softmax: mask rows %lld without a mask", (long long)mask_rows);
+  }
+  return check_rows(d, op, rows * cols, rows * cols, why, why_n);
+}
+
+bool emc_check_norm(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_norm_params p = emc_norm_params_of(op);
+  int64_t rows = p.rows, cols = p.cols;
+  if (rows < 0 || cols < 1) WHY("norm: bad shape");
+  for (int i = 1; i < 3; i++) {
+    if (op->in[i] < 0) continue;
+    const emc_rt_tensor *w = tensor_at(d, op->in[i]);
+    if (!w || w->numel != cols) WHY("norm: affine parameter %d has the wrong size", i);
+  }
+  return check_rows(d, op, rows * cols, rows * cols, why, why_n);
+}
+
+typedef struct rows_job {
+  const emc_delegate *d;
+  const emc_op *op;
+  int64_t cols; /* floats a row: the mean's len, the softmax's or norm's cols */
+  emc_mean_params mean;
+  emc_softmax_params sm;
+  emc_norm_params norm;
+} rows_job;
+
+static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
+  const rows_job *j = ctx;
+  const emc_delegate *d = j->d;
+  const emc_op *op = j->op;
+  const float *x = data_of(d, op->in[0]);
+  float *y = data_of(d, op->out[0]);
+  const int64_t cols = j->cols;
+  for (int64_t r = begin; r < end; r++) {
+    switch (op->kind) {
+    case EMC_OP_MEAN: {
+      if (j->mean.inner > 1) { /* reduce the middle of [outer, cols, inner] */
+        const int64_t inner = j->mean.inner;
+        float *yo = y + r * inner;
+        for (int64_t i = 0; i < inner; i++) yo[i] = 0.0f;
+        for (int64_t l = 0; l < cols; l++) {
+          const float *xr = x + (r * cols + l) * inner;
+          for (int64_t i = 0; i < inner; i++) yo[i] += xr[i];
+        }
+        for (int64_t i = 0; i < inner; i++) yo[i] /= (float)cols;
+        if (op->act) d->cfg->vact((size_t)inner, yo, yo, op->act, op->fp);
+        break;
+      }
+      y[r] = plane_mean(x + r * cols, cols);
+      if (op->act) d->cfg->vact(1, y + r, y + r, op->act, op->fp);
+      break;
+    }
+    case EMC_OP_SOFTMAX: {
+      /* x * scale + mask into the output row, in L1; then the softmax there, in place */
+      const em_minmax_params none = {-INFINITY, INFINITY};
+      const float *xr = x + r * cols;
+      float *yr = y + r * cols;
+      if (j->sm.scaled) {
+        d->cfg->vbinc[EMC_BIN_MUL]((size_t)cols, xr, &j->sm.scale, yr, &none);
+        xr = yr;
+      }
+      if (op->in[1] >= 0) {
+        d->cfg->vbin[EMC_BIN_ADD]((size_t)cols, xr,
+                                  data_of(d, op->in[1]) + (r % j->sm.mask_rows) * cols, yr, &none);
+        xr = yr;
+      }
+      d->cfg->softmax((size_t)cols, xr, yr, (int)j->sm.log);
+      break;
+    }
+    default: /* layer / rms norm */
+      d->cfg->norm((size_t)cols, x + r * cols, data_of(d, op->in[1]),
+                   op->kind == EMC_OP_LAYERNORM ? data_of(d, op->in[2]) : NULL, j->norm.eps,
+                   op->kind == EMC_OP_RMSNORM, y + r * cols);
+      if (op->act) d->cfg->vact((size_t)cols, y + r * cols, y + r * cols, op->act, op->fp);
+      break;
+    }
+  }
+}
+
+em_status emc_run_rows(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  rows_job j = {
+      d, op, 0, emc_mean_params_of(op), emc_softmax_params_of(op), emc_norm_params_of(op)};
+  int64_t rows;
+  if (op->kind == EMC_OP_MEAN)
+    rows = j.mean.outer, j.cols = j.mean.len;
+  else if (op->kind == EMC_OP_SOFTMAX)
+    rows = j.sm.rows, j.cols = j.sm.cols;
+  else
+    rows = j.norm.rows, j.cols = j.norm.cols;
+  par_for(pool, rows, rows_chunk, &j, d->t[op->in[0]].numel * 4);
+  return EM_OK;
+}

@@ -1,0 +1,124 @@
+/*
+ * cpu_op_shape.c — data movement: permute, cat and slice, their checks and runs (copy, the
+ * identity with an optional activation, runs as a unary: cpu_op_eltwise.c).
+ */
+#include "cpu_ops.h"
+
+/* ---- permute --------------------------------------------------------------------------------- */
+
+bool emc_check_permute(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_rt_tensor *x = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
+  if (!x || !y || x->ndim != y->ndim) WHY("permute: bad tensors");
+  const emc_permute_params pp = emc_permute_params_of(op);
+  unsigned seen = 0;
+  for (uint32_t i = 0; i < x->ndim; i++) {
+    int64_t p = pp.dims[i];
+    if (p < 0 || p >= (int64_t)x->ndim || (seen >> p) & 1u) WHY("permute: not a permutation");
+    seen |= 1u << p;
+    if (y->sizes[i] != x->sizes[p]) WHY("permute: output dim %u has the wrong size", i);
+  }
+  return check_act(op, why, why_n);
+}
+
+typedef struct permute_job {
+  const float *x;
+  float *y;
+  uint32_t nd;
+  int64_t ysz[EMC_MAX_DIMS], xst[EMC_MAX_DIMS]; /* input stride of each output dim */
+} permute_job;
+
+/* One output row (last output dim) per item. */
+static void permute_rows(void *ctx, int64_t begin, int64_t end) {
+  const permute_job *j = ctx;
+  const int64_t inner = j->ysz[j->nd - 1], ist = j->xst[j->nd - 1];
+  for (int64_t r = begin; r < end; r++) {
+    int64_t rem = r, off = 0;
+    for (int i = (int)j->nd - 2; i >= 0; i--) {
+      off += (rem % j->ysz[i]) * j->xst[i];
+      rem /= j->ysz[i];
+    }
+    float *dst = j->y + r * inner;
+    const float *src = j->x + off;
+    if (ist == 1)
+      memcpy(dst, src, (size_t)inner * sizeof *dst);
+    else
+      for (int64_t i = 0; i < inner; i++) dst[i] = src[i * ist];
+  }
+}
+
+em_status emc_run_permute(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
+  permute_job j = {xt->data, yt->data, xt->ndim, {0}, {0}};
+  if (yt->numel == 0) return EM_OK;
+  if (xt->ndim == 0) {
+    j.y[0] = j.x[0];
+    return EM_OK;
+  }
+  /* Zeroed: aarch64 gcc 12 cannot see that dims[] < ndim (validated at init) and warns. */
+  int64_t st[EMC_MAX_DIMS] = {0}, s = 1;
+  for (int i = (int)xt->ndim - 1; i >= 0; i--) st[i] = s, s *= xt->sizes[i];
+  const emc_permute_params pp = emc_permute_params_of(op);
+  for (uint32_t i = 0; i < xt->ndim; i++) j.ysz[i] = yt->sizes[i], j.xst[i] = st[pp.dims[i]];
+  par_for_mem(pool, yt->numel / j.ysz[xt->ndim - 1], permute_rows, &j, yt->numel);
+  return EM_OK;
+}
+
+/* ---- cat ------------------------------------------------------------------------------------- */
+
+bool emc_check_cat(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_rt_tensor *y = tensor_at(d, op->out[0]);
+  const emc_cat_params p = emc_cat_params_of(op);
+  int64_t outer = p.outer, n_in = p.n_in, total = 0;
+  if (!y || outer < 0 || n_in < 1 || n_in > 4) WHY("cat: bad parameters");
+  for (int i = 0; i < n_in; i++) {
+    const emc_rt_tensor *x = tensor_at(d, op->in[i]);
+    int64_t row = p.len[i];
+    if (!x || row < 0 || x->numel != outer * row) WHY("cat: input %d has the wrong size", i);
+    total += row;
+  }
+  if (y->numel != outer * total) WHY("cat: output has the wrong size");
+  return check_act(op, why, why_n);
+}
+
+em_status emc_run_cat(const emc_delegate *d, const emc_op *op) {
+  float *y = data_of(d, op->out[0]);
+  const emc_cat_params p = emc_cat_params_of(op);
+  int64_t outer = p.outer, n_in = p.n_in, total = 0;
+  for (int i = 0; i < n_in; i++) total += p.len[i];
+  for (int64_t o = 0; o < outer; o++) {
+    float *dst = y + o * total;
+    for (int i = 0; i < n_in; i++) {
+      int64_t row = p.len[i];
+      memcpy(dst, data_of(d, op->in[i]) + o * row, (size_t)row * sizeof *dst);
+      dst += row;
+    }
+  }
+  if (op->act) d->cfg->vact((size_t)(outer * total), y, y, op->act, op->fp);
+  return EM_OK;
+}
+
+/* ---- slice ----------------------------------------------------------------------------------- */
+
+bool emc_check_slice(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  if (!params_nonneg(op, EMC_SLICE_N_PARAMS, why, why_n)) return false;
+  const emc_slice_params p = emc_slice_params_of(op);
+  int64_t outer = p.outer, len = p.len, inner = p.inner, start = p.start, step = p.step,
+          out_len = p.out_len;
+  if (step < 1 || (out_len > 0 && start + (out_len - 1) * step >= len))
+    WHY("slice: range runs past the dimension");
+  return check_rows(d, op, outer * len * inner, outer * out_len * inner, why, why_n);
+}
+
+em_status emc_run_slice(const emc_delegate *d, const emc_op *op) {
+  const float *x = data_of(d, op->in[0]);
+  float *y = data_of(d, op->out[0]);
+  const emc_slice_params p = emc_slice_params_of(op);
+  int64_t outer = p.outer, len = p.len, inner = p.inner, start = p.start, step = p.step,
+          out_len = p.out_len;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < out_len; i++)
+      memcpy(y + (o * out_len + i) * inner, x + (o * len + start + i * step) * inner,
+             (size_t)inner * sizeof *y);
+  if (op->act) d->cfg->vact((size_t)(outer * out_len * inner), y, y, op->act, op->fp);
+  return EM_OK;
+}
