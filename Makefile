@@ -206,11 +206,13 @@ mcu-clean:
 # `make test-neon` cross-compiles the runtime and its C tests for aarch64 with Debian's cross gcc
 # (cmake/aarch64-linux-gnu.cmake) and runs them under qemu-aarch64 (-L: the cross libc), so the
 # NEON micro-kernels (backends/cpu/*__neon.c) are checked against the portable ones on any x86
-# machine, then test_cpu_ukernels again with EMBER_CPU_ISA=scalar (the forced ISA must be chosen).
+# machine, then test_cpu_ukernels_misc again with EMBER_CPU_ISA=scalar (the forced ISA must be
+# chosen).
 # It is skipped, with a message, only when the toolchain cannot be installed. About a minute.
 NEON_APT := gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 NEON_BUILD := build-neon
-NEON_TESTS := test_cpu_ukernels test_no_alloc test_corrupt
+NEON_TESTS := test_cpu_ukernels_gemm test_cpu_ukernels_conv test_cpu_ukernels_misc test_no_alloc \
+  test_corrupt
 NEON_SYSROOT := /usr/aarch64-linux-gnu
 .PHONY: neon-deps test-neon
 
@@ -229,5 +231,5 @@ test-neon: fixtures
 	  -DCMAKE_BUILD_TYPE=Release $(ET_FIXTURES_DEF) >/dev/null; \
 	cmake --build $(NEON_BUILD) -j $(JOBS) --target $(NEON_TESTS); \
 	(cd $(NEON_BUILD) && ctest --output-on-failure -j $(JOBS) -R '^($(subst $() ,|,$(NEON_TESTS)))$$'); \
-	echo "==== test_cpu_ukernels, EMBER_CPU_ISA=scalar (aarch64 under qemu-aarch64) ===="; \
-	EMBER_CPU_ISA=scalar qemu-aarch64 -L $(NEON_SYSROOT) $(NEON_BUILD)/tests/test_cpu_ukernels
+	echo "==== test_cpu_ukernels_misc, EMBER_CPU_ISA=scalar (aarch64 under qemu-aarch64) ===="; \
+	EMBER_CPU_ISA=scalar qemu-aarch64 -L $(NEON_SYSROOT) $(NEON_BUILD)/tests/test_cpu_ukernels_misc

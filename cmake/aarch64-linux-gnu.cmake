@@ -2,7 +2,7 @@
 # (gcc-aarch64-linux-gnu, libc6-dev-arm64-cross), for the NEON micro-kernels of the CPU backend.
 #
 #   cmake -S . -B build-neon -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
-#   qemu-aarch64 -L /usr/aarch64-linux-gnu build-neon/tests/test_cpu_ukernels
+#   qemu-aarch64 -L /usr/aarch64-linux-gnu build-neon/tests/test_cpu_ukernels_gemm
 #
 # Executables are linked dynamically against the cross libc (libc6-arm64-cross); qemu-user finds
 # its loader and libraries through -L (or QEMU_LD_PREFIX). Not -static: test_no_alloc replaces

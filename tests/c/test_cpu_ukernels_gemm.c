@@ -1,0 +1,346 @@
+/*
+ * test_cpu_ukernels_gemm.c — the EmberCpuBackend GEMM micro-kernels of every ISA this CPU runs
+ * (AVX-512F, AVX2+FMA, NEON, scalar), at sizes below, at, above and multiples of their tile,
+ * against a double-precision scalar reference, with writes outside [mr, nc] caught; the
+ * matrix-vector kernels (gemv16, gemv6); the GEMM driver (cpu_gemm.c: K blocks, M blocks,
+ * strips, B packing, threads) on whole matrices, every B form, with and without a thread pool;
+ * and, where the CPU and OS allow AMX, the "amx" configuration's bf16x3 GEMM path within its own
+ * error bound (test_gemm_amx). The other kernels: test_cpu_ukernels_conv.c and _misc.c.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "cpu_ukernels_util.h"
+
+static void test_gemm(const em_cpu_config *cfg) {
+  static const size_t ncs[] = {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40, 47, 48, 49, 63, 64};
+  static const size_t kcs[] = {1, 2, 5, 16, 67};
+  enum { MAXK = 67, LDC = 72, LDB = 64 };
+  static float a[MAXK * 8 * 6], b[MAXK * 64], c[8 * LDC], ref[8 * LDC], bias_m[6], bias_n[64];
+  int bad = 0;
+  for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++)
+    for (size_t mr = 1; mr <= EMC_MR; mr++)
+      for (size_t ni = 0; ni < sizeof ncs / sizeof ncs[0]; ni++)
+        for (int variant = 0; variant < 8; variant++) {
+          size_t kc = kcs[ki], nc = ncs[ni];
+          if (nc > cfg->nr) continue;
+          int packed_a = variant & 1, packed_b = (variant >> 1) & 1, accumulate = variant >> 2;
+          for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) a[i] = frand();
+          for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) b[i] = frand();
+          for (size_t i = 0; i < 6; i++) bias_m[i] = frand();
+          for (size_t i = 0; i < 64; i++) bias_n[i] = frand();
+          for (size_t i = 0; i < 8 * LDC; i++)
+            c[i] = (i / LDC < mr && i % LDC < nc) ? frand() : SENTINEL;
+          size_t a_rs = packed_a ? 1 : kc, a_ks = packed_a ? EMC_MR : 1;
+          size_t ldb = packed_b ? EMC_NR_PANEL : LDB, b_next = packed_b ? kc * EMC_NR_PANEL : 16;
+          em_minmax_params p = {-2.5f, 2.5f};
+          for (size_t m = 0; m < mr; m++)
+            for (size_t n = 0; n < nc; n++) {
+              double acc = accumulate ? c[m * LDC + n] : (double)bias_m[m] + bias_n[n];
+              for (size_t k = 0; k < kc; k++) {
+                const float *bk =
+                    packed_b ? b + (n / 16) * b_next + k * 16 + n % 16 : b + k * ldb + n;
+                acc += (double)a[m * a_rs + k * a_ks] * *bk;
+              }
+              ref[m * LDC + n] = (float)fmin(fmax(acc, p.min), p.max);
+            }
+          cfg->gemm(mr, nc, kc, a, a_rs, a_ks, b, ldb, b_next, c, LDC, bias_m, bias_n, accumulate,
+                    &p, a_rs == 1 ? a : NULL);
+          for (size_t i = 0; i < 8 * LDC && bad < 5; i++) {
+            size_t m = i / LDC, n = i % LDC;
+            int inside = m < mr && n < nc;
+            int ok = inside ? close_to(c[i], ref[i], 1e-5) : c[i] == SENTINEL;
+            if (!ok) {
+              bad++;
+              CHECK(ok, "%s gemm mr=%zu nc=%zu kc=%zu variant=%d: c[%zu][%zu] = %g, want %g",
+                    cfg->isa, mr, nc, kc, variant, m, n, c[i], inside ? ref[i] : SENTINEL);
+            }
+          }
+          if (!bad) g_pass++;
+        }
+}
+
+static void test_gemv16(const em_cpu_config *cfg) {
+  static float x[300], b[300 * 16], bias[16], y[17];
+  static const size_t kcs[] = {1, 5, 16, 300}, ncs[] = {1, 7, 15, 16};
+  for (size_t ki = 0; ki < 4; ki++)
+    for (size_t ni = 0; ni < 4; ni++) {
+      size_t kc = kcs[ki], nc = ncs[ni];
+      for (size_t i = 0; i < kc; i++) x[i] = frand();
+      for (size_t i = 0; i < kc * 16; i++) b[i] = (i % 16) < nc ? frand() : 0.0f;
+      for (size_t i = 0; i < 16; i++) bias[i] = frand();
+      y[nc] = SENTINEL;
+      em_minmax_params p = {-3.0f, 3.0f};
+      cfg->gemv16(kc, nc, x, b, bias, y, &p);
+      int ok = y[nc] == SENTINEL;
+      for (size_t j = 0; j < nc; j++) {
+        double acc = bias[j];
+        for (size_t k = 0; k < kc; k++) acc += (double)x[k] * b[k * 16 + j];
+        ok &= close_to(y[j], fmin(fmax(acc, -3.0), 3.0), 1e-5);
+      }
+      CHECK(ok, "%s gemv16 kc=%zu nc=%zu", cfg->isa, kc, nc);
+    }
+}
+
+/* A 6-row A panel times a vector: every depth around the 8- and 16-step blocks, every row count,
+ * with and without bias; nothing written past row mr. */
+static void test_gemv6(const em_cpu_config *cfg) {
+  static float a[301 * 6], x[301], bias[6], y[7];
+  static const size_t kcs[] = {1, 5, 7, 8, 9, 15, 16, 17, 23, 24, 31, 33, 144, 301};
+  for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++)
+    for (size_t mr = 1; mr <= 6; mr++)
+      for (int with_bias = 0; with_bias < 2; with_bias++) {
+        const size_t kc = kcs[ki];
+        for (size_t i = 0; i < kc; i++) x[i] = frand();
+        for (size_t i = 0; i < kc * 6; i++) a[i] = (i % 6) < mr ? frand() : 0.0f;
+        for (size_t i = 0; i < 6; i++) bias[i] = frand();
+        y[mr] = SENTINEL;
+        em_minmax_params p = {-2.0f, 2.5f};
+        cfg->gemv6(kc, mr, a, x, with_bias ? bias : NULL, y, &p);
+        int ok = y[mr] == SENTINEL;
+        for (size_t r = 0; r < mr; r++) {
+          double acc = with_bias ? bias[r] : 0.0;
+          for (size_t k = 0; k < kc; k++) acc += (double)x[k] * a[k * 6 + r];
+          ok &= close_to(y[r], fmin(fmax(acc, -2.0), 2.5), 1e-5);
+        }
+        CHECK(ok, "%s gemv6 kc=%zu mr=%zu bias=%d", cfg->isa, kc, mr, with_bias);
+      }
+}
+
+/* ---- the GEMM driver ------------------------------------------------------------------ */
+
+enum { DMAXM = 70, DMAXN = 130, DMAXK = 300, DPAD_N = 144 /* DMAXN rounded up to 16 */ };
+static float d_a[DMAXM * DMAXK], d_ap[12 * 6 * DMAXK], d_b[DMAXK * DMAXN], d_bp[DMAXK * DPAD_N];
+static float d_c[DMAXM * DMAXN + 8], d_bm[DMAXM], d_bn[DMAXN], d_pack[2 * 160 * 64 + 64];
+static double d_ref[DMAXM * DMAXN];
+
+typedef struct strip_src {
+  const float *b;
+  size_t ldb;
+} strip_src;
+
+/* A pack_b callback: copies the strip from a row-major B (as the im2col callback would build). */
+static void copy_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_t nc, float *dst,
+                       size_t ldd) {
+  const strip_src *s = ctx;
+  for (size_t k = 0; k < kc; k++)
+    for (size_t n = 0; n < nc; n++) dst[k * ldd + n] = s->b[(k0 + k) * s->ldb + n0 + n];
+}
+
+/* One GEMM: A packed or strided; B packed (0), row-major (1), row-major copied into per-thread
+ * scratch (2) or built by a pack_b callback (3). */
+static int run_driver_case(const em_cpu_config *cfg, em_threadpool *pool, size_t m, size_t n,
+                           size_t k, int a_packed, int bmode) {
+  for (size_t i = 0; i < m * k; i++) d_a[i] = frand();
+  for (size_t i = 0; i < k * n; i++) d_b[i] = frand();
+  for (size_t i = 0; i < m; i++) d_bm[i] = frand();
+  for (size_t i = 0; i < n; i++) d_bn[i] = frand();
+  memset(d_ap, 0, sizeof d_ap), memset(d_bp, 0, sizeof d_bp);
+  for (size_t r = 0; r < m; r++)
+    for (size_t kk = 0; kk < k; kk++) d_ap[(r / 6) * k * 6 + kk * 6 + r % 6] = d_a[r * k + kk];
+  for (size_t kk = 0; kk < k; kk++)
+    for (size_t c = 0; c < n; c++) d_bp[(c / 16) * k * 16 + kk * 16 + c % 16] = d_b[kk * n + c];
+  for (size_t i = 0; i < m * n + 8; i++) d_c[i] = SENTINEL;
+  const em_minmax_params mm = {-3.0f, 3.0f};
+  for (size_t r = 0; r < m; r++)
+    for (size_t c = 0; c < n; c++) {
+      double acc = (double)d_bm[r] + d_bn[c];
+      for (size_t kk = 0; kk < k; kk++) acc += (double)d_a[r * k + kk] * d_b[kk * n + c];
+      d_ref[r * n + c] = fmin(fmax(acc, mm.min), mm.max);
+    }
+  strip_src src = {d_b, n};
+  emc_gemm g = {0};
+  g.cfg = cfg, g.m = m, g.k = k, g.n = n, g.a_packed = a_packed;
+  g.a = a_packed ? d_ap : d_a, g.a_rs = a_packed ? 1 : k, g.a_ks = a_packed ? EMC_MR : 1;
+  g.b = bmode == 0 ? d_bp : d_b, g.ldb = n, g.b_packed = bmode == 0;
+  g.c = d_c, g.ldc = n, g.bias_m = d_bm, g.bias_n = d_bn, g.mm = mm;
+  if (bmode >= 2) {
+    CHECK(emc_gemm_pack_floats(cfg, k, em_threadpool_size(pool)) <= sizeof d_pack / sizeof(float),
+          "pack scratch");
+    g.pack = d_pack + 1; /* deliberately not 64-byte aligned: the driver aligns its slots */
+  }
+  if (bmode == 3) g.pack_b = copy_strip, g.pack_ctx = &src;
+  emc_gemm_run(&g, pool);
+  for (size_t i = 0; i < m * n; i++)
+    if (!close_to(d_c[i], d_ref[i], 1e-4)) {
+      CHECK(0, "%s driver m=%zu n=%zu k=%zu a_packed=%d bmode=%d threads=%d: c[%zu] = %g, want %g",
+            cfg->isa, m, n, k, a_packed, bmode, em_threadpool_size(pool), i, d_c[i], d_ref[i]);
+      return 0;
+    }
+  for (size_t i = m * n; i < m * n + 8; i++)
+    if (d_c[i] != SENTINEL) {
+      CHECK(0, "%s driver m=%zu n=%zu k=%zu: wrote past C", cfg->isa, m, n, k);
+      return 0;
+    }
+  return 1;
+}
+
+static void test_gemm_driver(const em_cpu_config *cfg, em_threadpool *pool) {
+  static const size_t ms[] = {1, 5, 6, 7, 13, 70}, ns[] = {1, 17, 49, 64, 65, 130},
+                      ks[] = {1, 7, 129, 300};
+  for (size_t mi = 0; mi < 6; mi++)
+    for (size_t ni = 0; ni < 6; ni++)
+      for (size_t ki = 0; ki < 4; ki++)
+        for (int v = 0; v < 8; v++)
+          if (run_driver_case(cfg, pool, ms[mi], ns[ni], ks[ki], v & 1, v >> 1)) g_pass++;
+}
+
+#if defined(__x86_64__)
+/* Full 24-bit significands, so that splitting them in two bf16 numbers loses something. */
+static float frand24(void) {
+  g_seed = g_seed * 1103515245u + 12345u;
+  unsigned hi = g_seed >> 8;
+  g_seed = g_seed * 1103515245u + 12345u;
+  return (float)(((double)hi + (double)(g_seed >> 8) / 16777216.0) / 8388608.0 - 1.0);
+}
+
+/* The bf16 nearest x (ties to even), as its 16 bits. */
+static uint32_t bf16_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return (uint32_t)(((uint64_t)u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+
+/* A [m, k] as EMC_CONV_PAIRS words (the exporter's _bf16_pairs): [ceil(m / 32) * 2][kp / 16]
+ * tiles of [16][16], word = bf16(x) | bf16(x - hi) << 16, zero past m and k. */
+static uint32_t *make_pairs(const float *a, size_t m, size_t k) {
+  const size_t mp = (m + 31) / 32 * 32, kp = (k + 15) / 16 * 16;
+  uint32_t *w = calloc(mp * kp, 4);
+  for (size_t r = 0; r < m; r++)
+    for (size_t kk = 0; kk < k; kk++) {
+      const float x = a[r * k + kk];
+      const uint32_t hi = bf16_bits(x), hi32 = hi << 16;
+      float hf;
+      memcpy(&hf, &hi32, 4);
+      w[((r / 16) * (kp / 16) + kk / 16) * 256 + (r % 16) * 16 + kk % 16] = hi | bf16_bits(x - hf)
+                                                                                     << 16;
+    }
+  return w;
+}
+
+/*
+ * The AMX paths (f32_gemm_32x32__amx.c) on GEMMs big enough to take them: every A form (packed
+ * weight panels, row-major rows: bf16x3; bf16 pairs made ahead: four bf16 products each), every
+ * B form, K over one and several K blocks and not a multiple of 32 (300 x 2000: several M blocks
+ * of several K blocks; pairs: K blocks of up to 768), M and N with ragged 32-row / 32-column edges
+ * (N over one and several groups of eight strips for pairs), bias on either side, a residual, a
+ * clamp and an activation, 1, 2 and 3 threads (pairs with one strip group split K over them). The
+ * bound is the split's: each product within 2^-15 of itself, so |c - ref| <= 4e-5 * sum |a b|
+ * (plain bf16 products, or a lost lo term, miss it by ~50x); nothing is written outside C.
+ */
+static void test_gemm_amx(const em_cpu_config *cfg, em_threadpool *pool) {
+  static const size_t shapes[][3] = {{64, 64, 512},   {70, 130, 300}, {97, 200, 257},
+                                     {128, 96, 1000}, {66, 257, 130}, {300, 80, 2000},
+                                     {512, 49, 1700}, {40, 20, 70}};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    const size_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+    const size_t mp = (m + 5) / 6 * 6, np = (n + 15) / 16 * 16;
+    float *a = malloc(m * k * 4), *ap = calloc(mp * k, 4), *b = malloc(k * n * 4);
+    float *bp = calloc(k * np, 4), *c = malloc((m * n + 8) * 4), *res = malloc(m * n * 4);
+    float *bm = malloc(m * 4), *bn = malloc(n * 4), *pack = malloc(4 * 64 * 1024 + 256);
+    double *ref = malloc(m * n * 8), *mag = malloc(m * n * 8);
+    void *ws = malloc(EMC_AMX_SLOTS * emc_gemm_amx_slot_bytes() + 64);
+    atomic_flag busy[EMC_AMX_SLOTS];
+    for (int i = 0; i < EMC_AMX_SLOTS; i++) atomic_flag_clear(&busy[i]);
+    for (size_t i = 0; i < m * k; i++) a[i] = frand24();
+    for (size_t i = 0; i < k * n; i++) b[i] = frand24();
+    for (size_t i = 0; i < m * n; i++) res[i] = frand24();
+    for (size_t i = 0; i < m; i++) bm[i] = frand24();
+    for (size_t i = 0; i < n; i++) bn[i] = frand24();
+    for (size_t r = 0; r < m; r++)
+      for (size_t kk = 0; kk < k; kk++) ap[(r / 6) * k * 6 + kk * 6 + r % 6] = a[r * k + kk];
+    for (size_t kk = 0; kk < k; kk++)
+      for (size_t j = 0; j < n; j++) bp[(j / 16) * k * 16 + kk * 16 + j % 16] = b[kk * n + j];
+    uint32_t *pairs = make_pairs(a, m, k);
+    for (size_t r = 0; r < m; r++)
+      for (size_t j = 0; j < n; j++) {
+        double acc = 0, s = 0;
+        for (size_t kk = 0; kk < k; kk++) {
+          acc += (double)a[r * k + kk] * b[kk * n + j];
+          s += fabs((double)a[r * k + kk] * b[kk * n + j]);
+        }
+        ref[r * n + j] = acc, mag[r * n + j] = s;
+      }
+    strip_src src = {b, n};
+    /* 40 x 20 x 70: below the bf16x3 path's thresholds, so only the pairs form runs */
+    const int small = m < 64 || n < 64;
+    for (int v = small ? 16 : 0; v < 24; v++) {
+      const int a_packed = v < 16 ? v & 1 : 1, a_pairs = v >= 16;
+      const int bmode = (v >> 1) & 3, extras = v < 16 ? v >> 3 : v & 1;
+      emc_gemm g = {0};
+      g.cfg = cfg, g.m = m, g.k = k, g.n = n, g.a_packed = a_packed;
+      g.a = a_packed ? ap : a, g.a_rs = a_packed ? 1 : k, g.a_ks = a_packed ? EMC_MR : 1;
+      g.a_pairs = a_pairs ? pairs : NULL;
+      g.b = bmode == 0 ? bp : b, g.ldb = n, g.b_packed = bmode == 0;
+      g.c = c, g.ldc = n, g.mm.min = extras ? -20.0f : -INFINITY;
+      g.mm.max = extras ? 20.0f : INFINITY;
+      g.bias_m = extras ? bm : NULL, g.bias_n = extras ? NULL : bn;
+      g.res = extras ? res : NULL, g.ldr = n, g.act = extras ? EMC_ACT_SIGMOID : 0;
+      if (bmode >= 2) g.pack = pack + 1;
+      if (bmode == 3) g.pack_b = copy_strip, g.pack_ctx = &src;
+      g.amx_ws = (char *)ws + 1, g.amx_busy = busy, g.amx_slots = EMC_AMX_SLOTS;
+      if (a_pairs)
+        CHECK(emc_gemm_amx_pairs_fits(&g), "m=%zu n=%zu k=%zu: pairs do not take the AMX path", m,
+              n, k);
+      else
+        CHECK(emc_gemm_amx_fits(&g), "m=%zu n=%zu k=%zu does not take the AMX path", m, n, k);
+      for (size_t i = 0; i < m * n + 8; i++) c[i] = SENTINEL;
+      emc_gemm_run(&g, pool);
+      int ok = 1;
+      for (size_t r = 0; r < m && ok; r++)
+        for (size_t j = 0; j < n && ok; j++) {
+          double want = ref[r * n + j] + (extras ? (double)bm[r] + res[r * n + j] : bn[j]);
+          if (extras) want = 1.0 / (1.0 + exp(-fmin(fmax(want, -20.0), 20.0)));
+          const double tol = 4e-5 * (mag[r * n + j] + 2.0) + 1e-6;
+          if (!(fabs(c[r * n + j] - want) <= tol)) {
+            CHECK(0,
+                  "amx m=%zu n=%zu k=%zu a_packed=%d pairs=%d bmode=%d extras=%d threads=%d: "
+                  "c[%zu,%zu] = %.9g, want %.9g (tol %.3g)",
+                  m, n, k, a_packed, a_pairs, bmode, extras, em_threadpool_size(pool), r, j,
+                  c[r * n + j], want, tol);
+            ok = 0;
+          }
+        }
+      for (size_t i = m * n; i < m * n + 8 && ok; i++)
+        if (c[i] != SENTINEL) {
+          CHECK(0, "amx m=%zu n=%zu k=%zu: wrote past C", m, n, k);
+          ok = 0;
+        }
+      if (ok) g_pass++;
+    }
+    free(a), free(ap), free(b), free(bp), free(c), free(res), free(bm), free(bn), free(pack);
+    free(ref), free(mag), free(ws), free(pairs);
+  }
+}
+#endif
+
+static void test_isa(const em_cpu_config *cfg) {
+  test_gemm(cfg);
+#if defined(__x86_64__) || defined(__i386__)
+  if (cfg->gemm == em_f32_gemm_minmax_ukernel_6x64__avx512f) { /* the 6x48, 6x32 ones too */
+    em_cpu_config c48 = *cfg, c32 = *cfg;
+    c48.isa = "avx512f-6x48", c48.nr = 48, c48.gemm = em_f32_gemm_minmax_ukernel_6x48__avx512f;
+    c32.isa = "avx512f-6x32", c32.nr = 32, c32.gemm = em_f32_gemm_minmax_ukernel_6x32__avx512f;
+    test_gemm(&c48);
+    test_gemm(&c32);
+  }
+#endif
+  test_gemm_driver(cfg, NULL);
+  em_threadpool *pool = em_threadpool_create(2);
+  test_gemm_driver(cfg, pool);
+#if defined(__x86_64__)
+  if (cfg->amx) {
+    test_gemm_amx(cfg, NULL);
+    test_gemm_amx(cfg, pool);
+    em_threadpool *pool3 = em_threadpool_create(3); /* pairs: K split three ways */
+    test_gemm_amx(cfg, pool3);
+    em_threadpool_destroy(pool3);
+  }
+#endif
+  em_threadpool_destroy(pool);
+  test_gemv16(cfg);
+  test_gemv6(cfg);
+}
+
+int main(void) {
+  CHECK(for_each_isa(test_isa) > 0, "no ISA tested");
+  return test_summary("test_cpu_ukernels_gemm");
+}

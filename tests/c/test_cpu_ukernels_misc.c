@@ -1,0 +1,178 @@
+/*
+ * test_cpu_ukernels_misc.c — the remaining EmberCpuBackend micro-kernels of every ISA this CPU
+ * runs (AVX-512F, AVX2+FMA, NEON, scalar): elementwise rows and activations, copy_stride2 and
+ * the matrix transpose, against double-precision references; then the ISA choice:
+ * EMBER_CPU_ISA forces an ISA the CPU runs and is refused for one it does not, and
+ * em_cpu_backend_configure refuses an unknown ISA without changing the choice.
+ * GEMMs: test_cpu_ukernels_gemm.c; convolutions and pooling: test_cpu_ukernels_conv.c.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "cpu_ukernels_util.h"
+#include "ember_ext/cpu_env.h"
+
+/* copy_stride2 at every length up to 3 vectors and a bit: exact, nothing past n written. */
+static void test_copy_stride2(const em_cpu_config *cfg) {
+  static float x[2 * 64], y[64 + 16];
+  int bad = 0;
+  for (size_t i = 0; i < 2 * 64; i++) x[i] = frand();
+  for (size_t n = 0; n <= 52; n++) {
+    for (size_t i = 0; i < n + 16; i++) y[i] = 1234.0f;
+    cfg->copy_stride2(n, x, y);
+    for (size_t i = 0; i < n + 16; i++)
+      if (y[i] != (i < n ? x[2 * i] : 1234.0f)) bad++;
+  }
+  CHECK(bad == 0, "%s copy_stride2: %d wrong elements", cfg->isa, bad);
+}
+
+/* The matrix transpose at sizes around its 16 x 16 blocks, with row strides past the width:
+ * exact, and nothing written outside y's rows x cols. */
+static void test_transpose(const em_cpu_config *cfg) {
+  enum { LD = 80 };
+  static float x[70 * LD], y[70 * LD];
+  static const size_t ns[] = {1, 3, 15, 16, 17, 33, 49, 64, 70};
+  int bad = 0;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++) {
+      const size_t rows = ns[a], cols = ns[b];
+      for (size_t i = 0; i < 70 * LD; i++) x[i] = frand(), y[i] = SENTINEL;
+      cfg->transpose(rows, cols, x, LD, y, LD - 3);
+      for (size_t c = 0; c < 70; c++)
+        for (size_t r = 0; r < LD - 3; r++) {
+          const float got = y[c * (LD - 3) + r];
+          if (c < cols && r < rows ? got != x[r * LD + c] : got != SENTINEL) bad++;
+        }
+    }
+  CHECK(bad == 0, "%s transpose: %d mismatches", cfg->isa, bad);
+}
+
+static double ref_act(uint32_t act, double x, const float *fp) {
+  switch (act) {
+  case EMC_ACT_CLAMP: return fmin(fmax(x, fp[0]), fp[1]);
+  case EMC_ACT_HARDSWISH: return x * fmin(fmax(x + 3, 0), 6) / 6;
+  case EMC_ACT_HARDSIGMOID: return fmin(fmax(x + 3, 0), 6) / 6;
+  case EMC_ACT_SIGMOID: return 1 / (1 + exp(-x));
+  case EMC_ACT_SILU: return x / (1 + exp(-x));
+  case EMC_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+  case EMC_ACT_GELU_TANH:
+    return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+  case EMC_ACT_TANH: return tanh(x);
+  case EMC_ACT_EXP: return exp(x);
+  case EMC_ACT_SQRT: return sqrt(fabs(x));
+  case EMC_ACT_RSQRT: return 1 / sqrt(fabs(x) + 0.1);
+  case EMC_ACT_NEG: return -x;
+  case EMC_ACT_ABS: return fabs(x);
+  default: return x;
+  }
+}
+
+static void test_elementwise(const em_cpu_config *cfg) {
+  static const size_t ns[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 100};
+  static float a[128], b[128], y[128];
+  const float fp[2] = {-0.75f, 0.5f};
+  for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+    size_t n = ns[ni];
+    for (size_t i = 0; i < 128; i++) a[i] = 4 * frand(), b[i] = frand() + 2.0f;
+    em_minmax_params p = {-3.0f, 3.0f};
+    for (int op = 0; op < 4; op++)
+      for (int sc = 0; sc < 2; sc++) {
+        y[n] = SENTINEL;
+        (sc ? cfg->vbinc : cfg->vbin)[op](n, a, b, y, &p);
+        int ok = y[n] == SENTINEL;
+        for (size_t i = 0; i < n; i++) {
+          double bv = sc ? b[0] : b[i];
+          double r = op == 0   ? a[i] + bv
+                     : op == 1 ? a[i] - bv
+                     : op == 2 ? (double)a[i] * bv
+                               : a[i] / bv;
+          ok &= close_to(y[i], fmin(fmax(r, -3.0), 3.0), 1e-6);
+        }
+        CHECK(ok, "%s vbinary op=%d scalar=%d n=%zu", cfg->isa, op, sc, n);
+      }
+    for (uint32_t act = 1; act < EMC_ACT_END; act++) {
+      for (size_t i = 0; i < n; i++) {
+        if (act == EMC_ACT_SQRT) a[i] = fabsf(a[i]);
+        if (act == EMC_ACT_RSQRT) a[i] = fabsf(a[i]) + 0.1f;
+        if (act == EMC_ACT_EXP) a[i] = a[i] * 5.0f;
+      }
+      y[n] = SENTINEL;
+      cfg->vact(n, a, y, act, fp);
+      int ok = y[n] == SENTINEL;
+      for (size_t i = 0; i < n; i++) {
+        double want = ref_act(act, a[i], fp);
+        if (act == EMC_ACT_SQRT || act == EMC_ACT_RSQRT)
+          want = act == EMC_ACT_SQRT ? sqrt(a[i]) : 1 / sqrt(a[i]);
+        ok &= fabs(y[i] - want) <= 2e-6 + 2e-6 * fabs(want);
+        if (!ok) {
+          CHECK(ok, "%s act %u n=%zu x=%g: %g vs %g", cfg->isa, act, n, a[i], y[i], want);
+          break;
+        }
+      }
+      if (ok) g_pass++;
+    }
+    if (n == 0) continue;
+    for (int lg = 0; lg < 2; lg++) {
+      double mx = -1e30, sum = 0;
+      cfg->softmax(n, a, y, lg);
+      /* Not fmax(): Debian's aarch64 gcc 12 crashes vectorizing that reduction (ICE). */
+      for (size_t i = 0; i < n; i++) mx = a[i] > mx ? a[i] : mx;
+      for (size_t i = 0; i < n; i++) sum += exp(a[i] - mx);
+      int ok = 1;
+      for (size_t i = 0; i < n; i++) {
+        double want = lg ? a[i] - mx - log(sum) : exp(a[i] - mx) / sum;
+        ok &= close_to(y[i], want, 2e-6);
+      }
+      CHECK(ok, "%s softmax log=%d n=%zu", cfg->isa, lg, n);
+    }
+    for (int rms = 0; rms < 2; rms++) {
+      double mean = 0, var = 0;
+      for (size_t i = 0; i < n; i++) mean += rms ? 0 : a[i];
+      mean /= (double)n;
+      for (size_t i = 0; i < n; i++) var += (a[i] - mean) * (a[i] - mean);
+      double rstd = 1 / sqrt(var / (double)n + 1e-5);
+      cfg->norm(n, a, b, rms ? NULL : b + 1, 1e-5f, rms, y);
+      int ok = 1;
+      for (size_t i = 0; i < n; i++)
+        ok &= close_to(y[i], (a[i] - mean) * rstd * b[i] + (rms ? 0 : b[i + 1]), 1e-5);
+      CHECK(ok, "%s norm rms=%d n=%zu", cfg->isa, rms, n);
+    }
+    em_minmax_params p2 = {-1.0f, 1.0f};
+    cfg->vaffine(n, a, 0.5f, 0.25f, y, &p2);
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= close_to(y[i], fmin(fmax(a[i] * 0.5 + 0.25, -1), 1), 1e-6);
+    CHECK(ok, "%s vaffine n=%zu", cfg->isa, n);
+  }
+}
+
+static void test_isa(const em_cpu_config *cfg) {
+  test_copy_stride2(cfg);
+  test_transpose(cfg);
+  test_elementwise(cfg);
+}
+
+int main(void) {
+  CHECK(for_each_isa(test_isa) > 0, "no ISA tested");
+  /* Forcing an ISA the CPU runs must take effect (EMBER_CPU_ISA, mapped as the CLIs do). */
+  const char *force = getenv("EMBER_CPU_ISA");
+  em_status forced = em_cpu_backend_configure_from_env();
+  const em_cpu_config *chosen = em_cpu_config_get();
+  CHECK(chosen != NULL, "no configuration chosen");
+  if (chosen && force && em_cpu_config_for(force))
+    CHECK(forced == EM_OK && strcmp(chosen->isa, force) == 0, "EMBER_CPU_ISA=%s, but %s was chosen",
+          force, chosen->isa);
+  if (force && !em_cpu_config_for(force))
+    CHECK(forced == EM_ERR_NOT_SUPPORTED, "EMBER_CPU_ISA=%s (not on this CPU) was not refused",
+          force);
+  /* The options struct, as a program sets it: an unknown ISA is refused and changes nothing. */
+  em_cpu_backend_options bad = {"no-such-isa", false, false};
+  CHECK(em_cpu_backend_configure(&bad) == EM_ERR_NOT_SUPPORTED, "an unknown ISA was accepted");
+  CHECK(em_cpu_config_get() == chosen, "a refused configure changed the ISA");
+  em_cpu_backend_options scalar = {"scalar", false, false};
+  CHECK(em_cpu_backend_configure(&scalar) == EM_OK, "scalar refused");
+  CHECK(strcmp(em_cpu_config_get()->isa, "scalar") == 0, "configure did not force scalar");
+  if (chosen) {
+    em_cpu_backend_options back = {chosen->isa, false, false};
+    CHECK(em_cpu_backend_configure(&back) == EM_OK, "%s refused", chosen->isa);
+  }
+  if (chosen) printf("chosen ISA: %s\n", chosen->isa);
+  return test_summary("test_cpu_ukernels_misc");
+}

@@ -1,0 +1,161 @@
+"""Shared helpers of the EmberCpuBackend tests (tests/python/test_backend_cpu_*.py): run a
+program, list what stayed outside the delegate, check a model against eager PyTorch and the
+undelegated Ember run (``_check_model``), the models more than one file exports, and readers of
+the delegate's EMC blob (its span, operator records, conv ip[] slots).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import ember
+from ember.backends.delegate import DelegateInstr
+from ember.passes.ir import KernelInstr
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def _runtime():
+    from ember.runtime import RuntimeProgram
+
+    return RuntimeProgram
+
+
+def _run(prog: ember.Program, inputs: tuple, threads: int = 1) -> torch.Tensor:
+    return _runtime()(prog.buffer, threads=threads).run("forward", list(inputs))[0]
+
+
+def _outside(prog: ember.Program) -> list[str]:
+    ir = prog._irs["forward"]
+    return [
+        i.kernel
+        for i in ir.instrs
+        if isinstance(i, KernelInstr) and not isinstance(i, DelegateInstr)
+    ]
+
+
+def _n_delegates(prog: ember.Program) -> int:
+    return sum(isinstance(i, DelegateInstr) for i in prog._irs["forward"].instrs)
+
+
+def _check_model(
+    m: nn.Module, inputs: tuple, *, outside_ok: int = 0, threads: tuple = (1, 2)
+) -> ember.Program:
+    m = m.eval()
+    with torch.inference_mode():
+        want = m(*inputs)
+    prog = ember.export(m, inputs, backend="cpu")
+    assert _n_delegates(prog) >= 1
+    assert len(_outside(prog)) <= outside_ok, _outside(prog)
+    for th in threads:
+        got = _run(prog, inputs, th)
+        torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
+    plain = _run(ember.export(m, inputs, backend=None), inputs)
+    torch.testing.assert_close(got, plain, rtol=RTOL, atol=ATOL)
+    return prog
+
+
+def _seed_bn(m: nn.Module) -> nn.Module:
+    g = torch.Generator().manual_seed(1)
+    for mod in m.modules():
+        if isinstance(mod, nn.BatchNorm2d):
+            mod.running_mean.copy_(torch.rand(mod.num_features, generator=g) * 0.2 - 0.1)
+            mod.running_var.copy_(torch.rand(mod.num_features, generator=g) + 0.5)
+            mod.weight.data.copy_(torch.rand(mod.num_features, generator=g) + 0.5)
+            mod.bias.data.copy_(torch.rand(mod.num_features, generator=g) * 0.2 - 0.1)
+    return m
+
+
+class ConvZoo(nn.Module):
+    """Every conv flavour, folded batch norm, each fused activation, pooling, residual adds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(16)
+        self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.dw5 = nn.Conv2d(16, 16, 5, stride=2, padding=2, groups=16, bias=False)
+        self.pw = nn.Conv2d(16, 26, 1)
+        self.grouped = nn.Conv2d(26, 26, 3, padding=2, dilation=2, groups=2)
+        self.rect = nn.Conv2d(26, 13, (3, 1), stride=(1, 2), padding=(1, 0))
+        self.bn2 = nn.BatchNorm2d(13)
+        self.fc = nn.Linear(13, 7)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.bn(self.stem(x)))
+        y = y + F.relu6(self.dw(y))
+        y = F.hardswish(self.dw5(y))
+        y = F.silu(self.pw(y)) * torch.sigmoid(y.mean(1, keepdim=True))
+        y = F.gelu(self.grouped(y)) - 0.5
+        y = self.bn2(F.hardtanh(self.rect(y), -0.5, 2.0))  # unfolded batch norm (affine)
+        a = F.max_pool2d(y, 3, 2, 1)
+        b = F.avg_pool2d(y, 3, 2, 1)
+        y = a + b
+        y = F.adaptive_avg_pool2d(y, 1).flatten(1)
+        return F.hardsigmoid(self.fc(y))
+
+
+class SqueezeExcite(nn.Module):
+    """MobileNetV3's depthwise conv + squeeze-and-excitation, on a map big enough for banded
+    depthwise threads (40 rows) and one that is not."""
+
+    def __init__(self, c: int = 24) -> None:
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, 3, padding=1, groups=c)
+        self.fc1, self.fc2 = nn.Conv2d(c, 8, 1), nn.Conv2d(8, c, 1)
+        self.pw = nn.Conv2d(c, c, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.hardswish(self.dw(x))
+        s = F.hardsigmoid(self.fc2(F.relu(self.fc1(y.mean((2, 3), keepdim=True)))))
+        return self.pw(y * s)
+
+
+# ---- the EMC blob -------------------------------------------------------------------------
+def _blob_span(buf: bytes) -> tuple[int, int]:
+    at = buf.index(b"EMC1")
+    n_tensors, n_ops = struct.unpack_from("<II", buf, at + 8)
+    data_off, data_n = struct.unpack_from("<QQ", buf, at + 48)
+    return at, data_off + data_n
+
+
+def _load_and_run(buf: bytes, x: torch.Tensor) -> str:
+    try:
+        _runtime()(buf).run("forward", [x])
+        return "ok"
+    except Exception as e:  # the runtime's error, with its status name
+        return str(e)
+
+
+def _op_table(buf: bytes) -> tuple[int, list[tuple[int, ...]]]:
+    """Where the first EMC blob's operator records start in buf, and each record's (kind, act,
+    in[0..3], out[0..1])."""
+    at, _ = _blob_span(buf)
+    n_ops = struct.unpack_from("<I", buf, at + 12)[0]
+    base = at + struct.unpack_from("<Q", buf, at + 40)[0]
+    return base, [struct.unpack_from("<II4i2i", buf, base + 160 * i) for i in range(n_ops)]
+
+
+def _conv_ops(buf: bytes, every_blob: bool = False) -> list[tuple[int, ...]]:
+    """The ip[] slots of every conv2d operator in the program's first EMC blob (or in all)."""
+    found = []
+    at = buf.find(b"EMC1")
+    while at >= 0:
+        n_ops = struct.unpack_from("<I", buf, at + 12)[0]
+        ops_off = struct.unpack_from("<Q", buf, at + 40)[0]
+        ops = [struct.unpack_from("<I", buf, at + ops_off + 160 * i)[0] for i in range(n_ops)]
+        found += [
+            struct.unpack_from("<24i", buf, at + ops_off + 160 * i + 32)
+            for i, kind in enumerate(ops)
+            if kind == 1
+        ]
+        at = buf.find(b"EMC1", at + 4) if every_blob else -1
+    return found
+
+
+WINO, WINO_SLOTS, PAIRS = 13, 14, 15  # EMC_CONV_WINOGRAD, EMC_CONV_WINO_SLOTS, EMC_CONV_PAIRS
+IN_SCALE = 16  # EMC_CONV_IN_SCALE
