@@ -3,7 +3,7 @@
 A hand-built program (written with Ember's own schema and serializer) exercises KernelCall,
 MoveCall, JumpFalseCall (taken and not taken, on a Bool value and on a bool tensor) and FreeCall;
 ``torch.cond`` programs exercise the exporter's JumpFalse/Move emission; DelegateCall is covered by
-the CPU-backend tests (tests/python/test_backend_cpu.py).
+the CPU-backend tests (tests/python/test_backend_cpu_*.py).
 """
 
 from __future__ import annotations
