@@ -12,7 +12,7 @@
  * windows cover is loaded once and feeds the K (stride 2: up to K / 2 + 1) accumulators that
  * read it. Measured on 576 planes of 7x7, 5x5 taps: 25 us against 47 us one plane at a time;
  * on 14x14 planes the transposes cost more than the lanes save (0.5-0.8x), so the caller keeps
- * this to small output planes (cpu_ops.c).
+ * this to small output planes (cpu_op_dwconv.c).
  *
  * Products are summed in the one-plane kernel's order (bias, then taps row by row, column by
  * column), so both give the same bits.

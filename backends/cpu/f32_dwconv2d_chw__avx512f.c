@@ -251,7 +251,7 @@ em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const float *
                                             float bias, float *out, const em_minmax_params *p) {
   const int64_t s = q->sw;
   /* Padded rows: the top padding, the plane, then zeros down to the last row a window reads
-   * (ph rows below for a whole plane; a band of rows (cpu_ops.c: dw_bands) may need more or
+   * (ph rows below for a whole plane; a band of rows (cpu_op_dwconv.c: dw_bands) may need more or
    * fewer). */
   const int64_t span_h = (q->oh - 1) * q->sh + (q->kh - 1) * q->dh + 1;
   const int64_t ph = q->h + 2 * q->ph > span_h ? q->h + 2 * q->ph : span_h, pw = q->w + 2 * q->pw;

@@ -226,7 +226,7 @@ static void test_dwconv_wide(const em_cpu_config *cfg) {
         for (int64_t d = 1; d <= 2; d++) /* dilation 2: the padded-copy kernel */
           for (int64_t pad = 0; pad < 2 * k; pad++) {
             /* pad >= k: padding below the plane only (pad - k + 1 rows, none above), as a band of
-             * rows at the bottom of a plane has (cpu_ops.c: dw_bands). */
+             * rows at the bottom of a plane has (cpu_op_dwconv.c: dw_bands). */
             const int64_t h = hw[c][0], wd = hw[c][1], below = pad < k ? pad : pad - k + 1;
             const int64_t above = pad < k ? pad : 0;
             const int64_t span = d * (k - 1) + 1;

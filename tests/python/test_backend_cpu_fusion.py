@@ -167,7 +167,7 @@ def test_expand_depthwise_project_run_in_bands(
 ) -> None:
     """A depthwise conv runs band by band with the 1x1 conv before it and the one after it when
     only it reads the first's output and only the second reads its own (the expansion's output
-    3 MB and up, the depthwise conv's 1 MB; cpu_ops.c: emc_fuse_chain, emc_run_chain), at 1 to
+    3 MB and up, the depthwise conv's 1 MB; cpu_op_chain.c: emc_fuse_chain, emc_run_chain), at 1 to
     3 threads; the results match eager and the portable kernels, and the profile shows the chain
     as one operator (stride 2: the depthwise output is too small, so the projection runs on its
     own; a smaller expansion runs on its own, the pair after it together)."""
@@ -217,7 +217,7 @@ def test_conv_then_max_pool_in_bands(
     cin: int, co: int, k: int, stride: int, pool: tuple, size: tuple, tmp_path
 ) -> None:
     """A conv (too deep for the few-channel direct kernel) whose 1 MB+ output only the max pool
-    after it reads runs with it in bands of pooled rows (cpu_ops.c: cpool_run), the conv rows
+    after it reads runs with it in bands of pooled rows (cpu_op_chain.c: cpool_run), the conv rows
     two bands share carried from one to the next; at 1 to 3 threads the results match eager and
     the portable kernels, NaN where eager's are, and the profile shows the pair as one
     operator."""

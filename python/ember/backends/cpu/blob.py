@@ -190,7 +190,7 @@ class Graph:
 
     def _extend_for_chains(self, life: dict[object, list[int]]) -> None:
         """The runtime may run a depthwise conv together with the conv that produces its input and
-        the conv that reads its output (cpu_ops.c: emc_fuse_chain), band by band: then every
+        the conv that reads its output (cpu_op_chain.c: emc_fuse_chain), band by band: then every
         tensor those convs touch is in use for the whole chain. Their lifetimes cover it, so
         no tensor of the chain shares memory with another (the runtime checks and otherwise
         runs the convs one by one)."""
