@@ -97,17 +97,17 @@ static em_status run_instr(em_method *m, const em_instr *in, uint32_t *pc) {
   }
 }
 
-em_status em_method_execute(em_method *m) {
-  if (!m) return EM_ERR_INVALID_ARGUMENT;
-  em_clear_last_error();
-  for (uint32_t i = 0; i < m->n_inputs; i++) {
-    const em_evalue *v = &m->values[m->inputs[i]];
-    if (!m->input_set[i] && v->tag == EM_TAG_TENSOR && !v->u.tensor->data)
-      EM_FAIL(EM_ERR_INVALID_STATE, "input %u of '%s' was not set", i, m->name);
-  }
+#if EM_ENABLE_PROFILING
+/* Hands the profiler's recorder one event. */
+static void record(const em_profiler *prof, uint32_t kind, const char *name, int32_t chain,
+                   int32_t instr, uint64_t t0, uint64_t t1) {
+  em_profile_event ev = {name, t0, t1 < t0 ? t0 : t1, chain, instr, -1, kind};
+  prof->record(prof->record_ctx, &ev);
+}
+#endif
+
+static em_status run_chains(em_method *m) {
   uint64_t executed = 0;
-  if (m->temp) em_allocator_reset(m->temp);
-  em_threadpool_wake(m->pool); /* workers asleep since the last call spin up meanwhile */
   for (uint32_t c = 0; c < m->n_chains; c++) {
     const em_chain *ch = &m->chains[c];
     uint32_t pc = 0;
@@ -127,7 +127,12 @@ em_status em_method_execute(em_method *m) {
 #endif
       em_status st = run_instr(m, in, &pc);
 #if EM_ENABLE_PROFILING
-      if (prof && prof->end) prof->end(prof->ctx, at, instr_name(m, in), em_now_ns() - t0);
+      if (prof) {
+        uint64_t t1 = em_now_ns();
+        if (prof->end) prof->end(prof->ctx, at, instr_name(m, in), t1 - t0);
+        if (prof->record)
+          record(prof, EM_PROFILE_INSTRUCTION, instr_name(m, in), (int32_t)c, (int32_t)at, t0, t1);
+      }
 #endif
       if (m->temp) em_allocator_reset(m->temp);
       if (st != EM_OK) {
@@ -138,4 +143,27 @@ em_status em_method_execute(em_method *m) {
     }
   }
   return EM_OK;
+}
+
+em_status em_method_execute(em_method *m) {
+  if (!m) return EM_ERR_INVALID_ARGUMENT;
+  em_clear_last_error();
+  for (uint32_t i = 0; i < m->n_inputs; i++) {
+    const em_evalue *v = &m->values[m->inputs[i]];
+    if (!m->input_set[i] && v->tag == EM_TAG_TENSOR && !v->u.tensor->data)
+      EM_FAIL(EM_ERR_INVALID_STATE, "input %u of '%s' was not set", i, m->name);
+  }
+  if (m->temp) em_allocator_reset(m->temp);
+  em_threadpool_wake(m->pool); /* workers asleep since the last call spin up meanwhile */
+#if EM_ENABLE_PROFILING
+  const em_profiler *prof = m->profiler && m->profiler->record ? m->profiler : NULL;
+  if (prof) {
+    uint64_t t0 = em_now_ns();
+    record(prof, EM_PROFILE_RUN_BEGIN, m->name, -1, 0, t0, t0);
+    em_status st = run_chains(m);
+    record(prof, EM_PROFILE_RUN_END, "Method::execute", -1, 0, t0, em_now_ns());
+    return st;
+  }
+#endif
+  return run_chains(m);
 }

@@ -505,6 +505,10 @@ em_status em_method_prepare(const em_program *p, const char *name, const em_meth
   if (cfg->n_arenas && (!cfg->arenas || !cfg->arena_sizes))
     EM_FAIL(EM_ERR_INVALID_ARGUMENT, "em_method_prepare: arenas without sizes");
   *method_out = NULL;
+#if EM_ENABLE_PROFILING
+  const em_profiler *prof = cfg->profiler && cfg->profiler->record ? cfg->profiler : NULL;
+  uint64_t t0 = prof ? em_now_ns() : 0;
+#endif
   prep s = {NULL, p, cfg, p->r, {0, 0, 0, 0}, {0, 0}};
   ALLOC_OR_FAIL(s.m, &s, sizeof(em_method));
   em_method *m = s.m;
@@ -518,6 +522,13 @@ em_status em_method_prepare(const em_program *p, const char *name, const em_meth
     em_method_destroy(m);
     return st;
   }
+#if EM_ENABLE_PROFILING
+  if (prof) {
+    /* ExecuTorch's name for this span; it covers Program::load_method too (one step here). */
+    em_profile_event ev = {"Method::init", t0, em_now_ns(), -1, 0, -1, EM_PROFILE_METHOD};
+    prof->record(prof->record_ctx, &ev);
+  }
+#endif
   *method_out = m;
   return EM_OK;
 }

@@ -13,6 +13,7 @@
 #include "ember/backend.h"
 #include "ember/cpu.h"
 #include "ember/data_map.h"
+#include "ember/etdump.h"
 #include "ember/kernel.h"
 #include "ember/loader.h"
 #include "ember/method.h"

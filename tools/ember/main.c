@@ -4,6 +4,7 @@
  *   ember info model.pte [--ptd weights.ptd]
  *   ember run model.pte [--ptd F] [--method NAME] [--input a.npy ...] [--output-dir DIR]
  *                       [--iters N] [--threads N] [--profile] [--no-mmap] [--max-memory BYTES]
+ *                       [--etdump OUT.etdp]
  *   --no-mmap reads the files into (huge-page) heap memory instead of mapping them
  *   ember ops [--all]
  * Every subcommand answers --help / -h; unknown options are refused by name (exit 2).
@@ -32,10 +33,13 @@ static const char *const k_usage_info =
 static const char *const k_usage_run =
     "  ember run MODEL.pte [--ptd DATA.ptd] [--method NAME] [--input X.npy ...]\n"
     "            [--output-dir DIR] [--iters N] [--threads N] [--profile] [--no-mmap]\n"
-    "            [--max-memory BYTES]\n"
+    "            [--max-memory BYTES] [--etdump OUT.etdp]\n"
     "      --max-memory: the most the method may take (planned arenas, scratch, method memory;\n"
     "      suffix K, M or G; default: the machine's memory), checked before allocating;\n"
-    "      with it, scratch is at most a quarter\n";
+    "      with it, scratch is at most a quarter\n"
+    "      --etdump: writes an ExecuTorch ETDump (profile events of every instruction, one\n"
+    "      RunData per iteration, Method::init / Method::execute) that ExecuTorch's Inspector\n"
+    "      opens; see docs/devtools.md\n";
 static const char *const k_usage_ops = "  ember ops [--all]\n";
 
 static void usage_to(FILE *f, const char *cmd) {
@@ -263,7 +267,7 @@ static void summarize(size_t i, const em_evalue *v) {
 }
 
 typedef struct run_opts {
-  const char *path, *ptd, *method, *out_dir;
+  const char *path, *ptd, *method, *out_dir, *etdump;
   const char *inputs[64];
   int n_inputs, iters, threads, profile, no_mmap;
   long long max_memory;
@@ -330,11 +334,59 @@ static int write_outputs(em_method *m, const char *dir) {
   return 0;
 }
 
+/* Sizes the ETDump writer's buffer for every iteration of the method and attaches it. */
+static int start_etdump(em_module *mod, const run_opts *o, em_profiler *p, void **mem) {
+  em_method_meta meta;
+  size_t n_instr = 0;
+  if (em_program_method_meta(em_module_program(mod), o->method, &meta) == EM_OK)
+    n_instr = meta.n_instructions;
+  size_t iters = o->iters > 0 ? (size_t)o->iters : 1;
+  size_t bytes = ((size_t)1 << 20) + (n_instr + 4) * iters * EM_ETDUMP_EVENT_BYTES;
+  em_etdump *d = NULL;
+  *mem = malloc(bytes);
+  if (!*mem) {
+    fprintf(stderr, "ember: no memory for the ETDump buffer (%zu bytes)\n", bytes);
+    return 1;
+  }
+  em_status st = em_etdump_init(*mem, bytes, &d);
+  if (st != EM_OK) return fail("etdump", st);
+  em_etdump_attach(d, p);
+  return 0;
+}
+
+static int write_etdump(em_etdump *d, const char *path) {
+  size_t need = 0;
+  em_etdump_finish(d, NULL, 0, &need);
+  uint8_t *buf = malloc(need ? need : 1);
+  em_status st = buf ? em_etdump_finish(d, buf, need, &need) : EM_ERR_MEMORY_ALLOCATION_FAILED;
+  if (st != EM_OK) {
+    free(buf);
+    return fail("etdump", st);
+  }
+  FILE *f = fopen(path, "wb");
+  int ok = f && fwrite(buf, 1, need, f) == need;
+  if (f && fclose(f) != 0) ok = 0;
+  free(buf);
+  if (!ok) {
+    fprintf(stderr, "ember: cannot write %s\n", path);
+    return 1;
+  }
+  printf("etdump: %zu events in %zu runs%s -> %s (%zu bytes)\n", em_etdump_event_count(d),
+         em_etdump_run_count(d), em_etdump_dropped(d) ? " (some DROPPED: buffer full)" : "", path,
+         need);
+  if (em_etdump_dropped(d))
+    fprintf(stderr, "warning: the ETDump buffer was full; %llu events were dropped\n",
+            (unsigned long long)em_etdump_dropped(d));
+  return 0;
+}
+
 static int cmd_run(const run_opts *o) {
   em_threadpool *pool = o->threads > 1 ? em_threadpool_create(o->threads) : NULL;
   prof_table *prof = calloc(1, sizeof *prof);
-  em_profiler profiler = {NULL, prof_end, prof};
-  em_module_options mo = {EM_VERIFY_FULL, !o->no_mmap, pool, o->profile ? &profiler : NULL, 0, 0};
+  em_profiler profiler = {NULL, o->profile ? prof_end : NULL, prof, NULL, NULL};
+  int traced = o->profile || o->etdump;
+  em_module_options mo = {EM_VERIFY_FULL, !o->no_mmap, pool, traced ? &profiler : NULL, 0, 0};
+  void *etdump_mem = NULL;
   if (o->max_memory > 0) {
     mo.max_memory_bytes = (uint64_t)o->max_memory;
     size_t quarter = (size_t)(o->max_memory / 4);
@@ -357,6 +409,7 @@ static int cmd_run(const run_opts *o) {
     rc = fail(o->path, st);
     goto done;
   }
+  if (o->etdump && start_etdump(mod, o, &profiler, &etdump_mem) != 0) goto done;
   st = em_module_method(mod, o->method, &m);
   uint64_t load_ns = em_now_ns() - t0;
   if (st != EM_OK) {
@@ -401,11 +454,13 @@ static int cmd_run(const run_opts *o) {
   }
   free(times);
   rc = o->out_dir ? write_outputs(m, o->out_dir) : 0;
+  if (rc == 0 && o->etdump) rc = write_etdump(profiler.record_ctx, o->etdump);
 done:
   em_module_destroy(mod);
   for (int i = 0; i < 64; i++) npy_free(&arrays[i]);
   for (int i = 0; i < 256; i++) free(gen[i]);
   free(prof);
+  free(etdump_mem);
   em_threadpool_destroy(pool);
   return rc;
 }
@@ -448,14 +503,15 @@ int main(int argc, char **argv) {
     return cmd_ops(argc - 1, argv + 1);
   }
   int is_run = strcmp(cmd, "run") == 0;
-  run_opts o = {NULL, NULL, "forward", NULL, {0}, 0, 1, 1, 0, 0, 0};
+  run_opts o = {NULL, NULL, "forward", NULL, NULL, {0}, 0, 1, 1, 0, 0, 0};
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
     int takes = strcmp(a, "--ptd") == 0 ||
                 (is_run && (strcmp(a, "--method") == 0 || strcmp(a, "--input") == 0 ||
                             strcmp(a, "--output-dir") == 0 || strcmp(a, "--iters") == 0 ||
-                            strcmp(a, "--threads") == 0 || strcmp(a, "--max-memory") == 0));
+                            strcmp(a, "--threads") == 0 || strcmp(a, "--max-memory") == 0 ||
+                            strcmp(a, "--etdump") == 0));
     int flag = is_run && (strcmp(a, "--profile") == 0 || strcmp(a, "--no-mmap") == 0);
     if (a[0] == '-' && a[1] != '\0' && !takes && !flag) {
       fprintf(stderr, "ember %s: unknown option '%s'\n", cmd, a);
@@ -494,6 +550,8 @@ int main(int argc, char **argv) {
       o.inputs[o.n_inputs++] = val;
     } else if (strcmp(a, "--output-dir") == 0) {
       o.out_dir = val;
+    } else if (strcmp(a, "--etdump") == 0) {
+      o.etdump = val;
     } else {
       int is_mem = strcmp(a, "--max-memory") == 0;
       long long v = parse_size(val, is_mem);

@@ -1,0 +1,232 @@
+/*
+ * etdump.c — the ETDump writer (include/ember/etdump.h).
+ *
+ * The caller's buffer holds, in order: this writer's state (with a small hash
+ * table from name pointers to stored names), the event records growing up, and
+ * the names growing down from the end; when they would meet, events are
+ * dropped and counted. A record is an instruction or method event, or a marker
+ * opening a run (one per execute). Names are copied once each, so the method
+ * may be gone when finish runs. finish builds the flatbuffer with fb_builder
+ * (back to front): names, then each ProfileEvent and its Event, then each
+ * RunData with its events vector, then the run_data vector and the root.
+ */
+#include "ember/etdump.h"
+
+#include <string.h>
+
+#include "fb_builder.h"
+#include "internal.h"
+
+#define N_SLOTS      256u /* name hash slots (a power of two) */
+#define MAX_NAMES    192u /* names remembered in the hash; later new names are copied per event */
+#define MAX_NAME_LEN 511u /* longer names are cut */
+#define MARKER       UINT32_MAX /* ev_rec.name of a run marker */
+
+typedef struct ev_rec {
+  uint64_t start, end;
+  uint32_t name; /* offset of the name entry in the area; MARKER for a run marker */
+  int32_t chain, instr, dbg;
+  uint32_t run; /* 0: "Default" (outside execute); k: the k-th execute */
+  uint32_t fb;  /* finish's scratch: the Event's (a marker: the RunData's) reference */
+} ev_rec;
+
+/* A stored name: header then the bytes and a NUL, padded to 4. */
+typedef struct name_entry {
+  uint32_t len;
+  uint32_t fb; /* finish's scratch: the string's reference */
+} name_entry;
+
+typedef struct name_slot {
+  const char *ptr;
+  uint32_t pos;
+} name_slot;
+
+struct em_etdump {
+  uint8_t *area;    /* records from area[0] up, names from area[cap] down */
+  size_t cap;       /* bytes of the area */
+  size_t n_rec;     /* records, markers included */
+  size_t n_events;  /* records that are events */
+  size_t str_used;  /* bytes of names at the top of the area */
+  uint32_t n_names; /* names in the hash */
+  uint32_t n_runs;  /* executes begun */
+  uint32_t cur_run; /* the execute under way, 0 outside */
+  uint64_t dropped; /* events (and run markers) that did not fit */
+  name_slot slots[N_SLOTS];
+};
+
+_Static_assert(sizeof(ev_rec) == EM_ETDUMP_EVENT_BYTES, "EM_ETDUMP_EVENT_BYTES is stale");
+
+static ev_rec *rec_at(const em_etdump *d, size_t i) { return (ev_rec *)(void *)d->area + i; }
+
+static name_entry *name_at(const em_etdump *d, uint32_t pos) {
+  return (name_entry *)(void *)(d->area + pos);
+}
+
+static bool room(const em_etdump *d, size_t extra) {
+  return (d->n_rec + 1) * sizeof(ev_rec) + d->str_used + extra <= d->cap;
+}
+
+em_status em_etdump_init(void *buf, size_t size, em_etdump **out) {
+  if (!out) EM_FAIL(EM_ERR_INVALID_ARGUMENT, "em_etdump_init: no output pointer");
+  *out = NULL;
+  if (!buf || size < EM_ETDUMP_MIN_BUFFER)
+    EM_FAIL(EM_ERR_INVALID_ARGUMENT, "em_etdump_init: the buffer needs at least %u bytes, has %zu",
+            EM_ETDUMP_MIN_BUFFER, buf ? size : (size_t)0);
+  uintptr_t p = (uintptr_t)buf, a = (p + 7u) & ~(uintptr_t)7u;
+  size_t hdr = (sizeof(em_etdump) + 7u) & ~(size_t)7u;
+  em_etdump *d = (em_etdump *)a;
+  memset(d, 0, sizeof *d);
+  d->area = (uint8_t *)a + hdr;
+  size_t cap = size - (size_t)(a - p) - hdr;
+  d->cap = (cap > 0xfffffff0u ? 0xfffffff0u : cap) & ~(size_t)7u;
+  *out = d;
+  return EM_OK;
+}
+
+void em_etdump_attach(em_etdump *d, em_profiler *p) {
+  if (!p) return;
+  p->record = d ? em_etdump_record : NULL;
+  p->record_ctx = d;
+}
+
+void em_etdump_reset(em_etdump *d) {
+  if (!d) return;
+  d->n_rec = d->n_events = d->str_used = 0;
+  d->n_names = d->n_runs = d->cur_run = 0;
+  d->dropped = 0;
+  memset(d->slots, 0, sizeof d->slots);
+}
+
+size_t em_etdump_event_count(const em_etdump *d) { return d ? d->n_events : 0; }
+uint64_t em_etdump_dropped(const em_etdump *d) { return d ? d->dropped : 0; }
+size_t em_etdump_run_count(const em_etdump *d) { return d ? d->n_runs : 0; }
+
+/* The stored copy of `s` (one per distinct pointer while the hash has room), or MARKER when
+ * it and one more record do not fit. */
+static uint32_t intern(em_etdump *d, const char *s) {
+  uintptr_t h = ((uintptr_t)s >> 3) * 2654435761u;
+  uint32_t i = (uint32_t)(h ^ (h >> 15)) & (N_SLOTS - 1);
+  while (d->slots[i].ptr) {
+    if (d->slots[i].ptr == s) return d->slots[i].pos;
+    i = (i + 1) & (N_SLOTS - 1);
+  }
+  size_t len = 0;
+  while (len < MAX_NAME_LEN && s[len]) len++;
+  size_t bytes = (sizeof(name_entry) + len + 1 + 3) & ~(size_t)3;
+  if (!room(d, bytes)) return MARKER;
+  d->str_used += bytes;
+  uint32_t pos = (uint32_t)(d->cap - d->str_used);
+  name_entry *e = name_at(d, pos);
+  e->len = (uint32_t)len;
+  e->fb = 0;
+  memcpy(e + 1, s, len);
+  ((char *)(e + 1))[len] = '\0';
+  if (d->n_names < MAX_NAMES) {
+    d->slots[i].ptr = s;
+    d->slots[i].pos = pos;
+    d->n_names++;
+  }
+  return pos;
+}
+
+void em_etdump_record(void *etdump, const em_profile_event *ev) {
+  em_etdump *d = etdump;
+  if (!d || !ev) return;
+  uint32_t run = ev->kind == EM_PROFILE_METHOD ? 0 : d->cur_run;
+  if (ev->kind == EM_PROFILE_RUN_BEGIN) {
+    d->cur_run = run = ++d->n_runs;
+    if (!room(d, 0)) {
+      d->dropped++;
+      return;
+    }
+    ev_rec *r = rec_at(d, d->n_rec++);
+    *r = (ev_rec){ev->start_ns, ev->start_ns, MARKER, -1, 0, -1, run, 0};
+    return;
+  }
+  if (ev->kind == EM_PROFILE_RUN_END) d->cur_run = 0;
+  uint32_t name = intern(d, ev->name ? ev->name : "");
+  if (name == MARKER || !room(d, 0)) {
+    d->dropped++;
+    return;
+  }
+  ev_rec *r = rec_at(d, d->n_rec++);
+  *r = (ev_rec){ev->start_ns,          ev->end_ns, name, ev->chain, ev->instruction,
+                ev->delegate_debug_id, run,        0};
+  d->n_events++;
+}
+
+/* ProfileEvent then Event for record r (schema etdump_schema_flatcc.fbs). */
+static fbb_ref write_event(fbb *b, const em_etdump *d, const ev_rec *r) {
+  fbb_field pe[] = {
+      {0, 4, 1, name_at(d, r->name)->fb},               /* name */
+      {1, 4, 0, (uint32_t)r->chain},                    /* chain_index */
+      {2, 4, 0, (uint32_t)r->instr},                    /* instruction_id */
+      {3, 4, 0, (uint32_t)r->dbg},                      /* delegate_debug_id_int */
+      {6, 8, 0, r->start},                              /* start_time */
+      {7, 8, 0, r->end > r->start ? r->end : r->start}, /* end_time */
+  };
+  fbb_ref p = fbb_table(b, pe, sizeof pe / sizeof pe[0]);
+  fbb_field e[] = {{0, 4, 1, p}}; /* Event.profile_event */
+  return fbb_table(b, e, 1);
+}
+
+/* RunData named `name` holding the events of run `run` among records [from, to). */
+static fbb_ref write_run(fbb *b, const em_etdump *d, fbb_ref name, uint32_t run, size_t from,
+                         size_t to) {
+  uint32_t n = 0;
+  for (size_t k = from; k < to; k++) n += rec_at(d, k)->name != MARKER && rec_at(d, k)->run == run;
+  fbb_refvec_begin(b, n);
+  for (size_t k = to; k-- > from;)
+    if (rec_at(d, k)->name != MARKER && rec_at(d, k)->run == run)
+      fbb_refvec_push(b, rec_at(d, k)->fb);
+  fbb_ref events = fbb_refvec_end(b, n);
+  fbb_field f[] = {
+      {0, 4, 1, name}, {1, 4, 0, UINT32_MAX /* bundled_input_index -1 */}, {3, 4, 1, events}};
+  return fbb_table(b, f, 3);
+}
+
+em_status em_etdump_finish(em_etdump *d, void *out, size_t out_size, size_t *size_out) {
+  if (!d || !size_out) EM_FAIL(EM_ERR_INVALID_ARGUMENT, "em_etdump_finish: writer and size_out");
+  *size_out = 0;
+  fbb b;
+  fbb_init(&b, out, out_size);
+  for (size_t pos = d->cap - d->str_used; pos < d->cap;) {
+    name_entry *e = name_at(d, (uint32_t)pos);
+    e->fb = fbb_string(&b, (const char *)(e + 1), e->len);
+    pos += (sizeof(name_entry) + e->len + 1 + 3) & ~(size_t)3;
+  }
+  fbb_ref s_default = fbb_string(&b, "Default", 7), s_execute = fbb_string(&b, "Execute", 7);
+  bool has_default = false;
+  uint32_t n_markers = 0;
+  for (size_t k = 0; k < d->n_rec; k++) {
+    ev_rec *r = rec_at(d, k);
+    if (r->name == MARKER) {
+      n_markers++;
+      continue;
+    }
+    r->fb = write_event(&b, d, r);
+    has_default |= r->run == 0;
+  }
+  for (size_t k = 0; k < d->n_rec; k++) {
+    ev_rec *r = rec_at(d, k);
+    if (r->name != MARKER) continue;
+    size_t end = k + 1;
+    while (end < d->n_rec && rec_at(d, end)->name != MARKER) end++;
+    r->fb = write_run(&b, d, s_execute, r->run, k + 1, end);
+  }
+  fbb_ref def = has_default ? write_run(&b, d, s_default, 0, 0, d->n_rec) : 0;
+  uint32_t n_runs = n_markers + (has_default ? 1u : 0u);
+  fbb_refvec_begin(&b, n_runs);
+  for (size_t k = d->n_rec; k-- > 0;)
+    if (rec_at(d, k)->name == MARKER) fbb_refvec_push(&b, rec_at(d, k)->fb);
+  if (has_default) fbb_refvec_push(&b, def);
+  fbb_ref runs = fbb_refvec_end(&b, n_runs);
+  fbb_field root[] = {{0, 4, 0, 0 /* version */}, {1, 4, 1, runs}};
+  fbb_ref r = fbb_table(&b, root, 2);
+  em_status st = fbb_finish(&b, r, "ED00", true, size_out);
+  if (st != EM_OK && !out) return st; /* a size query */
+  if (st != EM_OK)
+    EM_FAIL(st, "ETDump needs %zu bytes; the output buffer has %zu", *size_out,
+            out ? out_size : (size_t)0);
+  return EM_OK;
+}
