@@ -179,12 +179,18 @@ class Program:
             return outs
         return pytree.tree_unflatten(outs, spec)
 
-    def run(self, *inputs: Any, method: str = "forward") -> Any:
-        """Execute ``method`` on the Ember C runtime; outputs have the model's structure."""
+    def run(
+        self, *inputs: Any, method: str = "forward", etdump: str | os.PathLike | None = None
+    ) -> Any:
+        """Execute ``method`` on the Ember C runtime; outputs have the model's structure.
+
+        ``etdump``: a path where this run's ExecuTorch ETDump (profile events per instruction)
+        is written; ``executorch.devtools.Inspector(etdump_path=...)`` opens it. See
+        docs/devtools.md."""
         rt = self.runtime()
         flat = self.flatten_inputs(inputs, method)
         try:
-            outs = rt.run(method, flat)
+            outs = rt.run(method, flat, etdump=etdump)
         except Exception as e:
             raise EmberRuntimeError(f"running '{method}' failed: {e}") from e
         return self.unflatten_outputs(list(outs), method)

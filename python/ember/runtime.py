@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -19,6 +20,8 @@ import torch
 
 from ember import _lib
 from ember._lib import EM_TO_TORCH, EmEValue, EmTensor, ValueBuilder
+
+_log = logging.getLogger(__name__)
 
 Scalar = int | float | bool | None
 RuntimeValue = torch.Tensor | Scalar | str
@@ -46,7 +49,17 @@ _PROF_END = ctypes.CFUNCTYPE(
 
 
 class _Profiler(ctypes.Structure):
-    _fields_ = [("begin", _PROF_BEGIN), ("end", _PROF_END), ("ctx", ctypes.c_void_p)]
+    _fields_ = [
+        ("begin", _PROF_BEGIN),
+        ("end", _PROF_END),
+        ("ctx", ctypes.c_void_p),
+        ("record", ctypes.c_void_p),  # em_etdump_record while an ETDump is attached
+        ("record_ctx", ctypes.c_void_p),
+    ]
+
+
+# Bytes of the ETDump writer's buffer for one run: about 50,000 instruction events.
+ETDUMP_BUFFER_BYTES = 2 << 20
 
 
 def _setup(L: ctypes.CDLL) -> None:
@@ -87,6 +100,12 @@ def _setup(L: ctypes.CDLL) -> None:
     L.em_threadpool_create.argtypes = [ctypes.c_int]
     L.em_threadpool_create.restype = vp
     L.em_threadpool_destroy.argtypes = [vp]
+    L.em_etdump_init.argtypes = [vp, sz, ctypes.POINTER(vp)]
+    L.em_etdump_finish.argtypes = [vp, vp, sz, ctypes.POINTER(sz)]
+    L.em_etdump_event_count.argtypes = [vp]
+    L.em_etdump_event_count.restype = sz
+    L.em_etdump_dropped.argtypes = [vp]
+    L.em_etdump_dropped.restype = ctypes.c_uint64
     L._ember_runtime_ready = True
 
 
@@ -280,11 +299,25 @@ class RuntimeProgram:
         inverse = [order.index(d) for d in range(len(order))]
         return perm.permute(inverse)
 
-    def run(self, method: str, inputs: Sequence[Any]) -> list[RuntimeValue]:
+    def run(
+        self,
+        method: str,
+        inputs: Sequence[Any],
+        etdump: str | os.PathLike[str] | None = None,
+    ) -> list[RuntimeValue]:
         """Executes ``method`` on flattened ``inputs``; returns the flattened outputs (copies).
-        Safe to call from several threads (they take turns)."""
+        Safe to call from several threads (they take turns).
+
+        With ``etdump``, the run is recorded by the runtime's ETDump writer and written to that
+        path: ExecuTorch's ETDump format (one "Execute" RunData with a profile event per
+        instruction and "Method::execute"; "Method::init" too when this call prepares the
+        method), which ``executorch.devtools.Inspector(etdump_path=...)`` opens. See
+        docs/devtools.md."""
         if not isinstance(inputs, (list, tuple)):
             raise TypeError(f"inputs is a list or tuple, not {type(inputs).__name__}")
+        if etdump is not None:
+            with self._lock:
+                return self._run_with_etdump(method, inputs, Path(etdump))
         with self._lock:
             m = self._method(method)
             vb = ValueBuilder()
@@ -292,6 +325,29 @@ class RuntimeProgram:
             _check(self._L.em_method_execute(m), f"executing '{method}'")
             n = self._L.em_method_output_count(m)
             return [value_from_em(self._L.em_method_output(m, i).contents) for i in range(n)]
+
+    def _run_with_etdump(
+        self, method: str, inputs: Sequence[Any], path: Path
+    ) -> list[RuntimeValue]:
+        self._live()
+        mem = ctypes.create_string_buffer(ETDUMP_BUFFER_BYTES)
+        d = ctypes.c_void_p()
+        _check(self._L.em_etdump_init(mem, len(mem), ctypes.byref(d)), "starting the ETDump")
+        self._profiler.record = ctypes.cast(self._L.em_etdump_record, ctypes.c_void_p).value
+        self._profiler.record_ctx = d.value
+        try:
+            outs = self.run(method, inputs)
+        finally:
+            self._profiler.record = None
+            self._profiler.record_ctx = None
+        need = ctypes.c_size_t()
+        self._L.em_etdump_finish(d, None, 0, ctypes.byref(need))
+        out = ctypes.create_string_buffer(max(need.value, 1))
+        _check(self._L.em_etdump_finish(d, out, len(out), ctypes.byref(need)), "writing the ETDump")
+        path.write_bytes(out.raw[: need.value])
+        if dropped := int(self._L.em_etdump_dropped(d)):
+            _log.warning("ETDump buffer full: %d events dropped from %s", dropped, path)
+        return outs
 
     def values(self, method: str) -> list[RuntimeValue | None]:
         """Every value of a prepared method as it is now (tensors copied; lists as None)."""

@@ -1,0 +1,164 @@
+"""ETDump from Ember's C runtime (issue 32 item 1): `ember run --etdump` and
+``Program.run(..., etdump=...)`` write ExecuTorch's ETDump flatbuffer, read here with
+**ExecuTorch's own** deserializer and Inspector. Checked for a portable CNN and a delegated
+(EmberCpuBackend) MLP: one RunData per execute (plus "Default" holding Method::init), the
+profile events' names are the program's instructions in order, then "Method::execute";
+chain 0 and instruction ids 0..n-1 (the instruction id is the debug handle), start <= end, all
+inside the Method::execute span. About 10 s (two exports, the Inspector import)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import MLP, SmallCNN
+
+import ember
+
+pytest.importorskip("executorch.devtools.etdump.serialize")
+from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+log = logging.getLogger(__name__)
+
+
+def _cli() -> Path:
+    """$EMBER_CLI, else the `ember` next to $EMBER_LIB, else build/ember."""
+    if "EMBER_CLI" in os.environ:
+        return Path(os.environ["EMBER_CLI"])
+    if "EMBER_LIB" in os.environ and (Path(os.environ["EMBER_LIB"]).parent / "ember").exists():
+        return Path(os.environ["EMBER_LIB"]).parent / "ember"
+    return ROOT / "build" / "ember"
+
+
+EMBER = _cli()
+
+
+def _cli_has_etdump() -> bool:
+    if not EMBER.exists():
+        return False
+    r = subprocess.run([str(EMBER), "run", "--help"], capture_output=True, text=True, timeout=30)
+    return "--etdump" in r.stdout
+
+
+needs_cli = pytest.mark.skipif(not _cli_has_etdump(), reason=f"{EMBER} has no --etdump")
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[ember.Program, Path]]:
+    d = tmp_path_factory.mktemp("etdump")
+    torch.manual_seed(0)
+    cnn = ember.export(SmallCNN().eval(), (torch.randn(1, 3, 8, 8),), backend=None)
+    mlp = ember.export(MLP().eval(), (torch.randn(2, 16),))  # default path: EmberCpuBackend
+    return {"cnn": (cnn, cnn.save(d / "cnn.pte")), "mlp": (mlp, mlp.save(d / "mlp.pte"))}
+
+
+def _inputs(kind: str) -> tuple[torch.Tensor, ...]:
+    return (torch.randn(1, 3, 8, 8),) if kind == "cnn" else (torch.randn(2, 16),)
+
+
+def instruction_names(program: ember.Program) -> list[str]:
+    """The operator (or delegate id) of each instruction of `forward`, in order."""
+    return [i.kernel.removeprefix("delegate::") for i in program.debug_info("forward")]
+
+
+def _events(run: Any) -> list[Any]:
+    return [e.profile_event for e in run.events or []]
+
+
+def check_etdump(path: Path, program: ember.Program, executes: int, init: bool) -> Any:
+    """Deserializes `path` with ExecuTorch and checks it against the program; returns it."""
+    et = deserialize_from_etdump_flatcc(path.read_bytes())
+    names = instruction_names(program)
+    runs = list(et.run_data)
+    if init:
+        assert runs[0].name == "Default", [r.name for r in runs]
+        (pe,) = _events(runs.pop(0))
+        assert pe.name == "Method::init" and pe.chain_index == -1
+        assert pe.end_time > pe.start_time
+    assert [r.name for r in runs] == ["Execute"] * executes
+    for run in runs:
+        assert run.bundled_input_index == -1
+        evs = _events(run)
+        assert all(e is not None for e in evs)
+        assert [e.name for e in evs] == [*names, "Method::execute"]
+        body, whole = evs[:-1], evs[-1]
+        assert [e.chain_index for e in body] == [0] * len(names)
+        assert [e.instruction_id for e in body] == list(range(len(names)))
+        assert all(e.delegate_debug_id_int == -1 for e in evs)
+        assert all(e.end_time >= e.start_time for e in evs)
+        assert whole.chain_index == -1 and whole.end_time > whole.start_time
+        assert all(whole.start_time <= e.start_time and e.end_time <= whole.end_time for e in body)
+        starts = [e.start_time for e in body]
+        assert starts == sorted(starts)
+    return et
+
+
+@needs_cli
+@pytest.mark.parametrize("kind", ["cnn", "mlp"])
+def test_cli_writes_etdump(programs: dict[str, Any], kind: str, tmp_path: Path) -> None:
+    program, pte = programs[kind]
+    out = tmp_path / f"{kind}.etdp"
+    r = subprocess.run(
+        [str(EMBER), "run", str(pte), "--iters", "3", "--etdump", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert f"-> {out}" in r.stdout and "DROPPED" not in r.stdout
+    check_etdump(out, program, executes=3, init=True)
+
+
+@needs_cli
+def test_cli_etdump_help_and_unwritable(programs: dict[str, Any], tmp_path: Path) -> None:
+    r = subprocess.run([str(EMBER), "run", "--help"], capture_output=True, text=True, timeout=30)
+    assert "--etdump OUT.etdp" in r.stdout
+    _, pte = programs["mlp"]
+    bad = tmp_path / "no" / "such" / "dir" / "x.etdp"
+    r = subprocess.run(
+        [str(EMBER), "run", str(pte), "--etdump", str(bad)], capture_output=True, text=True
+    )
+    assert r.returncode == 1 and f"cannot write {bad}" in r.stderr
+
+
+@pytest.mark.parametrize("kind", ["cnn", "mlp"])
+def test_python_run_writes_etdump(programs: dict[str, Any], kind: str, tmp_path: Path) -> None:
+    program, pte = programs[kind]
+    fresh = ember.load(pte)  # its methods are prepared by the first run: Method::init is there
+    x = _inputs(kind)
+    want = fresh.run(*x)
+    got = fresh.run(*x, etdump=tmp_path / "first.etdp")  # prepared already: no Default run
+    torch.testing.assert_close(got, want)
+    check_etdump(tmp_path / "first.etdp", program, executes=1, init=False)
+    again = ember.load(pte)
+    again.run(*x, etdump=tmp_path / "init.etdp")
+    check_etdump(tmp_path / "init.etdp", program, executes=1, init=True)
+    plain = again.run(*x)  # detached again: nothing recorded, same result
+    torch.testing.assert_close(plain, want)
+
+
+def test_stock_inspector_opens_it(programs: dict[str, Any], tmp_path: Path) -> None:
+    inspector_mod = pytest.importorskip("executorch.devtools")
+    program, pte = programs["cnn"]
+    path = tmp_path / "cnn.etdp"
+    ember.load(pte).run(*_inputs("cnn"), etdump=path)
+    with pytest.warns(UserWarning):  # no debug buffer: "Tensor Debug Data will not be available"
+        inspector = inspector_mod.Inspector(etdump_path=str(path))
+    blocks = {b.name: b for b in inspector.event_blocks}
+    assert set(blocks) == {"Default", "Execute"}
+    names = [e.name for e in blocks["Execute"].events]
+    assert names == [*instruction_names(program), "Method::execute"]
+    assert all(
+        e.perf_data is not None and e.perf_data.raw[0] >= 0 for e in blocks["Execute"].events
+    )
+    table = io.StringIO()
+    inspector.print_data_tabular(file=table)
+    log.info("stock Inspector on Ember's ETDump:\n%s", table.getvalue())
+    assert "aten::convolution.out" in table.getvalue()
