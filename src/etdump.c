@@ -17,29 +17,31 @@
 #include "fb_builder.h"
 #include "internal.h"
 
-#define N_SLOTS      256u /* name hash slots (a power of two) */
-#define MAX_NAMES    192u /* names remembered in the hash; later new names are copied per event */
-#define MAX_NAME_LEN 511u /* longer names are cut */
-#define MARKER       UINT32_MAX /* ev_rec.name of a run marker */
+/* Name hash slots (a power of two); names remembered in it (later new names are copied per
+ * event); longer names are cut; etd_rec.name of a run marker. */
+#define ETD_SLOTS        256u
+#define ETD_MAX_NAMES    192u
+#define ETD_MAX_NAME_LEN 511u
+#define ETD_MARKER       UINT32_MAX
 
-typedef struct ev_rec {
+typedef struct etd_rec {
   uint64_t start, end;
-  uint32_t name; /* offset of the name entry in the area; MARKER for a run marker */
+  uint32_t name; /* offset of the name entry in the area; ETD_MARKER for a run marker */
   int32_t chain, instr, dbg;
   uint32_t run; /* 0: "Default" (outside execute); k: the k-th execute */
   uint32_t fb;  /* finish's scratch: the Event's (a marker: the RunData's) reference */
-} ev_rec;
+} etd_rec;
 
 /* A stored name: header then the bytes and a NUL, padded to 4. */
-typedef struct name_entry {
+typedef struct etd_name {
   uint32_t len;
   uint32_t fb; /* finish's scratch: the string's reference */
-} name_entry;
+} etd_name;
 
-typedef struct name_slot {
+typedef struct etd_slot {
   const char *ptr;
   uint32_t pos;
-} name_slot;
+} etd_slot;
 
 struct em_etdump {
   uint8_t *area;    /* records from area[0] up, names from area[cap] down */
@@ -51,19 +53,19 @@ struct em_etdump {
   uint32_t n_runs;  /* executes begun */
   uint32_t cur_run; /* the execute under way, 0 outside */
   uint64_t dropped; /* events (and run markers) that did not fit */
-  name_slot slots[N_SLOTS];
+  etd_slot slots[ETD_SLOTS];
 };
 
-_Static_assert(sizeof(ev_rec) == EM_ETDUMP_EVENT_BYTES, "EM_ETDUMP_EVENT_BYTES is stale");
+_Static_assert(sizeof(etd_rec) == EM_ETDUMP_EVENT_BYTES, "EM_ETDUMP_EVENT_BYTES is stale");
 
-static ev_rec *rec_at(const em_etdump *d, size_t i) { return (ev_rec *)(void *)d->area + i; }
+static etd_rec *etd_rec_at(const em_etdump *d, size_t i) { return (etd_rec *)(void *)d->area + i; }
 
-static name_entry *name_at(const em_etdump *d, uint32_t pos) {
-  return (name_entry *)(void *)(d->area + pos);
+static etd_name *etd_name_at(const em_etdump *d, uint32_t pos) {
+  return (etd_name *)(void *)(d->area + pos);
 }
 
-static bool room(const em_etdump *d, size_t extra) {
-  return (d->n_rec + 1) * sizeof(ev_rec) + d->str_used + extra <= d->cap;
+static bool etd_room(const em_etdump *d, size_t extra) {
+  return (d->n_rec + 1) * sizeof(etd_rec) + d->str_used + extra <= d->cap;
 }
 
 em_status em_etdump_init(void *buf, size_t size, em_etdump **out) {
@@ -101,27 +103,27 @@ size_t em_etdump_event_count(const em_etdump *d) { return d ? d->n_events : 0; }
 uint64_t em_etdump_dropped(const em_etdump *d) { return d ? d->dropped : 0; }
 size_t em_etdump_run_count(const em_etdump *d) { return d ? d->n_runs : 0; }
 
-/* The stored copy of `s` (one per distinct pointer while the hash has room), or MARKER when
+/* The stored copy of `s` (one per distinct pointer while the hash has room), or ETD_MARKER when
  * it and one more record do not fit. */
-static uint32_t intern(em_etdump *d, const char *s) {
+static uint32_t etd_intern(em_etdump *d, const char *s) {
   uintptr_t h = ((uintptr_t)s >> 3) * 2654435761u;
-  uint32_t i = (uint32_t)(h ^ (h >> 15)) & (N_SLOTS - 1);
+  uint32_t i = (uint32_t)(h ^ (h >> 15)) & (ETD_SLOTS - 1);
   while (d->slots[i].ptr) {
     if (d->slots[i].ptr == s) return d->slots[i].pos;
-    i = (i + 1) & (N_SLOTS - 1);
+    i = (i + 1) & (ETD_SLOTS - 1);
   }
   size_t len = 0;
-  while (len < MAX_NAME_LEN && s[len]) len++;
-  size_t bytes = (sizeof(name_entry) + len + 1 + 3) & ~(size_t)3;
-  if (!room(d, bytes)) return MARKER;
+  while (len < ETD_MAX_NAME_LEN && s[len]) len++;
+  size_t bytes = (sizeof(etd_name) + len + 1 + 3) & ~(size_t)3;
+  if (!etd_room(d, bytes)) return ETD_MARKER;
   d->str_used += bytes;
   uint32_t pos = (uint32_t)(d->cap - d->str_used);
-  name_entry *e = name_at(d, pos);
+  etd_name *e = etd_name_at(d, pos);
   e->len = (uint32_t)len;
   e->fb = 0;
   memcpy(e + 1, s, len);
   ((char *)(e + 1))[len] = '\0';
-  if (d->n_names < MAX_NAMES) {
+  if (d->n_names < ETD_MAX_NAMES) {
     d->slots[i].ptr = s;
     d->slots[i].pos = pos;
     d->n_names++;
@@ -135,30 +137,30 @@ void em_etdump_record(void *etdump, const em_profile_event *ev) {
   uint32_t run = ev->kind == EM_PROFILE_METHOD ? 0 : d->cur_run;
   if (ev->kind == EM_PROFILE_RUN_BEGIN) {
     d->cur_run = run = ++d->n_runs;
-    if (!room(d, 0)) {
+    if (!etd_room(d, 0)) {
       d->dropped++;
       return;
     }
-    ev_rec *r = rec_at(d, d->n_rec++);
-    *r = (ev_rec){ev->start_ns, ev->start_ns, MARKER, -1, 0, -1, run, 0};
+    etd_rec *r = etd_rec_at(d, d->n_rec++);
+    *r = (etd_rec){ev->start_ns, ev->start_ns, ETD_MARKER, -1, 0, -1, run, 0};
     return;
   }
   if (ev->kind == EM_PROFILE_RUN_END) d->cur_run = 0;
-  uint32_t name = intern(d, ev->name ? ev->name : "");
-  if (name == MARKER || !room(d, 0)) {
+  uint32_t name = etd_intern(d, ev->name ? ev->name : "");
+  if (name == ETD_MARKER || !etd_room(d, 0)) {
     d->dropped++;
     return;
   }
-  ev_rec *r = rec_at(d, d->n_rec++);
-  *r = (ev_rec){ev->start_ns,          ev->end_ns, name, ev->chain, ev->instruction,
-                ev->delegate_debug_id, run,        0};
+  etd_rec *r = etd_rec_at(d, d->n_rec++);
+  *r = (etd_rec){ev->start_ns,          ev->end_ns, name, ev->chain, ev->instruction,
+                 ev->delegate_debug_id, run,        0};
   d->n_events++;
 }
 
 /* ProfileEvent then Event for record r (schema etdump_schema_flatcc.fbs). */
-static fbb_ref write_event(fbb *b, const em_etdump *d, const ev_rec *r) {
+static fbb_ref etd_write_event(fbb *b, const em_etdump *d, const etd_rec *r) {
   fbb_field pe[] = {
-      {0, 4, 1, name_at(d, r->name)->fb},               /* name */
+      {0, 4, 1, etd_name_at(d, r->name)->fb},           /* name */
       {1, 4, 0, (uint32_t)r->chain},                    /* chain_index */
       {2, 4, 0, (uint32_t)r->instr},                    /* instruction_id */
       {3, 4, 0, (uint32_t)r->dbg},                      /* delegate_debug_id_int */
@@ -171,14 +173,15 @@ static fbb_ref write_event(fbb *b, const em_etdump *d, const ev_rec *r) {
 }
 
 /* RunData named `name` holding the events of run `run` among records [from, to). */
-static fbb_ref write_run(fbb *b, const em_etdump *d, fbb_ref name, uint32_t run, size_t from,
-                         size_t to) {
+static fbb_ref etd_write_run(fbb *b, const em_etdump *d, fbb_ref name, uint32_t run, size_t from,
+                             size_t to) {
   uint32_t n = 0;
-  for (size_t k = from; k < to; k++) n += rec_at(d, k)->name != MARKER && rec_at(d, k)->run == run;
+  for (size_t k = from; k < to; k++)
+    n += etd_rec_at(d, k)->name != ETD_MARKER && etd_rec_at(d, k)->run == run;
   fbb_refvec_begin(b, n);
   for (size_t k = to; k-- > from;)
-    if (rec_at(d, k)->name != MARKER && rec_at(d, k)->run == run)
-      fbb_refvec_push(b, rec_at(d, k)->fb);
+    if (etd_rec_at(d, k)->name != ETD_MARKER && etd_rec_at(d, k)->run == run)
+      fbb_refvec_push(b, etd_rec_at(d, k)->fb);
   fbb_ref events = fbb_refvec_end(b, n);
   fbb_field f[] = {
       {0, 4, 1, name}, {1, 4, 0, UINT32_MAX /* bundled_input_index -1 */}, {3, 4, 1, events}};
@@ -191,34 +194,34 @@ em_status em_etdump_finish(em_etdump *d, void *out, size_t out_size, size_t *siz
   fbb b;
   fbb_init(&b, out, out_size);
   for (size_t pos = d->cap - d->str_used; pos < d->cap;) {
-    name_entry *e = name_at(d, (uint32_t)pos);
+    etd_name *e = etd_name_at(d, (uint32_t)pos);
     e->fb = fbb_string(&b, (const char *)(e + 1), e->len);
-    pos += (sizeof(name_entry) + e->len + 1 + 3) & ~(size_t)3;
+    pos += (sizeof(etd_name) + e->len + 1 + 3) & ~(size_t)3;
   }
   fbb_ref s_default = fbb_string(&b, "Default", 7), s_execute = fbb_string(&b, "Execute", 7);
   bool has_default = false;
   uint32_t n_markers = 0;
   for (size_t k = 0; k < d->n_rec; k++) {
-    ev_rec *r = rec_at(d, k);
-    if (r->name == MARKER) {
+    etd_rec *r = etd_rec_at(d, k);
+    if (r->name == ETD_MARKER) {
       n_markers++;
       continue;
     }
-    r->fb = write_event(&b, d, r);
+    r->fb = etd_write_event(&b, d, r);
     has_default |= r->run == 0;
   }
   for (size_t k = 0; k < d->n_rec; k++) {
-    ev_rec *r = rec_at(d, k);
-    if (r->name != MARKER) continue;
+    etd_rec *r = etd_rec_at(d, k);
+    if (r->name != ETD_MARKER) continue;
     size_t end = k + 1;
-    while (end < d->n_rec && rec_at(d, end)->name != MARKER) end++;
-    r->fb = write_run(&b, d, s_execute, r->run, k + 1, end);
+    while (end < d->n_rec && etd_rec_at(d, end)->name != ETD_MARKER) end++;
+    r->fb = etd_write_run(&b, d, s_execute, r->run, k + 1, end);
   }
-  fbb_ref def = has_default ? write_run(&b, d, s_default, 0, 0, d->n_rec) : 0;
+  fbb_ref def = has_default ? etd_write_run(&b, d, s_default, 0, 0, d->n_rec) : 0;
   uint32_t n_runs = n_markers + (has_default ? 1u : 0u);
   fbb_refvec_begin(&b, n_runs);
   for (size_t k = d->n_rec; k-- > 0;)
-    if (rec_at(d, k)->name == MARKER) fbb_refvec_push(&b, rec_at(d, k)->fb);
+    if (etd_rec_at(d, k)->name == ETD_MARKER) fbb_refvec_push(&b, etd_rec_at(d, k)->fb);
   if (has_default) fbb_refvec_push(&b, def);
   fbb_ref runs = fbb_refvec_end(&b, n_runs);
   fbb_field root[] = {{0, 4, 0, 0 /* version */}, {1, 4, 1, runs}};

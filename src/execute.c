@@ -99,8 +99,8 @@ static em_status run_instr(em_method *m, const em_instr *in, uint32_t *pc) {
 
 #if EM_ENABLE_PROFILING
 /* Hands the profiler's recorder one event. */
-static void record(const em_profiler *prof, uint32_t kind, const char *name, int32_t chain,
-                   int32_t instr, uint64_t t0, uint64_t t1) {
+static void trace_event(const em_profiler *prof, uint32_t kind, const char *name, int32_t chain,
+                        int32_t instr, uint64_t t0, uint64_t t1) {
   em_profile_event ev = {name, t0, t1 < t0 ? t0 : t1, chain, instr, -1, kind};
   prof->record(prof->record_ctx, &ev);
 }
@@ -131,7 +131,8 @@ static em_status run_chains(em_method *m) {
         uint64_t t1 = em_now_ns();
         if (prof->end) prof->end(prof->ctx, at, instr_name(m, in), t1 - t0);
         if (prof->record)
-          record(prof, EM_PROFILE_INSTRUCTION, instr_name(m, in), (int32_t)c, (int32_t)at, t0, t1);
+          trace_event(prof, EM_PROFILE_INSTRUCTION, instr_name(m, in), (int32_t)c, (int32_t)at, t0,
+                      t1);
       }
 #endif
       if (m->temp) em_allocator_reset(m->temp);
@@ -159,9 +160,9 @@ em_status em_method_execute(em_method *m) {
   const em_profiler *prof = m->profiler && m->profiler->record ? m->profiler : NULL;
   if (prof) {
     uint64_t t0 = em_now_ns();
-    record(prof, EM_PROFILE_RUN_BEGIN, m->name, -1, 0, t0, t0);
+    trace_event(prof, EM_PROFILE_RUN_BEGIN, m->name, -1, 0, t0, t0);
     em_status st = run_chains(m);
-    record(prof, EM_PROFILE_RUN_END, "Method::execute", -1, 0, t0, em_now_ns());
+    trace_event(prof, EM_PROFILE_RUN_END, "Method::execute", -1, 0, t0, em_now_ns());
     return st;
   }
 #endif

@@ -14,26 +14,26 @@
 
 /* Where the object that ends `endoff` bytes before the buffer's end starts; NULL when counting
  * only or when it does not fit. */
-static uint8_t *at(const fbb *b, size_t endoff) {
+static uint8_t *fbb_at(const fbb *b, size_t endoff) {
   return b->buf && endoff <= b->cap ? b->buf + (b->cap - endoff) : NULL;
 }
 
-static void put_le(uint8_t *p, uint64_t v, size_t n) {
+static void fbb_put_le(uint8_t *p, uint64_t v, size_t n) {
   for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static void push(fbb *b, uint64_t v, size_t n) {
+static void fbb_push(fbb *b, uint64_t v, size_t n) {
   b->used += n;
-  uint8_t *p = at(b, b->used);
-  if (p) put_le(p, v, n);
+  uint8_t *p = fbb_at(b, b->used);
+  if (p) fbb_put_le(p, v, n);
 }
 
 /* Pads so that `extra` more bytes end on an `align` boundary. */
-static void prep(fbb *b, size_t align, size_t extra) {
+static void fbb_prep(fbb *b, size_t align, size_t extra) {
   if (align > b->minalign) b->minalign = align;
   size_t pad = (align - ((b->used + extra) % align)) % align;
   b->used += pad;
-  uint8_t *p = at(b, b->used);
+  uint8_t *p = fbb_at(b, b->used);
   if (p) memset(p, 0, pad);
 }
 
@@ -46,14 +46,14 @@ void fbb_init(fbb *b, void *buf, size_t cap) {
 }
 
 fbb_ref fbb_string(fbb *b, const char *s, size_t len) {
-  prep(b, 4, len + 1);
+  fbb_prep(b, 4, len + 1);
   b->used += len + 1;
-  uint8_t *p = at(b, b->used);
+  uint8_t *p = fbb_at(b, b->used);
   if (p) {
     if (len) memcpy(p, s, len);
     p[len] = 0;
   }
-  push(b, len, 4);
+  fbb_push(b, len, 4);
   return (fbb_ref)b->used;
 }
 
@@ -72,57 +72,57 @@ fbb_ref fbb_table(fbb *b, const fbb_field *f, size_t n) {
       if ((size_t)f[i].id + 1 > n_slots) n_slots = (size_t)f[i].id + 1;
     }
   size_t tsize = off, vt_size = 4 + 2 * n_slots;
-  prep(b, align, tsize);
+  fbb_prep(b, align, tsize);
   b->used += tsize;
   size_t t = b->used;
-  uint8_t *p = at(b, t);
+  uint8_t *p = fbb_at(b, t);
   if (p) {
     memset(p, 0, tsize);
-    put_le(p, vt_size, 4); /* the vtable sits right before the table */
+    fbb_put_le(p, vt_size, 4); /* the vtable sits right before the table */
     for (size_t i = 0; i < n; i++) {
       if (f[i].size != 1 && f[i].size != 2 && f[i].size != 4 && f[i].size != 8) continue;
       uint64_t v = f[i].is_ref ? (uint64_t)(t - offs[i] - f[i].val) : f[i].val;
-      put_le(p + offs[i], v, f[i].size);
+      fbb_put_le(p + offs[i], v, f[i].size);
     }
   }
   b->used += vt_size;
-  uint8_t *vt = at(b, b->used);
+  uint8_t *vt = fbb_at(b, b->used);
   if (vt) {
     memset(vt, 0, vt_size);
-    put_le(vt, vt_size, 2);
-    put_le(vt + 2, tsize, 2);
+    fbb_put_le(vt, vt_size, 2);
+    fbb_put_le(vt + 2, tsize, 2);
     for (size_t i = 0; i < n; i++)
       if (f[i].size == 1 || f[i].size == 2 || f[i].size == 4 || f[i].size == 8)
-        put_le(vt + 4 + 2 * (size_t)f[i].id, offs[i], 2);
+        fbb_put_le(vt + 4 + 2 * (size_t)f[i].id, offs[i], 2);
   }
   return (fbb_ref)t;
 }
 
-void fbb_refvec_begin(fbb *b, uint32_t n) { prep(b, 4, 4 * (size_t)n); }
+void fbb_refvec_begin(fbb *b, uint32_t n) { fbb_prep(b, 4, 4 * (size_t)n); }
 
 void fbb_refvec_push(fbb *b, fbb_ref child) {
   b->used += 4;
-  uint8_t *p = at(b, b->used);
-  if (p) put_le(p, b->used - child, 4);
+  uint8_t *p = fbb_at(b, b->used);
+  if (p) fbb_put_le(p, b->used - child, 4);
 }
 
 fbb_ref fbb_refvec_end(fbb *b, uint32_t n) {
-  push(b, n, 4);
+  fbb_push(b, n, 4);
   return (fbb_ref)b->used;
 }
 
 em_status fbb_finish(fbb *b, fbb_ref root, const char *ident, bool size_prefixed,
                      size_t *size_out) {
-  prep(b, b->minalign > 4 ? b->minalign : 4, 4 + (ident ? 4 : 0) + (size_prefixed ? 4 : 0));
+  fbb_prep(b, b->minalign > 4 ? b->minalign : 4, 4 + (ident ? 4 : 0) + (size_prefixed ? 4 : 0));
   if (ident) {
     b->used += 4;
-    uint8_t *p = at(b, b->used);
+    uint8_t *p = fbb_at(b, b->used);
     if (p) memcpy(p, ident, 4);
   }
   b->used += 4;
-  uint8_t *r = at(b, b->used);
-  if (r) put_le(r, b->used - root, 4);
-  if (size_prefixed) push(b, b->used, 4);
+  uint8_t *r = fbb_at(b, b->used);
+  if (r) fbb_put_le(r, b->used - root, 4);
+  if (size_prefixed) fbb_push(b, b->used, 4);
   if (size_out) *size_out = b->used;
   /* Offsets are 32-bit: a buffer past 2 GiB cannot be addressed by its readers. */
   b->full = !b->buf || b->used > b->cap || b->used > 0x7ffffff0u;
