@@ -18,21 +18,26 @@
 #include "internal.h"
 
 /* Name hash slots (a power of two); names remembered in it (later new names are copied per
- * event); longer names are cut; etd_rec.name of a run marker. */
+ * event); longer names are cut; etd_rec.name of a run marker and of a debug event (a tensor);
+ * etd_name.len flag of a debug event's sizes and strides. */
 #define ETD_SLOTS        256u
 #define ETD_MAX_NAMES    192u
 #define ETD_MAX_NAME_LEN 511u
 #define ETD_MARKER       UINT32_MAX
+#define ETD_DEBUG        (UINT32_MAX - 1u)
+#define ETD_DIMS         0x80000000u
 
 typedef struct etd_rec {
   uint64_t start, end;
-  uint32_t name; /* offset of the name entry in the area; ETD_MARKER for a run marker */
+  uint32_t name; /* offset of the name entry in the area; ETD_MARKER, ETD_DEBUG */
   int32_t chain, instr, dbg;
   uint32_t run; /* 0: "Default" (outside execute); k: the k-th execute */
   uint32_t fb;  /* finish's scratch: the Event's (a marker: the RunData's) reference */
 } etd_rec;
 
-/* A stored name: header then the bytes and a NUL, padded to 4. */
+/* A stored name: header then the bytes and a NUL, padded to 4. With ETD_DIMS in `len`: a debug
+ * event's tensors (len & ~ETD_DIMS bytes, see etd_debug); its record holds 1 in `end` for a
+ * list, and this entry's offset in `dbg`. */
 typedef struct etd_name {
   uint32_t len;
   uint32_t fb; /* finish's scratch: the string's reference */
@@ -53,6 +58,8 @@ struct em_etdump {
   uint32_t n_runs;  /* executes begun */
   uint32_t cur_run; /* the execute under way, 0 outside */
   uint64_t dropped; /* events (and run markers) that did not fit */
+  uint8_t *dbg_buf; /* intermediate outputs: tensor bytes at 64-aligned offsets */
+  size_t dbg_cap, dbg_used;
   etd_slot slots[ETD_SLOTS];
 };
 
@@ -96,12 +103,26 @@ void em_etdump_reset(em_etdump *d) {
   d->n_rec = d->n_events = d->str_used = 0;
   d->n_names = d->n_runs = d->cur_run = 0;
   d->dropped = 0;
+  d->dbg_used = 0;
   memset(d->slots, 0, sizeof d->slots);
 }
 
 size_t em_etdump_event_count(const em_etdump *d) { return d ? d->n_events : 0; }
 uint64_t em_etdump_dropped(const em_etdump *d) { return d ? d->dropped : 0; }
 size_t em_etdump_run_count(const em_etdump *d) { return d ? d->n_runs : 0; }
+size_t em_etdump_debug_size(const em_etdump *d) { return d ? d->dbg_used : 0; }
+
+void em_etdump_set_debug_buffer(em_etdump *d, void *buf, size_t size) {
+  if (!d) return;
+  d->dbg_buf = buf;
+  d->dbg_cap = buf ? size : 0;
+  d->dbg_used = 0;
+}
+
+static size_t etd_entry_bytes(const etd_name *e) {
+  size_t n = e->len & ETD_DIMS ? (e->len & ~ETD_DIMS) : e->len + 1;
+  return (sizeof(etd_name) + n + 3) & ~(size_t)3;
+}
 
 /* The stored copy of `s` (one per distinct pointer while the hash has room), or ETD_MARKER when
  * it and one more record do not fit. */
@@ -131,6 +152,71 @@ static uint32_t etd_intern(em_etdump *d, const char *s) {
   return pos;
 }
 
+/* A tensor the debug buffer can take: a sane shape, and data when it has bytes. */
+static bool etd_loggable(const em_tensor *t) {
+  return t && t->dim >= 0 && t->dim <= EM_MAX_DIM && (!t->dim || (t->sizes && t->strides)) &&
+         (t->data || em_tensor_nbytes(t) == 0);
+}
+
+#define ETD_MAX_LIST 64u /* longest tensor list logged */
+
+static const em_tensor *etd_item(const em_evalue *v, size_t k) {
+  return v->tag == EM_TAG_TENSOR ? v->u.tensor : em_evalue_tensor(v->u.list.items[k]);
+}
+
+/*
+ * Copies what an instruction wrote (a tensor, or a list of tensors: ExecuTorch passes several
+ * outputs as one TensorList argument) into the debug buffer, each at a 64-aligned offset, and
+ * records a debug event. Its entry holds int64s: the count, then per tensor its offset, scalar
+ * type, dim, sizes and strides.
+ */
+static void etd_debug(em_etdump *d, const em_profile_event *ev, uint32_t run) {
+  const em_evalue *v = ev->output;
+  bool list = v->tag == EM_TAG_LIST_TENSOR;
+  size_t n = list ? v->u.list.n : 1, words = 1, end = d->dbg_used;
+  if ((!list && v->tag != EM_TAG_TENSOR) || n == 0 || n > ETD_MAX_LIST) return;
+  for (size_t k = 0; k < n; k++) {
+    const em_tensor *t = etd_item(v, k);
+    if (!etd_loggable(t)) return;
+    size_t off = (end + 63u) & ~(size_t)63u, nbytes = em_tensor_nbytes(t);
+    if (off > d->dbg_cap || nbytes > d->dbg_cap - off) {
+      d->dropped++;
+      return;
+    }
+    end = off + nbytes;
+    words += 3 + 2 * (size_t)t->dim;
+  }
+  if (!etd_room(d, sizeof(etd_name) + 8 * words)) {
+    d->dropped++;
+    return;
+  }
+  d->str_used += sizeof(etd_name) + 8 * words;
+  uint32_t pos = (uint32_t)(d->cap - d->str_used);
+  etd_name *e = etd_name_at(d, pos);
+  e->len = (uint32_t)(8 * words) | ETD_DIMS;
+  e->fb = 0;
+  uint8_t *p = (uint8_t *)(e + 1);
+  int64_t head[3] = {(int64_t)n, 0, 0};
+  memcpy(p, head, 8);
+  p += 8;
+  for (size_t k = 0; k < n; k++) {
+    const em_tensor *t = etd_item(v, k);
+    size_t off = (d->dbg_used + 63u) & ~(size_t)63u, nbytes = em_tensor_nbytes(t);
+    if (nbytes) memcpy(d->dbg_buf + off, t->data, nbytes);
+    d->dbg_used = off + nbytes;
+    head[0] = (int64_t)off;
+    head[1] = t->dtype;
+    head[2] = t->dim;
+    memcpy(p, head, 24);
+    memcpy(p + 24, t->sizes, 8u * (size_t)t->dim);
+    memcpy(p + 24 + 8u * (size_t)t->dim, t->strides, 8u * (size_t)t->dim);
+    p += 24 + 16u * (size_t)t->dim;
+  }
+  *etd_rec_at(d, d->n_rec++) =
+      (etd_rec){0, list, ETD_DEBUG, ev->chain, ev->instruction, (int32_t)pos, run, 0};
+  d->n_events++;
+}
+
 void em_etdump_record(void *etdump, const em_profile_event *ev) {
   em_etdump *d = etdump;
   if (!d || !ev) return;
@@ -146,6 +232,7 @@ void em_etdump_record(void *etdump, const em_profile_event *ev) {
     return;
   }
   if (ev->kind == EM_PROFILE_RUN_END) d->cur_run = 0;
+  if (d->dbg_buf && ev->output && ev->kind == EM_PROFILE_INSTRUCTION) etd_debug(d, ev, run);
   uint32_t name = etd_intern(d, ev->name ? ev->name : "");
   if (name == ETD_MARKER || !etd_room(d, 0)) {
     d->dropped++;
@@ -172,6 +259,47 @@ static fbb_ref etd_write_event(fbb *b, const em_etdump *d, const etd_rec *r) {
   return fbb_table(b, e, 1);
 }
 
+/* Tensor (or TensorList), Value, DebugEvent and Event for debug record r (ExecuTorch's shape:
+ * the value with the instruction's ids, delegate_debug_id_int -1, no name). */
+static fbb_ref etd_write_debug(fbb *b, const em_etdump *d, const etd_rec *r) {
+  const uint8_t *p = (const uint8_t *)(etd_name_at(d, (uint32_t)r->dbg) + 1);
+  int64_t n, head[3], sizes[EM_MAX_DIM], strides[EM_MAX_DIM];
+  fbb_ref tensors[ETD_MAX_LIST];
+  memcpy(&n, p, 8);
+  p += 8;
+  for (int64_t k = 0; k < n; k++) {
+    memcpy(head, p, 24);
+    size_t dim = (size_t)head[2];
+    memcpy(sizes, p + 24, 8 * dim);
+    memcpy(strides, p + 24 + 8 * dim, 8 * dim);
+    p += 24 + 16 * dim;
+    fbb_ref sv = fbb_vec_i64(b, sizes, (uint32_t)dim), stv = fbb_vec_i64(b, strides, (uint32_t)dim);
+    fbb_field tensor[] = {{0, 1, 0, (uint8_t)head[1]}, /* scalar_type */
+                          {1, 4, 1, sv},
+                          {2, 4, 1, stv},
+                          {3, 8, 0, (uint64_t)head[0]}}; /* offset in the debug buffer */
+    tensors[k] = fbb_table(b, tensor, 4);
+  }
+  fbb_ref v;
+  if (r->end) { /* a list */
+    fbb_refvec_begin(b, (uint32_t)n);
+    for (int64_t k = n; k-- > 0;) fbb_refvec_push(b, tensors[k]);
+    fbb_field tl[] = {{0, 4, 1, fbb_refvec_end(b, (uint32_t)n)}};
+    fbb_field value[] = {{0, 1, 0, 6 /* ValueType.TensorList */}, {2, 4, 1, fbb_table(b, tl, 1)}};
+    v = fbb_table(b, value, 2);
+  } else {
+    fbb_field value[] = {{0, 1, 0, 5 /* ValueType.Tensor */}, {1, 4, 1, tensors[0]}};
+    v = fbb_table(b, value, 2);
+  }
+  fbb_field de[] = {{0, 8, 0, (uint64_t)(int64_t)r->chain}, /* chain_index */
+                    {1, 4, 0, (uint32_t)r->instr},          /* instruction_id */
+                    {2, 4, 1, v},                           /* debug_entry */
+                    {3, 4, 0, UINT32_MAX}};                 /* delegate_debug_id_int -1 */
+  fbb_ref dev = fbb_table(b, de, 4);
+  fbb_field ev[] = {{2, 4, 1, dev}}; /* Event.debug_event */
+  return fbb_table(b, ev, 1);
+}
+
 /* RunData named `name` holding the events of run `run` among records [from, to). */
 static fbb_ref etd_write_run(fbb *b, const em_etdump *d, fbb_ref name, uint32_t run, size_t from,
                              size_t to) {
@@ -195,8 +323,8 @@ em_status em_etdump_finish(em_etdump *d, void *out, size_t out_size, size_t *siz
   fbb_init(&b, out, out_size);
   for (size_t pos = d->cap - d->str_used; pos < d->cap;) {
     etd_name *e = etd_name_at(d, (uint32_t)pos);
-    e->fb = fbb_string(&b, (const char *)(e + 1), e->len);
-    pos += (sizeof(etd_name) + e->len + 1 + 3) & ~(size_t)3;
+    if (!(e->len & ETD_DIMS)) e->fb = fbb_string(&b, (const char *)(e + 1), e->len);
+    pos += etd_entry_bytes(e);
   }
   fbb_ref s_default = fbb_string(&b, "Default", 7), s_execute = fbb_string(&b, "Execute", 7);
   bool has_default = false;
@@ -207,7 +335,7 @@ em_status em_etdump_finish(em_etdump *d, void *out, size_t out_size, size_t *siz
       n_markers++;
       continue;
     }
-    r->fb = etd_write_event(&b, d, r);
+    r->fb = r->name == ETD_DEBUG ? etd_write_debug(&b, d, r) : etd_write_event(&b, d, r);
     has_default |= r->run == 0;
   }
   for (size_t k = 0; k < d->n_rec; k++) {

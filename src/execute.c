@@ -98,10 +98,16 @@ static em_status run_instr(em_method *m, const em_instr *in, uint32_t *pc) {
 }
 
 #if EM_ENABLE_PROFILING
+/* What a kernel call wrote: its last argument (ExecuTorch's out-variant convention). */
+static const em_evalue *instr_output(const em_instr *in) {
+  if (in->kind != INSTR_KERNEL_CALL || in->u.k.n_args == 0) return NULL;
+  return in->u.k.args[in->u.k.n_args - 1];
+}
+
 /* Hands the profiler's recorder one event. */
 static void trace_event(const em_profiler *prof, uint32_t kind, const char *name, int32_t chain,
-                        int32_t instr, uint64_t t0, uint64_t t1) {
-  em_profile_event ev = {name, t0, t1 < t0 ? t0 : t1, chain, instr, -1, kind};
+                        int32_t instr, uint64_t t0, uint64_t t1, const em_evalue *output) {
+  em_profile_event ev = {name, t0, t1 < t0 ? t0 : t1, chain, instr, -1, kind, output};
   prof->record(prof->record_ctx, &ev);
 }
 #endif
@@ -132,7 +138,7 @@ static em_status run_chains(em_method *m) {
         if (prof->end) prof->end(prof->ctx, at, instr_name(m, in), t1 - t0);
         if (prof->record)
           trace_event(prof, EM_PROFILE_INSTRUCTION, instr_name(m, in), (int32_t)c, (int32_t)at, t0,
-                      t1);
+                      t1, st == EM_OK ? instr_output(in) : NULL);
       }
 #endif
       if (m->temp) em_allocator_reset(m->temp);
@@ -160,9 +166,9 @@ em_status em_method_execute(em_method *m) {
   const em_profiler *prof = m->profiler && m->profiler->record ? m->profiler : NULL;
   if (prof) {
     uint64_t t0 = em_now_ns();
-    trace_event(prof, EM_PROFILE_RUN_BEGIN, m->name, -1, 0, t0, t0);
+    trace_event(prof, EM_PROFILE_RUN_BEGIN, m->name, -1, 0, t0, t0, NULL);
     em_status st = run_chains(m);
-    trace_event(prof, EM_PROFILE_RUN_END, "Method::execute", -1, 0, t0, em_now_ns());
+    trace_event(prof, EM_PROFILE_RUN_END, "Method::execute", -1, 0, t0, em_now_ns(), NULL);
     return st;
   }
 #endif

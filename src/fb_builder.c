@@ -111,6 +111,14 @@ fbb_ref fbb_refvec_end(fbb *b, uint32_t n) {
   return (fbb_ref)b->used;
 }
 
+fbb_ref fbb_vec_i64(fbb *b, const int64_t *v, uint32_t n) {
+  fbb_prep(b, 4, 8 * (size_t)n);
+  fbb_prep(b, 8, 8 * (size_t)n); /* elements 8-aligned, the length right before them */
+  for (uint32_t i = n; i-- > 0;) fbb_push(b, (uint64_t)v[i], 8);
+  fbb_push(b, n, 4);
+  return (fbb_ref)b->used;
+}
+
 em_status fbb_finish(fbb *b, fbb_ref root, const char *ident, bool size_prefixed,
                      size_t *size_out) {
   fbb_prep(b, b->minalign > 4 ? b->minalign : 4, 4 + (ident ? 4 : 0) + (size_prefixed ? 4 : 0));

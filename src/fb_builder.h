@@ -60,6 +60,9 @@ void fbb_refvec_begin(fbb *b, uint32_t n);
 void fbb_refvec_push(fbb *b, fbb_ref child);
 fbb_ref fbb_refvec_end(fbb *b, uint32_t n);
 
+/* A vector of `n` 64-bit integers. */
+fbb_ref fbb_vec_i64(fbb *b, const int64_t *v, uint32_t n);
+
 /*
  * Writes the root reference, the 4-character file identifier (NULL: none) and, if
  * `size_prefixed`, the 32-bit size prefix, then moves the result to the start of the buffer.

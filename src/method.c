@@ -525,7 +525,7 @@ em_status em_method_prepare(const em_program *p, const char *name, const em_meth
 #if EM_ENABLE_PROFILING
   if (prof) {
     /* ExecuTorch's name for this span; it covers Program::load_method too (one step here). */
-    em_profile_event ev = {"Method::init", t0, em_now_ns(), -1, 0, -1, EM_PROFILE_METHOD};
+    em_profile_event ev = {"Method::init", t0, em_now_ns(), -1, 0, -1, EM_PROFILE_METHOD, NULL};
     prof->record(prof->record_ctx, &ev);
   }
 #endif

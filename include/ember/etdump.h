@@ -58,10 +58,24 @@ void em_etdump_attach(em_etdump *d, em_profiler *p);
 /* The recorder itself (em_profiler.record), with `etdump` an em_etdump *. */
 void em_etdump_record(void *etdump, const em_profile_event *ev);
 
+/*
+ * Records intermediate outputs too: after each kernel call its output tensor (the call's last
+ * argument) is copied into buf[0..size) at a 64-byte-aligned offset and a DebugEvent names it
+ * (scalar type, sizes, strides, offset), as ExecuTorch's runtime does with a debug buffer.
+ * The bytes are copied as laid out in memory (dense in the tensor's dim order). Save
+ * buf[0..em_etdump_debug_size(d)) as the debug file the Inspector's debug_buffer_path reads.
+ * A tensor that does not fit is counted as dropped. NULL turns it off.
+ */
+void em_etdump_set_debug_buffer(em_etdump *d, void *buf, size_t size);
+
+/* Bytes of the debug buffer in use (what to save). */
+size_t em_etdump_debug_size(const em_etdump *d);
+
 /* Forgets every event and run (the buffer is reused). */
 void em_etdump_reset(em_etdump *d);
 
-/* Events recorded (kept), events dropped because the buffer was full, and executes begun. */
+/* Events recorded (kept; debug events too), events dropped because a buffer was full, and
+ * executes begun. */
 size_t em_etdump_event_count(const em_etdump *d);
 uint64_t em_etdump_dropped(const em_etdump *d);
 size_t em_etdump_run_count(const em_etdump *d);

@@ -23,6 +23,8 @@
 extern "C" {
 #endif
 
+struct em_evalue;
+
 #ifndef EM_ENABLE_PROFILING
 #define EM_ENABLE_PROFILING 1
 #endif
@@ -44,6 +46,8 @@ typedef struct em_profile_event {
   int32_t instruction; /* index in the chain (the event's debug handle); 0 when method-level */
   int32_t delegate_debug_id; /* an event inside a delegate: its debug id; otherwise -1 */
   uint32_t kind;             /* em_profile_kind */
+  /* An instruction's output after it ran (a kernel call's last argument), else NULL. */
+  const struct em_evalue *output;
 } em_profile_event;
 
 typedef struct em_profiler {

@@ -180,17 +180,22 @@ class Program:
         return pytree.tree_unflatten(outs, spec)
 
     def run(
-        self, *inputs: Any, method: str = "forward", etdump: str | os.PathLike | None = None
+        self,
+        *inputs: Any,
+        method: str = "forward",
+        etdump: str | os.PathLike | None = None,
+        etdump_debug: str | os.PathLike | None = None,
     ) -> Any:
         """Execute ``method`` on the Ember C runtime; outputs have the model's structure.
 
         ``etdump``: a path where this run's ExecuTorch ETDump (profile events per instruction)
-        is written; ``executorch.devtools.Inspector(etdump_path=...)`` opens it. See
-        docs/devtools.md."""
+        is written; ``executorch.devtools.Inspector(etdump_path=...)`` opens it.
+        ``etdump_debug``: with ``etdump``, also record every kernel's output tensors and write
+        their bytes there (the Inspector's ``debug_buffer_path``). See docs/devtools.md."""
         rt = self.runtime()
         flat = self.flatten_inputs(inputs, method)
         try:
-            outs = rt.run(method, flat, etdump=etdump)
+            outs = rt.run(method, flat, etdump=etdump, etdump_debug=etdump_debug)
         except Exception as e:
             raise EmberRuntimeError(f"running '{method}' failed: {e}") from e
         return self.unflatten_outputs(list(outs), method)

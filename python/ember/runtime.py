@@ -60,6 +60,8 @@ class _Profiler(ctypes.Structure):
 
 # Bytes of the ETDump writer's buffer for one run: about 50,000 instruction events.
 ETDUMP_BUFFER_BYTES = 2 << 20
+# Bytes of the debug buffer (intermediate outputs) when ``etdump_debug`` is given.
+ETDUMP_DEBUG_BYTES = 64 << 20
 
 
 def _setup(L: ctypes.CDLL) -> None:
@@ -106,6 +108,9 @@ def _setup(L: ctypes.CDLL) -> None:
     L.em_etdump_event_count.restype = sz
     L.em_etdump_dropped.argtypes = [vp]
     L.em_etdump_dropped.restype = ctypes.c_uint64
+    L.em_etdump_set_debug_buffer.argtypes = [vp, vp, sz]
+    L.em_etdump_debug_size.argtypes = [vp]
+    L.em_etdump_debug_size.restype = sz
     L._ember_runtime_ready = True
 
 
@@ -304,6 +309,7 @@ class RuntimeProgram:
         method: str,
         inputs: Sequence[Any],
         etdump: str | os.PathLike[str] | None = None,
+        etdump_debug: str | os.PathLike[str] | None = None,
     ) -> list[RuntimeValue]:
         """Executes ``method`` on flattened ``inputs``; returns the flattened outputs (copies).
         Safe to call from several threads (they take turns).
@@ -311,13 +317,18 @@ class RuntimeProgram:
         With ``etdump``, the run is recorded by the runtime's ETDump writer and written to that
         path: ExecuTorch's ETDump format (one "Execute" RunData with a profile event per
         instruction and "Method::execute"; "Method::init" too when this call prepares the
-        method), which ``executorch.devtools.Inspector(etdump_path=...)`` opens. See
+        method), which ``executorch.devtools.Inspector(etdump_path=...)`` opens. With
+        ``etdump_debug`` too, every kernel's output tensors are recorded (DebugEvents) and their
+        bytes written to that path: the Inspector's ``debug_buffer_path``. See
         docs/devtools.md."""
         if not isinstance(inputs, (list, tuple)):
             raise TypeError(f"inputs is a list or tuple, not {type(inputs).__name__}")
+        if etdump_debug is not None and etdump is None:
+            raise ValueError("etdump_debug needs etdump (the ETDump that describes its tensors)")
         if etdump is not None:
+            debug = Path(etdump_debug) if etdump_debug is not None else None
             with self._lock:
-                return self._run_with_etdump(method, inputs, Path(etdump))
+                return self._run_with_etdump(method, inputs, Path(etdump), debug)
         with self._lock:
             m = self._method(method)
             vb = ValueBuilder()
@@ -327,12 +338,15 @@ class RuntimeProgram:
             return [value_from_em(self._L.em_method_output(m, i).contents) for i in range(n)]
 
     def _run_with_etdump(
-        self, method: str, inputs: Sequence[Any], path: Path
+        self, method: str, inputs: Sequence[Any], path: Path, debug: Path | None
     ) -> list[RuntimeValue]:
         self._live()
         mem = ctypes.create_string_buffer(ETDUMP_BUFFER_BYTES)
         d = ctypes.c_void_p()
         _check(self._L.em_etdump_init(mem, len(mem), ctypes.byref(d)), "starting the ETDump")
+        dbg = ctypes.create_string_buffer(ETDUMP_DEBUG_BYTES) if debug is not None else None
+        if dbg is not None:
+            self._L.em_etdump_set_debug_buffer(d, dbg, len(dbg))
         self._profiler.record = ctypes.cast(self._L.em_etdump_record, ctypes.c_void_p).value
         self._profiler.record_ctx = d.value
         try:
@@ -345,6 +359,8 @@ class RuntimeProgram:
         out = ctypes.create_string_buffer(max(need.value, 1))
         _check(self._L.em_etdump_finish(d, out, len(out), ctypes.byref(need)), "writing the ETDump")
         path.write_bytes(out.raw[: need.value])
+        if debug is not None and dbg is not None:
+            debug.write_bytes(ctypes.string_at(dbg, self._L.em_etdump_debug_size(d)))
         if dropped := int(self._L.em_etdump_dropped(d)):
             _log.warning("ETDump buffer full: %d events dropped from %s", dropped, path)
         return outs

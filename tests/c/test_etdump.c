@@ -15,7 +15,7 @@
 
 static void ev(em_etdump *d, uint32_t kind, const char *name, int32_t chain, int32_t instr,
                uint64_t t0, uint64_t t1) {
-  em_profile_event e = {name, t0, t1, chain, instr, -1, kind};
+  em_profile_event e = {name, t0, t1, chain, instr, -1, kind, NULL};
   em_etdump_record(d, &e);
 }
 
@@ -160,6 +160,76 @@ static void test_many_names(void) {
   CHECK(check_file(out, n, names, 300) == 3, "Default + 2 runs");
 }
 
+/* Intermediate outputs: a debug buffer receives each instruction's output tensor, a DebugEvent
+ * (before the instruction's ProfileEvent, as ExecuTorch writes them) names it. */
+static void test_debug_events(void) {
+  static uint8_t mem[1 << 16], dbg[4096], out[1 << 14];
+  float data[6] = {1, 2, 3, 4, 5, 6};
+  int64_t sizes[2] = {2, 3}, strides[2] = {3, 1};
+  uint8_t order[2] = {0, 1};
+  em_tensor t = {data, sizes, strides, order, 6, 6, 2, EM_DTYPE_F32, 0};
+  em_evalue v = {.u.tensor = &t, .tag = EM_TAG_TENSOR};
+  em_etdump *d;
+  CHECK(em_etdump_init(mem, sizeof mem, &d) == EM_OK, "init");
+  em_etdump_set_debug_buffer(d, dbg, sizeof dbg);
+  em_profile_event b = {"forward", 10, 10, -1, 0, -1, EM_PROFILE_RUN_BEGIN, NULL};
+  em_etdump_record(d, &b);
+  for (int i = 0; i < 2; i++) {
+    data[0] = (float)(100 + i);
+    em_profile_event e = {"aten::add.out", 20, 30, 0, i, -1, EM_PROFILE_INSTRUCTION, &v};
+    em_etdump_record(d, &e);
+  }
+  em_profile_event x = {"Method::execute", 10, 40, -1, 0, -1, EM_PROFILE_RUN_END, NULL};
+  em_etdump_record(d, &x);
+  CHECK(em_etdump_event_count(d) == 5, "2 debug + 3 profile events: %zu", em_etdump_event_count(d));
+  CHECK(em_etdump_debug_size(d) == 64 + 24, "debug bytes %zu", em_etdump_debug_size(d));
+  float got[2];
+  memcpy(&got[0], dbg, 4);
+  memcpy(&got[1], dbg + 64, 4);
+  CHECK(got[0] == 100 && got[1] == 101, "tensor copies %g %g", got[0], got[1]);
+  size_t n = 0;
+  CHECK(em_etdump_finish(d, out, sizeof out, &n) == EM_OK, "finish");
+  static uint8_t copy[1 << 14];
+  uint32_t root_at = 12 + ((uint32_t)out[4] | (uint32_t)out[5] << 8 | (uint32_t)out[6] << 16 |
+                           (uint32_t)out[7] << 24);
+  memset(copy, 0, 8);
+  for (int i = 0; i < 4; i++) copy[i] = (uint8_t)(root_at >> (8 * i));
+  memcpy(copy + 8, out, n);
+  fb_reader r;
+  fb_init(&r, copy, n + 8);
+  fb_vec runs = fb_vector(&r, fb_root(&r), 1, 4, 4);
+  CHECK(runs.n == 1, "runs %u", runs.n);
+  fb_vec evs = fb_vector(&r, fb_vec_table(&r, runs, 0), 3, 4, 4);
+  CHECK(evs.n == 5, "events %u", evs.n);
+  for (uint32_t i = 0; i < 2 && evs.n == 5; i++) {
+    fb_tab de = fb_table(&r, fb_vec_table(&r, evs, 2 * i), 2);
+    CHECK(fb_present(de), "event %u is a DebugEvent", 2 * i);
+    CHECK(fb_u64(&r, de, 0, 9) == 0 && fb_i32(&r, de, 1, 9) == (int32_t)i, "chain, instruction");
+    fb_tab val = fb_table(&r, de, 2);
+    CHECK(fb_u8(&r, val, 0, 0) == 5, "ValueType.Tensor");
+    fb_tab ten = fb_table(&r, val, 1);
+    CHECK(fb_i8(&r, ten, 0, 0) == 6, "ScalarType.FLOAT");
+    fb_vec sz = fb_vector(&r, ten, 1, 8, 8), st = fb_vector(&r, ten, 2, 8, 8);
+    CHECK(sz.n == 2 && fb_vec_i64(&r, sz, 0) == 2 && fb_vec_i64(&r, sz, 1) == 3, "sizes");
+    CHECK(st.n == 2 && fb_vec_i64(&r, st, 0) == 3 && fb_vec_i64(&r, st, 1) == 1, "strides");
+    CHECK(fb_i64(&r, ten, 3, -1) == 64 * (int64_t)i, "offset");
+    fb_tab pe = fb_table(&r, fb_vec_table(&r, evs, 2 * i + 1), 0);
+    const char *nm = fb_string(&r, pe, 0, NULL);
+    CHECK(nm && strcmp(nm, "aten::add.out") == 0, "then the ProfileEvent");
+  }
+  CHECK(!r.bad, "reader: %s at %u", r.why ? r.why : "", r.where);
+  /* A debug buffer too small for the next tensor: the tensor is dropped, the event kept. */
+  em_etdump_reset(d);
+  em_etdump_set_debug_buffer(d, dbg, 70);
+  em_etdump_record(d, &b);
+  for (int i = 0; i < 2; i++) {
+    em_profile_event e = {"aten::add.out", 20, 30, 0, i, -1, EM_PROFILE_INSTRUCTION, &v};
+    em_etdump_record(d, &e);
+  }
+  CHECK(em_etdump_dropped(d) == 1 && em_etdump_event_count(d) == 3, "dropped %llu, events %zu",
+        (unsigned long long)em_etdump_dropped(d), em_etdump_event_count(d));
+}
+
 /* The builder alone: a table with every scalar size, read back. */
 static void test_builder(void) {
   static uint8_t buf[256];
@@ -193,6 +263,7 @@ int main(void) {
   test_round_trip_and_short_output();
   test_full_buffer_drops();
   test_many_names();
+  test_debug_events();
   test_builder();
   return test_summary("test_etdump");
 }

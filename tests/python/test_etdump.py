@@ -4,7 +4,9 @@
 (EmberCpuBackend) MLP: one RunData per execute (plus "Default" holding Method::init), the
 profile events' names are the program's instructions in order, then "Method::execute";
 chain 0 and instruction ids 0..n-1 (the instruction id is the debug handle), start <= end, all
-inside the Method::execute span. About 10 s (two exports, the Inspector import)."""
+inside the Method::execute span. Intermediate outputs: with a debug buffer, a DebugEvent before
+each kernel's ProfileEvent holds its output (a Tensor, or a TensorList for several outputs), and
+the Inspector's debug data equals eager PyTorch. About 10 s (two exports, the Inspector import)."""
 
 from __future__ import annotations
 
@@ -69,7 +71,8 @@ def instruction_names(program: ember.Program) -> list[str]:
 
 
 def _events(run: Any) -> list[Any]:
-    return [e.profile_event for e in run.events or []]
+    """The run's profile events (debug events, when recorded, are left out)."""
+    return [e.profile_event for e in run.events or [] if e.debug_event is None]
 
 
 def check_etdump(path: Path, program: ember.Program, executes: int, init: bool) -> Any:
@@ -86,7 +89,7 @@ def check_etdump(path: Path, program: ember.Program, executes: int, init: bool) 
     for run in runs:
         assert run.bundled_input_index == -1
         evs = _events(run)
-        assert all(e is not None for e in evs)
+        assert all(e is not None for e in evs)  # an Event holds one kind
         assert [e.name for e in evs] == [*names, "Method::execute"]
         body, whole = evs[:-1], evs[-1]
         assert [e.chain_index for e in body] == [0] * len(names)
@@ -162,3 +165,66 @@ def test_stock_inspector_opens_it(programs: dict[str, Any], tmp_path: Path) -> N
     inspector.print_data_tabular(file=table)
     log.info("stock Inspector on Ember's ETDump:\n%s", table.getvalue())
     assert "aten::convolution.out" in table.getvalue()
+
+
+def test_intermediate_outputs(tmp_path: Path) -> None:
+    """--debug-buffer / etdump_debug: every kernel's output, read back by the Inspector."""
+    inspector_mod = pytest.importorskip("executorch.devtools")
+    torch.manual_seed(1)
+    model = SmallCNN().eval()
+    x = torch.randn(1, 3, 8, 8)
+    program = ember.export(model, (x,), backend=None)
+    etdp, dbin = tmp_path / "cnn.etdp", tmp_path / "cnn.debug.bin"
+    y = program.run(x, etdump=etdp, etdump_debug=dbin)
+    names = instruction_names(program)
+    et = check_etdump(etdp, program, executes=1, init=True)
+    events = et.run_data[1].events
+    debug = [e.debug_event for e in events if e.debug_event is not None]
+    assert [d.instruction_id for d in debug] == list(range(len(names)))  # every kernel's output
+    for k, d in enumerate(debug):
+        assert d.chain_index == 0 and d.delegate_debug_id_int == -1
+        kinds = {"Tensor", "TensorList"}
+        assert d.debug_entry.val in kinds
+        # ExecuTorch's order: the DebugEvent right before the instruction's ProfileEvent
+        at = next(i for i, e in enumerate(events) if e.debug_event is d)
+        assert events[at + 1].profile_event.instruction_id == k
+    lists = [names[d.instruction_id] for d in debug if d.debug_entry.val == "TensorList"]
+    assert "aten::max_pool2d_with_indices.out" in lists  # (out, indices): one TensorList
+    with pytest.warns(Warning):
+        inspector = inspector_mod.Inspector(etdump_path=str(etdp), debug_buffer_path=str(dbin))
+    block = next(b for b in inspector.event_blocks if b.name == "Execute")
+    data = {e._instruction_id: e.debug_data for e in block.events if e.debug_data}
+    torch.testing.assert_close(data[len(names) - 1][0], y)  # the last kernel's output
+    with torch.no_grad():
+        torch.testing.assert_close(data[0][0], model.conv1(x), rtol=1e-4, atol=1e-5)
+    pool_out, pool_idx = data[names.index("aten::max_pool2d_with_indices.out")][0]
+    assert pool_out.dtype == torch.float32 and pool_idx.dtype == torch.int64
+
+
+@needs_cli
+def test_cli_debug_buffer(programs: dict[str, Any], tmp_path: Path) -> None:
+    program, pte = programs["cnn"]
+    out = tmp_path / "cnn.etdp"
+    r = subprocess.run(
+        [str(EMBER), "run", str(pte), "--etdump", str(out), "--debug-buffer", "1M"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    dbin = Path(f"{out}.debug.bin")
+    assert f"-> {dbin}" in r.stdout and dbin.stat().st_size > 0
+    et = check_etdump(out, program, executes=1, init=True)
+    n_debug = sum(e.debug_event is not None for e in et.run_data[1].events)
+    assert n_debug == len(instruction_names(program))
+    # too small a debug buffer: tensors dropped and said so, the profile stays whole
+    r = subprocess.run(
+        [str(EMBER), "run", str(pte), "--etdump", str(out), "--debug-buffer", "4K"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0 and "dropped" in r.stderr
+    check_etdump(out, program, executes=1, init=True)
+    r = subprocess.run([str(EMBER), "run", str(pte), "--debug-buffer", "1M"], capture_output=True)
+    assert r.returncode == 2 and b"--debug-buffer needs --etdump" in r.stderr

@@ -4,7 +4,7 @@
  *   ember info model.pte [--ptd weights.ptd]
  *   ember run model.pte [--ptd F] [--method NAME] [--input a.npy ...] [--output-dir DIR]
  *                       [--iters N] [--threads N] [--profile] [--no-mmap] [--max-memory BYTES]
- *                       [--etdump OUT.etdp]
+ *                       [--etdump OUT.etdp [--debug-buffer BYTES]]
  *   --no-mmap reads the files into (huge-page) heap memory instead of mapping them
  *   ember ops [--all]
  * Every subcommand answers --help / -h; unknown options are refused by name (exit 2).
@@ -33,13 +33,14 @@ static const char *const k_usage_info =
 static const char *const k_usage_run =
     "  ember run MODEL.pte [--ptd DATA.ptd] [--method NAME] [--input X.npy ...]\n"
     "            [--output-dir DIR] [--iters N] [--threads N] [--profile] [--no-mmap]\n"
-    "            [--max-memory BYTES] [--etdump OUT.etdp]\n"
+    "            [--max-memory BYTES] [--etdump OUT.etdp [--debug-buffer BYTES]]\n"
     "      --max-memory: the most the method may take (planned arenas, scratch, method memory;\n"
     "      suffix K, M or G; default: the machine's memory), checked before allocating;\n"
     "      with it, scratch is at most a quarter\n"
     "      --etdump: writes an ExecuTorch ETDump (profile events of every instruction, one\n"
     "      RunData per iteration, Method::init / Method::execute) that ExecuTorch's Inspector\n"
-    "      opens; see docs/devtools.md\n";
+    "      opens; --debug-buffer: also records every kernel's output tensor (suffix K, M or G),\n"
+    "      saved as OUT.etdp.debug.bin (the Inspector's debug_buffer_path); docs/devtools.md\n";
 static const char *const k_usage_ops = "  ember ops [--all]\n";
 
 static void usage_to(FILE *f, const char *cmd) {
@@ -270,7 +271,7 @@ typedef struct run_opts {
   const char *path, *ptd, *method, *out_dir, *etdump;
   const char *inputs[64];
   int n_inputs, iters, threads, profile, no_mmap;
-  long long max_memory;
+  long long max_memory, debug_buffer;
 } run_opts;
 
 static int set_inputs(em_method *m, const run_opts *o, npy_array *arrays, void **gen) {
@@ -335,7 +336,8 @@ static int write_outputs(em_method *m, const char *dir) {
 }
 
 /* Sizes the ETDump writer's buffer for every iteration of the method and attaches it. */
-static int start_etdump(em_module *mod, const run_opts *o, em_profiler *p, void **mem) {
+static int start_etdump(em_module *mod, const run_opts *o, em_profiler *p, void **mem,
+                        uint8_t **debug) {
   em_method_meta meta;
   size_t n_instr = 0;
   if (em_program_method_meta(em_module_program(mod), o->method, &meta) == EM_OK)
@@ -343,7 +345,8 @@ static int start_etdump(em_module *mod, const run_opts *o, em_profiler *p, void 
   size_t iters = o->iters > 0 ? (size_t)o->iters : 1;
   size_t bytes = ((size_t)1 << 20) + (n_instr + 4) * iters * EM_ETDUMP_EVENT_BYTES;
   em_etdump *d = NULL;
-  *mem = malloc(bytes);
+  size_t dbg = (size_t)o->debug_buffer;
+  *mem = bytes + dbg >= bytes ? malloc(bytes + dbg) : NULL;
   if (!*mem) {
     fprintf(stderr, "ember: no memory for the ETDump buffer (%zu bytes)\n", bytes);
     return 1;
@@ -351,10 +354,20 @@ static int start_etdump(em_module *mod, const run_opts *o, em_profiler *p, void 
   em_status st = em_etdump_init(*mem, bytes, &d);
   if (st != EM_OK) return fail("etdump", st);
   em_etdump_attach(d, p);
+  *debug = dbg ? (uint8_t *)*mem + bytes : NULL;
+  em_etdump_set_debug_buffer(d, *debug, dbg);
   return 0;
 }
 
-static int write_etdump(em_etdump *d, const char *path) {
+static int write_file(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  int ok = f && fwrite(data, 1, n, f) == n;
+  if (f && fclose(f) != 0) ok = 0;
+  if (!ok) fprintf(stderr, "ember: cannot write %s\n", path);
+  return ok ? 0 : 1;
+}
+
+static int write_etdump(em_etdump *d, const char *path, const void *debug) {
   size_t need = 0;
   em_etdump_finish(d, NULL, 0, &need);
   uint8_t *buf = malloc(need ? need : 1);
@@ -363,13 +376,18 @@ static int write_etdump(em_etdump *d, const char *path) {
     free(buf);
     return fail("etdump", st);
   }
-  FILE *f = fopen(path, "wb");
-  int ok = f && fwrite(buf, 1, need, f) == need;
-  if (f && fclose(f) != 0) ok = 0;
+  int bad = write_file(path, buf, need);
   free(buf);
-  if (!ok) {
-    fprintf(stderr, "ember: cannot write %s\n", path);
+  if (bad) return 1;
+  char dpath[1024];
+  size_t dn = em_etdump_debug_size(d);
+  if (debug && (size_t)snprintf(dpath, sizeof dpath, "%s.debug.bin", path) >= sizeof dpath) {
+    fprintf(stderr, "ember: path too long: %s\n", path);
     return 1;
+  }
+  if (debug) {
+    if (write_file(dpath, debug, dn) != 0) return 1;
+    printf("etdump: intermediate outputs -> %s (%zu bytes)\n", dpath, dn);
   }
   printf("etdump: %zu events in %zu runs%s -> %s (%zu bytes)\n", em_etdump_event_count(d),
          em_etdump_run_count(d), em_etdump_dropped(d) ? " (some DROPPED: buffer full)" : "", path,
@@ -387,6 +405,7 @@ static int cmd_run(const run_opts *o) {
   int traced = o->profile || o->etdump;
   em_module_options mo = {EM_VERIFY_FULL, !o->no_mmap, pool, traced ? &profiler : NULL, 0, 0};
   void *etdump_mem = NULL;
+  uint8_t *debug_mem = NULL; /* the debug buffer, inside etdump_mem */
   if (o->max_memory > 0) {
     mo.max_memory_bytes = (uint64_t)o->max_memory;
     size_t quarter = (size_t)(o->max_memory / 4);
@@ -409,7 +428,7 @@ static int cmd_run(const run_opts *o) {
     rc = fail(o->path, st);
     goto done;
   }
-  if (o->etdump && start_etdump(mod, o, &profiler, &etdump_mem) != 0) goto done;
+  if (o->etdump && start_etdump(mod, o, &profiler, &etdump_mem, &debug_mem) != 0) goto done;
   st = em_module_method(mod, o->method, &m);
   uint64_t load_ns = em_now_ns() - t0;
   if (st != EM_OK) {
@@ -454,7 +473,7 @@ static int cmd_run(const run_opts *o) {
   }
   free(times);
   rc = o->out_dir ? write_outputs(m, o->out_dir) : 0;
-  if (rc == 0 && o->etdump) rc = write_etdump(profiler.record_ctx, o->etdump);
+  if (rc == 0 && o->etdump) rc = write_etdump(profiler.record_ctx, o->etdump, debug_mem);
 done:
   em_module_destroy(mod);
   for (int i = 0; i < 64; i++) npy_free(&arrays[i]);
@@ -503,7 +522,7 @@ int main(int argc, char **argv) {
     return cmd_ops(argc - 1, argv + 1);
   }
   int is_run = strcmp(cmd, "run") == 0;
-  run_opts o = {NULL, NULL, "forward", NULL, NULL, {0}, 0, 1, 1, 0, 0, 0};
+  run_opts o = {NULL, NULL, "forward", NULL, NULL, {0}, 0, 1, 1, 0, 0, 0, 0};
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -511,7 +530,7 @@ int main(int argc, char **argv) {
                 (is_run && (strcmp(a, "--method") == 0 || strcmp(a, "--input") == 0 ||
                             strcmp(a, "--output-dir") == 0 || strcmp(a, "--iters") == 0 ||
                             strcmp(a, "--threads") == 0 || strcmp(a, "--max-memory") == 0 ||
-                            strcmp(a, "--etdump") == 0));
+                            strcmp(a, "--etdump") == 0 || strcmp(a, "--debug-buffer") == 0));
     int flag = is_run && (strcmp(a, "--profile") == 0 || strcmp(a, "--no-mmap") == 0);
     if (a[0] == '-' && a[1] != '\0' && !takes && !flag) {
       fprintf(stderr, "ember %s: unknown option '%s'\n", cmd, a);
@@ -553,7 +572,8 @@ int main(int argc, char **argv) {
     } else if (strcmp(a, "--etdump") == 0) {
       o.etdump = val;
     } else {
-      int is_mem = strcmp(a, "--max-memory") == 0;
+      int is_dbg = strcmp(a, "--debug-buffer") == 0;
+      int is_mem = strcmp(a, "--max-memory") == 0 || is_dbg;
       long long v = parse_size(val, is_mem);
       long long cap = strcmp(a, "--threads") == 0 ? 1024 : is_mem ? LLONG_MAX : INT_MAX;
       if (v < 1 || v > cap) {
@@ -561,13 +581,19 @@ int main(int argc, char **argv) {
                 is_mem ? "byte count (suffix K, M or G)" : "integer", val);
         return 2;
       }
-      if (is_mem)
+      if (is_dbg)
+        o.debug_buffer = v;
+      else if (is_mem)
         o.max_memory = v;
       else if (strcmp(a, "--iters") == 0)
         o.iters = (int)v;
       else
         o.threads = (int)v;
     }
+  }
+  if (o.debug_buffer && !o.etdump) {
+    fprintf(stderr, "ember run: --debug-buffer needs --etdump\n");
+    return 2;
   }
   if (!o.path) {
     fprintf(stderr, "ember %s: no model file given\n", cmd);
