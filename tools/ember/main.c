@@ -393,8 +393,8 @@ static int write_etdump(em_etdump *d, const char *path, const void *debug) {
          em_etdump_run_count(d), em_etdump_dropped(d) ? " (some DROPPED: buffer full)" : "", path,
          need);
   if (em_etdump_dropped(d))
-    fprintf(stderr, "warning: the ETDump buffer was full; %llu events were dropped\n",
-            (unsigned long long)em_etdump_dropped(d));
+    fprintf(stderr, "warning: the ETDump%s buffer was full; %llu events were dropped\n",
+            debug ? " or the debug" : "", (unsigned long long)em_etdump_dropped(d));
   return 0;
 }
 
