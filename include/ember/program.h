@@ -123,6 +123,87 @@ void em_program_get_stats(const em_program *p, em_program_stats *stats);
 em_status em_bundled_program_find(const void *data, size_t size, size_t *offset_out,
                                   size_t *size_out);
 
+/*
+ * A BundledProgram's test suites, read in place: a view of the `.bpte` bytes,
+ * which the caller keeps alive and unchanged while it is used. Filled by
+ * em_bundled_open(); the fields are for the em_bundled_* functions.
+ */
+typedef struct em_bundled {
+  const uint8_t *data;
+  size_t size;
+  uint32_t version;
+  uint32_t suites;                     /* offset of the method_test_suites vector's first element */
+  uint32_t n_suites;                   /* number of BundledMethodTestSuite tables */
+  size_t program_offset, program_size; /* the embedded `.pte` */
+} em_bundled;
+
+/* One bundled input or expected output (BundledProgram's `Value`). */
+typedef struct em_bundled_value {
+  uint32_t tag; /* EM_TAG_TENSOR, EM_TAG_INT, EM_TAG_BOOL or EM_TAG_DOUBLE */
+  int8_t dtype; /* tensors: em_dtype */
+  int32_t dim;  /* tensors: rank */
+  int64_t sizes[EM_MAX_DIM];
+  uint8_t dim_order[EM_MAX_DIM]; /* 0..dim-1 when the file gives none */
+  int64_t numel;
+  const void *data; /* tensors: contents, a view into the file (NULL when empty) */
+  size_t nbytes;    /* numel * element size */
+  int64_t i;        /* EM_TAG_INT */
+  double d;         /* EM_TAG_DOUBLE */
+  bool b;           /* EM_TAG_BOOL */
+} em_bundled_value;
+
+/*
+ * Parses and fully checks a BundledProgram (identifier BP08) held in
+ * `data[0..size)`: every offset, length, union type, dtype, rank, size and
+ * tensor byte count of every test case, and the embedded program's bounds.
+ * EM_ERR_NOT_FOUND when `data` is not a bundled program;
+ * EM_ERR_INVALID_PROGRAM naming the field (em_last_error()) when malformed.
+ * Nothing is allocated.
+ */
+em_status em_bundled_open(const void *data, size_t size, em_bundled *out);
+
+/* Number of method test suites. */
+size_t em_bundled_suite_count(const em_bundled *b);
+
+/*
+ * Suite `s`: its method name (NUL-terminated, in the file) and number of test
+ * cases. EM_ERR_INVALID_ARGUMENT when `s` is out of range.
+ */
+em_status em_bundled_suite(const em_bundled *b, size_t s, const char **method_out,
+                           size_t *n_cases_out);
+
+/* Test case `c` of suite `s`: its number of inputs and of expected outputs. */
+em_status em_bundled_case(const em_bundled *b, size_t s, size_t c, size_t *n_inputs_out,
+                          size_t *n_expected_out);
+
+/*
+ * Input `i` (expected = false) or expected output `i` (expected = true) of
+ * test case `c` of suite `s`, into `out` (tensor data is a view into the file).
+ */
+em_status em_bundled_value_get(const em_bundled *b, size_t s, size_t c, bool expected, size_t i,
+                               em_bundled_value *out);
+
+/* Outcome of comparing one output with its expected value. */
+typedef struct em_bundled_diff {
+  bool pass;
+  const char *why;    /* NULL, or why the value cannot match ("dtype differs", ...) */
+  double max_abs_err; /* largest |actual - expected| over the elements */
+  int64_t worst;      /* element index of the largest tolerance violation (or error), -1 none */
+  double worst_actual, worst_expected;
+  int64_t n_bad; /* elements outside the tolerance */
+} em_bundled_diff;
+
+/*
+ * Compares `actual` with `expected` as ExecuTorch's bundled verification does:
+ * same dtype and sizes; floating elements (f32, f64, f16, bf16) pass when they
+ * are equal (infinities included), both NaN, or |actual - expected| <=
+ * atol + rtol * |expected|; other dtypes and Int / Bool must be equal; a
+ * Double passes within the same tolerance. Fills `diff`; returns EM_OK
+ * whether or not it passes (EM_ERR_INVALID_ARGUMENT on NULL arguments).
+ */
+em_status em_bundled_compare(const em_bundled_value *expected, const em_evalue *actual, double rtol,
+                             double atol, em_bundled_diff *diff);
+
 #ifdef __cplusplus
 }
 #endif

@@ -200,9 +200,79 @@ class Program:
             raise EmberRuntimeError(f"running '{method}' failed: {e}") from e
         return self.unflatten_outputs(list(outs), method)
 
+    # -- bundled programs -----------------------------------------------------------------------
+    def bundled_buffer(self, cases: Sequence[tuple[Any, Any]], method: str = "forward") -> bytes:
+        """The bytes of an ExecuTorch BundledProgram (``.bpte``, ``BP08``) holding this
+        program and test cases for ``method``; see :meth:`save_bundled`."""
+        from ember.serialize import serialize_bundled
+
+        if method not in self._plans:
+            raise ValueError(f"no method '{method}' in this program (methods: {self.methods})")
+        if self._ptd is not None:
+            raise ValueError("a bundled program holds only the .pte: export without external data")
+        out = []
+        for k, case in enumerate(cases):
+            if not isinstance(case, (tuple, list)) or len(case) != 2:
+                raise TypeError(f"test case {k}: expected an (inputs, expected_or_None) pair")
+            inputs, expected = case
+            flat_in = self.flatten_inputs(_as_tuple(inputs), method)
+            if expected is None:
+                expected = self._eager(method, flat_in, k)
+            flat_out, _ = pytree.tree_flatten(expected)
+            out.append(([_bundled(v) for v in flat_in], [_bundled(v) for v in flat_out]))
+        return serialize_bundled(self.buffer, [(method, out)])
+
+    def save_bundled(
+        self, path: str | os.PathLike, cases: Sequence[tuple[Any, Any]], method: str = "forward"
+    ) -> Path:
+        """Write an ExecuTorch BundledProgram (``.bpte``) with test cases for ``method``.
+
+        ``cases`` is a list of ``(inputs, expected)`` pairs: ``inputs`` a tuple of positional
+        arguments (or one tensor), ``expected`` the outputs in any pytree structure, or None to
+        compute them by running the exported model in eager PyTorch (programs made by
+        :func:`ember.export` only). ``ember run --bundled`` and
+        stock ExecuTorch's ``BundledModule`` run every case; see docs/devtools.md."""
+        data = self.bundled_buffer(cases, method)
+        path = Path(path)
+        path.write_bytes(data)
+        log.info("wrote %s (%d bytes, %d test cases)", path, len(data), len(cases))
+        return path
+
+    def _eager(self, method: str, flat_in: list[Any], k: int) -> Any:
+        ep = self._exported.get(method)
+        if ep is None:
+            raise ValueError(
+                f"test case {k} has no expected outputs and this program has no exported model "
+                "to compute them (give (inputs, expected) pairs)"
+            )
+        import torch
+
+        with torch.no_grad():
+            return ep.module()(*flat_in)
+
     def __repr__(self) -> str:
         ext = f", ptd={len(self._ptd)} B" if self._ptd is not None else ""
         return f"ember.Program(methods={self.methods}, pte={self.nbytes} B{ext})"
+
+
+def _as_tuple(x: Any) -> tuple[Any, ...]:
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _bundled(v: Any) -> Any:
+    """A flattened input or output as a bundled value (tensor bytes contiguous)."""
+    import torch
+
+    from ember.dtypes import code_of
+    from ember.serialize import BundledTensor
+
+    if isinstance(v, torch.Tensor):
+        t = v.detach().cpu().contiguous()
+        data = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        return BundledTensor(code_of(t.dtype), list(t.shape), data)
+    if isinstance(v, (bool, int, float)):
+        return v
+    raise TypeError(f"a bundled value must be a tensor, int, bool or float, not {type(v).__name__}")
 
 
 def load(path: str | os.PathLike | bytes, ptd: str | os.PathLike | bytes | None = None) -> Program:

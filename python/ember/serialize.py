@@ -373,3 +373,75 @@ def serialize_ptd(entries: Sequence[PtdEntry]) -> bytes:
     if len(out) < base:
         out += bytes(base - len(out))
     return bytes(out)
+
+
+# -- BundledProgram ------------------------------------------------------------------------------
+# ExecuTorch's BundledProgram (identifier BP08, docs/devtools.md): a program plus test cases.
+# A bundled value is an :class:`BundledTensor`, or a Python int, bool or float.
+BUNDLED_PROGRAM_VERSION = 2  # ExecuTorch 1.5 writes 2
+_VU_TENSOR, _VU_INT, _VU_BOOL, _VU_DOUBLE = 1, 2, 3, 4
+
+
+@dataclass
+class BundledTensor:
+    """A tensor of a bundled test case: ScalarType code, sizes and contiguous bytes."""
+
+    scalar_type: int
+    sizes: list[int]
+    data: bytes
+
+
+BundledValue = BundledTensor | int | bool | float
+BundledCase = tuple[Sequence[BundledValue], Sequence[BundledValue]]
+
+
+def _byte_vec(b: flatbuffers.Builder, data: bytes, align: int) -> int:
+    b.StartVector(1, len(data), align)
+    b.head = b.Head() - len(data)
+    b.Bytes[b.head : b.head + len(data)] = data
+    return b.EndVector()
+
+
+def _write_bundled_value(b: flatbuffers.Builder, v: BundledValue) -> int:
+    if isinstance(v, BundledTensor):
+        data = _byte_vec(b, v.data, 16)
+        sizes = _vec(b, v.sizes, 4, "PrependInt32")
+        order = _vec(b, list(range(len(v.sizes))), 1, "PrependUint8")
+        inner = _table(
+            b,
+            4,
+            [("Int8", 0, v.scalar_type), ("off", 1, sizes), ("off", 2, data), ("off", 3, order)],
+        )
+        kind = _VU_TENSOR
+    elif isinstance(v, bool):
+        inner, kind = _table(b, 1, [("Bool", 0, v)]), _VU_BOOL
+    elif isinstance(v, int):
+        inner, kind = _table(b, 1, [("Int64", 0, v)]), _VU_INT
+    elif isinstance(v, float):
+        inner, kind = _table(b, 1, [("Float64", 0, v)]), _VU_DOUBLE
+    else:
+        raise SerializationError(f"a bundled value must be a tensor, int, bool or float: {v!r}")
+    return _table(b, 2, [("Uint8", 0, kind), ("off", 1, inner)])
+
+
+def serialize_bundled(program: bytes, suites: Sequence[tuple[str, Sequence[BundledCase]]]) -> bytes:
+    """A BundledProgram flatbuffer (``BP08``) wrapping the ``.pte`` bytes ``program`` (aligned
+    to 32) with one test suite per ``(method_name, [(inputs, expected_outputs), ...])``."""
+    b = flatbuffers.Builder(len(program) + 4096)
+    suite_offs = []
+    for name, cases in suites:
+        case_offs = []
+        for inputs, expected in cases:
+            ins = _vec_offsets(b, [_write_bundled_value(b, v) for v in inputs])
+            outs = _vec_offsets(b, [_write_bundled_value(b, v) for v in expected])
+            case_offs.append(_table(b, 2, [("off", 0, ins), ("off", 1, outs)]))
+        cases_vec = _vec_offsets(b, case_offs)
+        name_off = b.CreateString(name)
+        suite_offs.append(_table(b, 2, [("off", 0, name_off), ("off", 1, cases_vec)]))
+    suites_vec = _vec_offsets(b, suite_offs)
+    prog = _byte_vec(b, bytes(program), 32)
+    root = _table(
+        b, 3, [("Uint32", 0, BUNDLED_PROGRAM_VERSION), ("off", 1, suites_vec), ("off", 2, prog)]
+    )
+    b.Finish(root, file_identifier=b"BP08")
+    return bytes(b.Output())

@@ -5,6 +5,7 @@
  *   ember run model.pte [--ptd F] [--method NAME] [--input a.npy ...] [--output-dir DIR]
  *                       [--iters N] [--threads N] [--profile] [--no-mmap] [--max-memory BYTES]
  *                       [--etdump OUT.etdp [--debug-buffer BYTES]]
+ *   ember run --bundled X.bpte [--method NAME] [--rtol R] [--atol A] (bundled.c)
  *   --no-mmap reads the files into (huge-page) heap memory instead of mapping them
  *   ember ops [--all]
  * Every subcommand answers --help / -h; unknown options are refused by name (exit 2).
@@ -25,6 +26,8 @@
 #include "npy.h"
 
 int cmd_ops(int argc, char **argv);
+int cmd_bundled(const char *path, const char *method, double rtol, double atol, int threads,
+                int no_mmap);
 
 static const char *const k_usage_info =
     "  ember info MODEL.pte [--ptd DATA.ptd]\n"
@@ -40,7 +43,11 @@ static const char *const k_usage_run =
     "      --etdump: writes an ExecuTorch ETDump (profile events of every instruction, one\n"
     "      RunData per iteration, Method::init / Method::execute) that ExecuTorch's Inspector\n"
     "      opens; --debug-buffer: also records every kernel's output tensor (suffix K, M or G),\n"
-    "      saved as OUT.etdp.debug.bin (the Inspector's debug_buffer_path); docs/devtools.md\n";
+    "      saved as OUT.etdp.debug.bin (the Inspector's debug_buffer_path); docs/devtools.md\n"
+    "  ember run --bundled X.bpte [--method NAME] [--rtol R] [--atol A] [--threads N]\n"
+    "      runs every test case of an ExecuTorch BundledProgram and checks each output\n"
+    "      within |got - expected| <= atol + rtol*|expected| (default rtol 1e-5, atol 1e-8);\n"
+    "      exit 1 with the worst case's numbers when one fails\n";
 static const char *const k_usage_ops = "  ember ops [--all]\n";
 
 static void usage_to(FILE *f, const char *cmd) {
@@ -272,6 +279,8 @@ typedef struct run_opts {
   const char *inputs[64];
   int n_inputs, iters, threads, profile, no_mmap;
   long long max_memory, debug_buffer;
+  int bundled;
+  double rtol, atol;
 } run_opts;
 
 static int set_inputs(em_method *m, const run_opts *o, npy_array *arrays, void **gen) {
@@ -522,7 +531,8 @@ int main(int argc, char **argv) {
     return cmd_ops(argc - 1, argv + 1);
   }
   int is_run = strcmp(cmd, "run") == 0;
-  run_opts o = {NULL, NULL, "forward", NULL, NULL, {0}, 0, 1, 1, 0, 0, 0, 0};
+  run_opts o = {NULL, NULL, "forward", NULL, NULL, {0}, 0, 1, 1, 0, 0, 0, 0, 0, 1e-5, 1e-8};
+  int method_given = 0;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -530,8 +540,10 @@ int main(int argc, char **argv) {
                 (is_run && (strcmp(a, "--method") == 0 || strcmp(a, "--input") == 0 ||
                             strcmp(a, "--output-dir") == 0 || strcmp(a, "--iters") == 0 ||
                             strcmp(a, "--threads") == 0 || strcmp(a, "--max-memory") == 0 ||
-                            strcmp(a, "--etdump") == 0 || strcmp(a, "--debug-buffer") == 0));
-    int flag = is_run && (strcmp(a, "--profile") == 0 || strcmp(a, "--no-mmap") == 0);
+                            strcmp(a, "--etdump") == 0 || strcmp(a, "--debug-buffer") == 0 ||
+                            strcmp(a, "--rtol") == 0 || strcmp(a, "--atol") == 0));
+    int flag = is_run && (strcmp(a, "--profile") == 0 || strcmp(a, "--no-mmap") == 0 ||
+                          strcmp(a, "--bundled") == 0);
     if (a[0] == '-' && a[1] != '\0' && !takes && !flag) {
       fprintf(stderr, "ember %s: unknown option '%s'\n", cmd, a);
       usage_to(stderr, cmd);
@@ -552,6 +564,8 @@ int main(int argc, char **argv) {
     if (flag) {
       if (strcmp(a, "--profile") == 0)
         o.profile = 1;
+      else if (strcmp(a, "--bundled") == 0)
+        o.bundled = 1;
       else
         o.no_mmap = 1;
       continue;
@@ -561,6 +575,15 @@ int main(int argc, char **argv) {
       o.ptd = val;
     } else if (strcmp(a, "--method") == 0) {
       o.method = val;
+      method_given = 1;
+    } else if (strcmp(a, "--rtol") == 0 || strcmp(a, "--atol") == 0) {
+      char *end = NULL;
+      double v = strtod(val, &end);
+      if (end == val || *end || !(v >= 0) || v > 1e300) {
+        fprintf(stderr, "ember run: %s wants a non-negative number, not '%s'\n", a, val);
+        return 2;
+      }
+      *(strcmp(a, "--rtol") == 0 ? &o.rtol : &o.atol) = v;
     } else if (strcmp(a, "--input") == 0) {
       if (o.n_inputs == 64) {
         fprintf(stderr, "ember run: more than 64 --input files\n");
@@ -591,6 +614,12 @@ int main(int argc, char **argv) {
         o.threads = (int)v;
     }
   }
+  if (o.bundled &&
+      (o.n_inputs || o.etdump || o.profile || o.out_dir || o.ptd || o.iters > 1 || o.max_memory)) {
+    fprintf(stderr, "ember run: --bundled takes only --method, --rtol, --atol, --threads and "
+                    "--no-mmap (the inputs are the file's)\n");
+    return 2;
+  }
   if (o.debug_buffer && !o.etdump) {
     fprintf(stderr, "ember run: --debug-buffer needs --etdump\n");
     return 2;
@@ -603,5 +632,8 @@ int main(int argc, char **argv) {
   /* Errors are printed once, by fail(); EMBER_CPU_PROFILE's per-operator lines are INFO. */
   em_log_set_level(getenv("EMBER_CPU_PROFILE") ? EM_LOG_INFO : EM_LOG_FATAL);
   if (strcmp(cmd, "info") == 0) return cmd_info(o.path, o.ptd);
+  if (o.bundled)
+    return cmd_bundled(o.path, method_given ? o.method : NULL, o.rtol, o.atol, o.threads,
+                       o.no_mmap);
   return cmd_run(&o);
 }
