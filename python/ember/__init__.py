@@ -1,7 +1,8 @@
 """Ember: export PyTorch models to ExecuTorch-compatible ``.pte`` files and run them on Ember's
 C11 runtime.
 
-Public surface: :func:`export`, :func:`load`, :class:`Program`, :func:`compare`, the errors in
+Public surface: :func:`export`, :func:`load`, :class:`Program`, :func:`compare`,
+:mod:`ember.inspect` (reads an ETDump, loaded on first use), the errors in
 :mod:`ember.errors` and the ``ember-py`` command line (:mod:`ember.cli`).
 
 Example::
@@ -56,9 +57,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """``ember.quantize`` (static int8 post-training quantization) loads on first use."""
+    """``ember.quantize`` (static int8 post-training quantization) and ``ember.inspect`` (an
+    ETDump reader, :mod:`ember.inspect`) load on first use."""
     if name == "quantize":
         from ember.quant import quantize
 
         return quantize
+    if name == "inspect":
+        import importlib
+
+        return importlib.import_module("ember.inspect")
     raise AttributeError(f"module 'ember' has no attribute {name!r}")

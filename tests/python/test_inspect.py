@@ -1,0 +1,232 @@
+"""``ember.inspect`` (issue 32 item 4): Ember's own reader of ETDumps, with no ExecuTorch import.
+
+On an ETDump written by Ember's runtime (a portable CNN, a delegated MLP) and on ETDumps written by
+**stock** ExecuTorch's runtime (``executorch.runtime`` with ``enable_etdump=True``: the add.pte
+fixture's, and one generated here for the CNN with a debug buffer): the table's instructions and
+call counts are the program's, shares sum to 100 %, the Chrome trace is valid trace-event JSON,
+debug tensors read back equal what the runtime computed, and ``compare_with_eager`` names the first
+operator of a program whose kernel was broken on purpose. About 10 s.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import MLP, SmallCNN
+
+import ember
+from ember import inspect as ei
+
+log = logging.getLogger(__name__)
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A portable CNN, run once by Ember with a debug buffer."""
+    d = tmp_path_factory.mktemp("inspect")
+    torch.manual_seed(0)
+    model = SmallCNN().eval()
+    x = torch.randn(1, 3, 8, 8)
+    program = ember.export(model, (x,), backend=None)
+    pte = program.save(d / "cnn.pte")
+    etdp, dbin = d / "cnn.etdp", d / "cnn.debug.bin"
+    y = program.run(x, etdump=etdp, etdump_debug=dbin)
+    return {"model": model, "x": x, "y": y, "program": program, "pte": pte, "etdp": etdp,
+            "dbin": dbin, "dir": d}  # fmt: skip
+
+
+def names_of(program: ember.Program) -> list[str]:
+    """The operator (or delegate id) of each instruction of `forward`, in order."""
+    return [i.kernel.removeprefix("delegate::") for i in program.debug_info("forward")]
+
+
+def check_table(ins: ei.Inspection, names: list[str], runs: int = 1) -> None:
+    rows = [r for r in ins.rows if not r.inside_delegate]
+    assert [r.name for r in rows] == names
+    assert [r.instruction for r in rows] == list(range(len(names)))
+    assert all(r.calls == runs and r.runs == runs and r.calls_per_run == 1 for r in rows)
+    assert sum(r.share for r in rows) == pytest.approx(100.0)
+    assert all(r.median_ns >= 0 for r in rows)
+    kinds = ins.by_kind()
+    assert sum(k.calls for k in kinds) == runs * len(names)
+    assert sum(k.share for k in kinds) == pytest.approx(100.0)
+    text = ins.table()
+    assert all(n in text for n in names)
+
+
+def check_chrome_trace(path: Path) -> list[dict[str, Any]]:
+    """Validates a Chrome trace-event JSON ("JSON Object Format", complete events)."""
+    doc = json.loads(path.read_text())
+    assert isinstance(doc, dict) and isinstance(doc["traceEvents"], list) and doc["traceEvents"]
+    last: dict[tuple[int, int], float] = {}
+    for ev in doc["traceEvents"]:
+        assert {"name", "ph", "ts", "dur", "pid", "tid", "args"} <= set(ev)
+        assert isinstance(ev["name"], str) and ev["name"]
+        assert ev["ph"] == "X"
+        assert isinstance(ev["ts"], (int, float)) and isinstance(ev["dur"], (int, float))
+        assert ev["dur"] >= 0 and ev["ts"] >= 0
+        assert isinstance(ev["pid"], int) and isinstance(ev["tid"], int)
+        assert isinstance(ev["args"], dict)
+        key = (ev["pid"], ev["tid"])
+        assert ev["ts"] >= last.get(key, 0.0), "ts is monotone per thread"
+        last[key] = ev["ts"]
+    return doc["traceEvents"]
+
+
+def test_public_and_lazy() -> None:
+    assert ember.inspect is ei  # loaded on first use, like ember.quantize
+    with pytest.raises(ei.EtdumpError, match="ED00"):
+        ei.read_etdump(b"\0" * 16)
+
+
+def test_ember_etdump_table_and_trace(cnn: dict[str, Any], tmp_path: Path) -> None:
+    program = cnn["program"]
+    dump = ei.read_etdump(cnn["etdp"])
+    assert dump.version == 0 and [r.name for r in dump.runs] == ["Default", "Execute"]
+    ins = ei.inspect(dump, program)
+    check_table(ins, names_of(program))
+    assert not any(r.delegated for r in ins.rows)
+    assert all(r.source and "conftest.py" in r.source for r in ins.rows)  # export-time program
+    assert {"Method::init", "Method::execute"} <= set(ins.method_events)
+    by_kind = {k.kind: k for k in ins.by_kind()}
+    assert by_kind["convolution"].calls == 2 and by_kind["addmm"].calls == 1
+    log.info("ember.inspect on Ember's ETDump:\n%s", ins.table())
+    events = check_chrome_trace(ins.to_chrome_trace(tmp_path / "trace.json"))
+    ops = [e for e in events if e["args"]["instruction"] >= 0 and e["args"]["chain"] == 0]
+    assert [e["args"]["op"] for e in ops] == names_of(program)
+    whole = next(e for e in events if e["name"] == "Method::execute")
+    assert all(whole["ts"] <= e["ts"] and e["ts"] + e["dur"] <= whole["ts"] + whole["dur"] + 1e-3
+               for e in ops)  # fmt: skip
+    png = ins.plot(tmp_path / "kinds.png")
+    if png is None:
+        assert not (tmp_path / "kinds.png").exists()  # no matplotlib: skipped cleanly
+    else:
+        assert png.read_bytes()[:4] == b"\x89PNG"
+    # a loaded .pte names the instructions but carries no source lines
+    loaded = ei.inspect(cnn["etdp"], cnn["pte"])
+    assert [r.name for r in loaded.rows] == names_of(program)
+    assert all(r.source is None for r in loaded.rows)
+    assert "source lines: none" in loaded.table()
+
+
+def test_delegated_and_several_runs(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(2, 16)
+    program = ember.export(MLP().eval(), (x,))  # EmberCpuBackend
+    program.run(x)  # prepared: the ETDumps hold Execute runs only
+    dumps = []
+    for i in range(3):
+        program.run(x, etdump=tmp_path / f"{i}.etdp")
+        dumps.append(ei.read_etdump(tmp_path / f"{i}.etdp"))
+    merged = ei.ETDump(0, [r for d in dumps for r in d.runs])
+    ins = ei.inspect(merged, program)
+    check_table(ins, names_of(program), runs=3)
+    assert ins.rows[0].delegated and ins.rows[0].name == "EmberCpuBackend"
+    assert len(ins.rows[0].samples_ns) == 3
+    assert ins.rows[0].median_ns == sorted(ins.rows[0].samples_ns)[1]
+
+
+def test_debug_buffer_round_trip(cnn: dict[str, Any]) -> None:
+    """The tensors read back from the debug buffer equal the runtime's values of the same
+    instructions' outputs (captured by ember.runtime's run_debug)."""
+    program = cnn["program"]
+    dump = ei.read_etdump(cnn["etdp"], cnn["dbin"])
+    debug = {d.instruction_id: d for d in dump.runs[1].debug_events}
+    assert sorted(debug) == list(range(len(names_of(program))))
+    watch = {d.index: list(d.out_values) for d in program.debug_info()}
+    flat = program.flatten_inputs((cnn["x"],))
+    _, captured = program.runtime().run_debug("forward", flat, watch)
+    for index, values in watch.items():
+        got = debug[index].tensors
+        assert len(got) >= len(values) and debug[index].value is not None
+        for t, vi in zip(got, values, strict=False):
+            torch.testing.assert_close(t, captured[(index, vi)], rtol=0, atol=0)
+    torch.testing.assert_close(debug[len(debug) - 1].tensors[0], cnn["y"], rtol=0, atol=0)
+    pool = debug[names_of(program).index("aten::max_pool2d_with_indices.out")]
+    assert pool.value is not None and pool.value.kind == "TensorList"
+    assert [t.dtype for t in pool.tensors] == [torch.float32, torch.int64]
+    report = ei.inspect(dump, program).compare_with_eager((cnn["x"],))
+    assert report.first_drift is None and len(report.rows) == len(debug)
+
+
+def test_first_drift_names_a_broken_kernel(cnn: dict[str, Any], tmp_path: Path) -> None:
+    """The program's first relu is made to run tanh (its operator name patched in the .pte):
+    compare_with_eager reports that instruction first."""
+    program = cnn["program"]
+    buf = program.buffer
+    assert buf.count(b"aten::relu") == 1
+    broken = ember.load(buf.replace(b"aten::relu", b"aten::tanh"))
+    etdp, dbin = tmp_path / "broken.etdp", tmp_path / "broken.bin"
+    broken.run(cnn["x"], etdump=etdp, etdump_debug=dbin)
+    ins = ei.inspect(etdp, program, debug_buffer=dbin)
+    report = ins.compare_with_eager((cnn["x"],))
+    first = report.first_drift
+    assert first is not None, str(report)
+    assert first.instruction == names_of(program).index("aten::relu.out")
+    assert first.name == "aten::relu.out" and first.node == "relu"
+    assert first.source and "conftest.py" in first.source
+    assert all(r.ok for r in report.rows if r.instruction < first.instruction)
+    log.info("%s", report)
+
+
+def stock_etdump(pte: Path, inputs: list[torch.Tensor], out: Path, debug_size: int = 0) -> Path:
+    """Runs ``pte`` once on **stock** ExecuTorch with its ETDump enabled (as
+    tests/fixtures/make_executorch_fixtures.py's ``make_etdump`` does) and writes ``out`` and,
+    with ``debug_size``, ``out``.debug.bin."""
+    rt = pytest.importorskip("executorch.runtime")
+    prog = rt.Runtime.get().load_program(
+        str(pte), verification=rt.Verification.Minimal, enable_etdump=True,
+        debug_buffer_size=debug_size,
+    )  # fmt: skip
+    prog.load_method("forward").execute(inputs)
+    prog.write_etdump_result_to_file(str(out), f"{out}.debug.bin")
+    return out
+
+
+def test_stock_executorch_fixture() -> None:
+    """The add.pte fixture's ETDump, written by stock ExecuTorch's runtime."""
+    from et_fixtures import et_fixture
+
+    pytest.importorskip("executorch.runtime")
+    ins = ei.inspect(et_fixture("etdump.etdp"), et_fixture("add.pte"))
+    check_table(ins, ["aten::add.out"])
+    assert {"Method::init", "Method::execute"} <= set(ins.method_events)
+    assert ins.rows[0].kind == "add"
+
+
+def test_stock_executorch_cnn_with_debug_buffer(cnn: dict[str, Any], tmp_path: Path) -> None:
+    """Stock ExecuTorch runs Ember's portable CNN: its ETDump (native_call_* inside
+    OPERATOR_CALL per instruction) gives the same table, and its debug tensors equal Ember's."""
+    program, x = cnn["program"], cnn["x"]
+    etdp = stock_etdump(cnn["pte"], [x], tmp_path / "stock.etdp", debug_size=1 << 20)
+    dump = ei.read_etdump(etdp, Path(f"{etdp}.debug.bin"))
+    names = [e.name for r in dump.runs for e in r.profile_events]
+    assert "OPERATOR_CALL" in names and "native_call_convolution.out" in names
+    ins = ei.inspect(dump, program)
+    check_table(ins, names_of(program))
+    log.info("ember.inspect on stock ExecuTorch's ETDump:\n%s", ins.table())
+    check_chrome_trace(ins.to_chrome_trace(tmp_path / "stock.json"))
+    ours = ei.inspect(cnn["etdp"], program, debug_buffer=cnn["dbin"]).debug_tensors()
+    theirs = ins.debug_tensors()  # one DebugEvent per output tensor in stock ExecuTorch
+    assert sorted(theirs) == sorted(ours) == list(range(len(names_of(program))))
+    for index, tensors in theirs.items():
+        assert len(tensors) == len(ours[index])
+        for a, b in zip(tensors, ours[index], strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert ins.compare_with_eager((x,)).first_drift is None
+
+
+def test_cli(cnn: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "cli.json"
+    argv = [str(cnn["etdp"]), "--program", str(cnn["pte"]), "--debug-buffer", str(cnn["dbin"]),
+            "--chrome", str(trace)]  # fmt: skip
+    assert ei.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "aten::convolution.out" in out and "share" in out and "convolution" in out
+    check_chrome_trace(trace)
+    assert ei.main([str(tmp_path / "missing.etdp")]) == 1
