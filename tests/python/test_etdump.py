@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,36 +19,14 @@ from typing import Any
 import pytest
 import torch
 from conftest import MLP, SmallCNN
+from etdump_cli import EMBER, needs_cli
 
 import ember
 
 pytest.importorskip("executorch.devtools.etdump.serialize")
 from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 log = logging.getLogger(__name__)
-
-
-def _cli() -> Path:
-    """$EMBER_CLI, else the `ember` next to $EMBER_LIB, else build/ember."""
-    if "EMBER_CLI" in os.environ:
-        return Path(os.environ["EMBER_CLI"])
-    if "EMBER_LIB" in os.environ and (Path(os.environ["EMBER_LIB"]).parent / "ember").exists():
-        return Path(os.environ["EMBER_LIB"]).parent / "ember"
-    return ROOT / "build" / "ember"
-
-
-EMBER = _cli()
-
-
-def _cli_has_etdump() -> bool:
-    if not EMBER.exists():
-        return False
-    r = subprocess.run([str(EMBER), "run", "--help"], capture_output=True, text=True, timeout=30)
-    return "--etdump" in r.stdout
-
-
-needs_cli = pytest.mark.skipif(not _cli_has_etdump(), reason=f"{EMBER} has no --etdump")
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from conftest import MLP, SmallCNN
+from etdump_cli import EMBER, needs_cli  # the `ember` CLI of this build
 
 import ember
 from ember import inspect as ei
@@ -79,9 +82,39 @@ def check_chrome_trace(path: Path) -> list[dict[str, Any]]:
 
 
 def test_public_and_lazy() -> None:
-    assert ember.inspect is ei  # loaded on first use, like ember.quantize
+    assert ember.inspect is ei
+    code = (
+        "import sys, ember; assert 'ember.inspect' not in sys.modules; "
+        "assert ember.inspect.read_etdump; assert 'executorch' not in sys.modules"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr  # loaded on first use, like ember.quantize; no executorch
     with pytest.raises(ei.EtdumpError, match="ED00"):
         ei.read_etdump(b"\0" * 16)
+
+
+def test_malformed_etdump_raises_etdump_error(cnn: dict[str, Any]) -> None:
+    data = cnn["etdp"].read_bytes()
+    for n in range(12, len(data), max(1, len(data) // 97)):
+        try:
+            ei.read_etdump(data[:n])
+        except ei.EtdumpError:
+            pass
+    with pytest.raises(ei.EtdumpError, match="outside the debug buffer"):
+        ei.read_etdump(data, cnn["dbin"].read_bytes()[:100])
+
+
+@needs_cli
+def test_cli_runs_median_over_iterations(cnn: dict[str, Any], tmp_path: Path) -> None:
+    """`ember run --iters 5 --etdump`: one Execute run per iteration in one file."""
+    out = tmp_path / "iters.etdp"
+    r = subprocess.run([str(EMBER), "run", str(cnn["pte"]), "--iters", "5", "--etdump", str(out)],
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    ins = ei.inspect(out, cnn["pte"])
+    check_table(ins, names_of(cnn["program"]), runs=5)
+    for row in ins.rows:
+        assert row.median_ns == sorted(row.samples_ns)[2]
 
 
 def test_ember_etdump_table_and_trace(cnn: dict[str, Any], tmp_path: Path) -> None:
