@@ -368,7 +368,7 @@ class Inspection:
         for run in self.runs:
             per: dict[tuple[int, int, str | None], list[ProfileEvent]] = defaultdict(list)
             for e in run.profile_events:
-                if _is_instruction(e):
+                if _is_instruction(e) or _delegate_key(e) is not None:
                     per[(e.chain_index, e.instruction_id, _delegate_key(e))].append(e)
             for key, evs in per.items():
                 wrappers = [e for e in evs if e.name in _WRAPPERS]
@@ -390,7 +390,9 @@ class Inspection:
     def _new_row(self, key: tuple[int, int, str | None], evs: list[ProfileEvent]) -> OpRow:
         chain, index, delegate = key
         name = evs[0].name.removeprefix("native_call_")
-        ins = self.instructions[index] if chain == 0 and index < len(self.instructions) else None
+        ins = (
+            self.instructions[index] if chain == 0 and 0 <= index < len(self.instructions) else None
+        )
         if delegate is not None:
             owner = ins.name if ins is not None else "delegate"
             return OpRow(chain, index, name or delegate, owner, True, 0, 0, [],
@@ -462,13 +464,14 @@ class Inspection:
         for i, run, e in events:
             args: dict[str, Any] = {"run": i, "run_name": run.name, "chain": e.chain_index,
                                     "instruction": e.instruction_id}  # fmt: skip
-            if _delegate_key(e) is not None:
-                args["delegate_debug_id"] = _delegate_key(e)
+            delegate = _delegate_key(e)
+            if delegate is not None:
+                args["delegate_debug_id"] = delegate
             if e.chain_index == 0 and 0 <= e.instruction_id < len(self.instructions):
                 args["op"] = self.instructions[e.instruction_id].name
-            out.append({"name": e.name, "ph": "X", "ts": (e.start_time - t0) / 1e3,
-                        "dur": e.duration / 1e3, "pid": 0,
-                        "tid": 1 if _delegate_key(e) is not None else 0, "args": args})  # fmt: skip
+            out.append({"name": e.name or delegate or "?", "ph": "X",
+                        "ts": (e.start_time - t0) / 1e3, "dur": e.duration / 1e3, "pid": 0,
+                        "tid": 0 if delegate is None else 1, "args": args})  # fmt: skip
         out.sort(key=lambda ev: (ev["tid"], ev["ts"], -ev["dur"]))
         return {"traceEvents": out, "displayTimeUnit": "ms"}
 

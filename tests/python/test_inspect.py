@@ -49,6 +49,7 @@ def names_of(program: ember.Program) -> list[str]:
 
 
 def check_table(ins: ei.Inspection, names: list[str], runs: int = 1) -> None:
+    """The instructions (events from inside delegates aside) are the program's, once a run."""
     rows = [r for r in ins.rows if not r.inside_delegate]
     assert [r.name for r in rows] == names
     assert [r.instruction for r in rows] == list(range(len(names)))
@@ -230,6 +231,24 @@ def test_stock_executorch_fixture() -> None:
     check_table(ins, ["aten::add.out"])
     assert {"Method::init", "Method::execute"} <= set(ins.method_events)
     assert ins.rows[0].kind == "add"
+
+
+def test_stock_executorch_delegate_events(tmp_path: Path) -> None:
+    """Stock ExecuTorch's XNNPACK delegate writes events of its own (a delegate debug id): a row
+    inside the delegate call, out of the shares, on its own trace thread."""
+    from et_fixtures import et_fixture
+
+    pytest.importorskip("executorch.runtime")
+    pte = et_fixture("xnnpack_linear.pte")
+    etdp = stock_etdump(pte, [torch.randn(2, 4)], tmp_path / "xnn.etdp", debug_size=1 << 16)
+    ins = ei.inspect(etdp, pte)
+    check_table(ins, ["XnnpackBackend"])
+    call, *inside = ins.rows
+    assert call.delegated and not call.inside_delegate and call.kind == "XnnpackBackend"
+    assert inside and all(r.inside_delegate and r.delegated and r.share == 0 for r in inside)
+    assert any("GEMM" in r.name for r in inside)
+    events = check_chrome_trace(ins.to_chrome_trace(tmp_path / "xnn.json"))
+    assert {e["tid"] for e in events} == {0, 1}
 
 
 def test_stock_executorch_cnn_with_debug_buffer(cnn: dict[str, Any], tmp_path: Path) -> None:
