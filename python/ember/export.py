@@ -123,6 +123,7 @@ def export(
     target: str | None = None,
     explain: bool = False,
     stock_ops: str = "warn",
+    bundle: Any = None,
 ) -> Program:
     """Export ``model`` to an ExecuTorch-format program.
 
@@ -160,6 +161,11 @@ def export(
     into ones it has where PyTorch knows how; otherwise ``stock_ops="warn"`` (the default) logs a
     warning naming the operator, ``"error"`` raises :class:`UnsupportedOperatorError` and
     ``"off"`` says nothing (Ember's runtime runs the file either way).
+
+    ``bundle``: test cases ``[(inputs, expected_or_None), ...]`` (for a dict of methods: a dict
+    by method name) kept as ``program.bundle``, with ``None`` replaced by the model's eager
+    outputs now; :meth:`Program.save_bundled` writes them as an ExecuTorch BundledProgram
+    (``.bpte``) that ``ember run --bundled`` checks (docs/devtools.md §6).
     """
     if stock_ops not in STOCK_MODES:
         raise ValueError(f"stock_ops={stock_ops!r}: expected one of {', '.join(STOCK_MODES)}")
@@ -234,4 +240,26 @@ def export(
             log.info("%s", b.summary())
     if explain:
         sys.stderr.write(prog.explain() + "\n")
+    if bundle is not None:
+        prog.bundle = _eager_bundle(bundle, methods)
     return prog
+
+
+def _eager_bundle(bundle: Any, methods: dict[str, tuple[Any, tuple[Any, ...]]]) -> dict:
+    """``{method: [(inputs, expected)]}`` with missing expected outputs from the eager model."""
+    by_method = bundle if isinstance(bundle, dict) else {"forward": bundle}
+    out: dict[str, list[tuple[Any, Any]]] = {}
+    for name, cases in by_method.items():
+        if name not in methods:
+            raise ValueError(f"bundle: no method '{name}' (methods: {sorted(methods)})")
+        model = methods[name][0]
+        out[name] = []
+        for k, case in enumerate(cases):
+            if not isinstance(case, (tuple, list)) or len(case) != 2:
+                raise TypeError(f"bundle case {k}: expected an (inputs, expected_or_None) pair")
+            inputs, expected = _as_tuple(case[0]), case[1]
+            if expected is None:
+                with torch.no_grad():
+                    expected = model(*inputs)
+            out[name].append((inputs, expected))
+    return out

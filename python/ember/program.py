@@ -51,6 +51,8 @@ class Program:
         self._exported = exported or {}
         self._irs = irs or {}
         self._rt: Any = None
+        # Test cases from ember.export(..., bundle=...), {method: [(inputs, expected)]}.
+        self.bundle: dict[str, list[tuple[Any, Any]]] | None = None
 
     # -- bytes --------------------------------------------------------------------------------
     @property
@@ -201,15 +203,26 @@ class Program:
         return self.unflatten_outputs(list(outs), method)
 
     # -- bundled programs -----------------------------------------------------------------------
-    def bundled_buffer(self, cases: Sequence[tuple[Any, Any]], method: str = "forward") -> bytes:
+    def bundled_buffer(
+        self,
+        cases: Sequence[tuple[Any, Any]] | dict[str, Sequence[tuple[Any, Any]]],
+        method: str = "forward",
+    ) -> bytes:
         """The bytes of an ExecuTorch BundledProgram (``.bpte``, ``BP08``) holding this
-        program and test cases for ``method``; see :meth:`save_bundled`."""
+        program and test cases for ``method`` (or a dict ``{method: cases}`` for several);
+        see :meth:`save_bundled`."""
         from ember.serialize import serialize_bundled
 
-        if method not in self._plans:
-            raise ValueError(f"no method '{method}' in this program (methods: {self.methods})")
         if self._ptd is not None:
             raise ValueError("a bundled program holds only the .pte: export without external data")
+        by_method = cases if isinstance(cases, dict) else {method: cases}
+        return serialize_bundled(
+            self.buffer, [(name, self._bundled_cases(c, name)) for name, c in by_method.items()]
+        )
+
+    def _bundled_cases(self, cases: Sequence[tuple[Any, Any]], method: str) -> list[Any]:
+        if method not in self._plans:
+            raise ValueError(f"no method '{method}' in this program (methods: {self.methods})")
         out = []
         for k, case in enumerate(cases):
             if not isinstance(case, (tuple, list)) or len(case) != 2:
@@ -220,22 +233,30 @@ class Program:
                 expected = self._eager(method, flat_in, k)
             flat_out, _ = pytree.tree_flatten(expected)
             out.append(([_bundled(v) for v in flat_in], [_bundled(v) for v in flat_out]))
-        return serialize_bundled(self.buffer, [(method, out)])
+        return out
 
     def save_bundled(
-        self, path: str | os.PathLike, cases: Sequence[tuple[Any, Any]], method: str = "forward"
+        self,
+        path: str | os.PathLike,
+        cases: Sequence[tuple[Any, Any]] | dict[str, Sequence[tuple[Any, Any]]] | None = None,
+        method: str = "forward",
     ) -> Path:
         """Write an ExecuTorch BundledProgram (``.bpte``) with test cases for ``method``.
 
         ``cases`` is a list of ``(inputs, expected)`` pairs: ``inputs`` a tuple of positional
         arguments (or one tensor), ``expected`` the outputs in any pytree structure, or None to
         compute them by running the exported model in eager PyTorch (programs made by
-        :func:`ember.export` only). ``ember run --bundled`` and
+        :func:`ember.export` only); a dict ``{method: cases}`` bundles several methods. Without
+        ``cases``, the ones given to ``ember.export(..., bundle=...)``. ``ember run --bundled`` and
         stock ExecuTorch's ``BundledModule`` run every case; see docs/devtools.md."""
+        if cases is None:
+            if self.bundle is None:
+                raise ValueError("no test cases: pass cases, or export(..., bundle=...)")
+            cases = self.bundle
         data = self.bundled_buffer(cases, method)
         path = Path(path)
         path.write_bytes(data)
-        log.info("wrote %s (%d bytes, %d test cases)", path, len(data), len(cases))
+        log.info("wrote %s (%d bytes)", path, len(data))
         return path
 
     def _eager(self, method: str, flat_in: list[Any], k: int) -> Any:

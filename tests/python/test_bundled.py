@@ -272,3 +272,29 @@ def test_wrong_number_of_inputs_is_named(tmp_path: Path) -> None:
     r = run_bundled(path)
     assert r.returncode == 1
     assert "has 2 inputs and 1 expected outputs; the method takes 1 inputs" in r.stderr, r.stderr
+
+
+def test_export_bundle_argument_with_two_methods(tmp_path: Path) -> None:
+    """``ember.export(..., bundle=...)`` keeps the cases (eager outputs filled in at export);
+    ``save_bundled`` writes one suite per method and ``ember run --bundled`` runs both."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 3).eval()
+    sq = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()).eval()
+    x = torch.randn(2, 4)
+    prog = ember.export(
+        {"forward": (lin, (x,)), "other": (sq, (x,))},
+        bundle={
+            "forward": [((torch.randn(2, 4),), None), ((x,), None)],
+            "other": [((torch.randn(2, 4),), None)],
+        },
+    )
+    assert prog.bundle is not None and prog.bundle["forward"][1][1].shape == (2, 3)
+    path = prog.save_bundled(tmp_path / "two.bpte")
+    r = run_bundled(path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 method test suites" in r.stdout and "3 test cases, 3 passed" in r.stdout
+    assert len([ln for ln in r.stdout.splitlines() if ln.startswith("other")]) == 1
+    r = run_bundled(path, "--method", "other")
+    assert r.returncode == 0 and "1 test case, 1 passed" in r.stdout, r.stdout
+    with pytest.raises(ValueError, match="no method 'nope'"):
+        ember.export(lin, (x,), bundle={"nope": [((x,), None)]})
