@@ -213,12 +213,22 @@ em_status em_bundled_value_get(const em_bundled *b, size_t s, size_t c, bool exp
 
 /* ---- comparison ---------------------------------------------------------------------------- */
 
+/* |x| without libm (src/ links on bare metal without it; isnan / isfinite are macros). */
+static double abs_d(double x) { return x < 0 ? -x : x; }
+
 static double half_to_double(uint16_t h) {
-  int e = (h >> 10) & 0x1f;
-  int m = h & 0x3ff;
-  double v = e == 0    ? ldexp((double)m, -24)
-             : e == 31 ? (m ? NAN : INFINITY)
-                       : ldexp((double)(m | 0x400), e - 25);
+  uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  double v;
+  if (e == 0) {
+    v = (double)m * (1.0 / 16777216.0); /* m * 2^-24 */
+  } else if (e == 31) {
+    v = m ? NAN : INFINITY;
+  } else {
+    uint32_t bits = ((e + 112u) << 23) | (m << 13); /* rebias 15 -> 127 */
+    float f;
+    memcpy(&f, &bits, 4);
+    v = f;
+  }
   return (h & 0x8000) ? -v : v;
 }
 
@@ -265,15 +275,15 @@ static bool is_float(int dtype) {
 static void check(em_bundled_diff *diff, int64_t k, double a, double e, bool tolerant, double rtol,
                   double atol) {
   bool ok;
-  double err = fabs(a - e);
+  double err = abs_d(a - e);
   if (a == e || (isnan(a) && isnan(e)))
     ok = true, err = 0;
   else
-    ok = tolerant && isfinite(err) && err <= atol + rtol * fabs(e);
+    ok = tolerant && isfinite(err) && err <= atol + rtol * abs_d(e);
   if (isnan(err)) err = INFINITY;
   if (err > diff->max_abs_err) diff->max_abs_err = err;
   if (!ok) {
-    if (diff->n_bad == 0 || err >= fabs(diff->worst_actual - diff->worst_expected)) {
+    if (diff->n_bad == 0 || err >= abs_d(diff->worst_actual - diff->worst_expected)) {
       diff->worst = k;
       diff->worst_actual = a;
       diff->worst_expected = e;
@@ -298,7 +308,7 @@ em_status em_bundled_compare(const em_bundled_value *expected, const em_evalue *
     a = actual->tag == EM_TAG_INT    ? (double)actual->u.i
         : actual->tag == EM_TAG_BOOL ? (double)actual->u.b
                                      : actual->u.d;
-    if (actual->tag == EM_TAG_INT && actual->u.i != expected->i) a = e + 1 + fabs(a - e);
+    if (actual->tag == EM_TAG_INT && actual->u.i != expected->i) a = e + 1 + abs_d(a - e);
     check(diff, 0, a, e, actual->tag == EM_TAG_DOUBLE, rtol, atol);
     diff->pass = diff->n_bad == 0;
     return EM_OK;
