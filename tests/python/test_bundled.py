@@ -272,6 +272,13 @@ def test_wrong_number_of_inputs_is_named(tmp_path: Path) -> None:
     r = run_bundled(path)
     assert r.returncode == 1
     assert "has 2 inputs and 1 expected outputs; the method takes 1 inputs" in r.stderr, r.stderr
+    wrong = BundledTensor(code_of(torch.float32), [1, 3, 8, 8], bytes(3 * 8 * 8 * 4))
+    path.write_bytes(serialize_bundled(prog.buffer, [("forward", [([wrong], [t])])]))
+    r = run_bundled(path)
+    assert r.returncode == 1 and "method 'forward' test case 0 input 0" in r.stderr, r.stderr
+    path.write_bytes(serialize_bundled(prog.buffer, [("nope", [([t], [t])])]))
+    r = run_bundled(path)
+    assert r.returncode == 1 and "test suite 0 names method 'nope'" in r.stderr, r.stderr
 
 
 def test_export_bundle_argument_with_two_methods(tmp_path: Path) -> None:

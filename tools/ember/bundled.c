@@ -110,8 +110,9 @@ static int run_case(const bundled_opts *o, const em_bundled *b, em_method *m, si
     st = em_bundled_value_get(b, s, c, false, i, &v);
     if (st == EM_OK) st = set_bundled_input(m, i, &v);
     if (st != EM_OK) {
-      fprintf(stderr, "ember: %s: method '%s' test case %zu input %zu: ", o->path, name, c, i);
-      return error("set_input", em_status_str(st), st), -1;
+      char what[256];
+      snprintf(what, sizeof what, "method '%s' test case %zu input %zu", name, c, i);
+      return error(o->path, what, st), -1;
     }
   }
   st = em_method_execute(m);
@@ -195,8 +196,9 @@ static int run_bundled(const bundled_opts *o) {
     if (o->method && strcmp(o->method, name) != 0) continue;
     em_method *m = NULL;
     if ((st = em_module_method(mod, name, &m)) != EM_OK) {
-      fprintf(stderr, "ember: %s: test suite %zu names method '%s': ", o->path, s, name);
-      error("method", em_status_str(st), st);
+      char what[256];
+      snprintf(what, sizeof what, "test suite %zu names method '%s'", s, name);
+      error(o->path, what, st);
       goto done;
     }
     n_suites_run++;
