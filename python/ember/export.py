@@ -8,6 +8,7 @@ in :mod:`ember.passes` (or :mod:`ember.emit` / :mod:`ember.serialize`).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -124,6 +125,7 @@ def export(
     explain: bool = False,
     stock_ops: str = "warn",
     bundle: Any = None,
+    etrecord: str | os.PathLike | None = None,
 ) -> Program:
     """Export ``model`` to an ExecuTorch-format program.
 
@@ -166,6 +168,9 @@ def export(
     by method name) kept as ``program.bundle``, with ``None`` replaced by the model's eager
     outputs now; :meth:`Program.save_bundled` writes them as an ExecuTorch BundledProgram
     (``.bpte``) that ``ember run --bundled`` checks (docs/devtools.md §6).
+
+    ``etrecord``: also write an ETRecord there (:meth:`Program.save_etrecord`, with the example
+    inputs of ``forward`` as its representative inputs) for ExecuTorch's Inspector.
     """
     if stock_ops not in STOCK_MODES:
         raise ValueError(f"stock_ops={stock_ops!r}: expected one of {', '.join(STOCK_MODES)}")
@@ -242,6 +247,8 @@ def export(
         sys.stderr.write(prog.explain() + "\n")
     if bundle is not None:
         prog.bundle = _eager_bundle(bundle, methods)
+    if etrecord is not None:
+        prog.save_etrecord(etrecord, methods["forward"][1] if "forward" in methods else None)
     return prog
 
 

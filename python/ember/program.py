@@ -259,6 +259,25 @@ class Program:
         log.info("wrote %s (%d bytes)", path, len(data))
         return path
 
+    # -- ETRecord -----------------------------------------------------------------------------
+    def save_etrecord(self, path: str | os.PathLike, inputs: Any = None) -> Path:
+        """Write an ETRecord (ExecuTorch 1.5's zip: each method's graph with debug handles, the
+        map from instruction index to handles, the delegate calls) that ExecuTorch's
+        ``Inspector(etdump_path=..., etrecord=...)`` joins with an ETDump of this program, so its
+        events are named by graph node and source line. ``inputs``: representative inputs of
+        ``forward`` (a tuple of positional arguments, or one tensor) for the Inspector's
+        ``calculate_numeric_gap``. Export-time programs only. See docs/devtools.md (ETRecord)."""
+        from ember.etrecord import write_etrecord
+
+        if not self._exported:
+            raise ValueError("save_etrecord: only programs made by ember.export keep their graphs")
+        rep = None
+        if inputs is not None and "forward" in self._plans:
+            rep = self.flatten_inputs(_as_tuple(inputs), "forward")
+        out = write_etrecord(path, self._exported, self._debug, self._irs, rep)
+        log.info("wrote %s (%d bytes)", out, out.stat().st_size)
+        return out
+
     def _eager(self, method: str, flat_in: list[Any], k: int) -> Any:
         ep = self._exported.get(method)
         if ep is None:
