@@ -73,10 +73,15 @@ CALL_RE = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 def kernel_sources(kernels_dir: Path, fns: list[str]) -> list[Path]:
     """The kernel .c files the functions `fns` need, transitively (a textual approximation of
     what the linker would pull from an archive: a file is needed when it defines, at column 0,
-    a function a needed file calls). Lets a firmware build compile only those files."""
+    a function a needed file calls). Lets a firmware build compile only those files. The
+    optional SIMD layer (kernels/optimized) is never one of them: a build that wants it compiles
+    it whole with its own flags (EMBER_OPTIMIZED_KERNELS), and without it the portable kernels
+    see fast_config.h's all-NULL stub."""
     defs: dict[str, Path] = {}
     calls: dict[Path, set[str]] = {}
     for src in sorted(kernels_dir.glob("*/*.c")):
+        if src.parent.name == "optimized":
+            continue
         text = re.sub(r"/\*.*?\*/", "", src.read_text(errors="replace"), flags=re.S)
         for line in text.splitlines():
             m = DEF_RE.match(line)
