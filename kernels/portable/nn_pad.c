@@ -21,10 +21,18 @@ static void copy_elem(const em_tensor *in, int64_t src, em_tensor *out, int64_t 
  * constant `value` (one element of x's dtype; PAD_CONSTANT) or the reflected /
  * clamped input element.
  */
+/* a + b does not overflow int64. */
+static bool add_fits(int64_t a, int64_t b) {
+  return b >= 0 ? a <= INT64_MAX - b : a >= INT64_MIN - b;
+}
+
 static em_status pad_run(em_kernel_ctx *ctx, em_tensor *x, em_tensor *out, const int64_t *lo,
                          const int64_t *hi, enum pad_mode mode, const void *value) {
   int64_t osz[EM_MAX_DIM];
   for (int32_t d = 0; d < x->dim; d++) {
+    EM_KCHECK(ctx, add_fits(x->sizes[d], lo[d]) && add_fits(x->sizes[d] + lo[d], hi[d]),
+              "padding (%lld, %lld) of dim %d overflows its size %lld", (long long)lo[d],
+              (long long)hi[d], (int)(d), (long long)x->sizes[d]);
     osz[d] = x->sizes[d] + lo[d] + hi[d];
     EM_KCHECK(ctx, osz[d] >= 0, "padded size of dim %d is negative (%lld)", (int)(d),
               (long long)osz[d]);

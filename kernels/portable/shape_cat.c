@@ -213,6 +213,8 @@ em_status em_split_with_sizes_copy_out(em_kernel_ctx *ctx, em_evalue **args) {
   for (size_t i = 0; i < nl; i++) {
     EM_KCHECK(ctx, lengths[i] >= 0, "split_sizes[%d] = %lld is negative", (int)i,
               (long long)lengths[i]);
+    EM_KCHECK(ctx, lengths[i] <= INT64_MAX - sum, "split_sizes sum past the int64 range at [%d]",
+              (int)i);
     sum += lengths[i];
   }
   EM_KCHECK(ctx, sum == in->sizes[d], "split_sizes sum to %lld, but dimension %d has size %lld",

@@ -275,7 +275,11 @@ int64_t em_shape_slice_bounds(int64_t n, bool has_start, int64_t start, bool has
   else if (e > n)
     e = n;
   *start_out = s;
-  return (e - s + step - 1) / step;
+  /* ATen's (e - s + step - 1) / step in int64, which wraps for a step near INT64_MAX (eager
+   * gives 0 for x[1:5:2**63-1]); computed in uint64 so the wrap is defined, not overflow. */
+  uint64_t num = (uint64_t)(e - s) + (uint64_t)step - 1u;
+  int64_t wrapped = num > (uint64_t)INT64_MAX ? -(int64_t)(UINT64_MAX - num) - 1 : (int64_t)num;
+  return wrapped / step;
 }
 
 bool em_shape_same_sizes(const em_tensor *a, const em_tensor *b) {

@@ -304,6 +304,15 @@ for name, op, args in MORE_ERRORS:
     CASES.append((name, err(op, args)))
 
 
+# Pads near INT64_MAX (a hostile file's values): refused (the padded size was signed overflow).
+CASES.append(
+    (
+        "constant-pad-err-overflow",
+        err("aten::constant_pad_nd.out", [torch.ones(2, 3), [1, 2**63 - 1], 0.0, torch.ones(2, 3)]),
+    )
+)
+
+
 @case("constant-pad-0dim")
 def _(g):
     x = torch.tensor(3.5)

@@ -183,6 +183,14 @@ case(
         error=True,
     ),
 )
+case(  # split sizes whose sum passes INT64_MAX: refused (was signed overflow, UBSan)
+    "split_with_sizes_copy-err-overflow",
+    lambda g: Call(
+        "aten::split_with_sizes_copy.out",
+        [rnd((5,), F32, g), [2, 2**63 - 1], 0, [torch.empty(2), torch.empty(3)], []],
+        error=True,
+    ),
+)
 case(
     "split_with_sizes_copy-err-neg",
     lambda g: Call(

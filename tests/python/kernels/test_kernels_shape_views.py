@@ -285,6 +285,19 @@ def mk_slice(dt: torch.dtype, shp: tuple, g: torch.Generator) -> Call:
 
 for rep in range(2):
     each_dtype_shape(f"slice_copy{rep}", mk_slice, NONEMPTY)
+# A step near INT64_MAX (a hostile file's value): eager's int64 length wraps to 0; so must ours,
+# without signed overflow (UBSan found it in the fuzz target).
+case(
+    "slice_copy-huge-step",
+    lambda g: (
+        lambda x: out_call(
+            "aten::slice_copy.Tensor_out",
+            [x, 0, 1, 5, 2**63 - 1],
+            A.slice_copy.Tensor(x, 0, 1, 5, 2**63 - 1),
+            g,
+        )
+    )(rnd((5, 3), F32, g)),
+)
 case(
     "slice_copy-err-step",
     lambda g: err_call(
