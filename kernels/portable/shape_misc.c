@@ -247,7 +247,8 @@ em_status em_slice_scatter_out(em_kernel_ctx *ctx, em_evalue **args) {
   int64_t sizes[EM_MAX_DIM], strides[EM_MAX_DIM];
   for (int32_t k = 0; k < self->dim; k++) {
     sizes[k] = k == d ? len : self->sizes[k];
-    strides[k] = k == d ? out->strides[k] * step : out->strides[k];
+    /* len > 1 bounds step by the dim's size; a huge step (len <= 1) must not overflow */
+    strides[k] = k == d && len > 1 ? out->strides[k] * step : out->strides[k];
   }
   return scatter_view(ctx, self, src, out, sizes, strides, self->dim, s * out->strides[d]);
 }

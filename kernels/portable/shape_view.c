@@ -318,7 +318,8 @@ em_status em_slice_copy_tensor_out(em_kernel_ctx *ctx, em_evalue **args) {
   view_of(&v, in);
   v.off = s * in->strides[d];
   v.sizes[d] = len;
-  v.strides[d] = in->strides[d] * step;
+  /* len > 1 bounds step by the dim's size; a huge step (len <= 1) must not overflow here */
+  v.strides[d] = len > 1 ? in->strides[d] * step : in->strides[d];
   return emit(ctx, in, out, &v);
 }
 
