@@ -242,6 +242,13 @@ em_status em_qd_quantize_per_channel_out(em_kernel_ctx *ctx, em_evalue **args) {
   return EM_OK;
 }
 
+/* a - b in int64 wrapping as torch's integer arithmetic does (a hostile zero point near INT64_MIN
+ * must not be signed overflow): computed in uint64, mapped back without an out-of-range cast. */
+static int64_t wrap_sub(int64_t a, int64_t b) {
+  uint64_t r = (uint64_t)a - (uint64_t)b;
+  return r > (uint64_t)INT64_MAX ? -(int64_t)(UINT64_MAX - r) - 1 : (int64_t)r;
+}
+
 /* (q - zp) * scale with torch's promotions; zp_t may be NULL. Returns the value before out cast. */
 static double dequant_value(int64_t q, int qdt, const em_tensor *zp_t, int64_t zi,
                             const em_tensor *s, int64_t si) {
@@ -252,7 +259,7 @@ static double dequant_value(int64_t q, int qdt, const em_tensor *zp_t, int64_t z
     if (em_dtype_is_float(t))
       v = rd(t, (double)q - em_load_f64(zp_t->data, zp_t->dtype, zi));
     else
-      v = (double)(q - em_load_i64(zp_t->data, zp_t->dtype, zi));
+      v = (double)wrap_sub(q, em_load_i64(zp_t->data, zp_t->dtype, zi));
   } else {
     t = qdt;
     v = (double)q;
