@@ -192,10 +192,7 @@ def test_ember_runs_stock_bpte(tmp_path: Path) -> None:
 def test_ember_runs_stock_fixture() -> None:
     from et_fixtures import et_fixture
 
-    try:
-        path = et_fixture("bundled_program.bpte")
-    except Exception as e:  # pragma: no cover - executorch absent
-        pytest.skip(f"fixture unavailable: {e}")
+    path = et_fixture("bundled_program.bpte")  # make test installs executorch: no skip
     r = run_bundled(path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "3 test cases, 3 passed, 0 failed" in r.stdout
