@@ -26,26 +26,29 @@
 #define ETD_MARKER       UINT32_MAX
 #define ETD_DEBUG        (UINT32_MAX - 1u)
 #define ETD_DIMS         0x80000000u
+#define ETD_DSTR         (-2) /* etd_rec.dbg of an operator inside a delegate: its name is its id */
 
 typedef struct etd_rec {
   uint64_t start, end;
-  uint32_t name; /* offset of the name entry in the area; ETD_MARKER, ETD_DEBUG */
-  int32_t chain, instr, dbg;
-  uint32_t run; /* 0: "Default" (outside execute); k: the k-th execute */
-  uint32_t fb;  /* finish's scratch: the Event's (a marker: the RunData's) reference */
+  uint32_t name;             /* offset of the name entry in the area; ETD_MARKER, ETD_DEBUG */
+  int32_t chain, instr, dbg; /* dbg: delegate_debug_id_int, ETD_DSTR; a debug event: see below */
+  uint32_t run;              /* 0: "Default" (outside execute); k: the k-th execute */
+  uint32_t fb;               /* finish's scratch: the Event's (a marker: the RunData's) reference */
 } etd_rec;
 
 /* A stored name: header then the bytes and a NUL, padded to 4. With ETD_DIMS in `len`: a debug
  * event's tensors (len & ~ETD_DIMS bytes, see etd_debug); its record holds 1 in `end` for a
- * list, and this entry's offset in `dbg`. */
+ * list, this entry's offset in `dbg` and, inside a delegate, 1 + its id's name offset in
+ * `start` (else 0). */
 typedef struct etd_name {
   uint32_t len;
   uint32_t fb; /* finish's scratch: the string's reference */
 } etd_name;
 
 typedef struct etd_slot {
-  const char *ptr;
+  const char *ptr; /* the caller's pointer; a name kept by content: its stored copy */
   uint32_t pos;
+  uint32_t by_content;
 } etd_slot;
 
 struct em_etdump {
@@ -124,17 +127,27 @@ static size_t etd_entry_bytes(const etd_name *e) {
   return (sizeof(etd_name) + n + 3) & ~(size_t)3;
 }
 
-/* The stored copy of `s` (one per distinct pointer while the hash has room), or ETD_MARKER when
- * it and one more record do not fit. */
-static uint32_t etd_intern(em_etdump *d, const char *s) {
-  uintptr_t h = ((uintptr_t)s >> 3) * 2654435761u;
-  uint32_t i = (uint32_t)(h ^ (h >> 15)) & (ETD_SLOTS - 1);
-  while (d->slots[i].ptr) {
-    if (d->slots[i].ptr == s) return d->slots[i].pos;
-    i = (i + 1) & (ETD_SLOTS - 1);
-  }
+/* The stored copy of `s` (one per distinct pointer, or with by_content one per distinct text,
+ * while the hash has room), or ETD_MARKER when it and one more record do not fit. Operator names
+ * are static strings: their pointer identifies them. A delegate's ids are built per event in the
+ * delegate's stack: their text does. */
+static uint32_t etd_intern(em_etdump *d, const char *s, bool by_content) {
   size_t len = 0;
   while (len < ETD_MAX_NAME_LEN && s[len]) len++;
+  uintptr_t h = ((uintptr_t)s >> 3) * 2654435761u;
+  if (by_content) {
+    h = 2166136261u;
+    for (size_t k = 0; k < len; k++) h = (h ^ (uint8_t)s[k]) * 16777619u;
+  }
+  uint32_t i = (uint32_t)(h ^ (h >> 15)) & (ETD_SLOTS - 1);
+  while (d->slots[i].ptr) {
+    const etd_slot *sl = &d->slots[i];
+    if (!by_content && !sl->by_content && sl->ptr == s) return sl->pos;
+    if (by_content && sl->by_content && etd_name_at(d, sl->pos)->len == len &&
+        memcmp(sl->ptr, s, len) == 0)
+      return sl->pos;
+    i = (i + 1) & (ETD_SLOTS - 1);
+  }
   size_t bytes = (sizeof(etd_name) + len + 1 + 3) & ~(size_t)3;
   if (!etd_room(d, bytes)) return ETD_MARKER;
   d->str_used += bytes;
@@ -145,8 +158,9 @@ static uint32_t etd_intern(em_etdump *d, const char *s) {
   memcpy(e + 1, s, len);
   ((char *)(e + 1))[len] = '\0';
   if (d->n_names < ETD_MAX_NAMES) {
-    d->slots[i].ptr = s;
+    d->slots[i].ptr = by_content ? (const char *)(e + 1) : s;
     d->slots[i].pos = pos;
+    d->slots[i].by_content = by_content;
     d->n_names++;
   }
   return pos;
@@ -170,7 +184,7 @@ static const em_tensor *etd_item(const em_evalue *v, size_t k) {
  * records a debug event. Its entry holds int64s: the count, then per tensor its offset, scalar
  * type, dim, sizes and strides.
  */
-static void etd_debug(em_etdump *d, const em_profile_event *ev, uint32_t run) {
+static void etd_debug(em_etdump *d, const em_profile_event *ev, uint32_t run, uint64_t dstr) {
   const em_evalue *v = ev->output;
   bool list = v->tag == EM_TAG_LIST_TENSOR;
   size_t n = list ? v->u.list.n : 1, words = 1, end = d->dbg_used;
@@ -213,7 +227,7 @@ static void etd_debug(em_etdump *d, const em_profile_event *ev, uint32_t run) {
     p += 24 + 16u * (size_t)t->dim;
   }
   *etd_rec_at(d, d->n_rec++) =
-      (etd_rec){0, list, ETD_DEBUG, ev->chain, ev->instruction, (int32_t)pos, run, 0};
+      (etd_rec){dstr, list, ETD_DEBUG, ev->chain, ev->instruction, (int32_t)pos, run, 0};
   d->n_events++;
 }
 
@@ -232,25 +246,40 @@ void em_etdump_record(void *etdump, const em_profile_event *ev) {
     return;
   }
   if (ev->kind == EM_PROFILE_RUN_END) d->cur_run = 0;
-  if (d->dbg_buf && ev->output && ev->kind == EM_PROFILE_INSTRUCTION) etd_debug(d, ev, run);
-  uint32_t name = etd_intern(d, ev->name ? ev->name : "");
-  if (name == ETD_MARKER || !etd_room(d, 0)) {
+  const bool inner = ev->kind == EM_PROFILE_DELEGATE_OP;
+  uint32_t name = etd_intern(d, ev->name ? ev->name : "", inner);
+  if (name == ETD_MARKER) {
+    d->dropped += 1u + (d->dbg_buf && ev->output);
+    return;
+  }
+  if (d->dbg_buf && ev->output && (inner || ev->kind == EM_PROFILE_INSTRUCTION))
+    etd_debug(d, ev, run, inner ? (uint64_t)name + 1u : 0u);
+  if (!etd_room(d, 0)) {
     d->dropped++;
     return;
   }
   etd_rec *r = etd_rec_at(d, d->n_rec++);
-  *r = (etd_rec){ev->start_ns,          ev->end_ns, name, ev->chain, ev->instruction,
-                 ev->delegate_debug_id, run,        0};
+  *r = (etd_rec){ev->start_ns,
+                 ev->end_ns,
+                 name,
+                 ev->chain,
+                 ev->instruction,
+                 inner ? ETD_DSTR : ev->delegate_debug_id,
+                 run,
+                 0};
   d->n_events++;
 }
 
-/* ProfileEvent then Event for record r (schema etdump_schema_flatcc.fbs). */
+/* ProfileEvent then Event for record r (schema etdump_schema_flatcc.fbs). An operator inside a
+ * delegate has its name as delegate_debug_id_str (and no name, as ExecuTorch writes it). */
 static fbb_ref etd_write_event(fbb *b, const em_etdump *d, const etd_rec *r) {
+  const bool inner = r->dbg == ETD_DSTR;
+  const fbb_ref name = etd_name_at(d, r->name)->fb;
   fbb_field pe[] = {
-      {0, 4, 1, etd_name_at(d, r->name)->fb},           /* name */
+      {inner ? 4 : 0, 4, 1, name},                      /* name, delegate_debug_id_str */
       {1, 4, 0, (uint32_t)r->chain},                    /* chain_index */
       {2, 4, 0, (uint32_t)r->instr},                    /* instruction_id */
-      {3, 4, 0, (uint32_t)r->dbg},                      /* delegate_debug_id_int */
+      {3, 4, 0, inner ? UINT32_MAX : (uint32_t)r->dbg}, /* delegate_debug_id_int */
       {6, 8, 0, r->start},                              /* start_time */
       {7, 8, 0, r->end > r->start ? r->end : r->start}, /* end_time */
   };
@@ -260,7 +289,8 @@ static fbb_ref etd_write_event(fbb *b, const em_etdump *d, const etd_rec *r) {
 }
 
 /* Tensor (or TensorList), Value, DebugEvent and Event for debug record r (ExecuTorch's shape:
- * the value with the instruction's ids, delegate_debug_id_int -1, no name). */
+ * the value with the instruction's ids, delegate_debug_id_int -1, no name; inside a delegate
+ * the operator's delegate_debug_id_str). */
 static fbb_ref etd_write_debug(fbb *b, const em_etdump *d, const etd_rec *r) {
   const uint8_t *p = (const uint8_t *)(etd_name_at(d, (uint32_t)r->dbg) + 1);
   int64_t n, head[3], sizes[EM_MAX_DIM], strides[EM_MAX_DIM];
@@ -294,8 +324,10 @@ static fbb_ref etd_write_debug(fbb *b, const em_etdump *d, const etd_rec *r) {
   fbb_field de[] = {{0, 8, 0, (uint64_t)(int64_t)r->chain}, /* chain_index */
                     {1, 4, 0, (uint32_t)r->instr},          /* instruction_id */
                     {2, 4, 1, v},                           /* debug_entry */
-                    {3, 4, 0, UINT32_MAX}};                 /* delegate_debug_id_int -1 */
-  fbb_ref dev = fbb_table(b, de, 4);
+                    {3, 4, 0, UINT32_MAX},                  /* delegate_debug_id_int -1 */
+                    {4, 4, 1, 0}};                          /* delegate_debug_id_str */
+  if (r->start) de[4].val = etd_name_at(d, (uint32_t)(r->start - 1u))->fb;
+  fbb_ref dev = fbb_table(b, de, r->start ? 5 : 4);
   fbb_field ev[] = {{2, 4, 1, dev}}; /* Event.debug_event */
   return fbb_table(b, ev, 1);
 }

@@ -61,7 +61,7 @@ static em_status check_bound(const em_method *m, const em_instr *in) {
   return EM_OK;
 }
 
-static em_status run_instr(em_method *m, const em_instr *in, uint32_t *pc) {
+static em_status run_instr(em_method *m, const em_instr *in, uint32_t chain, uint32_t *pc) {
   switch (in->kind) {
   case INSTR_KERNEL_CALL: {
     if (in->u.k.check_data) {
@@ -75,7 +75,10 @@ static em_status run_instr(em_method *m, const em_instr *in, uint32_t *pc) {
   }
   case INSTR_DELEGATE_CALL: {
     em_delegate_inst *d = &m->delegates[in->u.d.delegate];
-    em_backend_exec_ctx ctx = {m->temp, m->pool, m->name};
+    em_backend_exec_ctx ctx = {m->temp, m->pool, m->name, NULL, (int32_t)chain, (int32_t)*pc};
+#if EM_ENABLE_PROFILING
+    if (m->profiler && m->profiler->record) ctx.profiler = m->profiler;
+#endif
     *pc += 1;
     return d->backend->execute(&ctx, d->handle, in->u.d.args, in->u.d.n_args);
   }
@@ -131,14 +134,15 @@ static em_status run_chains(em_method *m) {
         t0 = em_now_ns();
       }
 #endif
-      em_status st = run_instr(m, in, &pc);
+      em_status st = run_instr(m, in, c, &pc);
 #if EM_ENABLE_PROFILING
       if (prof) {
         uint64_t t1 = em_now_ns();
         if (prof->end) prof->end(prof->ctx, at, instr_name(m, in), t1 - t0);
         if (prof->record)
-          trace_event(prof, EM_PROFILE_INSTRUCTION, instr_name(m, in), (int32_t)c, (int32_t)at, t0,
-                      t1, st == EM_OK ? instr_output(in) : NULL);
+          trace_event(prof, EM_PROFILE_INSTRUCTION,
+                      in->kind == INSTR_DELEGATE_CALL ? "DELEGATE_CALL" : instr_name(m, in),
+                      (int32_t)c, (int32_t)at, t0, t1, st == EM_OK ? instr_output(in) : NULL);
       }
 #endif
       if (m->temp) em_allocator_reset(m->temp);

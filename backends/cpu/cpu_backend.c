@@ -15,6 +15,7 @@
 
 #include "cpu_internal.h"
 #include "ember/platform.h"
+#include "ember/profiler.h"
 
 #define FAIL(st, ...)                                                                              \
   do {                                                                                             \
@@ -67,6 +68,67 @@ static em_status bind_tensor(emc_delegate *d, const emc_header *h, const uint8_t
   default: FAIL(EM_ERR_INVALID_PROGRAM, "tensor %u has unknown storage %u", i, rec->storage);
   }
   return EM_OK;
+}
+
+/* The blob's operator kinds as the exporter names them (python/ember/backends/cpu/blob.py OP):
+ * the delegate debug ids of profile events are built from them, and the ETRecord's delegate
+ * map is keyed by the same strings. */
+static const char *const kind_names[EMC_OP_KIND_END] = {
+    "?",       "conv2d",    "gemm",    "binary", "unary", "maxpool2d", "avgpool2d",      "mean",
+    "softmax", "layernorm", "permute", "copy",   "cat",   "slice",     "channel_affine", "rmsnorm"};
+
+/* Appends s to p (bounded by end); returns the new end of the text. */
+static char *put_str(char *p, const char *end, const char *s) {
+  while (*s && p < end) *p++ = *s++;
+  return p;
+}
+
+static char *put_u32(char *p, const char *end, uint32_t v) {
+  char tmp[10];
+  int n = 0;
+  do tmp[n++] = (char)('0' + v % 10u), v /= 10u;
+  while (v);
+  while (n && p < end) *p++ = tmp[--n];
+  return p;
+}
+
+/* Writes "kind #i" (n == 1) or "kind+kind+kind #i-j" for ops [i, i + n) into buf. */
+static void make_id(char *buf, size_t size, const emc_delegate *d, uint32_t i, uint32_t n) {
+  char *p = buf;
+  const char *end = buf + size - 1;
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t kind = d->ops[i + k].kind;
+    if (k) p = put_str(p, end, "+");
+    p = put_str(p, end, kind_names[kind < EMC_OP_KIND_END ? kind : 0]);
+  }
+  p = put_str(p, end, " #");
+  p = put_u32(p, end, i);
+  if (n > 1) p = put_u32(put_str(p, end, "-"), end, i + n - 1);
+  *p = '\0';
+}
+
+/* Hands the recorder the event of ops [i, i + n) (their ids, their last op's first output). */
+static void record_op(const em_backend_exec_ctx *ctx, const emc_delegate *d, uint32_t i, uint32_t n,
+                      uint64_t t0, uint64_t t1) {
+  const emc_rt_tensor *y = &d->t[d->ops[i + n - 1].out[0]];
+  int64_t strides[EMC_MAX_DIMS];
+  int64_t sizes[EMC_MAX_DIMS];
+  int64_t st = 1;
+  for (uint32_t k = y->ndim; k-- > 0;) sizes[k] = y->sizes[k], strides[k] = st, st *= y->sizes[k];
+  em_tensor t = {y->data,          sizes,        strides, NULL, y->numel, y->numel,
+                 (int32_t)y->ndim, EM_DTYPE_F32, 0};
+  em_evalue v = {.u.tensor = &t, .tag = EM_TAG_TENSOR};
+  char id[96];
+  make_id(id, sizeof id, d, i, n);
+  em_profile_event ev = {id,
+                         t0,
+                         t1 < t0 ? t0 : t1,
+                         ctx->chain,
+                         ctx->instruction,
+                         (int32_t)i,
+                         EM_PROFILE_DELEGATE_OP,
+                         y->data ? &v : NULL};
+  ctx->profiler->record(ctx->profiler->record_ctx, &ev);
 }
 
 /* em_cpu_backend_options, read by each delegate's init. */
@@ -185,13 +247,16 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
   const bool profile = d->profile;
   const int wall = em_threadpool_size(ctx ? ctx->pool : NULL) > 1;
   em_threadpool *pool = ctx ? ctx->pool : NULL;
+  const bool trace = ctx && ctx->profiler && ctx->profiler->record;
   for (uint32_t i = 0; i < d->n_ops; i++) {
-    uint64_t t0 = profile ? profile_ns(wall) : 0;
+    uint64_t t0 = profile ? profile_ns(wall) : 0, e0 = trace ? em_now_ns() : 0;
     if (d->fused[i] > 1 && emc_run_chain(d, i, d->fused[i], pool)) {
+      if (trace) record_op(ctx, d, i, d->fused[i], e0, em_now_ns());
       i += d->fused[i] - 1u; /* all ran: the profile line below is the chain's, under its last */
     } else {
       em_status st = emc_op_run(d, &d->ops[i], pool);
       if (st != EM_OK) return st;
+      if (trace) record_op(ctx, d, i, 1, e0, em_now_ns());
     }
     if (profile) {
       const emc_op *op = &d->ops[i];

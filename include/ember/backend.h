@@ -20,6 +20,7 @@
 
 #include "ember/allocator.h"
 #include "ember/data_map.h"
+#include "ember/profiler.h"
 #include "ember/status.h"
 #include "ember/tensor.h"
 #include "ember/threadpool.h"
@@ -49,6 +50,12 @@ typedef struct em_backend_exec_ctx {
   em_allocator *temp; /* reset after the call; may be NULL */
   em_threadpool *pool;
   const char *method_name;
+  /* Appended: the method's profiler when it has a recorder, else NULL; and the delegate call's
+   * chain and instruction index. A backend may hand the recorder one EM_PROFILE_DELEGATE_OP
+   * event per operator it runs (ember/profiler.h), with these ids. */
+  const struct em_profiler *profiler;
+  int32_t chain;
+  int32_t instruction;
 } em_backend_exec_ctx;
 
 typedef struct em_backend {

@@ -8,7 +8,9 @@
  * The optional `record` hook (appended after `ctx`, with its own context) gets
  * whole events: each instruction with its chain, index and start/end times, the
  * start of every execute, "Method::execute" when it ends and "Method::init" when
- * prepare succeeded. The ETDump writer (ember/etdump.h) is such a recorder.
+ * prepare succeeded. A delegate call's event is named "DELEGATE_CALL" there (as in ExecuTorch's
+ * ETDump; `begin` / `end` get the backend id), and a backend may add an EM_PROFILE_DELEGATE_OP
+ * event per operator it runs. The ETDump writer (ember/etdump.h) is such a recorder.
  *
  *     static void on_end(void *c, uint32_t idx, const char *name, uint64_t ns) {...}
  *     em_profiler p = {.end = on_end, .ctx = &table};
@@ -34,7 +36,11 @@ typedef enum em_profile_kind {
   EM_PROFILE_INSTRUCTION = 0, /* one instruction ran, from start_ns to end_ns */
   EM_PROFILE_METHOD = 1,      /* a method-level span outside execute ("Method::init") */
   EM_PROFILE_RUN_BEGIN = 2,   /* an execute starts (start_ns only; name is the method) */
-  EM_PROFILE_RUN_END = 3      /* the execute ended: the "Method::execute" span */
+  EM_PROFILE_RUN_END = 3,     /* the execute ended: the "Method::execute" span */
+  /* An operator inside a delegate call ran: chain and instruction are the call's, `name` is
+   * the operator's delegate debug id (a string the exporter's ETRecord maps to graph nodes),
+   * delegate_debug_id its index in the subgraph, `output` what it wrote (or NULL). */
+  EM_PROFILE_DELEGATE_OP = 4
 } em_profile_kind;
 
 /* One event, valid only during the `record` call (copy what you keep). */

@@ -63,6 +63,8 @@ class InstrDebug:
     stack_trace: str | None
     out_values: list[int]
     kernel: str = ""
+    # A delegate call: its delegate debug ids -> FX node names (DelegateInstr.debug_ids).
+    delegate_ids: dict[str, list[str]] = field(default_factory=dict)
 
 
 _PROBE = 4096
@@ -264,6 +266,7 @@ class _MethodEmitter:
                 instrs.append(S.Instruction(S.I_DELEGATE, (len(self.delegates) - 1, args)))
                 outs = [i for a in ins.outputs for i in self.arg_indices(a)]
                 self._debug(index, ins.node, outs, ins.kernel)
+                self.debug[-1].delegate_ids = dict(ins.debug_ids)
             elif isinstance(ins, KernelInstr):
                 args = [self.arg(a) for a in ins.args]
                 instrs.append(S.Instruction(S.I_KERNEL, (self.operator(ins.kernel), args)))

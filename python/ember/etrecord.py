@@ -9,7 +9,9 @@ is a zip with named entries:
   the tensors as ``torch.save`` bytes), each call node carrying ``debug_handle`` in its metadata;
 - ``debug_handle_map``: JSON ``{method: {instruction index: handle or [handles]}}``;
 - ``delegate_map``: JSON ``{method: {instruction index: {"name": backend id, "delegate_map":
-  {}}}}`` for delegate calls;
+  {delegate debug id: [handles]}}}}`` for delegate calls: the ids EmberCpuBackend gives the
+  profile events of its operators (``"conv2d #3"``, a chain ``"conv2d+conv2d #3-4"``) and the
+  handles of the nodes each computes;
 - ``instruction_id_to_num_outs_map``: JSON ``{method: {instruction index: outputs}}``, for
   delegate calls only (as ExecuTorch's emitter writes it: the Inspector reads an entry as the
   number of graph outputs a call's debug handles stand for);
@@ -56,6 +58,8 @@ class MethodRecord:
     handles: dict[str, int] = field(default_factory=dict)  # node name -> debug handle
     instr_handles: dict[int, int | list[int]] = field(default_factory=dict)
     delegates: dict[int, str] = field(default_factory=dict)  # instruction -> backend id
+    # instruction -> {delegate debug id: handles} for the events inside a delegate call
+    delegate_ids: dict[int, dict[str, list[int]]] = field(default_factory=dict)
     num_outs: dict[int, int] = field(default_factory=dict)
 
 
@@ -98,6 +102,12 @@ def method_record(ep: torch.export.ExportedProgram, debug: Sequence[Any], ir: An
             k += 1
             rec.instr_handles[d.index] = [rec.handles[n] for n in names if n in rec.handles]
             rec.delegates[d.index] = d.kernel.removeprefix("delegate::")
+            ids = getattr(d, "delegate_ids", None) or {}
+            rec.delegate_ids[d.index] = {
+                k: hs
+                for k, ns in ids.items()
+                if (hs := [rec.handles[n] for n in ns if n in rec.handles])
+            }
             rec.num_outs[d.index] = max(1, len(d.out_values))
         elif d.node is not None and d.node in rec.handles:
             rec.instr_handles[d.index] = rec.handles[d.node]
@@ -198,7 +208,8 @@ def write_etrecord(
             z.writestr(f"{base}_example_inputs", ex)
             handle_map[name] = {str(i): h for i, h in rec.instr_handles.items()}
             delegate_map[name] = {
-                str(i): {"name": b, "delegate_map": {}} for i, b in rec.delegates.items()
+                str(i): {"name": b, "delegate_map": rec.delegate_ids.get(i, {})}
+                for i, b in rec.delegates.items()
             }
             outs_map[name] = {str(i): n for i, n in rec.num_outs.items()}
             log.info(

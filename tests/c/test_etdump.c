@@ -230,6 +230,56 @@ static void test_debug_events(void) {
         (unsigned long long)em_etdump_dropped(d), em_etdump_event_count(d));
 }
 
+/* Events inside a delegate (EM_PROFILE_DELEGATE_OP): each id is written as the event's
+ * delegate_debug_id_str with no name and delegate_debug_id_int -1, kept by its text although
+ * every id is built in the same buffer (as a backend builds them on its stack). */
+static void test_delegate_events(void) {
+  static uint8_t mem[1 << 14], out[1 << 14];
+  em_etdump *d = NULL;
+  CHECK(em_etdump_init(mem, sizeof mem, &d) == EM_OK, "init");
+  const char *ids[] = {"conv2d #0", "gemm #1", "conv2d+conv2d #2-3", "gemm #1"};
+  char buf[32];
+  ev(d, EM_PROFILE_RUN_BEGIN, "forward", -1, 0, 100, 100);
+  for (int i = 0; i < 4; i++) {
+    memcpy(buf, ids[i], strlen(ids[i]) + 1);
+    em_profile_event e = {buf, 110u + 10u * i, 115u + 10u * i, 0, 5, i, EM_PROFILE_DELEGATE_OP,
+                          NULL};
+    em_etdump_record(d, &e);
+    memset(buf, 'x', sizeof buf - 1);
+  }
+  ev(d, EM_PROFILE_INSTRUCTION, "DELEGATE_CALL", 0, 5, 105, 160);
+  ev(d, EM_PROFILE_RUN_END, "Method::execute", -1, 0, 100, 170);
+  size_t n = 0;
+  CHECK(em_etdump_finish(d, out, sizeof out, &n) == EM_OK, "finish");
+  static uint8_t copy[(1 << 14) + 8];
+  uint32_t root_at =
+      8 + 4 +
+      ((uint32_t)out[4] | (uint32_t)out[5] << 8 | (uint32_t)out[6] << 16 | (uint32_t)out[7] << 24);
+  memset(copy, 0, 8);
+  for (int i = 0; i < 4; i++) copy[i] = (uint8_t)(root_at >> (8 * i));
+  memcpy(copy + 8, out, n);
+  fb_reader r;
+  fb_init(&r, copy, n + 8);
+  fb_vec runs = fb_vector(&r, fb_root(&r), 1, 4, 4);
+  CHECK(runs.n == 1, "%u runs", runs.n);
+  if (runs.n != 1) return;
+  fb_vec evs = fb_vector(&r, fb_vec_table(&r, runs, 0), 3, 4, 4);
+  CHECK(evs.n == 6, "%u events", evs.n);
+  for (uint32_t i = 0; i < evs.n && i < 6; i++) {
+    fb_tab e = fb_table(&r, fb_vec_table(&r, evs, i), 0);
+    const char *nm = fb_string(&r, e, 0, NULL), *id = fb_string(&r, e, 4, NULL);
+    CHECK(fb_i32(&r, e, 3, 7) == -1, "event %u: delegate_debug_id_int", i);
+    if (i < 4) {
+      CHECK(!nm && id && strcmp(id, ids[i]) == 0, "event %u: id %s, want %s", i, id ? id : "(null)",
+            ids[i]);
+      CHECK(fb_i32(&r, e, 2, 7) == 5 && fb_i32(&r, e, 1, 7) == 0, "event %u: ids", i);
+    } else {
+      CHECK(nm && !id, "event %u: a name and no delegate id", i);
+    }
+  }
+  CHECK(!r.bad, "reader: %s", r.why);
+}
+
 /* The builder alone: a table with every scalar size, read back. */
 static void test_builder(void) {
   static uint8_t buf[256];
@@ -264,6 +314,7 @@ int main(void) {
   test_full_buffer_drops();
   test_many_names();
   test_debug_events();
+  test_delegate_events();
   test_builder();
   return test_summary("test_etdump");
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,37 @@ def _inputs(kind: str) -> tuple[torch.Tensor, ...]:
 
 
 def instruction_names(program: ember.Program) -> list[str]:
-    """The operator (or delegate id) of each instruction of `forward`, in order."""
-    return [i.kernel.removeprefix("delegate::") for i in program.debug_info("forward")]
+    """The event name of each instruction of `forward`, in order: the operator, or
+    "DELEGATE_CALL" (as ExecuTorch's runtime names a delegate call)."""
+    return [
+        "DELEGATE_CALL" if i.kernel.startswith("delegate::") else i.kernel
+        for i in program.debug_info("forward")
+    ]
+
+
+_INNER_ID = re.compile(r"^([a-z_0-9]+(?:\+[a-z_0-9]+)*) #(\d+)(?:-(\d+))?$")
+
+
+def check_inner(inner: list[Any], calls: dict[int, Any], program: ember.Program) -> None:
+    """The events inside delegate calls: each names its operators ("conv2d #3", a chain
+    "conv2d+conv2d #3-4"), lies inside its call's span, and together they cover every operator
+    of each call's subgraph once, in order; every id is one the ETRecord maps."""
+    ids = {i.index: i.delegate_ids for i in program.debug_info("forward")}
+    covered: dict[int, list[int]] = {}
+    for e in inner:
+        assert e.delegate_debug_id_int == -1 and e.name in ("", None)
+        call = calls[e.instruction_id]
+        assert call.start_time <= e.start_time <= e.end_time <= call.end_time
+        m = _INNER_ID.match(e.delegate_debug_id_str)
+        assert m, e.delegate_debug_id_str
+        first = int(m.group(2))
+        last = int(m.group(3)) if m.group(3) else first
+        assert len(m.group(1).split("+")) == last - first + 1
+        assert e.delegate_debug_id_str in ids[e.instruction_id]
+        covered.setdefault(e.instruction_id, []).extend(range(first, last + 1))
+    assert set(covered) == set(calls)
+    for ops in covered.values():
+        assert ops == list(range(len(ops))), ops
 
 
 def _events(run: Any) -> list[Any]:
@@ -67,11 +97,17 @@ def check_etdump(path: Path, program: ember.Program, executes: int, init: bool) 
         assert run.bundled_input_index == -1
         evs = _events(run)
         assert all(e is not None for e in evs)  # an Event holds one kind
+        inner = [e for e in evs if e.delegate_debug_id_str]
+        evs = [e for e in evs if not e.delegate_debug_id_str]
         assert [e.name for e in evs] == [*names, "Method::execute"]
         body, whole = evs[:-1], evs[-1]
         assert [e.chain_index for e in body] == [0] * len(names)
         assert [e.instruction_id for e in body] == list(range(len(names)))
         assert all(e.delegate_debug_id_int == -1 for e in evs)
+        check_inner(
+            inner, {e.instruction_id: e for e in body if e.name == "DELEGATE_CALL"}, program
+        )
+        assert all(e.chain_index == 0 for e in inner)
         assert all(e.end_time >= e.start_time for e in evs)
         assert whole.chain_index == -1 and whole.end_time > whole.start_time
         assert all(whole.start_time <= e.start_time and e.end_time <= whole.end_time for e in body)

@@ -94,14 +94,25 @@ def test_stock_inspector_names_events(programs: dict[str, Any], kind: str) -> No
     inspector = _inspector(prog, x, rec, d, debug=False)
     block = next(b for b in inspector.event_blocks if b.name == "Execute")
     debug = prog.debug_info("forward")
-    events = [e for e in block.events if e.name != "Method::execute"]
-    assert [e.name for e in events] == [i.kernel.removeprefix("delegate::") for i in debug]
+    inner = [e for e in block.events if e.is_delegated_op]
+    events = [e for e in block.events if e.name != "Method::execute" and not e.is_delegated_op]
+    assert [e.name for e in events] == [
+        "DELEGATE_CALL" if i.kernel.startswith("delegate::") else i.kernel for i in debug
+    ]
     report = getattr(prog._irs["forward"], "partition_report", None) or []
     for e, i in zip(events, debug, strict=True):
         if i.kernel.startswith("delegate::"):
             nodes = [r.node for r in report if r.delegated]
+            assert e.delegate_backend_name == "EmberCpuBackend"
             assert len(e.op_types) == len(nodes) > 1
             assert set(e.stack_traces) == {f"{n}_" for n in nodes}  # Inspector's node names
+            # the events of the delegate's operators: each mapped to the nodes it computes,
+            # together all of the call's nodes, each once
+            mine = [x for x in inner if x._instruction_id == i.index]
+            assert mine and all(x.delegate_backend_name == "EmberCpuBackend" for x in mine)
+            assert all(x.op_types and x.perf_data is not None for x in mine)
+            seen = [n for x in mine for n in x.stack_traces]
+            assert sorted(seen) == sorted(f"{n}_" for n in nodes)
         else:
             # one node per instruction: its operator and its FX node (Inspector adds "_")
             assert list(e.stack_traces) == [f"{i.node}_"]
@@ -110,7 +121,7 @@ def test_stock_inspector_names_events(programs: dict[str, Any], kind: str) -> No
         assert any(CONFTEST in (t or "") for t in e.stack_traces.values()), e.stack_traces
     df = inspector.to_dataframe()
     rows = df[df.event_block_name == "Execute"]
-    assert len(rows) == len(debug) + 1
+    assert len(rows) == len(debug) + 1 + len(inner)
     table = _table(inspector)
     log.info("stock Inspector, Ember ETDump + ETRecord (%s):\n%s", kind, table)
     srcs = [
@@ -118,7 +129,23 @@ def test_stock_inspector_names_events(programs: dict[str, Any], kind: str) -> No
         for r in rows.itertuples()
     ]
     log.info("%s: source lines per event:\n%s", kind, "\n".join(f"  {s}" for s in srcs))
-    assert ("EmberCpuBackend" if kind == "mlp" else "aten::convolution.out") in table
+    assert ("gemm #0" if kind == "mlp" else "aten::convolution.out") in table
+
+
+def test_numeric_gap_delegated(programs: dict[str, Any]) -> None:
+    """calculate_numeric_gap across an EmberCpuBackend delegate: each of its operators' outputs
+    (debug events inside the call) against the graph's, per operator."""
+    _, prog, x, rec, d = programs["mlp"]
+    inspector = _inspector(prog, x, rec, d, debug=True)
+    gap = inspector.calculate_numeric_gap("MSE")
+    log.info(
+        "calculate_numeric_gap across the delegate (MSE):\n%s",
+        gap[["aot_ops", "runtime_ops", "gap"]],
+    )
+    assert len(gap) >= 2 and all(any(" #" in n for n in ops) for ops in gap.runtime_ops)
+    compared = {op for ops in gap.aot_ops for op in ops}
+    assert {"addmm", "relu"} & compared
+    assert all(g[0] < 1e-8 for g in gap.gap)
 
 
 def test_numeric_gap_portable(programs: dict[str, Any]) -> None:

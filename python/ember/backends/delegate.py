@@ -22,3 +22,6 @@ class DelegateInstr(KernelInstr):
     compile_specs: list[tuple[str, bytes]] = field(default_factory=list)
     n_inputs: int = 0
     summary: str = ""
+    # Delegate debug id -> the FX nodes it stands for (the runtime's profile events inside the
+    # delegate carry these ids; the ETRecord's delegate map resolves them).
+    debug_ids: dict[str, list[str]] = field(default_factory=dict)

@@ -49,6 +49,14 @@ class _Uses:
 _FUSABLE = {"conv2d", "gemm", "binary", "channel_affine"}
 
 
+def _absorb(ops: list[Op], gone: Op, into: Op | None) -> None:
+    """Removes ``gone`` from ``ops``; ``into`` (the op that now computes what it did) takes its
+    FX nodes."""
+    if into is not None and into is not gone:
+        into.nodes.extend(n for n in gone.nodes if n not in into.nodes)
+    del ops[next(j for j, o in enumerate(ops) if o is gone)]
+
+
 def _see_through_copies(ops: list[Op], u: _Uses) -> None:
     """A copy (clone, expand, view or dtype no-op: the same elements in the same order) read
     only inside the run, as the very tensor it wrote: its readers take its source instead and
@@ -73,7 +81,7 @@ def _see_through_copies(ops: list[Op], u: _Uses) -> None:
             continue
         for r in readers:
             r.ins = [src if i is o else i for i in r.ins]
-        ops.remove(c)
+        _absorb(ops, c, u.producer(src) or readers[0])
 
 
 def _fold_bn(ops: list[Op], u: _Uses) -> None:
@@ -91,7 +99,7 @@ def _fold_bn(ops: list[Op], u: _Uses) -> None:
             b = p.attrs["b"] if p.attrs["b"] is not None else 0.0
             p.attrs["b"] = (b * s + t).astype(np.float32)
             p.outs = bn.outs
-            ops.remove(bn)
+            _absorb(ops, bn, p)
         else:
             x = bn.ins[0]
             bn.kind = "channel_affine"
@@ -112,7 +120,7 @@ def _merge_clamps(ops: list[Op], u: _Uses) -> None:
             (a, b), (lo, hi) = p.fp[:2], c.fp[:2]
             c.fp = [min(max(a, lo), hi), max(min(b, hi), lo)]
             c.ins = p.ins
-            ops.remove(p)
+            _absorb(ops, p, c)
 
 
 def _fuse_acts(ops: list[Op], u: _Uses) -> None:
@@ -135,7 +143,7 @@ def _fuse_acts(ops: list[Op], u: _Uses) -> None:
             p.fp = (p.fp + [0.0, 0.0])[: max(len(p.fp), 2)]
             p.fp[0], p.fp[1] = act.fp[0], act.fp[1]
         p.outs = act.outs
-        ops.remove(act)
+        _absorb(ops, act, p)
 
 
 def _depthwise(op: Op) -> bool:
@@ -177,6 +185,7 @@ def _fuse_residual(ops: list[Op], u: _Uses) -> None:
             k = next(j for j, o in enumerate(ops) if o is add)
             ops[k] = p
             del ops[next(j for j, o in enumerate(ops) if o is p)]
+            p.nodes.extend(n for n in add.nodes if n not in p.nodes)
             break
 
 
@@ -197,7 +206,7 @@ def _fuse_plane_means(ops: list[Op], u: _Uses) -> None:
         if mean.ip[0] != n * c or mean.ip[1] != h * w or math.prod(mean.outs[0].shape) != n * c:
             continue
         p.outs = [y, mean.outs[0]]
-        del ops[next(j for j, o in enumerate(ops) if o is mean)]
+        _absorb(ops, mean, p)
 
 
 def _fuse_input_scale(ops: list[Op], u: _Uses) -> None:
@@ -243,7 +252,7 @@ def _fuse_input_scale(ops: list[Op], u: _Uses) -> None:
             ):
                 conv.ins[0] = a
                 a_["in_scale"] = s
-                del ops[next(j for j, o in enumerate(ops) if o is m)]
+                _absorb(ops, m, conv)
                 break
 
 
@@ -283,7 +292,7 @@ def _hard_patterns(ops: list[Op], u: _Uses) -> None:
         h = h0_of(d.ins[0], d)
         if h is not None:
             d.kind, d.ins, d.act, d.ip, d.fp = "unary", [h.ins[0]], "hardsigmoid", [], []
-            ops.remove(h)
+            _absorb(ops, h, d)
             continue
         if (
             m.kind == "binary"
@@ -301,8 +310,8 @@ def _hard_patterns(ops: list[Op], u: _Uses) -> None:
                     and x.shape == d.outs[0].shape
                 ):
                     d.kind, d.ins, d.act, d.ip, d.fp = "unary", [x], "hardswish", [], []
-                    ops.remove(h)
-                    ops.remove(m)
+                    _absorb(ops, h, d)
+                    _absorb(ops, m, d)
                     break
 
 
@@ -323,7 +332,7 @@ def _silu(ops: list[Op], u: _Uses) -> None:
                 and x.shape == m.outs[0].shape
             ):
                 m.kind, m.ins, m.act, m.ip, m.fp = "unary", [x], "silu", [], []
-                ops.remove(p)
+                _absorb(ops, p, m)
                 break
 
 
@@ -385,8 +394,8 @@ def _fuse_softmax_input(ops: list[Op], u: _Uses) -> None:
         if scaled:
             assert q is not None
             sm.fp, x = [q.fp[2]], q.ins[0]
-            ops.remove(q)
+            _absorb(ops, q, sm)
         if mask is not None:
-            ops.remove(consumer)
+            _absorb(ops, consumer, sm)
         sm.ins = [x, mask]
         sm.ip = sm.ip[:4] + [int(scaled), rows if mask is not None else 0]

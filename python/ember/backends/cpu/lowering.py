@@ -54,6 +54,9 @@ class Op:
     fp: list[float] = field(default_factory=list)
     act: str = "none"
     attrs: dict[str, Any] = field(default_factory=dict)
+    # The FX nodes this op computes (its instruction's, then those of the ops fused into it):
+    # the ETRecord maps the op's profile events to them.
+    nodes: list[str] = field(default_factory=list)
 
 
 class Unsupported(Exception):

@@ -249,8 +249,15 @@ def _conv_transposed(co: int, npix: int, kg: int) -> bool:
 
 
 def build_blob(
-    ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec], pairs: bool = False
+    ops: list[Op],
+    inputs: list[TensorSpec],
+    outputs: list[TensorSpec],
+    pairs: bool = False,
+    op_info: list[tuple[str, list[str]]] | None = None,
 ) -> tuple[bytes, int]:
+    """The blob of ``ops`` and its arena size. ``op_info``, when given, receives each blob
+    operator's kind and FX nodes, in blob order (a copy dropped as an alias gives its nodes to
+    the operator before it, or after it when it is first)."""
     g = B.Graph()
     g.n_inputs, g.n_outputs = len(inputs), len(outputs)
     in_idx = {id(r): i for i, r in enumerate(inputs)}
@@ -265,7 +272,18 @@ def build_blob(
             o = op.outs[0]
             if o.root() is o and id(o) not in out_idx:
                 alias[id(o)] = op.ins[0]
-    ops = [op for op in ops if not (op.kind == "copy" and id(op.outs[0]) in alias)]
+    kept = [op for op in ops if not (op.kind == "copy" and id(op.outs[0]) in alias)]
+    if op_info is not None:
+        info = [(op.kind, list(op.nodes)) for op in kept]
+        kept_ids = {id(op) for op in kept}
+        k = -1
+        for op in ops:
+            if id(op) in kept_ids:
+                k += 1
+            elif info:
+                info[max(k, 0)][1].extend(op.nodes)
+        op_info.extend(info)
+    ops = kept
 
     def tid(v: Any) -> int:
         if v is None:

@@ -186,6 +186,8 @@ class _Runs:
             op = self.lower(t)
             if op is None:
                 raise Unsupported(f"{self.instrs[t].kernel} no longer lowers")
+            node = self.instrs[t].node
+            op.nodes = [node.name] if node is not None else []
             ops.append(op)
         produced = {id(o.root()) for op in ops for o in op.outs}
         external = {r for r in produced if (self.refs.get(r, set()) - run) or r in self.out_roots}
@@ -212,7 +214,8 @@ class _Runs:
                     outputs.append(r)
         if any(id(r) in self.in_roots for r in outputs):
             return None
-        data, arena = build_blob(ops, inputs, outputs, self.pairs)
+        op_info: list[tuple[str, list[str]]] = []
+        data, arena = build_blob(ops, inputs, outputs, self.pairs, op_info)
         refused = self.check(BACKEND_ID, data, arena) if self.check is not None else None
         if refused:
             raise _Refused(refused)
@@ -226,6 +229,7 @@ class _Runs:
             n_inputs=len(inputs),
             summary=f"{j - i} instructions -> {len(ops)} ops ({', '.join(kinds)}), "
             f"{len(data)} bytes, arena {arena}",
+            debug_ids=delegate_debug_ids(op_info),
         )
         return d, produced - external
 
@@ -269,6 +273,29 @@ class _Runs:
             self.decide(t, True, f"{BACKEND_ID} delegate {n}")
         out.append(d)
         return private
+
+
+# The longest run of operators the runtime executes as one (backends/cpu/cpu_op_chain.c).
+MAX_CHAIN = 3
+
+
+def delegate_debug_ids(op_info: list[tuple[str, list[str]]]) -> dict[str, list[str]]:
+    """The FX nodes behind each delegate debug id the runtime may give a profile event: an
+    operator's ``"kind #i"`` and a chain's ``"kind+kind #i-j"`` (backends/cpu/cpu_backend.c
+    builds the same strings; which chains run is decided at init, so every run of up to
+    MAX_CHAIN operators is listed)."""
+    out: dict[str, list[str]] = {}
+    for a in range(len(op_info)):
+        for n in range(1, MAX_CHAIN + 1):
+            if a + n > len(op_info):
+                break
+            span = op_info[a : a + n]
+            key = "+".join(k for k, _ in span) + f" #{a}" + (f"-{a + n - 1}" if n > 1 else "")
+            nodes: list[str] = []
+            for _, ns in span:
+                nodes.extend(x for x in ns if x not in nodes)
+            out[key] = nodes
+    return out
 
 
 class _Refused(Exception):
