@@ -9,9 +9,14 @@ or not, source line when the program carries it), an aggregate by operator kind,
 trace-event JSON (:meth:`Inspection.to_chrome_trace`, opens in Perfetto), a PNG of time by
 operator kind (:meth:`Inspection.plot`, when matplotlib is importable) and the comparison of the
 recorded intermediate outputs with eager PyTorch (:meth:`Inspection.compare_with_eager`), which
-names the first operator that drifts. ExecuTorch is not imported. CLI::
+names the first operator that drifts. With an ETRecord (:func:`read_etrecord`: the zip
+``ember.export(..., etrecord=path)`` writes, read with zipfile and json, the graph's JSON parsed
+for node names, targets, ``debug_handle`` and ``stack_trace``) every row, an instruction or an
+event inside a delegate call, names its FX nodes, their operator types and the user's source line,
+and delegate calls their backend. ExecuTorch is not imported. CLI (also ``ember-inspect``)::
 
-    python -m ember.inspect out.etdp [--program m.pte] [--debug-buffer f] [--chrome t.json]
+    python -m ember.inspect out.etdp [--program m.pte] [--etrecord m.etrecord]
+        [--debug-buffer f] [--chrome t.json] [--plot p.png]
 
 The flatbuffer access is :class:`ember.reader._Fb` (the ``.pte`` reader's), see docs/devtools.md.
 """
@@ -24,7 +29,9 @@ import logging
 import os
 import statistics
 import struct
+import zipfile
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -46,6 +53,10 @@ PathLike = str | os.PathLike[str]
 
 class EtdumpError(ValueError):
     """The bytes are not a readable ETDump."""
+
+
+class EtrecordError(ValueError):
+    """The file is not a readable ETRecord."""
 
 
 # -- the file -------------------------------------------------------------------------------------
@@ -271,6 +282,115 @@ def kind_of(name: str) -> str:
     return base.split(".")[0] or name
 
 
+# -- the ETRecord ---------------------------------------------------------------------------------
+@dataclass
+class GraphNode:
+    """A node of the ETRecord's graph that has a debug handle."""
+
+    name: str  # the FX node's name
+    op_type: str  # as ExecuTorch's Inspector names it (the target's ``__name__``): addmm.default
+    handle: int
+    source: str | None  # the user's line: the stack trace's first frame outside torch / ember
+
+
+@dataclass
+class DelegateRecord:
+    """A delegate call of the ETRecord's ``delegate_map``."""
+
+    backend: str
+    ids: dict[str, list[int]]  # delegate debug id of an event inside the call -> debug handles
+
+
+@dataclass
+class EtrecordMethod:
+    """What an ETRecord says about one method: its graph's nodes by debug handle and the
+    handles of each instruction and of each delegate debug id."""
+
+    method: str
+    nodes: dict[int, list[GraphNode]]  # debug handle -> nodes, in graph order
+    instructions: dict[int, list[int]]  # instruction index -> debug handles
+    delegates: dict[int, DelegateRecord]  # instruction index -> the delegate call's record
+
+    def nodes_of(self, handles: Iterable[int]) -> list[GraphNode]:
+        """The nodes of ``handles``, each once, in the handles' order."""
+        out: dict[str, GraphNode] = {}
+        for h in handles:
+            for n in self.nodes.get(h, []):
+                out.setdefault(n.name, n)
+        return list(out.values())
+
+
+def _handles(v: Any) -> list[int]:
+    """A debug handle or several: an int, a list, or their string forms ("3", "[3, 4]")."""
+    if isinstance(v, bool) or v is None:
+        return []
+    if isinstance(v, int):
+        return [v]
+    if isinstance(v, (list, tuple)):
+        return [h for x in v for h in _handles(x)]
+    if isinstance(v, str):
+        parts = v.strip("()[] ").replace(",", " ").split()
+        return [int(x) for x in parts if x.lstrip("-").isdigit()]
+    return []
+
+
+def _op_type(target: str) -> str:
+    """``torch.ops.aten.addmm.default`` -> ``addmm.default`` (an OpOverload's ``__name__``)."""
+    parts = target.split(".")
+    return ".".join(parts[-2:]) if target.startswith("torch.ops.") else parts[-1]
+
+
+def _graph_node_name(node: dict[str, Any]) -> str:
+    if node.get("name"):
+        return str(node["name"])
+    for out in node.get("outputs", []):
+        t = out.get("as_tensor") or next(iter(out.get("as_tensors") or []), None)
+        if isinstance(t, dict) and t.get("name"):
+            return str(t["name"])
+    return str(node.get("target", "?"))
+
+
+def read_etrecord(path: PathLike, method: str = "forward") -> EtrecordMethod:
+    """Read ``method``'s part of an ETRecord zip (ExecuTorch 1.5's layout, as
+    :mod:`ember.etrecord` writes it) with zipfile and json: the graph
+    (``edge_dialect_exported_program/<method>``, torch.export's JSON) for its nodes' names,
+    targets, ``debug_handle`` and ``stack_trace``; ``debug_handle_map`` and ``delegate_map``.
+    Raises :class:`EtrecordError`."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = set(z.namelist())
+            entry = f"edge_dialect_exported_program/{method}"
+            entry = entry if entry in names else "edge_dialect_exported_program"
+            if entry not in names:
+                raise EtrecordError(f"{path}: no graph of method '{method}' in the ETRecord")
+            doc = json.loads(z.read(entry))
+            maps = {
+                k: json.loads(z.read(k)).get(method, {}) if k in names else {}
+                for k in ("debug_handle_map", "delegate_map")
+            }
+    except (OSError, zipfile.BadZipFile, KeyError, json.JSONDecodeError, AttributeError) as e:
+        raise EtrecordError(f"{path}: not a readable ETRecord: {e}") from e
+    nodes: dict[int, list[GraphNode]] = defaultdict(list)
+    try:
+        for n in doc["graph_module"]["graph"]["nodes"]:
+            meta = n.get("metadata") or {}
+            source = _source_line(meta.get("stack_trace"))
+            for h in _handles(meta.get("debug_handle")):
+                op = _op_type(str(n.get("target", "")))
+                nodes[h].append(GraphNode(_graph_node_name(n), op, h, source))
+        instructions = {int(i): _handles(v) for i, v in maps["debug_handle_map"].items()}
+        delegates = {
+            int(i): DelegateRecord(
+                str(d.get("name", "")),
+                {str(k): _handles(v) for k, v in (d.get("delegate_map") or {}).items()},
+            )
+            for i, d in maps["delegate_map"].items()
+        }
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise EtrecordError(f"{path}: unexpected ETRecord contents: {e}") from e
+    return EtrecordMethod(method, dict(nodes), instructions, delegates)
+
+
 # -- the table ------------------------------------------------------------------------------------
 @dataclass
 class OpRow:
@@ -288,6 +408,12 @@ class OpRow:
     node: str | None = None
     inside_delegate: bool = False  # a delegate's own event: inside its call, not in the shares
     share: float = 0.0  # percent of the instructions' total median time
+    delegate_id: str | None = None  # the event's delegate debug id (inside a delegate)
+    # from an ETRecord: the FX nodes the row computes, their operator types, their user lines
+    nodes: list[str] = field(default_factory=list)
+    op_types: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    backend: str | None = None  # the delegate's backend (a delegate call or an event inside)
 
     @property
     def median_ns(self) -> float:
@@ -348,10 +474,17 @@ def _delegate_key(e: ProfileEvent | DebugEvent) -> str | None:
 class Inspection:
     """An ETDump joined with its program: see :func:`inspect`."""
 
-    def __init__(self, etdump: ETDump, program: Any = None, method: str = "forward") -> None:
+    def __init__(
+        self,
+        etdump: ETDump,
+        program: Any = None,
+        method: str = "forward",
+        etrecord: EtrecordMethod | None = None,
+    ) -> None:
         self.etdump = etdump
         self.program = program  # an ember.Program, or None
         self.method = method
+        self.etrecord = etrecord
         self.instructions: list[Instruction] = []
         if program is not None:
             self.instructions = program_instructions(program.buffer, method)
@@ -382,6 +515,8 @@ class Inspection:
                 row.runs += 1
                 row.samples_ns.append(sum(e.duration for e in timed))
         out = sorted(rows.values(), key=lambda r: (r.chain, r.instruction, r.inside_delegate))
+        for r in out:
+            self._resolve(r)
         total = sum(r.median_ns for r in out if not r.inside_delegate)
         for r in out:
             r.share = 100.0 * r.median_ns / total if total and not r.inside_delegate else 0.0
@@ -396,11 +531,42 @@ class Inspection:
         if delegate is not None:
             owner = ins.name if ins is not None else "delegate"
             return OpRow(chain, index, name or delegate, owner, True, 0, 0, [],
-                         inside_delegate=True)  # fmt: skip
+                         inside_delegate=True, delegate_id=delegate)  # fmt: skip
         if ins is not None:
             return OpRow(chain, index, ins.name, ins.name if ins.delegated else kind_of(ins.name),
                          ins.delegated, 0, 0, [], ins.source, ins.node)  # fmt: skip
         return OpRow(chain, index, name, kind_of(name), name == "DELEGATE_CALL", 0, 0, [])
+
+    def graph_nodes(
+        self, chain: int, instruction: int, delegate: str | None = None
+    ) -> tuple[str | None, list[GraphNode]]:
+        """With an ETRecord: the backend (delegate calls) and the graph nodes of instruction
+        ``instruction`` of chain ``chain``, or of the event with delegate debug id ``delegate``
+        inside that delegate call."""
+        rec = self.etrecord
+        if rec is None or chain != 0:
+            return None, []
+        d = rec.delegates.get(instruction)
+        if delegate is None:
+            handles = rec.instructions.get(instruction, [])
+        else:
+            handles = d.ids.get(delegate, []) if d is not None else []
+        return (d.backend if d is not None else None), rec.nodes_of(handles)
+
+    def _resolve(self, row: OpRow) -> None:
+        backend, nodes = self.graph_nodes(row.chain, row.instruction, row.delegate_id)
+        if backend is not None:
+            row.backend, row.delegated = backend, True
+            if not row.inside_delegate and row.name == "DELEGATE_CALL":  # no program names it
+                row.name = row.kind = backend
+            elif row.inside_delegate and row.kind == "delegate":
+                row.kind = backend
+        row.nodes = [n.name for n in nodes]
+        row.op_types = [n.op_type for n in nodes]
+        row.sources = list(dict.fromkeys(n.source for n in nodes if n.source))
+        row.source = row.sources[0] if row.sources else row.source
+        if row.node is None and len(nodes) == 1:
+            row.node = nodes[0].name
 
     def _method_events(self) -> dict[str, float]:
         samples: dict[str, list[int]] = defaultdict(list)
@@ -429,10 +595,14 @@ class Inspection:
         has_source = any(r.source for r in self.rows)
         w = max([len(r.name) + 4 for r in self.rows] + [len(k.kind) for k in self.by_kind()] + [8])
         head = f"{'calls':>6} {'median us':>10} {'share':>7}"
+        nodes = {id(r): _nodes_text(r.nodes) for r in self.rows} if self.etrecord else {}
+        nw = max([len(t) for t in nodes.values()] + [5]) + 2 if nodes else 0
         lines = [
             f"{n} execute run(s); times are medians over runs"
             + ("" if has_source else "; source lines: none (the program carries none)"),
-            f"{'#':>4} {'operator':<{w}} {head}  deleg.  source",
+            f"{'#':>4} {'operator':<{w}} {head}  deleg.  "
+            + (f"{'nodes':<{nw}}" if nw else "")
+            + "source",
         ]
         for r in self.rows:
             idx = f"{r.instruction}" if r.chain == 0 else f"{r.chain}:{r.instruction}"
@@ -440,7 +610,9 @@ class Inspection:
             share = f"{r.share:6.2f}%" if not r.inside_delegate else "      -"
             lines.append(
                 f"{idx:>4} {name:<{w}} {r.calls:>6} {r.median_ns / 1e3:>10.3f} {share}  "
-                f"{'yes' if r.delegated else 'no':<6}  {r.source or '-'}"
+                f"{'yes' if r.delegated else 'no':<6}  "
+                + (f"{nodes[id(r)]:<{nw}}" if nw else "")
+                + (r.source or "-")
             )
         lines.append(f"{'by kind':<{w + 5}} {head}")
         for k in self.by_kind():
@@ -469,6 +641,12 @@ class Inspection:
                 args["delegate_debug_id"] = delegate
             if e.chain_index == 0 and 0 <= e.instruction_id < len(self.instructions):
                 args["op"] = self.instructions[e.instruction_id].name
+            backend, nodes = self.graph_nodes(e.chain_index, e.instruction_id, delegate)
+            if backend is not None:
+                args["backend"] = backend
+            if nodes:
+                args["nodes"] = [n.name for n in nodes]
+                args["op_types"] = [n.op_type for n in nodes]
             out.append({"name": e.name or delegate or "?", "ph": "X",
                         "ts": (e.start_time - t0) / 1e3, "dur": e.duration / 1e3, "pid": 0,
                         "tid": 0 if delegate is None else 1, "args": args})  # fmt: skip
@@ -556,23 +734,37 @@ def inspect(
     *,
     debug_buffer: bytes | PathLike | None = None,
     method: str = "forward",
+    etrecord: EtrecordMethod | PathLike | None = None,
 ) -> Inspection:
     """Join an ETDump (an :class:`ETDump`, bytes or a path) with ``program`` (an
-    :class:`ember.Program`, a ``.pte`` path or bytes, or None) into an :class:`Inspection`."""
+    :class:`ember.Program`, a ``.pte`` path or bytes, or None) and ``etrecord`` (a path or
+    :func:`read_etrecord`'s result: names each row's graph nodes and source lines) into an
+    :class:`Inspection`."""
     dump = etdump if isinstance(etdump, ETDump) else read_etdump(etdump, debug_buffer)
     if isinstance(program, (str, os.PathLike, bytes)):
         from ember.program import load
 
         program = load(program)
-    return Inspection(dump, program, method)
+    if etrecord is not None and not isinstance(etrecord, EtrecordMethod):
+        etrecord = read_etrecord(etrecord, method)
+    return Inspection(dump, program, method, etrecord)
+
+
+def _nodes_text(nodes: list[str], most: int = 3) -> str:
+    """At most ``most`` node names, then how many more."""
+    if not nodes:
+        return "-"
+    more = f" +{len(nodes) - most}" if len(nodes) > most else ""
+    return ",".join(nodes[:most]) + more
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m ember.inspect out.etdp [--program m.pte] [--debug-buffer f] [--chrome t.json]
-    [--plot p.png]``: prints the per-operator table."""
+    """``python -m ember.inspect out.etdp [--program m.pte] [--etrecord m.etrecord]
+    [--debug-buffer f] [--chrome t.json] [--plot p.png]``: prints the per-operator table."""
     ap = argparse.ArgumentParser(prog="python -m ember.inspect", description=main.__doc__)
     ap.add_argument("etdump")
     ap.add_argument("--program", help="the .pte that was run (names the instructions)")
+    ap.add_argument("--etrecord", help="the program's ETRecord (names each row's graph nodes)")
     ap.add_argument("--method", default="forward")
     ap.add_argument("--debug-buffer", help="the debug buffer file written with the ETDump")
     ap.add_argument("--chrome", help="write a Chrome trace-event JSON here")
@@ -581,7 +773,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         ins = inspect(args.etdump, args.program, debug_buffer=args.debug_buffer,
-                      method=args.method)  # fmt: skip
+                      method=args.method, etrecord=args.etrecord)  # fmt: skip
     except (OSError, ValueError) as e:
         log.error("%s", e)
         return 1

@@ -5,7 +5,9 @@ On an ETDump written by Ember's runtime (a portable CNN, a delegated MLP) and on
 fixture's, and one generated here for the CNN with a debug buffer): the table's instructions and
 call counts are the program's, shares sum to 100 %, the Chrome trace is valid trace-event JSON,
 debug tensors read back equal what the runtime computed, and ``compare_with_eager`` names the first
-operator of a program whose kernel was broken on purpose. About 10 s.
+operator of a program whose kernel was broken on purpose. With an ETRecord (a model defined here,
+portable and on EmberCpuBackend), every row names its FX nodes, their operator types as the stock
+Inspector gives them and this file's source lines; ``Inspection.plot`` writes a PNG. About 15 s.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ import logging
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 from conftest import MLP, SmallCNN
 from etdump_cli import EMBER, needs_cli  # the `ember` CLI of this build
+from executorch.devtools import Inspector
 
 import ember
 from ember import inspect as ei
@@ -137,10 +141,7 @@ def test_ember_etdump_table_and_trace(cnn: dict[str, Any], tmp_path: Path) -> No
     assert all(whole["ts"] <= e["ts"] and e["ts"] + e["dur"] <= whole["ts"] + whole["dur"] + 1e-3
                for e in ops)  # fmt: skip
     png = ins.plot(tmp_path / "kinds.png")
-    if png is None:
-        assert not (tmp_path / "kinds.png").exists()  # no matplotlib: skipped cleanly
-    else:
-        assert png.read_bytes()[:4] == b"\x89PNG"
+    assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # a loaded .pte names the instructions but carries no source lines
     loaded = ei.inspect(cnn["etdp"], cnn["pte"])
     assert [r.name for r in loaded.rows] == names_of(program)
@@ -282,3 +283,159 @@ def test_cli(cnn: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "aten::convolution.out" in out and "share" in out and "convolution" in out
     check_chrome_trace(trace)
     assert ei.main([str(tmp_path / "missing.etdp")]) == 1
+
+
+# -- ETRecord -------------------------------------------------------------------------------------
+class Tiny(torch.nn.Module):
+    """The rows' source lines must be the marked lines of this file."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = torch.nn.Linear(64, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.conv(x))  # line: conv
+        y = torch.nn.functional.max_pool2d(y, 2)  # line: pool
+        return torch.relu(self.fc(y.flatten(1)))  # line: fc
+
+
+_TEXT = Path(__file__).read_text().splitlines()
+LINES = {m: next(i + 1 for i, t in enumerate(_TEXT) if t.endswith(f"# line: {m}"))
+         for m in ("conv", "pool", "fc")}  # fmt: skip
+# the marked line of each operator type of Tiny's graph (relu is on two lines)
+LINE_OF = {"convolution": "conv", "max_pool2d_with_indices": "pool", "view": "fc",
+           "permute": "fc", "addmm": "fc"}  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=["portable", "delegated"])
+def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Tiny exported with an ETRecord (portable kernels, or EmberCpuBackend), run once with an
+    ETDump and a debug buffer."""
+    d = tmp_path_factory.mktemp(f"etrecord-{request.param}")
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 8, 8)
+    rec = d / "tiny.etrecord"
+    backend = None if request.param == "portable" else "cpu"
+    program = ember.export(Tiny().eval(), (x,), backend=backend, etrecord=rec)
+    pte = program.save(d / "tiny.pte")
+    etdp, dbin = d / "tiny.etdp", d / "tiny.debug.bin"
+    program.run(x, etdump=etdp, etdump_debug=dbin)
+    return SimpleNamespace(kind=request.param, program=program, pte=pte, rec=rec, etdp=etdp,
+                           dbin=dbin)  # fmt: skip
+
+
+def check_etrecord_rows(ins: ei.Inspection, program: ember.Program, delegated: bool) -> None:
+    """Each row names the program's nodes, their operator types and this file's lines."""
+    debug = {d.index: d for d in program.debug_info("forward")}
+    report = getattr(program._irs["forward"], "partition_report", None) or []
+    lowered = [r.node for r in report if r.delegated]
+    assert ins.rows and [r.instruction for r in ins.rows if not r.inside_delegate] == list(debug)
+    assert any(r.inside_delegate for r in ins.rows) == delegated
+    for r in ins.rows:
+        assert r.nodes and len(r.op_types) == len(r.nodes), r
+        for node, op in zip(r.nodes, r.op_types, strict=True):
+            mark = LINE_OF.get(op.split(".")[0])
+            if mark is not None and len(r.nodes) == 1:
+                assert r.source is not None and f"test_inspect.py:{LINES[mark]} in forward" in (
+                    r.source
+                ), (node, r.source)
+        assert r.sources and all(
+            any(f"test_inspect.py:{n} in forward" in s for n in LINES.values()) for s in r.sources
+        ), r.sources
+        assert r.source == r.sources[0]
+        d = debug[r.instruction]
+        if d.kernel.startswith("delegate::"):
+            assert r.delegated and r.backend == "EmberCpuBackend"
+            assert len(lowered) > 1
+            if not r.inside_delegate:
+                assert r.nodes == lowered and r.delegate_id is None
+        else:
+            assert not r.delegated and r.backend is None and r.nodes == [d.node]
+            assert r.op_types[0].split(".")[0] in r.name.replace("_copy", "")
+    if delegated:  # the events inside each call: together, the call's nodes
+        for call in (r for r in ins.rows if r.backend and not r.inside_delegate):
+            inner = [r for r in ins.rows if r.inside_delegate and r.instruction == call.instruction]
+            assert inner and all(r.delegate_id and " #" in r.delegate_id for r in inner)
+            assert {n for r in inner for n in r.nodes} == set(call.nodes)
+    covered = {s for r in ins.rows for s in r.sources}
+    assert all(any(f".py:{n} in" in s for s in covered) for n in LINES.values())
+
+
+def test_etrecord_names_rows(tiny: Any) -> None:
+    program = tiny.program
+    ins = ei.inspect(tiny.etdp, program, etrecord=tiny.rec)
+    check_etrecord_rows(ins, program, tiny.kind == "delegated")
+    log.info("ember.inspect with the ETRecord (%s):\n%s", tiny.kind, ins.table())
+    assert "nodes" in ins.table().splitlines()[1]
+    # from files alone: the .pte carries no source lines, the ETRecord does
+    files = ei.inspect(tiny.etdp, tiny.pte, etrecord=tiny.rec)
+    check_etrecord_rows(files, program, tiny.kind == "delegated")
+    assert [(r.nodes, r.op_types, r.sources) for r in files.rows] == [
+        (r.nodes, r.op_types, r.sources) for r in ins.rows
+    ]
+    plain = ei.inspect(tiny.etdp, tiny.pte)  # no ETRecord: as before
+    assert all(not r.nodes and r.source is None and r.backend is None for r in plain.rows)
+    assert "nodes" not in plain.table()
+    trace = ins.chrome_trace()["traceEvents"]
+    ops = [e for e in trace if e["args"]["instruction"] >= 0 and e["args"]["chain"] == 0]
+    by_key = {(r.instruction, r.delegate_id): r for r in ins.rows}
+    for e in ops:
+        row = by_key[(e["args"]["instruction"], e["args"].get("delegate_debug_id"))]
+        assert e["args"]["nodes"] == row.nodes and e["args"]["op_types"] == row.op_types
+
+
+def test_etrecord_agrees_with_stock_inspector(tiny: Any) -> None:
+    """ExecuTorch's Inspector on the same ETDump and ETRecord: each event's operator types, node
+    names and source lines are the same as ember.inspect's row's."""
+    ins = ei.inspect(tiny.etdp, tiny.pte, etrecord=tiny.rec)
+    rows = {(r.instruction, r.delegate_id): r for r in ins.rows}
+    stock = Inspector(etdump_path=str(tiny.etdp), etrecord=str(tiny.rec),
+                      debug_buffer_path=str(tiny.dbin))  # fmt: skip
+    block = next(b for b in stock.event_blocks if b.name == "Execute")
+    events = [e for e in block.events if e.name != "Method::execute"]
+    assert len(events) == len(ins.rows)
+    for e in events:
+        ident = e.delegate_debug_identifier
+        row = rows[(e._instruction_id, None if ident is None else str(ident))]
+        assert e.op_types == row.op_types, (e.name, e.op_types, row.op_types)
+        assert [n.removesuffix("_") for n in e.stack_traces] == row.nodes  # Inspector adds "_"
+        assert all(e.stack_traces.values())
+        assert {ei._source_line(t) for t in e.stack_traces.values()} == set(row.sources)
+        if row.backend is not None:
+            assert e.delegate_backend_name == row.backend
+
+
+def test_cli_etrecord(tiny: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m ember.inspect out.etdp --program m.pte --etrecord m.etrecord` (files only)."""
+    assert ei.main([str(tiny.etdp), "--program", str(tiny.pte), "--etrecord", str(tiny.rec)]) == 0
+    out = capsys.readouterr().out
+    assert "nodes" in out.splitlines()[1]
+    for n in LINES.values():
+        assert f"test_inspect.py:{n} in forward" in out
+    assert "convolution" in out and "addmm" in out
+    if tiny.kind == "delegated":
+        assert "EmberCpuBackend" in out and " #" in out
+    assert ei.main([str(tiny.etdp), "--etrecord", str(tiny.etdp)]) == 1  # not an ETRecord
+
+
+def test_read_etrecord_errors(tiny: Any, tmp_path: Path) -> None:
+    with pytest.raises(ei.EtrecordError, match="not a readable ETRecord"):
+        ei.read_etrecord(tiny.etdp)
+    with pytest.raises(ei.EtrecordError, match="no graph of method 'other'"):
+        ei.read_etrecord(tiny.rec, "other")
+    rec = ei.read_etrecord(tiny.rec)
+    assert rec.method == "forward" and len(rec.instructions) == len(tiny.program.debug_info())
+
+
+def test_plot_png(cnn: dict[str, Any], tmp_path: Path) -> None:
+    """Inspection.plot writes a PNG that matplotlib decodes to a non-empty image."""
+    import matplotlib.image
+
+    ins = ei.inspect(cnn["etdp"], cnn["program"])
+    png = ins.plot(tmp_path / "kinds.png")
+    assert png == tmp_path / "kinds.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    img = matplotlib.image.imread(png)
+    assert img.ndim == 3 and img.shape[0] > 50 and img.shape[1] > 50 and img.shape[2] in (3, 4)
+    assert float(img[..., :3].min()) < float(img[..., :3].max())  # not a blank canvas
