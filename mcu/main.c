@@ -10,6 +10,9 @@
  * outputs the host build of Ember computed for the same file and inputs.
  * Exit status: 0 when every case matches, 1 on a mismatch, 2 on a runtime
  * error (with the runtime's message printed).
+ *
+ * Built with MCU_ETDUMP=1 (`make -C mcu ETDUMP=1`, mcu_etdump.c) it also records an
+ * ExecuTorch ETDump of "Method::init" and every execute and writes it to a host file.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +22,9 @@
 #include "mcu_io.h"
 #include "mcu_model.h"
 #include "model_data.h"
+#if MCU_ETDUMP
+#include "mcu_etdump.h"
+#endif
 
 /* Program + method bookkeeping (values, tensors, kernel table). Override with -D. */
 #ifndef MCU_RUNTIME_POOL_BYTES
@@ -167,6 +173,10 @@ int main(void) {
   cfg.arenas = em_model_arenas;
   cfg.arena_sizes = em_model_arena_sizes;
   cfg.n_arenas = EM_MODEL_N_ARENAS;
+#if MCU_ETDUMP
+  st = mcu_etdump_start(&cfg); /* starts the SysTick clock the ETDump's times come from */
+  if (st != EM_OK) return fail("etdump", st);
+#endif
   em_method *m;
   st = em_method_prepare(prog, EM_MODEL_METHOD, &cfg, &m);
   if (st != EM_OK) return fail("prepare", st);
@@ -174,7 +184,9 @@ int main(void) {
 
   int mismatches = 0, hits = 0;
   uint64_t ticks_total = 0;
+#if !MCU_ETDUMP
   mcu_ticks_start();
+#endif
   for (size_t c = 0; c < EM_MODEL_N_CASES; c++) {
     for (size_t i = 0; i < EM_MODEL_N_INPUTS; i++) {
       const mcu_tensor *in = &em_model_inputs[c][i];
@@ -241,6 +253,9 @@ int main(void) {
   mcu_puts(" test images classified as labelled\n");
 #endif
   (void)hits;
+#if MCU_ETDUMP
+  if (mcu_etdump_write() != 0) return 2;
+#endif
   em_method_destroy(m);
   mcu_puts(mismatches ? "RESULT: MISMATCH\n"
                       : "RESULT: OK (outputs match the expected values computed on the host)\n");

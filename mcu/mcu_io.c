@@ -7,7 +7,11 @@
 
 #include <stddef.h>
 
+#define SYS_OPEN                     0x01
+#define SYS_CLOSE                    0x02
 #define SYS_WRITE0                   0x04
+#define SYS_WRITE                    0x05
+#define SYS_OPEN_MODE_WB             5 /* "wb": create or truncate, binary */
 #define SYS_EXIT_EXTENDED            0x20
 #define ADP_STOPPED_APPLICATION_EXIT 0x20026
 
@@ -85,6 +89,20 @@ void mcu_putf(float v) {
   putc_('e');
   putc_(e < 0 ? '-' : '+');
   mcu_putu((uint64_t)(e < 0 ? -e : e));
+}
+
+/* SYS_OPEN "wb", SYS_WRITE (returns the bytes NOT written), SYS_CLOSE: binary-safe. */
+int mcu_write_file(const char *path, const void *data, size_t n) {
+  size_t len = 0;
+  while (path[len]) len++;
+  uint32_t open_args[3] = {(uint32_t)(uintptr_t)path, SYS_OPEN_MODE_WB, (uint32_t)len};
+  uint32_t fd = semihost(SYS_OPEN, open_args);
+  if (fd == 0xFFFFFFFFu) return -1;
+  uint32_t write_args[3] = {fd, (uint32_t)(uintptr_t)data, (uint32_t)n};
+  uint32_t left = n ? semihost(SYS_WRITE, write_args) : 0;
+  uint32_t close_args[1] = {fd};
+  uint32_t closed = semihost(SYS_CLOSE, close_args);
+  return left == 0 && closed == 0 ? 0 : -1;
 }
 
 void mcu_exit(int status) {
