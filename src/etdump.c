@@ -184,8 +184,39 @@ static const em_tensor *etd_item(const em_evalue *v, size_t k) {
  * records a debug event. Its entry holds int64s: the count, then per tensor its offset, scalar
  * type, dim, sizes and strides.
  */
+/* Records a scalar output (int, double, bool: sym_size, _local_scalar_dense, prim ops) as a
+ * debug event; its entry holds three int64s: 0 (no tensors), the tag and the value's bits. */
+static void etd_debug_scalar(em_etdump *d, const em_profile_event *ev, uint32_t run,
+                             uint64_t dstr) {
+  const em_evalue *v = ev->output;
+  if (!etd_room(d, sizeof(etd_name) + 24)) {
+    d->dropped++;
+    return;
+  }
+  d->str_used += sizeof(etd_name) + 24;
+  uint32_t pos = (uint32_t)(d->cap - d->str_used);
+  etd_name *e = etd_name_at(d, pos);
+  e->len = 24u | ETD_DIMS;
+  e->fb = 0;
+  int64_t w[3] = {0, v->tag, 0};
+  if (v->tag == EM_TAG_INT)
+    w[2] = v->u.i;
+  else if (v->tag == EM_TAG_BOOL)
+    w[2] = v->u.b;
+  else
+    memcpy(&w[2], &v->u.d, 8);
+  memcpy(e + 1, w, sizeof w);
+  *etd_rec_at(d, d->n_rec++) =
+      (etd_rec){dstr, 0, ETD_DEBUG, ev->chain, ev->instruction, (int32_t)pos, run, 0};
+  d->n_events++;
+}
+
 static void etd_debug(em_etdump *d, const em_profile_event *ev, uint32_t run, uint64_t dstr) {
   const em_evalue *v = ev->output;
+  if (v->tag == EM_TAG_INT || v->tag == EM_TAG_DOUBLE || v->tag == EM_TAG_BOOL) {
+    etd_debug_scalar(d, ev, run, dstr);
+    return;
+  }
   bool list = v->tag == EM_TAG_LIST_TENSOR;
   size_t n = list ? v->u.list.n : 1, words = 1, end = d->dbg_used;
   if ((!list && v->tag != EM_TAG_TENSOR) || n == 0 || n > ETD_MAX_LIST) return;
@@ -311,7 +342,16 @@ static fbb_ref etd_write_debug(fbb *b, const em_etdump *d, const etd_rec *r) {
     tensors[k] = fbb_table(b, tensor, 4);
   }
   fbb_ref v;
-  if (r->end) { /* a list */
+  if (n == 0) { /* a scalar: tag, value */
+    int64_t w[2];
+    memcpy(w, p, 16);
+    uint8_t type = w[0] == EM_TAG_INT ? 1 : w[0] == EM_TAG_BOOL ? 2 : 4; /* Int, Bool, Double */
+    fbb_field f[] = {{0, type == 2 ? 1 : 8, 0, (uint64_t)w[1]}};
+    fbb_ref sv = fbb_table(b, f, 1);
+    uint16_t slot = type == 1 ? 3 : type == 2 ? 6 : 5; /* int_value, bool_value, double_value */
+    fbb_field value[] = {{0, 1, 0, type}, {slot, 4, 1, sv}};
+    v = fbb_table(b, value, 2);
+  } else if (r->end) { /* a list */
     fbb_refvec_begin(b, (uint32_t)n);
     for (int64_t k = n; k-- > 0;) fbb_refvec_push(b, tensors[k]);
     fbb_field tl[] = {{0, 4, 1, fbb_refvec_end(b, (uint32_t)n)}};

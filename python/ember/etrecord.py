@@ -144,6 +144,20 @@ _NEWER_ARGUMENTS = frozenset(
 )
 
 
+def _plain_expr(expr: str) -> str:
+    """A symbolic size as schema 5.4 writes it (``s27``, ``1536*s27``): newer torch writes sympy's
+    constructor form (``Symbol('s27', positive=True, integer=True)``), which ExecuTorch 1.5's
+    deserializer does not match with the range constraints (keyed ``s27``) of a dynamic dim."""
+    if "(" not in expr:
+        return expr
+    import sympy
+
+    try:
+        return str(sympy.sympify(expr))
+    except (sympy.SympifyError, TypeError, ValueError, SyntaxError):
+        return expr
+
+
 def _to_et_schema(x: Any) -> Any:
     """torch.export's serialized program (a JSON tree) in ExecuTorch 1.5's schema 5.4."""
     if isinstance(x, list):
@@ -157,6 +171,8 @@ def _to_et_schema(x: Any) -> Any:
         if tag == "as_optional_tensor":
             return _to_et_schema(value)  # {"as_tensor": ...} or {"as_none": ...}
     out = {k: _to_et_schema(v) for k, v in x.items() if k not in _NEWER_FIELDS}
+    if isinstance(out.get("expr_str"), str):
+        out["expr_str"] = _plain_expr(out["expr_str"])
     if {"name", "arg", "kind"} <= out.keys():  # NamedArgument
         del out["kind"]
     if {"graph", "signature", "module_call_graph"} <= out.keys():  # GraphModule
@@ -192,6 +208,13 @@ def write_etrecord(
     flat inputs of ``forward`` for the Inspector's ``calculate_numeric_gap``."""
     if not exported:
         raise ValueError("write_etrecord: no exported graphs (only export-time programs have them)")
+    # A method with no instruction (a constant: an LLM's get_vocab_size...) has nothing to
+    # profile; ExecuTorch keeps such methods out of the edge programs too, and its Inspector
+    # reads an ETRecord of one edge program (several come back as a dict it cannot walk).
+    runnable = {k: v for k, v in exported.items() if debug.get(k)}
+    if runnable and len(runnable) < len(exported):
+        log.info("etrecord: constant methods left out: %s", sorted(set(exported) - set(runnable)))
+        exported = runnable
     handle_map: dict[str, dict[str, Any]] = {}
     delegate_map: dict[str, dict[str, Any]] = {}
     outs_map: dict[str, dict[str, int]] = {}

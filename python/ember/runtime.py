@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import mmap
 import os
 import threading
 from collections.abc import Sequence
@@ -60,8 +61,9 @@ class _Profiler(ctypes.Structure):
 
 # Bytes of the ETDump writer's buffer for one run: about 50,000 instruction events.
 ETDUMP_BUFFER_BYTES = 2 << 20
-# Bytes of the debug buffer (intermediate outputs) when ``etdump_debug`` is given.
-ETDUMP_DEBUG_BYTES = 64 << 20
+# Bytes of the debug buffer (intermediate outputs) when ``etdump_debug`` is given: an anonymous
+# mapping, so only the pages the run writes take memory (a ViT's ~100 MB, an LLM's more).
+ETDUMP_DEBUG_BYTES = 1 << 31
 
 
 def _setup(L: ctypes.CDLL) -> None:
@@ -344,9 +346,10 @@ class RuntimeProgram:
         mem = ctypes.create_string_buffer(ETDUMP_BUFFER_BYTES)
         d = ctypes.c_void_p()
         _check(self._L.em_etdump_init(mem, len(mem), ctypes.byref(d)), "starting the ETDump")
-        dbg = ctypes.create_string_buffer(ETDUMP_DEBUG_BYTES) if debug is not None else None
+        dbg = mmap.mmap(-1, ETDUMP_DEBUG_BYTES) if debug is not None else None
+        dbg_at = ctypes.addressof(ctypes.c_char.from_buffer(dbg)) if dbg is not None else None
         if dbg is not None:
-            self._L.em_etdump_set_debug_buffer(d, dbg, len(dbg))
+            self._L.em_etdump_set_debug_buffer(d, dbg_at, len(dbg))
         self._profiler.record = ctypes.cast(self._L.em_etdump_record, ctypes.c_void_p).value
         self._profiler.record_ctx = d.value
         try:
@@ -360,7 +363,7 @@ class RuntimeProgram:
         _check(self._L.em_etdump_finish(d, out, len(out), ctypes.byref(need)), "writing the ETDump")
         path.write_bytes(out.raw[: need.value])
         if debug is not None and dbg is not None:
-            debug.write_bytes(ctypes.string_at(dbg, self._L.em_etdump_debug_size(d)))
+            debug.write_bytes(dbg[: self._L.em_etdump_debug_size(d)])
         if dropped := int(self._L.em_etdump_dropped(d)):
             _log.warning("ETDump buffer full: %d events dropped from %s", dropped, path)
         return outs
