@@ -352,7 +352,8 @@ static int start_etdump(em_module *mod, const run_opts *o, em_profiler *p, void 
   if (em_program_method_meta(em_module_program(mod), o->method, &meta) == EM_OK)
     n_instr = meta.n_instructions;
   size_t iters = o->iters > 0 ? (size_t)o->iters : 1;
-  size_t bytes = ((size_t)1 << 20) + (n_instr + 4) * iters * EM_ETDUMP_EVENT_BYTES;
+  /* room for every instruction and, inside delegate calls, a few hundred operators per run */
+  size_t bytes = ((size_t)1 << 20) + (n_instr + 512) * iters * EM_ETDUMP_EVENT_BYTES;
   em_etdump *d = NULL;
   size_t dbg = (size_t)o->debug_buffer;
   *mem = bytes + dbg >= bytes ? malloc(bytes + dbg) : NULL;
