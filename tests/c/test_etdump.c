@@ -31,6 +31,25 @@ static void record_runs(em_etdump *d, const char *const *names, int n, int runs)
   }
 }
 
+/*
+ * Opens a size-prefixed ETDump with Ember's flatbuffer reader, which wants the root offset at
+ * byte 0 and checks alignment from its start: it reads a copy with 8 bytes in front (a root
+ * offset, padding), so offsets keep their alignment. False when the file is too big.
+ */
+static bool open_file(const uint8_t *buf, size_t n, fb_reader *r) {
+  static uint8_t copy[1 << 18];
+  CHECK(n + 8 <= sizeof copy, "file too big for the test: %zu", n);
+  if (n + 8 > sizeof copy) return false;
+  uint32_t root_at =
+      8 + 4 +
+      ((uint32_t)buf[4] | (uint32_t)buf[5] << 8 | (uint32_t)buf[6] << 16 | (uint32_t)buf[7] << 24);
+  memset(copy, 0, 8);
+  for (int i = 0; i < 4; i++) copy[i] = (uint8_t)(root_at >> (8 * i));
+  memcpy(copy + 8, buf, n);
+  fb_init(r, copy, n + 8);
+  return true;
+}
+
 /* Reads the size-prefixed ETDump back: returns its number of RunData, checks their events. */
 static int check_file(const uint8_t *buf, size_t n, const char *const *names, int n_instr) {
   CHECK(n >= 16 && n % 8 == 0, "size %zu", n);
@@ -38,19 +57,8 @@ static int check_file(const uint8_t *buf, size_t n, const char *const *names, in
       (uint32_t)buf[0] | (uint32_t)buf[1] << 8 | (uint32_t)buf[2] << 16 | (uint32_t)buf[3] << 24;
   CHECK(prefix == n - 4, "size prefix %u of %zu", prefix, n);
   CHECK(memcmp(buf + 8, "ED00", 4) == 0, "file identifier");
-  /* Ember's reader wants the root offset at byte 0 and checks alignment from its start: read
-   * a copy with 8 bytes in front (a root offset, padding), so offsets keep their alignment. */
-  static uint8_t copy[1 << 18];
-  CHECK(n + 8 <= sizeof copy, "file too big for the test: %zu", n);
-  if (n + 8 > sizeof copy) return -1;
-  uint32_t root_at =
-      8 + 4 +
-      ((uint32_t)buf[4] | (uint32_t)buf[5] << 8 | (uint32_t)buf[6] << 16 | (uint32_t)buf[7] << 24);
-  memset(copy, 0, 8);
-  for (int i = 0; i < 4; i++) copy[i] = (uint8_t)(root_at >> (8 * i));
-  memcpy(copy + 8, buf, n);
   fb_reader r;
-  fb_init(&r, copy, n + 8);
+  if (!open_file(buf, n, &r)) return -1;
   fb_tab root = fb_root(&r);
   CHECK(fb_u32(&r, root, 0, 99) == 0, "version");
   fb_vec runs = fb_vector(&r, root, 1, 4, 4);
@@ -251,15 +259,8 @@ static void test_delegate_events(void) {
   ev(d, EM_PROFILE_RUN_END, "Method::execute", -1, 0, 100, 170);
   size_t n = 0;
   CHECK(em_etdump_finish(d, out, sizeof out, &n) == EM_OK, "finish");
-  static uint8_t copy[(1 << 14) + 8];
-  uint32_t root_at =
-      8 + 4 +
-      ((uint32_t)out[4] | (uint32_t)out[5] << 8 | (uint32_t)out[6] << 16 | (uint32_t)out[7] << 24);
-  memset(copy, 0, 8);
-  for (int i = 0; i < 4; i++) copy[i] = (uint8_t)(root_at >> (8 * i));
-  memcpy(copy + 8, out, n);
   fb_reader r;
-  fb_init(&r, copy, n + 8);
+  if (!open_file(out, n, &r)) return;
   fb_vec runs = fb_vector(&r, fb_root(&r), 1, 4, 4);
   CHECK(runs.n == 1, "%u runs", runs.n);
   if (runs.n != 1) return;

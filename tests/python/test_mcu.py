@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from mcu_common import need_toolchain
 
 REPO = Path(__file__).resolve().parents[2]
 HOST_EMBER = REPO / "build" / "ember"
@@ -34,13 +34,7 @@ def _need_fixture() -> None:
 
 
 def _need_toolchain() -> None:
-    missing = [t for t in ("arm-none-eabi-gcc", "qemu-system-arm") if not shutil.which(t)]
-    if not Path("/usr/lib/arm-none-eabi/newlib").is_dir():
-        missing.append("libnewlib-arm-none-eabi")
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed (run `make mcu-deps`)")
-    if not HOST_EMBER.exists():
-        pytest.skip("host build/ember is missing (run `make build`)")
+    need_toolchain()
 
 
 # -- selective build ----------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from mcu_common import need_toolchain
 
 import ember
 import ember.quant as Q
@@ -68,13 +68,7 @@ def _runtime():
 
 
 def _need_toolchain() -> None:
-    missing = [t for t in ("arm-none-eabi-gcc", "qemu-system-arm") if not shutil.which(t)]
-    if not Path("/usr/lib/arm-none-eabi/newlib").is_dir():
-        missing.append("libnewlib-arm-none-eabi")
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed (run `make mcu-deps`)")
-    if not HOST_EMBER.exists():
-        pytest.skip("host build/ember is missing (run `make build`)")
+    need_toolchain()
 
 
 def test_cnn_int8_in_qemu_matches_host_portable_path(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import warnings
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from mcu_common import need_toolchain
 
 import ember
 from ember.inspect import read_etdump
@@ -43,13 +43,7 @@ CASES = 2
 
 
 def _need_toolchain() -> None:
-    missing = [t for t in ("arm-none-eabi-gcc", "qemu-system-arm") if not shutil.which(t)]
-    if not Path("/usr/lib/arm-none-eabi/newlib").is_dir():
-        missing.append("libnewlib-arm-none-eabi")
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed (run `make mcu-deps`)")
-    if not HOST_EMBER.exists():
-        pytest.skip("host build/ember is missing (run `make build`)")
+    need_toolchain()
 
 
 @pytest.fixture(scope="module")
