@@ -1,0 +1,131 @@
+"""Where one decode token's time goes (issue 29): per operator, against its own memory bound.
+
+Runs ``ember run --profile`` on SmolLM2-135M-Instruct 4-bit (``4w32``, the file
+``bench/devtools_overhead.py`` exports) decoding one token at KV-cache position 100, at each
+thread count, beside ``bench/membw.c``'s read bandwidth at the same thread count. For every
+operator: calls, time per token, share, the constant bytes its calls read per token (the weights:
+from the ``.pte``'s tensor metadata), and the rate at which it reads them (GB/s) against the
+measured bandwidth. Operators with no weights (attention over the cache, norms, rope) get their
+time and share only.
+
+    .venv/bin/python bench/llm_decode_profile.py --threads 1 2 --iters 200 --md out.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "out" / "bench" / "devtools"
+log = logging.getLogger("bench.llm_decode_profile")
+_ROW = re.compile(r"^(\S+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)%$")
+_MEDIAN = re.compile(r"execute: median ([0-9.]+) ms")
+
+
+def weight_bytes(pte: Path, pos: int) -> dict[str, int]:
+    """Bytes of weights (and KV cache) each operator's calls read for one token at ``pos``: a
+    constant whole, an embedding table one row, a KV cache (a planned tensor with initial data,
+    [1, S, heads, dim]) its first pos + 1 rows."""
+    sys.path.insert(0, str(ROOT / "python"))
+    from ember.reader import read_file
+
+    (plan,) = [p for p in read_file(str(pte)) if p.name == "forward"]
+    out: dict[str, int] = defaultdict(int)
+    for kc in plan.kernel_calls:
+        op = plan.operators[kc.op_index]
+        for a in kc.args:
+            for t in plan._tensors_of(a):
+                if not t.constant:
+                    continue
+                if t.planned:  # a mutable buffer: the KV cache, read up to pos by attention
+                    if "sdpa" in op and len(t.sizes) == 4:
+                        out[op] += t.nbytes * (pos + 1) // t.sizes[1]
+                elif "embedding" in op and t.sizes:
+                    out[op] += t.nbytes // t.sizes[0]
+                else:
+                    out[op] += t.nbytes
+    return out
+
+
+def membw(threads: int) -> float:
+    exe = OUT / "membw"
+    if not exe.exists():
+        subprocess.run(
+            ["cc", "-O2", "-march=native", "-pthread", str(ROOT / "bench" / "membw.c"), "-o", exe],
+            check=True,
+        )
+    r = subprocess.run([str(exe), str(threads), "1024"], capture_output=True, text=True, check=True)
+    return float(json.loads(r.stdout)["gbps"])
+
+
+def profile(exe: Path, pte: Path, threads: int, iters: int) -> tuple[float, list[tuple]]:
+    ins = ["--input", str(OUT / "tok.npy"), "--input", str(OUT / "pos.npy")]
+    cmd = [str(exe), "run", str(pte), *ins, "--iters", str(iters), "--threads", str(threads)]
+    cmd.append("--profile")
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    text = r.stdout + r.stderr
+    med = float(_MEDIAN.search(text).group(1))  # type: ignore[union-attr]
+    rows = []
+    for ln in text.splitlines():
+        m = _ROW.match(ln.strip())
+        if m:
+            rows.append((m.group(1), int(m.group(2)), float(m.group(3)), float(m.group(5))))
+    return med, rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--ember", type=Path, default=ROOT / "build" / "ember")
+    ap.add_argument("--md", type=Path)
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    pte = OUT / "smollm2_4w32.pte"
+    if not pte.exists():
+        raise SystemExit(f"{pte} is missing: run bench/devtools_overhead.py first (it exports it)")
+    wb = weight_bytes(pte, 100)
+    cpu = next(
+        (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+         if ln.startswith("model name")), "?",
+    )  # fmt: skip
+    lines = [f"CPU: {cpu}. SmolLM2-135M 4w32, one decode token at position 100, "
+             f"`ember run --profile`, {args.iters} iterations.", ""]  # fmt: skip
+    for t in args.threads:
+        bw = membw(t)
+        med, rows = profile(args.ember, pte, t, args.iters)
+        total_w = sum(wb.values())
+        bound_ms = total_w / (bw * 1e9) * 1e3
+        lines += [
+            f"### {t} thread{'s' if t > 1 else ''}: {med:.3f} ms/token ({1e3 / med:.1f} tok/s); "
+            f"weights + KV cache {total_w / 2**20:.1f} MiB/token, read bandwidth {bw:.1f} GB/s, "
+            f"bound {bound_ms:.3f} ms ({100 * bound_ms / med:.0f} % of it reached)",
+            "",
+            "| operator | calls | ms/token | share | MiB read/token | GB/s | % of bandwidth |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for op, calls, per, share in rows:  # the table is per run
+            b = wb.get(op, 0)
+            rate = b / (per * 1e-3) / 1e9 if per > 0 and b else 0.0
+            lines.append(
+                f"| {op} | {calls} | {per:.3f} | {share:.1f} % | "
+                f"{b / 2**20:.1f} | {rate:.1f} | {100 * rate / bw:.0f} % |"
+                if b
+                else f"| {op} | {calls} | {per:.3f} | {share:.1f} % | - | - | - |"
+            )
+        lines.append("")
+    text = "\n".join(lines)
+    print(text)  # noqa: T201 - the benchmark's report
+    if args.md:
+        args.md.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
