@@ -73,6 +73,11 @@ def lower_method(
     ep = capture(model, example_inputs, dynamic_shapes=dynamic_shapes, strict=strict)
     step(f"{name}: decompose")
     ep = decompose(ep)
+    if any(getattr(n.target, "namespace", None) == "quantized_decomposed" for n in ep.graph.nodes):
+        # Q/DQ from PyTorch's own PT2E flow: make their .out overloads known without ember.quant.
+        from ember.quant._ops import register_out_variants
+
+        register_out_variants()
     step(f"{name}: verify")
 
     def to_ir(ep: torch.export.ExportedProgram) -> MethodIR:
@@ -129,7 +134,8 @@ def export(
 ) -> Program:
     """Export ``model`` to an ExecuTorch-format program.
 
-    ``model`` is an ``nn.Module`` (or callable) called with ``example_inputs`` (a tuple of
+    ``model`` is an ``nn.Module`` (or callable, or ``ExportedProgram``: re-exported from its
+    ``.module()``, e.g. a quantized one) called with ``example_inputs`` (a tuple of
     positional arguments, or a single tensor), or a dict ``{method_name: (module_or_callable,
     example_inputs)}`` for a multi-method program whose methods share (deduplicated) constants.
     ``dynamic_shapes`` follows torch.export (for a dict of methods: a dict by method name);

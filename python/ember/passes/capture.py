@@ -47,7 +47,11 @@ def capture(
     dynamic_shapes: Any = None,
     strict: bool = False,
 ) -> torch.export.ExportedProgram:
-    """Run ``torch.export.export`` (non-strict by default) and return the ExportedProgram."""
+    """Run ``torch.export.export`` (non-strict by default) and return the ExportedProgram. An
+    ``ExportedProgram`` (e.g. from :func:`ember.quant.quantize_exported` or PyTorch's PT2E
+    ``convert_pt2e``) is re-exported from its ``.module()``."""
+    if isinstance(model, torch.export.ExportedProgram):
+        model = model.module()
     if not isinstance(model, torch.nn.Module):
         model = _CallableModule(model)
     if not isinstance(example_inputs, tuple):

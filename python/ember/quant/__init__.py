@@ -52,6 +52,7 @@ __all__ = [
     "adds_as_modules",
     "quantize",
     "qparams_affine",
+    "quantize_exported",
     "weight_qparams",
 ]
 
@@ -329,7 +330,10 @@ def quantize(
     observer: str = "minmax",
     percentile: float = 99.99,
     progress: bool = True,
-) -> nn.Module:
+    method: str = "modules",
+    example_inputs: Any = None,
+    dynamic: bool = False,
+) -> Any:
     """Returns a copy of `model` with every ``nn.Linear`` replaced by :class:`QuantizedLinear`
     and every ``nn.Conv2d`` by :class:`QuantizedConv2d`, and every :class:`Add` by
     :class:`QuantizedAdd` (both inputs and the sum calibrated). A sum of two tensors written as
@@ -343,9 +347,29 @@ def quantize(
     percentile of each batch, averaged over batches, which ignores outliers) or ``"mse"`` (per
     batch, the clipping range with the least int8 quantization error, averaged). The model is not
     modified.
+
+    ``method="export"`` quantizes the ``torch.export`` graph instead
+    (:func:`ember.quant.pt2e.quantize_exported`, with `example_inputs` defaulting to the first
+    calibration batch and `dynamic` passed on) and returns an ``ExportedProgram``: every
+    convolution, linear, residual add, cat, pooling and activation, no module rewrite needed.
     """
     import copy
 
+    if method not in ("modules", "export"):
+        raise QuantizationError(f"unknown method {method!r} (use 'modules' or 'export')")
+    if method == "export":
+        data = list(calibration_data)
+        if example_inputs is None:
+            example_inputs = _batches(data)[0]
+        return quantize_exported(
+            model,
+            example_inputs,
+            data or None,
+            observer=observer,
+            percentile=percentile,
+            dynamic=dynamic,
+            progress=progress,
+        )
     batches = _batches(calibration_data)
     qmodel = adds_as_modules(copy.deepcopy(model).eval(), batches[0])
     linears = [(n, m) for n, m in qmodel.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
@@ -404,3 +428,7 @@ def quantize(
         setattr(parent, name.rsplit(".", 1)[-1], QuantizedAdd(qa, qb, qo))
         log.info("quantized add %s: a %s, b %s -> out %s", name, qa, qb, qo)
     return qmodel
+
+
+# The torch.export-graph quantizer (imports the helpers above).
+from ember.quant.pt2e import quantize_exported  # noqa: E402

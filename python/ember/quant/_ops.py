@@ -3,7 +3,8 @@
 PyTorch defines only the functional Q/DQ operators; ExecuTorch adds ``.out`` overloads (with the
 same schemas as here, `kernels/quantized/quantized.yaml`) and its runtime calls those. Registering
 them lets the exporter's out-variant pass find the overload the runtime's kernel table names
-(``quantized_decomposed::quantize_per_tensor.out``...). Idempotent.
+(``quantized_decomposed::quantize_per_tensor.out``...), for the per-tensor, per-channel and
+per-token operators. Idempotent.
 """
 
 from __future__ import annotations
@@ -21,6 +22,15 @@ _SCHEMAS = {
     "dequantize_per_channel.out": "dequantize_per_channel.out(Tensor input, Tensor scales, "
     "Tensor? zero_points, int axis, int quant_min, int quant_max, ScalarType dtype, *, "
     "ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
+    "choose_qparams_per_token_asymmetric.out": "choose_qparams_per_token_asymmetric.out("
+    "Tensor input, ScalarType dtype, *, Tensor(a!) scale_out, Tensor(b!) zero_point_out) -> "
+    "(Tensor(a!), Tensor(b!))",
+    "quantize_per_token.out": "quantize_per_token.out(Tensor input, Tensor scales, "
+    "Tensor zero_points, int quant_min, int quant_max, ScalarType dtype, *, Tensor(a!) out) -> "
+    "Tensor(a!)",
+    "dequantize_per_token.out": "dequantize_per_token.out(Tensor input, Tensor scales, "
+    "Tensor zero_points, int quant_min, int quant_max, ScalarType dtype, "
+    "ScalarType output_dtype, *, Tensor(a!) out) -> Tensor(a!)",
 }
 
 _LIB: torch.library.Library | None = None
@@ -30,6 +40,18 @@ def _impl(functional):
     def run(*args, out, **kwargs):
         out.copy_(functional(*args, **kwargs))
         return out
+
+    return run
+
+
+def _impl2(functional):
+    """Two results written to ``scale_out`` / ``zero_point_out``."""
+
+    def run(*args, scale_out, zero_point_out):
+        s, z = functional(*args)
+        scale_out.copy_(s)
+        zero_point_out.copy_(z)
+        return scale_out, zero_point_out
 
     return run
 
@@ -47,5 +69,6 @@ def register_out_variants() -> None:
     for name, schema in missing.items():
         base = name.split(".")[0]
         lib.define(schema)
-        lib.impl(name, _impl(getattr(qd, base).default), "CompositeExplicitAutograd")
+        make = _impl2 if "scale_out" in schema else _impl
+        lib.impl(name, make(getattr(qd, base).default), "CompositeExplicitAutograd")
     _LIB = lib
