@@ -107,6 +107,10 @@ static inline __attribute__((always_inline)) __m512 mac_pre(int bits, __m512 acc
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sl, sw), acc);
 }
 
+#ifndef PF_TILES
+#define PF_TILES 2
+#endif
+
 /* One activation row x 8 weight rows (decode: a GEMV streaming the weights). The activation
  * operands of a chunk are loaded once for the 8 columns; columns past nc repeat the last one.
  * OFFS: the offsets' term too, lane-wise: offset(lane's group) * sf(lane), summed with the rest. */
@@ -126,6 +130,7 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, s
   const __m512i gidx = _mm512_srl_epi32(iota, _mm_cvtsi32_si128((int)(p->gl_shift & 31)));
   const size_t n_chunks = (p->kbytes + 63) / 64;
   __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  const uint8_t *pf = w + PF_TILES * 8 * p->w_stride;
   for (size_t c = 0; c < n_chunks; c++) {
     size_t lanes, off = c * 64;
     __mmask64 mask = chunk_mask(c, p, &lanes);
@@ -135,10 +140,11 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, s
     const __m512 sl = _mm512_load_ps((const float *)(a + p->off_sl) + c * 16);
     const __m512 sf = offs ? _mm512_load_ps((const float *)(a + p->off_sf) + c * 16) : sl;
     __m512i lo, hi;
-    /* The next tile's rows (next 8 weight rows, same chunk): the hardware prefetcher alone kept
-     * this GEMV at ~75 % of the bandwidth a plain stream gets. */
+    /* The tile PF_TILES ahead (its 8 rows are one contiguous block), line by line in address
+     * order: 8 lines per chunk cover it in the tile's n_chunks steps. Rows of 288-576 bytes read
+     * 8 at a time, chunk by chunk, are a pattern the hardware prefetchers follow poorly. */
 #define COL(J)                                                                                     \
-  _mm_prefetch((const char *)(wr[J] + 8 * p->w_stride + off), _MM_HINT_T0);                        \
+  _mm_prefetch((const char *)(pf + (c * 8 + J) * 64), _MM_HINT_T0);                                \
   decode(bits, wr[J] + off, mask, &lo, &hi);                                                       \
   c##J = mac_pre(bits, c##J, a0, a1, corr, sl, lo, hi, wscale(sr[J], c, lanes, p, gidx));          \
   if (offs) c##J = _mm512_fmadd_ps(wscale(orow[J], c, lanes, p, gidx), sf, c##J)
