@@ -34,7 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "bench" / "devtools"
 log = logging.getLogger("bench.devtools_overhead")
-_MEDIAN = re.compile(r"execute: median ([0-9.]+) ms")
+_TIMES = re.compile(r"execute: median ([0-9.]+) ms over \d+ iterations \(min ([0-9.]+) ms\)")
 
 
 def build(dirname: str, flags: str) -> Path:
@@ -53,6 +53,8 @@ def models() -> dict[str, tuple[Path, list[Path]]]:
     """Each model's .pte and its input files (exported once into out/bench/devtools)."""
     sys.path.insert(0, str(ROOT / "python"))
     sys.path.insert(0, str(ROOT / "bench"))
+    import torch
+
     import ember
     import ember.llm
 
@@ -66,6 +68,18 @@ def models() -> dict[str, tuple[Path, list[Path]]]:
         ember.export(m, (inp,)).save(pte)
         np.save(x, inp.numpy())
     out["MobileNetV2 (EmberCpuBackend)"] = (pte, [x])
+    pte, x = OUT / "chain2000.pte", OUT / "chain2000.x.npy"
+    if not pte.exists():  # the hooks' cost per instruction, magnified: 2000 one-element adds
+
+        class Chain(torch.nn.Module):
+            def forward(self, v: torch.Tensor) -> torch.Tensor:
+                for _ in range(2000):
+                    v = v + 1.0
+                return v
+
+        ember.export(Chain(), (torch.zeros(1),), backend=None).save(pte)
+        np.save(x, np.zeros(1, dtype=np.float32))
+    out["2000 one-element adds (portable)"] = (pte, [x])
     pte = OUT / "smollm2_4w32.pte"
     tok, pos = OUT / "tok.npy", OUT / "pos.npy"
     if not pte.exists():
@@ -80,7 +94,10 @@ def models() -> dict[str, tuple[Path, list[Path]]]:
     return out
 
 
-def once(exe: Path, pte: Path, inputs: list[Path], iters: int, threads: int, etdump: bool) -> float:
+def once(
+    exe: Path, pte: Path, inputs: list[Path], iters: int, threads: int, etdump: bool
+) -> tuple[float, float]:
+    """The CLI's median and minimum execute time (ms) over ``iters`` iterations."""
     cmd = [str(exe), "run", str(pte), "--iters", str(iters), "--threads", str(threads)]
     for i in inputs:
         cmd += ["--input", str(i)]
@@ -89,10 +106,10 @@ def once(exe: Path, pte: Path, inputs: list[Path], iters: int, threads: int, etd
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
     if "DROPPED" in r.stdout:
         raise SystemExit(f"the ETDump dropped events: {r.stdout.splitlines()[-1]}")
-    m = _MEDIAN.search(r.stdout)
+    m = _TIMES.search(r.stdout)
     if not m:
         raise SystemExit(f"no timing in: {r.stdout[-300:]}")
-    return float(m.group(1))
+    return float(m.group(1)), float(m.group(2))
 
 
 def main() -> None:
@@ -101,6 +118,7 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--md", type=Path, help="write the table here (markdown)")
+    ap.add_argument("--only", nargs="+", help="models whose name contains one of these")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     on = build("build-bench-prof", "")
@@ -112,8 +130,10 @@ def main() -> None:
          if ln.startswith("model name")), "?",
     )  # fmt: skip
     for name, (pte, inputs) in models().items():
+        if args.only and not any(o in name for o in args.only):
+            continue
         for t in args.threads:
-            times: dict[str, list[float]] = {k: [] for k in modes}
+            times: dict[str, list[tuple[float, float]]] = {k: [] for k in modes}
             for r in range(args.rounds):
                 order = list(modes)
                 random.shuffle(order)
@@ -121,25 +141,32 @@ def main() -> None:
                     exe, et = modes[k]
                     times[k].append(once(exe, pte, inputs, args.iters, t, et))
                 log.info("%s t=%d round %d: %s", name, t, r,
-                         {k: round(v[-1], 4) for k, v in times.items()})  # fmt: skip
-            idle = statistics.median(
-                i / o for i, o in zip(times["idle"], times["off"], strict=True)
-            )
-            prof = statistics.median(
-                e / i for e, i in zip(times["etdump"], times["idle"], strict=True)
-            )
-            med = {k: statistics.median(v) for k, v in times.items()}
-            rows.append((name, t, med, idle, prof))
+                         {k: v[-1] for k, v in times.items()})  # fmt: skip
+            rows.append((name, t, times))
     lines = [
-        f"CPU: {cpu}; {args.rounds} rounds x {args.iters} iterations per mode, interleaved.",
+        f"CPU: {cpu}; {args.rounds} rounds x {args.iters} iterations per mode, interleaved "
+        "(each round runs the three modes in a shuffled order). Times: the median over rounds "
+        "of each run's median (and minimum) iteration; overheads: the median over rounds of "
+        "the per-round ratio, of medians (and of minimums).",
         "",
-        "| model | threads | off (ms) | idle (ms) | etdump (ms) | idle / off | etdump / idle |",
+        "| model | threads | off ms (min) | idle ms (min) | etdump ms (min) | idle / off "
+        "(min) | etdump / idle (min) |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, t, med, idle, prof in rows:
+
+    def ratio(a: list[tuple[float, float]], b: list[tuple[float, float]], i: int) -> float:
+        return 100 * (statistics.median(x[i] / y[i] for x, y in zip(a, b, strict=True)) - 1)
+
+    for name, t, tm in rows:
+        med = {k: statistics.median(x[0] for x in v) for k, v in tm.items()}
+        mn = {k: statistics.median(x[1] for x in v) for k, v in tm.items()}
+        cells = " | ".join(f"{med[k]:.3f} ({mn[k]:.3f})" for k in ("off", "idle", "etdump"))
         lines.append(
-            f"| {name} | {t} | {med['off']:.4f} | {med['idle']:.4f} | {med['etdump']:.4f} "
-            f"| {100 * (idle - 1):+.2f} % | {100 * (prof - 1):+.2f} % |"
+            f"| {name} | {t} | {cells} "
+            f"| {ratio(tm['idle'], tm['off'], 0):+.2f} % "
+            f"({ratio(tm['idle'], tm['off'], 1):+.2f} %) "
+            f"| {ratio(tm['etdump'], tm['idle'], 0):+.2f} % "
+            f"({ratio(tm['etdump'], tm['idle'], 1):+.2f} %) |"
         )
     text = "\n".join(lines)
     print(text)  # noqa: T201 - the benchmark's report
