@@ -65,7 +65,7 @@ test-fuzz: deps fixtures
 	@if command -v clang >/dev/null 2>&1; then \
 	  cmake -S . -B build-fuzz $(CMAKE_GEN) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DEMBER_FUZZ=ON -DEMBER_TESTS=OFF >/dev/null && \
 	  cmake --build build-fuzz -j $(JOBS) --target fuzz_loader && \
-	  mkdir -p build-fuzz/corpus && cp $(ET_FIXTURES)/*.pte $(ET_FIXTURES)/*.bpte tests/fixtures/*.pte tests/fixtures/alias/*.pte build-fuzz/corpus/ 2>/dev/null; \
+	  mkdir -p build-fuzz/corpus && cp $(ET_FIXTURES)/*.pte $(ET_FIXTURES)/*.bpte tests/fixtures/*.pte tests/fixtures/alias/*.pte tests/fuzz/regressions/*.pte build-fuzz/corpus/ 2>/dev/null; \
 	  ./build-fuzz/fuzz_loader -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 -print_final_stats=1 \
 	    -artifact_prefix=build-fuzz/ build-fuzz/corpus > build-fuzz/fuzz.log 2>&1; rc=$$?; \
 	  tail -n 30 build-fuzz/fuzz.log; exit $$rc; \

@@ -35,6 +35,7 @@ em_status em_embedding_out(em_kernel_ctx *ctx, em_evalue **args) {
     int64_t k = em_load_i64(idx->data, idx->dtype, em_strided_offset(idx, i));
     EM_KCHECK(ctx, k >= 0 && k < V, "index %lld out of range [0, %lld)", (long long)k,
               (long long)V);
+    if (D == 0) continue; /* empty rows: no data to point into (a [V, 0] weight has none) */
     int64_t ob = 0, rem = i;
     for (int32_t d = od - 1; d >= 0; d--) {
       ob += (rem % out->sizes[d]) * out->strides[d];

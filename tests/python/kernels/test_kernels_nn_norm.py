@@ -298,6 +298,21 @@ for dt in [F32, F16, BF16, torch.int64, torch.uint8]:
                     )
 
 
+for ishape in [(4,), (2, 3)]:
+
+    @case(f"embedding-empty-rows-{ishape}")
+    def _(g, ishape=ishape):
+        # [V, 0] weights hold no data: the rows gathered are empty (a fuzzed file found the
+        # kernel offsetting the weight's null data pointer)
+        w = torch.empty(10, 0)
+        idx = torch.randint(0, 10, ishape, generator=g)
+        return simple(
+            "aten::embedding.out",
+            [w, idx, -1, False, False],
+            torch.ops.aten.embedding(w, idx),
+        )
+
+
 CASES.append(
     (
         "embedding-err-range",
