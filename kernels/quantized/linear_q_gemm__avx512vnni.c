@@ -131,8 +131,18 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, s
   const size_t n_chunks = (p->kbytes + 63) / 64;
   __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
   const uint8_t *pf = w + PF_TILES * 8 * p->w_stride;
+  /* The same tile's scales (and offsets): 8 rows of ws_stride floats each, contiguous, spread
+   * over the chunks (with groups of 32, a q4 row's scales and offsets are half its bytes). */
+  const char *pfs = (const char *)(ws + PF_TILES * 8 * p->ws_stride);
+  const char *pfo = offs ? (const char *)(orow[0] + PF_TILES * 8 * p->ws_stride) : NULL;
+  const size_t ws_lines = (8 * p->ws_stride * sizeof(float) + 63) / 64;
+  const size_t ws_per = (ws_lines + n_chunks - 1) / n_chunks;
   for (size_t c = 0; c < n_chunks; c++) {
     size_t lanes, off = c * 64;
+    for (size_t i = c * ws_per; i < (c + 1) * ws_per && i < ws_lines; i++) {
+      _mm_prefetch(pfs + i * 64, _MM_HINT_T0);
+      if (offs) _mm_prefetch(pfo + i * 64, _MM_HINT_T0);
+    }
     __mmask64 mask = chunk_mask(c, p, &lanes);
     const __m512i a0 = _mm512_load_si512(a + off);
     const __m512i a1 = bits == 4 ? _mm512_load_si512(a + p->off_a1 + off) : a0;
