@@ -92,10 +92,17 @@ static em_status run_instr(em_method *m, const em_instr *in, uint32_t chain, uin
     *pc = cond_value(c) ? *pc + 1 : in->u.jf.dest;
     return EM_OK;
   }
-  case INSTR_FREE_CALL:
-    m->values[in->u.fr.value].u.tensor->data = NULL;
+  case INSTR_FREE_CALL: {
+    /* Prepare checked that the value is a tensor; a move may have put another kind of value in
+     * its slot since (a hostile file: an int there would be taken for a tensor's address). */
+    em_evalue *v = &m->values[in->u.fr.value];
+    if (v->tag != EM_TAG_TENSOR || !v->u.tensor)
+      EM_FAIL(EM_ERR_INVALID_TYPE, "free of value %u, which a move made a non-tensor (tag %u)",
+              in->u.fr.value, v->tag);
+    v->u.tensor->data = NULL;
     *pc += 1;
     return EM_OK;
+  }
   default: return EM_ERR_INTERNAL;
   }
 }
