@@ -76,7 +76,7 @@ fuzz-long:
 	FUZZ_SECONDS=$${FUZZ_SECONDS:-3600} $(MAKE) test-fuzz
 
 test-py: venv build fixtures
-	$(VPY) -m pytest -q -rs -p no:cacheprovider tests/python
+	$(VPY) -m pytest -q -rs -p no:cacheprovider --durations=25 tests/python
 
 # The whole architecture corpus (tests/python/corpus, ~75 models on four paths; `make test` runs
 # its fast subset); the table of errors and EmberCpuBackend shares goes to out/corpus.md.
