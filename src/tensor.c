@@ -68,8 +68,12 @@ void em_strides_from_dim_order(const int64_t *sizes, const uint8_t *dim_order, i
   if (dim <= 0) return;
   strides[dim_order[dim - 1]] = 1;
   for (int32_t i = dim - 2; i >= 0; i--) {
-    int64_t inner = sizes[dim_order[i + 1]];
-    strides[dim_order[i]] = strides[dim_order[i + 1]] * (inner == 0 ? 1 : inner);
+    int64_t inner = sizes[dim_order[i + 1]], st;
+    /* Saturates: only a tensor with no elements (a 0 elsewhere in its sizes) can have sizes
+     * whose product overflows, and its strides address nothing. */
+    if (__builtin_mul_overflow(strides[dim_order[i + 1]], inner == 0 ? 1 : inner, &st))
+      st = INT64_MAX;
+    strides[dim_order[i]] = st;
   }
 }
 
