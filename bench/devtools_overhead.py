@@ -33,6 +33,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "bench" / "devtools"
+from report import cpu_name, emit  # noqa: E402  (bench/report.py)
+
 log = logging.getLogger("bench.devtools_overhead")
 _TIMES = re.compile(r"execute: median ([0-9.]+) ms over \d+ iterations \(min ([0-9.]+) ms\)")
 
@@ -125,10 +127,7 @@ def main() -> None:
     off = build("build-bench-noprof", "-DEM_ENABLE_PROFILING=0")
     modes = {"off": (off, False), "idle": (on, False), "etdump": (on, True)}
     rows = []
-    cpu = next(
-        (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-         if ln.startswith("model name")), "?",
-    )  # fmt: skip
+    cpu = cpu_name()
     for name, (pte, inputs) in models().items():
         if args.only and not any(o in name for o in args.only):
             continue
@@ -168,10 +167,7 @@ def main() -> None:
             f"| {ratio(tm['etdump'], tm['idle'], 0):+.2f} % "
             f"({ratio(tm['etdump'], tm['idle'], 1):+.2f} %) |"
         )
-    text = "\n".join(lines)
-    print(text)  # noqa: T201 - the benchmark's report
-    if args.md:
-        args.md.write_text(text + "\n")
+    emit(lines, args.md)
 
 
 if __name__ == "__main__":

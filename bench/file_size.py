@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from models import ZOO  # noqa: E402  (bench/models.py)
+from report import emit  # noqa: E402  (bench/report.py)
 
 import ember  # noqa: E402
 
@@ -78,10 +79,7 @@ def main() -> None:
         f"| {n} | {w:.1f} | {s:.1f} | {r:.2f} | {ms:.1f} | {rss:.0f} |"
         for n, w, s, r, ms, rss in rows
     ]
-    text = "\n".join(lines)
-    print(text)  # noqa: T201 - the benchmark's report
-    if args.md:
-        args.md.write_text(text + "\n")
+    emit(lines, args.md)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,8 @@ PREFILL = 128
 DECODE = 64
 # scheme -> (Ember's quant argument, llama.cpp file types compared with it)
 SCHEMES = {"q4": ("4w32", ["Q4_0", "Q4_1"]), "q8": ("8w", ["Q8_0"])}
+from report import membw as _membw  # noqa: E402  (bench/report.py)
+
 log = logging.getLogger("bench.llm")
 
 
@@ -270,14 +272,7 @@ def worker_ember(pte: str, threads: int, text: str) -> dict:
 
 
 def membw(threads: int) -> float:
-    exe = OUT / "membw"
-    if not exe.exists():
-        subprocess.run(
-            ["cc", "-O2", "-march=native", "-pthread", str(ROOT / "bench" / "membw.c"), "-o", exe],
-            check=True,
-        )
-    r = subprocess.run([str(exe), str(threads), "1024"], capture_output=True, text=True, check=True)
-    return float(json.loads(r.stdout)["gbps"])
+    return _membw(threads, OUT)
 
 
 def run_worker(kind: str, path: str, threads: int, text: str) -> dict:

@@ -14,7 +14,6 @@ time and share only.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import re
 import subprocess
@@ -24,6 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "bench" / "devtools"
+from report import cpu_name, emit, membw  # noqa: E402  (bench/report.py)
+
 log = logging.getLogger("bench.llm_decode_profile")
 _ROW = re.compile(r"^(\S+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)%$")
 _MEDIAN = re.compile(r"execute: median ([0-9.]+) ms")
@@ -54,17 +55,6 @@ def weight_bytes(pte: Path, pos: int) -> dict[str, int]:
     return out
 
 
-def membw(threads: int) -> float:
-    exe = OUT / "membw"
-    if not exe.exists():
-        subprocess.run(
-            ["cc", "-O2", "-march=native", "-pthread", str(ROOT / "bench" / "membw.c"), "-o", exe],
-            check=True,
-        )
-    r = subprocess.run([str(exe), str(threads), "1024"], capture_output=True, text=True, check=True)
-    return float(json.loads(r.stdout)["gbps"])
-
-
 def profile(exe: Path, pte: Path, threads: int, iters: int) -> tuple[float, list[tuple]]:
     ins = ["--input", str(OUT / "tok.npy"), "--input", str(OUT / "pos.npy")]
     cmd = [str(exe), "run", str(pte), *ins, "--iters", str(iters), "--threads", str(threads)]
@@ -92,14 +82,11 @@ def main() -> None:
     if not pte.exists():
         raise SystemExit(f"{pte} is missing: run bench/devtools_overhead.py first (it exports it)")
     wb = weight_bytes(pte, 100)
-    cpu = next(
-        (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-         if ln.startswith("model name")), "?",
-    )  # fmt: skip
+    cpu = cpu_name()
     lines = [f"CPU: {cpu}. SmolLM2-135M 4w32, one decode token at position 100, "
              f"`ember run --profile`, {args.iters} iterations.", ""]  # fmt: skip
     for t in args.threads:
-        bw = membw(t)
+        bw = membw(t, OUT)
         med, rows = profile(args.ember, pte, t, args.iters)
         total_w = sum(wb.values())
         bound_ms = total_w / (bw * 1e9) * 1e3
@@ -121,10 +108,7 @@ def main() -> None:
                 else f"| {op} | {calls} | {per:.3f} | {share:.1f} % | - | - | - |"
             )
         lines.append("")
-    text = "\n".join(lines)
-    print(text)  # noqa: T201 - the benchmark's report
-    if args.md:
-        args.md.write_text(text + "\n")
+    emit(lines, args.md)
 
 
 if __name__ == "__main__":

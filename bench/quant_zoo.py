@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from models import ZOO  # noqa: E402  (bench/models.py)
+from report import emit  # noqa: E402  (bench/report.py)
 
 import ember  # noqa: E402
 from ember.quant.pt2e import quantize_exported, summarize  # noqa: E402
@@ -87,10 +88,7 @@ def main() -> None:
     )
     lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    text = "\n".join(lines)
-    print(text)  # noqa: T201 - the benchmark's report
-    if args.md:
-        args.md.write_text(text + "\n")
+    emit(lines, args.md)
 
 
 if __name__ == "__main__":

@@ -60,3 +60,38 @@ def write_report(title: str, explanation: str, rows: list[str], out: Path | None
         log.info("wrote %s", out)
     else:
         sys.stdout.write(text)
+
+
+def cpu_name() -> str:
+    """The host CPU's model name (/proc/cpuinfo), for the line every results table starts with."""
+    try:
+        for ln in Path("/proc/cpuinfo").read_text().splitlines():
+            if ln.startswith("model name"):
+                return ln.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"
+
+
+def membw(threads: int, out_dir: Path) -> float:
+    """Read bandwidth in GB/s with `threads` threads (bench/membw.c, built once into
+    `out_dir`)."""
+    import json
+
+    exe = out_dir / "membw"
+    if not exe.exists():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["cc", "-O2", "-march=native", "-pthread", str(ROOT / "bench" / "membw.c"), "-o", exe],
+            check=True,
+        )
+    r = subprocess.run([str(exe), str(threads), "1024"], capture_output=True, text=True, check=True)
+    return float(json.loads(r.stdout)["gbps"])
+
+
+def emit(lines: list[str], md: Path | None) -> None:
+    """Prints a results table (the benchmark's report) and writes it to `md` when given."""
+    text = "\n".join(lines)
+    sys.stdout.write(text + "\n")
+    if md:
+        md.write_text(text + "\n")
