@@ -65,6 +65,10 @@ static em_status read_geom(em_kernel_ctx *ctx, em_evalue **args, em_tensor *x, e
     g->p[i] = src >= 0 ? p[src] : 0;
     g->d[i] = src >= 0 ? d[src] : 1;
     g->op[i] = src >= 0 ? op[src] : 0;
+    EM_KCHECK(ctx, g->k[i] > 0 && g->k[i] <= (1 << 24), "kernel size %lld is not in [1, 2^24]",
+              (long long)g->k[i]);
+    EM_KCHECK(ctx, g->in[i] <= ((int64_t)1 << 40), "input size %lld larger than 2^40",
+              (long long)g->in[i]);
     EM_KCHECK(ctx, g->s[i] > 0 && g->d[i] > 0 && g->p[i] >= 0 && g->op[i] >= 0,
               "stride and dilation must be positive, padding non-negative");
     /* Bounded so the geometry arithmetic below cannot overflow int64. */
@@ -104,7 +108,6 @@ static em_status read_geom(em_kernel_ctx *ctx, em_evalue **args, em_tensor *x, e
                 (long long)g->out[i]);
     }
   }
-  for (int32_t i = 0; i < 3; i++) EM_KCHECK(ctx, g->k[i] > 0, "kernel size must be positive");
   g->kk = g->k[0] * g->k[1] * g->k[2];
   g->p_in = g->in[0] * g->in[1] * g->in[2];
   g->p_out = g->out[0] * g->out[1] * g->out[2];

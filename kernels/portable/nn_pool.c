@@ -46,6 +46,8 @@ static em_status pool_input(em_kernel_ctx *ctx, em_tensor *x, pool_geom *g) {
   g->ih = x->sizes[off + 1];
   g->iw = x->sizes[off + 2];
   EM_KCHECK(ctx, g->ih > 0 && g->iw > 0, "input spatial dims must be non-empty");
+  EM_KCHECK(ctx, g->ih <= ((int64_t)1 << 40) && g->iw <= ((int64_t)1 << 40),
+            "input spatial dims larger than 2^40");
   strides4(x, g->is);
   return EM_OK;
 }
@@ -64,6 +66,9 @@ static em_status pool_window(em_kernel_ctx *ctx, em_evalue **args, int ia_k, int
   for (int i = 0; i < 2; i++) {
     EM_KCHECK(ctx, g->k[i] > 0 && g->s[i] > 0 && g->d[i] > 0,
               "kernel size, stride and dilation must be positive");
+    /* Bounded so the output-size arithmetic cannot overflow int64. */
+    EM_KCHECK(ctx, g->k[i] <= (1 << 24) && g->s[i] <= (1 << 24) && g->d[i] <= (1 << 24),
+              "kernel size, stride or dilation larger than 2^24");
     EM_KCHECK(ctx, g->p[i] >= 0 && g->p[i] <= g->k[i] / 2,
               "pad should be at most half of the kernel size");
   }

@@ -312,6 +312,40 @@ CASES.append(
     )
 )
 
+# Window parameters near INT64_MAX (a fuzzed file's values: dilation * (kernel - 1) was signed
+# overflow in the output-size arithmetic): refused with a message.
+_BIG = 2**63 - 1
+CASES.append(
+    (
+        "maxpool-err-dilation-overflow",
+        err(
+            "aten::max_pool2d_with_indices.out",
+            [torch.ones(1, 1, 8, 8), [20, 2], [1, 1], [0, 0], [_BIG, 1], False]
+            + [torch.zeros(1, 1, 1, 1), torch.zeros(1, 1, 1, 1, dtype=I64)],
+        ),
+    )
+)
+CASES.append(
+    (
+        "maxpool-err-stride-overflow",
+        err(
+            "aten::max_pool2d_with_indices.out",
+            [torch.ones(1, 1, 8, 8), [2, 2], [_BIG, 1], [0, 0], [1, 1], True]
+            + [torch.zeros(1, 1, 1, 1), torch.zeros(1, 1, 1, 1, dtype=I64)],
+        ),
+    )
+)
+CASES.append(
+    (
+        "avgpool-err-kernel-overflow",
+        err(
+            "aten::avg_pool2d.out",
+            [torch.ones(1, 1, 8, 8), [_BIG, 2], [1, 1], [0, 0], False, True, None]
+            + [torch.zeros(1, 1, 1, 1)],
+        ),
+    )
+)
+
 
 @case("constant-pad-0dim")
 def _(g):
