@@ -109,6 +109,20 @@ static inline bool check_act(const emc_op *op, char *why, size_t why_n) {
   const float lo = op->fp[EMC_ACT_FP_MIN], hi = op->fp[EMC_ACT_FP_MAX];
   if (op->act >= EMC_ACT_END) WHY("unknown activation %u", op->act);
   if (op->act == EMC_ACT_CLAMP && !(lo <= hi)) WHY("clamp bounds [%g, %g] are not ordered", lo, hi);
+  if (op->act == EMC_ACT_FAKEQUANT) {
+    const float *f = op->fp;
+    const float qmin = f[EMC_ACT_FP_QMIN], qmax = f[EMC_ACT_FP_QMAX], zp = f[EMC_ACT_FP_ZP];
+    if (!(lo <= hi)) WHY("fake-quant clamp bounds [%g, %g] are not ordered", lo, hi);
+    if (!(f[EMC_ACT_FP_SCALE] > 0.0f && f[EMC_ACT_FP_SCALE] <= 3.4e38f &&
+          f[EMC_ACT_FP_INV_SCALE] > 0.0f && f[EMC_ACT_FP_INV_SCALE] <= 3.4e38f))
+      WHY("fake-quant scale %g / inverse %g not positive and finite", f[EMC_ACT_FP_SCALE],
+          f[EMC_ACT_FP_INV_SCALE]);
+    /* Integers within +-2^16, so every step of the rounding above is exact. */
+    if (!(qmin >= -65536.0f && qmax <= 65536.0f && qmin <= qmax && zp >= -65536.0f &&
+          zp <= 65536.0f && qmin == (float)(int32_t)qmin && qmax == (float)(int32_t)qmax &&
+          zp == (float)(int32_t)zp))
+      WHY("fake-quant range [%g, %g] or zero point %g not integers within 2^16", qmin, qmax, zp);
+  }
   return true;
 }
 

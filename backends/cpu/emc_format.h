@@ -31,8 +31,8 @@
 /* 2: EMC_CONV_TRANSPOSED; 3: EMC_CONV_WINOGRAD (older: zero there); 4: residual in[3] of conv2d
  * and gemm (older: -1 there), transposed Winograd convs, depthwise plane means out[1];
  * 5: EMC_CONV_PAIRS (older: zero there); 6: EMC_CONV_IN_SCALE (older: zero there);
- * 7: softmax input scale and mask (older: zero / -1 there) */
-#define EMC_VERSION    7u
+ * 7: softmax input scale and mask (older: zero / -1 there); 8: EMC_ACT_FAKEQUANT */
+#define EMC_VERSION    8u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -222,9 +222,26 @@ enum emc_act {
   EMC_ACT_RSQRT = 11,
   EMC_ACT_NEG = 12,
   EMC_ACT_ABS = 13,
+  EMC_ACT_FAKEQUANT = 14, /* version 8: int8 Q/DQ pair, see below */
   EMC_ACT_END
 };
 enum { EMC_ACT_FP_MIN = 0, EMC_ACT_FP_MAX = 1 };
+
+/*
+ * EMC_ACT_FAKEQUANT (version 8): a quantize_per_tensor -> dequantize_per_tensor pair with one set
+ * of qparams, applied to the output in float: v = clamp(x, fp[MIN], fp[MAX]) (a fused relu /
+ * relu6; -inf, inf when none), q = clamp(nearbyint(v * fp[INV_SCALE]) + fp[ZP], fp[QMIN],
+ * fp[QMAX]) (NaN -> QMIN), out = (q - fp[ZP]) * fp[SCALE] — the portable kernels' f32 rounding
+ * step for step, so an int8 Q/DQ program runs at float speed with its quantization intact. The
+ * slots sit above the binary op's scalar (fp[2]).
+ */
+enum {
+  EMC_ACT_FP_INV_SCALE = 3,
+  EMC_ACT_FP_SCALE = 4,
+  EMC_ACT_FP_ZP = 5,
+  EMC_ACT_FP_QMIN = 6,
+  EMC_ACT_FP_QMAX = 7
+};
 
 /*
  * Residual (in[3] of conv2d and gemm, version 4; -1: none): a tensor of the output's shape added

@@ -49,7 +49,7 @@ def test_blob_version_and_magic_are_checked(small_program) -> None:
     at, _ = _blob_span(buf)
     assert _load_and_run(buf, x) == "ok"
     bad = bytearray(buf)
-    for version in (0, 8):  # this build reads versions 1 (no transposed convs) to 7 (softmax)
+    for version in (0, 9):  # this build reads versions 1 (no transposed convs) to 8 (fake-quant)
         struct.pack_into("<I", bad, at + 4, version)
         assert "DelegateInvalidCompatibility" in _load_and_run(bytes(bad), x)
     struct.pack_into("<I", bad, at + 4, 1)

@@ -243,9 +243,10 @@ def test_default_for_a_microcontroller_is_portable(caplog) -> None:
     torch.testing.assert_close(_run(prog, (x,)), m(x), rtol=RTOL, atol=ATOL)
 
 
-def test_default_keeps_quantized_graphs_portable() -> None:
-    """The default ("auto") on a host leaves int8 Q/DQ graphs (quantized_decomposed::*) on the
-    portable kernels, whose arithmetic is the quantized model's."""
+def test_default_backend_for_quantized_graphs() -> None:
+    """The default ("auto") on a host gives int8 Q/DQ graphs (quantized_decomposed::*) to the
+    CPU backend, with the portable kernels' results; weight-only 4-bit linears (the LLM path)
+    stay on the portable kernels."""
     from ember.quant import quantize
 
     torch.manual_seed(0)
@@ -253,8 +254,11 @@ def test_default_keeps_quantized_graphs_portable() -> None:
     x = torch.randn(4, 8)
     qm = quantize(m, [(x,)])
     prog = ember.export(qm, (x[:1],))
-    assert _n_delegates(prog) == 0
-    assert any(k.startswith("quantized_decomposed::") for k in _outside(prog))
+    assert _n_delegates(prog) >= 1
+    portable = ember.export(qm, (x[:1],), backend=None)
+    assert _n_delegates(portable) == 0
+    assert any(k.startswith("quantized_decomposed::") for k in _outside(portable))
+    torch.testing.assert_close(_run(prog, (x[:1],)), _run(portable, (x[:1],)), rtol=1e-5, atol=1e-6)
     # Weight-only 4-bit linears (the LLM path, ember::linear_q4) likewise.
     from ember.quant.llm import quantize_linears
 

@@ -96,7 +96,7 @@ def test_quantized_program_runs_on_ember_runtime(tmp_path) -> None:
     x = torch.randn(1, 20)
     path = tmp_path / "q.pte"
     try:
-        ember.export(qm, (x,)).save(path)
+        ember.export(qm, (x,), backend=None).save(path)  # the portable Q/DQ program
         rt = RuntimeProgram(path)
     except OSError as e:  # pragma: no cover - library not built
         pytest.skip(f"C runtime not built: {e}")

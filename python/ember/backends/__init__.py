@@ -27,7 +27,9 @@ PORTABLE = (None, "", "portable", "none")
 AUTO = "auto"
 HOST_TARGETS = ("host", "x86-64", "aarch64")
 # Operator namespaces whose methods "auto" keeps on the portable kernels (auto_backend_for).
-PORTABLE_NAMESPACES = ("quantized_decomposed::", "ember::", "llama::")
+# PT2E's int8 Q/DQ (``quantized_decomposed::``) is not among them: EmberCpuBackend folds the
+# weights' dequantize and runs each activation's Q/DQ pair as a fused fake-quant.
+PORTABLE_NAMESPACES = ("ember::", "llama::")
 
 
 def mcu_targets() -> tuple[str, ...]:
@@ -71,10 +73,10 @@ def resolve_backend(backend: str | None, target: str | None = None) -> str | Non
 
 def auto_backend_for(ir: MethodIR, backend: str | None) -> str | None:
     """``backend`` (what ``"auto"`` picked for the target) for one method, or ``None`` when the
-    method calls int8 Q/DQ (``quantized_decomposed::``), fused integer (``ember::``) or LLM
-    (``llama::``, ``ember::linear_q4``) operators (:data:`PORTABLE_NAMESPACES`): those flows are
-    built, tested and benchmarked on the portable kernels, and their f32 islands belong to the
-    quantized arithmetic."""
+    method calls fused integer (``ember::``) or LLM (``llama::``, ``ember::linear_q4``)
+    operators (:data:`PORTABLE_NAMESPACES`): those flows are built, tested and benchmarked on
+    the portable kernels, and their f32 islands belong to the quantized arithmetic. Int8 Q/DQ
+    methods (PT2E's representation) take the backend."""
     if backend is None:
         return None
     custom = sorted(

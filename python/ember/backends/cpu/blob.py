@@ -16,7 +16,7 @@ import numpy as np
 MAGIC = b"EMC1"
 # 4: residual in[3] of conv2d and gemm; 5: EMC_CONV_PAIRS; 6: EMC_CONV_IN_SCALE; 7: softmax
 # input scale and mask
-VERSION = 7
+VERSION = 8
 MAX_DIMS = 6
 MR = 6
 ALIGN = 64
@@ -56,6 +56,7 @@ ACT = {
     "rsqrt": 11,
     "neg": 12,
     "abs": 13,
+    "fakequant": 14,
 }
 # Conv ip slots.
 CONV_DEPTHWISE, CONV_SCRATCH_OFF, CONV_SCRATCH_NBYTES = 9, 10, 11

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ember.backends.cpu import blob as B
-from ember.backends.cpu.lowering import INF, Const, Op, _const_arr, _f32
+from ember.backends.cpu.lowering import INF, Const, Op, Unsupported, _const_arr, _f32, fakequant_fp
 from ember.passes.ir import (
     TensorSpec,
 )
@@ -55,6 +55,37 @@ def _absorb(ops: list[Op], gone: Op, into: Op | None) -> None:
     if into is not None and into is not gone:
         into.nodes.extend(n for n in gone.nodes if n not in into.nodes)
     del ops[next(j for j, o in enumerate(ops) if o is gone)]
+
+
+def _fake_quant(ops: list[Op], u: _Uses) -> None:
+    """Each int8 dequantize reading a quantize of the same qparams (a Q/DQ pair of PT2E's
+    representation) becomes one float ``fakequant`` unary of the quantize's input
+    (EMC_ACT_FAKEQUANT: the portable kernels' rounding, step for step); the quantize goes once
+    nothing reads it. Two pairs in a row with one set of qparams are one (the second changes
+    nothing). A quantize read outside the run, or a dequantize of an int8 tensor made outside it,
+    would put an int8 tensor on the delegate's boundary: Unsupported (the run is split)."""
+    for d in [o for o in ops if o.kind == "dequant"]:
+        q = u.producer(d.ins[0])
+        if q is None or q.kind != "quant" or q.attrs["q"] != d.attrs["q"]:
+            raise Unsupported("an int8 tensor would cross the delegate's boundary")
+        d.kind, d.ins, d.act = "unary", [q.ins[0]], "fakequant"
+        d.fp = fakequant_fp(d.attrs["q"])
+        d.nodes = [*q.nodes, *(n for n in d.nodes if n not in q.nodes)]
+    for q in [o for o in ops if o.kind == "quant"]:
+        if id(q.outs[0].root()) in u.external or u.consumers(q.outs[0]):
+            raise Unsupported("an int8 tensor would cross the delegate's boundary")
+        _absorb(ops, q, None)
+    for f in [o for o in ops if o.kind == "unary" and o.act == "fakequant"]:
+        p = u.producer(f.ins[0])
+        if (
+            p is not None
+            and p.kind == "unary"
+            and p.act == "fakequant"
+            and p.attrs.get("q") == f.attrs.get("q")
+            and u.private(f.ins[0], f)
+        ):
+            f.ins = p.ins
+            _absorb(ops, p, f)
 
 
 def _see_through_copies(ops: list[Op], u: _Uses) -> None:
@@ -123,9 +154,28 @@ def _merge_clamps(ops: list[Op], u: _Uses) -> None:
             _absorb(ops, p, c)
 
 
+# Ops that may also take a fake-quant activation (their kernels run the generic activation).
+_FQ_FUSABLE = _FUSABLE | {"maxpool2d", "avgpool2d"}
+
+
 def _fuse_acts(ops: list[Op], u: _Uses) -> None:
     for act in [o for o in ops if o.kind == "unary"]:
         p = u.producer(act.ins[0])
+        fq = act.act == "fakequant" and list(act.fp[:2]) == [-INF, INF]
+        if fq and p is not None and (p.act == "none" or p.act == "clamp"):
+            # a fake-quant after a clamp (or a fused relu): one fakequant with those bounds
+            if (p.kind in _FQ_FUSABLE or (p.kind == "unary" and p.act == "clamp")) and (
+                len(p.outs) == 1
+                and u.private(act.ins[0], act)
+                and tuple(p.outs[0].shape) == tuple(act.outs[0].shape)
+            ):
+                lo, hi = (p.fp[0], p.fp[1]) if p.act == "clamp" else (-INF, INF)
+                fp = (list(p.fp) + [0.0] * 8)[:8]
+                fp[0], fp[1], fp[3:8] = lo, hi, act.fp[3:8]
+                p.act, p.fp = "fakequant", fp
+                p.outs = act.outs
+                _absorb(ops, act, p)
+            continue
         if (
             p is None
             or p.kind not in _FUSABLE
@@ -180,7 +230,8 @@ def _fuse_residual(ops: list[Op], u: _Uses) -> None:
             ):
                 continue
             p.ins = [*p.ins, r]
-            p.act, p.fp = add.act, list(add.fp[:2])
+            p.act = add.act
+            p.fp = list(add.fp) if add.act == "fakequant" else list(add.fp[:2])
             p.outs = add.outs
             k = next(j for j, o in enumerate(ops) if o is add)
             ops[k] = p

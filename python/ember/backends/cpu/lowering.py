@@ -169,6 +169,8 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
     if not ins.outputs or not all(o.kind == "tensor" for o in ins.outputs):
         raise Unsupported("no tensor output")
     out = _out(ins)
+    if k in QDQ:
+        return _lower_qdq(ins)
     if not _f32(out):
         raise Unsupported("output is not static f32")
     for arg in a:
@@ -437,3 +439,76 @@ def _binary(op: str, x: TensorSpec, y: TensorSpec, out: TensorSpec) -> Op:
             return Op("binary", [y, None], [out], ip=[B.BIN["rsub"]], fp=[-INF, INF, v])
         return Op("binary", [y, None], [out], ip=[B.BIN[op]], fp=[-INF, INF, v])
     return Op("binary", [_operand(x), _operand(y)], [out], ip=[B.BIN[op]], fp=[-INF, INF])
+
+
+# ---- int8 Q/DQ (per tensor) ---------------------------------------------------------------------
+QUANTIZE = (
+    "quantized_decomposed::quantize_per_tensor.out",
+    "quantized_decomposed::quantize_per_tensor.Tensor_out",
+)
+DEQUANTIZE = (
+    "quantized_decomposed::dequantize_per_tensor.out",
+    "quantized_decomposed::dequantize_per_tensor.Tensor_out",
+)
+QDQ = QUANTIZE + DEQUANTIZE
+_INT8_TYPES = {0: torch.uint8, 1: torch.int8}  # ScalarType codes the pair may use
+
+
+def _qparam(a: Arg, what: str, integer: bool) -> float:
+    """A scalar qparam, given as a number or as a one-element constant tensor (``.Tensor``)."""
+    if a.kind in ("int", "double"):
+        return float(a.value)
+    if a.kind == "tensor":
+        arr = a.value.data if a.value.kind == CONSTANT else None
+        if arr is not None and arr.numel() == 1:
+            v = float(arr.reshape(-1)[0])
+            return float(int(v)) if integer else v
+    raise Unsupported(f"{what} is not a constant scalar")
+
+
+def qparams_of(ins: KernelInstr) -> tuple[float, int, int, int]:
+    """(scale, zero point, quant_min, quant_max) of a per-tensor quantize or dequantize."""
+    a = ins.args
+    scale, zp = _qparam(a[1], "scale", False), int(_qparam(a[2], "zero_point", True))
+    if a[3].kind != "int" or a[4].kind != "int" or a[5].kind != "int":
+        raise Unsupported("quant range or dtype is not a constant")
+    qmin, qmax, code = int(a[3].value), int(a[4].value), int(a[5].value)
+    dt = _INT8_TYPES.get(code)
+    if dt is None:
+        raise Unsupported("quantized dtype is not int8 / uint8")
+    info = torch.iinfo(dt)
+    if not (
+        math.isfinite(scale)
+        and 1e-30 < scale < 1e30
+        and info.min <= qmin <= qmax <= info.max
+        and -65536 <= zp <= 65536
+    ):
+        raise Unsupported("qparams out of range")
+    return scale, zp, qmin, qmax
+
+
+def fakequant_fp(q: tuple[float, int, int, int], lo: float = -INF, hi: float = INF) -> list[float]:
+    """The fp slots of EMC_ACT_FAKEQUANT (emc_format.h): clamp bounds, then 1/scale rounded to
+    f32 as the portable quantize computes it, the f32 scale, zero point and range."""
+    scale, zp, qmin, qmax = q
+    inv = float(np.float32(1.0 / scale))
+    return [lo, hi, 0.0, inv, float(np.float32(scale)), float(zp), float(qmin), float(qmax)]
+
+
+def _lower_qdq(ins: KernelInstr) -> Op:
+    """A quantize or a dequantize as half of a fake-quant pair: ``quant`` (f32 -> int8) and
+    ``dequant`` (int8 -> f32) exist only until the fusion pass ``_fake_quant`` joins each
+    dequantize with the quantize it reads into one float ``fakequant`` unary; the int8 tensor
+    between them never exists in the backend. One that finds no partner in its run makes the
+    run split (an int8 tensor may not cross the delegate's boundary)."""
+    x, out = _t(ins.args[0]), _out(ins)
+    q = qparams_of(ins)
+    if x.dynamic or out.dynamic or tuple(x.shape) != tuple(out.shape):
+        raise Unsupported("Q/DQ with dynamic or changing shape")
+    if ins.kernel in QUANTIZE:
+        if not _f32(x) or _const_arr(x) is not None or out.dtype not in _INT8_TYPES.values():
+            raise Unsupported("quantize of a non-f32 activation")
+        return Op("quant", [x], [out], attrs=dict(q=q))
+    if x.dtype not in _INT8_TYPES.values() or x.kind == CONSTANT or not _f32(out):
+        raise Unsupported("dequantize of a constant or to a non-f32 output")
+    return Op("dequant", [x], [out], attrs=dict(q=q))

@@ -23,12 +23,15 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from ember.backends.check import runtime_check
 from ember.backends.cpu import packing  # noqa: F401  (tests set packing.WINO_SMALL)
 
 # The fusion passes are looked up here by name (_FUSIONS), and lower / build_blob through this
 # module's globals, so a test can replace any one of them.
 from ember.backends.cpu.fusion import (  # noqa: F401
+    _fake_quant,
     _fold_bn,
     _fuse_acts,
     _fuse_input_scale,
@@ -41,7 +44,17 @@ from ember.backends.cpu.fusion import (  # noqa: F401
     _silu,
     _Uses,
 )
-from ember.backends.cpu.lowering import INF, Const, Op, Unsupported, lower  # noqa: F401
+from ember.backends.cpu.lowering import (  # noqa: F401
+    DEQUANTIZE,
+    INF,
+    QDQ,
+    QUANTIZE,
+    Const,
+    Op,
+    Unsupported,
+    lower,
+    qparams_of,
+)
 from ember.backends.cpu.packing import _bf16_pairs, _conv_transposed, build_blob  # noqa: F401
 from ember.backends.delegate import DelegateInstr
 from ember.errors import user_source_line
@@ -84,6 +97,136 @@ def _fold_constant_permutes(ir: MethodIR) -> None:
                 continue
         kept.append(ins)
     ir.instrs = kept
+
+
+_WEIGHT_DQ = (
+    "quantized_decomposed::dequantize_per_channel.out",
+    "quantized_decomposed::dequantize_per_tensor.out",
+)
+# Readers that take a dequantized weight as a constant operand.
+_WEIGHT_READERS = (
+    "aten::convolution.out",
+    "aten::addmm.out",
+    "aten::mm.out",
+    "aten::bmm.out",
+    "aten::permute_copy.out",
+)
+
+
+def _fold_weight_dequant(ir: MethodIR) -> None:
+    """int8 weights read through ``dequantize_per_channel`` / ``dequantize_per_tensor`` (PT2E's
+    representation) become the f32 constants the dequantize computes, by PyTorch's own operator,
+    when only convolutions and matrix products read them: the backend packs them like any f32
+    weight instead of dequantizing them on every run."""
+    from ember.quant._ops import register_out_variants
+
+    register_out_variants()
+    readers: dict[int, list[str]] = {}
+    for ins in ir.instrs:
+        args = ins.args if isinstance(ins, KernelInstr) else instr_args(ins)
+        k = getattr(ins, "kernel", "")
+        outs = {id(o.value.root()) for o in getattr(ins, "outputs", []) if o.kind == "tensor"}
+        for a in args:
+            for t in a.tensors():
+                if id(t.root()) not in outs:
+                    readers.setdefault(id(t.root()), []).append(k)
+    out_roots = {id(t.root()) for a in ir.outputs for t in a.tensors()}
+    kept = []
+    for ins in ir.instrs:
+        if isinstance(ins, KernelInstr) and ins.kernel in _WEIGHT_DQ and ins.outputs:
+            a, out = ins.args, ins.outputs[0].value
+            vals = [
+                x.value.data if x.kind == "tensor" and x.value.kind == CONSTANT else None
+                for x in a[:3]
+            ]
+            rs = readers.get(id(out.root()), [])
+            if (
+                vals[0] is not None
+                and out.root() is out
+                and out.kind != MUTABLE
+                and id(out) not in out_roots
+                and out.dtype == torch.float32
+                and rs
+                and all(r in _WEIGHT_READERS for r in rs)
+                and all(x.kind in ("tensor", "int", "double") for x in a[1:7])
+            ):
+                qd = torch.ops.quantized_decomposed
+                try:
+                    if ins.kernel.endswith("per_channel.out"):
+                        data = qd.dequantize_per_channel(
+                            vals[0],
+                            vals[1],
+                            vals[2],
+                            a[3].value,
+                            a[4].value,
+                            a[5].value,
+                            vals[0].dtype,
+                        )
+                    else:
+                        data = qd.dequantize_per_tensor(
+                            vals[0],
+                            a[1].value,
+                            a[2].value,
+                            a[3].value,
+                            a[4].value,
+                            vals[0].dtype,
+                        )
+                except Exception as e:  # leave it to the portable kernel's own checks
+                    log.info("cpu backend: weight dequantize not folded: %s", e)
+                    data = None
+                if data is not None and tuple(data.shape) == tuple(out.shape):
+                    out.kind, out.data, out.fqn = CONSTANT, data.to(torch.float32), None
+                    continue
+        kept.append(ins)
+    ir.instrs = kept
+
+
+def _pair_qdq(runs: _Runs, lowered: list[bool]) -> None:
+    """Keeps each int8 Q/DQ pair on one side of the delegate boundary: a quantize stays in the
+    backend only when every reader is a dequantize of the same qparams lowered in its run, and
+    a dequantize only when its quantize is (repeated until nothing changes, as each refusal
+    splits a run)."""
+    instrs = runs.instrs
+
+    def root_of(ins: Any) -> int:
+        return id(ins.outputs[0].value.root())
+
+    writer = {
+        root_of(ins): i
+        for i, ins in enumerate(instrs)
+        if isinstance(ins, KernelInstr) and ins.kernel in QUANTIZE and ins.outputs
+    }
+    changed = True
+    while changed:
+        changed = False
+        run, r = [], 0
+        for i in range(len(instrs)):
+            r += int(not lowered[i])
+            run.append(r)
+        for i, ins in enumerate(instrs):
+            if not lowered[i] or getattr(ins, "kernel", "") not in QDQ:
+                continue
+            if ins.kernel in QUANTIZE:
+                root = root_of(ins)
+                rd = runs.refs.get(root, set()) - {i}
+                ok = root not in runs.out_roots and all(
+                    lowered[j]
+                    and run[j] == run[i]
+                    and instrs[j].kernel in DEQUANTIZE
+                    and qparams_of(instrs[j]) == qparams_of(ins)
+                    for j in rd
+                )
+            else:
+                w = writer.get(id(ins.args[0].value.root()))
+                ok = (
+                    w is not None
+                    and lowered[w]
+                    and run[w] == run[i]
+                    and qparams_of(instrs[w]) == qparams_of(ins)
+                )
+            if not ok:
+                lowered[i], changed = False, True
+                runs.decide(i, False, "its Q/DQ partner is not in the same delegate")
 
 
 def host_has_amx() -> bool:
@@ -304,6 +447,7 @@ class _Refused(Exception):
 
 # The fusion passes of a run, in order (looked up by name when a run is built).
 _FUSIONS: tuple[Any, ...] = (
+    "_fake_quant",
     "_see_through_copies",
     "_fold_bn",
     "_merge_clamps",
@@ -328,10 +472,12 @@ def partition_cpu(ir: MethodIR, pairs: bool = False, check: Any = runtime_check)
     (``(backend_id, blob, arena_nbytes) -> message or None``; default: the runtime's own init)
     refuses, is split until each part delegates or stays portable. What happened to each
     instruction is ``ir.partition_report`` (a list of :class:`Decision`)."""
+    _fold_weight_dequant(ir)
     _fold_constant_permutes(ir)
     runs = _Runs(ir, pairs, check)
     instrs = ir.instrs
     lowered = [runs.lower(i) is not None for i in range(len(instrs))]
+    _pair_qdq(runs, lowered)
     new_instrs: list[Any] = []
     removed_roots: set[int] = set()
     i = 0

@@ -1,0 +1,233 @@
+"""Int8 Q/DQ programs (PT2E's representation) in EmberCpuBackend: weights' dequantize folded
+to f32 constants, each activation's quantize -> dequantize pair one fused fake-quant
+(EMC_ACT_FAKEQUANT), checked against the portable kernels' run of the same graph.
+
+The fake-quant repeats the portable quantize / dequantize rounding step for step, so a lone pair
+is bit-exact with it (ties, NaN, infinities, values far outside the range included). Inside a
+model the float convolutions and matrix products of the two paths sum in different orders, so an
+activation that lands within an ulp of a rounding boundary may come out one quantization step
+apart: the model checks allow one output step, on a small share of the elements.
+
+Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_qdq.py
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+import torch
+import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
+import torch.nn.functional as F
+from backend_cpu_common import _n_delegates, _outside, _run
+from torch import nn
+
+import ember
+from ember.backends.check import runtime_check
+from ember.backends.delegate import DelegateInstr
+from ember.quant.pt2e import quantize_exported
+from ember.runtime import RuntimeProgram
+
+qd = torch.ops.quantized_decomposed
+
+
+class _Pairs(nn.Module):
+    """Lone Q/DQ pairs: after a product, after a relu (so the fake-quant takes its clamp), and
+    as uint8."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        a = qd.dequantize_per_tensor(
+            qd.quantize_per_tensor(x * 2.0, 0.05, 3, -128, 127, torch.int8),
+            0.05,
+            3,
+            -128,
+            127,
+            torch.int8,
+        )
+        r = torch.relu(x)
+        b = qd.dequantize_per_tensor(
+            qd.quantize_per_tensor(r, 0.1, -128, -128, 127, torch.int8),
+            0.1,
+            -128,
+            -128,
+            127,
+            torch.int8,
+        )
+        c = qd.dequantize_per_tensor(
+            qd.quantize_per_tensor(x + 1.0, 0.02, 128, 0, 255, torch.uint8),
+            0.02,
+            128,
+            0,
+            255,
+            torch.uint8,
+        )
+        return a, b, c
+
+
+def _hostile_inputs() -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 8, 16, generator=g) * 4
+    flat = x.view(-1)
+    # exact ties of every scale used (k + 0.5 steps), both signs; NaN, infinities, huge values
+    ties = (torch.arange(-40, 40, dtype=torch.float32) + 0.5) * 0.05 / 2.0
+    flat[: ties.numel()] = ties
+    flat[100:110] = (torch.arange(-5, 5, dtype=torch.float32) + 0.5) * 0.1
+    flat[200:210] = (torch.arange(-5, 5, dtype=torch.float32) + 0.5) * 0.02 - 1.0
+    flat[300:306] = torch.tensor([float("nan"), float("inf"), -float("inf"), 3e38, -3e38, 1e-40])
+    return x
+
+
+def test_lone_pairs_bit_exact_with_portable() -> None:
+    x = _hostile_inputs()
+    m = _Pairs().eval()
+    prog = ember.export(m, (x,), backend="cpu")
+    assert _n_delegates(prog) >= 1
+    assert not any(k.startswith("quantized_decomposed::") for k in _outside(prog)), _outside(prog)
+    plain = ember.export(m, (x,), backend=None)
+    for th in (1, 2):
+        got = RuntimeProgram(prog.buffer, threads=th).run("forward", [x])
+        want = RuntimeProgram(plain.buffer).run("forward", [x])
+        for g, w, e in zip(got, want, m(x), strict=True):
+            torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True)
+            # and eager PyTorch's own quantize / dequantize (NaN aside: unspecified there)
+            ok = ~torch.isnan(x)
+            torch.testing.assert_close(g[ok], e[ok], rtol=0, atol=0)
+
+
+class _Block(nn.Module):
+    """Conv + BN + ReLU, a depthwise conv with hardswish, a squeeze-excitation gate, a
+    residual add, cat, max and average pooling, mean and a linear head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c0 = nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(16)
+        self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.pw = nn.Conv2d(16, 16, 1)
+        self.se1, self.se2 = nn.Conv2d(16, 4, 1), nn.Conv2d(4, 16, 1)
+        self.c1 = nn.Conv2d(32, 24, 3, padding=1)
+        self.fc = nn.Linear(24, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.bn(self.c0(x)))
+        d = F.hardswish(self.dw(h))
+        s = torch.sigmoid(self.se2(torch.relu(self.se1(d.mean((2, 3), keepdim=True)))))
+        p = self.pw(d * s) + h
+        y = F.relu6(self.c1(torch.cat([p, h], 1)))
+        y = F.avg_pool2d(F.max_pool2d(y, 2), 2)
+        return self.fc(y.mean((2, 3)))
+
+
+class _Mlp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.l1, self.l2, self.l3 = nn.Linear(32, 64), nn.Linear(64, 64), nn.Linear(64, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.gelu(self.l1(x))
+        return self.l3(torch.relu(self.l2(h)) + h)
+
+
+def _quantized(m: nn.Module, shape: tuple[int, ...]) -> tuple[torch.export.ExportedProgram, tuple]:
+    torch.manual_seed(0)
+    m = m.eval()
+    for mod in m.modules():
+        if isinstance(mod, nn.BatchNorm2d):
+            mod.running_mean.uniform_(-0.1, 0.1)
+            mod.running_var.uniform_(0.5, 1.5)
+    g = torch.Generator().manual_seed(1)
+    cal = [(torch.randn(*shape, generator=g),) for _ in range(4)]
+    return quantize_exported(m, cal[0], cal, progress=False), (torch.randn(*shape, generator=g),)
+
+
+def _out_scale(prog: ember.Program) -> float:
+    """The scale of the last dequantize before the output (one quantization step there)."""
+    ir = prog._irs["forward"]
+    scales = [
+        float(i.args[1].value)
+        for i in ir.instrs
+        if getattr(i, "kernel", "").startswith("quantized_decomposed::dequantize_per_tensor")
+    ]
+    return scales[-1]
+
+
+@pytest.mark.parametrize(
+    ("model", "shape"), [(_Block, (1, 3, 32, 32)), (_Mlp, (4, 32))], ids=["cnn", "mlp"]
+)
+def test_models_match_portable(model: type[nn.Module], shape: tuple[int, ...]) -> None:
+    ep, inputs = _quantized(model(), shape)
+    prog = ember.export(ep, inputs)  # the default: the CPU backend takes Q/DQ graphs
+    plain = ember.export(ep, inputs, backend=None)
+    outside = _outside(prog)
+    assert _n_delegates(prog) >= 1
+    assert not any(k.startswith("quantized_decomposed::") for k in outside), outside
+    step = _out_scale(plain)
+    want = _run(plain, inputs)
+    for th in (1, 2):
+        got = _run(prog, inputs, th)
+        diff = (got - want).abs()
+        assert diff.max().item() <= step * 1.001, (diff.max().item(), step)
+        assert (diff > 0).float().mean().item() <= 0.05
+    # the weights went in as f32 constants of the delegate: no dequantize left to run
+    assert not any("dequantize_per_channel" in k for k in outside)
+
+
+class _Boundary(nn.Module):
+    """A Q/DQ pair split by an operator the backend does not take (cumsum): the pair must stay
+    on one side of the delegate's boundary."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = qd.quantize_per_tensor(self.a(x), 0.05, 0, -128, 127, torch.int8)
+        c = torch.cumsum(x, 1)
+        d = qd.dequantize_per_tensor(q, 0.05, 0, -128, 127, torch.int8)
+        return self.b(d + c)
+
+
+def test_pair_split_by_portable_op() -> None:
+    x = torch.randn(3, 16)
+    m = _Boundary().eval()
+    prog = ember.export(m, (x,), backend="cpu")
+    plain = ember.export(m, (x,), backend=None)
+    assert "aten::cumsum.out" in _outside(prog)
+    torch.testing.assert_close(_run(prog, (x,)), _run(plain, (x,)), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(_run(prog, (x,)), m(x), rtol=1e-5, atol=1e-5)
+
+
+def _fakequant_op_offsets(blob: bytes) -> list[int]:
+    """Byte offsets of the operator records whose activation is EMC_ACT_FAKEQUANT (14)."""
+    n_ops = struct.unpack_from("<I", blob, 12)[0]
+    ops_off = struct.unpack_from("<Q", blob, 40)[0]
+    return [
+        ops_off + 160 * i
+        for i in range(n_ops)
+        if struct.unpack_from("<I", blob, ops_off + 160 * i + 4)[0] == 14
+    ]
+
+
+@pytest.mark.parametrize(
+    ("slot", "value", "match"),
+    [
+        (4, float("nan"), "scale"),
+        (3, 0.0, "scale"),
+        (4, -1.0, "scale"),
+        (5, 0.5, "zero point"),
+        (6, -1e6, "range"),
+        (7, float("inf"), "range"),
+        (0, float("nan"), "bounds"),
+    ],
+)
+def test_runtime_refuses_bad_fakequant(slot: int, value: float, match: str) -> None:
+    x = torch.randn(2, 8, 16)
+    prog = ember.export(_Pairs().eval(), (x,), backend="cpu")
+    d = next(i for i in prog._irs["forward"].instrs if isinstance(i, DelegateInstr))
+    blob = bytearray(d.processed)
+    offs = _fakequant_op_offsets(blob)
+    assert offs, "no fake-quant operator in the blob"
+    assert runtime_check("EmberCpuBackend", bytes(blob), 1 << 20) is None
+    struct.pack_into("<f", blob, offs[0] + 128 + 4 * slot, value)
+    why = runtime_check("EmberCpuBackend", bytes(blob), 1 << 20)
+    assert why is not None and "fake-quant" in why and match in why, why
