@@ -80,3 +80,15 @@ const em_cpu_config *em_cpu_config_get(void) {
 }
 
 em_status em_cpu_config_force(const char *isa) { return em_cpu_set_isa_cap(isa); }
+
+em_q8_gemm_fn em_q8_gemm_for(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  const em_cpu_features *f = em_cpu_features_get(); /* under the cap */
+  if ((strcmp(isa, "amx") == 0 || strcmp(isa, "avx512f") == 0) && f->avx512vnni && f->avx512bw)
+    return em_q8_gemm_6x16_ukernel__avx512vnni;
+  if (strcmp(isa, "amx") == 0 || strcmp(isa, "avx512f") == 0 || strcmp(isa, "avx2") == 0)
+    return em_q8_gemm_6x16_ukernel__avx2;
+#endif
+  (void)isa;
+  return em_q8_gemm_6x16_ukernel__scalar;
+}

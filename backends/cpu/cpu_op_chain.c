@@ -109,13 +109,13 @@ static bool is_1x1(const emc_op *o) {
   const emc_conv_params p = emc_conv_params_of(o);
   return o->kind == EMC_OP_CONV2D && !p.depthwise && p.groups == 1 && p.kh == 1 && p.kw == 1 &&
          p.sh == 1 && p.sw == 1 && !p.ph && !p.pw && !p.transposed && !p.winograd &&
-         p.in_scale_id < 0 && o->out[1] < 0;
+         p.in_scale_id < 0 && p.q8_id < 0 && o->out[1] < 0;
 }
 
 /* A depthwise conv without a residual or plane means. */
 static bool is_dw(const emc_op *o) {
-  return o->kind == EMC_OP_CONV2D && emc_conv_params_of(o).depthwise && o->in[3] < 0 &&
-         o->out[1] < 0;
+  return o->kind == EMC_OP_CONV2D && emc_conv_params_of(o).depthwise &&
+         emc_conv_params_of(o).q8_id < 0 && o->in[3] < 0 && o->out[1] < 0;
 }
 
 /* Tensor t lies in the arena, one image, at least XDW_MIN_BYTES, and only op `reader` reads it. */
@@ -130,7 +130,8 @@ static bool chain_inner(const emc_delegate *d, int32_t t, uint32_t reader) {
     for (int r = 0; r < 4; r++)
       if (o->in[r] == t) return false;
     if (o->kind == EMC_OP_CONV2D &&
-        (emc_conv_params_of(o).in_scale_id == t || emc_conv_params_of(o).pairs_id == t))
+        (emc_conv_params_of(o).in_scale_id == t || emc_conv_params_of(o).pairs_id == t ||
+         emc_conv_params_of(o).q8_id == t))
       return false;
   }
   return true;
@@ -321,8 +322,9 @@ static int cpool_fuse(const emc_delegate *d, uint32_t i) {
   const emc_op *cv = &d->ops[i], *mp = &d->ops[i + 1];
   const emc_conv_params cp = emc_conv_params_of(cv);
   if (cv->kind != EMC_OP_CONV2D || cp.depthwise || cp.groups != 1 || cp.winograd || cp.transposed ||
-      cp.in_scale_id >= 0 || cp.pairs_id >= 0 || cv->in[3] >= 0 || cv->out[1] >= 0 || cp.dh != 1 ||
-      cp.dw != 1 || cp.sh != cp.sw || (cp.sw != 1 && cp.sw != 2) || cp.kh * cp.kw < 2)
+      cp.in_scale_id >= 0 || cp.pairs_id >= 0 || cp.q8_id >= 0 || cv->in[3] >= 0 ||
+      cv->out[1] >= 0 || cp.dh != 1 || cp.dw != 1 || cp.sh != cp.sw || (cp.sw != 1 && cp.sw != 2) ||
+      cp.kh * cp.kw < 2)
     return 0;
   const emc_rt_tensor *x = &d->t[cv->in[0]], *c = &d->t[cv->out[0]], *p = &d->t[mp->out[0]];
   if (mp->in[0] != cv->out[0] || !pool_separable(mp, c->sizes[3], p->sizes[3]) ||

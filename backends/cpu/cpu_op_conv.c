@@ -70,6 +70,7 @@ bool emc_check_conv(const emc_delegate *d, const emc_op *op, char *why, size_t w
           (long long)(n * co));
     if (out_shared(mt, y) || out_shared(mt, x)) WHY("conv2d: plane means share storage");
   }
+  if (p.q8_id >= 0) return emc_check_conv_q8(d, op, w, cin, co, oh * ow, why, why_n);
   if (p.depthwise) return emc_check_dwconv(d, op, w, cin, co, why, why_n);
   int64_t mg = co / g, kg = cin / g * kh * kw;
   if (p.pairs_id >= 0) { /* version 5: the weights again as bf16 pairs */
@@ -204,6 +205,10 @@ static void run_conv_t(const emc_delegate *d, const emc_op *op, im2col_job *ij, 
 
 em_status emc_run_conv(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   const emc_conv_params p = emc_conv_params_of(op);
+  if (p.q8_id >= 0) {
+    emc_run_conv_q8(d, op, pool);
+    return EM_OK;
+  }
   if (p.depthwise) {
     emc_run_dwconv(d, op, pool);
     return EM_OK;

@@ -28,8 +28,8 @@ typedef struct smallc_job {
 bool emc_smallc_fits(const emc_delegate *d, const emc_op *op, int64_t cin, int64_t g, int64_t kg) {
   const emc_conv_params p = emc_conv_params_of(op);
   return d->cfg->conv_smallc && g == 1 && cin <= SMALLC_MAX_CIN && kg <= SMALLC_MAX_DEPTH &&
-         p.kw <= EM_SMALLC_MAX_KW && !p.transposed && op->in[3] < 0 && op->out[1] < 0 &&
-         (p.sw == 1 || p.sw == 2) && p.dh == 1 && p.dw == 1;
+         p.kw <= EM_SMALLC_MAX_KW && !p.transposed && p.q8_id < 0 && op->in[3] < 0 &&
+         op->out[1] < 0 && (p.sw == 1 || p.sw == 2) && p.dh == 1 && p.dw == 1;
 }
 
 /* Items [begin, end): image, 16-channel block, band of rows. */

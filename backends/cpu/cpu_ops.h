@@ -292,6 +292,12 @@ void emc_transpose_rows(void *ctx, int64_t begin, int64_t end);
 bool emc_check_conv(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_conv(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 
+/* Int8 conv2d (EMC_CONV_Q8, cpu_op_qconv.c): the checks after emc_check_conv's common ones (w
+ * the packed int8 weights, npix the output map's pixels), and the run. */
+bool emc_check_conv_q8(const emc_delegate *d, const emc_op *op, const emc_rt_tensor *w, int64_t cin,
+                       int64_t co, int64_t npix, char *why, size_t why_n);
+void emc_run_conv_q8(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
+
 /* Depthwise conv2d (cpu_op_dwconv.c): the checks after emc_check_conv's common ones (w the
  * weights, cin and co the input's and output's channels), and the run of the whole op. */
 bool emc_check_dwconv(const emc_delegate *d, const emc_op *op, const emc_rt_tensor *w, int64_t cin,

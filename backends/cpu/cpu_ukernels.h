@@ -217,6 +217,26 @@ EM_VOPS_DECL(avx2)
 EM_VOPS_DECL(neon) /* AArch64 only */
 EM_VOPS_DECL(scalar)
 
+/*
+ * The int8 GEMM tile of the int8 convs (EMC_CONV_Q8; q8_gemm_impl.h has the contract): up to 6
+ * rows by 16 columns, exact int32 sums of int8 weights (a, [kq][6][4]) times u8 inputs (b,
+ * [kq][16][4]), then c[r][j] = (acc - corr[r]) * scale[r] + bias[r] (bias may be NULL).
+ */
+typedef void (*em_q8_gemm_fn)(size_t mr, size_t nr, size_t kq, const int8_t *a, const uint8_t *b,
+                              const int32_t *corr, const float *scale, const float *bias, float *c,
+                              size_t ldc);
+void em_q8_gemm_6x16_ukernel__scalar(size_t mr, size_t nr, size_t kq, const int8_t *a,
+                                     const uint8_t *b, const int32_t *corr, const float *scale,
+                                     const float *bias, float *c, size_t ldc);
+void em_q8_gemm_6x16_ukernel__avx2(size_t mr, size_t nr, size_t kq, const int8_t *a,
+                                   const uint8_t *b, const int32_t *corr, const float *scale,
+                                   const float *bias, float *c, size_t ldc);
+void em_q8_gemm_6x16_ukernel__avx512vnni(size_t mr, size_t nr, size_t kq, const int8_t *a,
+                                         const uint8_t *b, const int32_t *corr, const float *scale,
+                                         const float *bias, float *c, size_t ldc);
+/* The best int8 tile for configuration isa (its name) on this CPU. */
+em_q8_gemm_fn em_q8_gemm_for(const char *isa);
+
 /* The kernels of one ISA. */
 typedef struct em_cpu_config {
   const char *isa;

@@ -31,7 +31,8 @@
 /* 2: EMC_CONV_TRANSPOSED; 3: EMC_CONV_WINOGRAD (older: zero there); 4: residual in[3] of conv2d
  * and gemm (older: -1 there), transposed Winograd convs, depthwise plane means out[1];
  * 5: EMC_CONV_PAIRS (older: zero there); 6: EMC_CONV_IN_SCALE (older: zero there);
- * 7: softmax input scale and mask (older: zero / -1 there); 8: EMC_ACT_FAKEQUANT */
+ * 7: softmax input scale and mask (older: zero / -1 there); 8: EMC_ACT_FAKEQUANT, EMC_CONV_Q8
+ * (older: zero there) */
 #define EMC_VERSION    8u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
@@ -128,8 +129,23 @@ enum {
    * for 1x1, stride-1, unpadded, ungrouped convs whose input is in the arena and read by nothing
    * else: the GEMM scales B's rows as it copies them, and a path that copies none scales the
    * input in place first. */
-  EMC_CONV_IN_SCALE
+  EMC_CONV_IN_SCALE,
+  /* Version 8: 0, or 1 + the id of a constant of 2 * Co words, an int8 conv's per-channel
+   * table: Co f32 output scales (s_in * s_w[c]), then Co int32 corrections (zp * sum_k w[c][k]).
+   * The weights (in[1]) are then int8 panels, [ceil(Co / 6)][ceil(K / 4)][6][4] bytes (K =
+   * Cin * kh * kw, at most 65536; zero past Co and K), and the conv quantizes its f32 input as
+   * it builds the u8 im2col panels [ceil(OH * OW / 16)][ceil(K / 4)][16][4] in the scratch:
+   * u = clamp(nearbyint(x * fp[EMC_CONV_FP_Q8_INV]) + ZP, LO, HI), ZP (the zero point, the value
+   * of the padding) and LO <= HI in [0, 255]; then out = (sum_k u * w - correction) * scale +
+   * bias, residual, clamp and activation as for f32. Only for ungrouped convs that are not
+   * depthwise, Winograd, transposed or with pairs, an input scale or plane means. */
+  EMC_CONV_Q8,
+  EMC_CONV_Q8_ZP,
+  EMC_CONV_Q8_LO,
+  EMC_CONV_Q8_HI
 };
+/* Conv2d fp[] slot (version 8, with EMC_CONV_Q8): 1 / the input's scale. */
+enum { EMC_CONV_FP_Q8_INV = 2 };
 /* GEMM ip[] slots: batch, M, K, N, element strides between batches of A and B (0 = shared). */
 enum {
   EMC_GEMM_BATCH,
@@ -190,7 +206,7 @@ enum {
 enum { EMC_AFFINE_N, EMC_AFFINE_C, EMC_AFFINE_INNER };
 /* How many slots from ip[0] on a kind's check requires to be non-negative (params_nonneg). */
 enum {
-  EMC_CONV_N_PARAMS = EMC_CONV_IN_SCALE + 1,
+  EMC_CONV_N_PARAMS = EMC_CONV_Q8_HI + 1,
   EMC_GEMM_N_PARAMS = EMC_GEMM_B_PACKED + 1,
   EMC_POOL_N_PARAMS = EMC_POOL_DIVISOR + 1,
   EMC_SLICE_N_PARAMS = EMC_SLICE_OUT_LEN + 1,
@@ -284,6 +300,9 @@ typedef struct emc_conv_params {
   int64_t wino_slots;     /* EMC_CONV_WINO_SLOTS: Winograd scratch slots */
   int64_t pairs_id;       /* EMC_CONV_PAIRS - 1: the bf16-pair weights' tensor id, -1: none */
   int64_t in_scale_id;    /* EMC_CONV_IN_SCALE - 1: the input scale's tensor id, -1: none */
+  int64_t q8_id;          /* EMC_CONV_Q8 - 1: an int8 conv's channel table's id, -1: none */
+  int64_t q8_zp, q8_lo, q8_hi; /* EMC_CONV_Q8_ZP, _LO, _HI: the u8 input's zero point, range */
+  float q8_inv;                /* fp[EMC_CONV_FP_Q8_INV]: 1 / the input's scale */
 } emc_conv_params;
 
 static inline emc_conv_params emc_conv_params_of(const emc_op *op) {
@@ -304,7 +323,12 @@ static inline emc_conv_params emc_conv_params_of(const emc_op *op) {
                            .winograd = ip[EMC_CONV_WINOGRAD],
                            .wino_slots = ip[EMC_CONV_WINO_SLOTS],
                            .pairs_id = (int64_t)ip[EMC_CONV_PAIRS] - 1,
-                           .in_scale_id = (int64_t)ip[EMC_CONV_IN_SCALE] - 1};
+                           .in_scale_id = (int64_t)ip[EMC_CONV_IN_SCALE] - 1,
+                           .q8_id = (int64_t)ip[EMC_CONV_Q8] - 1,
+                           .q8_zp = ip[EMC_CONV_Q8_ZP],
+                           .q8_lo = ip[EMC_CONV_Q8_LO],
+                           .q8_hi = ip[EMC_CONV_Q8_HI],
+                           .q8_inv = op->fp[EMC_CONV_FP_Q8_INV]};
 }
 
 /* gemm (EMC_OP_GEMM): out[b] = A[b] @ B[b] for b < batch. */

@@ -61,6 +61,12 @@ static double ref_act(uint32_t act, double x, const float *fp) {
   case EMC_ACT_RSQRT: return 1 / sqrt(fabs(x) + 0.1);
   case EMC_ACT_NEG: return -x;
   case EMC_ACT_ABS: return fabs(x);
+  case EMC_ACT_FAKEQUANT: { /* the portable quantize then dequantize, in f32 */
+    const float v = fminf(fmaxf((float)x, fp[0]), fp[1]);
+    float q = nearbyintf(v * fp[EMC_ACT_FP_INV_SCALE]) + fp[EMC_ACT_FP_ZP];
+    q = fminf(fmaxf(q, fp[EMC_ACT_FP_QMIN]), fp[EMC_ACT_FP_QMAX]);
+    return (q - fp[EMC_ACT_FP_ZP]) * fp[EMC_ACT_FP_SCALE];
+  }
   default: return x;
   }
 }
@@ -68,7 +74,8 @@ static double ref_act(uint32_t act, double x, const float *fp) {
 static void test_elementwise(const em_cpu_config *cfg) {
   static const size_t ns[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 100};
   static float a[128], b[128], y[128];
-  const float fp[2] = {-0.75f, 0.5f};
+  /* clamp bounds, then the fake-quant's 1 / scale, scale, zero point, range (q in [-20, 12]) */
+  const float fp[8] = {-0.75f, 0.5f, 0.0f, 20.0f, 0.05f, 3.0f, -20.0f, 12.0f};
   for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
     size_t n = ns[ni];
     for (size_t i = 0; i < 128; i++) a[i] = 4 * frand(), b[i] = frand() + 2.0f;
@@ -101,7 +108,10 @@ static void test_elementwise(const em_cpu_config *cfg) {
         double want = ref_act(act, a[i], fp);
         if (act == EMC_ACT_SQRT || act == EMC_ACT_RSQRT)
           want = act == EMC_ACT_SQRT ? sqrt(a[i]) : 1 / sqrt(a[i]);
-        ok &= fabs(y[i] - want) <= 2e-6 + 2e-6 * fabs(want);
+        if (act == EMC_ACT_FAKEQUANT) /* exact: the same f32 steps */
+          ok &= y[i] == (float)want;
+        else
+          ok &= fabs(y[i] - want) <= 2e-6 + 2e-6 * fabs(want);
         if (!ok) {
           CHECK(ok, "%s act %u n=%zu x=%g: %g vs %g", cfg->isa, act, n, a[i], y[i], want);
           break;

@@ -231,3 +231,90 @@ def test_runtime_refuses_bad_fakequant(slot: int, value: float, match: str) -> N
     struct.pack_into("<f", blob, offs[0] + 128 + 4 * slot, value)
     why = runtime_check("EmberCpuBackend", bytes(blob), 1 << 20)
     assert why is not None and "fake-quant" in why and match in why, why
+
+
+# ---- int8 convs (EMC_CONV_Q8) ----------------------------------------------------------------
+def _q8_convs(prog: ember.Program) -> tuple[int, int]:
+    """(convs, int8 convs) in the program's delegates (blob conv ip slot EMC_CONV_Q8 = 17)."""
+    convs = q8 = 0
+    for ins in prog._irs["forward"].instrs:
+        if isinstance(ins, DelegateInstr):
+            b = ins.processed
+            n_ops = struct.unpack_from("<I", b, 12)[0]
+            off = struct.unpack_from("<Q", b, 40)[0]
+            for i in range(n_ops):
+                if struct.unpack_from("<I", b, off + 160 * i)[0] == 1:
+                    convs += 1
+                    q8 += struct.unpack_from("<i", b, off + 160 * i + 32 + 17 * 4)[0] > 0
+    return convs, q8
+
+
+# (in channels, out channels, kernel, stride, padding, dilation, map): channels that are not
+# multiples of 4 (the channels-last padding) or 6 (the row panels), maps whose pixels are not
+# multiples of 16 (the column panels), strides, padding, dilation, 1x1, a 7x7 stem.
+_GEOMS = [
+    (3, 16, 3, 1, 1, 1, 9),
+    (5, 10, 3, 2, 1, 1, 13),
+    (8, 7, 1, 1, 0, 1, 7),
+    (16, 32, 3, 1, 2, 2, 11),
+    (3, 24, 7, 2, 3, 1, 32),
+    (64, 64, 3, 1, 1, 1, 8),
+    (12, 13, 5, 1, 0, 1, 6),
+]
+
+
+@pytest.mark.parametrize("geom", _GEOMS, ids=[f"{g[0]}-{g[1]}-k{g[2]}s{g[3]}" for g in _GEOMS])
+def test_int8_conv_geometries(geom: tuple[int, ...]) -> None:
+    ci, co, k, s, p, d, hw = geom
+    m = nn.Sequential(nn.Conv2d(ci, co, k, stride=s, padding=p, dilation=d), nn.ReLU6())
+    ep, inputs = _quantized(m, (2, ci, hw, hw))
+    prog = ember.export(ep, inputs, backend="cpu")
+    assert _q8_convs(prog) == (1, 1)
+    plain = ember.export(ep, inputs, backend=None)
+    step = _out_scale(plain)
+    want = _run(plain, inputs)
+    for th in (1, 2):
+        diff = (_run(prog, inputs, th) - want).abs()
+        assert diff.max().item() <= step * 1.001, (diff.max().item(), step)
+        assert (diff > 0).float().mean().item() <= 0.02
+
+
+def test_int8_convs_same_bits_on_every_isa(tmp_path) -> None:
+    """The int8 tiles of every ISA (AVX-512 VNNI, AVX2, scalar) give the same bits."""
+    import os
+    import subprocess
+    import sys
+
+    ep, inputs = _quantized(_Block(), (1, 3, 32, 32))
+    prog = ember.export(ep, inputs, backend="cpu")
+    convs, q8 = _q8_convs(prog)
+    assert q8 >= 4, (convs, q8)
+    pte = tmp_path / "m.pte"
+    prog.save(pte)
+    torch.save(inputs[0], tmp_path / "x.pt")
+    outs = {}
+    for isa in ("", "avx2", "scalar"):
+        code = (
+            "import torch; from ember.runtime import RuntimeProgram;"
+            f"x = torch.load({str(tmp_path / 'x.pt')!r});"
+            f"y = RuntimeProgram(open({str(pte)!r}, 'rb').read()).run('forward', [x])[0];"
+            f"torch.save(y, {str(tmp_path / f'y{isa}.pt')!r})"
+        )
+        env = dict(os.environ)
+        env.pop("EMBER_CPU_ISA", None)
+        if isa:
+            env["EMBER_CPU_ISA"] = isa
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs[isa] = torch.load(tmp_path / f"y{isa}.pt")
+    assert torch.equal(outs[""], outs["avx2"]) and torch.equal(outs[""], outs["scalar"])
+
+
+def test_int8_conv_file_is_smaller() -> None:
+    """The int8 convs store int8 weights only: the file is a fraction of the f32 one."""
+    m = nn.Sequential(nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.Conv2d(128, 128, 3))
+    ep, inputs = _quantized(m, (1, 64, 12, 12))
+    q8 = ember.export(ep, inputs, backend="cpu")
+    f32 = ember.export(m.eval(), inputs, backend="cpu")
+    assert _q8_convs(q8) == (2, 2)
+    assert len(q8.buffer) < 0.35 * len(f32.buffer), (len(q8.buffer), len(f32.buffer))

@@ -450,3 +450,33 @@ def _fuse_softmax_input(ops: list[Op], u: _Uses) -> None:
             _absorb(ops, consumer, sm)
         sm.ins = [x, mask]
         sm.ip = sm.ip[:4] + [int(scaled), rows if mask is not None else 0]
+
+
+def _conv_q8(ops: list[Op], u: _Uses) -> None:
+    """A conv with int8 weights (``wq``: the partitioner folded their dequantize) whose input a
+    fake-quant wrote runs in int8 (blob EMC_CONV_Q8): the input's qparams go to ``q8``, and the
+    packer stores the int8 weights (not f32 ones) with a per-channel table. Ungrouped convs that
+    are not depthwise and take no input scale or plane means; the input's quantized values must
+    map into u8 (int8 ranges shift by 128, uint8 ones stay)."""
+    for conv in [o for o in ops if o.kind == "conv2d" and "wq" in o.attrs]:
+        a = conv.attrs
+        x = conv.ins[0]
+        p = u.producer(x)
+        if (
+            a["groups"] != 1
+            or _depthwise(conv)
+            or a.get("in_scale") is not None
+            or len(conv.outs) != 1
+            or p is None
+            or p.act != "fakequant"
+            or not any(o.root() is x.root() for o in p.outs[:1])
+            or math.prod(p.outs[0].shape) != math.prod(x.shape)
+            or a["w"].shape[1] * a["w"].shape[2] * a["w"].shape[3] > 65536
+        ):
+            continue
+        inv, scale, zp, qmin, qmax = (float(v) for v in p.fp[3:8])
+        off = 128 if qmin < 0 else 0
+        lo, hi, z = int(qmin) + off, int(qmax) + off, int(zp) + off
+        if not (0 <= lo <= hi <= 255 and 0 <= z <= 255):
+            continue
+        a["q8"] = dict(inv=inv, scale=scale, zp=z, lo=lo, hi=hi)

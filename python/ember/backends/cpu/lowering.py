@@ -191,14 +191,11 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
             raise Unsupported("conv2d needs 4-d input, constant weights, not transposed")
         stride, pad, dil = _pair(a[3], "stride"), _pair(a[4], "padding"), _pair(a[5], "dilation")
         groups = int(a[8].value)
-        return Op(
-            "conv2d",
-            [x],
-            [out],
-            attrs=dict(
-                w=wa.astype(np.float32), b=ba, stride=stride, pad=pad, dil=dil, groups=groups
-            ),
-        )
+        attrs = dict(w=wa.astype(np.float32), b=ba, stride=stride, pad=pad, dil=dil, groups=groups)
+        q = getattr(w, "int8_weight", None)  # an int8 weight the partitioner folded
+        if q is not None and tuple(q[0].shape) == tuple(wa.shape):
+            attrs["wq"] = (q[0].numpy(), q[1].numpy())
+        return Op("conv2d", [x], [out], attrs=attrs)
     if k == "aten::_native_batch_norm_legit_no_training.out":
         x = _t(a[0])
         if not _f32(x) or len(x.shape) < 2 or not all(only_here(_out(ins, i)) for i in (1, 2)):

@@ -31,9 +31,37 @@ class PackedConv(NamedTuple):
     wino: int = 0  # Winograd tile m (0: direct)
     wino_slots: int = 0
     pairs: np.ndarray | None = None  # the weights again as bf16 pairs (EMC_CONV_PAIRS)
+    q8_table: np.ndarray | None = None  # an int8 conv's channel table (EMC_CONV_Q8)
+
+
+def _pack_conv_q8(op: Op, out: TensorSpec) -> PackedConv:
+    """An int8 conv (EMC_CONV_Q8): int8 weights with depth order (ky, kx, channel), channels
+    padded to a multiple of 4 (zeros), in [ceil(Co/6)][K/4][6][4] panels (as the f32 words the
+    blob stores); the table of Co f32 scales (s_in * s_w) then Co int32 corrections
+    (zp * sum_k w); and the scratch: u8 im2col panels, then the channels-last padded image."""
+    wq, sw = op.attrs["wq"]
+    q8 = op.attrs["q8"]
+    co, cin, kh, kw = wq.shape
+    cp = -(-cin // 4) * 4
+    kg = kh * kw * cp
+    kq = kg // 4
+    mp = -(-co // B.MR)
+    w = np.zeros((mp * B.MR, kh, kw, cp), dtype=np.int8)
+    w[:co, :, :, :cin] = wq.transpose(0, 2, 3, 1)
+    panels = np.ascontiguousarray(w.reshape(mp, B.MR, kq, 4).transpose(0, 2, 1, 3))
+    scales = (np.float32(q8["scale"]) * sw.astype(np.float32)).astype(np.float32)
+    corr = (q8["zp"] * wq.reshape(co, -1).astype(np.int64).sum(1)).astype(np.int32)
+    table = np.concatenate([scales, corr.view(np.float32)])
+    npix = out.shape[2] * out.shape[3]
+    h, w_ = op.ins[0].shape[2], op.ins[0].shape[3]
+    ph, pw = op.attrs["pad"]
+    scratch = -(-npix // B.NR_PANEL) * kq * 64 + (h + 2 * ph) * (w_ + 2 * pw) * cp
+    return PackedConv(panels.reshape(-1).view(np.float32), False, scratch, q8_table=table)
 
 
 def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec, pairs: bool = False) -> PackedConv:
+    if "q8" in op.attrs:
+        return _pack_conv_q8(op, out)
     w = op.attrs["w"]
     g = op.attrs["groups"]
     co, cg, kh, kw = w.shape
@@ -329,6 +357,12 @@ def build_blob(
             ]
             scale = -1 if a.get("in_scale") is None else tid(a["in_scale"])
             ip.append(scale + 1)  # EMC_CONV_IN_SCALE
+            fp = list(op.fp)
+            if pc.q8_table is not None:  # EMC_CONV_Q8, _ZP, _LO, _HI; fp[EMC_CONV_FP_Q8_INV]
+                q8 = a["q8"]
+                ip += [g.const(pc.q8_table) + 1, q8["zp"], q8["lo"], q8["hi"]]
+                fp = (fp + [0.0] * 8)[:8]
+                fp[2] = q8["inv"]
             b = a["b"]
             res = tid(op.ins[1]) if len(op.ins) > 1 else -1
             bop = B.BOp(
@@ -336,7 +370,7 @@ def build_blob(
                 [tid(x), g.const(pc.packed), -1 if b is None else g.const(b), res],
                 [tid(o) for o in op.outs],
                 ip=ip,
-                fp=list(op.fp),
+                fp=fp,
                 act=op.act,
                 scratch=pc.scratch,
                 reads=[scale] if scale >= 0 else [],

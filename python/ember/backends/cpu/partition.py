@@ -31,6 +31,7 @@ from ember.backends.cpu import packing  # noqa: F401  (tests set packing.WINO_SM
 # The fusion passes are looked up here by name (_FUSIONS), and lower / build_blob through this
 # module's globals, so a test can replace any one of them.
 from ember.backends.cpu.fusion import (  # noqa: F401
+    _conv_q8,
     _fake_quant,
     _fold_bn,
     _fuse_acts,
@@ -176,9 +177,35 @@ def _fold_weight_dequant(ir: MethodIR) -> None:
                     data = None
                 if data is not None and tuple(data.shape) == tuple(out.shape):
                     out.kind, out.data, out.fqn = CONSTANT, data.to(torch.float32), None
+                    _remember_int8(out, ins, vals)
                     continue
         kept.append(ins)
     ir.instrs = kept
+
+
+def _remember_int8(out: TensorSpec, ins: KernelInstr, vals: list[Any]) -> None:
+    """Keeps a folded weight's int8 values and per-output-channel scales on its spec
+    (``int8_weight``), for the int8 convs (EMC_CONV_Q8): symmetric int8 (zero points 0), one
+    scale per row of axis 0 or one for the whole tensor."""
+    q, a = vals[0], ins.args
+    if q.dtype != torch.int8 or q.dim() < 1:
+        return
+    if ins.kernel.endswith("per_channel.out"):
+        scales, zps = vals[1], vals[2]
+        if (
+            a[3].kind != "int"
+            or int(a[3].value) != 0
+            or scales is None
+            or scales.numel() != q.shape[0]
+            or (zps is not None and bool((zps != 0).any()))
+        ):
+            return
+        s = scales.detach().to(torch.float32).reshape(-1)
+    else:
+        if a[1].kind != "double" or a[2].kind != "int" or int(a[2].value) != 0:
+            return
+        s = torch.full((q.shape[0],), float(a[1].value), dtype=torch.float32)
+    out.int8_weight = (q.detach().contiguous(), s)  # type: ignore[attr-defined]
 
 
 def _pair_qdq(runs: _Runs, lowered: list[bool]) -> None:
@@ -459,6 +486,7 @@ _FUSIONS: tuple[Any, ...] = (
     "_fuse_residual",
     "_fuse_plane_means",
     "_fuse_input_scale",
+    "_conv_q8",
 )
 
 

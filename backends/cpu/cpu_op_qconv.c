@@ -1,0 +1,214 @@
+/*
+ * cpu_op_qconv.c — int8 conv2d (EMC_CONV_Q8, blob version 8): the checks after emc_check_conv's
+ * common ones, and the run.
+ *
+ * An int8 Q/DQ program's convs read an input that a fake-quant (EMC_ACT_FAKEQUANT) wrote, so
+ * x = (q - zp) * s exactly, and weights the exporter stored as int8 with a scale per output
+ * channel. The conv requantizes x as it builds its im2col panels (q comes back exactly), sums
+ * u8 x int8 products in int32 with the ISA's tile (d->q8_gemm: vpdpbusd on AVX-512 VNNI) and
+ * scales each channel's sums back to f32: the same products as the f32 conv of the dequantized
+ * operands, summed exactly instead of in f32. Bias, residual, clamp and activation follow as
+ * for f32 convs.
+ *
+ * Per image: the input's u8 values channels last with zero-point padding (channels padded to a
+ * multiple of 4, so each group of 4 depths — ky, kx, 4 channels — is one 4-byte copy), the u8
+ * im2col panels gathered from them (both in the scratch), then the tiles in jobs of
+ * up to Q8_NB column panels by a run of 6-row panels, each job finishing its rows (residual,
+ * clamp, activation) while they are in cache.
+ */
+#include "cpu_ops.h"
+
+#define Q8_NB 8 /* column panels (16 pixels each) a job takes */
+
+static size_t q8_kq(int64_t kg) { return emc_div_up((size_t)kg, 4); }
+
+/* Channels padded to a multiple of 4 (the weights are zero there). */
+static int64_t q8_cp(int64_t cin) { return (cin + 3) / 4 * 4; }
+
+/* Bytes of the u8 im2col panels, [ceil(npix / 16)][kq][16][4], kq = kh * kw * cp / 4. The
+ * padded image, [h + 2 ph][w + 2 pw][cp], follows them in the scratch. */
+static uint64_t q8_col_bytes(int64_t npix, int64_t kg) {
+  return (uint64_t)emc_div_up((size_t)npix, 16) * q8_kq(kg) * 64;
+}
+
+bool emc_check_conv_q8(const emc_delegate *d, const emc_op *op, const emc_rt_tensor *w, int64_t cin,
+                       int64_t co, int64_t npix, char *why, size_t why_n) {
+  const emc_conv_params p = emc_conv_params_of(op);
+  const emc_rt_tensor *t = tensor_at(d, (int32_t)p.q8_id), *x = tensor_at(d, op->in[0]);
+  if (!t || !is_const(t)) WHY("conv2d: the int8 channel table is not a constant");
+  if (p.groups != 1 || p.depthwise || p.winograd || p.transposed || p.pairs_id >= 0 ||
+      p.in_scale_id >= 0 || op->out[1] >= 0)
+    WHY("conv2d: an int8 conv must be ungrouped, not depthwise, Winograd, transposed or paired");
+  const int64_t cp = q8_cp(cin), kg = cp * p.kh * p.kw;
+  if (kg > 65536) WHY("conv2d: int8 conv depth %lld exceeds 65536", (long long)kg);
+  if (t->numel != 2 * co)
+    WHY("conv2d: int8 channel table has %lld words, expected %lld", (long long)t->numel,
+        (long long)(2 * co));
+  const int64_t want = (int64_t)emc_div_up((size_t)co, EMC_MR) * (int64_t)q8_kq(kg) * EMC_MR;
+  if (w->numel != want)
+    WHY("conv2d: int8 weights have %lld words, expected %lld", (long long)w->numel,
+        (long long)want);
+  if (p.q8_zp > 255 || p.q8_lo > p.q8_hi || p.q8_hi > 255)
+    WHY("conv2d: int8 input zero point %lld or range [%lld, %lld] outside [0, 255]",
+        (long long)p.q8_zp, (long long)p.q8_lo, (long long)p.q8_hi);
+  if (!(p.q8_inv > 0.0f && p.q8_inv <= 3.4e38f))
+    WHY("conv2d: int8 input scale inverse %g not positive and finite", (double)p.q8_inv);
+  const uint64_t img =
+      (uint64_t)cp * (uint64_t)(x->sizes[2] + 2 * p.ph) * (uint64_t)(x->sizes[3] + 2 * p.pw);
+  return scratch_holds(d, &p, q8_col_bytes(npix, kg) + img, "int8 im2col", why, why_n) &&
+         check_act(op, why, why_n);
+}
+
+typedef struct q8_pack_job {
+  const float *x; /* one image, [cin][h][w] */
+  uint8_t *img;   /* its u8 values channels last, zero-point padded: [hp][wp][cp] */
+  uint8_t *col;   /* [npanels][kq][16][4] */
+  int64_t cin, h, w, ow, npix, hp, wp, cp;
+  size_t kq;
+  emc_conv_params p;
+} q8_pack_job;
+
+/* Rows [begin, end) of the padded u8 image (channels last), rounded step for step as the
+ * fake-quant that wrote x (EMC_ACT_FAKEQUANT): t = x / s to an integer (half to even), plus zp,
+ * clamped; NaN gives lo. The padding (and the channels past cin) already hold zp. */
+static void q8_image(void *ctx, int64_t begin, int64_t end) {
+  const q8_pack_job *j = ctx;
+  const emc_conv_params *p = &j->p;
+  const float inv = p->q8_inv, zp = (float)p->q8_zp, lo = (float)p->q8_lo, hi = (float)p->q8_hi;
+  const float tlo = lo - zp - 1.0f, thi = hi - zp + 1.0f, magic = 12582912.0f;
+  for (int64_t y = begin; y < end; y++) {
+    uint8_t *row = j->img + ((y + p->ph) * j->wp + p->pw) * j->cp;
+    for (int64_t c = 0; c < j->cin; c++) {
+      const float *src = j->x + (c * j->h + y) * j->w;
+      for (int64_t i = 0; i < j->w; i++) {
+        float t = src[i] * inv;
+        t = t >= tlo ? t : tlo; /* keeps |t| small for the rounding trick */
+        t = t <= thi ? t : thi;
+        float r = ((t + magic) - magic) + zp;
+        r = r >= lo ? r : lo;
+        r = r <= hi ? r : hi;
+        row[i * j->cp + c] = (uint8_t)(int32_t)r;
+      }
+    }
+  }
+}
+
+/* Column panels [begin, end) of the u8 im2col matrix (depth order ky, kx, channel): each group
+ * of 4 depths of a pixel is one 4-byte copy from the channels-last image. */
+static void q8_pack(void *ctx, int64_t begin, int64_t end) {
+  const q8_pack_job *j = ctx;
+  const emc_conv_params *p = &j->p;
+  const int64_t cq = j->cp / 4;
+  for (int64_t pn = begin; pn < end; pn++) {
+    const uint8_t *src[16];
+    for (int c = 0; c < 16; c++) {
+      const int64_t n = pn * 16 + c; /* a column past the map reads the first pixel */
+      src[c] = j->img + (n < j->npix ? (n / j->ow * p->sh * j->wp + n % j->ow * p->sw) * j->cp : 0);
+    }
+    uint8_t *dst = j->col + (size_t)pn * j->kq * 64;
+    for (int64_t ky = 0; ky < p->kh; ky++)
+      for (int64_t kx = 0; kx < p->kw; kx++) {
+        const int64_t base = (ky * p->dh * j->wp + kx * p->dw) * j->cp;
+        for (int64_t q = 0; q < cq; q++, dst += 64)
+          for (int c = 0; c < 16; c++) memcpy(dst + c * 4, src[c] + base + q * 4, 4);
+      }
+  }
+}
+
+typedef struct q8_gemm_job {
+  const emc_delegate *d;
+  const emc_op *op;
+  const int8_t *w;
+  const uint8_t *col;
+  const float *scale, *bias, *res;
+  const int32_t *corr;
+  float *y;
+  int64_t co, npix;
+  size_t kq, mpanels, npanels, mchunk, mchunks;
+} q8_gemm_job;
+
+/* Jobs [begin, end): a block of Q8_NB column panels by a chunk of row panels, then its rows'
+ * residual, clamp and activation. */
+static void q8_tiles(void *ctx, int64_t begin, int64_t end) {
+  const q8_gemm_job *j = ctx;
+  const em_cpu_config *cfg = j->d->cfg;
+  const em_minmax_params mm = clamp_of(j->op);
+  const uint32_t act = post_act(j->op);
+  for (int64_t job = begin; job < end; job++) {
+    const size_t nb = (size_t)job / j->mchunks, mc = (size_t)job % j->mchunks;
+    const size_t p0 = nb * Q8_NB, p1 = p0 + Q8_NB < j->npanels ? p0 + Q8_NB : j->npanels;
+    const size_t m0 = mc * j->mchunk,
+                 m1 = m0 + j->mchunk < j->mpanels ? m0 + j->mchunk : j->mpanels;
+    for (size_t mp = m0; mp < m1; mp++) {
+      const size_t r0 = mp * EMC_MR;
+      const size_t mr = (size_t)j->co - r0 < EMC_MR ? (size_t)j->co - r0 : EMC_MR;
+      for (size_t pn = p0; pn < p1; pn++) {
+        const size_t c0 = pn * 16, nr = (size_t)j->npix - c0 < 16 ? (size_t)j->npix - c0 : 16;
+        j->d->q8_gemm(mr, nr, j->kq, j->w + mp * j->kq * 24, j->col + pn * j->kq * 64, j->corr + r0,
+                      j->scale + r0, j->bias ? j->bias + r0 : NULL,
+                      j->y + r0 * (size_t)j->npix + c0, (size_t)j->npix);
+      }
+    }
+    const size_t c0 = p0 * 16, c1 = p1 * 16 < (size_t)j->npix ? p1 * 16 : (size_t)j->npix;
+    const size_t r1 = m1 * EMC_MR < (size_t)j->co ? m1 * EMC_MR : (size_t)j->co;
+    for (size_t r = m0 * EMC_MR; r < r1; r++) {
+      float *row = j->y + r * (size_t)j->npix + c0;
+      if (j->res)
+        cfg->vbin[EMC_BIN_ADD](c1 - c0, row, j->res + r * (size_t)j->npix + c0, row, &mm);
+      else if (j->op->act == EMC_ACT_CLAMP)
+        cfg->vact(c1 - c0, row, row, EMC_ACT_CLAMP, j->op->fp);
+      if (act) cfg->vact(c1 - c0, row, row, act, j->op->fp);
+    }
+  }
+}
+
+void emc_run_conv_q8(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const emc_conv_params p = emc_conv_params_of(op);
+  const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
+  const int64_t n = xt->sizes[0], cin = xt->sizes[1], h = xt->sizes[2], wd = xt->sizes[3];
+  const int64_t co = yt->sizes[1], ow = yt->sizes[3], npix = yt->sizes[2] * ow;
+  const int64_t cp = q8_cp(cin), kg = cp * p.kh * p.kw, hp = h + 2 * p.ph, wp = wd + 2 * p.pw;
+  const float *table = data_of(d, (int32_t)p.q8_id);
+  const float *res = data_of(d, op->in[3]);
+  q8_pack_job pj = {.col = d->arena + p.scratch_off,
+                    .cin = cin,
+                    .h = h,
+                    .w = wd,
+                    .ow = ow,
+                    .npix = npix,
+                    .hp = hp,
+                    .wp = wp,
+                    .cp = cp,
+                    .kq = q8_kq(kg),
+                    .p = p};
+  pj.img = pj.col + q8_col_bytes(npix, kg);
+  q8_gemm_job gj = {.d = d,
+                    .op = op,
+                    .w = (const int8_t *)data_of(d, op->in[1]),
+                    .col = pj.col,
+                    .scale = table,
+                    .bias = data_of(d, op->in[2]),
+                    .corr = (const int32_t *)(table + co),
+                    .co = co,
+                    .npix = npix,
+                    .kq = pj.kq,
+                    .mpanels = emc_div_up((size_t)co, EMC_MR),
+                    .npanels = emc_div_up((size_t)npix, 16)};
+  /* Enough jobs for the threads: split the row panels where the map has few column blocks
+   * (7x7 maps: one block). */
+  const size_t nblocks = emc_div_up(gj.npanels, Q8_NB);
+  const size_t threads = (size_t)em_threadpool_size(pool);
+  size_t mchunks = nblocks >= 4 * threads ? 1 : emc_div_up(4 * threads, nblocks);
+  if (mchunks > gj.mpanels) mchunks = gj.mpanels;
+  gj.mchunk = emc_div_up(gj.mpanels, mchunks);
+  gj.mchunks = emc_div_up(gj.mpanels, gj.mchunk);
+  for (int64_t b = 0; b < n; b++) {
+    pj.x = xt->data + b * cin * h * wd;
+    memset(pj.img, (int)p.q8_zp, (size_t)(hp * wp * cp));
+    par_for(pool, h, q8_image, &pj, 8 * cin * h * wd);
+    par_for(pool, (int64_t)gj.npanels, q8_pack, &pj, (int64_t)gj.npanels * 16 * kg);
+    gj.y = yt->data + b * co * npix;
+    gj.res = res ? res + b * co * npix : NULL;
+    par_for(pool, (int64_t)(nblocks * gj.mchunks), q8_tiles, &gj, co * npix * kg);
+  }
+}

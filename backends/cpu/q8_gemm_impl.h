@@ -1,0 +1,38 @@
+/*
+ * q8_gemm_impl.h — the portable int8 GEMM tile of the int8 convs (EMC_CONV_Q8), included by one
+ * file per ISA (q8_gemm__scalar.c, q8_gemm__avx2.c: the compiler vectorizes it with that ISA's
+ * flags); the AVX-512 VNNI tile is its own file. Before including, define EM_ISA.
+ *
+ * A tile is up to 6 rows (output channels) by 16 columns (pixels): a holds the row panel,
+ * [kq][6][4] int8 weights; b the column panel, [kq][16][4] u8 inputs. Each row's dot products of
+ * groups of 4 are summed exactly in int32 (the conv's check bounds K by 65536, so no sum
+ * overflows), then c[r][j] = (acc - corr[r]) * scale[r] + bias[r] for r < mr, j < nr.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "cpu_ukernels.h"
+
+#define EM_Q8_CAT2(a, b) a##b
+#define EM_Q8_CAT(a, b)  EM_Q8_CAT2(a, b)
+
+void EM_Q8_CAT(em_q8_gemm_6x16_ukernel__, EM_ISA)(size_t mr, size_t nr, size_t kq, const int8_t *a,
+                                                  const uint8_t *b, const int32_t *corr,
+                                                  const float *scale, const float *bias, float *c,
+                                                  size_t ldc) {
+  int32_t acc[6][16];
+  memset(acc, 0, sizeof acc);
+  for (size_t q = 0; q < kq; q++) {
+    const int8_t *ap = a + q * 24;
+    const uint8_t *bp = b + q * 64;
+    for (size_t r = 0; r < 6; r++) {
+      const int32_t a0 = ap[r * 4], a1 = ap[r * 4 + 1], a2 = ap[r * 4 + 2], a3 = ap[r * 4 + 3];
+      for (size_t j = 0; j < 16; j++)
+        acc[r][j] += a0 * bp[j * 4] + a1 * bp[j * 4 + 1] + a2 * bp[j * 4 + 2] + a3 * bp[j * 4 + 3];
+    }
+  }
+  for (size_t r = 0; r < mr; r++) {
+    const float s = scale[r], t = bias ? bias[r] : 0.0f;
+    for (size_t j = 0; j < nr; j++) c[r * ldc + j] = (float)((int64_t)acc[r][j] - corr[r]) * s + t;
+  }
+}
