@@ -148,8 +148,10 @@ def export(
     the portable kernels), ``None`` (or ``"portable"``) keeps every operator on the portable
     kernels (what stock ExecuTorch runs too), and the default ``"auto"`` picks ``"cpu"`` for a
     desktop / host target and the portable kernels for a microcontroller target (logged at
-    INFO); on a host, a method calling int8 Q/DQ (``quantized_decomposed::``), fused integer or
-    LLM (``ember::``, ``llama::``) operators keeps the portable kernels too. ``target`` is
+    INFO); on a host, a method calling fused integer or LLM (``ember::``, ``llama::``)
+    operators keeps the portable kernels too, while int8 Q/DQ graphs (``quantized_decomposed::``,
+    PT2E's representation) go to the CPU backend (fake-quant pairs, int8 convs; see
+    docs/quantization.md). ``target`` is
     ``None`` (this host), ``"host"``, ``"x86-64"``, ``"aarch64"`` or a microcontroller
     (``"cortex-m33"``, ``"cortex-m33-nofpu"``); for a microcontroller the memory and kernel
     budget of each method is computed (:mod:`ember.quant.budget`), logged and returned as
