@@ -251,12 +251,12 @@ def _q8_convs(prog: ember.Program) -> tuple[int, int]:
 
 # (in channels, out channels, kernel, stride, padding, dilation, map): channels that are not
 # multiples of 4 (the channels-last padding) or 6 (the row panels), maps whose pixels are not
-# multiples of 16 (the column panels), strides, padding, dilation, 1x1 (with 256+ input channels:
-# narrower ones stay f32), a 7x7 stem.
+# multiples of 16 (the column panels), strides, padding, dilation, 1x1 (256+ channels each side:
+# narrower ones stay f32, as do depths under 64), a 7x7 stem.
 _GEOMS = [
-    (3, 16, 3, 1, 1, 1, 9),
-    (5, 10, 3, 2, 1, 1, 13),
-    (256, 7, 1, 1, 0, 1, 7),
+    (8, 16, 3, 1, 1, 1, 9),
+    (9, 10, 3, 2, 1, 1, 13),
+    (256, 260, 1, 1, 0, 1, 7),
     (16, 32, 3, 1, 2, 2, 11),
     (3, 24, 7, 2, 3, 1, 32),
     (64, 64, 3, 1, 1, 1, 8),
@@ -286,10 +286,16 @@ def test_int8_convs_same_bits_on_every_isa(tmp_path) -> None:
     import subprocess
     import sys
 
-    ep, inputs = _quantized(_Block(), (1, 3, 32, 32))
+    m = nn.Sequential(
+        nn.Conv2d(8, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(32, 30, 3, stride=2),
+        nn.ReLU6(),
+        nn.Conv2d(30, 16, 5, padding=2),
+    )
+    ep, inputs = _quantized(m, (1, 8, 21, 21))
     prog = ember.export(ep, inputs, backend="cpu")
-    convs, q8 = _q8_convs(prog)
-    assert q8 >= 2, (convs, q8)
+    assert _q8_convs(prog) == (3, 3)
     pte = tmp_path / "m.pte"
     prog.save(pte)
     torch.save(inputs[0], tmp_path / "x.pt")

@@ -457,11 +457,13 @@ def _conv_q8(ops: list[Op], u: _Uses) -> None:
     fake-quant wrote runs in int8 (blob EMC_CONV_Q8): the input's qparams go to ``q8``, and the
     packer stores the int8 weights (not f32 ones) with a per-channel table. Ungrouped convs that
     are not depthwise and take no input scale or plane means; the input's quantized values must
-    map into u8 (int8 ranges shift by 128, uint8 ones stay). A 1x1 conv with fewer than 256
-    input channels stays f32: requantizing and regathering its input costs more than its few
-    products gain, and in f32 it chains with the depthwise conv beside it (MobileNetV2 at 1
-    thread on Zen 4: 12.1 ms with every 1x1 conv in int8, 9.0 ms with this rule, 8.7 with no 1x1
-    conv in int8; ResNet-18 16.5 ms, f32 21.5 ms)."""
+    map into u8 (int8 ranges shift by 128, uint8 ones stay). Convs whose few products do not pay
+    for requantizing and regathering the input stay f32 (measured at 1 thread on Zen 4): depths
+    under 64 (MobileNetV2's 3 -> 32 stem: 606 us in int8, 327 in f32 on the stem kernel) and 1x1
+    convs with fewer than 256 input or output channels (MobileNetV2's 576 -> 96 on 14x14: 368 us
+    against 232; its 960 -> 320 and 320 -> 1280 gain: 226 / 189 against 296 / 437). Where the
+    f32 path would be a Winograd F(4x4) the packer keeps it (4x fewer products: ResNet-18's 64 ->
+    64 on 56x56, 1.48 ms in int8 against 1.05)."""
     for conv in [o for o in ops if o.kind == "conv2d" and "wq" in o.attrs]:
         a = conv.attrs
         x = conv.ins[0]
@@ -476,7 +478,11 @@ def _conv_q8(ops: list[Op], u: _Uses) -> None:
             or not any(o.root() is x.root() for o in p.outs[:1])
             or math.prod(p.outs[0].shape) != math.prod(x.shape)
             or a["w"].shape[1] * a["w"].shape[2] * a["w"].shape[3] > 65536
-            or (a["w"].shape[2] * a["w"].shape[3] == 1 and a["w"].shape[1] < 256)
+            or a["w"].shape[1] * a["w"].shape[2] * a["w"].shape[3] < 64
+            or (
+                a["w"].shape[2] * a["w"].shape[3] == 1
+                and min(a["w"].shape[0], a["w"].shape[1]) < 256
+            )
         ):
             continue
         inv, scale, zp, qmin, qmax = (float(v) for v in p.fp[3:8])

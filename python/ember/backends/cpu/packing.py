@@ -60,8 +60,8 @@ def _pack_conv_q8(op: Op, out: TensorSpec) -> PackedConv:
 
 
 def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec, pairs: bool = False) -> PackedConv:
-    if "q8" in op.attrs:
-        return _pack_conv_q8(op, out)
+    if "q8" in op.attrs and _winograd_tile(op, out.shape[2], out.shape[3]) != 4:
+        return _pack_conv_q8(op, out)  # (a Winograd F(4x4) does 4x fewer products in f32)
     w = op.attrs["w"]
     g = op.attrs["groups"]
     co, cg, kh, kw = w.shape
