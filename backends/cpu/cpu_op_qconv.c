@@ -66,28 +66,26 @@ typedef struct q8_pack_job {
   int64_t cin, h, w, ow, npix, hp, wp, cp;
   size_t kq;
   emc_conv_params p;
+  em_q8_quant_fn quant;
 } q8_pack_job;
 
-/* Rows [begin, end) of the padded u8 image (channels last), rounded step for step as the
- * fake-quant that wrote x (EMC_ACT_FAKEQUANT): t = x / s to an integer (half to even), plus zp,
- * clamped; NaN gives lo. The padding (and the channels past cin) already hold zp. */
+/* Rows [begin, end) of the padded u8 image (channels last): each channel's run of the row
+ * quantized by the ISA's kernel (d->q8_quant, as the fake-quant that wrote x rounds), then
+ * spread into the pixels. The padding (and the channels past cin) already hold zp. */
 static void q8_image(void *ctx, int64_t begin, int64_t end) {
   const q8_pack_job *j = ctx;
   const emc_conv_params *p = &j->p;
-  const float inv = p->q8_inv, zp = (float)p->q8_zp, lo = (float)p->q8_lo, hi = (float)p->q8_hi;
-  const float tlo = lo - zp - 1.0f, thi = hi - zp + 1.0f, magic = 12582912.0f;
+  const em_q8_quant_params qp = {p->q8_inv, (float)p->q8_zp, (float)p->q8_lo, (float)p->q8_hi};
+  uint8_t tmp[512];
   for (int64_t y = begin; y < end; y++) {
     uint8_t *row = j->img + ((y + p->ph) * j->wp + p->pw) * j->cp;
     for (int64_t c = 0; c < j->cin; c++) {
       const float *src = j->x + (c * j->h + y) * j->w;
-      for (int64_t i = 0; i < j->w; i++) {
-        float t = src[i] * inv;
-        t = t >= tlo ? t : tlo; /* keeps |t| small for the rounding trick */
-        t = t <= thi ? t : thi;
-        float r = ((t + magic) - magic) + zp;
-        r = r >= lo ? r : lo;
-        r = r <= hi ? r : hi;
-        row[i * j->cp + c] = (uint8_t)(int32_t)r;
+      for (int64_t i0 = 0; i0 < j->w; i0 += (int64_t)sizeof tmp) {
+        const int64_t nn = j->w - i0 < (int64_t)sizeof tmp ? j->w - i0 : (int64_t)sizeof tmp;
+        j->quant((size_t)nn, src + i0, tmp, &qp);
+        uint8_t *dst = row + i0 * j->cp + c;
+        for (int64_t i = 0; i < nn; i++) dst[i * j->cp] = tmp[i];
       }
     }
   }
@@ -180,7 +178,8 @@ void emc_run_conv_q8(const emc_delegate *d, const emc_op *op, em_threadpool *poo
                     .wp = wp,
                     .cp = cp,
                     .kq = q8_kq(kg),
-                    .p = p};
+                    .p = p,
+                    .quant = d->q8_quant};
   pj.img = pj.col + q8_col_bytes(npix, kg);
   q8_gemm_job gj = {.d = d,
                     .op = op,

@@ -237,6 +237,19 @@ void em_q8_gemm_6x16_ukernel__avx512vnni(size_t mr, size_t nr, size_t kq, const 
 /* The best int8 tile for configuration isa (its name) on this CPU. */
 em_q8_gemm_fn em_q8_gemm_for(const char *isa);
 
+/* The int8 convs' input quantizer: y[i] = clamp(nearbyint(x[i] * inv) + zp, lo, hi) as u8,
+ * rounded step for step as EMC_ACT_FAKEQUANT (NaN: lo); lo <= hi within [0, 255]. */
+typedef struct em_q8_quant_params {
+  float inv, zp, lo, hi;
+} em_q8_quant_params;
+typedef void (*em_q8_quant_fn)(size_t n, const float *x, uint8_t *y, const em_q8_quant_params *p);
+void em_q8_quant_ukernel__scalar(size_t n, const float *x, uint8_t *y, const em_q8_quant_params *p);
+void em_q8_quant_ukernel__avx2(size_t n, const float *x, uint8_t *y, const em_q8_quant_params *p);
+void em_q8_quant_ukernel__avx512vnni(size_t n, const float *x, uint8_t *y,
+                                     const em_q8_quant_params *p);
+/* The input quantizer that goes with em_q8_gemm_for(isa). */
+em_q8_quant_fn em_q8_quant_for(const char *isa);
+
 /* The kernels of one ISA. */
 typedef struct em_cpu_config {
   const char *isa;

@@ -12,6 +12,10 @@
 
 #include "cpu_ukernels.h"
 
+#define EM_ISA        avx512vnni
+#define EM_Q8_NO_TILE 1
+#include "q8_gemm_impl.h" /* the input quantizer, vectorized with this file's flags */
+
 static inline __m512i bcast4(const int8_t *p) {
   int32_t v;
   memcpy(&v, p, 4);

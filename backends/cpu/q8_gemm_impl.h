@@ -1,7 +1,8 @@
 /*
- * q8_gemm_impl.h — the portable int8 GEMM tile of the int8 convs (EMC_CONV_Q8), included by one
- * file per ISA (q8_gemm__scalar.c, q8_gemm__avx2.c: the compiler vectorizes it with that ISA's
- * flags); the AVX-512 VNNI tile is its own file. Before including, define EM_ISA.
+ * q8_gemm_impl.h — the portable int8 GEMM tile of the int8 convs (EMC_CONV_Q8) and their input
+ * quantizer, included by one file per ISA (q8_gemm__scalar.c, q8_gemm__avx2.c,
+ * q8_gemm_6x16__avx512vnni.c: the compiler vectorizes them with that ISA's flags; the VNNI file
+ * has its own tile and defines EM_Q8_NO_TILE). Before including, define EM_ISA.
  *
  * A tile is up to 6 rows (output channels) by 16 columns (pixels): a holds the row panel,
  * [kq][6][4] int8 weights; b the column panel, [kq][16][4] u8 inputs. Each row's dot products of
@@ -16,6 +17,23 @@
 #define EM_Q8_CAT2(a, b) a##b
 #define EM_Q8_CAT(a, b)  EM_Q8_CAT2(a, b)
 
+/* y[i] = the u8 value of x[i] (q8_quant_params), rounded step for step as EMC_ACT_FAKEQUANT. */
+void EM_Q8_CAT(em_q8_quant_ukernel__, EM_ISA)(size_t n, const float *x, uint8_t *y,
+                                              const em_q8_quant_params *p) {
+  const float inv = p->inv, zp = p->zp, lo = p->lo, hi = p->hi;
+  const float tlo = lo - zp - 1.0f, thi = hi - zp + 1.0f, magic = 12582912.0f;
+  for (size_t i = 0; i < n; i++) {
+    float t = x[i] * inv;
+    t = t >= tlo ? t : tlo; /* keeps |t| small for the rounding trick */
+    t = t <= thi ? t : thi;
+    float r = ((t + magic) - magic) + zp;
+    r = r >= lo ? r : lo; /* NaN: lo */
+    r = r <= hi ? r : hi;
+    y[i] = (uint8_t)(int32_t)r;
+  }
+}
+
+#ifndef EM_Q8_NO_TILE /* the ISA file has its own tile */
 void EM_Q8_CAT(em_q8_gemm_6x16_ukernel__, EM_ISA)(size_t mr, size_t nr, size_t kq, const int8_t *a,
                                                   const uint8_t *b, const int32_t *corr,
                                                   const float *scale, const float *bias, float *c,
@@ -36,3 +54,4 @@ void EM_Q8_CAT(em_q8_gemm_6x16_ukernel__, EM_ISA)(size_t mr, size_t nr, size_t k
     for (size_t j = 0; j < nr; j++) c[r * ldc + j] = (float)((int64_t)acc[r][j] - corr[r]) * s + t;
   }
 }
+#endif /* EM_Q8_NO_TILE */
