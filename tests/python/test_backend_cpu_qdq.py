@@ -325,3 +325,38 @@ def test_int8_conv_file_is_smaller() -> None:
     f32 = ember.export(m.eval(), inputs, backend="cpu")
     assert _q8_convs(q8) == (2, 2)
     assert len(q8.buffer) < 0.35 * len(f32.buffer), (len(q8.buffer), len(f32.buffer))
+
+
+def test_stock_xnnpack_quantizer_graph_takes_int8_convs() -> None:
+    """A graph quantized by PyTorch's PT2E flow with ExecuTorch's XNNPACKQuantizer (the user's
+    code, not Ember's quantizer) gets the fake-quants and int8 convs too, within one output
+    step of the portable run."""
+    pytest.importorskip("torchao")
+    xq = pytest.importorskip("executorch.backends.xnnpack.quantizer.xnnpack_quantizer")
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(8, 32, 3, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.Conv2d(32, 24, 3, stride=2),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(24 * 7 * 7, 10),
+    ).eval()
+    x = torch.randn(1, 8, 16, 16)
+    quantizer = xq.XNNPACKQuantizer().set_global(
+        xq.get_symmetric_quantization_config(is_per_channel=True)
+    )
+    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
+    for _ in range(4):
+        prepared(torch.randn(1, 8, 16, 16))
+    converted = convert_pt2e(prepared)
+    prog = ember.export(converted, (x,))
+    assert _q8_convs(prog)[1] >= 1, _q8_convs(prog)
+    assert not any(k.startswith("quantized_decomposed::") for k in _outside(prog)), _outside(prog)
+    plain = ember.export(converted, (x,), backend=None)
+    got, want = _run(prog, (x,)), _run(plain, (x,))
+    step = _out_scale(plain)
+    assert (got - want).abs().max().item() <= step * 1.001
