@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import struct
 import sys
 from pathlib import Path
 
@@ -29,6 +28,7 @@ def _q8_convs(prog: object) -> tuple[int, int, int, int]:
     """(instructions inside delegates, all instructions, convs, int8 convs) of ``forward``."""
     import re
 
+    from ember.backends.cpu.blob import conv_counts
     from ember.backends.delegate import DelegateInstr
 
     inside = total = convs = q8 = 0
@@ -37,13 +37,8 @@ def _q8_convs(prog: object) -> tuple[int, int, int, int]:
             m = re.match(r"(\d+) instructions", ins.summary)
             n = int(m.group(1)) if m else 0
             inside, total = inside + n, total + n
-            b = ins.processed
-            n_ops = struct.unpack_from("<I", b, 12)[0]
-            off = struct.unpack_from("<Q", b, 40)[0]
-            for i in range(n_ops):
-                if struct.unpack_from("<I", b, off + 160 * i)[0] == 1:
-                    convs += 1
-                    q8 += struct.unpack_from("<i", b, off + 160 * i + 32 + 17 * 4)[0] > 0
+            c, q = conv_counts(ins.processed)
+            convs, q8 = convs + c, q8 + q
         else:
             total += 1
     return inside, total, convs, q8

@@ -63,14 +63,33 @@ def write_report(title: str, explanation: str, rows: list[str], out: Path | None
 
 
 def cpu_name() -> str:
-    """The host CPU's model name (/proc/cpuinfo), for the line every results table starts with."""
+    """The host CPU's model name (/proc/cpuinfo), with its family and model numbers and, for the
+    hosts this project meets, the microarchitecture (a VM may show only "AMD EPYC"), for the
+    line every results table starts with."""
     try:
+        info: dict[str, str] = {}
         for ln in Path("/proc/cpuinfo").read_text().splitlines():
-            if ln.startswith("model name"):
-                return ln.split(":", 1)[1].strip()
+            k, _, v = ln.partition(":")
+            info.setdefault(k.strip(), v.strip())
+            if not ln.strip():
+                break
     except OSError:
-        pass
-    return "?"
+        return "?"
+    name = info.get("model name", "?")
+    fam, model = info.get("cpu family"), info.get("model")
+    if fam is None or model is None or not fam.isdigit() or not model.isdigit():
+        return name
+    f, m = int(fam), int(model)
+    arch = ""
+    if info.get("vendor_id") == "AuthenticAMD" and f == 25:
+        arch = (
+            "Zen 4"
+            if m in range(0x10, 0x20) or m in range(0x60, 0x80) or m in range(0xA0, 0xB0)
+            else "Zen 3"
+        )
+    elif info.get("vendor_id") == "AuthenticAMD" and f == 26:
+        arch = "Zen 5"
+    return f"{name} (family {f}, model {m}{', ' + arch if arch else ''})"
 
 
 def membw(threads: int, out_dir: Path) -> float:

@@ -24,6 +24,7 @@ from torch import nn
 
 import ember
 from ember.backends.check import runtime_check
+from ember.backends.cpu.blob import conv_counts
 from ember.backends.delegate import DelegateInstr
 from ember.quant.pt2e import quantize_exported
 from ember.runtime import RuntimeProgram
@@ -235,18 +236,13 @@ def test_runtime_refuses_bad_fakequant(slot: int, value: float, match: str) -> N
 
 # ---- int8 convs (EMC_CONV_Q8) ----------------------------------------------------------------
 def _q8_convs(prog: ember.Program) -> tuple[int, int]:
-    """(convs, int8 convs) in the program's delegates (blob conv ip slot EMC_CONV_Q8 = 17)."""
-    convs = q8 = 0
-    for ins in prog._irs["forward"].instrs:
-        if isinstance(ins, DelegateInstr):
-            b = ins.processed
-            n_ops = struct.unpack_from("<I", b, 12)[0]
-            off = struct.unpack_from("<Q", b, 40)[0]
-            for i in range(n_ops):
-                if struct.unpack_from("<I", b, off + 160 * i)[0] == 1:
-                    convs += 1
-                    q8 += struct.unpack_from("<i", b, off + 160 * i + 32 + 17 * 4)[0] > 0
-    return convs, q8
+    """(convs, int8 convs) in the program's delegates (blob conv ip slot EMC_CONV_Q8)."""
+    counts = [
+        conv_counts(ins.processed)
+        for ins in prog._irs["forward"].instrs
+        if isinstance(ins, DelegateInstr)
+    ]
+    return sum(c for c, _ in counts), sum(q for _, q in counts)
 
 
 # (in channels, out channels, kernel, stride, padding, dilation, map): channels that are not

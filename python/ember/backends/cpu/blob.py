@@ -60,6 +60,7 @@ ACT = {
 }
 # Conv ip slots.
 CONV_DEPTHWISE, CONV_SCRATCH_OFF, CONV_SCRATCH_NBYTES = 9, 10, 11
+CONV_Q8 = 17  # EMC_CONV_Q8: 1 + the int8 conv's channel table id, 0 for an f32 conv
 
 _HEADER = struct.Struct("<4sIIIIIQQQQQ")
 _TENSOR = struct.Struct("<IIQI6iI")
@@ -255,3 +256,18 @@ class Graph:
         out += data
         self.arena_nbytes = arena
         return bytes(out)
+
+
+def conv_counts(blob: bytes) -> tuple[int, int]:
+    """(conv2d operators, int8 ones: ip slot EMC_CONV_Q8 set) in an EMC blob, read from its
+    header and operator table (for tests and reports)."""
+    n_ops = struct.unpack_from("<I", blob, 12)[0]
+    ops_off = struct.unpack_from("<Q", blob, 40)[0]
+    convs = q8 = 0
+    for i in range(n_ops):
+        kind, _act, *_ = _OP.unpack_from(blob, ops_off + _OP.size * i)
+        if kind == OP["conv2d"]:
+            convs += 1
+            ip = _OP.unpack_from(blob, ops_off + _OP.size * i)[8:32]
+            q8 += ip[CONV_Q8] > 0
+    return convs, q8
