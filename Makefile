@@ -90,7 +90,7 @@ test-corpus: venv build
 	mkdir -p out && EMBER_CORPUS=full EMBER_CORPUS_TABLE=out/corpus.md \
 	  $(VPY) -m pytest -q -rfEx -p no:cacheprovider tests/python/corpus
 
-test: venv build build-asan
+test: vulkan-deps venv build build-asan
 	$(MAKE) test-c
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
@@ -206,6 +206,21 @@ mcu: mcu-deps venv build fixtures $(MCU_MLP) $(MCU_CNN)
 
 mcu-clean:
 	rm -rf build-mcu
+
+# ---- Vulkan backend (backends/vulkan) ----
+# `make vulkan-deps` installs lavapipe (Mesa's CPU Vulkan device), the Vulkan loader and headers
+# and glslangValidator when missing; `make test` runs it before the C build, so CMake's
+# EMBER_VULKAN=AUTO finds them and tests/python/test_backend_vulkan.py runs on lavapipe. Without
+# apt it says so and goes on: the backend is then not built and its tests skip with a message.
+VULKAN_APT := mesa-vulkan-drivers libvulkan-dev glslang-tools
+.PHONY: vulkan-deps
+
+vulkan-deps:
+	@test -f /usr/include/vulkan/vulkan.h && command -v glslangValidator >/dev/null 2>&1 && \
+	  ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || \
+	  { echo "installing $(VULKAN_APT) (apt)"; \
+	    (apt-get install -y -q $(VULKAN_APT) || (apt-get update -q && apt-get install -y -q $(VULKAN_APT))) \
+	      >/dev/null 2>&1 || echo "warning: could not install $(VULKAN_APT): EmberVulkanBackend is not built and its tests are skipped"; }
 
 # ---- NEON (aarch64) CPU backend under qemu-user (owned by CPU backend work) ----
 # `make test-neon` cross-compiles the runtime and its C tests for aarch64 with Debian's cross gcc

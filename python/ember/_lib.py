@@ -160,6 +160,11 @@ def lib() -> ctypes.CDLL:
         st = getattr(L, reg)()
         if st != 0:
             raise RuntimeError(f"{reg} failed: {L.em_status_str(st).decode()}")
+    # EmberVulkanBackend: EM_ERR_NOT_SUPPORTED (0x10) in a library built without Vulkan.
+    if hasattr(L, "em_register_vulkan_backend"):
+        st = L.em_register_vulkan_backend()
+        if st not in (0, 0x10):
+            raise RuntimeError(f"em_register_vulkan_backend failed: {L.em_status_str(st).decode()}")
     try:
         configure_cpu_backend(
             isa=os.environ.get("EMBER_CPU_ISA"),

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ember/backend_cpu.h"
+#include "ember/backend_vulkan.h"
 #include "ember/ember.h"
 #include "ember_ext/cpu_env.h"
 #include "ember_ext/module.h"
@@ -519,6 +520,7 @@ int main(int argc, char **argv) {
   em_register_portable_kernels();
   em_register_quantized_kernels();
   em_register_cpu_backend();
+  em_register_vulkan_backend(); /* EM_ERR_NOT_SUPPORTED in a build without Vulkan */
   if (em_cpu_backend_configure_from_env() != EM_OK)
     fprintf(stderr, "warning: EMBER_CPU_ISA=%s is unknown or not on this CPU: ignored\n",
             getenv("EMBER_CPU_ISA"));

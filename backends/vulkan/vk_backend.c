@@ -1,0 +1,314 @@
+/*
+ * vk_backend.c — EmberVulkanBackend: the delegate vtable (include/ember/backend_vulkan.h).
+ *
+ * init validates the blob (vk_blob.c), then on the shared device (vk_device.c) allocates the
+ * delegate's two buffers once — the arena (every tensor, device-local where the device has
+ * such memory) and a host-visible staging buffer (the weights at init, then the inputs and
+ * outputs) — uploads the weights, and records one command buffer: copy the inputs in, one
+ * dispatch per operator with a barrier after each, copy the outputs out. execute copies the
+ * inputs into the mapped staging buffer, submits that command buffer, waits, and copies the
+ * outputs back: nothing is allocated per call.
+ */
+#include <string.h>
+
+#include "ember/backend_vulkan.h"
+#include "ember/platform.h"
+#include "vk_device.h"
+
+typedef struct emv_delegate {
+  const emv_device *d;
+  emv_plan plan;
+  uint64_t arena_nbytes, staging_nbytes;
+  uint32_t *io_off; /* [n_inputs + n_outputs] float offset of each argument in the staging */
+  VkBuffer arena, staging;
+  VkDeviceMemory arena_mem, staging_mem;
+  float *mapped; /* the staging buffer, mapped for the delegate's lifetime */
+  VkDescriptorPool dpool;
+  VkDescriptorSet set;
+  VkCommandPool cpool;
+  VkCommandBuffer cmd;
+  VkFence fence;
+} emv_delegate;
+
+static void release(emv_delegate *g) {
+  if (!g || !g->d) return;
+  const emv_device *d = g->d;
+  if (g->fence) d->vkDestroyFence(d->dev, g->fence, NULL);
+  if (g->cpool) d->vkDestroyCommandPool(d->dev, g->cpool, NULL);
+  if (g->dpool) d->vkDestroyDescriptorPool(d->dev, g->dpool, NULL);
+  if (g->mapped) d->vkUnmapMemory(d->dev, g->staging_mem);
+  if (g->staging) d->vkDestroyBuffer(d->dev, g->staging, NULL);
+  if (g->staging_mem) d->vkFreeMemory(d->dev, g->staging_mem, NULL);
+  if (g->arena) d->vkDestroyBuffer(d->dev, g->arena, NULL);
+  if (g->arena_mem) d->vkFreeMemory(d->dev, g->arena_mem, NULL);
+  g->d = NULL;
+}
+
+static em_status make_buffer(emv_delegate *g, uint64_t nbytes, VkBufferUsageFlags usage,
+                             bool host, VkBuffer *buf, VkDeviceMemory *mem) {
+  const emv_device *d = g->d;
+  VkBufferCreateInfo bi = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, NULL, 0, nbytes, usage,
+                           VK_SHARING_MODE_EXCLUSIVE, 0, NULL};
+  VkResult r = d->vkCreateBuffer(d->dev, &bi, NULL, buf);
+  if (r != VK_SUCCESS) {
+    EM_LOG_ERROR("EmberVulkanBackend: vkCreateBuffer of %llu bytes failed (VkResult %d)",
+                 (unsigned long long)nbytes, (int)r);
+    return EM_ERR_DELEGATE_MEMORY_ALLOCATION_FAILED;
+  }
+  VkMemoryRequirements req;
+  d->vkGetBufferMemoryRequirements(d->dev, *buf, &req);
+  VkMemoryPropertyFlags want =
+      host ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+           : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  int type = emv_device_memory_type(d, req.memoryTypeBits, want);
+  if (type < 0 && !host) type = emv_device_memory_type(d, req.memoryTypeBits, 0);
+  if (type < 0) {
+    EM_LOG_ERROR("EmberVulkanBackend: no %s Vulkan memory type for a buffer",
+                 host ? "host-visible coherent" : "usable");
+    return EM_ERR_DELEGATE_MEMORY_ALLOCATION_FAILED;
+  }
+  VkMemoryAllocateInfo ai = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, NULL, req.size,
+                             (uint32_t)type};
+  r = d->vkAllocateMemory(d->dev, &ai, NULL, mem);
+  if (r == VK_SUCCESS) r = d->vkBindBufferMemory(d->dev, *buf, *mem, 0);
+  if (r != VK_SUCCESS) {
+    EM_LOG_ERROR("EmberVulkanBackend: allocating %llu bytes of Vulkan memory failed (VkResult %d)",
+                 (unsigned long long)req.size, (int)r);
+    return EM_ERR_DELEGATE_MEMORY_ALLOCATION_FAILED;
+  }
+  return EM_OK;
+}
+
+static void barrier(const emv_device *d, VkCommandBuffer c, VkPipelineStageFlags src,
+                    VkAccessFlags src_access, VkPipelineStageFlags dst, VkAccessFlags dst_access) {
+  VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, src_access, dst_access};
+  d->vkCmdPipelineBarrier(c, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+/* Uploads the weights through the staging buffer (one submit, waited for). */
+static em_status upload_weights(emv_delegate *g) {
+  const emv_device *d = g->d;
+  const emv_plan *p = &g->plan;
+  if (p->weight_floats == 0) return EM_OK;
+  memcpy(g->mapped, p->weights, (size_t)p->weight_floats * 4u);
+  VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
+                                 VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
+  if (d->vkBeginCommandBuffer(g->cmd, &bi) != VK_SUCCESS) return EM_ERR_INTERNAL;
+  for (uint32_t i = 0; i < p->n_tensors; i++) {
+    const emv_rt_tensor *t = &p->t[i];
+    if (t->weight == EMV_NONE) continue;
+    VkBufferCopy c = {(VkDeviceSize)t->weight * 4u, (VkDeviceSize)t->offset * 4u,
+                      (VkDeviceSize)t->numel * 4u};
+    d->vkCmdCopyBuffer(g->cmd, g->staging, g->arena, 1, &c);
+  }
+  if (d->vkEndCommandBuffer(g->cmd) != VK_SUCCESS) return EM_ERR_INTERNAL;
+  return emv_device_run(d, g->cmd, g->fence);
+}
+
+/* Records the delegate's command buffer (submitted by every execute). */
+static em_status record(emv_delegate *g) {
+  const emv_device *d = g->d;
+  const emv_plan *p = &g->plan;
+  VkCommandBuffer c = g->cmd;
+  VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL, 0, NULL};
+  if (d->vkBeginCommandBuffer(c, &bi) != VK_SUCCESS) return EM_ERR_INTERNAL;
+  barrier(d, c, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_WRITE_BIT,
+          VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
+  for (uint32_t i = 0; i < p->n_inputs; i++) {
+    const emv_rt_tensor *t = &p->t[p->inputs[i]];
+    VkBufferCopy cp = {(VkDeviceSize)g->io_off[i] * 4u, (VkDeviceSize)t->offset * 4u,
+                       (VkDeviceSize)t->numel * 4u};
+    d->vkCmdCopyBuffer(c, g->staging, g->arena, 1, &cp);
+  }
+  barrier(d, c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+          VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+  d->vkCmdBindDescriptorSets(c, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &g->set, 0, NULL);
+  uint32_t bound = EMV_PIPE_END;
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    emv_dispatch *dp = &p->dispatch[i];
+    uint32_t groups = (dp->u[0] + EMV_LOCAL_SIZE - 1) / EMV_LOCAL_SIZE;
+    uint32_t gx = groups < 65535u ? groups : 65535u, gy = (groups + gx - 1) / gx;
+    dp->u[1] = gx * EMV_LOCAL_SIZE;
+    if (dp->pipe != bound)
+      d->vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipe[dp->pipe]), bound = dp->pipe;
+    d->vkCmdPushConstants(c, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, EMV_PUSH_WORDS * 4u,
+                          dp->u);
+    d->vkCmdDispatch(c, gx, gy, 1);
+    barrier(d, c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+            VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT);
+  }
+  for (uint32_t i = 0; i < p->n_outputs; i++) {
+    const emv_rt_tensor *t = &p->t[p->outputs[i]];
+    VkBufferCopy cp = {(VkDeviceSize)t->offset * 4u, (VkDeviceSize)g->io_off[p->n_inputs + i] * 4u,
+                       (VkDeviceSize)t->numel * 4u};
+    d->vkCmdCopyBuffer(c, g->arena, g->staging, 1, &cp);
+  }
+  barrier(d, c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+          VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+  return d->vkEndCommandBuffer(c) == VK_SUCCESS ? EM_OK : EM_ERR_INTERNAL;
+}
+
+/* Creates the delegate's Vulkan objects (g->d and g->plan set). */
+static em_status build(emv_delegate *g) {
+  const emv_device *d = g->d;
+  const emv_plan *p = &g->plan;
+  if (g->arena_nbytes > d->props.limits.maxStorageBufferRange) {
+    EM_LOG_ERROR("EmberVulkanBackend: arena of %llu bytes exceeds the device's "
+                 "maxStorageBufferRange %u",
+                 (unsigned long long)g->arena_nbytes, d->props.limits.maxStorageBufferRange);
+    return EM_ERR_NOT_SUPPORTED;
+  }
+  for (uint32_t i = 0; i < p->n_ops; i++)
+    if ((p->dispatch[i].u[0] + EMV_LOCAL_SIZE - 1) / EMV_LOCAL_SIZE / 65535u >=
+        d->props.limits.maxComputeWorkGroupCount[1]) {
+      EM_LOG_ERROR("EmberVulkanBackend: op %u needs more workgroups than the device has", i);
+      return EM_ERR_NOT_SUPPORTED;
+    }
+  em_status st = make_buffer(g, g->arena_nbytes,
+                             VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                 VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                             false, &g->arena, &g->arena_mem);
+  if (st == EM_OK)
+    st = make_buffer(g, g->staging_nbytes,
+                     VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, true,
+                     &g->staging, &g->staging_mem);
+  if (st != EM_OK) return st;
+  void *m = NULL;
+  if (d->vkMapMemory(d->dev, g->staging_mem, 0, VK_WHOLE_SIZE, 0, &m) != VK_SUCCESS || !m) {
+    EM_LOG_ERROR("EmberVulkanBackend: vkMapMemory of the staging buffer failed");
+    return EM_ERR_INTERNAL;
+  }
+  g->mapped = m;
+  VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1};
+  VkDescriptorPoolCreateInfo dpi = {VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, NULL, 0, 1, 1,
+                                    &ps};
+  VkCommandPoolCreateInfo cpi = {VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, NULL,
+                                 VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, d->queue_family};
+  VkFenceCreateInfo fi = {VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, NULL, 0};
+  if (d->vkCreateDescriptorPool(d->dev, &dpi, NULL, &g->dpool) != VK_SUCCESS ||
+      d->vkCreateCommandPool(d->dev, &cpi, NULL, &g->cpool) != VK_SUCCESS ||
+      d->vkCreateFence(d->dev, &fi, NULL, &g->fence) != VK_SUCCESS) {
+    EM_LOG_ERROR("EmberVulkanBackend: creating a descriptor pool, command pool or fence failed");
+    return EM_ERR_INTERNAL;
+  }
+  VkDescriptorSetAllocateInfo sai = {VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, NULL,
+                                     g->dpool, 1, &d->set_layout};
+  VkCommandBufferAllocateInfo cai = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, NULL,
+                                     g->cpool, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1};
+  if (d->vkAllocateDescriptorSets(d->dev, &sai, &g->set) != VK_SUCCESS ||
+      d->vkAllocateCommandBuffers(d->dev, &cai, &g->cmd) != VK_SUCCESS) {
+    EM_LOG_ERROR("EmberVulkanBackend: allocating a descriptor set or command buffer failed");
+    return EM_ERR_INTERNAL;
+  }
+  VkDescriptorBufferInfo dbi = {g->arena, 0, VK_WHOLE_SIZE};
+  VkWriteDescriptorSet w = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                            NULL,
+                            g->set,
+                            0,
+                            0,
+                            1,
+                            VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                            NULL,
+                            &dbi,
+                            NULL};
+  d->vkUpdateDescriptorSets(d->dev, 1, &w, 0, NULL);
+  if ((st = upload_weights(g)) != EM_OK) return st;
+  return record(g);
+}
+
+static em_status vk_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
+                         const em_compile_spec *specs, size_t n_specs, void **handle_out) {
+  (void)specs, (void)n_specs;
+  if (!ctx || !ctx->method_alloc || !handle_out) return EM_ERR_INVALID_ARGUMENT;
+  emv_delegate *g = em_allocator_alloc(ctx->method_alloc, sizeof *g, 16);
+  if (!g) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  memset(g, 0, sizeof *g);
+  em_status st = emv_plan_parse(blob, n, ctx->method_alloc, &g->plan);
+  if (st != EM_OK) return st;
+  const emv_plan *p = &g->plan;
+  uint32_t n_args = p->n_inputs + p->n_outputs;
+  g->io_off = em_allocator_alloc(ctx->method_alloc, 4u * n_args + 4u, 4);
+  if (!g->io_off) return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  uint64_t io = 0;
+  for (uint32_t a = 0; a < n_args; a++) {
+    uint32_t t = a < p->n_inputs ? p->inputs[a] : p->outputs[a - p->n_inputs];
+    io = (io + 3u) & ~3ull; /* 16-byte aligned copies */
+    if (io > 0xFFFFFFFFull) return EM_ERR_NOT_SUPPORTED;
+    g->io_off[a] = (uint32_t)io;
+    io += p->t[t].numel;
+  }
+  uint64_t staging = io > p->weight_floats ? io : p->weight_floats;
+  g->staging_nbytes = (staging ? staging : 1) * 4u;
+  g->arena_nbytes = (uint64_t)p->arena_floats * 4u;
+  const emv_device *d = NULL;
+  if ((st = emv_device_get(&d)) != EM_OK) return st;
+  g->d = d;
+  if ((st = build(g)) != EM_OK) {
+    release(g);
+    return st;
+  }
+  *handle_out = g;
+  return EM_OK;
+}
+
+static em_status vk_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue **args,
+                            size_t n_args) {
+  (void)ctx;
+  emv_delegate *g = handle;
+  if (!g || !g->d) return EM_ERR_DELEGATE_INVALID_HANDLE;
+  const emv_plan *p = &g->plan;
+  if (n_args != (size_t)p->n_inputs + p->n_outputs) {
+    EM_LOG_ERROR("EmberVulkanBackend: %zu arguments, the blob takes %u inputs and %u outputs",
+                 n_args, p->n_inputs, p->n_outputs);
+    return EM_ERR_INVALID_ARGUMENT;
+  }
+  for (size_t a = 0; a < n_args; a++) {
+    uint32_t t = a < p->n_inputs ? p->inputs[a] : p->outputs[a - p->n_inputs];
+    em_tensor *x = args[a] && args[a]->tag == EM_TAG_TENSOR ? args[a]->u.tensor : NULL;
+    if (!x || x->dtype != EM_DTYPE_F32 || !x->data || x->numel != (int64_t)p->t[t].numel) {
+      EM_LOG_ERROR("EmberVulkanBackend: argument %zu is not an f32 tensor of %u elements", a,
+                   p->t[t].numel);
+      return EM_ERR_INVALID_ARGUMENT;
+    }
+  }
+  for (uint32_t a = 0; a < p->n_inputs; a++)
+    memcpy(g->mapped + g->io_off[a], args[a]->u.tensor->data, (size_t)p->t[p->inputs[a]].numel * 4u);
+  em_status st = emv_device_run(g->d, g->cmd, g->fence);
+  if (st != EM_OK) return st;
+  for (uint32_t o = 0; o < p->n_outputs; o++)
+    memcpy(args[p->n_inputs + o]->u.tensor->data, g->mapped + g->io_off[p->n_inputs + o],
+           (size_t)p->t[p->outputs[o]].numel * 4u);
+  return EM_OK;
+}
+
+static void vk_destroy(void *handle) { release(handle); }
+
+static bool vk_available(void) {
+  const emv_device *d = NULL;
+  return emv_device_get(&d) == EM_OK;
+}
+
+static const em_backend vulkan_backend = {
+    .name = EM_VULKAN_BACKEND_NAME,
+    .is_available = vk_available,
+    .init = vk_init,
+    .execute = vk_execute,
+    .destroy = vk_destroy,
+};
+
+em_status em_register_vulkan_backend(void) { return em_register_backend(&vulkan_backend); }
+
+em_status em_vulkan_blob_check(const void *blob, size_t nbytes, void *scratch,
+                               size_t scratch_nbytes) {
+  em_allocator al;
+  em_allocator_init(&al, scratch, scratch_nbytes);
+  emv_plan p;
+  return emv_plan_parse(blob, nbytes, &al, &p);
+}
+
+const char *em_vulkan_device_name(void) {
+  const emv_device *d = NULL;
+  return emv_device_get(&d) == EM_OK ? d->props.deviceName : NULL;
+}
