@@ -18,6 +18,14 @@ each thread count the runtimes run interleaved, round by round, each in its own 
     .venv/bin/python bench/llm.py [--threads 1 2] [--rounds 3] [--schemes q4 q8]
                                   [--out bench/results/llm.md]
 
+``--model 1b`` runs the same comparison on a Llama of Llama-3.2-1B's shape with seeded random
+weights (bench/llm_1b.py: one F16 GGUF made once under ~/.cache/ember-bench/1b/, llama.cpp's Q4_0
+quantized from it, Ember's 4w32 exported from it; ``--with-et`` adds stock ExecuTorch's 8da4w,
+off by default for this size), 4-bit only, after checking that Ember and llama.cpp compute the
+same logits from it; the table adds peak RSS against file + KV cache.
+
+    .venv/bin/python bench/llm.py --model 1b [--seed 0] [--with-et] [--threads 1 2] [--rounds 3]
+
 llama-cpp-python comes from `make bench-deps` (built from source without AMX, which this
 project's reference CPU lacks and whose llama.cpp path crashes here).
 """
@@ -51,6 +59,31 @@ SCHEMES = {"q4": ("4w32", ["Q4_0", "Q4_1"]), "q8": ("8w", ["Q8_0"])}
 from report import membw as _membw  # noqa: E402  (bench/report.py)
 
 log = logging.getLogger("bench.llm")
+# the model under test: "smollm2" (the default) or "1b" (bench/llm_1b.py), and the 1b seed
+MODEL = {"name": "smollm2", "seed": 0}
+
+
+def is_1b() -> bool:
+    return MODEL["name"] == "1b"
+
+
+def weights_gguf() -> Path:
+    """The GGUF every runtime's weights come from."""
+    if is_1b():
+        import llm_1b
+
+        return llm_1b.cache_dir(int(MODEL["seed"])) / "llama1b-f16.gguf"
+    return source_gguf()
+
+
+def tokenizer_file() -> Path:
+    """The tokenizer Ember's runner and ExecuTorch's worker read (the 1b model's: an EMTK file
+    saved from its GGUF, so the runner does not map the 2.4 GB file for it)."""
+    if is_1b():
+        import llm_1b
+
+        return llm_1b.cache_dir(int(MODEL["seed"])) / "tokenizer.emtk"
+    return source_gguf()
 
 
 def source_gguf() -> Path:
@@ -122,10 +155,109 @@ def prepare(schemes: list[str]) -> dict:
         e = OUT / f"smollm2-{ember_scheme}.pte"
         if not e.exists():
             subprocess.run(
-                [PY, __file__, "--export", ember_scheme, str(e)], check=True, cwd=str(ROOT)
+                [PY, __file__, "--export", ember_scheme, str(e), *model_args()],
+                check=True,
+                cwd=str(ROOT),
             )
         files[s]["pte"] = str(e)
     return files
+
+
+def prepare_1b(seed: int, with_et: bool) -> dict:
+    """The 1b model's files, made once under its cache directory (bench/llm_1b.py): the F16
+    GGUF, llama.cpp's Q4_0 from it, the tokenizer, Ember's 4w32 and (``with_et``) ExecuTorch's
+    8da4w; then the logit check (:func:`check_1b`, also cached)."""
+    import llm_1b
+
+    d = llm_1b.cache_dir(seed)
+    f16 = d / "llama1b-f16.gguf"
+    if not f16.exists():
+        log.info("writing %s (seeded random weights, seed %d)", f16, seed)
+        tok = llm_1b.tokenizer_fields(source_gguf(), llm_1b.LLAMA_1B.vocab)
+        llm_1b.write_gguf(f16, llm_1b.LLAMA_1B, seed, tok)
+    q4 = d / "llama1b-q4_0.gguf"
+    if not q4.exists():
+        log.info("quantizing %s with llama.cpp", q4)
+        llm_1b.quantize(f16, q4, "Q4_0")
+    tk = tokenizer_file()
+    if not tk.exists():
+        sys.path.insert(0, str(ROOT / "python"))
+        from ember.llm import Tokenizer
+
+        Tokenizer.load(f16).save_compact(tk)
+    files: dict = {"Q4_0": str(q4)}
+    if with_et:
+        et = d / "llama1b-et-8da4w.pte"
+        if not et.exists():
+            t = time.perf_counter()
+            try:
+                export_et(et)
+                log.info("exported %s in %.0f s", et, time.perf_counter() - t)
+            except Exception as ex:  # a peer that cannot export is reported, not fatal
+                log.warning("stock ExecuTorch export failed: %s", ex)
+        if et.exists():
+            files["ET 8da4w"] = str(et)
+    e = d / "llama1b-4w32.pte"
+    if not e.exists():
+        subprocess.run(
+            [PY, __file__, "--export", "4w32", str(e), *model_args()], check=True, cwd=str(ROOT)
+        )
+    files["pte"] = str(e)
+    return {"q4": files}
+
+
+def check_1b(text: str) -> dict:
+    """Are the runtimes' weights the same? On the prompt's ids plus 3 tokens, teacher-forced:
+    llama.cpp's F16 GGUF against Ember's f32 model read from it (every position), and the last
+    4 positions of Ember's 4w32 program (its C runtime: prefill, then 3 decode steps) and of
+    llama.cpp's Q4_0 against that F16 reference. Cached as check.json beside the files."""
+    import llm_1b
+
+    d = llm_1b.cache_dir(int(MODEL["seed"]))
+    out = d / "check.json"
+    if out.exists():
+        return json.loads(out.read_text())
+    r = subprocess.run(
+        [PY, __file__, "--check", *model_args()], input=text, capture_output=True, text=True
+    )
+    if r.returncode != 0:
+        raise RuntimeError(f"1b logit check failed: {r.stderr[-2000:]}")
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    out.write_text(json.dumps(res, indent=1))
+    return res
+
+
+def run_check_1b(text: str) -> dict:
+    """The body of :func:`check_1b`, in its own process (the f32 model takes 5 GB)."""
+    import llm_1b
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, str(ROOT / "python"))
+    from ember.llm import Tokenizer, llama
+    from ember.runtime import RuntimeProgram
+
+    d = llm_1b.cache_dir(int(MODEL["seed"]))
+    ids = Tokenizer.load(tokenizer_file()).encode(text)
+    ids = ids + [ids[5], ids[17], 1000]  # three decode positions, teacher-forced
+    ref = llm_1b.llama_cpp_logits(str(d / "llama1b-f16.gguf"), ids)
+    q4 = llm_1b.llama_cpp_logits(str(d / "llama1b-q4_0.gguf"), ids)[-4:]
+    m = llama.load_gguf(d / "llama1b-f16.gguf", max_seq_len=512)
+    with torch.no_grad():
+        f32 = m(torch.tensor([ids]), torch.tensor([0]))[0].numpy()
+    del m
+    prog = RuntimeProgram(str(d / "llama1b-4w32.pte"), threads=2)
+    n = len(ids) - 3
+    rows = [prog.run("forward", [torch.tensor([ids[:n]]), torch.tensor([0])])]
+    for i in range(n, len(ids)):
+        rows.append(prog.run("forward", [torch.tensor([[ids[i]]]), torch.tensor([i])]))
+    e4 = np.stack([np.asarray(torch.as_tensor(r[0]).reshape(-1), np.float32) for r in rows])
+    return {
+        "tokens": len(ids),
+        "ember_f32_vs_llamacpp_f16": llm_1b.agreement(ref, f32),
+        "ember_4w32_vs_llamacpp_f16": llm_1b.agreement(ref[-4:], e4),
+        "llamacpp_q4_0_vs_llamacpp_f16": llm_1b.agreement(ref[-4:], q4),
+    }
 
 
 def export_ember(scheme: str, path: str) -> None:
@@ -133,7 +265,7 @@ def export_ember(scheme: str, path: str) -> None:
     import ember.llm
 
     t = time.perf_counter()
-    ember.llm.export(source_gguf(), path, max_seq_len=512, max_prefill=PREFILL, quant=scheme)
+    ember.llm.export(weights_gguf(), path, max_seq_len=512, max_prefill=PREFILL, quant=scheme)
     log.info("exported %s (%s) in %.0f s", path, scheme, time.perf_counter() - t)
 
 
@@ -189,7 +321,7 @@ def worker_et(path: str, threads: int, text: str) -> dict:
     from ember.llm import Tokenizer
 
     _unsafe_reset_threadpool(threads)
-    ids = torch.tensor([Tokenizer.load(source_gguf()).encode(text)], dtype=torch.int64)
+    ids = torch.tensor([Tokenizer.load(tokenizer_file()).encode(text)], dtype=torch.int64)
     t0 = time.perf_counter()
     method = Runtime.get().load_program(path).load_method("forward")
     load = time.perf_counter() - t0
@@ -222,16 +354,23 @@ def export_et(path: Path) -> None:
     from ember.llm import llama
 
     d = path.parent
-    m = llama.load_gguf(source_gguf(), max_seq_len=512)
-    skip = ("rope", "positions")
-    sd = {
-        k: v.contiguous()
-        for k, v in m.state_dict().items()
-        if not k.startswith(skip) and "cache" not in k
-    }
+    if is_1b():  # f16 straight from the GGUF: an f32 model here would not leave room for export
+        import llm_1b
+
+        sd = llm_1b.state_dict_f16(weights_gguf())
+        c = llm_1b.ember_config(llm_1b.LLAMA_1B)
+    else:
+        m = llama.load_gguf(weights_gguf(), max_seq_len=512)
+        skip = ("rope", "positions")
+        sd = {
+            k: v.contiguous()
+            for k, v in m.state_dict().items()
+            if not k.startswith(skip) and "cache" not in k
+        }
+        c = m.c
     sd["output.weight"] = sd["tok_embeddings.weight"]
     torch.save(sd, d / "et_ckpt.pth")
-    c = m.c
+    del sd
     params = {
         "dim": c.dim, "hidden_dim": c.hidden_dim, "n_heads": c.n_heads,
         "n_kv_heads": c.n_kv_heads, "n_layers": c.n_layers, "norm_eps": c.norm_eps,
@@ -256,7 +395,7 @@ STAT = re.compile(
 
 def worker_ember(pte: str, threads: int, text: str) -> dict:
     exe = ROOT / "build" / "ember-llm"
-    cmd = [str(exe), "--model", pte, "--tokenizer", str(source_gguf()), "--prompt", text]
+    cmd = [str(exe), "--model", pte, "--tokenizer", str(tokenizer_file()), "--prompt", text]
     cmd += ["--max-new-tokens", str(DECODE + 1), "--threads", str(threads), "--temperature", "0"]
     r = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
     m = STAT.search(r.stderr)
@@ -271,13 +410,18 @@ def worker_ember(pte: str, threads: int, text: str) -> dict:
     }
 
 
+def model_args() -> list[str]:
+    """The arguments that select the model in a child process of this script."""
+    return ["--model", str(MODEL["name"]), "--seed", str(MODEL["seed"])]
+
+
 def membw(threads: int) -> float:
     return _membw(threads, OUT)
 
 
 def run_worker(kind: str, path: str, threads: int, text: str) -> dict:
     r = subprocess.run(
-        [PY, __file__, "--worker", kind, path, str(threads)],
+        [PY, __file__, "--worker", kind, path, str(threads), *model_args()],
         input=text,
         capture_output=True,
         text=True,
@@ -347,19 +491,88 @@ def bytes_per_token_pte(path: str) -> int:
     return total
 
 
+def rss_lines(files: dict, runs: dict, threads: list[int]) -> list[str]:
+    """Issue 29's memory bar: peak RSS against the file plus the KV cache (Ember: f32, llama.cpp:
+    f16 by default; both 512 positions), largest over rounds and thread counts."""
+    import llm_1b
+
+    kv = {
+        "pte": llm_1b.LLAMA_1B.kv_cache_bytes(512, 4),
+        "Q4_0": llm_1b.LLAMA_1B.kv_cache_bytes(512, 2),
+    }
+    out = [
+        "",
+        "Peak RSS against file + KV cache (bar: RSS ≤ file + KV + 30 MB; the largest peak over "
+        "all rounds and thread counts):",
+        "",
+        "| runtime | file MiB | KV cache MiB | file + KV MiB | peak RSS MiB | "
+        "RSS − (file + KV) MiB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, path in files.items():
+        rss = [x["rss_mib"] for t in threads for x in runs[("q4", key, t)] if "error" not in x]
+        if not rss:
+            continue
+        size = os.path.getsize(path) / 2**20
+        k = kv.get(key)
+        name = "Ember 4w32" if key == "pte" else key if key.startswith("ET") else f"llama.cpp {key}"
+        if k is None:  # ExecuTorch's cache is inside its program; not broken out here
+            out.append(f"| {name} | {size:.1f} | | | {max(rss):.1f} | |")
+            continue
+        tot = size + k / 2**20
+        out.append(
+            f"| {name} | {size:.1f} | {k / 2**20:.1f} | {tot:.1f} | {max(rss):.1f} | "
+            f"{max(rss) - tot:+.1f} |"
+        )
+    return out
+
+
+def check_lines(check: dict | None) -> list[str]:
+    if not check:
+        return []
+    out = [
+        "",
+        f"Same weights? Logits on the prompt's ids plus 3 teacher-forced tokens ({check['tokens']} "
+        "positions; top-1 agreement, largest |difference| ÷ the reference's standard deviation, "
+        "worst per-position cosine of the centred logits):",
+        "",
+        "| compared | positions | top-1 | max |Δ| ÷ σ | min cosine |",
+        "|---|---|---|---|---|",
+    ]
+    for k, name, pos in (
+        ("ember_f32_vs_llamacpp_f16", "Ember f32 (eager, from the GGUF) vs llama.cpp F16", "all"),
+        ("ember_4w32_vs_llamacpp_f16", "Ember 4w32 (C runtime) vs llama.cpp F16", "last 4"),
+        ("llamacpp_q4_0_vs_llamacpp_f16", "llama.cpp Q4_0 vs llama.cpp F16", "last 4"),
+    ):
+        c = check[k]
+        out.append(
+            f"| {name} | {pos} | {100 * c['top1']:.0f} % | {c['rel_max']:.4f} | "
+            f"{c['min_cos']:.5f} |"
+        )
+    return out
+
+
 # ---- driver --------------------------------------------------------------------------------
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--schemes", nargs="+", default=["q4", "q8"], choices=list(SCHEMES))
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "llm.md"))
+    ap.add_argument("--out", default=None, help="default bench/results/llm.md (llm_1b.md)")
+    ap.add_argument("--model", default="smollm2", choices=["smollm2", "1b"])
+    ap.add_argument("--seed", type=int, default=0, help="1b: the random weights' seed")
+    ap.add_argument("--with-et", action="store_true", help="1b: add ExecuTorch 8da4w")
+    ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument(
         "--worker", nargs=3, metavar=("KIND", "PATH", "THREADS"), help=argparse.SUPPRESS
     )
     ap.add_argument("--export", nargs=2, metavar=("SCHEME", "PATH"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    MODEL["name"], MODEL["seed"] = a.model, a.seed
+    if a.check:
+        sys.stdout.write(json.dumps(run_check_1b(sys.stdin.read())) + "\n")
+        return
     if a.export:
         export_ember(*a.export)
         return
@@ -370,8 +583,16 @@ def main() -> None:
         sys.stdout.write(json.dumps(fn(path, int(th), text)) + "\n")
         return
 
-    files = prepare(a.schemes)
+    if a.out is None:
+        name = "llm_1b.md" if is_1b() else "llm.md"
+        a.out = str(ROOT / "bench" / "results" / name)
+    if is_1b():
+        a.schemes = ["q4"]
+        files = prepare_1b(a.seed, a.with_et)
+    else:
+        files = prepare(a.schemes)
     text = prompt_text()
+    check = check_1b(text) if is_1b() else None
     from tqdm import tqdm
 
     runs: dict = {}
@@ -384,8 +605,17 @@ def main() -> None:
             res = run_worker(kind, path, t, text)
             runs.setdefault((s, key, t), []).append(res)
 
+    from report import cpu_name
+
+    title = (
+        "Llama-3.2-1B-shaped Llama, seeded random weights (bench/llm_1b.py)"
+        if is_1b()
+        else "SmolLM2-135M-Instruct"
+    )
     lines = [
-        "# SmolLM2-135M-Instruct: Ember vs llama.cpp",
+        f"# {title}: Ember vs llama.cpp",
+        "",
+        f"CPU: {cpu_name()}.",
         "",
         f"Date {datetime.date.today()}, host `{platform.node()}` ({os.cpu_count()} CPUs), "
         f"{a.rounds} interleaved rounds, median shown. Prefill: {PREFILL}-token prompt; decode: "
@@ -438,6 +668,8 @@ def main() -> None:
                     f"{m['prefill_tps']:.1f} | {m['decode_tps']:.1f} | {gbps:.1f} | "
                     f"{100 * m['decode_tps'] / bound:.0f} % | {m['rss_mib']:.1f} | {ratio} |"
                 )
+    if is_1b():
+        lines += rss_lines(files["q4"], runs, a.threads) + check_lines(check)
     Path(a.out).write_text("\n".join(lines) + "\n")
     log.info("\n".join(lines))
 
