@@ -4,7 +4,9 @@ A backend pass runs on a :class:`~ember.passes.ir.MethodIR` after view elision a
 lifetimes and memory planning: it replaces runs of supported instructions with
 :class:`DelegateInstr` calls whose ``processed`` blob the backend's runtime half executes.
 
-Which backend an export uses (:func:`resolve_backend`): ``"cpu"`` (``EmberCpuBackend``), the
+Which backend an export uses (:func:`resolve_backend`): ``"cpu"`` (``EmberCpuBackend``),
+``"vulkan"`` (``EmberVulkanBackend``, backends/vulkan/README.md), an ordered list of them
+(``["vulkan", "cpu"]``: each instruction goes to the first that takes it), the
 portable kernels (``None``, or the spellings ``"portable"`` / ``"none"`` / ``""``), or
 ``"auto"`` — the default of ``ember.export`` — which picks ``"cpu"`` for a desktop / host target
 (``target=None``, ``"host"``, ``"x86-64"``, ``"aarch64"``) and the portable kernels for a
@@ -22,7 +24,7 @@ from ember.passes.ir import KernelInstr, MethodIR
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("cpu",)
+BACKENDS = ("cpu", "vulkan")
 PORTABLE = (None, "", "portable", "none")
 AUTO = "auto"
 HOST_TARGETS = ("host", "x86-64", "aarch64")
@@ -47,12 +49,20 @@ def check_target(target: str | None) -> None:
     raise ValueError(f"unknown target {target!r} (known: {known}; None: this host)")
 
 
-def resolve_backend(backend: str | None, target: str | None = None) -> str | None:
+def resolve_backend(
+    backend: str | list[str] | tuple[str, ...] | None, target: str | None = None
+) -> str | tuple[str, ...] | None:
     """The backend an export with ``backend`` for ``target`` uses: ``"cpu"`` or ``None``
     (portable kernels). ``"auto"`` is ``"cpu"`` for ``target`` ``None`` or a host target and
     ``None`` for a microcontroller target; an explicit backend is kept as given (portable
-    spellings become ``None``). Raises ``ValueError`` for an unknown backend or target."""
+    spellings become ``None``; a list becomes a tuple of backends, tried in order by
+    :func:`partition`). Raises ``ValueError`` for an unknown backend or target."""
     check_target(target)
+    if isinstance(backend, (list, tuple)):
+        picked = tuple(b for b in (resolve_backend(x, target) for x in backend) if b is not None)
+        if any(isinstance(b, tuple) for b in picked) or len(set(picked)) != len(picked):
+            raise ValueError(f"backend list {backend!r}: nested or repeated backends")
+        return (picked[0] if len(picked) == 1 else picked) if picked else None
     if backend == AUTO:
         picked = None if target in mcu_targets() else "cpu"
         log.info(
@@ -98,18 +108,37 @@ def auto_backend_for(ir: MethodIR, backend: str | None) -> str | None:
     return backend
 
 
-def partition(ir: MethodIR, backend: str | None, target: str | None = None) -> MethodIR:
+def partition(
+    ir: MethodIR, backend: str | None, target: str | None = None, pack: str = "load"
+) -> MethodIR:
     """Hand the subgraphs ``backend`` supports to it (``None`` / ``"portable"``: no change).
     ``"auto"`` must have been resolved first (:func:`resolve_backend`: it needs the target).
     ``target`` (``None``: this host) decides what the backend stores for which CPUs (the CPU
-    backend's bf16-pair weights: :func:`ember.backends.cpu.partition.amx_pairs_for`)."""
+    backend's bf16-pair weights: :func:`ember.backends.cpu.partition.amx_pairs_for`); ``pack``
+    where its Winograd filters are transformed (``"load"`` / ``"export"``)."""
     if backend == AUTO:
         raise ValueError("partition() takes a resolved backend: call resolve_backend() first")
-    if resolve_backend(backend, target) is None:
+    backend = resolve_backend(backend, target)
+    if backend is None:
         return ir
+    if isinstance(backend, tuple):  # each backend takes what the ones before it left
+        report: list = []
+        for b in backend:
+            ir = partition(ir, b, target)
+            report.extend(d for d in getattr(ir, "partition_report", []) if d.delegated)
+        # what each backend took, then why the last one left the rest portable
+        last = getattr(ir, "partition_report", [])
+        ir.partition_report = report + [
+            d for d in last if not d.delegated and d.why != "not a kernel call"
+        ]
+        return ir
+    if backend == "vulkan":
+        from ember.backends.vulkan.partition import partition_vulkan
+
+        return partition_vulkan(ir)
     from ember.backends.cpu.partition import amx_pairs_for, partition_cpu
 
-    return partition_cpu(ir, pairs=amx_pairs_for(target))
+    return partition_cpu(ir, pairs=amx_pairs_for(target), pack=pack)
 
 
 __all__ = [

@@ -1,0 +1,219 @@
+"""EmberVulkanBackend blob writer: a run's operators -> the bytes of backends/vulkan/emv_format.h.
+
+:func:`build_blob` takes the lowered operators of a run (:class:`ember.backends.cpu.lowering.Op`,
+the kinds of :data:`KINDS`), the run's input and output tensors, and returns the blob. Every
+tensor lives in one arena at a float offset; a copy whose source is a tensor is an alias (its
+output shares the source's storage), constants are appended after the operators and uploaded
+once at init.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any
+
+import numpy as np
+
+from ember.backends.cpu.blob import ACT
+from ember.backends.cpu.lowering import Const, Op, Unsupported
+from ember.passes.ir import TensorSpec
+
+MAGIC, VERSION = 0x4B564D45, 1
+NONE = 0xFFFFFFFF
+MAX_DIMS = 4
+OPS = {
+    "unary": 1,
+    "binary": 2,
+    "linear": 3,
+    "conv2d": 4,
+    "pool2d": 5,
+    "softmax": 6,
+    "layernorm": 7,
+    "copy": 8,
+    "mean": 9,
+    "permute": 10,
+    "slice": 11,
+    "cat_part": 12,
+}
+# The lowered kinds this writer takes (cat is written as one cat_part per operand).
+KINDS = {
+    "unary",
+    "binary",
+    "linear",
+    "conv2d",
+    "maxpool2d",
+    "avgpool2d",
+    "softmax",
+    "layernorm",
+    "copy",
+    "mean",
+    "permute",
+    "slice",
+    "cat",
+}
+MAX_ACT = ACT["abs"]  # EMV_ACT_END - 1
+
+
+class _Tensors:
+    """The blob's tensor table: one entry per TensorSpec (a view has its own shape and its
+    root's storage) or Const, arena storage per root, the weights section."""
+
+    def __init__(self) -> None:
+        self.index: dict[int, int] = {}
+        self.rows: list[tuple[int, int, tuple[int, ...]]] = []  # offset, weight, shape
+        self.storage: dict[int, int] = {}  # id(root or Const) -> arena offset
+        self.arena = 0
+        self.weights: list[np.ndarray] = []
+        self.n_weights = 0
+        self.keep: list[Any] = []  # keeps keyed objects alive (ids stay unique)
+
+    def _alloc(self, n: int) -> int:
+        off = self.arena
+        self.arena += max(n, 1)
+        return off
+
+    def of(self, v: Any) -> int:
+        """The tensor index of a TensorSpec or Const (added on first use)."""
+        if id(v) in self.index:
+            return self.index[id(v)]
+        self.keep.append(v)
+        if isinstance(v, Const):
+            arr = np.ascontiguousarray(v.arr, dtype=np.float32)
+            shape = tuple(int(d) for d in arr.shape)
+            if id(v) not in self.storage:
+                self.storage[id(v)] = self._alloc(arr.size)
+            weight = self.n_weights
+            self.weights.append(arr.reshape(-1))
+            self.n_weights += arr.size
+            return self._add(v, self.storage[id(v)], weight, shape)
+        if not isinstance(v, TensorSpec):
+            raise Unsupported(f"operand {type(v).__name__}")
+        r = v.root()
+        if id(r) not in self.storage:
+            self.keep.append(r)
+            self.storage[id(r)] = self._alloc(math.prod(r.shape))
+        return self._add(v, self.storage[id(r)], NONE, tuple(int(d) for d in v.shape))
+
+    def alias(self, out: TensorSpec, src: Any) -> None:
+        """``out`` (not yet stored) shares ``src``'s storage."""
+        r = out.root()
+        if id(r) in self.storage:
+            raise Unsupported("copy into a tensor already stored")
+        self.of(src)
+        key = id(src) if isinstance(src, Const) else id(src.root())
+        self.keep.append(r)
+        self.storage[id(r)] = self.storage[key]
+
+    def _add(self, v: Any, offset: int, weight: int, shape: tuple[int, ...]) -> int:
+        if len(shape) > MAX_DIMS:
+            raise Unsupported(f"rank {len(shape)} tensor (the backend takes up to 4-d)")
+        if any(d < 1 for d in shape) or math.prod(shape) >= 2**31:
+            raise Unsupported("empty or too large tensor")
+        self.index[id(v)] = len(self.rows)
+        self.rows.append((offset, weight, shape))
+        return self.index[id(v)]
+
+
+def _op(code: str, ins: list[int | None], out: int, ip: list[int], fp: list[float]) -> bytes:
+    ii = [NONE if i is None else i for i in ins] + [NONE] * (3 - len(ins))
+    ipp = [int(x) for x in ip] + [0] * (11 - len(ip))
+    fpp = [float(x) for x in fp] + [0.0] * (4 - len(fp))
+    if len(ipp) > 11 or len(fpp) > 4 or len(ii) > 3:
+        raise Unsupported("operator parameters")
+    return struct.pack("<5I11i4f", OPS[code], *ii, out, *ipp, *fpp)
+
+
+def _act(op: Op) -> tuple[int, list[float]]:
+    a = ACT.get(op.act, 99)
+    if a > MAX_ACT:
+        raise Unsupported(f"activation {op.act}")
+    fp = [float(x) for x in op.fp[:2]] if op.act == "clamp" else [0.0, 0.0]
+    return a, fp
+
+
+def _pack_op(op: Op, T: _Tensors) -> list[bytes]:
+    k = op.kind
+    if k == "copy":
+        src = op.ins[0]
+        T.alias(op.outs[0], src)
+        T.of(op.outs[0])
+        return []
+    out = T.of(op.outs[0])
+    if k == "unary":
+        a, fp = _act(op)
+        return [_op("unary", [T.of(op.ins[0])], out, [a], fp)]
+    if k == "binary":
+        if op.act != "none":
+            raise Unsupported("binary with a fused activation")
+        x, y = op.ins[0], op.ins[1]
+        if y is None:
+            y = Const(np.array([op.fp[2]], dtype=np.float32))
+        return [_op("binary", [T.of(x), T.of(y)], out, [op.ip[0]], [])]
+    if k == "linear":
+        a, fp = _act(op)
+        return [
+            _op(
+                "linear",
+                [T.of(i) if i is not None else None for i in op.ins],
+                out,
+                [*op.ip[:6], a],
+                fp,
+            )
+        ]
+    if k == "conv2d":
+        at = op.attrs
+        a, fp = _act(op)
+        w = T.of(Const(np.asarray(at["w"], dtype=np.float32)))
+        b = None if at["b"] is None else T.of(Const(np.asarray(at["b"], dtype=np.float32)))
+        ip = [*at["stride"], *at["pad"], *at["dil"], at["groups"], a]
+        return [_op("conv2d", [T.of(op.ins[0]), w, b], out, ip, fp)]
+    if k in ("maxpool2d", "avgpool2d"):
+        if op.act != "none":
+            raise Unsupported("pool with a fused activation")
+        kind = int(k == "avgpool2d")
+        tail = [op.ip[8], op.ip[9]] if kind else [0, 0]
+        return [_op("pool2d", [T.of(op.ins[0])], out, [kind, *op.ip[:8], *tail], [])]
+    if k == "softmax":
+        return [_op("softmax", [T.of(op.ins[0])], out, [op.ip[3]], [])]
+    if k == "layernorm":
+        ins = [T.of(i) if i is not None else None for i in op.ins]
+        return [_op("layernorm", ins, out, [op.ip[1]], [op.fp[0]])]
+    if k == "mean":
+        return [_op("mean", [T.of(op.ins[0])], out, op.ip[:3], [])]
+    if k == "permute":
+        return [_op("permute", [T.of(op.ins[0])], out, op.ip, [])]
+    if k == "slice":
+        at = op.attrs
+        return [_op("slice", [T.of(op.ins[0])], out, [at["dim"], at["start"], at["step"]], [])]
+    if k == "cat":
+        dim, at, res = op.attrs["dim"], 0, []
+        for x in op.ins:
+            res.append(_op("cat_part", [T.of(x)], out, [dim, at], []))
+            at += int(x.arr.shape[dim] if isinstance(x, Const) else x.shape[dim])
+        return res
+    raise Unsupported(f"{k} is not a Vulkan operator")
+
+
+def build_blob(ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec]) -> bytes:
+    """The blob of ``ops`` reading ``inputs`` and producing ``outputs`` (delegate argument
+    order). Raises Unsupported for what the format cannot express."""
+    T = _Tensors()
+    in_idx = [T.of(s) for s in inputs]
+    body = [b for op in ops for b in _pack_op(op, T)]
+    out_idx = [T.of(s) for s in outputs]
+    if not out_idx:
+        raise Unsupported("a run with no outputs")
+    # arena_floats is the end of the last tensor (emv_format.h): drop storage nothing uses.
+    top = max(off + math.prod(shape) for off, _, shape in T.rows)
+    head = struct.pack(
+        "<8I", MAGIC, VERSION, len(T.rows), len(body), len(in_idx), len(out_idx), top, T.n_weights
+    )
+    tens = b"".join(
+        struct.pack("<7I", off, w, len(shape), *shape, *([0] * (MAX_DIMS - len(shape))))
+        + struct.pack("<I", 0)
+        for off, w, shape in T.rows
+    )
+    args = struct.pack(f"<{len(in_idx) + len(out_idx)}I", *in_idx, *out_idx)
+    weights = np.concatenate(T.weights).astype("<f4").tobytes() if T.weights else b""
+    return head + tens + args + b"".join(body) + weights

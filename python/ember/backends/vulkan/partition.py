@@ -1,0 +1,271 @@
+"""EmberVulkanBackend partitioner: MethodIR -> MethodIR with DelegateCalls to the Vulkan backend.
+
+Runs where the CPU backend's partitioner runs (after view elision, before lifetimes and memory
+planning) and shares its machinery: each instruction is lowered by the CPU backend's
+:func:`~ember.backends.cpu.lowering.lower` (its argument parsing and checks), except the
+matrix products, concatenation and slices, which the Vulkan blob describes differently; only the
+operator kinds of :data:`ember.backends.vulkan.blob.KINDS` are taken. Every maximal run of
+consecutive supported instructions becomes one :class:`DelegateInstr` (batch norm folded into
+the convolution before it); a run whose blob fails the runtime's own validation
+(``em_vulkan_blob_check``) or raises is split in two until each part delegates or stays portable.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import math
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ember.backends.cpu.fusion import _fold_bn, _Uses
+from ember.backends.cpu.lowering import Op, Unsupported, _const_arr, _f32, _f32x, _num, _operand, _t
+from ember.backends.cpu.lowering import lower as cpu_lower
+from ember.backends.cpu.partition import Decision, _describe, _fold_constant_permutes, _where
+from ember.backends.delegate import DelegateInstr
+from ember.backends.vulkan.blob import KINDS, build_blob
+from ember.passes.ir import Arg, KernelInstr, MethodIR, TensorSpec, instr_args
+
+log = logging.getLogger(__name__)
+
+BACKEND_ID = "EmberVulkanBackend"
+
+
+def _lower_gemm(ins: KernelInstr) -> Op:
+    k, a = ins.kernel, ins.args
+    out = ins.outputs[0].value
+    if k == "aten::addmm.out":
+        bias, m1, m2 = _t(a[0]), _t(a[1]), _t(a[2])
+        if _num(a[3]) != 1.0 or _num(a[4]) != 1.0:
+            raise Unsupported("addmm with beta/alpha")
+        if (
+            not _f32(bias)
+            or math.prod(bias.shape) != m2.shape[-1]
+            or (len(bias.shape) == 2 and bias.shape[0] != 1)
+        ):
+            raise Unsupported("addmm bias is not a row")
+    else:
+        bias, m1, m2 = None, _t(a[0]), _t(a[1])
+    if not (_f32(m1) and _f32(m2) and _f32(out)) or _const_arr(m1) is not None:
+        raise Unsupported("matrix product operands")
+    batch = m1.shape[0] if k == "aten::bmm.out" else 1
+    m, kk, n = m1.shape[-2], m1.shape[-1], m2.shape[-1]
+    w = _const_arr(m2)
+    if w is not None and batch == 1:  # store the weight [N, K]: one contiguous row per output
+        from ember.backends.cpu.lowering import Const
+
+        wop: Any = Const(np.ascontiguousarray(w.reshape(kk, n).T))
+        trans = 1
+    else:
+        wop, trans = _operand(m2), 0
+    b = None if bias is None else _operand(bias)
+    return Op("linear", [m1, wop, b], [out], ip=[batch, m, kk, n, trans, int(batch > 1)])
+
+
+def lower(ins: KernelInstr, only_here: Callable[[TensorSpec], bool]) -> Op:
+    """The Vulkan operator for ``ins`` or raise Unsupported."""
+    k, a = ins.kernel, ins.args
+    if k in ("aten::addmm.out", "aten::mm.out", "aten::bmm.out"):
+        for arg in a:
+            for t in arg.tensors():
+                if t.dynamic or t.root().move_target:
+                    raise Unsupported("dynamic or control-flow tensor")
+        return _lower_gemm(ins)
+    if k == "aten::cat.out" and ins.outputs:
+        out = ins.outputs[0].value
+        if a[0].kind != "tensorlist" or not a[0].value or not _f32(out) or len(out.shape) > 4:
+            raise Unsupported("cat operands")
+        xs = a[0].value
+        dim = int(a[1].value) % len(out.shape)
+        if not all(_f32(x) and len(x.shape) == len(out.shape) for x in xs):
+            raise Unsupported("cat operands")
+        return Op("cat", [_operand(x) for x in xs], [out], attrs=dict(dim=dim))
+    if k == "aten::slice_copy.Tensor_out" and ins.outputs:
+        x, out = _f32x(a[0]), ins.outputs[0].value
+        dim = int(a[1].value) % len(x.shape)
+        n = x.shape[dim]
+        start = 0 if a[2].kind == "null" else int(a[2].value)
+        end = n if a[3].kind == "null" else int(a[3].value)
+        start, end, step = slice(start, end, int(a[4].value)).indices(n)
+        if len(range(start, end, step)) != out.shape[dim] or out.shape[dim] == 0:
+            raise Unsupported("slice shape")
+        return Op("slice", [x], [out], attrs=dict(dim=dim, start=start, step=step))
+    op = cpu_lower(ins, only_here)
+    if op.kind not in KINDS and op.kind != "bn":
+        raise Unsupported(f"{op.kind} is not a Vulkan operator")
+    if op.kind == "unary" and op.act == "fakequant":
+        raise Unsupported("fake-quant")
+    return op
+
+
+class _Refused(Exception):
+    """The runtime's own check refused a blob."""
+
+
+def vulkan_check(blob: bytes) -> str | None:
+    """The runtime's validation of ``blob`` (``em_vulkan_blob_check``, no device needed):
+    ``None`` when accepted or when the runtime cannot be asked, else why it refused."""
+    try:
+        from ember._lib import lib
+
+        L = lib()
+    except Exception as e:  # no runtime library beside this exporter
+        log.info("Vulkan blobs are not checked against the runtime (%s)", e)
+        return None
+    if not hasattr(L, "em_vulkan_blob_check"):
+        return None
+    n_tensors, n_ops = struct.unpack_from("<2I", blob, 8) if len(blob) >= 16 else (0, 0)
+    size = 4096 + 160 * (n_tensors + n_ops) + 8 * len(blob) // 4
+    scratch = ctypes.create_string_buffer(size)
+    L.em_clear_last_error()
+    st = L.em_vulkan_blob_check(blob, ctypes.c_size_t(len(blob)), scratch, ctypes.c_size_t(size))
+    if st == 0x10:  # EM_ERR_NOT_SUPPORTED: a library built without Vulkan
+        return None
+    if st != 0:
+        return f"{L.em_status_str(st).decode()}: {L.em_last_error().decode(errors='replace')}"
+    return None
+
+
+class _Runs:
+    def __init__(self, ir: MethodIR, check: Any) -> None:
+        self.instrs, self.check = ir.instrs, check
+        self.refs: dict[int, set[int]] = {}
+        for i, ins in enumerate(self.instrs):
+            args = ins.args if isinstance(ins, KernelInstr) else instr_args(ins)
+            for arg in args:
+                for t in arg.tensors():
+                    self.refs.setdefault(id(t.root()), set()).add(i)
+        self.out_roots = {id(t.root()) for a in ir.outputs for t in a.tensors()}
+        self.in_roots = {id(t.root()) for a in ir.inputs for t in a.tensors()}
+        self.decisions: dict[int, Decision] = {}
+
+    def decide(self, i: int, delegated: bool, why: str) -> None:
+        ins = self.instrs[i]
+        node, src = _where(ins) if isinstance(ins, KernelInstr) else (None, None)
+        kernel = getattr(ins, "kernel", type(ins).__name__)
+        self.decisions[i] = Decision(i, kernel, node, delegated, why, src)
+
+    def lower(self, i: int) -> Op | None:
+        ins = self.instrs[i]
+        if not isinstance(ins, KernelInstr) or isinstance(ins, DelegateInstr):
+            self.decide(i, False, "not a kernel call")
+            return None
+        try:
+            return lower(
+                ins,
+                lambda s: (
+                    self.refs.get(id(s.root()), set()) <= {i} and id(s.root()) not in self.out_roots
+                ),
+            )
+        except Unsupported as e:
+            why = str(e) or "unsupported"
+            log.info("vulkan backend: %s stays portable: %s", _describe(ins), why)
+        except Exception as e:  # a bug in one lowering must not break the export
+            why = f"lowering failed: {type(e).__name__}: {e}"
+            log.warning("vulkan backend: %s stays portable: %s", _describe(ins), why)
+        self.decide(i, False, why)
+        return None
+
+    def build(self, i: int, j: int) -> tuple[DelegateInstr, set[int]] | None:
+        run = set(range(i, j))
+        ops: list[Op] = []
+        for t in range(i, j):
+            op = self.lower(t)
+            if op is None:
+                raise Unsupported(f"{self.instrs[t].kernel} no longer lowers")
+            ops.append(op)
+        produced = {id(o.root()) for op in ops for o in op.outs}
+        external = {r for r in produced if (self.refs.get(r, set()) - run) or r in self.out_roots}
+        _fold_bn(ops, _Uses(ops, external))
+        inputs: list[TensorSpec] = []
+        seen: set[int] = set()
+        for op in ops:
+            for v in op.ins:
+                if isinstance(v, TensorSpec) and id(v.root()) not in produced:
+                    if id(v.root()) not in seen:
+                        seen.add(id(v.root()))
+                        inputs.append(v.root())
+        outputs: list[TensorSpec] = []
+        seen = set()
+        for op in ops:
+            for o in op.outs:
+                r = o.root()
+                if id(r) in external and id(r) not in seen:
+                    seen.add(id(r))
+                    outputs.append(r)
+        if any(id(r) in self.in_roots for r in outputs):
+            return None
+        data = build_blob(ops, inputs, outputs)
+        refused = self.check(data) if self.check is not None else None
+        if refused:
+            raise _Refused(refused)
+        kinds = sorted({o.kind for o in ops})
+        d = DelegateInstr(
+            kernel=f"delegate::{BACKEND_ID}",
+            args=[Arg("tensor", r) for r in inputs] + [Arg("tensor", r) for r in outputs],
+            outputs=[Arg("tensor", r) for r in outputs],
+            backend_id=BACKEND_ID,
+            processed=data,
+            n_inputs=len(inputs),
+            summary=f"{j - i} instructions -> {len(ops)} ops ({', '.join(kinds)}), "
+            f"{len(data)} bytes",
+        )
+        return d, produced - external
+
+    def place(self, i: int, j: int, out: list[Any]) -> set[int]:
+        try:
+            built = self.build(i, j)
+        except Exception as e:
+            what = f"the runtime refused its blob: {e}" if isinstance(e, _Refused) else str(e)
+            if not isinstance(e, (Unsupported, _Refused)):
+                what = f"{type(e).__name__}: {e}"
+            if j - i == 1:
+                log.info("vulkan backend: %s stays portable: %s", _describe(self.instrs[i]), what)
+                self.decide(i, False, what)
+                out.append(self.instrs[i])
+                return set()
+            mid = (i + j) // 2
+            return self.place(i, mid, out) | self.place(mid, j, out)
+        if built is None:
+            for t in range(i, j):
+                self.decide(t, False, "its run's outputs are method inputs")
+            out.extend(self.instrs[i:j])
+            return set()
+        d, private = built
+        n = sum(isinstance(x, DelegateInstr) for x in out)
+        for t in range(i, j):
+            self.decide(t, True, f"{BACKEND_ID} delegate {n}")
+        out.append(d)
+        return private
+
+
+def partition_vulkan(ir: MethodIR, check: Any = vulkan_check) -> MethodIR:
+    """Replace runs of supported instructions by EmberVulkanBackend DelegateInstrs; what
+    happened to each instruction is ``ir.partition_report``. ``check``: ``blob -> message or
+    None`` (default: the runtime's validation)."""
+    _fold_constant_permutes(ir)
+    runs = _Runs(ir, check)
+    instrs = ir.instrs
+    lowered = [runs.lower(i) is not None for i in range(len(instrs))]
+    new_instrs: list[Any] = []
+    removed: set[int] = set()
+    i = 0
+    while i < len(instrs):
+        if not lowered[i]:
+            new_instrs.append(instrs[i])
+            i += 1
+            continue
+        j = i
+        while j < len(instrs) and lowered[j]:
+            j += 1
+        removed |= runs.place(i, j, new_instrs)
+        i = j
+    ir.instrs = new_instrs
+    ir.specs = [s for s in ir.specs if id(s.root()) not in removed]
+    ir.partition_report = [runs.decisions[k] for k in sorted(runs.decisions)]
+    n = sum(isinstance(x, DelegateInstr) and x.backend_id == BACKEND_ID for x in new_instrs)
+    log.info("vulkan backend: %d delegate(s) in %s", n, ir.name)
+    return ir

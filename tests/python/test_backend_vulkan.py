@@ -1,0 +1,372 @@
+"""EmberVulkanBackend (ember.export(..., backend="vulkan")): every operator against eager PyTorch
+at edge shapes, a small CNN and an MLP end to end (also against the portable kernels), the
+ordered backend list, and corrupted blobs refused cleanly by init.
+
+Runs on any Vulkan device; in CI that is lavapipe (Mesa's CPU device, `make vulkan-deps`).
+Skipped, with a message, only when the library was built without Vulkan or no device exists.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import struct
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import ember
+from ember.backends.check import runtime_check
+from ember.backends.delegate import DelegateInstr
+from ember.passes.ir import KernelInstr
+
+RTOL, ATOL = 1e-4, 1e-5
+VK = "EmberVulkanBackend"
+
+
+def _device() -> str | None:
+    from ember._lib import lib
+
+    L = lib()
+    if not hasattr(L, "em_vulkan_device_name"):
+        return None
+    L.em_vulkan_device_name.restype = ctypes.c_char_p
+    name = L.em_vulkan_device_name()
+    return name.decode() if name else None
+
+
+DEVICE = _device()
+pytestmark = pytest.mark.skipif(
+    DEVICE is None,
+    reason="no Vulkan device, or libember built without Vulkan (EMBER_VULKAN): "
+    "`make vulkan-deps` installs lavapipe, the loader, headers and glslangValidator",
+)
+
+
+def _run(prog: ember.Program, inputs: tuple) -> list[torch.Tensor]:
+    from ember.runtime import RuntimeProgram
+
+    return list(RuntimeProgram(prog.buffer).run("forward", list(inputs)))
+
+
+def _outside(prog: ember.Program) -> list[str]:
+    return [
+        i.kernel
+        for i in prog._irs["forward"].instrs
+        if isinstance(i, KernelInstr) and not isinstance(i, DelegateInstr)
+    ]
+
+
+def _delegates(prog: ember.Program, backend: str = VK) -> list[DelegateInstr]:
+    return [
+        i
+        for i in prog._irs["forward"].instrs
+        if isinstance(i, DelegateInstr) and i.backend_id == backend
+    ]
+
+
+def _check(m: nn.Module, *inputs: torch.Tensor, outside: int = 0) -> ember.Program:
+    """Exports ``m`` to the Vulkan backend, runs it and compares every output with eager."""
+    m = m.eval()
+    with torch.inference_mode():
+        want = m(*inputs)
+    want = list(want) if isinstance(want, (tuple, list)) else [want]
+    prog = ember.export(m, inputs, backend="vulkan")
+    assert _delegates(prog), prog.explain()
+    assert len(_outside(prog)) <= outside, (_outside(prog), prog.explain())
+    got = _run(prog, inputs)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=RTOL, atol=ATOL)
+    return prog
+
+
+class Fn(nn.Module):
+    def __init__(self, f, *params: torch.Tensor) -> None:  # noqa: ANN001
+        super().__init__()
+        self.f = f
+        self.p = nn.ParameterList([nn.Parameter(p, requires_grad=False) for p in params])
+
+    def forward(self, *xs: torch.Tensor):  # noqa: ANN201
+        return self.f(*xs, *self.p)
+
+
+def _r(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed + sum(shape)))
+
+
+# ---- operators ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "x, n, bias",
+    [((1, 1), 1, True), ((3, 7), 5, True), ((2, 3, 17), 9, False), ((1, 64), 33, True)],
+)
+def test_linear(x: tuple, n: int, bias: bool) -> None:
+    torch.manual_seed(0)
+    _check(nn.Linear(x[-1], n, bias=bias), _r(*x))
+
+
+def test_mm_bmm_activations() -> None:
+    # both operands activations: [K, N] read in place, and batched
+    _check(
+        Fn(lambda a, b, c, d: (a @ b, torch.bmm(c, d))),
+        _r(3, 5),
+        _r(5, 4),
+        _r(2, 3, 7),
+        _r(2, 7, 1),
+    )
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ((2, 3, 4, 5), (1, 3, 1, 5)),
+        ((4,), (3, 1)),
+        ((1,), (2, 3)),
+        ((5, 1, 3), (1, 7, 1)),
+        ((1,), (1,)),
+    ],
+)
+def test_binary_broadcast(a: tuple, b: tuple) -> None:
+    x, y = _r(*a), _r(*b, seed=1).abs() + 0.5
+    _check(Fn(lambda x, y: (x + y, x - y, x * y, x / y)), x, y)
+
+
+def test_binary_scalars_and_constants() -> None:
+    c = _r(1, 3, 1, 1, seed=3)
+    _check(Fn(lambda x, c: (x + 2.5, 3.0 - x, x / 1.5, x * c, c - x), c), _r(2, 3, 4, 5))
+
+
+def test_unary() -> None:
+    x = torch.linspace(-8, 8, 3 * 5 * 7).reshape(3, 5, 7)
+    fns = (
+        torch.relu,
+        F.gelu,
+        lambda t: F.gelu(t, approximate="tanh"),
+        torch.sigmoid,
+        torch.tanh,
+        lambda t: F.hardtanh(t, -0.5, 0.7),
+        F.silu,
+        lambda t: torch.clamp(t, min=-1.0),
+        F.hardswish,
+        F.hardsigmoid,
+    )
+    _check(Fn(lambda t: tuple(f(t) for f in fns)), x)
+
+
+def test_unary_one_element() -> None:
+    _check(Fn(lambda t: (torch.relu(t), torch.tanh(t), F.gelu(t))), torch.tensor([-0.3]))
+
+
+@pytest.mark.parametrize(
+    "cin, cout, k, stride, pad, dil, groups, hw, bias",
+    [
+        (3, 8, 3, 1, 1, 1, 1, (9, 7), True),
+        (4, 6, 3, 2, 0, 1, 2, (11, 10), False),
+        (8, 8, 3, 1, 1, 1, 8, (5, 5), True),  # depthwise
+        (5, 5, 5, 2, 2, 1, 5, (13, 9), False),  # depthwise, stride 2
+        (6, 3, 1, 1, 0, 1, 1, (1, 1), True),  # pointwise on a 1x1 map
+        (2, 4, 3, 1, 2, 2, 1, (8, 6), True),  # dilation
+        (3, 2, (3, 1), (2, 1), (1, 0), 1, 1, (7, 5), True),  # rectangular
+    ],
+)
+def test_conv2d(cin, cout, k, stride, pad, dil, groups, hw, bias) -> None:  # noqa: ANN001
+    torch.manual_seed(1)
+    m = nn.Conv2d(cin, cout, k, stride=stride, padding=pad, dilation=dil, groups=groups, bias=bias)
+    _check(m, _r(2, cin, *hw))
+
+
+def test_pools() -> None:
+    x = _r(2, 3, 9, 8)
+    _check(
+        Fn(
+            lambda t: (
+                F.max_pool2d(t, 3, 2, 1),
+                F.max_pool2d(t, 2, ceil_mode=True),
+                F.avg_pool2d(t, 3, 2, 1),
+                F.avg_pool2d(t, 3, 2, 1, count_include_pad=False),
+                F.avg_pool2d(t, 2, ceil_mode=True),
+                F.avg_pool2d(t, 3, 1, 1, divisor_override=5),
+                F.adaptive_avg_pool2d(t, 1),
+                F.adaptive_avg_pool2d(t, (3, 4)),
+            )
+        ),
+        x,
+    )
+
+
+def test_softmax_layernorm_mean() -> None:
+    w, b = _r(7, seed=5), _r(7, seed=6)
+    _check(
+        Fn(
+            lambda t, w, b: (
+                torch.softmax(t, -1),
+                torch.log_softmax(t, -1),
+                F.layer_norm(t, (7,), w, b, 1e-5),
+                F.layer_norm(t, (7,)),
+                t.mean(-1),
+                t.mean((1, 2), keepdim=True),
+            ),
+            w,
+            b,
+        ),
+        _r(2, 3, 7) * 4,
+    )
+    _check(Fn(lambda t: torch.softmax(t, -1)), torch.tensor([[1.5]]))
+
+
+def test_shape_ops() -> None:
+    _check(
+        Fn(
+            lambda a, b: (
+                a.reshape(6, 20).relu(),
+                a.permute(0, 3, 1, 2) * 2.0,
+                torch.cat([a, b], 1),
+                torch.cat([a, a.relu(), b], -1),
+                a[:, 1:, ::2, 1:4] + 1.0,
+                a.flatten(1) + 0.5,
+                a.transpose(1, 2) - 1.0,
+            )
+        ),
+        _r(2, 3, 4, 5),
+        _r(2, 3, 4, 5, seed=2),
+    )
+
+
+# ---- models ---------------------------------------------------------------------------------
+
+
+class SmallCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU6()
+        )
+        self.dw = nn.Sequential(
+            nn.Conv2d(16, 16, 3, 1, 1, groups=16), nn.BatchNorm2d(16), nn.SiLU()
+        )
+        self.pw = nn.Conv2d(16, 16, 1)
+        self.down = nn.Sequential(nn.Conv2d(16, 24, 3, 2, 1), nn.Hardswish(), nn.MaxPool2d(2, 2))
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(24, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.stem(x)
+        y = y + self.pw(self.dw(y))
+        return torch.softmax(self.head(self.down(y)), -1)
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(33, 64), nn.Linear(64, 64), nn.Linear(64, 7)
+        self.ln = nn.LayerNorm(64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.gelu(self.a(x))
+        h = self.ln(h + torch.tanh(self.b(h)))
+        return torch.log_softmax(self.c(h), -1)
+
+
+def _bn_stats(m: nn.Module) -> nn.Module:
+    g = torch.Generator().manual_seed(1)
+    for mod in m.modules():
+        if isinstance(mod, nn.BatchNorm2d):
+            mod.running_mean.copy_(torch.rand(mod.num_features, generator=g) * 0.2 - 0.1)
+            mod.running_var.copy_(torch.rand(mod.num_features, generator=g) + 0.5)
+    return m
+
+
+@pytest.mark.parametrize("model, shape", [(SmallCNN, (2, 3, 32, 29)), (MLP, (5, 33))])
+def test_models_against_eager_and_portable(model, shape) -> None:  # noqa: ANN001
+    torch.manual_seed(0)
+    m = _bn_stats(model()).eval()
+    x = _r(*shape)
+    prog = _check(m, x)
+    assert len(_delegates(prog)) == 1, prog.explain()
+    plain = _run(ember.export(m, (x,), backend=None), (x,))[0]
+    from ember.runtime import RuntimeProgram
+
+    rt = RuntimeProgram(prog.buffer)  # one init, several executes with different inputs
+    for seed in (1, 2):
+        x2 = _r(*shape, seed=seed)
+        with torch.inference_mode():
+            torch.testing.assert_close(rt.run("forward", [x2])[0], m(x2), rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(rt.run("forward", [x])[0], plain, rtol=RTOL, atol=ATOL)
+
+
+def test_unsupported_stays_portable_and_backend_list() -> None:
+    """A batch norm after no conv is not a Vulkan operator: with backend="vulkan" it stays
+    portable, with ["vulkan", "cpu"] the CPU backend takes it and Vulkan the rest."""
+    torch.manual_seed(0)
+    m = _bn_stats(nn.Sequential(nn.BatchNorm2d(3), nn.Conv2d(3, 4, 3), nn.ReLU())).eval()
+    x = _r(1, 3, 8, 8)
+    prog = _check(m, x, outside=1)
+    assert any("batch_norm" in k for k in _outside(prog))
+    both = ember.export(m, (x,), backend=["vulkan", "cpu"])
+    assert not _outside(both), both.explain()
+    assert _delegates(both) and _delegates(both, "EmberCpuBackend")
+    with torch.inference_mode():
+        torch.testing.assert_close(_run(both, (x,))[0], m(x), rtol=RTOL, atol=ATOL)
+    with pytest.raises(ValueError, match="unknown backend"):
+        ember.export(m, (x,), backend=["vulkan", "gpu"])
+
+
+# ---- corrupted blobs --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def blob() -> bytes:
+    torch.manual_seed(0)
+    m = _bn_stats(SmallCNN()).eval()
+    (d,) = _delegates(ember.export(m, (_r(1, 3, 16, 16),), backend="vulkan"))
+    return bytes(d.processed)
+
+
+def test_blob_fields_refused_by_name(blob: bytes) -> None:
+    assert runtime_check(VK, blob) is None
+    n_tensors = struct.unpack_from("<I", blob, 8)[0]
+
+    def put(off: int, v: int) -> bytes:
+        b = bytearray(blob)
+        struct.pack_into("<I", b, off, v)
+        return bytes(b)
+
+    cases = {
+        "magic": put(0, 0x12345678),
+        "version": put(4, 9),
+        "arena": put(24, struct.unpack_from("<I", blob, 24)[0] + 1),
+        "describes": blob[:-4],
+        "outside": put(32, 0x7FFFFFF0),  # tensor 0's offset
+        "rank": put(32 + 8, 5),
+        "unknown code": put(32 + 32 * n_tensors + 4 * 2, 77),  # first op (1 input, 1 output)
+    }
+    for what, bad in cases.items():
+        why = runtime_check(VK, bad)
+        assert why is not None and what in why, (what, why)
+
+
+def test_blob_mutation_sweep(blob: bytes) -> None:
+    """Byte flips over the header, tables and operators, and truncations: every mutant is
+    refused with a message or accepted (then it is within bounds by construction); none
+    crashes the process."""
+    rng = random.Random(34)
+    n_tensors, n_ops, n_in, n_out = struct.unpack_from("<4I", blob, 8)
+    meta = 32 + 32 * n_tensors + 4 * (n_in + n_out) + 80 * n_ops
+    refused = accepted = 0
+    for k in range(300):
+        b = bytearray(blob)
+        if k % 10 == 9:
+            b = b[: rng.randrange(len(b))]
+        else:
+            for _ in range(rng.choice((1, 1, 2, 4))):
+                b[rng.randrange(meta)] ^= 1 << rng.randrange(8)
+        why = runtime_check(VK, bytes(b))
+        if why is None:
+            accepted += 1
+        else:
+            assert VK in why or "INVALID" in why.upper(), why
+            refused += 1
+    assert refused >= 150 and refused + accepted == 300, (refused, accepted)
