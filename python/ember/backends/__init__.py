@@ -109,13 +109,12 @@ def auto_backend_for(ir: MethodIR, backend: str | None) -> str | None:
 
 
 def partition(
-    ir: MethodIR, backend: str | None, target: str | None = None, pack: str = "load"
+    ir: MethodIR, backend: str | tuple[str, ...] | None, target: str | None = None
 ) -> MethodIR:
     """Hand the subgraphs ``backend`` supports to it (``None`` / ``"portable"``: no change).
     ``"auto"`` must have been resolved first (:func:`resolve_backend`: it needs the target).
     ``target`` (``None``: this host) decides what the backend stores for which CPUs (the CPU
-    backend's bf16-pair weights: :func:`ember.backends.cpu.partition.amx_pairs_for`); ``pack``
-    where its Winograd filters are transformed (``"load"`` / ``"export"``)."""
+    backend's bf16-pair weights: :func:`ember.backends.cpu.partition.amx_pairs_for`)."""
     if backend == AUTO:
         raise ValueError("partition() takes a resolved backend: call resolve_backend() first")
     backend = resolve_backend(backend, target)
@@ -138,7 +137,7 @@ def partition(
         return partition_vulkan(ir)
     from ember.backends.cpu.partition import amx_pairs_for, partition_cpu
 
-    return partition_cpu(ir, pairs=amx_pairs_for(target), pack=pack)
+    return partition_cpu(ir, pairs=amx_pairs_for(target))
 
 
 __all__ = [
