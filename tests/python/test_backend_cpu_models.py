@@ -276,7 +276,10 @@ def test_default_backend_for_quantized_graphs() -> None:
 @pytest.mark.parametrize(
     ("kw", "match"),
     [
-        ({"backend": "gpu"}, r"unknown backend 'gpu' \(known: 'auto', 'cpu', None / 'portable'"),
+        (
+            {"backend": "gpu"},
+            r"unknown backend 'gpu' \(known: 'auto', 'cpu', 'vulkan', None / 'portable'",
+        ),
         ({"backend": "CPU"}, "unknown backend 'CPU'"),
         ({"target": "riscv"}, "unknown target 'riscv' .*host.*cortex-m33"),
     ],
