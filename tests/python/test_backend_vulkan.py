@@ -9,9 +9,13 @@ Skipped, with a message, only when the library was built without Vulkan or no de
 from __future__ import annotations
 
 import ctypes
+import os
 import random
 import struct
+import subprocess
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -312,6 +316,30 @@ def test_unsupported_stays_portable_and_backend_list() -> None:
         torch.testing.assert_close(_run(both, (x,))[0], m(x), rtol=RTOL, atol=ATOL)
     with pytest.raises(ValueError, match="unknown backend"):
         ember.export(m, (x,), backend=["vulkan", "gpu"])
+
+
+def test_cli_runs_it_and_names_vulkan_without_a_device(tmp_path: Path) -> None:
+    """build/ember registers the backend: the file runs there; with no Vulkan driver (an ICD
+    list that names none) prepare fails with a message naming Vulkan."""
+    cli = Path(os.environ.get("EMBER_CLI", Path(__file__).resolve().parents[2] / "build/ember"))
+    if not cli.exists():
+        pytest.skip(f"{cli} not built")
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 5 * 5, 3)).eval()
+    x = _r(1, 3, 7, 7)
+    ember.export(m, (x,), backend="vulkan").save(tmp_path / "m.pte")
+    np.save(tmp_path / "x.npy", x.numpy())
+    (tmp_path / "out").mkdir()
+    args = [str(cli), "run", "m.pte", "--input", "x.npy", "--output-dir", "out"]
+    r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    with torch.inference_mode():
+        want = m(x).numpy()
+    np.testing.assert_allclose(np.load(tmp_path / "out/output_0.npy"), want, rtol=RTOL, atol=ATOL)
+    env = {**os.environ, "VK_ICD_FILENAMES": str(tmp_path / "none.json")}
+    env.pop("VK_DRIVER_FILES", None)
+    r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode != 0 and "Vulkan" in r.stderr and VK in r.stderr, r.stderr
 
 
 # ---- corrupted blobs --------------------------------------------------------------------------
