@@ -22,13 +22,13 @@
 
 #include <stdint.h>
 
-#define EMV_MAGIC 0x4B564D45u /* "EMVK" */
-#define EMV_VERSION 1u
-#define EMV_MAX_DIMS 4
-#define EMV_NONE 0xFFFFFFFFu /* an absent tensor operand / a tensor that is not a constant */
+#define EMV_MAGIC       0x4B564D45u /* "EMVK" */
+#define EMV_VERSION     1u
+#define EMV_MAX_DIMS    4
+#define EMV_NONE        0xFFFFFFFFu /* an absent tensor operand / a tensor that is not a constant */
 #define EMV_MAX_TENSORS (1u << 20)
-#define EMV_MAX_OPS (1u << 20)
-#define EMV_MAX_ARGS 4096u
+#define EMV_MAX_OPS     (1u << 20)
+#define EMV_MAX_ARGS    4096u
 
 typedef struct emv_header {
   uint32_t magic, version;
@@ -38,29 +38,30 @@ typedef struct emv_header {
 } emv_header;
 
 typedef struct emv_tensor {
-  uint32_t offset;                /* first float in the arena */
-  uint32_t weight;                /* EMV_NONE, or first float in the weights section */
-  uint32_t ndim;                  /* 0..EMV_MAX_DIMS */
-  uint32_t sizes[EMV_MAX_DIMS];   /* >= 1 below ndim, 0 from ndim on */
-  uint32_t flags;                 /* 0 */
+  uint32_t offset;              /* first float in the arena */
+  uint32_t weight;              /* EMV_NONE, or first float in the weights section */
+  uint32_t ndim;                /* 0..EMV_MAX_DIMS */
+  uint32_t sizes[EMV_MAX_DIMS]; /* >= 1 below ndim, 0 from ndim on */
+  uint32_t flags;               /* 0 */
 } emv_tensor;
 
 /* Operator codes (python/ember/backends/vulkan/blob.py OPS). */
 enum {
-  EMV_OP_UNARY = 1,     /* in0 -> out, same element count; ip[0] act, fp[0..1] its bounds */
-  EMV_OP_BINARY = 2,    /* in0 (op) in1 -> out, numpy broadcasting up to 4-d; ip[0] EMV_BIN_* */
-  EMV_OP_LINEAR = 3,    /* in0 [B,M,K] x in1 -> out [B,M,N] (+ in2 [N]); ip: B M K N trans_w
-                           w_batched act; trans_w: in1 is [N,K] (else [K,N]) */
-  EMV_OP_CONV2D = 4,    /* in0 [N,C,H,W], in1 [OC,C/g,KH,KW], in2 [OC] or none -> out
-                           [N,OC,OH,OW]; ip: sh sw ph pw dh dw groups act */
-  EMV_OP_POOL2D = 5,    /* in0 [N,C,H,W] -> out; ip: kind(0 max, 1 avg) kh kw sh sw ph pw dh dw
-                           count_include_pad divisor_override(0 none) */
-  EMV_OP_SOFTMAX = 6,   /* in0 -> out over the last dim; ip[0] 1 for log-softmax */
-  EMV_OP_LAYERNORM = 7, /* in0, in1 weight or none, in2 bias or none -> out; ip[0] cols, fp[0] eps */
-  EMV_OP_COPY = 8,      /* in0 -> out, same element count (a reshape that needs its own storage) */
-  EMV_OP_MEAN = 9,      /* in0 [outer, cols, inner] -> out [outer, inner]; ip: outer cols inner */
-  EMV_OP_PERMUTE = 10,  /* in0 -> out, ip[0..ndim) the permutation */
-  EMV_OP_SLICE = 11,    /* in0 -> out along ip[0] from ip[1] step ip[2] */
+  EMV_OP_UNARY = 1,   /* in0 -> out, same element count; ip[0] act, fp[0..1] its bounds */
+  EMV_OP_BINARY = 2,  /* in0 (op) in1 -> out, numpy broadcasting up to 4-d; ip[0] EMV_BIN_* */
+  EMV_OP_LINEAR = 3,  /* in0 [B,M,K] x in1 -> out [B,M,N] (+ in2 [N]); ip: B M K N trans_w
+                         w_batched act; trans_w: in1 is [N,K] (else [K,N]) */
+  EMV_OP_CONV2D = 4,  /* in0 [N,C,H,W], in1 [OC,C/g,KH,KW], in2 [OC] or none -> out
+                         [N,OC,OH,OW]; ip: sh sw ph pw dh dw groups act */
+  EMV_OP_POOL2D = 5,  /* in0 [N,C,H,W] -> out; ip: kind(0 max, 1 avg) kh kw sh sw ph pw dh dw
+                         count_include_pad divisor_override(0 none) */
+  EMV_OP_SOFTMAX = 6, /* in0 -> out over the last dim; ip[0] 1 for log-softmax */
+  EMV_OP_LAYERNORM =
+      7,               /* in0, in1 weight or none, in2 bias or none -> out; ip[0] cols, fp[0] eps */
+  EMV_OP_COPY = 8,     /* in0 -> out, same element count (a reshape that needs its own storage) */
+  EMV_OP_MEAN = 9,     /* in0 [outer, cols, inner] -> out [outer, inner]; ip: outer cols inner */
+  EMV_OP_PERMUTE = 10, /* in0 -> out, ip[0..ndim) the permutation */
+  EMV_OP_SLICE = 11,   /* in0 -> out along ip[0] from ip[1] step ip[2] */
   EMV_OP_CAT_PART = 12, /* in0 -> out's [ip[1], ip[1] + in0.sizes[ip[0]]) along dim ip[0] */
   EMV_OP_END
 };

@@ -44,11 +44,17 @@ static void release(emv_delegate *g) {
   g->d = NULL;
 }
 
-static em_status make_buffer(emv_delegate *g, uint64_t nbytes, VkBufferUsageFlags usage,
-                             bool host, VkBuffer *buf, VkDeviceMemory *mem) {
+static em_status make_buffer(emv_delegate *g, uint64_t nbytes, VkBufferUsageFlags usage, bool host,
+                             VkBuffer *buf, VkDeviceMemory *mem) {
   const emv_device *d = g->d;
-  VkBufferCreateInfo bi = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, NULL, 0, nbytes, usage,
-                           VK_SHARING_MODE_EXCLUSIVE, 0, NULL};
+  VkBufferCreateInfo bi = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                           NULL,
+                           0,
+                           nbytes,
+                           usage,
+                           VK_SHARING_MODE_EXCLUSIVE,
+                           0,
+                           NULL};
   VkResult r = d->vkCreateBuffer(d->dev, &bi, NULL, buf);
   if (r != VK_SUCCESS) {
     EM_LOG_ERROR("EmberVulkanBackend: vkCreateBuffer of %llu bytes failed (VkResult %d)",
@@ -132,8 +138,7 @@ static em_status record(emv_delegate *g) {
     dp->u[1] = gx * EMV_LOCAL_SIZE;
     if (dp->pipe != bound)
       d->vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipe[dp->pipe]), bound = dp->pipe;
-    d->vkCmdPushConstants(c, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, EMV_PUSH_WORDS * 4u,
-                          dp->u);
+    d->vkCmdPushConstants(c, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, EMV_PUSH_WORDS * 4u, dp->u);
     d->vkCmdDispatch(c, gx, gy, 1);
     barrier(d, c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
@@ -182,8 +187,8 @@ static em_status build(emv_delegate *g) {
   }
   g->mapped = m;
   VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1};
-  VkDescriptorPoolCreateInfo dpi = {VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, NULL, 0, 1, 1,
-                                    &ps};
+  VkDescriptorPoolCreateInfo dpi = {
+      VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, NULL, 0, 1, 1, &ps};
   VkCommandPoolCreateInfo cpi = {VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, NULL,
                                  VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, d->queue_family};
   VkFenceCreateInfo fi = {VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, NULL, 0};
@@ -193,26 +198,18 @@ static em_status build(emv_delegate *g) {
     EM_LOG_ERROR("EmberVulkanBackend: creating a descriptor pool, command pool or fence failed");
     return EM_ERR_INTERNAL;
   }
-  VkDescriptorSetAllocateInfo sai = {VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, NULL,
-                                     g->dpool, 1, &d->set_layout};
-  VkCommandBufferAllocateInfo cai = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, NULL,
-                                     g->cpool, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1};
+  VkDescriptorSetAllocateInfo sai = {VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, NULL, g->dpool,
+                                     1, &d->set_layout};
+  VkCommandBufferAllocateInfo cai = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, NULL, g->cpool,
+                                     VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1};
   if (d->vkAllocateDescriptorSets(d->dev, &sai, &g->set) != VK_SUCCESS ||
       d->vkAllocateCommandBuffers(d->dev, &cai, &g->cmd) != VK_SUCCESS) {
     EM_LOG_ERROR("EmberVulkanBackend: allocating a descriptor set or command buffer failed");
     return EM_ERR_INTERNAL;
   }
   VkDescriptorBufferInfo dbi = {g->arena, 0, VK_WHOLE_SIZE};
-  VkWriteDescriptorSet w = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                            NULL,
-                            g->set,
-                            0,
-                            0,
-                            1,
-                            VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                            NULL,
-                            &dbi,
-                            NULL};
+  VkWriteDescriptorSet w = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, NULL, g->set, 0,   0, 1,
+                            VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,      NULL, &dbi,   NULL};
   d->vkUpdateDescriptorSets(d->dev, 1, &w, 0, NULL);
   if ((st = upload_weights(g)) != EM_OK) return st;
   return record(g);
@@ -274,7 +271,8 @@ static em_status vk_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue **
     }
   }
   for (uint32_t a = 0; a < p->n_inputs; a++)
-    memcpy(g->mapped + g->io_off[a], args[a]->u.tensor->data, (size_t)p->t[p->inputs[a]].numel * 4u);
+    memcpy(g->mapped + g->io_off[a], args[a]->u.tensor->data,
+           (size_t)p->t[p->inputs[a]].numel * 4u);
   em_status st = emv_device_run(g->d, g->cmd, g->fence);
   if (st != EM_OK) return st;
   for (uint32_t o = 0; o < p->n_outputs; o++)

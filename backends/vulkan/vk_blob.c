@@ -65,7 +65,8 @@ static em_status compile_binary(const emv_op *o, uint32_t i, const emv_rt_tensor
   if (o->ip[0] < 0 || o->ip[0] >= EMV_BIN_END) FAIL("op %u: binary operator %d", i, o->ip[0]);
   uint32_t as[4], ast[4], bs[4], bst[4], ys[4], yst[4];
   shape4(a, as, ast), shape4(b, bs, bst), shape4(y, ys, yst);
-  if (a->ndim > y->ndim || b->ndim > y->ndim) FAIL("op %u: binary operand rank above the output's", i);
+  if (a->ndim > y->ndim || b->ndim > y->ndim)
+    FAIL("op %u: binary operand rank above the output's", i);
   for (int d = 0; d < 4; d++) {
     if ((as[d] != ys[d] && as[d] != 1) || (bs[d] != ys[d] && bs[d] != 1) ||
         (as[d] != ys[d] && bs[d] != ys[d]))
@@ -135,9 +136,10 @@ static em_status compile_conv(const emv_op *o, uint32_t i, const emv_rt_tensor *
          w->sizes[1], y->sizes[1], g);
   if (!window_out(x->sizes[2], (int32_t)w->sizes[2], ip[0], ip[2], ip[4], y->sizes[2], false) ||
       !window_out(x->sizes[3], (int32_t)w->sizes[3], ip[1], ip[3], ip[5], y->sizes[3], false))
-    FAIL("op %u: conv2d output %ux%u does not follow from input %ux%u", i, y->sizes[2],
-         y->sizes[3], x->sizes[2], x->sizes[3]);
-  if (b && b->numel != OC) FAIL("op %u: conv2d bias has %u elements for %u channels", i, b->numel, OC);
+    FAIL("op %u: conv2d output %ux%u does not follow from input %ux%u", i, y->sizes[2], y->sizes[3],
+         x->sizes[2], x->sizes[3]);
+  if (b && b->numel != OC)
+    FAIL("op %u: conv2d bias has %u elements for %u channels", i, b->numel, OC);
   dp->pipe = EMV_PIPE_CONV2D;
   uint32_t *u = dp->u;
   u[0] = y->numel, u[2] = x->offset, u[3] = w->offset, u[4] = b ? b->offset : 0, u[5] = b != NULL;
@@ -159,13 +161,14 @@ static em_status compile_pool(const emv_op *o, uint32_t i, const emv_rt_tensor *
     bool pad = k == 5 || k == 6;
     if (ip[k] < (pad ? 0 : 1) || ip[k] > 65536) FAIL("op %u: pool2d ip[%d] = %d", i, k, ip[k]);
   }
-  if (ip[5] > ip[1] / 2 || ip[6] > ip[2] / 2) FAIL("op %u: pool2d padding above half the kernel", i);
+  if (ip[5] > ip[1] / 2 || ip[6] > ip[2] / 2)
+    FAIL("op %u: pool2d padding above half the kernel", i);
   if ((ip[9] != 0 && ip[9] != 1) || ip[10] < 0 || ip[10] > (1 << 24))
     FAIL("op %u: pool2d count_include_pad %d divisor %d", i, ip[9], ip[10]);
   if (!window_out(x->sizes[2], ip[1], ip[3], ip[5], ip[7], y->sizes[2], true) ||
       !window_out(x->sizes[3], ip[2], ip[4], ip[6], ip[8], y->sizes[3], true))
-    FAIL("op %u: pool2d output %ux%u does not follow from input %ux%u", i, y->sizes[2],
-         y->sizes[3], x->sizes[2], x->sizes[3]);
+    FAIL("op %u: pool2d output %ux%u does not follow from input %ux%u", i, y->sizes[2], y->sizes[3],
+         x->sizes[2], x->sizes[3]);
   dp->pipe = EMV_PIPE_POOL2D;
   uint32_t *u = dp->u;
   u[0] = y->numel, u[2] = x->offset, u[3] = y->offset, u[4] = x->sizes[2], u[5] = x->sizes[3];
@@ -180,7 +183,8 @@ static void gather(emv_dispatch *dp, uint32_t n, uint32_t src, uint32_t dst, con
                    const uint32_t sst[4], const uint32_t dst_st[4]) {
   dp->pipe = EMV_PIPE_GATHER;
   dp->u[0] = n, dp->u[2] = src, dp->u[3] = dst;
-  for (int d = 0; d < 4; d++) dp->u[6 + d] = sz[d], dp->u[10 + d] = sst[d], dp->u[14 + d] = dst_st[d];
+  for (int d = 0; d < 4; d++)
+    dp->u[6 + d] = sz[d], dp->u[10 + d] = sst[d], dp->u[14 + d] = dst_st[d];
 }
 
 static em_status compile_shape_op(const emv_op *o, uint32_t i, const emv_rt_tensor *x,
@@ -217,8 +221,8 @@ static em_status compile_shape_op(const emv_op *o, uint32_t i, const emv_rt_tens
   if (o->code == EMV_OP_SLICE) {
     int64_t start = ip[1], step = ip[2], len = y->sizes[dim];
     if (start < 0 || step < 1 || start + (len - 1) * step >= (int64_t)x->sizes[dim])
-      FAIL("op %u: slice [%d::%d] of %u elements does not fit %u", i, ip[1], ip[2],
-           (uint32_t)len, x->sizes[dim]);
+      FAIL("op %u: slice [%d::%d] of %u elements does not fit %u", i, ip[1], ip[2], (uint32_t)len,
+           x->sizes[dim]);
     memcpy(st, xst, sizeof st);
     st[d4] *= (uint32_t)step;
     gather(dp, y->numel, x->offset + (uint32_t)start * xst[d4], y->offset, ys, st, yst);
@@ -233,7 +237,8 @@ static em_status compile_shape_op(const emv_op *o, uint32_t i, const emv_rt_tens
 }
 
 static em_status compile_op(const emv_plan *p, const emv_op *o, uint32_t i, emv_dispatch *dp) {
-  if (o->code < EMV_OP_UNARY || o->code >= EMV_OP_END) FAIL("op %u has unknown code %u", i, o->code);
+  if (o->code < EMV_OP_UNARY || o->code >= EMV_OP_END)
+    FAIL("op %u has unknown code %u", i, o->code);
   const emv_rt_tensor *x = operand(p, o->in[0], i, "input 0", false);
   const emv_rt_tensor *y = operand(p, o->out, i, "output", false);
   if (!x || !y) return EM_ERR_INVALID_PROGRAM;

@@ -48,8 +48,8 @@ static em_status make_pipelines(emv_device *d) {
     return EM_ERR_INTERNAL;
   }
   VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, EMV_PUSH_WORDS * 4u};
-  VkPipelineLayoutCreateInfo pl = {VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-                                   NULL, 0, 1, &d->set_layout, 1, &pr};
+  VkPipelineLayoutCreateInfo pl = {
+      VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, NULL, 0, 1, &d->set_layout, 1, &pr};
   if (d->vkCreatePipelineLayout(d->dev, &pl, NULL, &d->layout) != VK_SUCCESS) {
     why("Vulkan: vkCreatePipelineLayout failed", 0);
     return EM_ERR_INTERNAL;
@@ -63,15 +63,14 @@ static em_status make_pipelines(emv_device *d) {
       why("Vulkan: vkCreateShaderModule failed", r);
       return EM_ERR_INTERNAL;
     }
-    VkComputePipelineCreateInfo ci = {
-        VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-        NULL,
-        0,
-        {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, NULL, 0, VK_SHADER_STAGE_COMPUTE_BIT,
-         mod, "main", NULL},
-        d->layout,
-        VK_NULL_HANDLE,
-        -1};
+    VkComputePipelineCreateInfo ci = {VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                                      NULL,
+                                      0,
+                                      {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, NULL, 0,
+                                       VK_SHADER_STAGE_COMPUTE_BIT, mod, "main", NULL},
+                                      d->layout,
+                                      VK_NULL_HANDLE,
+                                      -1};
     r = d->vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &ci, NULL, &d->pipe[i]);
     d->vkDestroyShaderModule(d->dev, mod, NULL);
     if (r != VK_SUCCESS) {
@@ -93,7 +92,8 @@ static void create(void) {
   g_status = EM_ERR_NOT_SUPPORTED;
   void *so = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!so)
-    DIE("Vulkan loader libvulkan.so.1 not found (install a Vulkan driver, e.g. mesa-vulkan-drivers)",
+    DIE("Vulkan loader libvulkan.so.1 not found (install a Vulkan driver, e.g. "
+        "mesa-vulkan-drivers)",
         0);
   PFN_vkGetInstanceProcAddr gipa;
   *(void **)&gipa = dlsym(so, "vkGetInstanceProcAddr");
@@ -101,10 +101,10 @@ static void create(void) {
   PFN_vkCreateInstance create_instance =
       (PFN_vkCreateInstance)gipa(VK_NULL_HANDLE, "vkCreateInstance");
   if (!create_instance) DIE("Vulkan loader has no vkCreateInstance", 0);
-  VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "ember", 1, "ember", 1,
-                           VK_MAKE_VERSION(1, 0, 0)};
-  VkInstanceCreateInfo ici = {VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, NULL, 0, &app, 0, NULL, 0,
-                              NULL};
+  VkApplicationInfo app = {
+      VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "ember", 1, "ember", 1, VK_MAKE_VERSION(1, 0, 0)};
+  VkInstanceCreateInfo ici = {
+      VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, NULL, 0, &app, 0, NULL, 0, NULL};
   VkResult r = create_instance(&ici, NULL, &d->instance);
   if (r != VK_SUCCESS) DIE("Vulkan: vkCreateInstance failed (no Vulkan driver?)", r);
 #define INST(f) PFN_##f f = (PFN_##f)gipa(d->instance, #f)
@@ -122,8 +122,7 @@ static void create(void) {
   VkPhysicalDevice phys[16];
   uint32_t n = 16;
   r = vkEnumeratePhysicalDevices(d->instance, &n, phys);
-  if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || n == 0)
-    DIE("Vulkan: no physical device", r);
+  if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || n == 0) DIE("Vulkan: no physical device", r);
   d->phys = VK_NULL_HANDLE;
   for (uint32_t i = 0; i < n && !d->phys; i++) {
     VkQueueFamilyProperties qf[16];
@@ -139,10 +138,10 @@ static void create(void) {
   vkGetPhysicalDeviceProperties(d->phys, &d->props);
   vkGetPhysicalDeviceMemoryProperties(d->phys, &d->mem);
   float prio = 1.0f;
-  VkDeviceQueueCreateInfo qci = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0,
-                                 d->queue_family, 1, &prio};
-  VkDeviceCreateInfo dci = {VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, NULL, 0, 1, &qci, 0, NULL, 0,
-                            NULL, NULL};
+  VkDeviceQueueCreateInfo qci = {
+      VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0, d->queue_family, 1, &prio};
+  VkDeviceCreateInfo dci = {
+      VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, NULL, 0, 1, &qci, 0, NULL, 0, NULL, NULL};
   r = vkCreateDevice(d->phys, &dci, NULL, &d->dev);
   if (r != VK_SUCCESS) DIE("Vulkan: vkCreateDevice failed", r);
 #define DEV(f)                                                                                     \

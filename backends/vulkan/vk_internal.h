@@ -51,11 +51,11 @@ typedef struct emv_rt_tensor {
 typedef struct emv_plan {
   uint32_t n_tensors, n_ops, n_inputs, n_outputs;
   uint32_t arena_floats, weight_floats;
-  emv_rt_tensor *t;         /* [n_tensors] */
-  uint32_t *inputs;         /* [n_inputs] tensor indices */
-  uint32_t *outputs;        /* [n_outputs] tensor indices */
-  emv_dispatch *dispatch;   /* [n_ops] */
-  const uint8_t *weights;   /* [weight_floats] f32 in the blob (unaligned; borrowed) */
+  emv_rt_tensor *t;       /* [n_tensors] */
+  uint32_t *inputs;       /* [n_inputs] tensor indices */
+  uint32_t *outputs;      /* [n_outputs] tensor indices */
+  emv_dispatch *dispatch; /* [n_ops] */
+  const uint8_t *weights; /* [weight_floats] f32 in the blob (unaligned; borrowed) */
 } emv_plan;
 
 /* Validates `blob` (n bytes, untrusted) into *plan, allocating its tables from `al`. Returns
