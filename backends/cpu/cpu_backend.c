@@ -198,6 +198,8 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   }
   memcpy(ops, b + h.ops_off, (size_t)on);
   char why[200];
+  em_status pst = emc_wino_pack_at_load(d, ops, al, why, sizeof why);
+  if (pst != EM_OK) FAIL(pst, "%s", why);
   for (uint32_t i = 0; i < h.n_ops; i++)
     if (!emc_op_check(d, &ops[i], why, sizeof why))
       FAIL(EM_ERR_INVALID_PROGRAM, "operator %u (kind %u): %s", i, ops[i].kind, why);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "cpu_ukernels.h"
+#include "ember/allocator.h"
 #include "ember/status.h"
 #include "ember/threadpool.h"
 #include "emc_format.h"
@@ -53,6 +54,14 @@ typedef struct emc_delegate {
  * to why (at least 160 bytes) and returns false when it is invalid.
  */
 bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
+
+/*
+ * Transforms the weights of every conv flagged EMC_CONV_WINO_AT_LOAD into Winograd filters in
+ * memory from al (cpu_wino_pack.c), re-pointing its weight tensor at them; run at init before
+ * the operators are checked. Writes a reason naming the operator to why on failure.
+ */
+em_status emc_wino_pack_at_load(emc_delegate *d, const emc_op *ops, em_allocator *al, char *why,
+                                size_t why_n);
 
 /* Runs one validated operator on the pool (cpu_ops.c dispatches to its family's file). */
 em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *pool);

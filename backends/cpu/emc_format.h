@@ -32,8 +32,8 @@
  * and gemm (older: -1 there), transposed Winograd convs, depthwise plane means out[1];
  * 5: EMC_CONV_PAIRS (older: zero there); 6: EMC_CONV_IN_SCALE (older: zero there);
  * 7: softmax input scale and mask (older: zero / -1 there); 8: EMC_ACT_FAKEQUANT, EMC_CONV_Q8
- * (older: zero there) */
-#define EMC_VERSION    8u
+ * (older: zero there); 9: EMC_CONV_WINO_AT_LOAD (older: zero there) */
+#define EMC_VERSION    9u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -142,7 +142,11 @@ enum {
   EMC_CONV_Q8,
   EMC_CONV_Q8_ZP,
   EMC_CONV_Q8_LO,
-  EMC_CONV_Q8_HI
+  EMC_CONV_Q8_HI,
+  /* Version 9: 1 when in[1] holds a Winograd conv's plain weights [Co, Cin, 3, 3] (a constant
+   * no other operator reads) and the runtime transforms them into the filters described under
+   * EMC_CONV_WINOGRAD at init (cpu_wino_pack.c), 0 when the file stores the transform. */
+  EMC_CONV_WINO_AT_LOAD
 };
 /* Conv2d fp[] slot (version 8, with EMC_CONV_Q8): 1 / the input's scale. */
 enum { EMC_CONV_FP_Q8_INV = 2 };
@@ -206,7 +210,7 @@ enum {
 enum { EMC_AFFINE_N, EMC_AFFINE_C, EMC_AFFINE_INNER };
 /* How many slots from ip[0] on a kind's check requires to be non-negative (params_nonneg). */
 enum {
-  EMC_CONV_N_PARAMS = EMC_CONV_Q8_HI + 1,
+  EMC_CONV_N_PARAMS = EMC_CONV_WINO_AT_LOAD + 1,
   EMC_GEMM_N_PARAMS = EMC_GEMM_B_PACKED + 1,
   EMC_POOL_N_PARAMS = EMC_POOL_DIVISOR + 1,
   EMC_SLICE_N_PARAMS = EMC_SLICE_OUT_LEN + 1,
@@ -303,6 +307,7 @@ typedef struct emc_conv_params {
   int64_t q8_id;          /* EMC_CONV_Q8 - 1: an int8 conv's channel table's id, -1: none */
   int64_t q8_zp, q8_lo, q8_hi; /* EMC_CONV_Q8_ZP, _LO, _HI: the u8 input's zero point, range */
   float q8_inv;                /* fp[EMC_CONV_FP_Q8_INV]: 1 / the input's scale */
+  int64_t wino_at_load;        /* EMC_CONV_WINO_AT_LOAD: 1 when init transforms the weights */
 } emc_conv_params;
 
 static inline emc_conv_params emc_conv_params_of(const emc_op *op) {
@@ -328,6 +333,7 @@ static inline emc_conv_params emc_conv_params_of(const emc_op *op) {
                            .q8_zp = ip[EMC_CONV_Q8_ZP],
                            .q8_lo = ip[EMC_CONV_Q8_LO],
                            .q8_hi = ip[EMC_CONV_Q8_HI],
+                           .wino_at_load = ip[EMC_CONV_WINO_AT_LOAD],
                            .q8_inv = op->fp[EMC_CONV_FP_Q8_INV]};
 }
 

@@ -18,6 +18,7 @@ import torch
 from tqdm import tqdm
 
 from ember.backends import AUTO, HOST_TARGETS, auto_backend_for, partition, resolve_backend
+from ember.backends.cpu.partition import PACK_MODES
 from ember.emit import InstrDebug, ProgramTables, emit_method
 from ember.oplist import OpList
 from ember.passes.capture import capture
@@ -61,13 +62,15 @@ def lower_method(
     target: str | None = None,
     stock_ops: str = "warn",
     step: Callable[[str], None] = lambda s: None,
+    pack: str = "load",
 ) -> MethodIR:
     """Run every stage up to memory planning for one method. ``backend`` is a resolved backend
     (``"cpu"`` or ``None`` for the portable kernels; :func:`ember.backends.resolve_backend`);
     ``auto``: it came from ``backend="auto"``, so a method with int8 Q/DQ, fused integer or LLM
     operators keeps the portable kernels (:func:`ember.backends.auto_backend_for`). ``target``
     (as :func:`export`'s) decides what the backend stores for which CPUs; ``stock_ops`` (as
-    :func:`export`'s) what to do when a portable method needs kernels stock ExecuTorch lacks."""
+    :func:`export`'s) what to do when a portable method needs kernels stock ExecuTorch lacks;
+    ``pack`` (as :func:`export`'s) where the CPU backend's Winograd filters are transformed."""
     t0 = time.perf_counter()
     step(f"{name}: torch.export")
     ep = capture(model, example_inputs, dynamic_shapes=dynamic_shapes, strict=strict)
@@ -102,7 +105,7 @@ def lower_method(
             ep = ep.run_decompositions(table)
             ir = to_ir(ep)
         check_stock(ir, stock_ops)
-    ir = partition(ir, chosen, target)
+    ir = partition(ir, chosen, target, pack)
     ir = propagate_specs(ir)
     step(f"{name}: plan memory")
     ir = plan_memory(ir)
@@ -131,6 +134,7 @@ def export(
     stock_ops: str = "warn",
     bundle: Any = None,
     etrecord: str | os.PathLike | None = None,
+    pack: str = "load",
 ) -> Program:
     """Export ``model`` to an ExecuTorch-format program.
 
@@ -177,11 +181,19 @@ def export(
     outputs now; :meth:`Program.save_bundled` writes them as an ExecuTorch BundledProgram
     (``.bpte``) that ``ember run --bundled`` checks (docs/devtools.md §6).
 
+    ``pack``: where the CPU backend transforms the filters of the 3x3 convs it runs as Winograd
+    F(m x m, 3 x 3): ``"load"`` (the default) stores each weight once and the runtime transforms
+    them at init (ResNet-18: a file 1.0x its f32 weights, ~50 ms more to load); ``"export"``
+    stores the transformed filters ((m + 2)^2 / 9 their bytes: ResNet-18's file 1.75x), nothing
+    to do at init. The same filters either way, so the same results (bench/results/file_size_*.md).
+
     ``etrecord``: also write an ETRecord there (:meth:`Program.save_etrecord`, with the example
     inputs of ``forward`` as its representative inputs) for ExecuTorch's Inspector.
     """
     if stock_ops not in STOCK_MODES:
         raise ValueError(f"stock_ops={stock_ops!r}: expected one of {', '.join(STOCK_MODES)}")
+    if pack not in PACK_MODES:
+        raise ValueError(f"pack={pack!r}: expected one of {', '.join(PACK_MODES)}")
     auto = backend == AUTO
     backend = resolve_backend(backend, target)
     if isinstance(model, dict):
@@ -221,6 +233,7 @@ def export(
                 target=target,
                 stock_ops=stock_ops,
                 step=step,
+                pack=pack,
             )
         step("serialize")
         tables = ProgramTables(external=external_constants)

@@ -49,7 +49,7 @@ def test_blob_version_and_magic_are_checked(small_program) -> None:
     at, _ = _blob_span(buf)
     assert _load_and_run(buf, x) == "ok"
     bad = bytearray(buf)
-    for version in (0, 9):  # this build reads versions 1 (no transposed convs) to 8 (fake-quant)
+    for version in (0, 10):  # this build reads versions 1 (no transposed convs) to 9
         struct.pack_into("<I", bad, at + 4, version)
         assert "DelegateInvalidCompatibility" in _load_and_run(bytes(bad), x)
     struct.pack_into("<I", bad, at + 4, 1)
@@ -170,12 +170,13 @@ def test_blob_winograd_fields_are_checked() -> None:
 
 
 def test_blob_transposed_winograd_fields_are_checked(monkeypatch) -> None:
-    """A transposed Winograd conv whose flag, filters or scratch do not match fails at load."""
+    """A transposed Winograd conv whose flag, stored filters or scratch do not match fails at
+    load (filters transformed at load are checked in test_backend_cpu_pack.py)."""
     monkeypatch.setattr(P.packing, "WINO_SMALL", True)
     torch.manual_seed(0)
     mod = nn.Sequential(nn.Conv2d(256, 272, 3, padding=1)).eval()
     x = torch.randn(1, 256, 7, 7)
-    buf = ember.export(mod, (x,), backend="cpu").buffer
+    buf = ember.export(mod, (x,), backend="cpu", pack="export").buffer
     assert _load_and_run(buf, x) == "ok"
     at, _ = _blob_span(buf)
     ops_off = struct.unpack_from("<Q", buf, at + 40)[0]

@@ -109,12 +109,16 @@ def auto_backend_for(ir: MethodIR, backend: str | None) -> str | None:
 
 
 def partition(
-    ir: MethodIR, backend: str | tuple[str, ...] | None, target: str | None = None
+    ir: MethodIR,
+    backend: str | tuple[str, ...] | None,
+    target: str | None = None,
+    pack: str = "load",
 ) -> MethodIR:
     """Hand the subgraphs ``backend`` supports to it (``None`` / ``"portable"``: no change).
     ``"auto"`` must have been resolved first (:func:`resolve_backend`: it needs the target).
     ``target`` (``None``: this host) decides what the backend stores for which CPUs (the CPU
-    backend's bf16-pair weights: :func:`ember.backends.cpu.partition.amx_pairs_for`)."""
+    backend's bf16-pair weights: :func:`ember.backends.cpu.partition.amx_pairs_for`); ``pack``
+    where its Winograd filters are transformed (``"load"`` / ``"export"``)."""
     if backend == AUTO:
         raise ValueError("partition() takes a resolved backend: call resolve_backend() first")
     backend = resolve_backend(backend, target)
@@ -137,7 +141,7 @@ def partition(
         return partition_vulkan(ir)
     from ember.backends.cpu.partition import amx_pairs_for, partition_cpu
 
-    return partition_cpu(ir, pairs=amx_pairs_for(target))
+    return partition_cpu(ir, pairs=amx_pairs_for(target), pack=pack)
 
 
 __all__ = [

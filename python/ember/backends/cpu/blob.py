@@ -16,7 +16,7 @@ import numpy as np
 MAGIC = b"EMC1"
 # 4: residual in[3] of conv2d and gemm; 5: EMC_CONV_PAIRS; 6: EMC_CONV_IN_SCALE; 7: softmax
 # input scale and mask
-VERSION = 8
+VERSION = 9
 MAX_DIMS = 6
 MR = 6
 ALIGN = 64
@@ -61,6 +61,7 @@ ACT = {
 # Conv ip slots.
 CONV_DEPTHWISE, CONV_SCRATCH_OFF, CONV_SCRATCH_NBYTES = 9, 10, 11
 CONV_Q8 = 17  # EMC_CONV_Q8: 1 + the int8 conv's channel table id, 0 for an f32 conv
+CONV_WINO_AT_LOAD = 21  # EMC_CONV_WINO_AT_LOAD: 1 when the runtime transforms the weights
 
 _HEADER = struct.Struct("<4sIIIIIQQQQQ")
 _TENSOR = struct.Struct("<IIQI6iI")

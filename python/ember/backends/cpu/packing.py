@@ -32,6 +32,7 @@ class PackedConv(NamedTuple):
     wino_slots: int = 0
     pairs: np.ndarray | None = None  # the weights again as bf16 pairs (EMC_CONV_PAIRS)
     q8_table: np.ndarray | None = None  # an int8 conv's channel table (EMC_CONV_Q8)
+    at_load: bool = False  # packed holds plain [Co, Cin, 3, 3] weights (EMC_CONV_WINO_AT_LOAD)
 
 
 def _pack_conv_q8(op: Op, out: TensorSpec) -> PackedConv:
@@ -59,7 +60,12 @@ def _pack_conv_q8(op: Op, out: TensorSpec) -> PackedConv:
     return PackedConv(panels.reshape(-1).view(np.float32), False, scratch, q8_table=table)
 
 
-def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec, pairs: bool = False) -> PackedConv:
+def _pack_conv(
+    op: Op, x: TensorSpec, out: TensorSpec, pairs: bool = False, pack: str = "load"
+) -> PackedConv:
+    """``pack="load"``: a Winograd conv stores its plain weights and the runtime transforms
+    them at init (EMC_CONV_WINO_AT_LOAD); ``"export"``: the file stores the transform."""
+    at_load = pack == "load"
     if "q8" in op.attrs and _winograd_tile(op, out.shape[2], out.shape[3]) != 4:
         return _pack_conv_q8(op, out)  # (a Winograd F(4x4) does 4x fewer products in f32)
     w = op.attrs["w"]
@@ -75,18 +81,20 @@ def _pack_conv(op: Op, x: TensorSpec, out: TensorSpec, pairs: bool = False) -> P
         # Transposed F(2x2): per element xi, C^T[tiles, co] = V[xi]^T @ U[xi]^T with U^T in
         # 16-column B panels; the scratch also holds each xi's C^T, transposed into place.
         return PackedConv(
-            _winograd_filters(w, 2, transposed=True),
+            w if at_load else _winograd_filters(w, 2, transposed=True),
             False,
             _wino_scratch(2, 1, cg, co, transposed=True),
             transposed=True,
             wino=2,
             wino_slots=1,
+            at_load=at_load,
         )
     m = _winograd_tile(op, oh, ow)
     if m:
         slots = _wino_slots(m, oh, ow)
         scratch = _wino_scratch(m, slots, cg, co, transposed=False)
-        return PackedConv(_winograd_filters(w, m), False, scratch, wino=m, wino_slots=slots)
+        filters = w if at_load else _winograd_filters(w, m)
+        return PackedConv(filters, False, scratch, wino=m, wino_slots=slots, at_load=at_load)
     scratch = kg * (-(-npix // B.NR_PANEL) * B.NR_PANEL) * 4  # B operand in 16-column panels
     with_pairs = pairs and g == 1 and _conv_pairs(co, npix, kg)
     if g == 1 and _conv_transposed(co, npix, kg):
@@ -207,11 +215,21 @@ def _wino_slots(m: int, oh: int, ow: int) -> int:
 
 def _winograd_filters(w: np.ndarray, m: int, transposed: bool = False) -> np.ndarray:
     """[co, ci, 3, 3] -> the (m + 2)^2 matrices (G g G^T)[p, q] of [co, ci], each in A panels
-    (transposed: each [ci, co] in 16-column B panels)."""
+    (transposed: each [ci, co] in 16-column B panels). In double, t = G g then u = t G^T, each
+    sum left to right: the operations of the runtime's transform at load
+    (backends/cpu/cpu_wino_pack.c), so both give the same bits."""
     g = _WINO_G[m]
-    u = np.einsum("pi,ocij,qj->pqoc", g, w.astype(np.float64), g)  # [a, a, co, ci]
     a = m + 2
-    u = u.reshape(a * a, *w.shape[:2]).astype(np.float32)
+    x = w.astype(np.float64)
+    t = [[(g[p, 0] * x[:, :, 0, j] + g[p, 1] * x[:, :, 1, j]) + g[p, 2] * x[:, :, 2, j]
+          for j in range(3)] for p in range(a)]  # fmt: skip
+    u = np.stack(
+        [
+            (t[p][0] * g[q, 0] + t[p][1] * g[q, 1]) + t[p][2] * g[q, 2]
+            for p in range(a)
+            for q in range(a)
+        ]
+    ).astype(np.float32)  # [a * a, co, ci]
     if transposed:
         return np.concatenate(
             [B.pack_b_panels(np.ascontiguousarray(u[xi].T)) for xi in range(a * a)]
@@ -282,8 +300,10 @@ def build_blob(
     outputs: list[TensorSpec],
     pairs: bool = False,
     op_info: list[tuple[str, list[str]]] | None = None,
+    pack: str = "load",
 ) -> tuple[bytes, int]:
-    """The blob of ``ops`` and its arena size. ``op_info``, when given, receives each blob
+    """The blob of ``ops`` and its arena size (``pack``: where Winograd filters are
+    transformed, :func:`_pack_conv`). ``op_info``, when given, receives each blob
     operator's kind and FX nodes, in blob order (a copy dropped as an alias gives its nodes to
     the operator before it, or after it when it is first)."""
     g = B.Graph()
@@ -336,7 +356,7 @@ def build_blob(
     for op in ops:
         if op.kind == "conv2d":
             x, out = op.ins[0], op.outs[0]
-            pc = _pack_conv(op, x, out, pairs)
+            pc = _pack_conv(op, x, out, pairs, pack)
             a = op.attrs
             # The conv ip[] slots, in the order of backends/cpu/emc_format.h's EMC_CONV_* enum
             # (the C side reads them through emc_conv_params_of); the layout is the format.
@@ -363,6 +383,9 @@ def build_blob(
                 ip += [g.const(pc.q8_table) + 1, q8["zp"], q8["lo"], q8["hi"]]
                 fp = (fp + [0.0] * 8)[:8]
                 fp[2] = q8["inv"]
+            else:
+                ip += [0, 0, 0, 0]
+            ip.append(int(pc.at_load))  # EMC_CONV_WINO_AT_LOAD
             b = a["b"]
             res = tid(op.ins[1]) if len(op.ins) > 1 else -1
             bop = B.BOp(

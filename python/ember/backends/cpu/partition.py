@@ -267,6 +267,12 @@ def host_has_amx() -> bool:
     return all(f" {x}" in flags for x in ("amx_bf16", "amx_tile", "avx512_bf16"))
 
 
+# Where Winograd filters are transformed: "load" (the default; the file holds each weight once,
+# the runtime transforms at init) or "export" (the file holds the transformed filters: (m+2)^2/9
+# the bytes of those convs, no work at init). bench/file_size.py measures both.
+PACK_MODES = ("load", "export")
+
+
 def amx_pairs_for(target: str | None) -> bool:
     """Whether convs store bf16-pair weights for the AMX path (EMC_CONV_PAIRS) for ``target``:
     for ``"x86-64"`` (some x86-64 CPUs have AMX), not for ``"aarch64"``; for this host
@@ -305,9 +311,9 @@ class _Runs:
     """Lowers runs of instructions into DelegateInstrs, falling back to the portable kernels
     for any part of a run whose fusion, packing or runtime check fails."""
 
-    def __init__(self, ir: MethodIR, pairs: bool, check: Any) -> None:
+    def __init__(self, ir: MethodIR, pairs: bool, check: Any, pack: str = "load") -> None:
         self.instrs = ir.instrs
-        self.pairs, self.check = pairs, check
+        self.pairs, self.check, self.pack = pairs, check, pack
         self.refs: dict[int, set[int]] = {}
         for i, ins in enumerate(self.instrs):
             args = ins.args if isinstance(ins, KernelInstr) else instr_args(ins)
@@ -385,7 +391,7 @@ class _Runs:
         if any(id(r) in self.in_roots for r in outputs):
             return None
         op_info: list[tuple[str, list[str]]] = []
-        data, arena = build_blob(ops, inputs, outputs, self.pairs, op_info)
+        data, arena = build_blob(ops, inputs, outputs, self.pairs, op_info, self.pack)
         refused = self.check(BACKEND_ID, data, arena) if self.check is not None else None
         if refused:
             raise _Refused(refused)
@@ -490,9 +496,13 @@ _FUSIONS: tuple[Any, ...] = (
 )
 
 
-def partition_cpu(ir: MethodIR, pairs: bool = False, check: Any = runtime_check) -> MethodIR:
+def partition_cpu(
+    ir: MethodIR, pairs: bool = False, check: Any = runtime_check, pack: str = "load"
+) -> MethodIR:
     """Replace runs of supported instructions by EmberCpuBackend DelegateInstrs; ``pairs``:
-    convs also store their weights as bf16 pairs for the AMX path (:func:`amx_pairs_for`).
+    convs also store their weights as bf16 pairs for the AMX path (:func:`amx_pairs_for`);
+    ``pack``: ``"load"`` stores Winograd convs' plain weights, transformed by the runtime at
+    init, ``"export"`` stores the transformed filters (:data:`PACK_MODES`).
 
     Never fails on what the portable path accepts: an instruction whose lowering raises stays
     portable (INFO for an expected decline, WARNING naming the node and source line for an
@@ -502,7 +512,9 @@ def partition_cpu(ir: MethodIR, pairs: bool = False, check: Any = runtime_check)
     instruction is ``ir.partition_report`` (a list of :class:`Decision`)."""
     _fold_weight_dequant(ir)
     _fold_constant_permutes(ir)
-    runs = _Runs(ir, pairs, check)
+    if pack not in PACK_MODES:
+        raise ValueError(f"pack={pack!r}: expected one of {', '.join(PACK_MODES)}")
+    runs = _Runs(ir, pairs, check, pack)
     instrs = ir.instrs
     lowered = [runs.lower(i) is not None for i in range(len(instrs))]
     _pair_qdq(runs, lowered)
