@@ -290,6 +290,10 @@ def test_models_against_eager_and_portable(model, shape) -> None:  # noqa: ANN00
     x = _r(*shape)
     prog = _check(m, x)
     assert len(_delegates(prog)) == 1, prog.explain()
+    # batch norm folded, activations fused into the conv / linear before them
+    n_ops = struct.unpack_from("<I", _delegates(prog)[0].processed, 12)[0]
+    n_instr = sum(d.delegated for d in prog._irs["forward"].partition_report)
+    assert n_ops <= n_instr - (4 if model is SmallCNN else 2), (n_ops, n_instr)
     plain = _run(ember.export(m, (x,), backend=None), (x,))[0]
     from ember.runtime import RuntimeProgram
 

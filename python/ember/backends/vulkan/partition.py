@@ -6,8 +6,10 @@ planning) and shares its machinery: each instruction is lowered by the CPU backe
 matrix products, concatenation and slices, which the Vulkan blob describes differently; only the
 operator kinds of :data:`ember.backends.vulkan.blob.KINDS` are taken. Every maximal run of
 consecutive supported instructions becomes one :class:`DelegateInstr` (batch norm folded into
-the convolution before it); a run whose blob fails the runtime's own validation
-(``em_vulkan_blob_check``) or raises is split in two until each part delegates or stays portable.
+the convolution before it, the hardswish / hardsigmoid / silu decompositions recognised,
+activations fused into the conv or linear before them); a run whose blob
+fails the runtime's own validation (``em_vulkan_blob_check``) or raises is split in two until
+each part delegates or stays portable.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.backends.cpu.fusion import _fold_bn, _Uses
+from ember.backends.cpu.fusion import _fold_bn, _hard_patterns, _silu, _Uses
 from ember.backends.cpu.lowering import Op, Unsupported, _const_arr, _f32, _f32x, _num, _operand, _t
 from ember.backends.cpu.lowering import lower as cpu_lower
 from ember.backends.cpu.partition import Decision, _describe, _fold_constant_permutes, _where
@@ -99,6 +101,25 @@ def lower(ins: KernelInstr, only_here: Callable[[TensorSpec], bool]) -> Op:
     if op.kind == "unary" and op.act == "fakequant":
         raise Unsupported("fake-quant")
     return op
+
+
+def _fuse_acts(ops: list[Op], u: _Uses) -> None:
+    """An activation whose input only it reads, produced by a conv2d or linear of the same
+    shape without one, runs inside that op (the shaders apply ``act`` to each output)."""
+    for act in [o for o in ops if o.kind == "unary" and o.act != "fakequant"]:
+        p = u.producer(act.ins[0])
+        if (
+            p is not None
+            and p.kind in ("conv2d", "linear")
+            and p.act == "none"
+            and len(p.outs) == 1
+            and u.private(act.ins[0], act)
+            and tuple(p.outs[0].shape) == tuple(act.outs[0].shape)
+        ):
+            p.act, p.fp = act.act, list(act.fp)
+            p.outs = act.outs
+            p.nodes += act.nodes
+            ops.remove(act)
 
 
 class _Refused(Exception):
@@ -179,7 +200,8 @@ class _Runs:
             ops.append(op)
         produced = {id(o.root()) for op in ops for o in op.outs}
         external = {r for r in produced if (self.refs.get(r, set()) - run) or r in self.out_roots}
-        _fold_bn(ops, _Uses(ops, external))
+        for fuse in (_fold_bn, _hard_patterns, _silu, _fuse_acts):  # CPU backend's, then ours
+            fuse(ops, _Uses(ops, external))
         inputs: list[TensorSpec] = []
         seen: set[int] = set()
         for op in ops:
