@@ -63,6 +63,8 @@ enum {
   EMV_OP_PERMUTE = 10, /* in0 -> out, ip[0..ndim) the permutation */
   EMV_OP_SLICE = 11,   /* in0 -> out along ip[0] from ip[1] step ip[2] */
   EMV_OP_CAT_PART = 12, /* in0 -> out's [ip[1], ip[1] + in0.sizes[ip[0]]) along dim ip[0] */
+  EMV_OP_FILL = 13,  /* in0 (1 element) -> every element of out (a pad's border) */
+  EMV_OP_PLACE = 14, /* in0 -> out at per-dim offsets ip[0..ndim) (a pad's interior) */
   EMV_OP_END
 };
 

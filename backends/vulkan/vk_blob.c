@@ -198,6 +198,24 @@ static em_status compile_shape_op(const emv_op *o, uint32_t i, const emv_rt_tens
     gather(dp, x->numel, x->offset, y->offset, n4, z, z);
     return EM_OK;
   }
+  if (o->code == EMV_OP_FILL) {
+    uint32_t z[4] = {0, 0, 0, 0};
+    if (x->numel != 1) FAIL("op %u: fill value has %u elements", i, x->numel);
+    gather(dp, y->numel, x->offset, y->offset, ys, z, yst);
+    return EM_OK;
+  }
+  if (o->code == EMV_OP_PLACE) {
+    uint32_t nd = x->ndim, pad = 4u - nd, at = y->offset;
+    if (y->ndim != nd || nd == 0) FAIL("op %u: place of rank %u into rank %u", i, nd, y->ndim);
+    for (uint32_t d = 0; d < nd; d++) {
+      if (ip[d] < 0 || (int64_t)ip[d] + x->sizes[d] > (int64_t)y->sizes[d])
+        FAIL("op %u: place of %u at %d in dim %u does not fit %u", i, x->sizes[d], ip[d], d,
+             y->sizes[d]);
+      at += (uint32_t)ip[d] * yst[pad + d];
+    }
+    gather(dp, x->numel, x->offset, at, xs, xst, yst);
+    return EM_OK;
+  }
   if (o->code == EMV_OP_PERMUTE) {
     uint32_t nd = x->ndim, seen = 0, pad = 4u - nd;
     if (y->ndim != nd || nd == 0) FAIL("op %u: permute of rank %u into rank %u", i, nd, y->ndim);

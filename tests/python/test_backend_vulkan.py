@@ -240,6 +240,20 @@ def test_shape_ops() -> None:
     )
 
 
+def test_constant_pad() -> None:
+    _check(
+        Fn(
+            lambda t: (
+                F.pad(t, (1, 2, 0, 3)),
+                F.pad(t, (1, 1), value=-2.5),
+                F.pad(t, (0, 0, 1, 0, 2, 1)) * 2.0,
+            )
+        ),
+        _r(2, 3, 4, 5),
+    )
+    _check(Fn(lambda t: F.pad(t, (2, 1), value=1.5)), torch.tensor([0.25]))
+
+
 # ---- models ---------------------------------------------------------------------------------
 
 

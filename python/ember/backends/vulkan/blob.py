@@ -35,6 +35,8 @@ OPS = {
     "permute": 10,
     "slice": 11,
     "cat_part": 12,
+    "fill": 13,
+    "place": 14,
 }
 # The lowered kinds this writer takes (cat is written as one cat_part per operand).
 KINDS = {
@@ -51,6 +53,7 @@ KINDS = {
     "permute",
     "slice",
     "cat",
+    "pad",
 }
 MAX_ACT = ACT["abs"]  # EMV_ACT_END - 1
 
@@ -192,6 +195,10 @@ def _pack_op(op: Op, T: _Tensors) -> list[bytes]:
             res.append(_op("cat_part", [T.of(x)], out, [dim, at], []))
             at += int(x.arr.shape[dim] if isinstance(x, Const) else x.shape[dim])
         return res
+    if k == "pad":
+        x, at = op.ins[0], op.attrs["before"]
+        value = T.of(Const(np.array([op.attrs["value"]], dtype=np.float32)))
+        return [_op("fill", [value], out, [], []), _op("place", [T.of(x)], out, at, [])]
     raise Unsupported(f"{k} is not a Vulkan operator")
 
 

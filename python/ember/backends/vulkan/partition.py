@@ -95,6 +95,17 @@ def lower(ins: KernelInstr, only_here: Callable[[TensorSpec], bool]) -> Op:
         if len(range(start, end, step)) != out.shape[dim] or out.shape[dim] == 0:
             raise Unsupported("slice shape")
         return Op("slice", [x], [out], attrs=dict(dim=dim, start=start, step=step))
+    if k == "aten::constant_pad_nd.out" and ins.outputs:
+        x, out = _f32x(a[0]), ins.outputs[0].value
+        pad = [int(v) for v in a[1].value] if a[1].kind == "intlist" else None
+        nd = len(x.shape)
+        if pad is None or len(pad) % 2 or len(pad) > 2 * nd or min(pad, default=0) < 0:
+            raise Unsupported("pad: a static, non-negative pad list")
+        before = [0] * nd
+        for j in range(len(pad) // 2):  # pairs from the last dim backwards
+            before[nd - 1 - j] = pad[2 * j]
+        value = 0.0 if a[2].kind == "null" else float(a[2].value)
+        return Op("pad", [x], [out], attrs=dict(before=before, value=value))
     op = cpu_lower(ins, only_here)
     if op.kind not in KINDS and op.kind != "bn":
         raise Unsupported(f"{op.kind} is not a Vulkan operator")
