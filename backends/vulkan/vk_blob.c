@@ -254,9 +254,19 @@ static em_status compile_shape_op(const emv_op *o, uint32_t i, const emv_rt_tens
   return EM_OK;
 }
 
+/* Parameter slots each operator reads (ip, fp); the rest must be 0, so that no bit of an
+   operator record goes unchecked. Indexed by EMV_OP_*. */
+static const uint8_t used_ip[EMV_OP_END] = {0, 1, 1, 7, 8, 11, 1, 1, 0, 3, 4, 3, 2, 0, 4};
+static const uint8_t used_fp[EMV_OP_END] = {0, 2, 0, 2, 2, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+_Static_assert(EMV_OP_END == 15, "used_ip / used_fp list every operator");
+
 static em_status compile_op(const emv_plan *p, const emv_op *o, uint32_t i, emv_dispatch *dp) {
   if (o->code < EMV_OP_UNARY || o->code >= EMV_OP_END)
     FAIL("op %u has unknown code %u", i, o->code);
+  for (uint32_t k = used_ip[o->code]; k < EMV_OP_IP; k++)
+    if (o->ip[k] != 0) FAIL("op %u (code %u): unused ip[%u] is %d, not 0", i, o->code, k, o->ip[k]);
+  for (uint32_t k = used_fp[o->code]; k < EMV_OP_FP; k++)
+    if (f2u(o->fp[k]) != 0) FAIL("op %u (code %u): unused fp[%u] is not 0", i, o->code, k);
   const emv_rt_tensor *x = operand(p, o->in[0], i, "input 0", false);
   const emv_rt_tensor *y = operand(p, o->out, i, "output", false);
   if (!x || !y) return EM_ERR_INVALID_PROGRAM;
