@@ -598,7 +598,9 @@ def main() -> None:
     runs: dict = {}
     bw: dict = {t: [] for t in a.threads}
     runs_planned = [(r, t, s) for r in range(a.rounds) for t in a.threads for s in a.schemes]
+    loads: list[float] = []  # 1-minute load average before each step: others' work shows here
     for _r, t, s in tqdm(runs_planned, desc="llm bench"):
+        loads.append(os.getloadavg()[0])
         bw[t].append(membw(t))
         for key, path in files[s].items():
             kind = "ember" if key == "pte" else "et" if key.startswith("ET") else "llama"
@@ -622,6 +624,9 @@ def main() -> None:
         f"{DECODE} greedy tokens. Bound = measured read bandwidth ÷ weight bytes per token.",
         "",
         "Command: `.venv/bin/python bench/llm.py " + shlex.join(sys.argv[1:]) + "`",
+        "",
+        f"1-minute load average before each step: {min(loads):.2f}–{max(loads):.2f} "
+        "(this process's own runs count about 1-2).",
         "",
         "| scheme | threads | runtime | file MiB | weights/token MiB | prefill tok/s | "
         "decode tok/s | bandwidth GB/s | decode % of bound | peak RSS MiB | Ember ÷ llama.cpp "

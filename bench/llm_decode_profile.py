@@ -9,6 +9,10 @@ measured bandwidth. Operators with no weights (attention over the cache, norms, 
 time and share only.
 
     .venv/bin/python bench/llm_decode_profile.py --threads 1 2 --iters 200 --md out.md
+
+``--pte FILE --label TEXT`` profiles another LLM ``.pte`` the same way (e.g. the 1B-shaped
+model ``bench/llm.py --model 1b`` exports); the token and position inputs are written beside
+this script's other outputs.
 """
 
 from __future__ import annotations
@@ -56,6 +60,11 @@ def weight_bytes(pte: Path, pos: int) -> dict[str, int]:
 
 
 def profile(exe: Path, pte: Path, threads: int, iters: int) -> tuple[float, list[tuple]]:
+    import numpy as np
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    np.save(OUT / "tok.npy", np.array([[1234]], dtype=np.int64))
+    np.save(OUT / "pos.npy", np.array([100], dtype=np.int64))
     ins = ["--input", str(OUT / "tok.npy"), "--input", str(OUT / "pos.npy")]
     cmd = [str(exe), "run", str(pte), *ins, "--iters", str(iters), "--threads", str(threads)]
     cmd.append("--profile")
@@ -76,14 +85,16 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--ember", type=Path, default=ROOT / "build" / "ember")
     ap.add_argument("--md", type=Path)
+    ap.add_argument("--pte", type=Path, help="another LLM .pte (default: SmolLM2 4w32)")
+    ap.add_argument("--label", default="SmolLM2-135M 4w32", help="the model's name in the text")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    pte = OUT / "smollm2_4w32.pte"
+    pte = args.pte or OUT / "smollm2_4w32.pte"
     if not pte.exists():
         raise SystemExit(f"{pte} is missing: run bench/devtools_overhead.py first (it exports it)")
     wb = weight_bytes(pte, 100)
     cpu = cpu_name()
-    lines = [f"CPU: {cpu}. SmolLM2-135M 4w32, one decode token at position 100, "
+    lines = [f"CPU: {cpu}. {args.label}, one decode token at position 100, "
              f"`ember run --profile`, {args.iters} iterations.", ""]  # fmt: skip
     for t in args.threads:
         bw = membw(t, OUT)
