@@ -308,6 +308,14 @@ def test_models_against_eager_and_portable(model, shape) -> None:  # noqa: ANN00
     n_ops = struct.unpack_from("<I", _delegates(prog)[0].processed, 12)[0]
     n_instr = sum(d.delegated for d in prog._irs["forward"].partition_report)
     assert n_ops <= n_instr - (4 if model is SmallCNN else 2), (n_ops, n_instr)
+    # the arena reuses the space of tensors no operator uses together
+    blob = _delegates(prog)[0].processed
+    n_tensors, arena = struct.unpack_from("<I", blob, 8)[0], struct.unpack_from("<I", blob, 24)[0]
+    rows = [struct.unpack_from("<2I2x2x4I", blob, 32 + 32 * t) for t in range(n_tensors)]
+    numel = [max(a, 1) * max(b, 1) * max(c, 1) * max(d, 1) for _, _, a, b, c, d in rows]
+    consts = sum(n for n, r in zip(numel, rows, strict=True) if r[1] != 0xFFFFFFFF)
+    acts = sum(n for n, r in zip(numel, rows, strict=True) if r[1] == 0xFFFFFFFF)
+    assert arena - consts < 0.8 * acts, (arena, consts, acts)
     plain = _run(ember.export(m, (x,), backend=None), (x,))[0]
     from ember.runtime import RuntimeProgram
 

@@ -2,9 +2,9 @@
 
 :func:`build_blob` takes the lowered operators of a run (:class:`ember.backends.cpu.lowering.Op`,
 the kinds of :data:`KINDS`), the run's input and output tensors, and returns the blob. Every
-tensor lives in one arena at a float offset; a copy whose source is a tensor is an alias (its
-output shares the source's storage), constants are appended after the operators and uploaded
-once at init.
+tensor lives in one arena at a float offset, tensors no operator uses together sharing space
+(:meth:`_Tensors.offsets`); a copy whose source is a tensor is an alias (its output shares the
+source's storage); constants are appended after the operators and uploaded once at init.
 """
 
 from __future__ import annotations
@@ -58,45 +58,59 @@ KINDS = {
 MAX_ACT = ACT["abs"]  # EMV_ACT_END - 1
 
 
+FOREVER = 1 << 60
+
+
 class _Tensors:
     """The blob's tensor table: one entry per TensorSpec (a view has its own shape and its
-    root's storage) or Const, arena storage per root, the weights section."""
+    root's storage) or Const; one storage block per root (shared by a copy's alias), each with
+    the span of operators that use it; the weights section. :meth:`offsets` places the blocks in
+    the arena, reusing the space of blocks whose spans do not overlap."""
 
     def __init__(self) -> None:
         self.index: dict[int, int] = {}
-        self.rows: list[tuple[int, int, tuple[int, ...]]] = []  # offset, weight, shape
-        self.storage: dict[int, int] = {}  # id(root or Const) -> arena offset
-        self.arena = 0
+        self.rows: list[tuple[int, int, tuple[int, ...]]] = []  # block, weight, shape
+        self.storage: dict[int, int] = {}  # id(root or Const) -> block
+        self.size: list[int] = []  # per block: floats
+        self.span: list[list[int]] = []  # per block: [first, last] operator using it
+        self.now = -1  # the operator being written (-1: the inputs, before every operator)
         self.weights: list[np.ndarray] = []
         self.n_weights = 0
         self.keep: list[Any] = []  # keeps keyed objects alive (ids stay unique)
 
-    def _alloc(self, n: int) -> int:
-        off = self.arena
-        self.arena += max(n, 1)
-        return off
+    def _block(self, key: int, n: int, forever: bool = False) -> int:
+        if key not in self.storage:
+            self.storage[key] = len(self.size)
+            self.size.append(max(n, 1))
+            self.span.append([-1, FOREVER] if forever else [self.now, self.now])
+        return self.storage[key]
+
+    def _touch(self, block: int) -> None:
+        sp = self.span[block]
+        sp[0], sp[1] = min(sp[0], self.now), max(sp[1], self.now)
 
     def of(self, v: Any) -> int:
-        """The tensor index of a TensorSpec or Const (added on first use)."""
+        """The tensor index of a TensorSpec or Const (added on first use); marks its storage
+        used by the current operator."""
         if id(v) in self.index:
+            self._touch(self.rows[self.index[id(v)]][0])
             return self.index[id(v)]
         self.keep.append(v)
         if isinstance(v, Const):
             arr = np.ascontiguousarray(v.arr, dtype=np.float32)
             shape = tuple(int(d) for d in arr.shape)
-            if id(v) not in self.storage:
-                self.storage[id(v)] = self._alloc(arr.size)
+            block = self._block(id(v), arr.size, forever=True)
             weight = self.n_weights
             self.weights.append(arr.reshape(-1))
             self.n_weights += arr.size
-            return self._add(v, self.storage[id(v)], weight, shape)
+            return self._add(v, block, weight, shape)
         if not isinstance(v, TensorSpec):
             raise Unsupported(f"operand {type(v).__name__}")
         r = v.root()
-        if id(r) not in self.storage:
-            self.keep.append(r)
-            self.storage[id(r)] = self._alloc(math.prod(r.shape))
-        return self._add(v, self.storage[id(r)], NONE, tuple(int(d) for d in v.shape))
+        self.keep.append(r)
+        block = self._block(id(r), math.prod(r.shape))
+        self._touch(block)
+        return self._add(v, block, NONE, tuple(int(d) for d in v.shape))
 
     def alias(self, out: TensorSpec, src: Any) -> None:
         """``out`` (not yet stored) shares ``src``'s storage."""
@@ -108,14 +122,32 @@ class _Tensors:
         self.keep.append(r)
         self.storage[id(r)] = self.storage[key]
 
-    def _add(self, v: Any, offset: int, weight: int, shape: tuple[int, ...]) -> int:
+    def _add(self, v: Any, block: int, weight: int, shape: tuple[int, ...]) -> int:
         if len(shape) > MAX_DIMS:
             raise Unsupported(f"rank {len(shape)} tensor (the backend takes up to 4-d)")
         if any(d < 1 for d in shape) or math.prod(shape) >= 2**31:
             raise Unsupported("empty or too large tensor")
         self.index[id(v)] = len(self.rows)
-        self.rows.append((offset, weight, shape))
+        self.rows.append((block, weight, shape))
         return self.index[id(v)]
+
+    def offsets(self) -> list[int]:
+        """Each block's arena offset (floats): first fit in order of first use, sharing space
+        between blocks no operator uses together (an operator's inputs and outputs overlap in
+        time, so they never share)."""
+        placed: list[tuple[int, int, int, int]] = []  # offset, size, first, last
+        off = [0] * len(self.size)
+        for b in sorted(range(len(self.size)), key=lambda b: (self.span[b][0], -self.size[b])):
+            f, la, n = self.span[b][0], self.span[b][1], self.size[b]
+            busy = sorted((o, o + sz) for o, sz, f2, l2 in placed if not (l2 < f or la < f2))
+            at = 0
+            for lo, hi in busy:
+                if at + n <= lo:
+                    break
+                at = max(at, hi)
+            off[b] = at
+            placed.append((at, n, f, la))
+        return off
 
 
 def _op(code: str, ins: list[int | None], out: int, ip: list[int], fp: list[float]) -> bytes:
@@ -207,19 +239,25 @@ def build_blob(ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec
     order). Raises Unsupported for what the format cannot express."""
     T = _Tensors()
     in_idx = [T.of(s) for s in inputs]
-    body = [b for op in ops for b in _pack_op(op, T)]
+    body: list[bytes] = []
+    for t, op in enumerate(ops):
+        T.now = t
+        body += _pack_op(op, T)
+    T.now = FOREVER
     out_idx = [T.of(s) for s in outputs]
     if not out_idx:
         raise Unsupported("a run with no outputs")
-    # arena_floats is the end of the last tensor (emv_format.h): drop storage nothing uses.
-    top = max(off + math.prod(shape) for off, _, shape in T.rows)
+    off = T.offsets()
+    rows = [(off[b], w, shape) for b, w, shape in T.rows]
+    # arena_floats is the end of the last tensor (emv_format.h)
+    top = max(o + math.prod(shape) for o, _, shape in rows)
     head = struct.pack(
         "<8I", MAGIC, VERSION, len(T.rows), len(body), len(in_idx), len(out_idx), top, T.n_weights
     )
     tens = b"".join(
         struct.pack("<7I", off, w, len(shape), *shape, *([0] * (MAX_DIMS - len(shape))))
         + struct.pack("<I", 0)
-        for off, w, shape in T.rows
+        for off, w, shape in rows
     )
     args = struct.pack(f"<{len(in_idx) + len(out_idx)}I", *in_idx, *out_idx)
     weights = np.concatenate(T.weights).astype("<f4").tobytes() if T.weights else b""
