@@ -85,7 +85,7 @@ em_q8_gemm_fn em_q8_gemm_for(const char *isa) {
 #if defined(__x86_64__) || defined(__i386__)
   const em_cpu_features *f = em_cpu_features_get(); /* under the cap */
   if ((strcmp(isa, "amx") == 0 || strcmp(isa, "avx512f") == 0) && f->avx512vnni && f->avx512bw)
-    return em_q8_gemm_6x16_ukernel__avx512vnni;
+    return em_q8_gemm_6x32_ukernel__avx512vnni;
   if (strcmp(isa, "amx") == 0 || strcmp(isa, "avx512f") == 0 || strcmp(isa, "avx2") == 0)
     return em_q8_gemm_6x16_ukernel__avx2;
 #endif
@@ -93,10 +93,18 @@ em_q8_gemm_fn em_q8_gemm_for(const char *isa) {
   return em_q8_gemm_6x16_ukernel__scalar;
 }
 
+size_t em_q8_gemm_nr_for(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (em_q8_gemm_for(isa) == em_q8_gemm_6x32_ukernel__avx512vnni) return 32;
+#endif
+  (void)isa;
+  return 16;
+}
+
 em_q8_quant_fn em_q8_quant_for(const char *isa) {
 #if defined(__x86_64__) || defined(__i386__)
   const em_q8_gemm_fn g = em_q8_gemm_for(isa);
-  if (g == em_q8_gemm_6x16_ukernel__avx512vnni) return em_q8_quant_ukernel__avx512vnni;
+  if (g == em_q8_gemm_6x32_ukernel__avx512vnni) return em_q8_quant_ukernel__avx512vnni;
   if (g == em_q8_gemm_6x16_ukernel__avx2) return em_q8_quant_ukernel__avx2;
 #endif
   (void)isa;

@@ -34,6 +34,7 @@ typedef struct emc_rt_tensor {
 typedef struct emc_delegate {
   const em_cpu_config *cfg;
   em_q8_gemm_fn q8_gemm;   /* the int8 convs' tile (em_q8_gemm_for cfg's ISA) */
+  size_t q8_nr;            /* ... its columns: 16 or 32 (em_q8_gemm_nr_for) */
   em_q8_quant_fn q8_quant; /* ... and their input quantizer (em_q8_quant_for) */
   uint32_t n_tensors, n_ops, n_inputs, n_outputs;
   emc_rt_tensor *t;  /* [n_tensors] */

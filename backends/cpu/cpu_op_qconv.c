@@ -140,8 +140,10 @@ static void q8_tiles(void *ctx, int64_t begin, int64_t end) {
     for (size_t mp = m0; mp < m1; mp++) {
       const size_t r0 = mp * EMC_MR;
       const size_t mr = (size_t)j->co - r0 < EMC_MR ? (size_t)j->co - r0 : EMC_MR;
-      for (size_t pn = p0; pn < p1; pn++) {
-        const size_t c0 = pn * 16, nr = (size_t)j->npix - c0 < 16 ? (size_t)j->npix - c0 : 16;
+      /* The tile takes q8_nr / 16 column panels a call (a block's panels are an even run). */
+      for (size_t pn = p0; pn < p1; pn += j->d->q8_nr / 16) {
+        const size_t c0 = pn * 16, cn = (p1 - pn) * 16 < j->d->q8_nr ? (p1 - pn) * 16 : j->d->q8_nr;
+        const size_t nr = (size_t)j->npix - c0 < cn ? (size_t)j->npix - c0 : cn;
         j->d->q8_gemm(mr, nr, j->kq, j->w + mp * j->kq * 24, j->col + pn * j->kq * 64, j->corr + r0,
                       j->scale + r0, j->bias ? j->bias + r0 : NULL,
                       j->y + r0 * (size_t)j->npix + c0, (size_t)j->npix);

@@ -234,8 +234,15 @@ void em_q8_gemm_6x16_ukernel__avx2(size_t mr, size_t nr, size_t kq, const int8_t
 void em_q8_gemm_6x16_ukernel__avx512vnni(size_t mr, size_t nr, size_t kq, const int8_t *a,
                                          const uint8_t *b, const int32_t *corr, const float *scale,
                                          const float *bias, float *c, size_t ldc);
+/* Up to 6 rows by 32 columns: two consecutive column panels, b and b + kq * 64 (the second is
+ * read only when nr > 16); otherwise as the 6x16 tiles, with the same results. */
+void em_q8_gemm_6x32_ukernel__avx512vnni(size_t mr, size_t nr, size_t kq, const int8_t *a,
+                                         const uint8_t *b, const int32_t *corr, const float *scale,
+                                         const float *bias, float *c, size_t ldc);
 /* The best int8 tile for configuration isa (its name) on this CPU. */
 em_q8_gemm_fn em_q8_gemm_for(const char *isa);
+/* The columns of em_q8_gemm_for(isa)'s tile: 16 or 32 (two column panels per call). */
+size_t em_q8_gemm_nr_for(const char *isa);
 
 /* The int8 convs' input quantizer: y[i] = clamp(nearbyint(x[i] * inv) + zp, lo, hi) as u8,
  * rounded step for step as EMC_ACT_FAKEQUANT (NaN: lo); lo <= hi within [0, 255]. */

@@ -312,27 +312,30 @@ static void test_gemm_amx(const em_cpu_config *cfg, em_threadpool *pool) {
 }
 #endif
 
-/* The int8 conv tile (em_q8_gemm_for the ISA: AVX-512 VNNI, the vectorized portable one or
- * scalar) against exact int64 sums and the same float epilogue, bit for bit, at every mr, nr
- * and odd / even kq, with the extremes of u8 and int8; writes outside the tile caught. */
+/* The int8 conv tile (em_q8_gemm_for the ISA: AVX-512 VNNI 6x32, the vectorized portable 6x16
+ * or scalar) against exact int64 sums and the same float epilogue, bit for bit, at every mr, nr
+ * up to its width (em_q8_gemm_nr_for: two column panels for the 6x32 tile) and odd / even kq,
+ * with the extremes of u8 and int8; writes outside the tile caught. */
 static void test_q8_gemm(const em_cpu_config *cfg) {
-  enum { MAXKQ = 37, LDC = 20 };
+  enum { MAXKQ = 37, LDC = 36 };
   static int8_t a[MAXKQ * 24];
-  static uint8_t b[MAXKQ * 64];
+  static uint8_t b[2 * MAXKQ * 64];
   static float c[6 * LDC];
   static const size_t kqs[] = {1, 2, 3, 16, 37};
   const em_q8_gemm_fn fn = em_q8_gemm_for(cfg->isa);
+  const size_t width = em_q8_gemm_nr_for(cfg->isa);
+  CHECK(width == 16 || width == 32, "%s q8 tile width %zu", cfg->isa, width);
   int32_t corr[6];
   float scale[6], bias[6];
   int bad = 0;
   for (size_t ki = 0; ki < sizeof kqs / sizeof kqs[0]; ki++)
     for (size_t mr = 1; mr <= 6; mr++)
-      for (size_t nr = 1; nr <= 16; nr++)
+      for (size_t nr = 1; nr <= width; nr++)
         for (int extreme = 0; extreme < 2; extreme++) {
           const size_t kq = kqs[ki];
           for (size_t i = 0; i < kq * 24; i++)
             a[i] = extreme ? (int8_t)(i % 3 == 0 ? -128 : 127) : (int8_t)(rand() % 256 - 128);
-          for (size_t i = 0; i < kq * 64; i++)
+          for (size_t i = 0; i < 2 * kq * 64; i++) /* two column panels, [2][kq][16][4] */
             b[i] = extreme ? (uint8_t)(i % 5 == 0 ? 0 : 255) : (uint8_t)(rand() % 256);
           for (int r = 0; r < 6; r++)
             corr[r] = rand() % 100000 - 50000, scale[r] = frand() * 1e-3f, bias[r] = frand();
@@ -345,7 +348,8 @@ static void test_q8_gemm(const em_cpu_config *cfg) {
                 int64_t acc = 0;
                 for (size_t q = 0; q < kq; q++)
                   for (size_t t = 0; t < 4; t++)
-                    acc += (int64_t)a[q * 24 + r * 4 + t] * b[q * 64 + j * 4 + t];
+                    acc += (int64_t)a[q * 24 + r * 4 + t] *
+                           b[(j / 16) * kq * 64 + q * 64 + (j % 16) * 4 + t];
                 const float prod = (float)(acc - corr[r]) * scale[r];
                 want = prod + ((nr & 1) ? bias[r] : 0.0f);
               }
