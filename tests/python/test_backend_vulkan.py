@@ -327,21 +327,58 @@ def test_models_against_eager_and_portable(model, shape) -> None:  # noqa: ANN00
     torch.testing.assert_close(rt.run("forward", [x])[0], plain, rtol=RTOL, atol=ATOL)
 
 
-def test_unsupported_stays_portable_and_backend_list() -> None:
-    """A batch norm after no conv is not a Vulkan operator: with backend="vulkan" it stays
-    portable, with ["vulkan", "cpu"] the CPU backend takes it and Vulkan the rest."""
+def test_large_arena_is_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose arena is above the limit every device supports is split into delegates that
+    fit (here with the limit lowered), and the results do not change."""
+    import ember.backends.vulkan.partition as P
+
+    monkeypatch.setattr(P, "MAX_ARENA_BYTES", 12288 * 4)
     torch.manual_seed(0)
-    m = _bn_stats(nn.Sequential(nn.BatchNorm2d(3), nn.Conv2d(3, 4, 3), nn.ReLU())).eval()
+    prog = _check(_bn_stats(SmallCNN()).eval(), _r(1, 3, 32, 32))
+    assert len(_delegates(prog)) >= 2, prog.explain()
+    for d in _delegates(prog):
+        assert struct.unpack_from("<I", d.processed, 24)[0] <= 12288
+
+
+class Five(nn.Module):
+    """A 5-d multiply between 4-d layers: the Vulkan backend takes up to 4-d, the CPU one 6."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.c(x))
+        z = y.reshape(1, 2, 2, 6, 6) * 2.0
+        return z.reshape(1, 4, 6, 6) + y
+
+
+def test_unsupported_stays_portable_and_backend_list() -> None:
+    """What the Vulkan backend cannot take stays portable with backend="vulkan"; with
+    ["vulkan", "cpu"] the CPU backend takes it and Vulkan the rest."""
+    torch.manual_seed(0)
+    m = Five().eval()
     x = _r(1, 3, 8, 8)
     prog = _check(m, x, outside=1)
-    assert any("batch_norm" in k for k in _outside(prog))
+    assert _outside(prog) == ["aten::mul.Scalar_out"], prog.explain()
     both = ember.export(m, (x,), backend=["vulkan", "cpu"])
     assert not _outside(both), both.explain()
-    assert _delegates(both) and _delegates(both, "EmberCpuBackend")
+    assert len(_delegates(both)) == 2 and len(_delegates(both, "EmberCpuBackend")) == 1
     with torch.inference_mode():
         torch.testing.assert_close(_run(both, (x,))[0], m(x), rtol=RTOL, atol=ATOL)
     with pytest.raises(ValueError, match="unknown backend"):
         ember.export(m, (x,), backend=["vulkan", "gpu"])
+
+
+def test_batch_norm_alone() -> None:
+    """A batch norm after no conv runs as a per-channel multiply and add (4-d and 2-d)."""
+    torch.manual_seed(0)
+    m = _bn_stats(nn.Sequential(nn.BatchNorm2d(3), nn.Conv2d(3, 4, 3), nn.ReLU()))
+    _check(m, _r(2, 3, 8, 8))
+    bn1 = nn.BatchNorm1d(5)
+    bn1.running_mean.uniform_(-0.1, 0.1)
+    bn1.running_var.uniform_(0.5, 1.5)
+    _check(nn.Sequential(nn.Linear(7, 5), bn1), _r(3, 7))
 
 
 def test_cli_runs_it_and_names_vulkan_without_a_device(tmp_path: Path) -> None:

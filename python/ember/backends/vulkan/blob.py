@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.backends.cpu.blob import ACT
+from ember.backends.cpu.blob import ACT, BIN
 from ember.backends.cpu.lowering import Const, Op, Unsupported
 from ember.passes.ir import TensorSpec
 
@@ -54,6 +54,7 @@ KINDS = {
     "slice",
     "cat",
     "pad",
+    "channel_affine",
 }
 MAX_ACT = ACT["abs"]  # EMV_ACT_END - 1
 
@@ -89,9 +90,11 @@ class _Tensors:
         sp = self.span[block]
         sp[0], sp[1] = min(sp[0], self.now), max(sp[1], self.now)
 
-    def of(self, v: Any) -> int:
+    def of(self, v: Any, io: bool = False) -> int:
         """The tensor index of a TensorSpec or Const (added on first use); marks its storage
-        used by the current operator."""
+        used by the current operator. ``io``: a delegate input or output, whose shape only
+        counts by its element count (one above 4-d is written as 1-d: no operator reads it as
+        such, only its views)."""
         if id(v) in self.index:
             self._touch(self.rows[self.index[id(v)]][0])
             return self.index[id(v)]
@@ -110,7 +113,10 @@ class _Tensors:
         self.keep.append(r)
         block = self._block(id(r), math.prod(r.shape))
         self._touch(block)
-        return self._add(v, block, NONE, tuple(int(d) for d in v.shape))
+        shape = tuple(int(d) for d in v.shape)
+        if io and len(shape) > MAX_DIMS:
+            shape = (math.prod(shape),)
+        return self._add(v, block, NONE, shape)
 
     def alias(self, out: TensorSpec, src: Any) -> None:
         """``out`` (not yet stored) shares ``src``'s storage."""
@@ -227,6 +233,19 @@ def _pack_op(op: Op, T: _Tensors) -> list[bytes]:
             res.append(_op("cat_part", [T.of(x)], out, [dim, at], []))
             at += int(x.arr.shape[dim] if isinstance(x, Const) else x.shape[dim])
         return res
+    if k == "channel_affine":  # batch norm not after a conv: y = x * scale[c] + shift[c]
+        x, scale, shift = op.ins
+        nd = len(x.shape)
+        if nd < 2:
+            raise Unsupported("channel affine of a rank < 2 tensor")
+        shape = (int(x.shape[1]),) + (1,) * (nd - 2)
+        sc = T.of(Const(np.asarray(scale.arr, dtype=np.float32).reshape(shape)))
+        sh = T.of(Const(np.asarray(shift.arr, dtype=np.float32).reshape(shape)))
+        # the add runs in place on the output: each invocation reads and writes its own element
+        return [
+            _op("binary", [T.of(x), sc], out, [BIN["mul"]], []),
+            _op("binary", [out, sh], out, [BIN["add"]], []),
+        ]
     if k == "pad":
         x, at = op.ins[0], op.attrs["before"]
         value = T.of(Const(np.array([op.attrs["value"]], dtype=np.float32)))
@@ -238,13 +257,13 @@ def build_blob(ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec
     """The blob of ``ops`` reading ``inputs`` and producing ``outputs`` (delegate argument
     order). Raises Unsupported for what the format cannot express."""
     T = _Tensors()
-    in_idx = [T.of(s) for s in inputs]
+    in_idx = [T.of(s, io=True) for s in inputs]
     body: list[bytes] = []
     for t, op in enumerate(ops):
         T.now = t
         body += _pack_op(op, T)
     T.now = FOREVER
-    out_idx = [T.of(s) for s in outputs]
+    out_idx = [T.of(s, io=True) for s in outputs]
     if not out_idx:
         raise Unsupported("a run with no outputs")
     off = T.offsets()

@@ -34,6 +34,10 @@ from ember.passes.ir import Arg, KernelInstr, MethodIR, TensorSpec, instr_args
 log = logging.getLogger(__name__)
 
 BACKEND_ID = "EmberVulkanBackend"
+# The largest arena a delegate may have: 2^27 bytes, the maxStorageBufferRange every Vulkan
+# device supports (the runtime binds the arena as one storage buffer), so that a file loads on
+# any device. A run above it is split.
+MAX_ARENA_BYTES = 1 << 27
 
 
 def _lower_gemm(ins: KernelInstr) -> Op:
@@ -232,6 +236,9 @@ class _Runs:
         if any(id(r) in self.in_roots for r in outputs):
             return None
         data = build_blob(ops, inputs, outputs)
+        arena = struct.unpack_from("<I", data, 24)[0] * 4
+        if arena > MAX_ARENA_BYTES:
+            raise Unsupported(f"arena of {arena} bytes above {MAX_ARENA_BYTES} (split)")
         refused = self.check(data) if self.check is not None else None
         if refused:
             raise _Refused(refused)
