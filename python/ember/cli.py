@@ -48,6 +48,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         progress=True,
         backend=None if args.backend == "portable" else args.backend,
         target=args.target,
+        pack=args.pack,
     )
     path = prog.save(args.output)
     log.info(
@@ -79,6 +80,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cpu (EmberCpuBackend delegate), portable (portable kernels only)",
     )
     e.add_argument("--target", default=None, help="host (default), x86-64, aarch64, cortex-m33...")
+    e.add_argument(
+        "--pack",
+        default="load",
+        choices=["load", "export"],
+        help="Winograd conv filters: transformed by the runtime at load (default: smaller file) "
+        "or stored transformed in the file (faster load)",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

@@ -134,3 +134,26 @@ def test_runtime_refuses_hostile_wino_at_load() -> None:
         bad = bytearray(blob)
         struct.pack_into("<i", bad, rec + 20 + 4 * dim, value)
         _refused(bad, *words)
+
+
+def test_cli_pack_option(tmp_path, monkeypatch) -> None:
+    """``ember-py export --pack export|load`` writes the two forms (the stored one larger)."""
+    from ember import cli
+
+    (tmp_path / "packfactory.py").write_text(
+        "import torch\n"
+        "def make():\n"
+        "    torch.manual_seed(0)\n"
+        "    m = torch.nn.Conv2d(32, 32, 3, padding=1).eval()\n"
+        "    return m, (torch.randn(1, 32, 28, 28),)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sizes = {}
+    for pack in ("load", "export"):
+        out = tmp_path / f"{pack}.pte"
+        assert cli.main(["export", "packfactory:make", str(out), "--pack", pack]) == 0
+        sizes[pack] = out.stat().st_size
+        assert {ip[AT_LOAD] for ip in _conv_ops(out.read_bytes())} == {int(pack == "load")}
+    assert sizes["load"] * 2 < sizes["export"]
+    with pytest.raises(SystemExit):
+        cli.main(["export", "packfactory:make", str(tmp_path / "x.pte"), "--pack", "later"])
