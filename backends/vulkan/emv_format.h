@@ -48,7 +48,8 @@ typedef struct emv_tensor {
 /* Operator codes (python/ember/backends/vulkan/blob.py OPS). */
 enum {
   EMV_OP_UNARY = 1,   /* in0 -> out, same element count; ip[0] act, fp[0..1] its bounds */
-  EMV_OP_BINARY = 2,  /* in0 (op) in1 -> out, numpy broadcasting up to 4-d; ip[0] EMV_BIN_* */
+  EMV_OP_BINARY = 2,  /* in0 (op) in1 -> out, numpy broadcasting up to 4-d (out may be wider:
+                         expand); ip[0] EMV_BIN_* */
   EMV_OP_LINEAR = 3,  /* in0 [B,M,K] x in1 -> out [B,M,N] (+ in2 [N]); ip: B M K N trans_w
                          w_batched act; trans_w: in1 is [N,K] (else [K,N]) */
   EMV_OP_CONV2D = 4,  /* in0 [N,C,H,W], in1 [OC,C/g,KH,KW], in2 [OC] or none -> out
@@ -59,12 +60,13 @@ enum {
   EMV_OP_LAYERNORM =
       7,               /* in0, in1 weight or none, in2 bias or none -> out; ip[0] cols, fp[0] eps */
   EMV_OP_COPY = 8,     /* in0 -> out, same element count (a reshape that needs its own storage) */
-  EMV_OP_MEAN = 9,     /* in0 [outer, cols, inner] -> out [outer, inner]; ip: outer cols inner */
+  EMV_OP_MEAN = 9,     /* in0 [outer, cols, inner] -> out [outer, inner]; ip: outer cols inner sum
+                         (1: the sum, 0: the mean) */
   EMV_OP_PERMUTE = 10, /* in0 -> out, ip[0..ndim) the permutation */
   EMV_OP_SLICE = 11,   /* in0 -> out along ip[0] from ip[1] step ip[2] */
   EMV_OP_CAT_PART = 12, /* in0 -> out's [ip[1], ip[1] + in0.sizes[ip[0]]) along dim ip[0] */
-  EMV_OP_FILL = 13,  /* in0 (1 element) -> every element of out (a pad's border) */
-  EMV_OP_PLACE = 14, /* in0 -> out at per-dim offsets ip[0..ndim) (a pad's interior) */
+  EMV_OP_FILL = 13,     /* in0 (1 element) -> every element of out (a pad's border) */
+  EMV_OP_PLACE = 14,    /* in0 -> out at per-dim offsets ip[0..ndim) (a pad's interior) */
   EMV_OP_END
 };
 

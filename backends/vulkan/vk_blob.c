@@ -68,8 +68,9 @@ static em_status compile_binary(const emv_op *o, uint32_t i, const emv_rt_tensor
   if (a->ndim > y->ndim || b->ndim > y->ndim)
     FAIL("op %u: binary operand rank above the output's", i);
   for (int d = 0; d < 4; d++) {
-    if ((as[d] != ys[d] && as[d] != 1) || (bs[d] != ys[d] && bs[d] != 1) ||
-        (as[d] != ys[d] && bs[d] != ys[d]))
+    /* each operand matches the output or is 1 there (the output may be wider than both: an
+       expand, written as x * 1) */
+    if ((as[d] != ys[d] && as[d] != 1) || (bs[d] != ys[d] && bs[d] != 1))
       FAIL("op %u: binary shapes do not broadcast to the output in dim %d (%u, %u -> %u)", i, d,
            as[d], bs[d], ys[d]);
     dp->u[6 + d] = ys[d];
@@ -256,7 +257,7 @@ static em_status compile_shape_op(const emv_op *o, uint32_t i, const emv_rt_tens
 
 /* Parameter slots each operator reads (ip, fp); the rest must be 0, so that no bit of an
    operator record goes unchecked. Indexed by EMV_OP_*. */
-static const uint8_t used_ip[EMV_OP_END] = {0, 1, 1, 7, 8, 11, 1, 1, 0, 3, 4, 3, 2, 0, 4};
+static const uint8_t used_ip[EMV_OP_END] = {0, 1, 1, 7, 8, 11, 1, 1, 0, 4, 4, 3, 2, 0, 4};
 static const uint8_t used_fp[EMV_OP_END] = {0, 2, 0, 2, 2, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
 _Static_assert(EMV_OP_END == 15, "used_ip / used_fp list every operator");
 
@@ -322,14 +323,14 @@ static em_status compile_op(const emv_plan *p, const emv_op *o, uint32_t i, emv_
   }
   case EMV_OP_MEAN: {
     const int32_t *ip = o->ip;
-    if (ip[0] < 1 || ip[1] < 1 || ip[2] < 1 ||
+    if (ip[0] < 1 || ip[1] < 1 || ip[2] < 1 || (ip[3] != 0 && ip[3] != 1) ||
         (uint64_t)ip[0] * (uint64_t)ip[1] * (uint64_t)ip[2] != x->numel ||
         (uint64_t)ip[0] * (uint64_t)ip[2] != y->numel)
       FAIL("op %u: mean [%d, %d, %d] of %u elements into %u", i, ip[0], ip[1], ip[2], x->numel,
            y->numel);
     dp->pipe = EMV_PIPE_MEAN;
     u[0] = y->numel, u[2] = x->offset, u[3] = y->offset, u[4] = (uint32_t)ip[1];
-    u[5] = (uint32_t)ip[2];
+    u[5] = (uint32_t)ip[2], u[6] = (uint32_t)ip[3];
     return EM_OK;
   }
   default: return compile_shape_op(o, i, x, y, dp);

@@ -240,6 +240,24 @@ def test_shape_ops() -> None:
     )
 
 
+def test_select_expand_sum() -> None:
+    _check(
+        Fn(
+            lambda t, v: (
+                t[:, 0] * 2.0,
+                t[1, :, -1] + 1.0,
+                t.select(3, 2) - 1.0,
+                v.expand(2, 3, 4, 5) * 1.5,
+                v[0].expand(3, 4, 5) + 0.5,
+                t.sum(-1),
+                t.sum((1, 2), keepdim=True),
+            )
+        ),
+        _r(2, 3, 4, 5),
+        _r(1, 3, 1, 5, seed=4),
+    )
+
+
 def test_constant_pad() -> None:
     _check(
         Fn(

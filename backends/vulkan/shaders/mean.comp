@@ -1,5 +1,5 @@
-// mean.comp — EMV_OP_MEAN: out[o, i] = mean over c of x[o, c, i]. u: 2 x, 3 out, 4 cols,
-// 5 inner.
+// mean.comp — EMV_OP_MEAN: out[o, i] = mean (or sum) over c of x[o, c, i]. u: 2 x, 3 out,
+// 4 cols, 5 inner, 6 sum.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -11,5 +11,5 @@ void main() {
   uint x0 = pc.u[2] + o * cols * inner + in_;
   float s = 0.0;
   for (uint c = 0u; c < cols; c++) s += A[x0 + c * inner];
-  A[pc.u[3] + j] = s / float(cols);
+  A[pc.u[3] + j] = pc.u[6] != 0u ? s : s / float(cols);
 }

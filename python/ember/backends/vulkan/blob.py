@@ -55,6 +55,8 @@ KINDS = {
     "cat",
     "pad",
     "channel_affine",
+    "expand",
+    "select",
 }
 MAX_ACT = ACT["abs"]  # EMV_ACT_END - 1
 
@@ -117,6 +119,13 @@ class _Tensors:
         if io and len(shape) > MAX_DIMS:
             shape = (math.prod(shape),)
         return self._add(v, block, NONE, shape)
+
+    def view_of(self, spec: TensorSpec, shape: tuple[int, ...]) -> int:
+        """A further tensor entry with ``spec``'s storage and ``shape`` (same element count)."""
+        self.of(spec)
+        key = object()
+        self.keep.append(key)
+        return self._add(key, self.storage[id(spec.root())], NONE, shape)
 
     def alias(self, out: TensorSpec, src: Any) -> None:
         """``out`` (not yet stored) shares ``src``'s storage."""
@@ -220,8 +229,16 @@ def _pack_op(op: Op, T: _Tensors) -> list[bytes]:
     if k == "layernorm":
         ins = [T.of(i) if i is not None else None for i in op.ins]
         return [_op("layernorm", ins, out, [op.ip[1]], [op.fp[0]])]
-    if k == "mean":
-        return [_op("mean", [T.of(op.ins[0])], out, op.ip[:3], [])]
+    if k == "mean":  # ip[3]: 1 for a sum
+        return [_op("mean", [T.of(op.ins[0])], out, op.ip[:4], [])]
+    if k == "expand":
+        one = T.of(Const(np.ones(1, dtype=np.float32)))
+        return [_op("binary", [T.of(op.ins[0]), one], out, [BIN["mul"]], [])]
+    if k == "select":  # a slice of one into the output seen with the dim kept
+        x, at = op.ins[0], op.attrs
+        shape = tuple(1 if d == at["dim"] else int(n) for d, n in enumerate(x.shape))
+        kept = T.view_of(op.outs[0], shape)
+        return [_op("slice", [T.of(x)], kept, [at["dim"], at["start"], at["step"]], [])]
     if k == "permute":
         return [_op("permute", [T.of(op.ins[0])], out, op.ip, [])]
     if k == "slice":

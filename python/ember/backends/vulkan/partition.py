@@ -99,6 +99,36 @@ def lower(ins: KernelInstr, only_here: Callable[[TensorSpec], bool]) -> Op:
         if len(range(start, end, step)) != out.shape[dim] or out.shape[dim] == 0:
             raise Unsupported("slice shape")
         return Op("slice", [x], [out], attrs=dict(dim=dim, start=start, step=step))
+    if k == "aten::expand_copy.out" and ins.outputs:  # numpy broadcasting: x * 1
+        x, out = _f32x(a[0]), ins.outputs[0].value
+        if not _f32(out) or len(x.shape) > len(out.shape):
+            raise Unsupported("expand shapes")
+        return Op("expand", [x], [out])
+    if k == "aten::select_copy.int_out" and ins.outputs:  # a slice of one, dim dropped
+        x, out = _f32x(a[0]), ins.outputs[0].value
+        nd = len(x.shape)
+        if nd == 0 or not _f32(out):
+            raise Unsupported("select of a scalar")
+        dim = int(a[1].value) % nd
+        index = int(a[2].value)
+        index = index + x.shape[dim] if index < 0 else index
+        if not 0 <= index < x.shape[dim]:
+            raise Unsupported("select index out of range")
+        return Op("select", [x], [out], attrs=dict(dim=dim, start=index, step=1))
+    if k in ("aten::sum.IntList_out", "aten::sum.dim_IntList") and ins.outputs:
+        x, out = _f32x(a[0]), ins.outputs[0].value
+        nd = len(x.shape)
+        dims = sorted({d % nd for d in a[1].value}) if a[1].kind == "intlist" and nd else []
+        if (
+            not dims
+            or not _f32(out)
+            or dims != list(range(dims[0], dims[-1] + 1))
+            or (len(a) > 3 and a[3].kind != "null")
+        ):
+            raise Unsupported("sum over non-adjacent dims or with a dtype")
+        outer = math.prod(x.shape[: dims[0]])
+        cols = math.prod(x.shape[dims[0] : dims[-1] + 1])
+        return Op("mean", [x], [out], ip=[outer, cols, math.prod(x.shape[dims[-1] + 1 :]), 1])
     if k == "aten::constant_pad_nd.out" and ins.outputs:
         x, out = _f32x(a[0]), ins.outputs[0].value
         pad = [int(v) for v in a[1].value] if a[1].kind == "intlist" else None
