@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "ember/backend_cpu.h"
+#include "ember/backend_vulkan.h"
 #include "ember/ember.h"
 #include "ember_ext/cpu_env.h"
 #include "ember_ext/module.h"
@@ -48,6 +49,7 @@ int main(int argc, char **argv) {
   em_register_prim_ops();
   em_register_portable_kernels();
   em_register_cpu_backend();
+  (void)em_register_vulkan_backend();        /* EM_ERR_NOT_SUPPORTED in a build without Vulkan */
   (void)em_cpu_backend_configure_from_env(); /* EMBER_CPU_ISA / _NO_FUSE / _PROFILE */
   em_threadpool *pool = threads > 1 ? em_threadpool_create(threads) : NULL;
   em_module_options mo = {EM_VERIFY_FULL, 1, pool, NULL, 0};

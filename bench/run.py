@@ -19,6 +19,8 @@ interleaved with the others, so a before/after comparison shares the machine's l
 baseline's exporter, when the blob format changed and the baseline cannot read the new one).
 The runtime `ember_fma` times Ember's file with EMBER_CPU_ISA=avx512f: every product in f32
 FMAs, where `ember` takes the AMX bf16x3 GEMM path on CPUs that have it (its `isa` says which).
+The opt-in runtime `ember_vulkan` (`--runtimes ember ember_vulkan`) times the model exported with
+`backend="vulkan"` on the Vulkan device (backends/vulkan; on lavapipe a functional check only).
 `--busy N` runs N busy-looping processes in the background for the whole measurement: a loaded
 machine, where a runtime's threads share the cores with other work (the table says so).
 """
@@ -80,6 +82,13 @@ def prepare(model: str, runtimes: list[str], built: tuple | None = None) -> dict
             ember.export(m, inputs, backend="cpu").save(d / "ember.pte")
 
         record("ember", d / "ember.pte", ember_export)
+    if "ember_vulkan" in runtimes:  # EmberVulkanBackend (opt-in: --runtimes ... ember_vulkan)
+        import ember
+
+        def vulkan_export() -> None:
+            ember.export(m, inputs, backend="vulkan").save(d / "ember_vulkan.pte")
+
+        record("ember_vulkan", d / "ember_vulkan.pte", vulkan_export)
     if "et_xnnpack" in runtimes or "et_portable" in runtimes:
         from executorch.exir import to_edge, to_edge_transform_and_lower
 
@@ -187,10 +196,11 @@ BASELINE_PTE = "ember.pte"  # --baseline-pte
 
 def measure(rt: str, model: str, threads: int, warmup: int, runs: int, timeout: float) -> dict:
     d = OUT / model
-    if rt in ("ember", "ember_base", "ember_fma"):
+    if rt in ("ember", "ember_base", "ember_fma", "ember_vulkan"):
+        pte = {"ember_base": BASELINE_PTE, "ember_vulkan": "ember_vulkan.pte"}.get(rt, "ember.pte")
         cmd = [
             str(OUT / ("ember_bench_base" if rt == "ember_base" else "ember_bench")),
-            str(d / (BASELINE_PTE if rt == "ember_base" else "ember.pte")),
+            str(d / pte),
             str(d / "input.bin"),
             str(d / f"out_{rt}.bin"),
             str(threads),
