@@ -1,7 +1,7 @@
 /*
  * cpu_op_rows.c — operators over rows: mean (over the middle of [outer, len, inner]), softmax /
- * log-softmax (with an optional scale and additive mask), layer norm and RMS norm: their checks
- * and one run for all, rows split over the threads.
+ * log-softmax (with an optional scale and additive mask), layer norm and RMS norm, per-token
+ * int8 fake-quant: their checks and one run for all, rows split over the threads.
  */
 #include "cpu_ops.h"
 
@@ -49,6 +49,42 @@ bool emc_check_norm(const emc_delegate *d, const emc_op *op, char *why, size_t w
     if (!w || w->numel != cols) WHY("norm: affine parameter %d has the wrong size", i);
   }
   return check_rows(d, op, rows * cols, rows * cols, why, why_n);
+}
+
+/* Per-token int8 fake-quant (EMC_OP_TOKEN_FQ, rows x cols as the norms' slots): each row goes
+ * through quantized_decomposed's choose_qparams_per_token_asymmetric (f32 input: the qparams
+ * rounded to f32 step by step, then kept as an f64 scale and an int64 zero point),
+ * quantize_per_token and dequantize_per_token to f32, with the portable kernels' arithmetic
+ * (kernels/portable/quant_affine.c) for those dtypes, so the same bits. */
+bool emc_check_token_fq(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_norm_params p = emc_norm_params_of(op);
+  if (p.rows < 0 || p.cols < 1) WHY("token fake-quant: bad shape");
+  return check_rows(d, op, p.rows * p.cols, p.rows * p.cols, why, why_n);
+}
+
+static void token_fq_row(const float *x, float *y, int64_t n) {
+  double mn = INFINITY, mx = -INFINITY;
+  for (int64_t j = 0; j < n; j++) {
+    const double v = x[j];
+    if (v < mn || v != v) mn = v;
+    if (v > mx || v != v) mx = v;
+  }
+  const double qmin = -128, qmax = 127, eps = 1.1920928955078125e-07; /* finfo(f32).eps */
+  const double mneg = mn < 0 ? mn : 0, mpos = mx > 0 ? mx : 0;
+  double scale = (float)((double)(float)(mpos - mneg) / (qmax - qmin));
+  scale = (float)(scale < eps ? eps : scale);
+  const double dmin = (float)(mneg / scale), dmax = (float)(mpos / scale);
+  const double emin = (float)(qmin + dmin), emax = (float)(qmax + dmax);
+  double zp = (double)(float)(emin + emax) > 0 ? (double)(float)(qmin - dmin)
+                                               : (double)(float)(qmax - dmax);
+  zp = zp < qmin ? qmin : zp > qmax ? qmax : zp;
+  const int64_t z = (int64_t)nearbyint(zp);
+  const double inv = 1.0 / scale, zd = (double)z;
+  for (int64_t j = 0; j < n; j++) {
+    const double v = nearbyint((double)x[j] * inv + zd);
+    const int64_t q = v != v ? -128 : v < qmin ? -128 : v > qmax ? 127 : (int64_t)v;
+    y[j] = (float)((double)(q - z) * scale);
+  }
 }
 
 typedef struct rows_job {
@@ -103,6 +139,10 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
       d->cfg->softmax((size_t)cols, xr, yr, (int)j->sm.log);
       break;
     }
+    case EMC_OP_TOKEN_FQ:
+      token_fq_row(x + r * cols, y + r * cols, cols);
+      if (op->act) d->cfg->vact((size_t)cols, y + r * cols, y + r * cols, op->act, op->fp);
+      break;
     default: /* layer / rms norm */
       d->cfg->norm((size_t)cols, x + r * cols, data_of(d, op->in[1]),
                    op->kind == EMC_OP_LAYERNORM ? data_of(d, op->in[2]) : NULL, j->norm.eps,

@@ -32,7 +32,7 @@
  * and gemm (older: -1 there), transposed Winograd convs, depthwise plane means out[1];
  * 5: EMC_CONV_PAIRS (older: zero there); 6: EMC_CONV_IN_SCALE (older: zero there);
  * 7: softmax input scale and mask (older: zero / -1 there); 8: EMC_ACT_FAKEQUANT, EMC_CONV_Q8
- * (older: zero there); 9: EMC_CONV_WINO_AT_LOAD (older: zero there) */
+ * (older: zero there); 9: EMC_CONV_WINO_AT_LOAD (older: zero there), EMC_OP_TOKEN_FQ */
 #define EMC_VERSION    9u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
@@ -83,6 +83,7 @@ enum emc_op_kind {
   EMC_OP_SLICE = 13,          /* ip: outer, in_len, inner, start, step, out_len             */
   EMC_OP_CHANNEL_AFFINE = 14, /* in: x[N,C,...], scale[C], shift[C] (unfolded batch norm) */
   EMC_OP_RMSNORM = 15,        /* in: x, weight|-1; ip: rows, cols; fp[0] eps                */
+  EMC_OP_TOKEN_FQ = 16,       /* in: x; ip: rows, cols: per-token int8 fake-quant (version 9) */
   EMC_OP_KIND_END
 };
 

@@ -39,6 +39,7 @@ OP = {
     "slice": 13,
     "channel_affine": 14,
     "rmsnorm": 15,
+    "tokenfq": 16,
 }
 BIN = {"add": 0, "sub": 1, "mul": 2, "div": 3, "rsub": 4}
 ACT = {

@@ -88,6 +88,40 @@ def _fake_quant(ops: list[Op], u: _Uses) -> None:
             _absorb(ops, p, f)
 
 
+def _token_fake_quant(ops: list[Op], u: _Uses) -> None:
+    """Dynamic per-token quantization of an activation — ``tq_choose`` (its per-row scale and
+    zero point), ``tq_quant`` and ``tq_dequant`` with those qparams — becomes one float
+    ``tokenfq`` op (EMC_OP_TOKEN_FQ: each row's qparams and round trip through int8, step for
+    step as the portable kernels). The qparams and the int8 tensor never exist in the backend;
+    one read outside the three, or a part without the others, is Unsupported (the run splits)."""
+    for d in [o for o in ops if o.kind == "tq_dequant"]:
+        q = u.producer(d.ins[0])
+        c = u.producer(d.ins[1])
+        if (
+            q is None
+            or q.kind != "tq_quant"
+            or c is None
+            or c.kind != "tq_choose"
+            or any(a.root() is not b.root() for a, b in zip(q.ins[1:], d.ins[1:], strict=True))
+            or [o.root() for o in c.outs] != [i.root() for i in q.ins[1:]]
+            or c.ins[0].root() is not q.ins[0].root()
+            or not u.private(d.ins[0], d)
+            or any(
+                id(o.root()) in u.external or any(r not in (q, d) for r in u.consumers(o))
+                for o in c.outs
+            )
+        ):
+            raise Unsupported("per-token Q/DQ whose parts are apart")
+        x = q.ins[0]
+        rows = int(np.prod(x.shape[:-1])) if len(x.shape) > 1 else 1
+        d.kind, d.ins, d.ip = "tokenfq", [x], [rows, int(x.shape[-1])]
+        d.nodes = [*c.nodes, *q.nodes, *(n for n in d.nodes if n not in c.nodes + q.nodes)]
+        _absorb(ops, q, None)
+        _absorb(ops, c, None)
+    if any(o.kind in ("tq_choose", "tq_quant") for o in ops):
+        raise Unsupported("per-token Q/DQ whose parts are apart")
+
+
 def _see_through_copies(ops: list[Op], u: _Uses) -> None:
     """A copy (clone, expand, view or dtype no-op: the same elements in the same order) read
     only inside the run, as the very tensor it wrote: its readers take its source instead and

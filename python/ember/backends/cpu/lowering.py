@@ -171,6 +171,8 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
     out = _out(ins)
     if k in QDQ:
         return _lower_qdq(ins)
+    if k in TOKEN_QDQ:
+        return _lower_token_qdq(ins)
     if not _f32(out):
         raise Unsupported("output is not static f32")
     for arg in a:
@@ -449,6 +451,12 @@ DEQUANTIZE = (
 )
 QDQ = QUANTIZE + DEQUANTIZE
 _INT8_TYPES = {0: torch.uint8, 1: torch.int8}  # ScalarType codes the pair may use
+# Dynamic per-token quantization (ember.quantize(dynamic=True), XNNPACK's dynamic linear): its
+# three operators on one activation become one float ``tokenfq`` op (fusion._token_fake_quant).
+CHOOSE_PER_TOKEN = "quantized_decomposed::choose_qparams_per_token_asymmetric.out"
+QUANTIZE_PER_TOKEN = "quantized_decomposed::quantize_per_token.out"
+DEQUANTIZE_PER_TOKEN = "quantized_decomposed::dequantize_per_token.out"
+TOKEN_QDQ = (CHOOSE_PER_TOKEN, QUANTIZE_PER_TOKEN, DEQUANTIZE_PER_TOKEN)
 
 
 def _qparam(a: Arg, what: str, integer: bool) -> float:
@@ -509,3 +517,33 @@ def _lower_qdq(ins: KernelInstr) -> Op:
     if x.dtype not in _INT8_TYPES.values() or x.kind == CONSTANT or not _f32(out):
         raise Unsupported("dequantize of a constant or to a non-f32 output")
     return Op("dequant", [x], [out], attrs=dict(q=q))
+
+
+def _lower_token_qdq(ins: KernelInstr) -> Op:
+    """One of dynamic per-token quantization's three operators, in the one form the backend's
+    ``tokenfq`` repeats step for step (the portable kernels' math for these dtypes): an f32
+    activation, f64 scales and int64 zero points from ``choose_qparams_per_token_asymmetric``,
+    int8 in [-128, 127], an f32 result. ``tq_choose`` / ``tq_quant`` / ``tq_dequant`` exist only
+    until the fusion pass joins them; a part without the others makes the run split."""
+    a = ins.args
+    x = _t(a[0])
+    if x.dynamic or any(o.value.dynamic for o in ins.outputs):
+        raise Unsupported("per-token Q/DQ with dynamic shapes")
+    if ins.kernel == CHOOSE_PER_TOKEN:
+        s, z = _out(ins, 0), _out(ins, 1)
+        if not _f32(x) or len(x.shape) < 1 or s.dtype != torch.float64 or z.dtype != torch.int64:
+            raise Unsupported("per-token qparams other than f32 -> f64 scales, int64 zero points")
+        return Op("tq_choose", [x], [s, z])
+    s, z, out = _t(a[1]), _t(a[2]), _out(ins)
+    if s.dtype != torch.float64 or z.dtype != torch.int64 or tuple(x.shape) != tuple(out.shape):
+        raise Unsupported("per-token Q/DQ with other qparam dtypes")
+    rng = (a[3].value, a[4].value) if a[3].kind == a[4].kind == "int" else None
+    if rng is None or (int(rng[0]), int(rng[1])) != (-128, 127):
+        raise Unsupported("per-token Q/DQ with a range other than int8's")
+    if ins.kernel == QUANTIZE_PER_TOKEN:
+        if not _f32(x) or out.dtype != torch.int8:
+            raise Unsupported("per-token quantize other than f32 -> int8")
+        return Op("tq_quant", [x, s, z], [out])
+    if x.dtype != torch.int8 or not _f32(out):
+        raise Unsupported("per-token dequantize other than int8 -> f32")
+    return Op("tq_dequant", [x, s, z], [out])

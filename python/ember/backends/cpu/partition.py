@@ -43,6 +43,7 @@ from ember.backends.cpu.fusion import (  # noqa: F401
     _merge_clamps,
     _see_through_copies,
     _silu,
+    _token_fake_quant,
     _Uses,
 )
 from ember.backends.cpu.lowering import (  # noqa: F401
@@ -481,6 +482,7 @@ class _Refused(Exception):
 # The fusion passes of a run, in order (looked up by name when a run is built).
 _FUSIONS: tuple[Any, ...] = (
     "_fake_quant",
+    "_token_fake_quant",
     "_see_through_copies",
     "_fold_bn",
     "_merge_clamps",
