@@ -258,6 +258,11 @@ def test_select_expand_sum() -> None:
     )
 
 
+def test_two_dimensional_grid() -> None:
+    """More than 65535 workgroups of 64 (4.2 M outputs): the dispatch becomes a 2-d grid."""
+    _check(Fn(lambda t: (torch.relu(t), t * 0.5 + 1.0)), _r(5, 1000, 1001))
+
+
 def test_constant_pad() -> None:
     _check(
         Fn(
