@@ -127,7 +127,7 @@ def partition(
     if isinstance(backend, tuple):  # each backend takes what the ones before it left
         report: list = []
         for b in backend:
-            ir = partition(ir, b, target)
+            ir = partition(ir, b, target, pack)
             report.extend(d for d in getattr(ir, "partition_report", []) if d.delegated)
         # what each backend took, then why the last one left the rest portable
         last = getattr(ir, "partition_report", [])
