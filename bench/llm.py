@@ -383,8 +383,10 @@ def export_et(path: Path) -> None:
     cmd += ["-kv", "--use_sdpa_with_kv_cache", "-X", "-qmode", "8da4w", "-G", "32", "-d", "fp32"]
     cmd += ["--max_seq_length", "512", "--max_context_length", "512"]
     cmd += ["--output_name", str(path), "--metadata", '{"get_bos_id":1,"get_eos_ids":[2]}']
-    subprocess.run(cmd, check=True, cwd=str(d), capture_output=True)
-    (d / "et_ckpt.pth").unlink()
+    try:
+        subprocess.run(cmd, check=True, cwd=str(d), capture_output=True)
+    finally:  # the checkpoint (2.3 GiB for the 1b model) is not kept, export or not
+        (d / "et_ckpt.pth").unlink(missing_ok=True)
 
 
 STAT = re.compile(
