@@ -67,6 +67,8 @@ enum {
   EMV_OP_CAT_PART = 12, /* in0 -> out's [ip[1], ip[1] + in0.sizes[ip[0]]) along dim ip[0] */
   EMV_OP_FILL = 13,     /* in0 (1 element) -> every element of out (a pad's border) */
   EMV_OP_PLACE = 14,    /* in0 -> out at per-dim offsets ip[0..ndim) (a pad's interior) */
+  EMV_OP_UPSAMPLE = 15, /* in0 [N,C,H,W] -> out [N,C,OH,OW]; ip: mode (0 nearest, 1 bilinear)
+                           align_corners; fp: the f32 source scale of H, of W */
   EMV_OP_END
 };
 

@@ -179,6 +179,26 @@ static em_status compile_pool(const emv_op *o, uint32_t i, const emv_rt_tensor *
   return EM_OK;
 }
 
+/* Nearest or bilinear resampling of [N, C, H, W]; the shader clamps every source index to the
+   input, so the scales need only be finite and in range. */
+static em_status compile_upsample(const emv_op *o, uint32_t i, const emv_rt_tensor *x,
+                                  const emv_rt_tensor *y, emv_dispatch *dp) {
+  const int32_t *ip = o->ip;
+  if (x->ndim != 4 || y->ndim != 4 || x->sizes[0] != y->sizes[0] || x->sizes[1] != y->sizes[1])
+    FAIL("op %u: upsample operands are not [N, C, H, W] of the same N, C", i);
+  if ((ip[0] != 0 && ip[0] != 1) || ip[1] < 0 || ip[1] > ip[0])
+    FAIL("op %u: upsample mode %d align_corners %d", i, ip[0], ip[1]);
+  for (int k = 0; k < 2; k++)
+    if (!(o->fp[k] >= 0.0f && o->fp[k] <= 16777216.0f))
+      FAIL("op %u: upsample scale fp[%d] is not in [0, 2^24]", i, k);
+  dp->pipe = EMV_PIPE_UPSAMPLE;
+  uint32_t *u = dp->u;
+  u[0] = y->numel, u[2] = x->offset, u[3] = y->offset, u[4] = x->sizes[2], u[5] = x->sizes[3];
+  u[6] = y->sizes[2], u[7] = y->sizes[3], u[8] = (uint32_t)ip[0], u[9] = (uint32_t)ip[1];
+  u[10] = f2u(o->fp[0]), u[11] = f2u(o->fp[1]);
+  return EM_OK;
+}
+
 /* A gather over index space `sizes` with source / destination strides. */
 static void gather(emv_dispatch *dp, uint32_t n, uint32_t src, uint32_t dst, const uint32_t sz[4],
                    const uint32_t sst[4], const uint32_t dst_st[4]) {
@@ -257,9 +277,9 @@ static em_status compile_shape_op(const emv_op *o, uint32_t i, const emv_rt_tens
 
 /* Parameter slots each operator reads (ip, fp); the rest must be 0, so that no bit of an
    operator record goes unchecked. Indexed by EMV_OP_*. */
-static const uint8_t used_ip[EMV_OP_END] = {0, 1, 1, 7, 8, 11, 1, 1, 0, 4, 4, 3, 2, 0, 4};
-static const uint8_t used_fp[EMV_OP_END] = {0, 2, 0, 2, 2, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
-_Static_assert(EMV_OP_END == 15, "used_ip / used_fp list every operator");
+static const uint8_t used_ip[EMV_OP_END] = {0, 1, 1, 7, 8, 11, 1, 1, 0, 4, 4, 3, 2, 0, 4, 2};
+static const uint8_t used_fp[EMV_OP_END] = {0, 2, 0, 2, 2, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2};
+_Static_assert(EMV_OP_END == 16, "used_ip / used_fp list every operator");
 
 static em_status compile_op(const emv_plan *p, const emv_op *o, uint32_t i, emv_dispatch *dp) {
   if (o->code < EMV_OP_UNARY || o->code >= EMV_OP_END)
@@ -301,6 +321,7 @@ static em_status compile_op(const emv_plan *p, const emv_op *o, uint32_t i, emv_
   case EMV_OP_LINEAR: return compile_linear(o, i, x, a1, a2, y, dp);
   case EMV_OP_CONV2D: return compile_conv(o, i, x, a1, a2, y, dp);
   case EMV_OP_POOL2D: return compile_pool(o, i, x, y, dp);
+  case EMV_OP_UPSAMPLE: return compile_upsample(o, i, x, y, dp);
   case EMV_OP_SOFTMAX:
     if (!same_shape(x, y) || x->ndim == 0 || (o->ip[0] != 0 && o->ip[0] != 1))
       FAIL("op %u: softmax shapes or log flag %d", i, o->ip[0]);

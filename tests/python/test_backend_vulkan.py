@@ -277,6 +277,43 @@ def test_constant_pad() -> None:
     _check(Fn(lambda t: F.pad(t, (2, 1), value=1.5)), torch.tensor([0.25]))
 
 
+@pytest.mark.parametrize(
+    "shape, kw",
+    [
+        ((1, 1, 1, 1), dict(scale_factor=3)),
+        ((2, 3, 3, 4), dict(scale_factor=2)),  # exact doubling (ATen's shortcut)
+        ((1, 2, 5, 3), dict(scale_factor=1.5)),
+        ((1, 2, 3, 4), dict(size=(7, 5))),
+        ((1, 2, 3, 4), dict(size=(6, 4))),  # doubling and identity from the sizes
+        ((1, 3, 9, 7), dict(size=(4, 3))),  # downsampling
+    ],
+)
+@pytest.mark.parametrize("mode", ["nearest", "bilinear-align", "bilinear"])
+def test_upsample(shape: tuple, kw: dict, mode: str) -> None:
+    extra = {} if mode == "nearest" else dict(align_corners=mode == "bilinear-align")
+    m = mode.split("-")[0]
+    prog = _check(Fn(lambda x: F.interpolate(x + 0.5, mode=m, **kw, **extra)), _r(*shape))
+    assert any("upsample" in d.summary for d in _delegates(prog)), prog.explain()
+
+
+def test_upsample_to_one_pixel_and_in_a_cnn() -> None:
+    # align_corners onto a 1x1 output (scale 0), then a decoder-like conv -> upsample -> conv
+    _check(
+        Fn(lambda x: F.interpolate(x, size=(1, 1), mode="bilinear", align_corners=True)),
+        _r(1, 2, 4, 5),
+    )
+    torch.manual_seed(0)
+    m = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.Upsample(scale_factor=2, mode="bilinear"),
+        nn.Conv2d(8, 4, 3, padding=1),
+        nn.Upsample(size=(13, 11), mode="nearest"),
+    )
+    prog = _check(m, _r(1, 3, 6, 5))
+    assert len(_delegates(prog)) == 1, prog.explain()
+
+
 # ---- models ---------------------------------------------------------------------------------
 
 
@@ -456,6 +493,33 @@ def test_blob_fields_refused_by_name(blob: bytes) -> None:
         "outside": put(32, 0x7FFFFFF0),  # tensor 0's offset
         "rank": put(32 + 8, 5),
         "unknown code": put(32 + 32 * n_tensors + 4 * 2, 77),  # first op (1 input, 1 output)
+    }
+    for what, bad in cases.items():
+        why = runtime_check(VK, bad)
+        assert why is not None and what in why, (what, why)
+
+
+def test_upsample_fields_refused_by_name() -> None:
+    m = Fn(lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest"))
+    (d,) = _delegates(ember.export(m, (_r(1, 2, 4, 4),), backend="vulkan"))
+    blob = bytes(d.processed)
+    assert runtime_check(VK, blob) is None
+    n_tensors, n_ops, n_in, n_out = struct.unpack_from("<4I", blob, 8)
+    assert n_ops == 1
+    op = 32 + 32 * n_tensors + 4 * (n_in + n_out)
+    assert struct.unpack_from("<I", blob, op)[0] == 15  # EMV_OP_UPSAMPLE
+
+    def put(off: int, fmt: str, v: float) -> bytes:
+        b = bytearray(blob)
+        struct.pack_into(fmt, b, off, v)
+        return bytes(b)
+
+    cases = {
+        "mode 2": put(op + 20, "<i", 2),
+        "align_corners 1": put(op + 24, "<i", 1),  # align_corners on nearest
+        "unused ip[2]": put(op + 28, "<i", 1),
+        "scale fp[0]": put(op + 64, "<f", float("nan")),
+        "scale fp[1]": put(op + 68, "<f", -1.0),
     }
     for what, bad in cases.items():
         why = runtime_check(VK, bad)

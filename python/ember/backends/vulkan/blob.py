@@ -37,6 +37,7 @@ OPS = {
     "cat_part": 12,
     "fill": 13,
     "place": 14,
+    "upsample": 15,
 }
 # The lowered kinds this writer takes (cat is written as one cat_part per operand).
 KINDS = {
@@ -57,6 +58,7 @@ KINDS = {
     "channel_affine",
     "expand",
     "select",
+    "upsample",
 }
 MAX_ACT = ACT["abs"]  # EMV_ACT_END - 1
 
@@ -263,6 +265,8 @@ def _pack_op(op: Op, T: _Tensors) -> list[bytes]:
             _op("binary", [T.of(x), sc], out, [BIN["mul"]], []),
             _op("binary", [out, sh], out, [BIN["add"]], []),
         ]
+    if k == "upsample":  # ip: mode align_corners; fp: the f32 source scales of H and W
+        return [_op("upsample", [T.of(op.ins[0])], out, op.ip[:2], op.fp[:2])]
     if k == "pad":
         x, at = op.ins[0], op.attrs["before"]
         value = T.of(Const(np.array([op.attrs["value"]], dtype=np.float32)))

@@ -71,6 +71,40 @@ def _lower_gemm(ins: KernelInstr) -> Op:
     return Op("linear", [m1, wop, b], [out], ip=[batch, m, kk, n, trans, int(batch > 1)])
 
 
+UPSAMPLE = {"aten::upsample_nearest2d.vec_out": 0, "aten::upsample_bilinear2d.vec_out": 1}
+
+
+def _source_scale(n: int, on: int, factor: float | None, align: bool) -> float:
+    """The f32 step from an output index to its source coordinate, as the portable kernels
+    compute it (kernels/portable/nn_sample.c): (n-1)/(on-1) with align_corners, else
+    1/factor when a scale factor was given, else n/on."""
+    f32 = np.float32
+    if align:
+        return float(f32(n - 1) / f32(on - 1)) if on > 1 else 0.0
+    if factor is not None:
+        return float(f32(1.0 / factor))
+    return float(f32(n) / f32(on))
+
+
+def _lower_upsample(ins: KernelInstr) -> Op:
+    a, out = ins.args, ins.outputs[0].value
+    mode = UPSAMPLE[ins.kernel]
+    x = _f32x(a[0])
+    align = bool(a[2].value) if mode == 1 else False
+    sc = a[3] if mode == 1 else a[2]
+    if len(x.shape) != 4 or not _f32(out) or len(out.shape) != 4:
+        raise Unsupported("upsample of a non-4-d tensor")
+    factors: list[float | None] = [None, None]
+    if sc.kind == "doublelist":
+        if len(sc.value) != 2 or min(sc.value) <= 0:
+            raise Unsupported("upsample scale factors")
+        factors = [float(v) for v in sc.value]
+    elif sc.kind != "null":
+        raise Unsupported("upsample scale factors")
+    fp = [_source_scale(x.shape[2 + d], out.shape[2 + d], factors[d], align) for d in range(2)]
+    return Op("upsample", [x], [out], ip=[mode, int(align)], fp=fp)
+
+
 def lower(ins: KernelInstr, only_here: Callable[[TensorSpec], bool]) -> Op:
     """The Vulkan operator for ``ins`` or raise Unsupported."""
     k, a = ins.kernel, ins.args
@@ -80,6 +114,8 @@ def lower(ins: KernelInstr, only_here: Callable[[TensorSpec], bool]) -> Op:
                 if t.dynamic or t.root().move_target:
                     raise Unsupported("dynamic or control-flow tensor")
         return _lower_gemm(ins)
+    if k in UPSAMPLE and ins.outputs:
+        return _lower_upsample(ins)
     if k == "aten::cat.out" and ins.outputs:
         out = ins.outputs[0].value
         if a[0].kind != "tensorlist" or not a[0].value or not _f32(out) or len(out.shape) > 4:
