@@ -50,7 +50,7 @@ test-c: build fixtures
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: build-asan fixtures
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
 # ThreadSanitizer: the thread pool tests and two methods of one program running concurrently.
 TSAN_BUILD := build-tsan
@@ -68,8 +68,8 @@ test-fuzz: deps fixtures
 	@if command -v clang >/dev/null 2>&1; then \
 	  cmake -S . -B build-fuzz $(CMAKE_GEN) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DEMBER_FUZZ=ON -DEMBER_TESTS=OFF >/dev/null && \
 	  cmake --build build-fuzz -j $(JOBS) --target fuzz_loader && \
-	  rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus && cp $(ET_FIXTURES)/*.pte $(ET_FIXTURES)/*.bpte tests/fixtures/*.pte tests/fixtures/alias/*.pte tests/fuzz/regressions/*.pte build-fuzz/corpus/ 2>/dev/null; \
-	  ./build-fuzz/fuzz_loader -seed=$${FUZZ_SEED:-1} -runs=$${FUZZ_RUNS:-100000} \
+	  rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus && cp $(ET_FIXTURES)/*.pte $(ET_FIXTURES)/*.bpte tests/fixtures/*.pte tests/fixtures/alias/*.pte tests/fixtures/vulkan/*.pte tests/fuzz/regressions/*.pte build-fuzz/corpus/ 2>/dev/null; \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp ./build-fuzz/fuzz_loader -seed=$${FUZZ_SEED:-1} -runs=$${FUZZ_RUNS:-100000} \
 	    -max_total_time=$${FUZZ_SECONDS:-150} -rss_limit_mb=2048 -print_final_stats=1 \
 	    -artifact_prefix=build-fuzz/ build-fuzz/corpus > build-fuzz/fuzz.log 2>&1; rc=$$?; \
 	  tail -n 30 build-fuzz/fuzz.log; exit $$rc; \

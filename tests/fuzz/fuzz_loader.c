@@ -1,10 +1,12 @@
 /*
  * fuzz_loader.c — libFuzzer target: load, verify, prepare and execute every method of arbitrary
  * bytes as a program, twice (state carried between calls), with inputs of the sizes the file
- * declares filled with small values (tests/c/try_program.h), EmberCpuBackend and the portable,
- * quantized and LLM kernels registered; a structure-aware mutator edits flatbuffer fields
- * (pte_mutator.h). Built by `make test-fuzz` with clang; seed corpus: every kind of file the
- * project makes (tests/fixtures, tests/fixtures/alias, build/fixtures/executorch).
+ * declares filled with small values (tests/c/try_program.h), EmberCpuBackend, EmberVulkanBackend
+ * (when the build has Vulkan; its blobs then reach validation, and init and execute where a
+ * device exists) and the portable, quantized and LLM kernels registered; a structure-aware
+ * mutator edits flatbuffer fields (pte_mutator.h). Built by `make test-fuzz` with clang; seed
+ * corpus: every kind of file the project makes (tests/fixtures, tests/fixtures/alias,
+ * tests/fixtures/vulkan, build/fixtures/executorch).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stddef.h>
@@ -12,6 +14,7 @@
 
 #include "../c/try_program.h"
 #include "ember/backend_cpu.h"
+#include "ember/backend_vulkan.h"
 #include "pte_mutator.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -24,6 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     em_register_portable_kernels();
     em_register_quantized_kernels();
     em_register_cpu_backend();
+    (void)em_register_vulkan_backend(); /* EM_ERR_NOT_SUPPORTED in a build without Vulkan */
     try_exec_rounds = 2;
     ready = 1;
   }
