@@ -1,6 +1,7 @@
 /*
  * test_vulkan_blob.c — EmberVulkanBackend's blob validation (em_vulkan_blob_check, no device
- * needed) on a hand-built blob (conv2d + clamp, broadcast add of a constant, max pool): the
+ * needed) on a hand-built blob (conv2d + clamp, broadcast add of a constant, max pool, bilinear
+ * upsampling): the
  * blob is accepted; every single-bit flip of its header, tensor table, argument lists and
  * operators and every truncation returns a status without reading out of bounds (this test
  * also runs under ASan/UBSan in `make test-asan`); named fields give their statuses.
@@ -51,12 +52,13 @@ static void op(size_t *at, uint32_t code, uint32_t i0, uint32_t i1, uint32_t i2,
   wf(at, f0), wf(at, f1), wf(at, 0), wf(at, 0);
 }
 
-/* x[1,2,5,5] -conv 3x3 (+bias, clamp)-> y[1,3,3,3] -+ c[3,1,1]-> z -maxpool 2/1-> p[1,3,2,2] */
+/* x[1,2,5,5] -conv 3x3 (+bias, clamp)-> y[1,3,3,3] -+ c[3,1,1]-> z -maxpool 2/1-> p[1,3,2,2]
+   -bilinear, align_corners-> u[1,3,5,3] */
 static void build(void) {
   const uint32_t N = 0xFFFFFFFFu;
   size_t at = 0;
-  w32(&at, 0x4B564D45u), w32(&at, 1), w32(&at, 7), w32(&at, 3), w32(&at, 1), w32(&at, 1);
-  w32(&at, 176), w32(&at, 60);
+  w32(&at, 0x4B564D45u), w32(&at, 1), w32(&at, 8), w32(&at, 4), w32(&at, 1), w32(&at, 1);
+  w32(&at, 221), w32(&at, 60);
   tensor(&at, 0, N, 4, 1, 2, 5, 5);    /* 0 x */
   tensor(&at, 50, 0, 4, 3, 2, 3, 3);   /* 1 w */
   tensor(&at, 104, 54, 1, 3, 0, 0, 0); /* 2 bias */
@@ -64,12 +66,14 @@ static void build(void) {
   tensor(&at, 134, 57, 3, 3, 1, 1, 0); /* 4 c */
   tensor(&at, 137, N, 4, 1, 3, 3, 3);  /* 5 z */
   tensor(&at, 164, N, 4, 1, 3, 2, 2);  /* 6 p */
-  w32(&at, 0), w32(&at, 6);
+  tensor(&at, 176, N, 4, 1, 3, 5, 3);  /* 7 u */
+  w32(&at, 0), w32(&at, 7);
   const int32_t conv[11] = {1, 1, 0, 0, 1, 1, 1, 1}, add[11] = {0};
-  const int32_t pool[11] = {0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0};
+  const int32_t pool[11] = {0, 2, 2, 1, 1, 0, 0, 1, 1, 0, 0}, up[11] = {1, 1};
   op(&at, 4, 0, 1, 2, 3, conv, 0.0f, INFINITY);
   op(&at, 2, 3, 4, N, 5, add, 0, 0);
   op(&at, 5, 5, N, N, 6, pool, 0, 0);
+  op(&at, 15, 6, N, N, 7, up, 0.25f, 0.5f);
   n_meta = at;
   for (int k = 0; k < 60; k++) wf(&at, (float)k * 0.01f);
   n_blob = at;
@@ -103,6 +107,15 @@ int main(void) {
   CHECK(check(n_blob) == EM_ERR_DELEGATE_INVALID_COMPATIBILITY);
   blob[4] = 1;
   CHECK(check(n_blob - 4) == EM_ERR_INVALID_PROGRAM);
+  blob[n_meta - 80 + 20] = 2; /* the upsample's mode (ip[0] of the last operator) */
+  CHECK(check(n_blob) == EM_ERR_INVALID_PROGRAM);
+  CHECK(strstr(em_last_error(), "upsample mode") != NULL);
+  blob[n_meta - 80 + 20] = 1;
+  memcpy(blob + n_meta - 80 + 64, &(float){NAN}, 4); /* its first scale */
+  CHECK(check(n_blob) == EM_ERR_INVALID_PROGRAM);
+  CHECK(strstr(em_last_error(), "upsample scale") != NULL);
+  memcpy(blob + n_meta - 80 + 64, &(float){0.25f}, 4);
+  CHECK(check(n_blob) == EM_OK);
   /* every field is checked (unused parameter slots must be 0): the flips accepted are those
      of values with several valid settings (the clamp bounds, the binary operator); none may
      crash (ASan / UBSan) */
