@@ -78,12 +78,15 @@ static void token_fq_row(const float *x, float *y, int64_t n) {
   double zp = (double)(float)(emin + emax) > 0 ? (double)(float)(qmin - dmin)
                                                : (double)(float)(qmax - dmax);
   zp = zp < qmin ? qmin : zp > qmax ? qmax : zp;
-  const int64_t z = (int64_t)nearbyint(zp);
+  /* a NaN zero point (an infinite value in the row): INT64_MIN, as the portable kernel */
+  const int64_t z = zp != zp ? INT64_MIN : (int64_t)nearbyint(zp);
   const double inv = 1.0 / scale, zd = (double)z;
   for (int64_t j = 0; j < n; j++) {
     const double v = nearbyint((double)x[j] * inv + zd);
     const int64_t q = v != v ? -128 : v < qmin ? -128 : v > qmax ? 127 : (int64_t)v;
-    y[j] = (float)((double)(q - z) * scale);
+    const uint64_t d = (uint64_t)q - (uint64_t)z; /* q - z, wrapping as the portable kernel */
+    const int64_t dq = d > (uint64_t)INT64_MAX ? -(int64_t)(UINT64_MAX - d) - 1 : (int64_t)d;
+    y[j] = (float)((double)dq * scale);
   }
 }
 

@@ -408,7 +408,10 @@ em_status em_qd_choose_qparams_tensor_out(em_kernel_ctx *ctx, em_evalue **args) 
     int et = em_promote_types(t, EM_DTYPE_F32);
     double e = rd(EM_DTYPE_F32, eps);
     scale = rd(et, scale > e ? scale : e);
-    zp = qmin - (int64_t)nearbyint(rd(et, mneg / scale));
+    const double r = nearbyint(rd(et, mneg / scale));
+    /* -inf / inf is NaN: torch casts it to int32's INT32_MIN (x86) and subtracts in int32,
+     * wrapping; the same here, defined (a plain cast would be undefined behaviour). */
+    zp = r == r ? qmin - (int64_t)r : (int64_t)(int32_t)(uint32_t)((uint64_t)qmin + 2147483648u);
     zp = zp < qmin ? qmin : zp > qmax ? qmax : zp;
   }
   em_store_f64(so->data, so->dtype, 0, scale);
@@ -449,7 +452,9 @@ em_status em_qd_choose_qparams_per_token_asymmetric_out(em_kernel_ctx *ctx, em_e
     zp = zp < qmin ? qmin : zp > qmax ? qmax : zp;
     zp = nearbyint(zp);
     em_store_f64(so->data, so->dtype, em_strided_offset(so, k), scale);
-    em_store_i64(zo->data, zo->dtype, em_strided_offset(zo, k), (int64_t)zp);
+    /* An infinite value gives a NaN zero point; PyTorch's int64 cast of it is INT64_MIN on x86
+     * (undefined behaviour in C): that value, defined. */
+    em_store_i64(zo->data, zo->dtype, em_strided_offset(zo, k), zp != zp ? INT64_MIN : (int64_t)zp);
   }
   return EM_OK;
 }

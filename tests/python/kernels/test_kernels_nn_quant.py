@@ -291,6 +291,36 @@ for dt in [F32, F16, BF16]:
                 )
 
 
+# Infinite inputs: the zero point's quotient is NaN; torch's integer cast of it on x86 is the
+# result to match (the kernels used to cast NaN to an integer: undefined behaviour in C).
+for qmin, qmax, qdt in [(-128, 127, torch.int8), (0, 255, torch.uint8)]:
+
+    @case(f"choose-qparams-neg-inf-{qmin}-{qmax}")
+    def _(g, qmin=qmin, qmax=qmax, qdt=qdt):
+        x = torch.tensor([[-float("inf"), 1.0, 2.0], [0.5, -1.0, 3.0]])
+        es, ez = QD.choose_qparams.tensor(x, qmin, qmax, 1e-7, qdt)
+        so, zo = torch.zeros(1, dtype=F64), torch.zeros(1, dtype=torch.int64)
+        return Call(
+            "quantized_decomposed::choose_qparams.Tensor_out",
+            [x, qmin, qmax, 1e-7, qdt, so, zo, [so, zo]],
+            [(so, es), (zo, ez)],
+            tol=(0, 0),
+        )
+
+
+@case("choose-qparams-per-token-inf")
+def _(g):
+    x = torch.tensor([[float("inf"), 1.0, -2.0], [-float("inf"), 0.5, 1.0], [0.25, -1.0, 3.0]])
+    es, ez = QD.choose_qparams_per_token_asymmetric(x, torch.int8)
+    so, zo = torch.zeros_like(es), torch.zeros_like(ez)
+    return Call(
+        "quantized_decomposed::choose_qparams_per_token_asymmetric.out",
+        [x, torch.int8, so, zo, [so, zo]],
+        [(so, es), (zo, ez)],
+        tol=(0, 0),
+    )
+
+
 def emb_ref(wq, bits, scales, zps, idx, out_dtype):
     """Dequantized rows for the packed embedding formats (see quant_embed_mm.c)."""
     if bits == 8:
