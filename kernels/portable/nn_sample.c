@@ -30,7 +30,11 @@ static em_status up_sizes(em_kernel_ctx *ctx, em_evalue *osz_v, em_evalue *sc_v,
     for (int i = 0; i < 2; i++) {
       scales[i] = sc_v->u.list.u.doubles[i];
       EM_KCHECK(ctx, scales[i] > 0.0, "scale factors must be positive");
-      osz[i] = (int64_t)floor((double)x->sizes[2 + i] * scales[i]);
+      const double o = floor((double)x->sizes[2 + i] * scales[i]);
+      /* NaN or an output past 2^40 (an int64 cast of it would be undefined behaviour) */
+      EM_KCHECK(ctx, o == o && o <= 1099511627776.0, "scale factor %g gives an output of %g",
+                scales[i], o);
+      osz[i] = (int64_t)o;
     }
   }
   EM_KCHECK(ctx, osz[0] > 0 && osz[1] > 0, "output size must be positive");

@@ -447,6 +447,20 @@ for _name, _build in _THREADED:
         return c
 
 
+# A scale factor whose output size is past int64 (a fuzzed file's value: the size's integer cast
+# was undefined behaviour) or NaN: refused with a message.
+for _name, _scale in (("huge", 1e300), ("nan", float("nan"))):
+    CASES.append(
+        (
+            f"upsample-nearest-err-{_name}-scale",
+            err(
+                "aten::upsample_nearest2d.vec_out",
+                [torch.ones(1, 1, 4, 4), None, [_scale, 2.0], torch.ones(1, 1, 8, 8)],
+            ),
+        )
+    )
+
+
 @pytest.mark.parametrize("name,builder", CASES, ids=CASES.ids())
 def test_kernel(name: str, builder: Builder) -> None:
     run_case(name, builder)
