@@ -8,7 +8,6 @@ Skipped, with a message, only when the library was built without Vulkan or no de
 
 from __future__ import annotations
 
-import ctypes
 import os
 import random
 import struct
@@ -20,6 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from vulkan_common import VK, needs_vulkan
 
 import ember
 from ember.backends.check import runtime_check
@@ -27,26 +27,9 @@ from ember.backends.delegate import DelegateInstr
 from ember.passes.ir import KernelInstr
 
 RTOL, ATOL = 1e-4, 1e-5
-VK = "EmberVulkanBackend"
 
 
-def _device() -> str | None:
-    from ember._lib import lib
-
-    L = lib()
-    if not hasattr(L, "em_vulkan_device_name"):
-        return None
-    L.em_vulkan_device_name.restype = ctypes.c_char_p
-    name = L.em_vulkan_device_name()
-    return name.decode() if name else None
-
-
-DEVICE = _device()
-pytestmark = pytest.mark.skipif(
-    DEVICE is None,
-    reason="no Vulkan device, or libember built without Vulkan (EMBER_VULKAN): "
-    "`make vulkan-deps` installs lavapipe, the loader, headers and glslangValidator",
-)
+pytestmark = needs_vulkan
 
 
 def _run(prog: ember.Program, inputs: tuple) -> list[torch.Tensor]:

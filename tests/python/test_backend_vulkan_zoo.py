@@ -12,7 +12,6 @@ when the library was built without Vulkan or no device exists.
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import logging
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from vulkan_common import VK, needs_vulkan
 
 import ember
 from ember.backends.delegate import DelegateInstr
@@ -36,25 +36,9 @@ _spec.loader.exec_module(zoo)
 
 log = logging.getLogger(__name__)
 REL_TOL = 1e-4  # max abs error / max |eager output|, f32 storage
-VK = "EmberVulkanBackend"
 
 
-def _device() -> str | None:
-    from ember._lib import lib
-
-    L = lib()
-    if not hasattr(L, "em_vulkan_device_name"):
-        return None
-    L.em_vulkan_device_name.restype = ctypes.c_char_p
-    name = L.em_vulkan_device_name()
-    return name.decode() if name else None
-
-
-pytestmark = pytest.mark.skipif(
-    _device() is None,
-    reason="no Vulkan device, or libember built without Vulkan (EMBER_VULKAN): "
-    "`make vulkan-deps` installs lavapipe, the loader, headers and glslangValidator",
-)
+pytestmark = needs_vulkan
 
 
 def _at224(build: Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]) -> Callable:

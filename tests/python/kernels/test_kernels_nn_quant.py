@@ -274,21 +274,25 @@ for dt in [F32, F16, BF16]:
             )
 
 
+def _choose_call(x: torch.Tensor, qmin: int, qmax: int, qdt: torch.dtype) -> Call:
+    """choose_qparams.Tensor_out of x against eager, exactly."""
+    es, ez = QD.choose_qparams.tensor(x, qmin, qmax, 1e-7, qdt)
+    so, zo = torch.zeros(1, dtype=F64), torch.zeros(1, dtype=torch.int64)
+    return Call(
+        "quantized_decomposed::choose_qparams.Tensor_out",
+        [x, qmin, qmax, 1e-7, qdt, so, zo, [so, zo]],
+        [(so, es), (zo, ez)],
+        tol=(0, 0),
+    )
+
+
 for dt in [F32, F16, BF16]:
     for qmin, qmax, qdt in [(-128, 127, torch.int8), (0, 255, torch.uint8), (0, 15, torch.uint8)]:
         for lo, hi in [(-3, 5), (1, 4), (-6, -2)]:
 
             @case(f"choose-qparams-{dt}-{qmin}-{qmax}-{lo}-{hi}")
             def _(g, dt=dt, qmin=qmin, qmax=qmax, qdt=qdt, lo=lo, hi=hi):
-                x = rnd((3, 7), dt, g, "t", lo, hi)
-                es, ez = QD.choose_qparams.tensor(x, qmin, qmax, 1e-7, qdt)
-                so, zo = torch.zeros(1, dtype=F64), torch.zeros(1, dtype=torch.int64)
-                return Call(
-                    "quantized_decomposed::choose_qparams.Tensor_out",
-                    [x, qmin, qmax, 1e-7, qdt, so, zo, [so, zo]],
-                    [(so, es), (zo, ez)],
-                    tol=(0, 0),
-                )
+                return _choose_call(rnd((3, 7), dt, g, "t", lo, hi), qmin, qmax, qdt)
 
 
 # Infinite inputs: the zero point's quotient is NaN; torch's integer cast of it on x86 is the
@@ -298,14 +302,7 @@ for qmin, qmax, qdt in [(-128, 127, torch.int8), (0, 255, torch.uint8)]:
     @case(f"choose-qparams-neg-inf-{qmin}-{qmax}")
     def _(g, qmin=qmin, qmax=qmax, qdt=qdt):
         x = torch.tensor([[-float("inf"), 1.0, 2.0], [0.5, -1.0, 3.0]])
-        es, ez = QD.choose_qparams.tensor(x, qmin, qmax, 1e-7, qdt)
-        so, zo = torch.zeros(1, dtype=F64), torch.zeros(1, dtype=torch.int64)
-        return Call(
-            "quantized_decomposed::choose_qparams.Tensor_out",
-            [x, qmin, qmax, 1e-7, qdt, so, zo, [so, zo]],
-            [(so, es), (zo, ez)],
-            tol=(0, 0),
-        )
+        return _choose_call(x, qmin, qmax, qdt)
 
 
 @case("choose-qparams-per-token-inf")
