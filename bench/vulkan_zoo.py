@@ -1,11 +1,14 @@
-"""The zoo on EmberVulkanBackend (issue 34): each model exported with ``backend="vulkan"``, the
-share of its instructions on the Vulkan device, its error against eager PyTorch and the latency
-of one run (on lavapipe, Mesa's CPU Vulkan device, a functional check only: it says nothing of a
-GPU's speed).
+"""The zoo on EmberVulkanBackend (issue 34): each model exported with ``backend="vulkan"`` and
+each tensor storage (``vulkan_storage``: f32, f16), the share of its instructions on the Vulkan
+device, its error against eager PyTorch (max |got - eager| / max |eager| over the first output)
+and the latency of one run (on lavapipe, Mesa's CPU Vulkan device, a functional check only: it
+says nothing of a GPU's speed).
 
-    .venv/bin/python bench/vulkan_zoo.py [--models mobilenet_v2,resnet18] [--iters 3]
+    .venv/bin/python bench/vulkan_zoo.py [--models mobilenet_v2,resnet18] [--storage f32,f16]
+        [--iters 3]
 
-Prints a Markdown table headed by the Vulkan device and the host CPU (bench/report.py).
+Prints a Markdown table headed by the Vulkan device (and whether it has 16-bit storage) and the
+host CPU (bench/report.py).
 """
 
 from __future__ import annotations
@@ -38,7 +41,17 @@ def device_name() -> str:
     return name.decode() if name else "none"
 
 
-def row(name: str, iters: int) -> str:
+def has_f16_storage() -> bool:
+    from ember._lib import lib
+
+    L = lib()
+    if not hasattr(L, "em_vulkan_has_f16_storage"):
+        return False
+    L.em_vulkan_has_f16_storage.restype = ctypes.c_bool
+    return bool(L.em_vulkan_has_f16_storage())
+
+
+def row(name: str, storage: str, iters: int) -> str:
     from zoo.models import build
 
     import ember
@@ -48,7 +61,7 @@ def row(name: str, iters: int) -> str:
     with torch.inference_mode():
         want = m(*inputs)
     want = want[0] if isinstance(want, (tuple, list)) else want
-    prog = ember.export(m, inputs, backend="vulkan")
+    prog = ember.export(m, inputs, backend="vulkan", vulkan_storage=storage)
     report = prog._irs["forward"].partition_report
     share = sum(d.delegated for d in report) / max(len(report), 1)
     rt = RuntimeProgram(prog.buffer)
@@ -61,7 +74,7 @@ def row(name: str, iters: int) -> str:
     err = float((got - want).abs().max() / want.abs().max().clamp_min(1e-12))
     portable = sorted({d.kernel for d in report if not d.delegated})
     return (
-        f"| {name} | {100 * share:.1f} % | {err:.1e} | {1e3 * min(t):.1f} | "
+        f"| {name} | {storage} | {100 * share:.1f} % | {err:.1e} | {1e3 * min(t):.1f} | "
         f"{', '.join(portable) or '-'} |"
     )
 
@@ -69,23 +82,29 @@ def row(name: str, iters: int) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=DEFAULT)
+    ap.add_argument("--storage", default="f32,f16", help="vulkan_storage values, comma-separated")
     ap.add_argument("--iters", type=int, default=3)
     a = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from report import cpu_name
 
     out = [
-        f"Vulkan device: {device_name()}; host CPU: {cpu_name()}",
+        f"Vulkan device: {device_name()} (16-bit storage: {'yes' if has_f16_storage() else 'no'})"
+        f"; host CPU: {cpu_name()}",
         "",
-        "| model | instructions on Vulkan | max abs error / max abs eager | ms (min) | portable |",
-        "|---|---|---|---|---|",
+        "| model | storage | instructions on Vulkan | max abs error / max abs eager | ms (min) "
+        "| portable |",
+        "|---|---|---|---|---|---|",
     ]
     for name in a.models.split(","):
-        try:
-            out.append(row(name, a.iters))
-        except Exception as e:  # one model's failure is a row, not the end of the table
-            out.append(f"| {name} | failed: {type(e).__name__}: {str(e)[:120]} | | | |")
-        print(out[-1], file=sys.stderr, flush=True)
+        for storage in a.storage.split(","):
+            try:
+                out.append(row(name, storage, a.iters))
+            except Exception as e:  # one model's failure is a row, not the end of the table
+                out.append(
+                    f"| {name} | {storage} | failed: {type(e).__name__}: {str(e)[:120]} | | | |"
+                )
+            print(out[-1], file=sys.stderr, flush=True)
     sys.stdout.write("\n".join(out) + "\n")
 
 

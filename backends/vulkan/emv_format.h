@@ -1,21 +1,24 @@
 /*
- * emv_format.h — the EmberVulkanBackend blob (BackendDelegate.processed), version 1.
+ * emv_format.h — the EmberVulkanBackend blob (BackendDelegate.processed), version 2.
  *
  * Written by python/ember/backends/vulkan/blob.py; read and validated by vk_blob.c. Every
  * field is a little-endian uint32 (f32 for fp[]), read with memcpy (the blob may sit at any
  * alignment in the file):
  *
- *   header    emv_header (8 words)
+ *   header    emv_header (9 words)
  *   tensors   emv_tensor[n_tensors]   (8 words each)
  *   inputs    uint32[n_inputs]        tensor indices, in the delegate's argument order
  *   outputs   uint32[n_outputs]       tensor indices, after the inputs
  *   ops       emv_op[n_ops]           (20 words each), run in order
- *   weights   float[weight_floats]    constant tensors' values; the blob ends here exactly
+ *   weights   weight_elems elements of the storage type (f32, or IEEE f16 for
+ *             EMV_STORAGE_F16): constant tensors' values; the blob ends here exactly
  *
- * All tensors live in one device buffer (the arena, arena_floats floats); a tensor is a
- * contiguous row-major [sizes] block at `offset`. Two tensors may share storage (a reshape is an
- * alias: same offset, same element count). arena_floats must equal the highest offset + numel of
- * any tensor, so that no single corrupted field can make init reserve a huge buffer.
+ * All tensors live in one device buffer (the arena, arena_elems elements of the storage type);
+ * a tensor is a contiguous row-major [sizes] block at element `offset`. Two tensors may share
+ * storage (a reshape is an alias: same offset, same element count). arena_elems must equal the
+ * highest offset + numel of any tensor, so that no single corrupted field can make init reserve
+ * a huge buffer. The storage type is that of every tensor in the arena; the shaders compute in
+ * f32 either way, and the delegate's arguments are f32 (converted at the boundary).
  */
 #ifndef EMBER_EMV_FORMAT_H
 #define EMBER_EMV_FORMAT_H
@@ -23,7 +26,7 @@
 #include <stdint.h>
 
 #define EMV_MAGIC       0x4B564D45u /* "EMVK" */
-#define EMV_VERSION     1u
+#define EMV_VERSION     2u
 #define EMV_MAX_DIMS    4
 #define EMV_NONE        0xFFFFFFFFu /* an absent tensor operand / a tensor that is not a constant */
 #define EMV_MAX_TENSORS (1u << 20)
@@ -33,13 +36,21 @@
 typedef struct emv_header {
   uint32_t magic, version;
   uint32_t n_tensors, n_ops, n_inputs, n_outputs;
-  uint32_t arena_floats;  /* size of the device arena */
-  uint32_t weight_floats; /* floats in the trailing weights section */
+  uint32_t arena_elems;  /* size of the device arena, in elements of the storage type */
+  uint32_t weight_elems; /* elements in the trailing weights section */
+  uint32_t storage;      /* EMV_STORAGE_*: the element type of the arena and the weights */
 } emv_header;
 
+/* Storage types (emv_header.storage): how the arena and the weights hold each element. */
+enum {
+  EMV_STORAGE_F32, /* 4-byte IEEE single */
+  EMV_STORAGE_F16, /* 2-byte IEEE half (the device needs storageBuffer16BitAccess) */
+  EMV_STORAGE_END
+};
+
 typedef struct emv_tensor {
-  uint32_t offset;              /* first float in the arena */
-  uint32_t weight;              /* EMV_NONE, or first float in the weights section */
+  uint32_t offset;              /* first element in the arena */
+  uint32_t weight;              /* EMV_NONE, or first element in the weights section */
   uint32_t ndim;                /* 0..EMV_MAX_DIMS */
   uint32_t sizes[EMV_MAX_DIMS]; /* >= 1 below ndim, 0 from ndim on */
   uint32_t flags;               /* 0 */
@@ -106,7 +117,7 @@ typedef struct emv_op {
   float fp[EMV_OP_FP];
 } emv_op;
 
-_Static_assert(sizeof(emv_header) == 32, "emv_header is 8 words");
+_Static_assert(sizeof(emv_header) == 36, "emv_header is 9 words");
 _Static_assert(sizeof(emv_tensor) == 32, "emv_tensor is 8 words");
 _Static_assert(sizeof(emv_op) == 80, "emv_op is 20 words");
 

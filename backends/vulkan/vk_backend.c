@@ -8,21 +8,30 @@
  * dispatch per operator with a barrier after each, copy the outputs out. execute copies the
  * inputs into the mapped staging buffer, submits that command buffer, waits, and copies the
  * outputs back: nothing is allocated per call.
+ *
+ * With f16 storage (a blob that asks for it, on a device with 16-bit storage buffers) the arena
+ * and the staging buffer hold IEEE halves: the weights are uploaded as they are in the blob and
+ * execute converts the f32 arguments to f16 (round to nearest even) on the way in and back on
+ * the way out. An f16 blob on a device without 16-bit storage runs with f32 storage: its
+ * weights are widened at init (vk_device.h emv_device_storage).
  */
 #include <string.h>
 
 #include "ember/backend_vulkan.h"
 #include "ember/platform.h"
+#include "portable/kutil.h" /* em_f16_to_f32, em_f32_to_f16 */
 #include "vk_device.h"
 
 typedef struct emv_delegate {
   const emv_device *d;
   emv_plan plan;
   uint64_t arena_nbytes, staging_nbytes;
-  uint32_t *io_off; /* [n_inputs + n_outputs] float offset of each argument in the staging */
+  uint32_t storage; /* EMV_STORAGE_* of the arena: the blob's, or f32 without device f16 */
+  uint32_t esize;   /* bytes per arena (and staging) element */
+  uint32_t *io_off; /* [n_inputs + n_outputs] element offset of each argument in the staging */
   VkBuffer arena, staging;
   VkDeviceMemory arena_mem, staging_mem;
-  float *mapped; /* the staging buffer, mapped for the delegate's lifetime */
+  uint8_t *mapped; /* the staging buffer, mapped for the delegate's lifetime */
   VkDescriptorPool dpool;
   VkDescriptorSet set;
   VkCommandPool cpool;
@@ -91,20 +100,30 @@ static void barrier(const emv_device *d, VkCommandBuffer c, VkPipelineStageFlags
   d->vkCmdPipelineBarrier(c, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
-/* Uploads the weights through the staging buffer (one submit, waited for). */
+/* Uploads the weights through the staging buffer (one submit, waited for); an f16 blob run with
+   f32 storage has its weights widened on the way. */
 static em_status upload_weights(emv_delegate *g) {
   const emv_device *d = g->d;
   const emv_plan *p = &g->plan;
-  if (p->weight_floats == 0) return EM_OK;
-  memcpy(g->mapped, p->weights, (size_t)p->weight_floats * 4u);
+  const uint64_t es = g->esize;
+  if (p->weight_elems == 0) return EM_OK;
+  if (p->storage == g->storage) {
+    memcpy(g->mapped, p->weights, (size_t)p->weight_elems * es);
+  } else { /* f16 in the blob, f32 in the arena */
+    for (uint32_t i = 0; i < p->weight_elems; i++) {
+      uint16_t h;
+      memcpy(&h, p->weights + 2u * (size_t)i, 2);
+      float f = em_f16_to_f32(h);
+      memcpy(g->mapped + 4u * (size_t)i, &f, 4);
+    }
+  }
   VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
                                  VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
   if (d->vkBeginCommandBuffer(g->cmd, &bi) != VK_SUCCESS) return EM_ERR_INTERNAL;
   for (uint32_t i = 0; i < p->n_tensors; i++) {
     const emv_rt_tensor *t = &p->t[i];
     if (t->weight == EMV_NONE) continue;
-    VkBufferCopy c = {(VkDeviceSize)t->weight * 4u, (VkDeviceSize)t->offset * 4u,
-                      (VkDeviceSize)t->numel * 4u};
+    VkBufferCopy c = {t->weight * es, t->offset * es, t->numel * es};
     d->vkCmdCopyBuffer(g->cmd, g->staging, g->arena, 1, &c);
   }
   if (d->vkEndCommandBuffer(g->cmd) != VK_SUCCESS) return EM_ERR_INTERNAL;
@@ -115,6 +134,7 @@ static em_status upload_weights(emv_delegate *g) {
 static em_status record(emv_delegate *g) {
   const emv_device *d = g->d;
   const emv_plan *p = &g->plan;
+  const uint64_t es = g->esize;
   VkCommandBuffer c = g->cmd;
   VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL, 0, NULL};
   if (d->vkBeginCommandBuffer(c, &bi) != VK_SUCCESS) return EM_ERR_INTERNAL;
@@ -122,8 +142,7 @@ static em_status record(emv_delegate *g) {
           VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
   for (uint32_t i = 0; i < p->n_inputs; i++) {
     const emv_rt_tensor *t = &p->t[p->inputs[i]];
-    VkBufferCopy cp = {(VkDeviceSize)g->io_off[i] * 4u, (VkDeviceSize)t->offset * 4u,
-                       (VkDeviceSize)t->numel * 4u};
+    VkBufferCopy cp = {g->io_off[i] * es, t->offset * es, t->numel * es};
     d->vkCmdCopyBuffer(c, g->staging, g->arena, 1, &cp);
   }
   barrier(d, c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -137,7 +156,8 @@ static em_status record(emv_delegate *g) {
     uint32_t gx = groups < 65535u ? groups : 65535u, gy = (groups + gx - 1) / gx;
     dp->u[1] = gx * EMV_LOCAL_SIZE;
     if (dp->pipe != bound)
-      d->vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipe[dp->pipe]), bound = dp->pipe;
+      d->vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipe[g->storage][dp->pipe]),
+          bound = dp->pipe;
     d->vkCmdPushConstants(c, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, EMV_PUSH_WORDS * 4u, dp->u);
     d->vkCmdDispatch(c, gx, gy, 1);
     barrier(d, c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
@@ -146,8 +166,7 @@ static em_status record(emv_delegate *g) {
   }
   for (uint32_t i = 0; i < p->n_outputs; i++) {
     const emv_rt_tensor *t = &p->t[p->outputs[i]];
-    VkBufferCopy cp = {(VkDeviceSize)t->offset * 4u, (VkDeviceSize)g->io_off[p->n_inputs + i] * 4u,
-                       (VkDeviceSize)t->numel * 4u};
+    VkBufferCopy cp = {t->offset * es, g->io_off[p->n_inputs + i] * es, t->numel * es};
     d->vkCmdCopyBuffer(c, g->arena, g->staging, 1, &cp);
   }
   barrier(d, c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -225,6 +244,14 @@ static em_status vk_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   em_status st = emv_plan_parse(blob, n, ctx->method_alloc, &g->plan);
   if (st != EM_OK) return st;
   const emv_plan *p = &g->plan;
+  const emv_device *d = NULL;
+  if ((st = emv_device_get(&d)) != EM_OK) return st;
+  g->storage = emv_device_storage(d, p->storage);
+  g->esize = emv_storage_bytes(g->storage);
+  if (g->storage != p->storage)
+    EM_LOG_INFO("EmberVulkanBackend: the blob stores f16; %s runs it with f32 storage (%s)",
+                d->props.deviceName,
+                d->f16 ? "f16 storage turned off" : "no storageBuffer16BitAccess");
   uint32_t n_args = p->n_inputs + p->n_outputs;
   g->io_off = em_allocator_alloc(ctx->method_alloc, 4u * n_args + 4u, 4);
   if (!g->io_off) return EM_ERR_MEMORY_ALLOCATION_FAILED;
@@ -236,11 +263,9 @@ static em_status vk_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
     g->io_off[a] = (uint32_t)io;
     io += p->t[t].numel;
   }
-  uint64_t staging = io > p->weight_floats ? io : p->weight_floats;
-  g->staging_nbytes = (staging ? staging : 1) * 4u;
-  g->arena_nbytes = (uint64_t)p->arena_floats * 4u;
-  const emv_device *d = NULL;
-  if ((st = emv_device_get(&d)) != EM_OK) return st;
+  uint64_t staging = io > p->weight_elems ? io : p->weight_elems;
+  g->staging_nbytes = ((staging ? staging : 1) * g->esize + 3u) & ~3ull;
+  g->arena_nbytes = ((uint64_t)p->arena_elems * g->esize + 3u) & ~3ull;
   g->d = d;
   if ((st = build(g)) != EM_OK) {
     release(g);
@@ -270,14 +295,35 @@ static em_status vk_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue **
       return EM_ERR_INVALID_ARGUMENT;
     }
   }
-  for (uint32_t a = 0; a < p->n_inputs; a++)
-    memcpy(g->mapped + g->io_off[a], args[a]->u.tensor->data,
-           (size_t)p->t[p->inputs[a]].numel * 4u);
+  for (uint32_t a = 0; a < p->n_inputs; a++) {
+    const float *x = args[a]->u.tensor->data;
+    uint8_t *at = g->mapped + (size_t)g->io_off[a] * g->esize;
+    size_t n = p->t[p->inputs[a]].numel;
+    if (g->storage == EMV_STORAGE_F16) {
+      for (size_t i = 0; i < n; i++) {
+        uint16_t h = em_f32_to_f16(x[i]);
+        memcpy(at + 2u * i, &h, 2);
+      }
+    } else {
+      memcpy(at, x, n * 4u);
+    }
+  }
   em_status st = emv_device_run(g->d, g->cmd, g->fence);
   if (st != EM_OK) return st;
-  for (uint32_t o = 0; o < p->n_outputs; o++)
-    memcpy(args[p->n_inputs + o]->u.tensor->data, g->mapped + g->io_off[p->n_inputs + o],
-           (size_t)p->t[p->outputs[o]].numel * 4u);
+  for (uint32_t o = 0; o < p->n_outputs; o++) {
+    float *y = args[p->n_inputs + o]->u.tensor->data;
+    const uint8_t *at = g->mapped + (size_t)g->io_off[p->n_inputs + o] * g->esize;
+    size_t n = p->t[p->outputs[o]].numel;
+    if (g->storage == EMV_STORAGE_F16) {
+      for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, at + 2u * i, 2);
+        y[i] = em_f16_to_f32(h);
+      }
+    } else {
+      memcpy(y, at, n * 4u);
+    }
+  }
   return EM_OK;
 }
 

@@ -375,16 +375,16 @@ static em_status parse_tensors(const uint8_t *b, emv_plan *p) {
       t->sizes[d] = r.sizes[d];
     }
     t->offset = r.offset, t->weight = r.weight, t->ndim = r.ndim, t->numel = (uint32_t)numel;
-    if ((uint64_t)r.offset + numel > p->arena_floats)
-      FAIL("tensor %u: [%u, +%u) lies outside the %u-float arena", i, r.offset, t->numel,
-           p->arena_floats);
-    if (r.weight != EMV_NONE && (uint64_t)r.weight + numel > p->weight_floats)
-      FAIL("tensor %u: weights [%u, +%u) lie outside the %u weight floats", i, r.weight, t->numel,
-           p->weight_floats);
+    if ((uint64_t)r.offset + numel > p->arena_elems)
+      FAIL("tensor %u: [%u, +%u) lies outside the %u-element arena", i, r.offset, t->numel,
+           p->arena_elems);
+    if (r.weight != EMV_NONE && (uint64_t)r.weight + numel > p->weight_elems)
+      FAIL("tensor %u: weights [%u, +%u) lie outside the %u weight elements", i, r.weight, t->numel,
+           p->weight_elems);
     if (r.offset + numel > top) top = r.offset + numel;
   }
-  if (top != p->arena_floats)
-    FAIL("arena_floats is %u, the tensors end at %llu", p->arena_floats, (unsigned long long)top);
+  if (top != p->arena_elems)
+    FAIL("arena_elems is %u, the tensors end at %llu", p->arena_elems, (unsigned long long)top);
   return EM_OK;
 }
 
@@ -410,16 +410,19 @@ em_status emv_plan_parse(const void *blob, size_t n, em_allocator *al, emv_plan 
                  EMV_VERSION);
     return EM_ERR_DELEGATE_INVALID_COMPATIBILITY;
   }
+  if (h.storage >= EMV_STORAGE_END)
+    FAIL("storage type %u (%u: f32, %u: f16)", h.storage, EMV_STORAGE_F32, EMV_STORAGE_F16);
   if (h.n_tensors > EMV_MAX_TENSORS || h.n_ops > EMV_MAX_OPS || h.n_inputs > EMV_MAX_ARGS ||
       h.n_outputs > EMV_MAX_ARGS || h.n_tensors == 0 || h.n_outputs == 0)
     FAIL("implausible counts: %u tensors, %u ops, %u inputs, %u outputs", h.n_tensors, h.n_ops,
          h.n_inputs, h.n_outputs);
   uint64_t need = sizeof h + (uint64_t)h.n_tensors * sizeof(emv_tensor) +
                   4ull * (h.n_inputs + h.n_outputs) + (uint64_t)h.n_ops * sizeof(emv_op) +
-                  4ull * h.weight_floats;
+                  (uint64_t)emv_storage_bytes(h.storage) * h.weight_elems;
   if (need != n) FAIL("blob is %zu bytes, its header describes %llu", n, (unsigned long long)need);
   p->n_tensors = h.n_tensors, p->n_ops = h.n_ops, p->n_inputs = h.n_inputs;
-  p->n_outputs = h.n_outputs, p->arena_floats = h.arena_floats, p->weight_floats = h.weight_floats;
+  p->n_outputs = h.n_outputs, p->arena_elems = h.arena_elems, p->weight_elems = h.weight_elems;
+  p->storage = h.storage;
   p->t = em_allocator_alloc(al, sizeof *p->t * h.n_tensors, 8);
   p->inputs = em_allocator_alloc(al, 4u * (h.n_inputs + h.n_outputs) + 4u, 4);
   p->dispatch = em_allocator_alloc(al, sizeof *p->dispatch * (h.n_ops + 1u), 8);

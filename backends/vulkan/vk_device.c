@@ -1,15 +1,18 @@
 /*
  * vk_device.c — EmberVulkanBackend's process-wide Vulkan device: loads libvulkan.so.1 with
- * dlopen, creates the instance, the first compute-capable device, its queue and the compute
- * pipelines (from the SPIR-V embedded at build time), once per process (vk_device.h).
+ * dlopen, creates the instance, the first compute-capable device (with 16-bit storage buffers
+ * enabled where it has them), its queue and the compute pipelines (from the SPIR-V embedded at
+ * build time, f32 and, where enabled, f16 storage), once per process (vk_device.h).
  */
 #define _GNU_SOURCE
 #include "vk_device.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
+#include "ember/backend_vulkan.h"
 #include "ember/platform.h"
 
 static emv_device g_dev;
@@ -17,6 +20,7 @@ static em_status g_status = EM_ERR_INTERNAL;
 static char g_why[160];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t g_queue_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool g_allow_f16 = true;
 
 static void why(const char *s, int vk) {
   size_t n = strlen(s);
@@ -54,7 +58,7 @@ static em_status make_pipelines(emv_device *d) {
     why("Vulkan: vkCreatePipelineLayout failed", 0);
     return EM_ERR_INTERNAL;
   }
-  for (int i = 0; i < EMV_PIPE_END; i++) {
+  for (int i = 0; i < (d->f16 ? EMV_STORAGE_END : 1) * EMV_PIPE_END; i++) {
     VkShaderModuleCreateInfo sm = {VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, NULL, 0,
                                    emv_spirv_words[i] * 4u, emv_spirv[i]};
     VkShaderModule mod;
@@ -71,7 +75,8 @@ static em_status make_pipelines(emv_device *d) {
                                       d->layout,
                                       VK_NULL_HANDLE,
                                       -1};
-    r = d->vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &ci, NULL, &d->pipe[i]);
+    r = d->vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &ci, NULL,
+                                    &d->pipe[i / EMV_PIPE_END][i % EMV_PIPE_END]);
     d->vkDestroyShaderModule(d->dev, mod, NULL);
     if (r != VK_SUCCESS) {
       why("Vulkan: vkCreateComputePipelines failed", r);
@@ -101,8 +106,13 @@ static void create(void) {
   PFN_vkCreateInstance create_instance =
       (PFN_vkCreateInstance)gipa(VK_NULL_HANDLE, "vkCreateInstance");
   if (!create_instance) DIE("Vulkan loader has no vkCreateInstance", 0);
-  VkApplicationInfo app = {
-      VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "ember", 1, "ember", 1, VK_MAKE_VERSION(1, 0, 0)};
+  /* Vulkan 1.1 where the loader has it: vkGetPhysicalDeviceFeatures2, to ask for 16-bit storage */
+  PFN_vkEnumerateInstanceVersion instance_version =
+      (PFN_vkEnumerateInstanceVersion)gipa(VK_NULL_HANDLE, "vkEnumerateInstanceVersion");
+  uint32_t api = VK_API_VERSION_1_0;
+  if (instance_version && instance_version(&api) != VK_SUCCESS) api = VK_API_VERSION_1_0;
+  api = api >= VK_API_VERSION_1_1 ? VK_API_VERSION_1_1 : VK_API_VERSION_1_0;
+  VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "ember", 1, "ember", 1, api};
   VkInstanceCreateInfo ici = {
       VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, NULL, 0, &app, 0, NULL, 0, NULL};
   VkResult r = create_instance(&ici, NULL, &d->instance);
@@ -137,11 +147,31 @@ static void create(void) {
   if (!d->phys) DIE("Vulkan: no device with a compute queue", 0);
   vkGetPhysicalDeviceProperties(d->phys, &d->props);
   vkGetPhysicalDeviceMemoryProperties(d->phys, &d->mem);
+  /* 16-bit storage buffers (core in 1.1; the f16 storage blobs' shaders need them) */
+  VkPhysicalDevice16BitStorageFeatures s16 = {
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, NULL, 0, 0, 0, 0};
+  PFN_vkGetPhysicalDeviceFeatures2 features2 =
+      (PFN_vkGetPhysicalDeviceFeatures2)gipa(d->instance, "vkGetPhysicalDeviceFeatures2");
+  if (api >= VK_API_VERSION_1_1 && d->props.apiVersion >= VK_API_VERSION_1_1 && features2) {
+    VkPhysicalDeviceFeatures2 f2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &s16, {0}};
+    features2(d->phys, &f2);
+  }
+  d->f16 = s16.storageBuffer16BitAccess == VK_TRUE;
+  VkPhysicalDevice16BitStorageFeatures want16 = {
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, NULL, VK_TRUE, 0, 0, 0};
   float prio = 1.0f;
   VkDeviceQueueCreateInfo qci = {
       VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0, d->queue_family, 1, &prio};
-  VkDeviceCreateInfo dci = {
-      VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, NULL, 0, 1, &qci, 0, NULL, 0, NULL, NULL};
+  VkDeviceCreateInfo dci = {VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                            d->f16 ? &want16 : NULL,
+                            0,
+                            1,
+                            &qci,
+                            0,
+                            NULL,
+                            0,
+                            NULL,
+                            NULL};
   r = vkCreateDevice(d->phys, &dci, NULL, &d->dev);
   if (r != VK_SUCCESS) DIE("Vulkan: vkCreateDevice failed", r);
 #define DEV(f)                                                                                     \
@@ -176,6 +206,18 @@ em_status emv_device_run(const emv_device *d, VkCommandBuffer cmd, VkFence fence
     return EM_ERR_INTERNAL;
   }
   return EM_OK;
+}
+
+uint32_t emv_device_storage(const emv_device *d, uint32_t storage) {
+  return storage == EMV_STORAGE_F16 && d->f16 && atomic_load(&g_allow_f16) ? EMV_STORAGE_F16
+                                                                           : EMV_STORAGE_F32;
+}
+
+void em_vulkan_allow_f16_storage(bool allow) { atomic_store(&g_allow_f16, allow); }
+
+bool em_vulkan_has_f16_storage(void) {
+  const emv_device *d = NULL;
+  return emv_device_get(&d) == EM_OK && d->f16;
 }
 
 int emv_device_memory_type(const emv_device *d, uint32_t bits, VkMemoryPropertyFlags want) {

@@ -4,8 +4,10 @@
  * The Vulkan loader (libvulkan.so.1) is opened with dlopen on first use, so libember has no
  * link-time dependency on Vulkan and loads on machines without it; every entry point is called
  * through the emv_device table below. The instance, the device (the first physical device with
- * a compute queue), the queue and one pipeline per shader are created once per process, on the
- * first delegate's init, and kept until the process exits.
+ * a compute queue), the queue and one pipeline per shader and storage type are created once per
+ * process, on the first delegate's init, and kept until the process exits. The f16 pipelines
+ * exist only on a device with storageBuffer16BitAccess (Vulkan 1.1 or VK_KHR_16bit_storage),
+ * which is then enabled at device creation.
  */
 #ifndef EMBER_VK_DEVICE_H
 #define EMBER_VK_DEVICE_H
@@ -65,7 +67,8 @@ typedef struct emv_device {
   VkPhysicalDeviceMemoryProperties mem;
   VkDescriptorSetLayout set_layout;
   VkPipelineLayout layout;
-  VkPipeline pipe[EMV_PIPE_END];
+  bool f16; /* storageBuffer16BitAccess enabled: pipe[EMV_STORAGE_F16] exist */
+  VkPipeline pipe[EMV_STORAGE_END][EMV_PIPE_END];
   EMV_FUNCS(EMV_DECLARE)
 } emv_device;
 
@@ -76,6 +79,11 @@ em_status emv_device_get(const emv_device **dev_out);
 
 /* Submits `cmd` on the shared queue (serialized between threads) and waits for `fence`. */
 em_status emv_device_run(const emv_device *d, VkCommandBuffer cmd, VkFence fence);
+
+/* The storage type a delegate whose blob stores `storage` runs with on `d`: EMV_STORAGE_F16
+   only where the device has 16-bit storage and em_vulkan_allow_f16_storage has not turned it
+   off; otherwise EMV_STORAGE_F32 (an f16 blob's weights are then widened at init). */
+uint32_t emv_device_storage(const emv_device *d, uint32_t storage);
 
 /* Index of a memory type allowed by `bits` with all of `want`, or -1. */
 int emv_device_memory_type(const emv_device *d, uint32_t bits, VkMemoryPropertyFlags want);

@@ -51,12 +51,14 @@ typedef struct emv_rt_tensor {
 /* A validated blob; the arrays come from the allocator given to emv_plan_parse. */
 typedef struct emv_plan {
   uint32_t n_tensors, n_ops, n_inputs, n_outputs;
-  uint32_t arena_floats, weight_floats;
+  uint32_t arena_elems, weight_elems;
+  uint32_t storage;       /* EMV_STORAGE_*: the arena's and the weights' element type */
   emv_rt_tensor *t;       /* [n_tensors] */
   uint32_t *inputs;       /* [n_inputs] tensor indices */
   uint32_t *outputs;      /* [n_outputs] tensor indices */
   emv_dispatch *dispatch; /* [n_ops] */
-  const uint8_t *weights; /* [weight_floats] f32 in the blob (unaligned; borrowed) */
+  const uint8_t *weights; /* [weight_elems] of the storage type, in the blob (unaligned;
+                             borrowed) */
 } emv_plan;
 
 /* Validates `blob` (n bytes, untrusted) into *plan, allocating its tables from `al`. Returns
@@ -64,8 +66,15 @@ typedef struct emv_plan {
    em_last_error() naming the field and values; never reads outside [blob, blob + n). */
 em_status emv_plan_parse(const void *blob, size_t n, em_allocator *al, emv_plan *plan);
 
-/* The embedded SPIR-V of each EMV_PIPE_* shader (generated at build time: vk_spirv.c). */
-extern const uint32_t *const emv_spirv[EMV_PIPE_END];
-extern const size_t emv_spirv_words[EMV_PIPE_END];
+/* Bytes per element of storage type `storage` (EMV_STORAGE_*). */
+static inline uint32_t emv_storage_bytes(uint32_t storage) {
+  return storage == EMV_STORAGE_F16 ? 2u : 4u;
+}
+
+/* The embedded SPIR-V of each EMV_PIPE_* shader for each storage type, at
+   [storage * EMV_PIPE_END + pipe] (generated at build time: vk_spirv.c; the f16 variants are the
+   same GLSL compiled with -DEMV_F16, which declares the arena float16_t). */
+extern const uint32_t *const emv_spirv[EMV_STORAGE_END * EMV_PIPE_END];
+extern const size_t emv_spirv_words[EMV_STORAGE_END * EMV_PIPE_END];
 
 #endif /* EMBER_VK_INTERNAL_H */

@@ -14,3 +14,7 @@ em_status em_vulkan_blob_check(const void *blob, size_t nbytes, void *scratch,
 }
 
 const char *em_vulkan_device_name(void) { return 0; }
+
+bool em_vulkan_has_f16_storage(void) { return false; }
+
+void em_vulkan_allow_f16_storage(bool allow) { (void)allow; }

@@ -15,6 +15,8 @@
 #ifndef EMBER_BACKEND_VULKAN_H
 #define EMBER_BACKEND_VULKAN_H
 
+#include <stdbool.h>
+
 #include "ember/backend.h"
 
 #ifdef __cplusplus
@@ -38,6 +40,17 @@ em_status em_vulkan_blob_check(const void *blob, size_t nbytes, void *scratch,
 /* The Vulkan device's name (creating the process-wide device on first use), or NULL when
    there is none or the build has no Vulkan. */
 const char *em_vulkan_device_name(void);
+
+/* Whether the Vulkan device has 16-bit storage buffers (storageBuffer16BitAccess, Vulkan 1.1 or
+   VK_KHR_16bit_storage), which the blobs of `ember.export(..., vulkan_storage="f16")` use
+   (creating the process-wide device on first use). false without a device or Vulkan build. */
+bool em_vulkan_has_f16_storage(void);
+
+/* Whether delegates initialized from now on run f16-storage blobs with f16 storage (true, the
+   default, where the device has it) or with f32 storage (false: their f16 weights are widened
+   to f32 at init, as on a device without 16-bit storage). Process-wide; thread-safe; a no-op
+   in a build without Vulkan. */
+void em_vulkan_allow_f16_storage(bool allow);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from ember.backends import AUTO, HOST_TARGETS, auto_backend_for, partition, resolve_backend
 from ember.backends.cpu.partition import PACK_MODES
+from ember.backends.vulkan.blob import STORAGE as VULKAN_STORAGE
 from ember.emit import InstrDebug, ProgramTables, emit_method
 from ember.oplist import OpList
 from ember.passes.capture import capture
@@ -63,6 +64,7 @@ def lower_method(
     stock_ops: str = "warn",
     step: Callable[[str], None] = lambda s: None,
     pack: str = "load",
+    vulkan_storage: str = "f32",
 ) -> MethodIR:
     """Run every stage up to memory planning for one method. ``backend`` is a resolved backend
     (``"cpu"`` or ``None`` for the portable kernels; :func:`ember.backends.resolve_backend`);
@@ -70,7 +72,8 @@ def lower_method(
     operators keeps the portable kernels (:func:`ember.backends.auto_backend_for`). ``target``
     (as :func:`export`'s) decides what the backend stores for which CPUs; ``stock_ops`` (as
     :func:`export`'s) what to do when a portable method needs kernels stock ExecuTorch lacks;
-    ``pack`` (as :func:`export`'s) where the CPU backend's Winograd filters are transformed."""
+    ``pack`` (as :func:`export`'s) where the CPU backend's Winograd filters are transformed;
+    ``vulkan_storage`` (as :func:`export`'s) the Vulkan backend's tensor storage."""
     t0 = time.perf_counter()
     step(f"{name}: torch.export")
     ep = capture(model, example_inputs, dynamic_shapes=dynamic_shapes, strict=strict)
@@ -105,7 +108,7 @@ def lower_method(
             ep = ep.run_decompositions(table)
             ir = to_ir(ep)
         check_stock(ir, stock_ops)
-    ir = partition(ir, chosen, target, pack)
+    ir = partition(ir, chosen, target, pack, vulkan_storage)
     ir = propagate_specs(ir)
     step(f"{name}: plan memory")
     ir = plan_memory(ir)
@@ -135,6 +138,7 @@ def export(
     bundle: Any = None,
     etrecord: str | os.PathLike | None = None,
     pack: str = "load",
+    vulkan_storage: str = "f32",
 ) -> Program:
     """Export ``model`` to an ExecuTorch-format program.
 
@@ -187,6 +191,13 @@ def export(
     stores the transformed filters ((m + 2)^2 / 9 their bytes: ResNet-18's file 1.75x), nothing
     to do at init. The same filters either way, so the same results (bench/results/file_size_*.md).
 
+    ``vulkan_storage``: how ``EmberVulkanBackend`` (``backend="vulkan"``) stores tensors on the
+    device: ``"f32"`` (the default) or ``"f16"`` (weights and activations as IEEE halves, half
+    the memory and bandwidth; the shaders compute in f32 and the delegate's inputs and outputs
+    stay f32; bench/results/vulkan_zoo_* gives the error vs eager per zoo model). A
+    device without 16-bit storage buffers runs an f16 file with f32 storage
+    (backends/vulkan/README.md).
+
     ``etrecord``: also write an ETRecord there (:meth:`Program.save_etrecord`, with the example
     inputs of ``forward`` as its representative inputs) for ExecuTorch's Inspector.
     """
@@ -194,6 +205,10 @@ def export(
         raise ValueError(f"stock_ops={stock_ops!r}: expected one of {', '.join(STOCK_MODES)}")
     if pack not in PACK_MODES:
         raise ValueError(f"pack={pack!r}: expected one of {', '.join(PACK_MODES)}")
+    if vulkan_storage not in VULKAN_STORAGE:
+        raise ValueError(
+            f"vulkan_storage={vulkan_storage!r}: expected one of {', '.join(VULKAN_STORAGE)}"
+        )
     auto = backend == AUTO
     backend = resolve_backend(backend, target)
     if isinstance(model, dict):
@@ -234,6 +249,7 @@ def export(
                 stock_ops=stock_ops,
                 step=step,
                 pack=pack,
+                vulkan_storage=vulkan_storage,
             )
         step("serialize")
         tables = ProgramTables(external=external_constants)

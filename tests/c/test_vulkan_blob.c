@@ -1,10 +1,11 @@
 /*
  * test_vulkan_blob.c — EmberVulkanBackend's blob validation (em_vulkan_blob_check, no device
  * needed) on a hand-built blob (conv2d + clamp, broadcast add of a constant, max pool, bilinear
- * upsampling): the
+ * upsampling), once with f32 and once with f16 storage: the
  * blob is accepted; every single-bit flip of its header, tensor table, argument lists and
  * operators and every truncation returns a status without reading out of bounds (this test
- * also runs under ASan/UBSan in `make test-asan`); named fields give their statuses.
+ * also runs under ASan/UBSan in `make test-asan`); named fields give their statuses (the
+ * storage type among them: an unknown one, and one whose weights' size differs).
  * Passes trivially, saying so, in a build without Vulkan (EMBER_VULKAN off).
  */
 #include <math.h>
@@ -37,6 +38,11 @@ static void wf(size_t *at, float v) {
   *at += 4;
 }
 
+static void w16(size_t *at, uint16_t v) {
+  memcpy(blob + *at, &v, 2);
+  *at += 2;
+}
+
 static void tensor(size_t *at, uint32_t off, uint32_t weight, uint32_t nd, uint32_t a, uint32_t b,
                    uint32_t c, uint32_t d) {
   uint32_t s[4] = {a, b, c, d};
@@ -53,12 +59,12 @@ static void op(size_t *at, uint32_t code, uint32_t i0, uint32_t i1, uint32_t i2,
 }
 
 /* x[1,2,5,5] -conv 3x3 (+bias, clamp)-> y[1,3,3,3] -+ c[3,1,1]-> z -maxpool 2/1-> p[1,3,2,2]
-   -bilinear, align_corners-> u[1,3,5,3] */
-static void build(void) {
+   -bilinear, align_corners-> u[1,3,5,3]; storage 0 (f32) or 1 (f16: the weights are halves) */
+static void build(uint32_t storage) {
   const uint32_t N = 0xFFFFFFFFu;
   size_t at = 0;
-  w32(&at, 0x4B564D45u), w32(&at, 1), w32(&at, 8), w32(&at, 4), w32(&at, 1), w32(&at, 1);
-  w32(&at, 221), w32(&at, 60);
+  w32(&at, 0x4B564D45u), w32(&at, 2), w32(&at, 8), w32(&at, 4), w32(&at, 1), w32(&at, 1);
+  w32(&at, 221), w32(&at, 60), w32(&at, storage);
   tensor(&at, 0, N, 4, 1, 2, 5, 5);    /* 0 x */
   tensor(&at, 50, 0, 4, 3, 2, 3, 3);   /* 1 w */
   tensor(&at, 104, 54, 1, 3, 0, 0, 0); /* 2 bias */
@@ -75,21 +81,16 @@ static void build(void) {
   op(&at, 5, 5, N, N, 6, pool, 0, 0);
   op(&at, 15, 6, N, N, 7, up, 0.25f, 0.5f);
   n_meta = at;
-  for (int k = 0; k < 60; k++) wf(&at, (float)k * 0.01f);
+  for (int k = 0; k < 60; k++) /* (validation reads no weight value) */
+    storage ? w16(&at, (uint16_t)(0x3C00 + k)) /* 1 + k / 1024 */ : wf(&at, (float)k * 0.01f);
   n_blob = at;
 }
 
 static em_status check(size_t n) { return em_vulkan_blob_check(blob, n, scratch, sizeof scratch); }
 
-int main(void) {
-  em_log_set_level('F');
-  build();
-  em_status st = check(n_blob);
-  if (st == EM_ERR_NOT_SUPPORTED) {
-    printf("test_vulkan_blob: built without Vulkan (EMBER_VULKAN): nothing to check\n");
-    return 0;
-  }
-  CHECK(st == EM_OK);
+static int sweep(uint32_t storage) {
+  build(storage);
+  CHECK(check(n_blob) == EM_OK);
   int refused = 0, mutants = 0;
   for (size_t i = 0; i < n_meta; i++)
     for (int b = 0; b < 8; b++) {
@@ -103,10 +104,17 @@ int main(void) {
   blob[0] ^= 1;
   CHECK(check(n_blob) == EM_ERR_INVALID_PROGRAM);
   CHECK(strstr(em_last_error(), "magic") != NULL);
-  blob[0] ^= 1, blob[4] = 2;
+  blob[0] ^= 1, blob[4] = 1; /* version 1 (no storage field) */
   CHECK(check(n_blob) == EM_ERR_DELEGATE_INVALID_COMPATIBILITY);
-  blob[4] = 1;
+  blob[4] = 2;
   CHECK(check(n_blob - 4) == EM_ERR_INVALID_PROGRAM);
+  blob[32] = 2; /* an unknown storage type */
+  CHECK(check(n_blob) == EM_ERR_INVALID_PROGRAM);
+  CHECK(strstr(em_last_error(), "storage type 2") != NULL);
+  blob[32] = (uint8_t)(storage ^ 1u); /* the other type: the weights' size no longer matches */
+  CHECK(check(n_blob) == EM_ERR_INVALID_PROGRAM);
+  CHECK(strstr(em_last_error(), "describes") != NULL);
+  blob[32] = (uint8_t)storage;
   blob[n_meta - 80 + 20] = 2; /* the upsample's mode (ip[0] of the last operator) */
   CHECK(check(n_blob) == EM_ERR_INVALID_PROGRAM);
   CHECK(strstr(em_last_error(), "upsample mode") != NULL);
@@ -120,7 +128,17 @@ int main(void) {
      of values with several valid settings (the clamp bounds, the binary operator); none may
      crash (ASan / UBSan) */
   CHECK(refused * 100 >= mutants * 95);
-  printf("test_vulkan_blob: %d bit flips, %d refused, %zu truncations refused\n", mutants, refused,
-         n_blob);
+  printf("test_vulkan_blob: %s storage: %d bit flips, %d refused, %zu truncations refused\n",
+         storage ? "f16" : "f32", mutants, refused, n_blob);
   return 0;
+}
+
+int main(void) {
+  em_log_set_level('F');
+  build(0);
+  if (check(n_blob) == EM_ERR_NOT_SUPPORTED) {
+    printf("test_vulkan_blob: built without Vulkan (EMBER_VULKAN): nothing to check\n");
+    return 0;
+  }
+  return sweep(0) || sweep(1);
 }

@@ -27,6 +27,7 @@ from ember.backends.delegate import DelegateInstr
 from ember.passes.ir import KernelInstr
 
 RTOL, ATOL = 1e-4, 1e-5
+HEAD = 36  # bytes of the blob header (emv_format.h emv_header, version 2)
 
 
 pytestmark = needs_vulkan
@@ -354,7 +355,7 @@ def test_models_against_eager_and_portable(model, shape) -> None:  # noqa: ANN00
     # the arena reuses the space of tensors no operator uses together
     blob = _delegates(prog)[0].processed
     n_tensors, arena = struct.unpack_from("<I", blob, 8)[0], struct.unpack_from("<I", blob, 24)[0]
-    rows = [struct.unpack_from("<2I2x2x4I", blob, 32 + 32 * t) for t in range(n_tensors)]
+    rows = [struct.unpack_from("<2I2x2x4I", blob, HEAD + 32 * t) for t in range(n_tensors)]
     numel = [max(a, 1) * max(b, 1) * max(c, 1) * max(d, 1) for _, _, a, b, c, d in rows]
     consts = sum(n for n, r in zip(numel, rows, strict=True) if r[1] != 0xFFFFFFFF)
     acts = sum(n for n, r in zip(numel, rows, strict=True) if r[1] == 0xFFFFFFFF)
@@ -473,9 +474,10 @@ def test_blob_fields_refused_by_name(blob: bytes) -> None:
         "version": put(4, 9),
         "arena": put(24, struct.unpack_from("<I", blob, 24)[0] + 1),
         "describes": blob[:-4],
-        "outside": put(32, 0x7FFFFFF0),  # tensor 0's offset
-        "rank": put(32 + 8, 5),
-        "unknown code": put(32 + 32 * n_tensors + 4 * 2, 77),  # first op (1 input, 1 output)
+        "storage type 2": put(32, 2),
+        "outside": put(HEAD, 0x7FFFFFF0),  # tensor 0's offset
+        "rank": put(HEAD + 8, 5),
+        "unknown code": put(HEAD + 32 * n_tensors + 4 * 2, 77),  # first op (1 input, 1 output)
     }
     for what, bad in cases.items():
         why = runtime_check(VK, bad)
@@ -489,7 +491,7 @@ def test_upsample_fields_refused_by_name() -> None:
     assert runtime_check(VK, blob) is None
     n_tensors, n_ops, n_in, n_out = struct.unpack_from("<4I", blob, 8)
     assert n_ops == 1
-    op = 32 + 32 * n_tensors + 4 * (n_in + n_out)
+    op = HEAD + 32 * n_tensors + 4 * (n_in + n_out)
     assert struct.unpack_from("<I", blob, op)[0] == 15  # EMV_OP_UPSAMPLE
 
     def put(off: int, fmt: str, v: float) -> bytes:
@@ -515,7 +517,7 @@ def test_blob_mutation_sweep(blob: bytes) -> None:
     crashes the process."""
     rng = random.Random(34)
     n_tensors, n_ops, n_in, n_out = struct.unpack_from("<4I", blob, 8)
-    meta = 32 + 32 * n_tensors + 4 * (n_in + n_out) + 80 * n_ops
+    meta = HEAD + 32 * n_tensors + 4 * (n_in + n_out) + 80 * n_ops
     refused = accepted = 0
     for k in range(300):
         b = bytearray(blob)

@@ -1,10 +1,12 @@
 """The zoo's vision models end to end on EmberVulkanBackend (issue 34): MobileNetV3-Small,
 ResNet-18 and MobileNetV2 at 224x224 and ViT-Tiny (224, patch 16), seeded architectures from
-tests/python/zoo/models.py, each exported once with ``backend="vulkan"`` and run once.
+tests/python/zoo/models.py, each exported with ``backend="vulkan"`` and run once, with f32
+storage and with f16 storage (``vulkan_storage="f16"``).
 
 Each model checks the share of its instructions placed on the Vulkan device (>= 95 % on the
 CNNs; ViT-Tiny keeps its mask arithmetic portable, so its floor is the share measured today) and
-its output against eager PyTorch: max |got - eager| <= 1e-4 x max |eager| (f32 storage).
+its output against eager PyTorch: max |got - eager| <= tol x max |eager|, tol 1e-4 with f32
+storage and 1e-3 with f16 storage.
 
 Runs on any Vulkan device (lavapipe in CI, `make vulkan-deps`). Skipped, with a message, only
 when the library was built without Vulkan or no device exists.
@@ -35,7 +37,9 @@ sys.modules.setdefault("ember_zoo_models", zoo)
 _spec.loader.exec_module(zoo)
 
 log = logging.getLogger(__name__)
-REL_TOL = 1e-4  # max abs error / max |eager output|, f32 storage
+REL_TOL = {"f32": 1e-4, "f16": 1e-3}  # max abs error / max |eager output|, by storage
+# ViT-Tiny with every tensor in f16 measures 2.0e-3 (its residual stream rounded at each layer)
+REL_TOL_VIT_F16 = 2.5e-3
 
 
 pytestmark = needs_vulkan
@@ -61,8 +65,11 @@ MODELS: dict[str, tuple[Callable, float]] = {
 }
 
 
-@pytest.mark.parametrize("name", list(MODELS))
-def test_zoo_model_on_vulkan_matches_eager(name: str) -> None:
+CASES = [(name, storage) for storage in ("f32", "f16") for name in MODELS]
+
+
+@pytest.mark.parametrize("name, storage", CASES)
+def test_zoo_model_on_vulkan_matches_eager(name: str, storage: str) -> None:
     from ember.runtime import RuntimeProgram
 
     build, floor = MODELS[name]
@@ -71,7 +78,7 @@ def test_zoo_model_on_vulkan_matches_eager(name: str) -> None:
     with torch.inference_mode():
         want = m(*inputs)
     want = want[0] if isinstance(want, (tuple, list)) else want
-    prog = ember.export(m, inputs, backend="vulkan")
+    prog = ember.export(m, inputs, backend="vulkan", vulkan_storage=storage)
 
     ir = prog._irs["forward"]
     report = ir.partition_report
@@ -84,5 +91,12 @@ def test_zoo_model_on_vulkan_matches_eager(name: str) -> None:
     got = RuntimeProgram(prog.buffer).run("forward", list(inputs))[0]
     assert got.shape == want.shape and got.dtype == torch.float32
     err = float((got - want).abs().max() / want.abs().max().clamp_min(1e-12))
-    log.info("%s: %.1f %% of instructions on Vulkan, error %.1e", name, 100 * share, err)
-    assert err <= REL_TOL, (name, err)
+    log.info(
+        "%s (%s storage): %.1f %% of instructions on Vulkan, error %.1e",
+        name,
+        storage,
+        100 * share,
+        err,
+    )
+    tol = REL_TOL_VIT_F16 if (name, storage) == ("vit_tiny", "f16") else REL_TOL[storage]
+    assert err <= tol, (name, storage, err)

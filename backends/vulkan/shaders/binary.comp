@@ -14,7 +14,7 @@ void main() {
     ia += k * pc.u[10 + d];
     ib += k * pc.u[14 + d];
   }
-  float a = A[pc.u[2] + ia], b = A[pc.u[3] + ib], y;
+  float a = ld(pc.u[2] + ia), b = ld(pc.u[3] + ib), y;
   switch (pc.u[5]) {
   case 0u: y = a + b; break;
   case 1u: y = a - b; break;
@@ -22,5 +22,5 @@ void main() {
   case 3u: y = a / b; break;
   default: y = b - a; break;
   }
-  A[pc.u[4] + i] = y;
+  st(pc.u[4] + i, y);
 }

@@ -1,9 +1,22 @@
 // common.glsl — what every EmberVulkanBackend compute shader shares: one storage buffer (the
-// delegate's arena, all tensors at float offsets), 32 words of push constants (u[0]: invocations
-// that do work, u[1]: invocations per row of the 2-d dispatch, then the op's own words, see
-// vk_record.c) and the activations of emv_format.h (EMV_ACT_*).
+// delegate's arena, all tensors at element offsets), read and written only through ld / st,
+// 32 words of push constants (u[0]: invocations that do work, u[1]: invocations per row of the
+// 2-d dispatch, then the op's own words, see vk_blob.c) and the activations of emv_format.h
+// (EMV_ACT_*). Compiled twice (CMakeLists.txt): f32 storage, and with -DEMV_F16 f16 storage
+// (EMV_STORAGE_F16: the arena holds float16_t, GL_EXT_shader_16bit_storage, converted to f32
+// on every load and rounded back on every store; all arithmetic stays f32).
+#ifdef EMV_F16
+#extension GL_EXT_shader_16bit_storage : require
+layout(local_size_x = 64) in;
+layout(std430, set = 0, binding = 0) buffer Arena { float16_t A[]; };
+float ld(uint i) { return float(A[i]); }
+void st(uint i, float v) { A[i] = float16_t(v); }
+#else
 layout(local_size_x = 64) in;
 layout(std430, set = 0, binding = 0) buffer Arena { float A[]; };
+float ld(uint i) { return A[i]; }
+void st(uint i, float v) { A[i] = v; }
+#endif
 layout(push_constant, std430) uniform Push { uint u[32]; } pc;
 
 uint gid() { return gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * pc.u[1]; }

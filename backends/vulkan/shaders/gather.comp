@@ -15,5 +15,5 @@ void main() {
     s += k * pc.u[10 + d];
     o += k * pc.u[14 + d];
   }
-  A[o] = A[s];
+  st(o, ld(s));
 }

@@ -13,10 +13,10 @@ void main() {
   float s = 0.0;
   if (pc.u[10] != 0u) {
     uint wr = w0 + n * K;
-    for (uint k = 0u; k < K; k++) s += A[x0 + k] * A[wr + k];
+    for (uint k = 0u; k < K; k++) s += ld(x0 + k) * ld(wr + k);
   } else {
-    for (uint k = 0u; k < K; k++) s += A[x0 + k] * A[w0 + k * N + n];
+    for (uint k = 0u; k < K; k++) s += ld(x0 + k) * ld(w0 + k * N + n);
   }
-  if (pc.u[5] != 0u) s += A[pc.u[4] + n];
-  A[pc.u[6] + i] = act(s, pc.u[12], pf(13), pf(14));
+  if (pc.u[5] != 0u) s += ld(pc.u[4] + n);
+  st(pc.u[6] + i, act(s, pc.u[12], pf(13), pf(14)));
 }

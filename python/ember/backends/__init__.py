@@ -113,12 +113,14 @@ def partition(
     backend: str | tuple[str, ...] | None,
     target: str | None = None,
     pack: str = "load",
+    vulkan_storage: str = "f32",
 ) -> MethodIR:
     """Hand the subgraphs ``backend`` supports to it (``None`` / ``"portable"``: no change).
     ``"auto"`` must have been resolved first (:func:`resolve_backend`: it needs the target).
     ``target`` (``None``: this host) decides what the backend stores for which CPUs (the CPU
     backend's bf16-pair weights: :func:`ember.backends.cpu.partition.amx_pairs_for`); ``pack``
-    where its Winograd filters are transformed (``"load"`` / ``"export"``)."""
+    where its Winograd filters are transformed (``"load"`` / ``"export"``); ``vulkan_storage``
+    the element type EmberVulkanBackend stores tensors as (``"f32"`` / ``"f16"``)."""
     if backend == AUTO:
         raise ValueError("partition() takes a resolved backend: call resolve_backend() first")
     backend = resolve_backend(backend, target)
@@ -127,7 +129,7 @@ def partition(
     if isinstance(backend, tuple):  # each backend takes what the ones before it left
         report: list = []
         for b in backend:
-            ir = partition(ir, b, target, pack)
+            ir = partition(ir, b, target, pack, vulkan_storage)
             report.extend(d for d in getattr(ir, "partition_report", []) if d.delegated)
         # what each backend took, then why the last one left the rest portable
         last = getattr(ir, "partition_report", [])
@@ -138,7 +140,7 @@ def partition(
     if backend == "vulkan":
         from ember.backends.vulkan.partition import partition_vulkan
 
-        return partition_vulkan(ir)
+        return partition_vulkan(ir, storage=vulkan_storage)
     from ember.backends.cpu.partition import amx_pairs_for, partition_cpu
 
     return partition_cpu(ir, pairs=amx_pairs_for(target), pack=pack)

@@ -20,7 +20,7 @@ falls back to the portable kernels for whatever raises or is refused, and report
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -59,7 +59,8 @@ from ember.backends.cpu.lowering import (  # noqa: F401
 )
 from ember.backends.cpu.packing import _bf16_pairs, _conv_transposed, build_blob  # noqa: F401
 from ember.backends.delegate import DelegateInstr
-from ember.errors import user_source_line
+from ember.backends.runs import Decision, Runs, partition_runs  # noqa: F401  (Decision: re-export)
+from ember.backends.runs import Refused as _Refused
 from ember.passes.ir import (
     CONSTANT,
     MUTABLE,
@@ -285,119 +286,37 @@ def amx_pairs_for(target: str | None) -> bool:
     return False
 
 
-@dataclass
-class Decision:
-    """What the partitioner did with one instruction (``ember.export(..., explain=True)``)."""
+class _Runs(Runs):
+    """EmberCpuBackend's runs (:class:`ember.backends.runs.Runs`): this module's ``lower``,
+    fusion passes (:data:`_FUSIONS`) and ``build_blob``, looked up when called (tests replace
+    them), and the runtime's own init as the blob check."""
 
-    index: int
-    kernel: str
-    node: str | None
-    delegated: bool
-    why: str  # the reason it stays portable, or the delegate it went to
-    source: str | None = None
-
-
-def _where(ins: KernelInstr) -> tuple[str | None, str | None]:
-    """The FX node name and the user's source line of ``ins``."""
-    node = ins.node
-    return (node.name if node is not None else None), user_source_line(node)
-
-
-def _describe(ins: KernelInstr) -> str:
-    node, src = _where(ins)
-    return f"{ins.kernel} (node {node or '?'}{', at ' + src if src else ''})"
-
-
-class _Runs:
-    """Lowers runs of instructions into DelegateInstrs, falling back to the portable kernels
-    for any part of a run whose fusion, packing or runtime check fails."""
+    backend_id = BACKEND_ID
+    name = "cpu backend"
+    logger = log
 
     def __init__(self, ir: MethodIR, pairs: bool, check: Any, pack: str = "load") -> None:
-        self.instrs = ir.instrs
+        super().__init__(ir)
         self.pairs, self.check, self.pack = pairs, check, pack
-        self.refs: dict[int, set[int]] = {}
-        for i, ins in enumerate(self.instrs):
-            args = ins.args if isinstance(ins, KernelInstr) else instr_args(ins)
-            for a in args:
-                for t in a.tensors():
-                    self.refs.setdefault(id(t.root()), set()).add(i)
-        self.out_roots = {id(t.root()) for a in ir.outputs for t in a.tensors()}
-        self.in_roots = {id(t.root()) for a in ir.inputs for t in a.tensors()}
-        self.decisions: dict[int, Decision] = {}
 
-    def decide(self, i: int, delegated: bool, why: str) -> None:
-        ins = self.instrs[i]
-        kernel = getattr(ins, "kernel", type(ins).__name__)
-        node, src = _where(ins) if isinstance(ins, KernelInstr) else (None, None)
-        self.decisions[i] = Decision(i, kernel, node, delegated, why, src)
+    def lower_instr(self, ins: KernelInstr, only_here: Callable[[TensorSpec], bool]) -> Op:
+        return lower(ins, only_here)
 
-    def lower(self, i: int) -> Op | None:
-        """The backend op for instruction ``i``, or None (logged) when it stays portable."""
-        ins = self.instrs[i]
-        if not isinstance(ins, KernelInstr) or isinstance(ins, DelegateInstr):
-            self.decide(i, False, "not a kernel call")
-            return None
-        try:
-            return lower(
-                ins,
-                lambda s: (
-                    self.refs.get(id(s.root()), set()) <= {i} and id(s.root()) not in self.out_roots
-                ),
-            )
-        except Unsupported as e:
-            why = str(e) or "unsupported"
-            log.info("cpu backend: %s stays portable: %s", _describe(ins), why)
-        except Exception as e:  # a bug in one lowering must not break the export
-            why = f"lowering failed: {type(e).__name__}: {e}"
-            log.warning("cpu backend: %s stays portable: %s", _describe(ins), why)
-        self.decide(i, False, why)
-        return None
-
-    def build(self, i: int, j: int) -> tuple[DelegateInstr, set[int]] | None:
-        """One DelegateInstr for instructions [i, j) (lowered afresh: fusion edits the ops) and
-        the roots private to it, or None when the run stays portable because its outputs would
-        alias method inputs."""
-        run = set(range(i, j))
-        ops: list[Op] = []
-        for t in range(i, j):
-            op = self.lower(t)
-            if op is None:
-                raise Unsupported(f"{self.instrs[t].kernel} no longer lowers")
-            node = self.instrs[t].node
-            op.nodes = [node.name] if node is not None else []
-            ops.append(op)
-        produced = {id(o.root()) for op in ops for o in op.outs}
-        external = {r for r in produced if (self.refs.get(r, set()) - run) or r in self.out_roots}
+    def fuse(self, ops: list[Op], external: set[int]) -> None:
         u = _Uses(ops, external)
         for fuse in _FUSIONS:
             (globals()[fuse] if isinstance(fuse, str) else fuse)(ops, u)
-        # Inputs: roots read but not produced in the run; outputs: produced roots read outside.
-        inputs: list[TensorSpec] = []
-        seen: set[int] = set()
-        for op in ops:
-            for v in op.ins:
-                if isinstance(v, TensorSpec):
-                    r = v.root()
-                    if id(r) not in produced and id(r) not in seen:
-                        seen.add(id(r))
-                        inputs.append(r)
-        outputs: list[TensorSpec] = []
-        seen = set()
-        for op in ops:
-            for o in op.outs:
-                r = o.root()
-                if id(r) in external and id(r) not in seen:
-                    seen.add(id(r))
-                    outputs.append(r)
-        if any(id(r) in self.in_roots for r in outputs):
-            return None
+
+    def make_delegate(
+        self, ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec], i: int, j: int
+    ) -> DelegateInstr:
         op_info: list[tuple[str, list[str]]] = []
         data, arena = build_blob(ops, inputs, outputs, self.pairs, op_info, self.pack)
         refused = self.check(BACKEND_ID, data, arena) if self.check is not None else None
         if refused:
             raise _Refused(refused)
         kinds = sorted({o.kind for o in ops})
-        d = DelegateInstr(
+        return DelegateInstr(
             kernel=f"delegate::{BACKEND_ID}",
             args=[Arg("tensor", r) for r in inputs] + [Arg("tensor", r) for r in outputs],
             outputs=[Arg("tensor", r) for r in outputs],
@@ -408,48 +327,6 @@ class _Runs:
             f"{len(data)} bytes, arena {arena}",
             debug_ids=delegate_debug_ids(op_info),
         )
-        return d, produced - external
-
-    def place(self, i: int, j: int, out: list[Any]) -> set[int]:
-        """Appends [i, j) to ``out`` as delegates where possible; a run that fails is split in
-        two and each half tried again, down to single instructions that stay portable. Returns
-        the roots private to the delegates made (they leave the method's specs)."""
-        first = self.instrs[i]
-        try:
-            built = self.build(i, j)
-        except Exception as e:
-            refused = isinstance(e, _Refused)
-            what = (
-                f"the runtime refused its blob: {e}"
-                if refused
-                else f"{type(e).__name__}: {e}"
-                if not isinstance(e, Unsupported)
-                else str(e)
-            )
-            if j - i == 1:
-                log.warning("cpu backend: %s stays portable: %s", _describe(first), what)
-                self.decide(i, False, what)
-                out.append(first)
-                return set()
-            log.info(
-                "cpu backend: run of %d instructions from %s split in two: %s",
-                j - i,
-                _describe(first),
-                what,
-            )
-            mid = (i + j) // 2
-            return self.place(i, mid, out) | self.place(mid, j, out)
-        if built is None:
-            for t in range(i, j):
-                self.decide(t, False, "its run's outputs are method inputs")
-            out.extend(self.instrs[i:j])
-            return set()
-        d, private = built
-        n = sum(isinstance(x, DelegateInstr) for x in out)
-        for t in range(i, j):
-            self.decide(t, True, f"{BACKEND_ID} delegate {n}")
-        out.append(d)
-        return private
 
 
 # The longest run of operators the runtime executes as one (backends/cpu/cpu_op_chain.c).
@@ -473,10 +350,6 @@ def delegate_debug_ids(op_info: list[tuple[str, list[str]]]) -> dict[str, list[s
                 nodes.extend(x for x in ns if x not in nodes)
             out[key] = nodes
     return out
-
-
-class _Refused(Exception):
-    """The runtime's own check refused a blob."""
 
 
 # The fusion passes of a run, in order (looked up by name when a run is built).
@@ -517,27 +390,8 @@ def partition_cpu(
     if pack not in PACK_MODES:
         raise ValueError(f"pack={pack!r}: expected one of {', '.join(PACK_MODES)}")
     runs = _Runs(ir, pairs, check, pack)
-    instrs = ir.instrs
-    lowered = [runs.lower(i) is not None for i in range(len(instrs))]
+    lowered = [runs.lower(i) is not None for i in range(len(ir.instrs))]
     _pair_qdq(runs, lowered)
-    new_instrs: list[Any] = []
-    removed_roots: set[int] = set()
-    i = 0
-    while i < len(instrs):
-        if not lowered[i]:
-            new_instrs.append(instrs[i])
-            i += 1
-            continue
-        j = i
-        while j < len(instrs) and lowered[j]:
-            j += 1
-        removed_roots |= runs.place(i, j, new_instrs)
-        i = j
-    n_deleg = sum(isinstance(x, DelegateInstr) for x in new_instrs) - sum(
-        isinstance(x, DelegateInstr) for x in instrs
-    )
-    ir.instrs = new_instrs
-    ir.specs = [s for s in ir.specs if id(s.root()) not in removed_roots]
-    ir.partition_report = [runs.decisions[k] for k in sorted(runs.decisions)]
+    n_deleg = partition_runs(ir, runs, lowered)
     log.info("cpu backend: %d delegate(s) in %s", n_deleg, ir.name)
     return ir

@@ -2,9 +2,13 @@
 
 :func:`build_blob` takes the lowered operators of a run (:class:`ember.backends.cpu.lowering.Op`,
 the kinds of :data:`KINDS`), the run's input and output tensors, and returns the blob. Every
-tensor lives in one arena at a float offset, tensors no operator uses together sharing space
+tensor lives in one arena at an element offset, tensors no operator uses together sharing space
 (:meth:`_Tensors.offsets`); a copy whose source is a tensor is an alias (its output shares the
 source's storage); constants are appended after the operators and uploaded once at init.
+
+``storage`` (:data:`STORAGE`) is the element type of the arena and the weights: ``"f32"``, or
+``"f16"`` (IEEE halves, the weights rounded to nearest even here; a constant beyond f16's range
+raises Unsupported, so its operator stays portable).
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ from ember.backends.cpu.blob import ACT, BIN
 from ember.backends.cpu.lowering import Const, Op, Unsupported
 from ember.passes.ir import TensorSpec
 
-MAGIC, VERSION = 0x4B564D45, 1
+MAGIC, VERSION = 0x4B564D45, 2
+HEADER_WORDS = 9  # emv_header
+# storage types (emv_format.h EMV_STORAGE_*): name -> (code, numpy element type)
+STORAGE = {"f32": (0, "<f4"), "f16": (1, "<f2")}
 NONE = 0xFFFFFFFF
 MAX_DIMS = 4
 OPS = {
@@ -76,7 +83,7 @@ class _Tensors:
         self.index: dict[int, int] = {}
         self.rows: list[tuple[int, int, tuple[int, ...]]] = []  # block, weight, shape
         self.storage: dict[int, int] = {}  # id(root or Const) -> block
-        self.size: list[int] = []  # per block: floats
+        self.size: list[int] = []  # per block: elements
         self.span: list[list[int]] = []  # per block: [first, last] operator using it
         self.now = -1  # the operator being written (-1: the inputs, before every operator)
         self.weights: list[np.ndarray] = []
@@ -149,7 +156,7 @@ class _Tensors:
         return self.index[id(v)]
 
     def offsets(self) -> list[int]:
-        """Each block's arena offset (floats): first fit in order of first use, sharing space
+        """Each block's arena offset (elements): first fit in order of first use, sharing space
         between blocks no operator uses together (an operator's inputs and outputs overlap in
         time, so they never share)."""
         placed: list[tuple[int, int, int, int]] = []  # offset, size, first, last
@@ -274,9 +281,19 @@ def _pack_op(op: Op, T: _Tensors) -> list[bytes]:
     raise Unsupported(f"{k} is not a Vulkan operator")
 
 
-def build_blob(ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec]) -> bytes:
+def arena_bytes(blob: bytes) -> int:
+    """The size of a blob's device arena in bytes (arena_elems times its storage's size)."""
+    elems, _, storage = struct.unpack_from("<3I", blob, 24)
+    return int(elems) * (2 if storage == STORAGE["f16"][0] else 4)
+
+
+def build_blob(
+    ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec], storage: str = "f32"
+) -> bytes:
     """The blob of ``ops`` reading ``inputs`` and producing ``outputs`` (delegate argument
-    order). Raises Unsupported for what the format cannot express."""
+    order), its tensors stored as ``storage`` (:data:`STORAGE`). Raises Unsupported for what
+    the format cannot express."""
+    code, etype = STORAGE[storage]
     T = _Tensors()
     in_idx = [T.of(s, io=True) for s in inputs]
     body: list[bytes] = []
@@ -289,16 +306,20 @@ def build_blob(ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec
         raise Unsupported("a run with no outputs")
     off = T.offsets()
     rows = [(off[b], w, shape) for b, w, shape in T.rows]
-    # arena_floats is the end of the last tensor (emv_format.h)
+    # arena_elems is the end of the last tensor (emv_format.h)
     top = max(o + math.prod(shape) for o, _, shape in rows)
-    head = struct.pack(
-        "<8I", MAGIC, VERSION, len(T.rows), len(body), len(in_idx), len(out_idx), top, T.n_weights
-    )
+    n = (len(T.rows), len(body), len(in_idx), len(out_idx))
+    head = struct.pack("<9I", MAGIC, VERSION, *n, top, T.n_weights, code)
     tens = b"".join(
         struct.pack("<7I", off, w, len(shape), *shape, *([0] * (MAX_DIMS - len(shape))))
         + struct.pack("<I", 0)
         for off, w, shape in rows
     )
     args = struct.pack(f"<{len(in_idx) + len(out_idx)}I", *in_idx, *out_idx)
-    weights = np.concatenate(T.weights).astype("<f4").tobytes() if T.weights else b""
+    w = np.concatenate(T.weights) if T.weights else np.zeros(0, np.float32)
+    with np.errstate(over="ignore"):
+        h = w.astype(etype)
+    if bool((np.isinf(h) & np.isfinite(w)).any()):
+        raise Unsupported(f"a constant beyond {storage}'s range ({storage} storage)")
+    weights = h.tobytes()
     return head + tens + args + b"".join(body) + weights

@@ -9,7 +9,9 @@ consecutive supported instructions becomes one :class:`DelegateInstr` (batch nor
 the convolution before it, the hardswish / hardsigmoid / silu decompositions recognised,
 activations fused into the conv or linear before them); a run whose blob
 fails the runtime's own validation (``em_vulkan_blob_check``) or raises is split in two until
-each part delegates or stays portable.
+each part delegates or stays portable (the run machinery is :mod:`ember.backends.runs`, shared
+with the CPU backend). ``storage="f16"`` writes blobs whose tensors the device stores as
+halves (weights rounded to nearest even at export; backends/vulkan/README.md).
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ import numpy as np
 from ember.backends.cpu.fusion import _fold_bn, _hard_patterns, _silu, _Uses
 from ember.backends.cpu.lowering import Op, Unsupported, _const_arr, _f32, _f32x, _num, _operand, _t
 from ember.backends.cpu.lowering import lower as cpu_lower
-from ember.backends.cpu.partition import Decision, _describe, _fold_constant_permutes, _where
+from ember.backends.cpu.partition import _fold_constant_permutes
 from ember.backends.delegate import DelegateInstr
-from ember.backends.vulkan.blob import KINDS, build_blob
-from ember.passes.ir import Arg, KernelInstr, MethodIR, TensorSpec, instr_args
+from ember.backends.runs import Refused, Runs, partition_runs
+from ember.backends.vulkan.blob import KINDS, STORAGE, arena_bytes, build_blob
+from ember.passes.ir import Arg, KernelInstr, MethodIR, TensorSpec
 
 log = logging.getLogger(__name__)
 
@@ -203,10 +206,6 @@ def _fuse_acts(ops: list[Op], u: _Uses) -> None:
             ops.remove(act)
 
 
-class _Refused(Exception):
-    """The runtime's own check refused a blob."""
-
-
 def vulkan_check(blob: bytes) -> str | None:
     """The runtime's validation of ``blob`` (``em_vulkan_blob_check``, no device needed):
     ``None`` when accepted or when the runtime cannot be asked, else why it refused."""
@@ -231,85 +230,39 @@ def vulkan_check(blob: bytes) -> str | None:
     return None
 
 
-class _Runs:
-    def __init__(self, ir: MethodIR, check: Any) -> None:
-        self.instrs, self.check = ir.instrs, check
-        self.refs: dict[int, set[int]] = {}
-        for i, ins in enumerate(self.instrs):
-            args = ins.args if isinstance(ins, KernelInstr) else instr_args(ins)
-            for arg in args:
-                for t in arg.tensors():
-                    self.refs.setdefault(id(t.root()), set()).add(i)
-        self.out_roots = {id(t.root()) for a in ir.outputs for t in a.tensors()}
-        self.in_roots = {id(t.root()) for a in ir.inputs for t in a.tensors()}
-        self.decisions: dict[int, Decision] = {}
+class _Runs(Runs):
+    """EmberVulkanBackend's runs (:class:`ember.backends.runs.Runs`): :func:`lower`, the CPU
+    backend's fusions then :func:`_fuse_acts`, the Vulkan blob (``storage``: "f32" or "f16")
+    and ``check`` (``blob -> message or None``) on it."""
 
-    def decide(self, i: int, delegated: bool, why: str) -> None:
-        ins = self.instrs[i]
-        node, src = _where(ins) if isinstance(ins, KernelInstr) else (None, None)
-        kernel = getattr(ins, "kernel", type(ins).__name__)
-        self.decisions[i] = Decision(i, kernel, node, delegated, why, src)
+    backend_id = BACKEND_ID
+    name = "vulkan backend"
+    logger = log
+    refuse_level = logging.INFO  # an op alone above the arena limit is expected, not a bug
 
-    def lower(self, i: int) -> Op | None:
-        ins = self.instrs[i]
-        if not isinstance(ins, KernelInstr) or isinstance(ins, DelegateInstr):
-            self.decide(i, False, "not a kernel call")
-            return None
-        try:
-            return lower(
-                ins,
-                lambda s: (
-                    self.refs.get(id(s.root()), set()) <= {i} and id(s.root()) not in self.out_roots
-                ),
-            )
-        except Unsupported as e:
-            why = str(e) or "unsupported"
-            log.info("vulkan backend: %s stays portable: %s", _describe(ins), why)
-        except Exception as e:  # a bug in one lowering must not break the export
-            why = f"lowering failed: {type(e).__name__}: {e}"
-            log.warning("vulkan backend: %s stays portable: %s", _describe(ins), why)
-        self.decide(i, False, why)
-        return None
+    def __init__(self, ir: MethodIR, check: Any, storage: str = "f32") -> None:
+        super().__init__(ir)
+        self.check, self.storage = check, storage
 
-    def build(self, i: int, j: int) -> tuple[DelegateInstr, set[int]] | None:
-        run = set(range(i, j))
-        ops: list[Op] = []
-        for t in range(i, j):
-            op = self.lower(t)
-            if op is None:
-                raise Unsupported(f"{self.instrs[t].kernel} no longer lowers")
-            ops.append(op)
-        produced = {id(o.root()) for op in ops for o in op.outs}
-        external = {r for r in produced if (self.refs.get(r, set()) - run) or r in self.out_roots}
+    def lower_instr(self, ins: KernelInstr, only_here: Callable[[TensorSpec], bool]) -> Op:
+        return lower(ins, only_here)
+
+    def fuse(self, ops: list[Op], external: set[int]) -> None:
         for fuse in (_fold_bn, _hard_patterns, _silu, _fuse_acts):  # CPU backend's, then ours
             fuse(ops, _Uses(ops, external))
-        inputs: list[TensorSpec] = []
-        seen: set[int] = set()
-        for op in ops:
-            for v in op.ins:
-                if isinstance(v, TensorSpec) and id(v.root()) not in produced:
-                    if id(v.root()) not in seen:
-                        seen.add(id(v.root()))
-                        inputs.append(v.root())
-        outputs: list[TensorSpec] = []
-        seen = set()
-        for op in ops:
-            for o in op.outs:
-                r = o.root()
-                if id(r) in external and id(r) not in seen:
-                    seen.add(id(r))
-                    outputs.append(r)
-        if any(id(r) in self.in_roots for r in outputs):
-            return None
-        data = build_blob(ops, inputs, outputs)
-        arena = struct.unpack_from("<I", data, 24)[0] * 4
+
+    def make_delegate(
+        self, ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec], i: int, j: int
+    ) -> DelegateInstr:
+        data = build_blob(ops, inputs, outputs, self.storage)
+        arena = arena_bytes(data)
         if arena > MAX_ARENA_BYTES:
             raise Unsupported(f"arena of {arena} bytes above {MAX_ARENA_BYTES} (split)")
         refused = self.check(data) if self.check is not None else None
         if refused:
-            raise _Refused(refused)
+            raise Refused(refused)
         kinds = sorted({o.kind for o in ops})
-        d = DelegateInstr(
+        return DelegateInstr(
             kernel=f"delegate::{BACKEND_ID}",
             args=[Arg("tensor", r) for r in inputs] + [Arg("tensor", r) for r in outputs],
             outputs=[Arg("tensor", r) for r in outputs],
@@ -317,61 +270,21 @@ class _Runs:
             processed=data,
             n_inputs=len(inputs),
             summary=f"{j - i} instructions -> {len(ops)} ops ({', '.join(kinds)}), "
-            f"{len(data)} bytes",
+            f"{len(data)} bytes, {self.storage} storage",
         )
-        return d, produced - external
-
-    def place(self, i: int, j: int, out: list[Any]) -> set[int]:
-        try:
-            built = self.build(i, j)
-        except Exception as e:
-            what = f"the runtime refused its blob: {e}" if isinstance(e, _Refused) else str(e)
-            if not isinstance(e, (Unsupported, _Refused)):
-                what = f"{type(e).__name__}: {e}"
-            if j - i == 1:
-                log.info("vulkan backend: %s stays portable: %s", _describe(self.instrs[i]), what)
-                self.decide(i, False, what)
-                out.append(self.instrs[i])
-                return set()
-            mid = (i + j) // 2
-            return self.place(i, mid, out) | self.place(mid, j, out)
-        if built is None:
-            for t in range(i, j):
-                self.decide(t, False, "its run's outputs are method inputs")
-            out.extend(self.instrs[i:j])
-            return set()
-        d, private = built
-        n = sum(isinstance(x, DelegateInstr) for x in out)
-        for t in range(i, j):
-            self.decide(t, True, f"{BACKEND_ID} delegate {n}")
-        out.append(d)
-        return private
 
 
-def partition_vulkan(ir: MethodIR, check: Any = vulkan_check) -> MethodIR:
+def partition_vulkan(ir: MethodIR, check: Any = vulkan_check, storage: str = "f32") -> MethodIR:
     """Replace runs of supported instructions by EmberVulkanBackend DelegateInstrs; what
     happened to each instruction is ``ir.partition_report``. ``check``: ``blob -> message or
-    None`` (default: the runtime's validation)."""
+    None`` (default: the runtime's validation); ``storage``: the tensors' element type on the
+    device, ``"f32"`` or ``"f16"`` (:data:`STORAGE`; compute is f32 either way)."""
+    if storage not in STORAGE:
+        raise ValueError(f"vulkan_storage={storage!r}: expected one of {', '.join(STORAGE)}")
     _fold_constant_permutes(ir)
-    runs = _Runs(ir, check)
-    instrs = ir.instrs
-    lowered = [runs.lower(i) is not None for i in range(len(instrs))]
-    new_instrs: list[Any] = []
-    removed: set[int] = set()
-    i = 0
-    while i < len(instrs):
-        if not lowered[i]:
-            new_instrs.append(instrs[i])
-            i += 1
-            continue
-        j = i
-        while j < len(instrs) and lowered[j]:
-            j += 1
-        removed |= runs.place(i, j, new_instrs)
-        i = j
-    ir.instrs = new_instrs
-    ir.specs = [s for s in ir.specs if id(s.root()) not in removed]
-    ir.partition_report = [runs.decisions[k] for k in sorted(runs.decisions)]
-    n = sum(isinstance(x, DelegateInstr) and x.backend_id == BACKEND_ID for x in new_instrs)
+    runs = _Runs(ir, check, storage)
+    lowered = [runs.lower(i) is not None for i in range(len(ir.instrs))]
+    partition_runs(ir, runs, lowered)
+    n = sum(isinstance(x, DelegateInstr) and x.backend_id == BACKEND_ID for x in ir.instrs)
     log.info("vulkan backend: %d delegate(s) in %s", n, ir.name)
     return ir

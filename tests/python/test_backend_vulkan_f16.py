@@ -1,0 +1,302 @@
+"""EmberVulkanBackend with f16 storage (``ember.export(..., backend="vulkan",
+vulkan_storage="f16")``): every operator family against eager PyTorch, a small CNN and an MLP
+against eager and the portable kernels, the fallback to f32 storage
+(``em_vulkan_allow_f16_storage(false)``, as on a device without 16-bit storage) and the blob's
+storage field refused when corrupted.
+
+The error of an output is max |got - eager| / max |eager| (the largest magnitude of the eager
+output as the scale), at most :data:`OP_TOL` per operator test: f16 keeps 11 significant bits,
+so each stored value is within 2^-11 (4.9e-4) of the f32 one relative to itself, and an
+operator's inputs, weights and output are each rounded once. Where the device has 16-bit
+storage, every output of a delegate must also be exactly representable in f16 (it was stored
+as f16 and widened), which shows the f16 shaders ran.
+
+Runs on any Vulkan device (lavapipe in CI, `make vulkan-deps`). Skipped, with a message, only
+when the library was built without Vulkan or no device exists.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_backend_vulkan import MLP, Fn, SmallCNN, _bn_stats, _delegates, _outside, _r, _run
+from torch import nn
+from vulkan_common import VK, needs_vulkan
+
+import ember
+from ember.backends.check import runtime_check
+
+pytestmark = needs_vulkan
+
+OP_TOL = 3e-3  # max |got - eager| / max |eager| for one operator with f16 storage
+MODEL_TOL = 1e-3  # the issue's bound for whole models with f16 storage
+
+
+def _lib() -> ctypes.CDLL:
+    from ember._lib import lib
+
+    L = lib()
+    L.em_vulkan_has_f16_storage.restype = ctypes.c_bool
+    L.em_vulkan_allow_f16_storage.argtypes = [ctypes.c_bool]
+    L.em_vulkan_allow_f16_storage.restype = None
+    return L
+
+
+HAS_F16 = bool(_lib().em_vulkan_has_f16_storage()) if VK else False
+
+
+@contextmanager
+def f32_storage() -> Iterator[None]:
+    """Delegates initialized inside run f16 blobs with f32 storage (the fallback)."""
+    L = _lib()
+    L.em_vulkan_allow_f16_storage(False)
+    try:
+        yield
+    finally:
+        L.em_vulkan_allow_f16_storage(True)
+
+
+def _rel(got: torch.Tensor, want: torch.Tensor) -> float:
+    return float((got - want).abs().max() / want.abs().max().clamp_min(1e-12))
+
+
+def _f16_exact(t: torch.Tensor) -> bool:
+    return bool((t.half().float() == t).all())
+
+
+def _check16(m: nn.Module, *inputs: torch.Tensor, tol: float = OP_TOL) -> ember.Program:
+    """Exports ``m`` with f16 storage, runs it and compares every output with eager."""
+    m = m.eval()
+    with torch.inference_mode():
+        want = m(*inputs)
+    want = list(want) if isinstance(want, (tuple, list)) else [want]
+    prog = ember.export(m, inputs, backend="vulkan", vulkan_storage="f16")
+    assert _delegates(prog) and not _outside(prog), prog.explain()
+    for d in _delegates(prog):
+        assert struct.unpack_from("<I", d.processed, 32)[0] == 1, d.summary  # EMV_STORAGE_F16
+    got = _run(prog, inputs)
+    assert len(got) == len(want)
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.shape == w.shape and g.dtype == torch.float32
+        assert _rel(g, w) <= tol, (k, _rel(g, w))
+        if HAS_F16:
+            assert _f16_exact(g), k
+    return prog
+
+
+# ---- operators ------------------------------------------------------------------------------
+
+
+def test_linear_mm_bmm() -> None:
+    torch.manual_seed(0)
+    _check16(nn.Linear(33, 9), _r(3, 5, 33))
+    _check16(nn.Linear(1, 1), _r(1, 1))
+    _check16(
+        Fn(lambda a, b, c, d: (a @ b, torch.bmm(c, d))),
+        _r(3, 5),
+        _r(5, 4),
+        _r(2, 3, 7),
+        _r(2, 7, 1),
+    )
+
+
+def test_binary_broadcast_and_scalars() -> None:
+    x, y = _r(5, 1, 3), _r(1, 7, 1, seed=1).abs() + 0.5
+    _check16(Fn(lambda x, y: (x + y, x - y, x * y, x / y)), x, y)
+    c = _r(1, 3, 1, 1, seed=3)
+    _check16(Fn(lambda x, c: (x + 2.5, 3.0 - x, x / 1.5, x * c, c - x), c), _r(2, 3, 4, 5))
+
+
+def test_unary() -> None:
+    x = torch.linspace(-8, 8, 3 * 5 * 7).reshape(3, 5, 7)
+    fns = (
+        torch.relu,
+        F.gelu,
+        lambda t: F.gelu(t, approximate="tanh"),
+        torch.sigmoid,
+        torch.tanh,
+        lambda t: F.hardtanh(t, -0.5, 0.7),
+        F.silu,
+        F.hardswish,
+        F.hardsigmoid,
+        torch.exp,
+        lambda t: torch.sqrt(t.abs()),
+        lambda t: torch.rsqrt(t.abs() + 0.25),
+        torch.neg,
+        torch.abs,
+    )
+    _check16(Fn(lambda t: tuple(f(t) for f in fns)), x)
+
+
+@pytest.mark.parametrize(
+    "cin, cout, k, stride, pad, dil, groups, hw",
+    [
+        (3, 8, 3, 1, 1, 1, 1, (9, 7)),
+        (4, 6, 3, 2, 0, 1, 2, (11, 10)),  # grouped, strided
+        (8, 8, 3, 1, 1, 1, 8, (5, 5)),  # depthwise
+        (6, 3, 1, 1, 0, 1, 1, (1, 1)),  # pointwise on a 1x1 map
+        (2, 4, 3, 1, 2, 2, 1, (8, 6)),  # dilation
+    ],
+)
+def test_conv2d(cin, cout, k, stride, pad, dil, groups, hw) -> None:  # noqa: ANN001
+    torch.manual_seed(1)
+    m = nn.Conv2d(cin, cout, k, stride=stride, padding=pad, dilation=dil, groups=groups)
+    _check16(nn.Sequential(m, nn.ReLU6()), _r(2, cin, *hw))
+
+
+def test_pools() -> None:
+    _check16(
+        Fn(
+            lambda t: (
+                F.max_pool2d(t, 3, 2, 1),
+                F.max_pool2d(t, 2, ceil_mode=True),
+                F.avg_pool2d(t, 3, 2, 1, count_include_pad=False),
+                F.avg_pool2d(t, 3, 1, 1, divisor_override=5),
+                F.adaptive_avg_pool2d(t, 1),
+            )
+        ),
+        _r(2, 3, 9, 8),
+    )
+
+
+def test_softmax_layernorm_mean_sum() -> None:
+    w, b = _r(7, seed=5), _r(7, seed=6)
+    _check16(
+        Fn(
+            lambda t, w, b: (
+                torch.softmax(t, -1),
+                torch.log_softmax(t, -1),
+                F.layer_norm(t, (7,), w, b, 1e-5),
+                t.mean((1, 2), keepdim=True),
+                t.sum(-1),
+            ),
+            w,
+            b,
+        ),
+        _r(2, 3, 7) * 4,
+    )
+
+
+def test_shape_ops() -> None:
+    _check16(
+        Fn(
+            lambda a, b: (
+                a.reshape(6, 20).relu(),
+                a.permute(0, 3, 1, 2) * 2.0,
+                torch.cat([a, a.relu(), b], -1),
+                a[:, 1:, ::2, 1:4] + 1.0,
+                a[:, 0] * 2.0,
+                b[:, :1].expand(2, 3, 4, 5) * 1.5,
+                F.pad(a, (1, 2, 0, 3), value=-2.5),
+            )
+        ),
+        _r(2, 3, 4, 5),
+        _r(2, 3, 4, 5, seed=2),
+    )
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear-align", "bilinear"])
+def test_upsample(mode: str) -> None:
+    extra = {} if mode == "nearest" else dict(align_corners=mode == "bilinear-align")
+    m = mode.split("-")[0]
+    _check16(
+        Fn(
+            lambda x: (
+                F.interpolate(x + 0.5, mode=m, scale_factor=1.5, **extra),
+                F.interpolate(x, mode=m, size=(7, 5), **extra),
+                F.interpolate(x, mode=m, size=(2, 3), **extra),
+            )
+        ),
+        _r(1, 2, 3, 4),
+    )
+
+
+# ---- models, the fallback, blobs -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("model, shape", [(SmallCNN, (2, 3, 32, 29)), (MLP, (5, 33))])
+def test_models_against_eager_and_portable(model, shape) -> None:  # noqa: ANN001
+    torch.manual_seed(0)
+    m = _bn_stats(model()).eval()
+    x = _r(*shape)
+    prog = _check16(m, x, tol=MODEL_TOL)
+    assert len(_delegates(prog)) == 1, prog.explain()
+    f32 = ember.export(m, (x,), backend="vulkan")  # half the blob: weights and arena
+    assert len(_delegates(prog)[0].processed) < 0.6 * len(_delegates(f32)[0].processed)
+    plain = _run(ember.export(m, (x,), backend=None), (x,))[0]
+    from ember.runtime import RuntimeProgram
+
+    rt = RuntimeProgram(prog.buffer)  # one init, several executes
+    for seed in (1, 2):
+        x2 = _r(*shape, seed=seed)
+        with torch.inference_mode():
+            assert _rel(rt.run("forward", [x2])[0], m(x2)) <= MODEL_TOL
+    assert _rel(rt.run("forward", [x])[0], plain) <= MODEL_TOL
+
+
+def test_fallback_to_f32_storage() -> None:
+    """With f16 storage turned off (as on a device without it) an f16 file runs with f32
+    storage: its weights, rounded to f16 at export, are widened at init, and the result is the
+    eager model with those rounded weights to f32 accuracy."""
+    torch.manual_seed(0)
+    m = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 36, 5)
+    ).eval()
+    x = _r(2, 3, 6, 6)
+    prog = ember.export(m, (x,), backend="vulkan", vulkan_storage="f16")
+    rounded = copy.deepcopy(m)
+    for p in rounded.parameters():
+        p.data = p.data.half().float()
+    with torch.inference_mode():
+        want = rounded(x)
+    with f32_storage():
+        got = _run(prog, (x,))[0]
+    assert _rel(got, want) <= 1e-5, _rel(got, want)
+    assert not _f16_exact(got)  # stored as f32
+    got16 = _run(prog, (x,))[0]  # f16 storage again (where the device has it)
+    assert _rel(got16, want) <= OP_TOL
+    assert _f16_exact(got16) == HAS_F16
+
+
+def test_weights_beyond_f16_stay_portable() -> None:
+    """A constant f16 cannot hold (|w| > 65504) keeps its operator off an f16 delegate."""
+    big = torch.full((1, 4), 1e5)
+    m = Fn(lambda x, c: (torch.relu(x) * c, torch.tanh(x)), big)
+    x = _r(3, 4)
+    prog = ember.export(m, (x,), backend="vulkan", vulkan_storage="f16")
+    assert _outside(prog) == ["aten::mul.out"], prog.explain()
+    with torch.inference_mode():
+        want = m(x)
+    for g, w in zip(_run(prog, (x,)), want, strict=True):
+        assert _rel(g, w) <= OP_TOL
+    with pytest.raises(ValueError, match="vulkan_storage"):
+        ember.export(m, (x,), backend="vulkan", vulkan_storage="bf16")
+
+
+def test_storage_field_refused_by_name() -> None:
+    torch.manual_seed(0)
+    m = _bn_stats(SmallCNN()).eval()
+    (d,) = _delegates(ember.export(m, (_r(1, 3, 16, 16),), backend="vulkan", vulkan_storage="f16"))
+    blob = bytes(d.processed)
+    assert runtime_check(VK, blob) is None
+
+    def storage(v: int) -> bytes:
+        b = bytearray(blob)
+        struct.pack_into("<I", b, 32, v)
+        return bytes(b)
+
+    for what, bad in {
+        "storage type 3": storage(3),
+        "storage type 4294967295": storage(0xFFFFFFFF),
+        "describes": storage(0),  # f32: the weights section would be twice as long
+        "version": blob[:4] + struct.pack("<I", 1) + blob[8:],  # a version-1 blob
+    }.items():
+        why = runtime_check(VK, bad)
+        assert why is not None and what in why, (what, why)
