@@ -97,15 +97,146 @@ def test_linear(x: tuple, n: int, bias: bool) -> None:
     _check(nn.Linear(x[-1], n, bias=bias), _r(*x))
 
 
-def test_mm_bmm_activations() -> None:
+# ---- operator families, shared with test_backend_vulkan_f16.py: (model, inputs) ----------
+
+
+def mm_case() -> tuple[nn.Module, tuple]:
     # both operands activations: [K, N] read in place, and batched
-    _check(
-        Fn(lambda a, b, c, d: (a @ b, torch.bmm(c, d))),
-        _r(3, 5),
-        _r(5, 4),
-        _r(2, 3, 7),
-        _r(2, 7, 1),
+    m = Fn(lambda a, b, c, d: (a @ b, torch.bmm(c, d)))
+    return m, (_r(3, 5), _r(5, 4), _r(2, 3, 7), _r(2, 7, 1))
+
+
+def binary_case(a: tuple, b: tuple) -> tuple[nn.Module, tuple]:
+    x, y = _r(*a), _r(*b, seed=1).abs() + 0.5
+    return Fn(lambda x, y: (x + y, x - y, x * y, x / y)), (x, y)
+
+
+def scalars_case() -> tuple[nn.Module, tuple]:
+    c = _r(1, 3, 1, 1, seed=3)
+    return Fn(lambda x, c: (x + 2.5, 3.0 - x, x / 1.5, x * c, c - x), c), (_r(2, 3, 4, 5),)
+
+
+UNARY = (
+    torch.relu,
+    F.gelu,
+    lambda t: F.gelu(t, approximate="tanh"),
+    torch.sigmoid,
+    torch.tanh,
+    lambda t: F.hardtanh(t, -0.5, 0.7),
+    F.silu,
+    lambda t: torch.clamp(t, min=-1.0),
+    F.hardswish,
+    F.hardsigmoid,
+    torch.exp,
+    lambda t: torch.sqrt(t.abs()),
+    lambda t: torch.rsqrt(t.abs() + 0.25),
+    torch.neg,
+    torch.abs,
+)
+
+
+def unary_case() -> tuple[nn.Module, tuple]:
+    x = torch.linspace(-8, 8, 3 * 5 * 7).reshape(3, 5, 7)
+    return Fn(lambda t: tuple(f(t) for f in UNARY)), (x,)
+
+
+# cin, cout, k, stride, pad, dil, groups, hw, bias
+CONVS = [
+    (3, 8, 3, 1, 1, 1, 1, (9, 7), True),
+    (4, 6, 3, 2, 0, 1, 2, (11, 10), False),
+    (8, 8, 3, 1, 1, 1, 8, (5, 5), True),  # depthwise
+    (5, 5, 5, 2, 2, 1, 5, (13, 9), False),  # depthwise, stride 2
+    (6, 3, 1, 1, 0, 1, 1, (1, 1), True),  # pointwise on a 1x1 map
+    (2, 4, 3, 1, 2, 2, 1, (8, 6), True),  # dilation
+    (3, 2, (3, 1), (2, 1), (1, 0), 1, 1, (7, 5), True),  # rectangular
+]
+
+
+def conv_case(cin, cout, k, stride, pad, dil, groups, hw, bias) -> tuple[nn.Module, tuple]:  # noqa: ANN001
+    torch.manual_seed(1)
+    m = nn.Conv2d(cin, cout, k, stride=stride, padding=pad, dilation=dil, groups=groups, bias=bias)
+    return m, (_r(2, cin, *hw),)
+
+
+def pools_case() -> tuple[nn.Module, tuple]:
+    return Fn(
+        lambda t: (
+            F.max_pool2d(t, 3, 2, 1),
+            F.max_pool2d(t, 2, ceil_mode=True),
+            F.avg_pool2d(t, 3, 2, 1),
+            F.avg_pool2d(t, 3, 2, 1, count_include_pad=False),
+            F.avg_pool2d(t, 2, ceil_mode=True),
+            F.avg_pool2d(t, 3, 1, 1, divisor_override=5),
+            F.adaptive_avg_pool2d(t, 1),
+            F.adaptive_avg_pool2d(t, (3, 4)),
+        )
+    ), (_r(2, 3, 9, 8),)
+
+
+def norms_case() -> tuple[nn.Module, tuple]:
+    w, b = _r(7, seed=5), _r(7, seed=6)
+    m = Fn(
+        lambda t, w, b: (
+            torch.softmax(t, -1),
+            torch.log_softmax(t, -1),
+            F.layer_norm(t, (7,), w, b, 1e-5),
+            F.layer_norm(t, (7,)),
+            t.mean(-1),
+            t.mean((1, 2), keepdim=True),
+        ),
+        w,
+        b,
     )
+    return m, (_r(2, 3, 7) * 4,)
+
+
+def shapes_case() -> tuple[nn.Module, tuple]:
+    m = Fn(
+        lambda a, b: (
+            a.reshape(6, 20).relu(),
+            a.permute(0, 3, 1, 2) * 2.0,
+            torch.cat([a, b], 1),
+            torch.cat([a, a.relu(), b], -1),
+            a[:, 1:, ::2, 1:4] + 1.0,
+            a.flatten(1) + 0.5,
+            a.transpose(1, 2) - 1.0,
+        )
+    )
+    return m, (_r(2, 3, 4, 5), _r(2, 3, 4, 5, seed=2))
+
+
+def select_case() -> tuple[nn.Module, tuple]:
+    m = Fn(
+        lambda t, v: (
+            t[:, 0] * 2.0,
+            t[1, :, -1] + 1.0,
+            t.select(3, 2) - 1.0,
+            v.expand(2, 3, 4, 5) * 1.5,
+            v[0].expand(3, 4, 5) + 0.5,
+            t.sum(-1),
+            t.sum((1, 2), keepdim=True),
+        )
+    )
+    return m, (_r(2, 3, 4, 5), _r(1, 3, 1, 5, seed=4))
+
+
+def pad_case() -> tuple[nn.Module, tuple]:
+    m = Fn(
+        lambda t: (
+            F.pad(t, (1, 2, 0, 3)),
+            F.pad(t, (1, 1), value=-2.5),
+            F.pad(t, (0, 0, 1, 0, 2, 1)) * 2.0,
+        )
+    )
+    return m, (_r(2, 3, 4, 5),)
+
+
+# ---- operators ------------------------------------------------------------------------------
+
+
+def test_mm_bmm_activations() -> None:
+    m, xs = mm_case()
+    _check(m, *xs)
 
 
 @pytest.mark.parametrize(
@@ -119,127 +250,49 @@ def test_mm_bmm_activations() -> None:
     ],
 )
 def test_binary_broadcast(a: tuple, b: tuple) -> None:
-    x, y = _r(*a), _r(*b, seed=1).abs() + 0.5
-    _check(Fn(lambda x, y: (x + y, x - y, x * y, x / y)), x, y)
+    m, xs = binary_case(a, b)
+    _check(m, *xs)
 
 
 def test_binary_scalars_and_constants() -> None:
-    c = _r(1, 3, 1, 1, seed=3)
-    _check(Fn(lambda x, c: (x + 2.5, 3.0 - x, x / 1.5, x * c, c - x), c), _r(2, 3, 4, 5))
+    m, xs = scalars_case()
+    _check(m, *xs)
 
 
 def test_unary() -> None:
-    x = torch.linspace(-8, 8, 3 * 5 * 7).reshape(3, 5, 7)
-    fns = (
-        torch.relu,
-        F.gelu,
-        lambda t: F.gelu(t, approximate="tanh"),
-        torch.sigmoid,
-        torch.tanh,
-        lambda t: F.hardtanh(t, -0.5, 0.7),
-        F.silu,
-        lambda t: torch.clamp(t, min=-1.0),
-        F.hardswish,
-        F.hardsigmoid,
-    )
-    _check(Fn(lambda t: tuple(f(t) for f in fns)), x)
+    m, xs = unary_case()
+    _check(m, *xs)
 
 
 def test_unary_one_element() -> None:
     _check(Fn(lambda t: (torch.relu(t), torch.tanh(t), F.gelu(t))), torch.tensor([-0.3]))
 
 
-@pytest.mark.parametrize(
-    "cin, cout, k, stride, pad, dil, groups, hw, bias",
-    [
-        (3, 8, 3, 1, 1, 1, 1, (9, 7), True),
-        (4, 6, 3, 2, 0, 1, 2, (11, 10), False),
-        (8, 8, 3, 1, 1, 1, 8, (5, 5), True),  # depthwise
-        (5, 5, 5, 2, 2, 1, 5, (13, 9), False),  # depthwise, stride 2
-        (6, 3, 1, 1, 0, 1, 1, (1, 1), True),  # pointwise on a 1x1 map
-        (2, 4, 3, 1, 2, 2, 1, (8, 6), True),  # dilation
-        (3, 2, (3, 1), (2, 1), (1, 0), 1, 1, (7, 5), True),  # rectangular
-    ],
-)
+@pytest.mark.parametrize("cin, cout, k, stride, pad, dil, groups, hw, bias", CONVS)
 def test_conv2d(cin, cout, k, stride, pad, dil, groups, hw, bias) -> None:  # noqa: ANN001
-    torch.manual_seed(1)
-    m = nn.Conv2d(cin, cout, k, stride=stride, padding=pad, dilation=dil, groups=groups, bias=bias)
-    _check(m, _r(2, cin, *hw))
+    m, xs = conv_case(cin, cout, k, stride, pad, dil, groups, hw, bias)
+    _check(m, *xs)
 
 
 def test_pools() -> None:
-    x = _r(2, 3, 9, 8)
-    _check(
-        Fn(
-            lambda t: (
-                F.max_pool2d(t, 3, 2, 1),
-                F.max_pool2d(t, 2, ceil_mode=True),
-                F.avg_pool2d(t, 3, 2, 1),
-                F.avg_pool2d(t, 3, 2, 1, count_include_pad=False),
-                F.avg_pool2d(t, 2, ceil_mode=True),
-                F.avg_pool2d(t, 3, 1, 1, divisor_override=5),
-                F.adaptive_avg_pool2d(t, 1),
-                F.adaptive_avg_pool2d(t, (3, 4)),
-            )
-        ),
-        x,
-    )
+    m, xs = pools_case()
+    _check(m, *xs)
 
 
 def test_softmax_layernorm_mean() -> None:
-    w, b = _r(7, seed=5), _r(7, seed=6)
-    _check(
-        Fn(
-            lambda t, w, b: (
-                torch.softmax(t, -1),
-                torch.log_softmax(t, -1),
-                F.layer_norm(t, (7,), w, b, 1e-5),
-                F.layer_norm(t, (7,)),
-                t.mean(-1),
-                t.mean((1, 2), keepdim=True),
-            ),
-            w,
-            b,
-        ),
-        _r(2, 3, 7) * 4,
-    )
+    m, xs = norms_case()
+    _check(m, *xs)
     _check(Fn(lambda t: torch.softmax(t, -1)), torch.tensor([[1.5]]))
 
 
 def test_shape_ops() -> None:
-    _check(
-        Fn(
-            lambda a, b: (
-                a.reshape(6, 20).relu(),
-                a.permute(0, 3, 1, 2) * 2.0,
-                torch.cat([a, b], 1),
-                torch.cat([a, a.relu(), b], -1),
-                a[:, 1:, ::2, 1:4] + 1.0,
-                a.flatten(1) + 0.5,
-                a.transpose(1, 2) - 1.0,
-            )
-        ),
-        _r(2, 3, 4, 5),
-        _r(2, 3, 4, 5, seed=2),
-    )
+    m, xs = shapes_case()
+    _check(m, *xs)
 
 
 def test_select_expand_sum() -> None:
-    _check(
-        Fn(
-            lambda t, v: (
-                t[:, 0] * 2.0,
-                t[1, :, -1] + 1.0,
-                t.select(3, 2) - 1.0,
-                v.expand(2, 3, 4, 5) * 1.5,
-                v[0].expand(3, 4, 5) + 0.5,
-                t.sum(-1),
-                t.sum((1, 2), keepdim=True),
-            )
-        ),
-        _r(2, 3, 4, 5),
-        _r(1, 3, 1, 5, seed=4),
-    )
+    m, xs = select_case()
+    _check(m, *xs)
 
 
 def test_two_dimensional_grid() -> None:
@@ -248,16 +301,8 @@ def test_two_dimensional_grid() -> None:
 
 
 def test_constant_pad() -> None:
-    _check(
-        Fn(
-            lambda t: (
-                F.pad(t, (1, 2, 0, 3)),
-                F.pad(t, (1, 1), value=-2.5),
-                F.pad(t, (0, 0, 1, 0, 2, 1)) * 2.0,
-            )
-        ),
-        _r(2, 3, 4, 5),
-    )
+    m, xs = pad_case()
+    _check(m, *xs)
     _check(Fn(lambda t: F.pad(t, (2, 1), value=1.5)), torch.tensor([0.25]))
 
 

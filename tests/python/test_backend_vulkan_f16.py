@@ -26,7 +26,27 @@ from contextlib import contextmanager
 import pytest
 import torch
 import torch.nn.functional as F
-from test_backend_vulkan import MLP, Fn, SmallCNN, _bn_stats, _delegates, _outside, _r, _run
+from test_backend_vulkan import (
+    CONVS,
+    MLP,
+    Fn,
+    SmallCNN,
+    _bn_stats,
+    _delegates,
+    _outside,
+    _r,
+    _run,
+    binary_case,
+    conv_case,
+    mm_case,
+    norms_case,
+    pad_case,
+    pools_case,
+    scalars_case,
+    select_case,
+    shapes_case,
+    unary_case,
+)
 from torch import nn
 from vulkan_common import VK, needs_vulkan
 
@@ -91,115 +111,37 @@ def _check16(m: nn.Module, *inputs: torch.Tensor, tol: float = OP_TOL) -> ember.
     return prog
 
 
-# ---- operators ------------------------------------------------------------------------------
+# ---- operators (the families of test_backend_vulkan.py) ---------------------------------------
+
+FAMILIES = {
+    "mm": mm_case,
+    "binary": lambda: binary_case((5, 1, 3), (1, 7, 1)),
+    "scalars": scalars_case,
+    "unary": unary_case,
+    "pools": pools_case,
+    "norms": norms_case,
+    "shapes": shapes_case,
+    "select": select_case,
+    "pad": pad_case,
+}
 
 
-def test_linear_mm_bmm() -> None:
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_family(family: str) -> None:
+    m, xs = FAMILIES[family]()
+    _check16(m, *xs)
+
+
+def test_linear() -> None:
     torch.manual_seed(0)
     _check16(nn.Linear(33, 9), _r(3, 5, 33))
     _check16(nn.Linear(1, 1), _r(1, 1))
-    _check16(
-        Fn(lambda a, b, c, d: (a @ b, torch.bmm(c, d))),
-        _r(3, 5),
-        _r(5, 4),
-        _r(2, 3, 7),
-        _r(2, 7, 1),
-    )
 
 
-def test_binary_broadcast_and_scalars() -> None:
-    x, y = _r(5, 1, 3), _r(1, 7, 1, seed=1).abs() + 0.5
-    _check16(Fn(lambda x, y: (x + y, x - y, x * y, x / y)), x, y)
-    c = _r(1, 3, 1, 1, seed=3)
-    _check16(Fn(lambda x, c: (x + 2.5, 3.0 - x, x / 1.5, x * c, c - x), c), _r(2, 3, 4, 5))
-
-
-def test_unary() -> None:
-    x = torch.linspace(-8, 8, 3 * 5 * 7).reshape(3, 5, 7)
-    fns = (
-        torch.relu,
-        F.gelu,
-        lambda t: F.gelu(t, approximate="tanh"),
-        torch.sigmoid,
-        torch.tanh,
-        lambda t: F.hardtanh(t, -0.5, 0.7),
-        F.silu,
-        F.hardswish,
-        F.hardsigmoid,
-        torch.exp,
-        lambda t: torch.sqrt(t.abs()),
-        lambda t: torch.rsqrt(t.abs() + 0.25),
-        torch.neg,
-        torch.abs,
-    )
-    _check16(Fn(lambda t: tuple(f(t) for f in fns)), x)
-
-
-@pytest.mark.parametrize(
-    "cin, cout, k, stride, pad, dil, groups, hw",
-    [
-        (3, 8, 3, 1, 1, 1, 1, (9, 7)),
-        (4, 6, 3, 2, 0, 1, 2, (11, 10)),  # grouped, strided
-        (8, 8, 3, 1, 1, 1, 8, (5, 5)),  # depthwise
-        (6, 3, 1, 1, 0, 1, 1, (1, 1)),  # pointwise on a 1x1 map
-        (2, 4, 3, 1, 2, 2, 1, (8, 6)),  # dilation
-    ],
-)
-def test_conv2d(cin, cout, k, stride, pad, dil, groups, hw) -> None:  # noqa: ANN001
-    torch.manual_seed(1)
-    m = nn.Conv2d(cin, cout, k, stride=stride, padding=pad, dilation=dil, groups=groups)
-    _check16(nn.Sequential(m, nn.ReLU6()), _r(2, cin, *hw))
-
-
-def test_pools() -> None:
-    _check16(
-        Fn(
-            lambda t: (
-                F.max_pool2d(t, 3, 2, 1),
-                F.max_pool2d(t, 2, ceil_mode=True),
-                F.avg_pool2d(t, 3, 2, 1, count_include_pad=False),
-                F.avg_pool2d(t, 3, 1, 1, divisor_override=5),
-                F.adaptive_avg_pool2d(t, 1),
-            )
-        ),
-        _r(2, 3, 9, 8),
-    )
-
-
-def test_softmax_layernorm_mean_sum() -> None:
-    w, b = _r(7, seed=5), _r(7, seed=6)
-    _check16(
-        Fn(
-            lambda t, w, b: (
-                torch.softmax(t, -1),
-                torch.log_softmax(t, -1),
-                F.layer_norm(t, (7,), w, b, 1e-5),
-                t.mean((1, 2), keepdim=True),
-                t.sum(-1),
-            ),
-            w,
-            b,
-        ),
-        _r(2, 3, 7) * 4,
-    )
-
-
-def test_shape_ops() -> None:
-    _check16(
-        Fn(
-            lambda a, b: (
-                a.reshape(6, 20).relu(),
-                a.permute(0, 3, 1, 2) * 2.0,
-                torch.cat([a, a.relu(), b], -1),
-                a[:, 1:, ::2, 1:4] + 1.0,
-                a[:, 0] * 2.0,
-                b[:, :1].expand(2, 3, 4, 5) * 1.5,
-                F.pad(a, (1, 2, 0, 3), value=-2.5),
-            )
-        ),
-        _r(2, 3, 4, 5),
-        _r(2, 3, 4, 5, seed=2),
-    )
+@pytest.mark.parametrize("cin, cout, k, stride, pad, dil, groups, hw, bias", CONVS)
+def test_conv2d(cin, cout, k, stride, pad, dil, groups, hw, bias) -> None:  # noqa: ANN001
+    m, xs = conv_case(cin, cout, k, stride, pad, dil, groups, hw, bias)
+    _check16(nn.Sequential(m, nn.ReLU6()), *xs)
 
 
 @pytest.mark.parametrize("mode", ["nearest", "bilinear-align", "bilinear"])
