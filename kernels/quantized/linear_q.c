@@ -32,11 +32,13 @@ static const em_qlinear_config configs[] = {
 #if defined(EMBER_LINEAR_Q_X86)
     {"avx512vnni", 4, 8, em_qd8_qc4w_f32_gemm_ukernel_4x8__avx512vnni,
      em_qd8_qc8w_f32_gemm_ukernel_4x8__avx512vnni, em_qd8_q4_pack_ukernel__avx512vnni,
-     em_qd8_q8_pack_ukernel__avx512vnni, em_qd8_prefill__avx512vnni, em_qd8_offsets__avx512vnni, 1},
+     em_qd8_q8_pack_ukernel__avx512vnni, em_qd8_prefill__avx512vnni, em_qd8_offsets__avx512vnni, 1,
+     1, em_qd8_cvt_f16__avx512vnni},
     {"avx2", 4, 4, em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2, em_qd8_qc8w_f32_gemm_ukernel_4x4__avx2,
-     em_qd8_q4_pack_ukernel__avx2, em_qd8_q8_pack_ukernel__avx2, NULL, NULL, 0},
+     em_qd8_q4_pack_ukernel__avx2, em_qd8_q8_pack_ukernel__avx2, NULL, NULL, 0, 0,
+     em_qd8_cvt_f16__avx2},
 #endif
-    {"portable", 1, 16, NULL, NULL, NULL, NULL, NULL, NULL, 0},
+    {"portable", 1, 16, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL},
 };
 #define N_CONFIGS (sizeof configs / sizeof configs[0])
 
@@ -150,6 +152,9 @@ typedef struct job {
   const int8_t *qa; /* portable: plain rows */
   const float *sa;
   const uint8_t *packed; /* SIMD: packed rows */
+  int64_t ldy;           /* floats between rows of y */
+  const uint16_t *ws16; /* f16 scales (ws and, with off16, offsets are then per-chunk f32 copies) */
+  const uint16_t *off16;
   em_qgemm_params p;
 } job;
 
@@ -159,7 +164,7 @@ static void add_offsets(const job *j, int64_t n0, int64_t n1) {
   int64_t groups = j->group ? j->k / j->group : 0;
   for (int64_t r = 0; r < j->m; r++) {
     const float *sg = j->gsum + r * groups;
-    float *y = j->y + r * j->n;
+    float *y = j->y + r * j->ldy;
     for (int64_t n = n0; n < n1; n++) {
       const float *off = j->offsets + n * groups;
       float o = 0.0f;
@@ -172,17 +177,57 @@ static void add_offsets(const job *j, int64_t n0, int64_t n1) {
 
 static void run_tiles_body(const job *j, int64_t n0, int64_t n1);
 
-static void run_tiles(void *vctx, int64_t t0, int64_t t1) {
-  const job *j = vctx;
-  int64_t nr = (int64_t)j->cfg->nr;
-  int64_t n0 = t0 * nr, n1 = t1 * nr < j->n ? t1 * nr : j->n;
+/* Columns [n0, n1): the micro-kernels, then the offsets' term unless they added it. */
+static void run_columns(const job *j, int64_t n0, int64_t n1) {
   run_tiles_body(j, n0, n1);
   if (j->p.off_base) return; /* the micro-kernels added offsets and bias */
   if (j->offsets && j->packed && j->cfg->offsets)
     j->cfg->offsets((size_t)j->m, (size_t)n0, (size_t)n1, (size_t)(j->k / j->group), j->gsum,
-                    j->offsets, j->bias_post, j->y, (size_t)j->n);
+                    j->offsets, j->bias_post, j->y, (size_t)j->ldy);
   else if (j->offsets)
     add_offsets(j, n0, n1);
+}
+
+/* f32 scales (and offsets) per chunk of columns of f16 weights' scales, on the thread's stack. */
+#define EM_QL_F16_FLOATS 4096
+
+static void cvt_f16_portable(const uint16_t *src, float *dst, size_t n) {
+  for (size_t i = 0; i < n; i++) dst[i] = em_f16_to_f32(src[i]);
+}
+
+static void run_tiles(void *vctx, int64_t t0, int64_t t1) {
+  const job *j = vctx;
+  int64_t nr = (int64_t)j->cfg->nr;
+  int64_t n0 = t0 * nr, n1 = t1 * nr < j->n ? t1 * nr : j->n;
+  if (!j->ws16 || j->p.half) { /* f32 scales, or a decode kernel that reads f16 itself */
+    run_columns(j, n0, n1);
+    return;
+  }
+  /* f16 scales: convert a chunk of whole tiles' (at least one column's) at a time, then run the
+   * chunk as a call of its own whose column 0 is the chunk's first. */
+  _Alignas(64) float ws[EM_QL_F16_FLOATS];
+  _Alignas(64) float off[EM_QL_F16_FLOATS];
+  em_qcvt_fn cvt = j->cfg->cvt_f16 ? j->cfg->cvt_f16 : cvt_f16_portable;
+  int64_t g = (int64_t)j->p.ws_stride, cn = EM_QL_F16_FLOATS / g;
+  cn = cn >= nr ? cn / nr * nr : cn; /* >= 1: the driver refuses K / group past the buffer */
+  for (int64_t c0 = n0; c0 < n1; c0 += cn) {
+    int64_t c1 = c0 + cn < n1 ? c0 + cn : n1;
+    cvt(j->ws16 + c0 * g, ws, (size_t)((c1 - c0) * g));
+    if (j->off16) cvt(j->off16 + c0 * g, off, (size_t)((c1 - c0) * g));
+    job jc = *j;
+    jc.n = c1 - c0;
+    jc.w = j->w + (size_t)c0 * j->p.w_stride;
+    jc.ws = ws;
+    jc.offsets = j->off16 ? off : NULL;
+    jc.bias = j->bias ? j->bias + c0 : NULL;
+    jc.bias_post = j->bias_post ? j->bias_post + c0 : NULL;
+    jc.y = j->y + c0;
+    if (jc.p.off_base) {
+      jc.p.ws_base = ws;
+      jc.p.off_base = off;
+    }
+    run_columns(&jc, 0, c1 - c0);
+  }
 }
 
 typedef struct prefill_job {
@@ -202,10 +247,10 @@ static void run_tiles_body(const job *j, int64_t n0, int64_t n1) {
   if (!j->packed) {
     if (j->bits == 4)
       em_linear_q4_portable(j->m, n0, n1, j->k, j->group, j->qa, j->sa, j->w, j->ws, j->bias, j->y,
-                            j->n);
+                            j->ldy);
     else
       em_linear_q8_portable(j->m, n0, n1, j->k, j->group, j->qa, j->sa, (const int8_t *)j->w, j->ws,
-                            j->bias, j->y, j->n);
+                            j->bias, j->y, j->ldy);
     return;
   }
   em_qgemm_ukernel_fn gemm = j->bits == 4 ? j->cfg->gemm_q4 : j->cfg->gemm_q8;
@@ -226,8 +271,10 @@ static void run_tiles_body(const job *j, int64_t n0, int64_t n1) {
         const uint8_t *w = j->w + (size_t)n * j->p.w_stride;
         for (int64_t m = mb; m < mb1; m += mr) {
           size_t mc = (size_t)(mb1 - m < mr ? mb1 - m : mr);
-          gemm(mc, nc, j->packed + (size_t)m * j->p.a_stride, w, j->ws + (size_t)n * ws_stride,
-               j->bias ? j->bias + n : NULL, j->y + m * j->n + n, (size_t)j->n, &j->p);
+          const void *ws = j->p.half ? (const void *)(j->ws16 + (size_t)n * ws_stride)
+                                     : (const void *)(j->ws + (size_t)n * ws_stride);
+          gemm(mc, nc, j->packed + (size_t)m * j->p.a_stride, w, ws, j->bias ? j->bias + n : NULL,
+               j->y + m * j->ldy + n, (size_t)j->ldy, &j->p);
         }
       }
     }
@@ -289,8 +336,8 @@ static void block_corr(int bits, uint8_t *row, int64_t k, const em_qgemm_params 
   }
 }
 
-/* Args: [input f32 [.., K], weight, scales f32, group_size, bias f32 [N]?, offsets f32?,
- *        out f32 [.., N], ret] */
+/* Args: [input f32 [.., K], weight, scales f32 or f16, group_size, bias f32 [N]?,
+ *        offsets (the scales' dtype)?, out f32 [.., N], ret] */
 em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
   em_tensor *x = EM_ARG_TENSOR(args, 0), *w = EM_ARG_TENSOR(args, 1);
   em_tensor *s = EM_ARG_TENSOR(args, 2), *out = EM_ARG_TENSOR(args, 6);
@@ -316,18 +363,23 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
             "K = %lld must be a multiple of the group size %lld and of %d", (long long)k,
             (long long)group, EM_QA_BLOCK);
   int64_t n_groups = group ? k / group : 0;
+  int half = s->dtype == EM_DTYPE_F16;
   EM_KCHECK(ctx,
-            s->dtype == EM_DTYPE_F32 &&
+            (s->dtype == EM_DTYPE_F32 || half) &&
                 (gs ? (s->dim == 2 && s->sizes[0] == n && s->sizes[1] == n_groups)
                     : (s->numel == n && (s->dim == 1 || (s->dim == 2 && s->sizes[1] == 1)))),
-            "scales must be float32 [%lld%s%lld]", (long long)n, gs ? ", " : "",
+            "scales must be float32 or float16 [%lld%s%lld]", (long long)n, gs ? ", " : "",
             gs ? (long long)n_groups : 0LL);
+  EM_KCHECK(ctx, !half || n_groups <= EM_QL_F16_FLOATS,
+            "float16 scales need K / group_size <= %d, got %lld", EM_QL_F16_FLOATS,
+            (long long)n_groups);
   EM_KCHECK(ctx, !bias || (bias->dtype == EM_DTYPE_F32 && bias->numel == n && bias->dim == 1),
             "bias must be float32 [%lld]", (long long)n);
   EM_KCHECK(ctx,
-            !offs || (offs->dtype == EM_DTYPE_F32 && offs->numel == s->numel &&
-                      offs->dim == s->dim && em_tensor_is_contiguous_order(offs)),
-            "offsets must be a contiguous float32 tensor shaped like scales");
+            !offs || (offs->dtype == s->dtype && offs->numel == s->numel && offs->dim == s->dim &&
+                      em_tensor_is_contiguous_order(offs)),
+            "offsets must be a contiguous tensor shaped like scales, of their dtype (%s)",
+            half ? "float16" : "float32");
   EM_KCHECK(ctx,
             em_tensor_is_contiguous_order(x) && em_tensor_is_contiguous_order(w) &&
                 em_tensor_is_contiguous_order(s),
@@ -353,8 +405,11 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
   j.k = k;
   j.group = group;
   j.w = w->data;
-  j.ws = s->data;
-  j.offsets = offs ? offs->data : NULL;
+  j.ws = half ? NULL : s->data;
+  j.offsets = offs && !half ? offs->data : NULL;
+  j.ws16 = half ? s->data : NULL;
+  j.off16 = offs && half ? offs->data : NULL;
+  j.ldy = n;
   size_t kbytes = (size_t)(bits == 4 ? k / 2 : k), kbp = round_up(kbytes, 64);
   em_qgemm_params *p = &j.p;
   p->kbytes = kbytes;
@@ -416,15 +471,19 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
     if (simd && cfg->prefill && rc >= EM_QPREFILL_MIN_M && p->w_stride <= INT32_MAX / 16) {
       prefill_job pj = {cfg->prefill,
                         {bits, (size_t)rc, (size_t)n, (size_t)k, (size_t)group, j.w, j.ws,
-                         j.offsets, bias ? bias->data : NULL, packed, gsum, y + r0 * n, p}};
+                         j.offsets, bias ? bias->data : NULL, packed, gsum, y + r0 * n, j.ws16,
+                         j.off16, p}};
       em_parallel_for_static(ctx ? ctx->pool : NULL, (n + EM_QTILE_N - 1) / EM_QTILE_N, run_prefill,
                              &pj);
       continue;
     }
     /* Decode with offsets: the micro-kernels add offsets and bias in the same pass. */
     int fuse = offs && simd && cfg->fused_offsets && rc == 1;
+    /* f16 scales: the decode kernel reads them itself where it can (p->half), else run_tiles
+     * points ws_base / off_base at its f32 copies */
+    p->half = half && simd && rc == 1 && cfg->decode_f16 && (!offs || fuse);
     p->ws_base = s->data;
-    p->off_base = fuse ? (const float *)offs->data : NULL;
+    p->off_base = fuse ? offs->data : NULL;
     j.bias = bias && (!offs || fuse) ? bias->data : NULL;
     j.bias_post = bias && offs && !fuse ? bias->data : NULL;
     j.m = rc;

@@ -15,7 +15,12 @@
  *
  * Weights: q4 is uint8 [N, K/2], element 2j in the HIGH nibble of byte j and 2j+1 in the LOW one,
  * each stored as q + 8 (ExecuTorch's embedding_4bit layout); q8 is int8 [N, K]. Weight scales are
- * f32 [N, K/group] (one per row when per channel: group = K).
+ * f32 or f16 [N, K/group] (one per row when per channel: group = K), the offsets of the scales'
+ * dtype. An f16 value means exactly its f32 conversion (the arithmetic above is unchanged): the
+ * driver converts a chunk of columns' scales and offsets at a time into f32 on the running
+ * thread's stack (the ISA's em_qcvt_fn) and runs the same micro-kernels on it, so memory holds
+ * and streams 2 bytes per scale (q4 groups of 32: 4.5 bits per weight symmetric, 5 affine) while
+ * the kernels read f32 from L1. The prefill route converts while re-laying out its tiles.
  *
  * Activations are quantized once per row into scratch. The portable kernels read the plain form
  * (qa [K] int8 then a_scale [K/32] f32). The SIMD micro-kernels read a "packed" row built for the
@@ -59,23 +64,26 @@ typedef struct em_qgemm_params {
   size_t off_corr;
   size_t off_sl;
   size_t off_bc;
-  size_t off_sf;         /* with offsets: f32 [kbp/4] a_scale * (activation sum) of lane l */
-  const float *ws_base;  /* the whole scales tensor, and the offsets shaped like it: a kernel */
-  const float *off_base; /* that fuses the offsets (M = 1) finds column n's at the same index;
-                            off_base NULL: no offsets, or the driver adds them */
-  size_t w_stride;       /* bytes between weight rows */
-  size_t ws_stride;      /* floats between weight-scale rows */
-  unsigned gl_shift;     /* log2(lanes per weight-scale group): group/8 (q4) or group/4 (q8) lanes;
-                           63 when per channel (every lane in group 0) */
+  size_t off_sf;        /* with offsets: f32 [kbp/4] a_scale * (activation sum) of lane l */
+  const void *ws_base;  /* the whole scales tensor, and the offsets shaped like it: a kernel */
+  const void *off_base; /* that fuses the offsets (M = 1) finds column n's at the same index;
+                           off_base NULL: no offsets, or the driver adds them */
+  int half;             /* the scales (ws, ws_base) and offsets are f16: only with mr == 1 on a
+                           configuration with decode_f16 */
+  size_t w_stride;      /* bytes between weight rows */
+  size_t ws_stride;     /* floats between weight-scale rows */
+  unsigned gl_shift;    /* log2(lanes per weight-scale group): group/8 (q4) or group/4 (q8) lanes;
+                          63 when per channel (every lane in group 0) */
 } em_qgemm_params;
 
 /*
  * A micro-kernel: y[i * ldy + j] = sum over the row of packed activations a + i * a_stride against
- * weight row w + j * w_stride (scales ws + j * ws_stride), + bias[j] when bias is not NULL, for
- * i < mr <= MR and j < nc <= NR. Reads no weight byte past kbytes of a row.
+ * weight row w + j * w_stride (scales ws + j * ws_stride elements: f32, or f16 when p->half), +
+ * bias[j] when bias is not NULL, for i < mr <= MR and j < nc <= NR. Reads no weight byte past
+ * kbytes of a row.
  */
 typedef void (*em_qgemm_ukernel_fn)(size_t mr, size_t nc, const uint8_t *a, const uint8_t *w,
-                                    const float *ws, const float *bias, float *y, size_t ldy,
+                                    const void *ws, const float *bias, float *y, size_t ldy,
                                     const em_qgemm_params *p);
 
 /*
@@ -99,6 +107,8 @@ typedef struct em_qprefill_args {
   const uint8_t *packed; /* m packed activation rows (a_stride bytes each) */
   const float *gsum;     /* [m, k / group] group sums S (with offsets) */
   float *y;              /* [m, n] */
+  const uint16_t *ws16;  /* f16 scales [n, k / group] instead of ws (ws NULL), or NULL */
+  const uint16_t *off16; /* f16 offsets instead of offsets, or NULL */
   const em_qgemm_params *p;
 } em_qprefill_args;
 
@@ -108,6 +118,10 @@ typedef void (*em_qprefill_fn)(const em_qprefill_args *a, size_t n0, size_t n1);
 /* y[r, n0..n1) += sum_g offsets[n, g] * gsum[r, g] (+ bias[n]) for r < m (groups in order). */
 typedef void (*em_qoffsets_fn)(size_t m, size_t n0, size_t n1, size_t groups, const float *gsum,
                                const float *offsets, const float *bias, float *y, size_t ldy);
+
+/* dst[i] = the f32 value of the IEEE binary16 src[i] for i < n (exact, subnormals, inf and NaN
+ * included). */
+typedef void (*em_qcvt_fn)(const uint16_t *src, float *dst, size_t n);
 
 /* One ISA's micro-kernels; a NULL gemm means "use the portable kernel", a NULL pack "quantize and
  * pack in portable C". */
@@ -121,6 +135,8 @@ typedef struct em_qlinear_config {
   em_qprefill_fn prefill; /* NULL: prefill through gemm_q4 / gemm_q8 too */
   em_qoffsets_fn offsets; /* NULL: the portable loop */
   int fused_offsets;      /* gemm with mr == 1 adds the offsets itself (params off_base) */
+  int decode_f16;         /* gemm with mr == 1 reads f16 scales and offsets itself (params half) */
+  em_qcvt_fn cvt_f16;     /* NULL: the portable conversion */
 } em_qlinear_config;
 
 /*
@@ -149,11 +165,11 @@ void em_linear_q8_portable(int64_t m, int64_t n0, int64_t n1, int64_t k, int64_t
 
 #if defined(__x86_64__) || defined(__i386__)
 void em_qd8_qc4w_f32_gemm_ukernel_4x8__avx512vnni(size_t mr, size_t nc, const uint8_t *a,
-                                                  const uint8_t *w, const float *ws,
+                                                  const uint8_t *w, const void *ws,
                                                   const float *bias, float *y, size_t ldy,
                                                   const em_qgemm_params *p);
 void em_qd8_qc8w_f32_gemm_ukernel_4x8__avx512vnni(size_t mr, size_t nc, const uint8_t *a,
-                                                  const uint8_t *w, const float *ws,
+                                                  const uint8_t *w, const void *ws,
                                                   const float *bias, float *y, size_t ldy,
                                                   const em_qgemm_params *p);
 void em_qd8_prefill__avx512vnni(const em_qprefill_args *a, size_t n0, size_t n1);
@@ -163,13 +179,15 @@ void em_qd8_q4_pack_ukernel__avx512vnni(const float *x, size_t k, uint8_t *row,
                                         const em_qgemm_params *p);
 void em_qd8_q8_pack_ukernel__avx512vnni(const float *x, size_t k, uint8_t *row,
                                         const em_qgemm_params *p);
+void em_qd8_cvt_f16__avx512vnni(const uint16_t *src, float *dst, size_t n);
+void em_qd8_cvt_f16__avx2(const uint16_t *src, float *dst, size_t n);
 void em_qd8_q4_pack_ukernel__avx2(const float *x, size_t k, uint8_t *row, const em_qgemm_params *p);
 void em_qd8_q8_pack_ukernel__avx2(const float *x, size_t k, uint8_t *row, const em_qgemm_params *p);
 void em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2(size_t mr, size_t nc, const uint8_t *a,
-                                            const uint8_t *w, const float *ws, const float *bias,
+                                            const uint8_t *w, const void *ws, const float *bias,
                                             float *y, size_t ldy, const em_qgemm_params *p);
 void em_qd8_qc8w_f32_gemm_ukernel_4x4__avx2(size_t mr, size_t nc, const uint8_t *a,
-                                            const uint8_t *w, const float *ws, const float *bias,
+                                            const uint8_t *w, const void *ws, const float *bias,
                                             float *y, size_t ldy, const em_qgemm_params *p);
 #endif
 

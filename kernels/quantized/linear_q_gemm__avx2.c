@@ -115,6 +115,35 @@ static inline float quantize_block(const float *x, __m128i *b0, __m128i *b1) {
 
 #include "quantized/linear_q_pack_impl.h"
 
+/* 8 f16 values to f32 without F16C: the exponent and mantissa shifted into f32's places and
+ * multiplied by 2^112 (rebiases normals, turns f16 subnormals into the f32 normals they are,
+ * exactly), infinities and NaNs given f32's all-ones exponent, then the sign. */
+static inline __m256 f16_to_f32(__m128i h8) {
+  const __m256i h = _mm256_cvtepu16_epi32(h8);
+  const __m256i em = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7fff)), 13);
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
+  __m256 f =
+      _mm256_mul_ps(_mm256_castsi256_ps(em), _mm256_castsi256_ps(_mm256_set1_epi32(0x77800000)));
+  const __m256i inf_nan =
+      _mm256_cmpeq_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7c00)), _mm256_set1_epi32(0x7c00));
+  const __m256 special = _mm256_castsi256_ps(_mm256_or_si256(em, _mm256_set1_epi32(0x7f800000)));
+  f = _mm256_blendv_ps(f, special, _mm256_castsi256_ps(inf_nan));
+  return _mm256_or_ps(f, _mm256_castsi256_ps(sign));
+}
+
+void em_qd8_cvt_f16__avx2(const uint16_t *src, float *dst, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, f16_to_f32(_mm_loadu_si128((const __m128i *)(src + i))));
+  if (i < n) {
+    uint16_t t[8] = {0};
+    float o[8];
+    memcpy(t, src + i, (n - i) * sizeof *t);
+    _mm256_storeu_ps(o, f16_to_f32(_mm_loadu_si128((const __m128i *)t)));
+    memcpy(dst + i, o, (n - i) * sizeof *o);
+  }
+}
+
 void em_qd8_q4_pack_ukernel__avx2(const float *x, size_t k, uint8_t *row,
                                   const em_qgemm_params *p) {
   pack_q4_row(x, k, row, p);
@@ -210,7 +239,7 @@ tile_4x4(int bits, size_t mr, size_t nc, const uint8_t *a, const uint8_t *w, con
 }
 
 void em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2(size_t mr, size_t nc, const uint8_t *a,
-                                            const uint8_t *w, const float *ws, const float *bias,
+                                            const uint8_t *w, const void *ws, const float *bias,
                                             float *y, size_t ldy, const em_qgemm_params *p) {
   if (mr == 1)
     tile_1x4(4, nc, a, w, ws, bias, y, p);
@@ -219,7 +248,7 @@ void em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2(size_t mr, size_t nc, const uint8_t 
 }
 
 void em_qd8_qc8w_f32_gemm_ukernel_4x4__avx2(size_t mr, size_t nc, const uint8_t *a,
-                                            const uint8_t *w, const float *ws, const float *bias,
+                                            const uint8_t *w, const void *ws, const float *bias,
                                             float *y, size_t ldy, const em_qgemm_params *p) {
   if (mr == 1)
     tile_1x4(8, nc, a, w, ws, bias, y, p);

@@ -32,6 +32,17 @@ static inline __m512 wscale(const float *ws, size_t c, size_t lanes_valid, const
   return _mm512_permutexvar_ps(gidx, v);
 }
 
+/* The same from f16 scales (or offsets): the chunk's at most 4 values converted, then spread. */
+static inline __m512 wscale_h(const uint16_t *ws, size_t c, size_t lanes_valid,
+                              const em_qgemm_params *p, __m512i gidx) {
+  size_t l0 = c * 16;
+  unsigned sh = p->gl_shift;
+  if (sh >= 4) return _mm512_cvtph_ps(_mm256_set1_epi16((short)ws[l0 >> sh]));
+  size_t ng = (lanes_valid + ((size_t)1 << sh) - 1) >> sh;
+  __m512i v = _mm512_maskz_loadu_epi16((__mmask32)((1u << ng) - 1), ws + (l0 >> sh));
+  return _mm512_permutexvar_ps(gidx, _mm512_cvtph_ps(_mm512_castsi512_si256(v)));
+}
+
 /* Weight row wr's chunk decoded into the unsigned dpbusd operands lo (and hi, q4). */
 static inline __attribute__((always_inline)) void decode(int bits, const uint8_t *wr,
                                                          __mmask64 mask, __m512i *lo, __m512i *hi) {
@@ -113,18 +124,20 @@ static inline __attribute__((always_inline)) __m512 mac_pre(int bits, __m512 acc
 
 /* One activation row x 8 weight rows (decode: a GEMV streaming the weights). The activation
  * operands of a chunk are loaded once for the 8 columns; columns past nc repeat the last one.
- * OFFS: the offsets' term too, lane-wise: offset(lane's group) * sf(lane), summed with the rest. */
-static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, size_t nc,
+ * OFFS: the offsets' term too, lane-wise: offset(lane's group) * sf(lane), summed with the rest.
+ * HALF: the scales and offsets are f16 (converted per chunk as they are used). */
+static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, int half, size_t nc,
                                                            const uint8_t *a, const uint8_t *w,
-                                                           const float *ws, const float *bias,
+                                                           const void *ws, const float *bias,
                                                            float *y, const em_qgemm_params *p) {
   const uint8_t *wr[8];
-  const float *sr[8], *orow[8];
+  const char *sr[8], *orow[8];
+  const size_t esz = half ? 2 : 4; /* bytes per scale */
   for (size_t j = 0; j < 8; j++) {
     size_t jj = j < nc ? j : nc - 1;
     wr[j] = w + jj * p->w_stride;
-    sr[j] = ws + jj * p->ws_stride;
-    orow[j] = offs ? p->off_base + (sr[j] - p->ws_base) : sr[j];
+    sr[j] = (const char *)ws + jj * p->ws_stride * esz;
+    orow[j] = offs ? (const char *)p->off_base + (sr[j] - (const char *)p->ws_base) : sr[j];
   }
   const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512i gidx = _mm512_srl_epi32(iota, _mm_cvtsi32_si128((int)(p->gl_shift & 31)));
@@ -133,9 +146,9 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, s
   const uint8_t *pf = w + PF_TILES * 8 * p->w_stride;
   /* The same tile's scales (and offsets): 8 rows of ws_stride floats each, contiguous, spread
    * over the chunks (with groups of 32, a q4 row's scales and offsets are half its bytes). */
-  const char *pfs = (const char *)(ws + PF_TILES * 8 * p->ws_stride);
-  const char *pfo = offs ? (const char *)(orow[0] + PF_TILES * 8 * p->ws_stride) : NULL;
-  const size_t ws_lines = (8 * p->ws_stride * sizeof(float) + 63) / 64;
+  const char *pfs = sr[0] + PF_TILES * 8 * p->ws_stride * esz;
+  const char *pfo = offs ? orow[0] + PF_TILES * 8 * p->ws_stride * esz : NULL;
+  const size_t ws_lines = (8 * p->ws_stride * esz + 63) / 64;
   const size_t ws_per = (ws_lines + n_chunks - 1) / n_chunks;
   for (size_t c = 0; c < n_chunks; c++) {
     size_t lanes, off = c * 64;
@@ -153,11 +166,14 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, s
     /* The tile PF_TILES ahead (its 8 rows are one contiguous block), line by line in address
      * order: 8 lines per chunk cover it in the tile's n_chunks steps. Rows of 288-576 bytes read
      * 8 at a time, chunk by chunk, are a pattern the hardware prefetchers follow poorly. */
+#define SCALE(ptr)                                                                                 \
+  (half ? wscale_h((const uint16_t *)(const void *)(ptr), c, lanes, p, gidx)                       \
+        : wscale((const float *)(const void *)(ptr), c, lanes, p, gidx))
 #define COL(J)                                                                                     \
   _mm_prefetch((const char *)(pf + (c * 8 + J) * 64), _MM_HINT_T0);                                \
   decode(bits, wr[J] + off, mask, &lo, &hi);                                                       \
-  c##J = mac_pre(bits, c##J, a0, a1, corr, sl, lo, hi, wscale(sr[J], c, lanes, p, gidx));          \
-  if (offs) c##J = _mm512_fmadd_ps(wscale(orow[J], c, lanes, p, gidx), sf, c##J)
+  c##J = mac_pre(bits, c##J, a0, a1, corr, sl, lo, hi, SCALE(sr[J]));                              \
+  if (offs) c##J = _mm512_fmadd_ps(SCALE(orow[J]), sf, c##J)
     COL(0);
     COL(1);
     COL(2);
@@ -167,6 +183,7 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, s
     COL(6);
     COL(7);
 #undef COL
+#undef SCALE
   }
   store_row(reduce4(c0, c1, c2, c3), nc < 4 ? nc : 4, bias, y);
   if (nc > 4) store_row(reduce4(c4, c5, c6, c7), nc - 4, bias ? bias + 4 : NULL, y + 4);
@@ -244,33 +261,52 @@ void em_qd8_q8_pack_ukernel__avx512vnni(const float *x, size_t k, uint8_t *row,
 /* Rows of up to 4 x columns of up to 8: 1x8 for decode, two 4x4 tiles otherwise. */
 static inline __attribute__((always_inline)) void gemm(int bits, size_t mr, size_t nc,
                                                        const uint8_t *a, const uint8_t *w,
-                                                       const float *ws, const float *bias, float *y,
+                                                       const void *ws, const float *bias, float *y,
                                                        size_t ldy, const em_qgemm_params *p) {
   if (mr == 1) {
-    if (p->off_base)
-      tile_1x8(bits, 1, nc, a, w, ws, bias, y, p);
+    if (p->half && p->off_base)
+      tile_1x8(bits, 1, 1, nc, a, w, ws, bias, y, p);
+    else if (p->half)
+      tile_1x8(bits, 0, 1, nc, a, w, ws, bias, y, p);
+    else if (p->off_base)
+      tile_1x8(bits, 1, 0, nc, a, w, ws, bias, y, p);
     else
-      tile_1x8(bits, 0, nc, a, w, ws, bias, y, p);
+      tile_1x8(bits, 0, 0, nc, a, w, ws, bias, y, p);
     return;
   }
-  tile_4x4(bits, mr, nc < 4 ? nc : 4, a, w, ws, bias, y, ldy, p);
+  const float *wsf = ws; /* f32 here: the driver converts f16 scales for tiles of rows */
+  tile_4x4(bits, mr, nc < 4 ? nc : 4, a, w, wsf, bias, y, ldy, p);
   if (nc > 4)
-    tile_4x4(bits, mr, nc - 4, a, w + 4 * p->w_stride, ws + 4 * p->ws_stride,
+    tile_4x4(bits, mr, nc - 4, a, w + 4 * p->w_stride, wsf + 4 * p->ws_stride,
              bias ? bias + 4 : NULL, y + 4, ldy, p);
 }
 
 void em_qd8_qc4w_f32_gemm_ukernel_4x8__avx512vnni(size_t mr, size_t nc, const uint8_t *a,
-                                                  const uint8_t *w, const float *ws,
+                                                  const uint8_t *w, const void *ws,
                                                   const float *bias, float *y, size_t ldy,
                                                   const em_qgemm_params *p) {
   gemm(4, mr, nc, a, w, ws, bias, y, ldy, p);
 }
 
 void em_qd8_qc8w_f32_gemm_ukernel_4x8__avx512vnni(size_t mr, size_t nc, const uint8_t *a,
-                                                  const uint8_t *w, const float *ws,
+                                                  const uint8_t *w, const void *ws,
                                                   const float *bias, float *y, size_t ldy,
                                                   const em_qgemm_params *p) {
   gemm(8, mr, nc, a, w, ws, bias, y, ldy, p);
+}
+
+/* ---- f16 scales and offsets to f32 (linear_q.c converts a chunk of columns at a time) ---- */
+
+void em_qd8_cvt_f16__avx512vnni(const uint16_t *src, float *dst, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+  if (i < n) {
+    uint16_t t[16] = {0};
+    memcpy(t, src + i, (n - i) * sizeof *t);
+    __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)t)));
+  }
 }
 
 /* ---- the affine weights' offsets term (decode and short inputs) ---- */
@@ -323,6 +359,11 @@ typedef struct pf_tile {
   float off[PF_KC / EM_QA_BLOCK * EM_QTILE_N]; /* per slab group: 32 column offsets */
 } pf_tile;
 
+/* Element i of an f32 (f16 NULL) or f16 scale / offset array, as f32. */
+static inline float scale_at(const float *f32, const uint16_t *f16, size_t i) {
+  return f16 ? _mm512_cvtss_f32(_mm512_cvtph_ps(_mm256_set1_epi16((short)f16[i]))) : f32[i];
+}
+
 /* Columns [n, n + nc) x slab [k0, k0 + kc) (groups g0 .. g0 + ng - 1) into the tile t. */
 static void pf_pack(const em_qprefill_args *a, size_t n, size_t nc, size_t k0, size_t kc, size_t g0,
                     size_t ng, pf_tile *t) {
@@ -359,11 +400,12 @@ static void pf_pack(const em_qprefill_args *a, size_t n, size_t nc, size_t k0, s
     }
   }
   size_t gs = p->ws_stride;
+  int offs = a->offsets || a->off16;
   for (size_t g = 0; g < ng; g++)
     for (size_t c = 0; c < EM_QTILE_N; c++) {
-      t->ws[g * EM_QTILE_N + c] = c < nc ? a->ws[(n + c) * gs + g0 + g] : 0.0f;
-      if (a->offsets)
-        t->off[g * EM_QTILE_N + c] = c < nc ? a->offsets[(n + c) * gs + g0 + g] : 0.0f;
+      size_t i = (n + c) * gs + g0 + g;
+      t->ws[g * EM_QTILE_N + c] = c < nc ? scale_at(a->ws, a->ws16, i) : 0.0f;
+      if (offs) t->off[g * EM_QTILE_N + c] = c < nc ? scale_at(a->offsets, a->off16, i) : 0.0f;
     }
 }
 
@@ -421,7 +463,7 @@ static inline __attribute__((always_inline)) void pf_rows(int bits, size_t mr, c
       o[r][0] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[r][0]), ws0), sa, o[r][0]);
       o[r][1] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[r][1]), ws1), sa, o[r][1]);
     }
-    if (ar->offsets && gb % bpg == bpg - 1) {
+    if ((ar->offsets || ar->off16) && gb % bpg == bpg - 1) {
       const __m512 f0 = _mm512_load_ps(t->off + gi * EM_QTILE_N);
       const __m512 f1 = _mm512_load_ps(t->off + gi * EM_QTILE_N + 16);
       for (size_t r = 0; r < PF_MR; r++) {

@@ -13,7 +13,7 @@ Weights (``N`` outputs, ``K`` inputs):
   ``q in [-8, 7]`` stored as ``q + 8``: element ``2j`` of a row in the HIGH nibble of byte ``j``,
   element ``2j + 1`` in the LOW nibble -- the layout of ExecuTorch's
   ``quantized_decomposed::embedding_4bit`` (so a tied embedding can share the packed tensor).
-  ``scales`` f32 ``[N, K/group_size]``, ``group_size`` in {32, 64, 128}.
+  ``scales`` f32 or f16 ``[N, K/group_size]``, ``group_size`` in {32, 64, 128}.
 * ``linear_q8``: ``weight`` int8 ``[N, K]``; ``group_size`` 0 means per output channel
   (``scales`` f32 ``[N]``), otherwise {32, 64, 128} with ``scales`` ``[N, K/group_size]``.
 
@@ -28,9 +28,14 @@ blocks of 32 to int8, symmetric::
                     (+ bias[n])
     S[m, g]       = sum_{b in g} a_scale[m, b] * sum_{k in b} qa[m, k]   (blocks in order, f32)
 
-``offsets`` (f32, the shape of ``scales``) make the weights affine, ``w = w_scale * q + offset``
-per group — 4-bit weights quantized between each group's min and max, as llama.cpp's Q4_1,
-represent a group's range with all 16 codes; ``None`` is the symmetric form.
+``offsets`` (the dtype and shape of ``scales``) make the weights affine,
+``w = w_scale * q + offset`` per group — 4-bit weights quantized between each group's min and
+max, as llama.cpp's Q4_1, represent a group's range with all 16 codes; ``None`` is the symmetric
+form.
+
+f16 ``scales`` / ``offsets`` mean exactly their f32 values in the formula above (the kernels
+convert them); they halve the per-group overhead: with groups of 32, symmetric 4-bit weights
+take 4.5 bits per weight (llama.cpp's Q4_0), affine 5 (Q4_1), against 5 / 6 with f32.
 
 with ``g(b) = 32 b / group_size``; the per-block integer dot product is exact and the float sum
 runs over blocks in order (the SIMD kernels sum in another order: agreement to f32 rounding).
@@ -80,11 +85,16 @@ __all__ = [
 
 ACT_BLOCK = 32
 GROUP_SIZES = (32, 64, 128)
-# name -> (bits, group size, affine): "4wG" are affine (min/max) 4-bit groups, "4wGs" symmetric.
+# name -> (bits, group size, affine, f16 scales): "4wG" are affine (min/max) 4-bit groups, "4wGs"
+# symmetric, both with f32 scales (and offsets); "4wGh" / "4wGsh" the same with f16 ones.
 SCHEMES = {
-    "4w32": (4, 32, True), "4w64": (4, 64, True), "4w128": (4, 128, True),
-    "4w32s": (4, 32, False), "4w64s": (4, 64, False), "4w128s": (4, 128, False),
-    "8w": (8, 0, False),
+    "4w32": (4, 32, True, False), "4w64": (4, 64, True, False), "4w128": (4, 128, True, False),
+    "4w32s": (4, 32, False, False), "4w64s": (4, 64, False, False),
+    "4w128s": (4, 128, False, False),
+    "4w32h": (4, 32, True, True), "4w64h": (4, 64, True, True), "4w128h": (4, 128, True, True),
+    "4w32sh": (4, 32, False, True), "4w64sh": (4, 64, False, True),
+    "4w128sh": (4, 128, False, True),
+    "8w": (8, 0, False, False),
 }  # fmt: skip
 
 _LIBS: list[torch.library.Library] = []
@@ -116,14 +126,15 @@ def _check_group(k: int, group_size: int, allow_channel: bool) -> None:
 
 
 def quantize_weight_q4_affine(
-    w: torch.Tensor, group_size: int
+    w: torch.Tensor, group_size: int, half: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Affine 4-bit groupwise weights of ``w`` [N, K]: (packed uint8 [N, K/2], scales f32 [N, G],
     offsets f32 [N, G]) with ``w ~ scale * q + offset``, q in [-8, 7].
 
     Each group's 16 codes span its [min, max]: scale = (max - min) / 15, code 0 (q = -8) is the
     minimum, so offset = min + 8 * scale. A group already on such a grid (llama.cpp's Q4_1) is
-    reproduced up to f32 rounding.
+    reproduced up to f32 rounding. ``half``: scales and offsets are rounded to f16 first and the
+    codes chosen against the rounded values (each weight to its nearest representable one).
     """
     if w.dim() != 2 or not w.is_floating_point():
         raise QuantizationError(
@@ -134,18 +145,32 @@ def quantize_weight_q4_affine(
     wg = w.detach().float().reshape(n, k // group_size, group_size)
     lo, hi = wg.amin(dim=-1), wg.amax(dim=-1)
     scales = (hi - lo) / 15.0
-    inv = torch.where(scales > 0, 1.0 / scales, torch.zeros_like(scales))
+    offsets = lo + 8.0 * scales
+    if half:
+        scales, offsets = _to_f16(scales), _to_f16(offsets)
+        lo = offsets.float() - 8.0 * scales.float()  # code 0 of the stored grid
+    sf = scales.float()
+    inv = torch.where(sf > 0, 1.0 / sf, torch.zeros_like(sf))
     code = torch.clamp(torch.round((wg - lo[..., None]) * inv[..., None]), 0, 15)
     q = code.to(torch.int16).reshape(n, k)
     packed = ((q[:, 0::2] << 4) | q[:, 1::2]).to(torch.uint8)
-    return packed.contiguous(), scales.contiguous(), (lo + 8.0 * scales).contiguous()
+    return packed.contiguous(), scales.contiguous(), offsets.contiguous()
 
 
-def quantize_weight_q4(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _to_f16(t: torch.Tensor) -> torch.Tensor:
+    """``t`` rounded to f16 (nearest), magnitudes past f16's range clamped to its largest."""
+    big = torch.finfo(torch.float16).max
+    return t.clamp(-big, big).to(torch.float16)
+
+
+def quantize_weight_q4(
+    w: torch.Tensor, group_size: int, half: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric 4-bit groupwise weights of ``w`` [N, K]: (packed uint8 [N, K/2], f32 [N, G]).
 
     Each group's scale maps its value of largest magnitude onto -8 exactly (the scale is negative
-    when that value is positive), so the whole code range [-8, 7] is used.
+    when that value is positive), so the whole code range [-8, 7] is used. ``half``: f16 scales
+    (rounded to nearest; the codes are chosen against the rounded scale).
     """
     if w.dim() != 2 or not w.is_floating_point():
         raise QuantizationError(
@@ -157,7 +182,10 @@ def quantize_weight_q4(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, 
     idx = wg.abs().argmax(dim=-1, keepdim=True)
     extreme = torch.gather(wg, -1, idx).squeeze(-1)
     scales = extreme / -8.0
-    inv = torch.where(scales != 0, 1.0 / scales, torch.zeros_like(scales))
+    if half:
+        scales = _to_f16(scales)
+    sf = scales.float()
+    inv = torch.where(sf != 0, 1.0 / sf, torch.zeros_like(sf))
     q = torch.clamp(torch.round(wg * inv[..., None]), -8, 7).to(torch.int16).reshape(n, k) + 8
     packed = ((q[:, 0::2] << 4) | q[:, 1::2]).to(torch.uint8)
     return packed.contiguous(), scales.contiguous()
@@ -224,8 +252,8 @@ def _validate(
     if x.shape[-1] != k:
         raise QuantizationError(f"{op}: input has {x.shape[-1]} features, the weight holds {k}")
     _check_group(k, group_size, allow_channel=bits == 8)
-    if scales.dtype != torch.float32:
-        raise QuantizationError(f"{op}: scales must be float32, got {scales.dtype}")
+    if scales.dtype not in (torch.float32, torch.float16):
+        raise QuantizationError(f"{op}: scales must be float32 or float16, got {scales.dtype}")
     want_shape = (n,) if group_size == 0 else (n, k // group_size)
     if tuple(scales.shape) != want_shape:
         raise QuantizationError(
@@ -236,11 +264,11 @@ def _validate(
             f"{op}: bias must be float32 [{n}], got {bias.dtype} {list(bias.shape)}"
         )
     if offsets is not None and (
-        offsets.dtype != torch.float32 or tuple(offsets.shape) != tuple(scales.shape)
+        offsets.dtype != scales.dtype or tuple(offsets.shape) != tuple(scales.shape)
     ):
         raise QuantizationError(
-            f"{op}: offsets must be float32 with the shape of scales {list(scales.shape)}, got "
-            f"{offsets.dtype} {list(offsets.shape)}"
+            f"{op}: offsets must have the dtype and shape of scales ({scales.dtype} "
+            f"{list(scales.shape)}), got {offsets.dtype} {list(offsets.shape)}"
         )
     return n, k
 
@@ -253,7 +281,7 @@ def _linear_blocks(
     lead = x.shape[:-1]
     qa, sa = quantize_activations(x.reshape(-1, k))
     m = qa.shape[0]
-    ws = scales.reshape(n, -1)
+    ws = scales.float().reshape(n, -1)
     qaf, qwf = qa.float(), qw.float()
     y = torch.zeros(m, n, dtype=torch.float32)
     for b in range(k // ACT_BLOCK):
@@ -262,7 +290,7 @@ def _linear_blocks(
         g = (b * ACT_BLOCK) // group_size if group_size else 0
         y = y + dot * (sa[:, b, None] * ws[None, :, g])
     if offsets is not None:
-        og = offsets.reshape(n, -1)
+        og = offsets.float().reshape(n, -1)
         gsz = group_size or k
         ssum = qaf.reshape(m, k // ACT_BLOCK, ACT_BLOCK).sum(dim=-1)  # exact integers
         off = torch.zeros(m, n, dtype=torch.float32)
@@ -376,14 +404,16 @@ def register_ops() -> None:
 class LinearQ4(nn.Module):
     """``nn.Linear`` with 4-bit groupwise weights; f32 in and out (``ember::linear_q4``)."""
 
-    def __init__(self, lin: nn.Linear, group_size: int, affine: bool = False) -> None:
+    def __init__(
+        self, lin: nn.Linear, group_size: int, affine: bool = False, half: bool = False
+    ) -> None:
         super().__init__()
         register_ops()
         offsets = None
         if affine:
-            packed, scales, offsets = quantize_weight_q4_affine(lin.weight, group_size)
+            packed, scales, offsets = quantize_weight_q4_affine(lin.weight, group_size, half)
         else:
-            packed, scales = quantize_weight_q4(lin.weight, group_size)
+            packed, scales = quantize_weight_q4(lin.weight, group_size, half)
         self.register_buffer("weight", packed)
         self.register_buffer("scales", scales)
         self.register_buffer("offsets", offsets)
@@ -399,8 +429,10 @@ class LinearQ4(nn.Module):
 
     def extra_repr(self) -> str:
         kind = "affine" if self.offsets is not None else "symmetric"
+        dt = "f16" if self.scales.dtype == torch.float16 else "f32"
         return (
-            f"in={self.in_features}, out={self.out_features}, 4-bit {kind}, group {self.group_size}"
+            f"in={self.in_features}, out={self.out_features}, 4-bit {kind}, group "
+            f"{self.group_size}, {dt} scales"
         )
 
 
@@ -429,10 +461,10 @@ class LinearQ8(nn.Module):
 class EmbeddingQ4(nn.Module):
     """``nn.Embedding`` with 4-bit groupwise rows (``quantized_decomposed::embedding_4bit``)."""
 
-    def __init__(self, emb: nn.Embedding, group_size: int) -> None:
+    def __init__(self, emb: nn.Embedding, group_size: int, half: bool = False) -> None:
         super().__init__()
         register_ops()
-        packed, scales = quantize_weight_q4(emb.weight, group_size)
+        packed, scales = quantize_weight_q4(emb.weight, group_size, half)
         self.register_buffer("weight", packed)
         self.register_buffer("scales", scales)
         self.group_size = group_size
@@ -481,7 +513,8 @@ def quantize_linears(model: nn.Module, scheme: str, skip: Iterable[str] = ()) ->
 
     `scheme` is ``"4w32"``, ``"4w64"``, ``"4w128"`` (4-bit affine groups of that size: each
     group's min..max in 16 codes, like llama.cpp's Q4_1), ``"4w32s"``, ``"4w64s"``, ``"4w128s"``
-    (4-bit symmetric, like Q4_0) or ``"8w"`` (int8 per output channel). A layer whose
+    (4-bit symmetric, like Q4_0), the same with f16 scales (and offsets) ``"4w32h"`` ...
+    ``"4w128sh"`` (:data:`SCHEMES`), or ``"8w"`` (int8 per output channel). A layer whose
     in_features the group size does not divide gets the largest group size that does (logged;
     SmolLM2's 576 takes 64 under ``"4w128"``); in_features must be a multiple of 32.
     `skip` holds module names or fnmatch patterns (``"lm_head"``, ``"layers.0.*"``) to leave in
@@ -491,7 +524,7 @@ def quantize_linears(model: nn.Module, scheme: str, skip: Iterable[str] = ()) ->
         raise QuantizationError(f"unknown scheme {scheme!r}; use one of {sorted(SCHEMES)}")
     if isinstance(model, nn.Linear):
         raise QuantizationError("quantize_linears rewrites submodules: wrap the Linear in a module")
-    bits, gs, affine = SCHEMES[scheme]
+    bits, gs, affine, half = SCHEMES[scheme]
 
     def make(lin: nn.Linear) -> nn.Module:
         k = lin.in_features
@@ -504,7 +537,7 @@ def quantize_linears(model: nn.Module, scheme: str, skip: Iterable[str] = ()) ->
             g = max(c for c in GROUP_SIZES if k % c == 0)
             log.warning("%r: in_features %d is not a multiple of %d; using groups of %d",
                         lin, k, gs, g)  # fmt: skip
-        return LinearQ4(lin, g, affine) if bits == 4 else LinearQ8(lin, g)
+        return LinearQ4(lin, g, affine, half) if bits == 4 else LinearQ8(lin, g)
 
     n = _replace(model, nn.Linear, make, skip)
     log.info("quantize_linears(%s): %d linear layers", scheme, n)
@@ -512,13 +545,14 @@ def quantize_linears(model: nn.Module, scheme: str, skip: Iterable[str] = ()) ->
 
 
 def quantize_embeddings(
-    model: nn.Module, bits: int, group_size: int = 0, skip: Iterable[str] = ()
+    model: nn.Module, bits: int, group_size: int = 0, skip: Iterable[str] = (), half: bool = False
 ) -> nn.Module:
     """Replaces (in place) every ``nn.Embedding`` by :class:`EmbeddingQ4` (``bits=4``; group size
-    32/64/128, default 32) or :class:`EmbeddingQ8` (``bits=8``; 0 = per row). Returns `model`."""
+    32/64/128, default 32; ``half``: f16 scales) or :class:`EmbeddingQ8` (``bits=8``; 0 = per
+    row). Returns `model`."""
     if bits == 4:
         gs = group_size or 32
-        make = lambda m: EmbeddingQ4(m, gs)  # noqa: E731
+        make = lambda m: EmbeddingQ4(m, gs, half)  # noqa: E731
     elif bits == 8:
         make = lambda m: EmbeddingQ8(m, group_size)  # noqa: E731
     else:

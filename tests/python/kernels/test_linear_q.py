@@ -474,3 +474,100 @@ def test_offsets_errors() -> None:
         _call("ember::linear_q4.out", [x, q, s, 32, None, s.double(), out, out])
     with pytest.raises(QuantizationError, match="offsets"):
         torch.ops.ember.linear_q4(x, q, s, 32, None, s[:, :2].contiguous())
+
+
+# ---- f16 scales and offsets ----------------------------------------------------------------------
+
+
+def _make_half(bits: int, gs: int, m: int, n: int, k: int, seed: int, affine: bool):  # noqa: ANN202
+    """Inputs with f16 scales (and, affine, f16 offsets); the scales span f16's subnormals and
+    large values too, so a wrong conversion shows."""
+    x, q, s, b = _make(bits, gs, m, n, k, seed, bias=seed % 2 == 0)
+    g = torch.Generator().manual_seed(seed)
+    s16 = s.to(torch.float16)
+    flat = s16.view(-1)
+    if flat.numel() >= 4:
+        flat[0], flat[1] = 3.0e-7, -6.0e-8  # subnormal in f16
+        flat[2], flat[3] = 0.0, 1.5e3
+    off = (torch.randn(s.shape, generator=g) * 0.05).to(torch.float16) if affine else None
+    return x, q, s16, b, off
+
+
+@pytest.mark.parametrize("bits,gs", CASES_Q4 + CASES_Q8)
+@pytest.mark.parametrize("affine", [False, True])
+def test_f16_scales_portable_matches_reference(bits: int, gs: int, affine: bool) -> None:
+    with _isa("portable"):
+        for i, (m, n, k) in enumerate([(1, 7, 128), (2, 5, 256), (5, 33, 384)]):
+            x, q, s16, b, off = _make_half(bits, gs, m, n, k, 11 * i + bits + gs, affine)
+            want = _ref(bits, x, q, s16, gs, b, off)
+            _close(_run_c(bits, x, q, s16, gs, b, off=off), want)
+            # f16 scales mean exactly their f32 values
+            off32 = off.float() if off is not None else None
+            torch.testing.assert_close(want, _ref(bits, x, q, s16.float(), gs, b, off32),
+                                       rtol=0, atol=0)  # fmt: skip
+
+
+@pytest.mark.parametrize("isa", SIMD)
+@pytest.mark.parametrize("bits,gs", [(4, 32), (4, 128), (8, 0), (8, 64)])
+@pytest.mark.parametrize("affine", [False, True])
+def test_f16_scales_simd_matches_portable(isa: str, bits: int, gs: int, affine: bool) -> None:
+    # M = 1 (decode, offsets fused on AVX-512), M >= 4 (prefill tiles), columns split into the
+    # driver's conversion chunks (K / group up to 1024 scales a row: chunks of 4 columns, fewer
+    # than a micro-kernel's tile), tile edges (N = 70, 45, 9), odd K
+    shapes = [(1, 70, 1152), (1, 9, 8192), (2, 13, 32768), (6, 45, 2176), (13, 70, 1152),
+              (1, 3, 96), (5, 17, 4096)]  # fmt: skip
+    for i, (m, n, k) in enumerate(sh for sh in shapes if sh[2] % (gs or 32) == 0):
+        x, q, s16, b, off = _make_half(bits, gs, m, n, k, 500 + i, affine)
+        with _isa("portable"):
+            want = _run_c(bits, x, q, s16, gs, b, off=off)
+        with _isa(isa):
+            for threads in (1, 2):
+                _close(_run_c(bits, x, q, s16, gs, b, threads, off=off), want)
+
+
+def test_f16_scales_errors() -> None:
+    x = torch.randn(2, 128)
+    q, s = Q.quantize_weight_q4(torch.randn(4, 128), 32, half=True)
+    out = torch.empty(2, 4)
+    assert s.dtype == torch.float16
+    with pytest.raises(RuntimeError, match="offsets"):  # f32 offsets with f16 scales
+        _call("ember::linear_q4.out", [x, q, s, 32, None, s.float(), out, out])
+    with pytest.raises(QuantizationError, match="offsets"):
+        torch.ops.ember.linear_q4(x, q, s, 32, None, s.float())
+    with pytest.raises(RuntimeError, match="float32 or float16"):
+        _call("ember::linear_q4.out", [x, q, s.bfloat16(), 32, None, None, out, out])
+    k = 32 * 4097  # more scales a row than the driver converts at a time
+    xk, qk = torch.randn(1, k), torch.full((1, k // 2), 0x88, dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="K / group_size"):
+        _call("ember::linear_q4.out", [xk, qk, torch.ones(1, k // 32).half(), 32, None, None,
+                                       torch.empty(1, 1), torch.empty(1, 1)])  # fmt: skip
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_half_quantizers_round_against_the_stored_scales(affine: bool) -> None:
+    w = torch.randn(8, 256) * 0.02
+    if affine:
+        packed, s16, o16 = Q.quantize_weight_q4_affine(w, 32, half=True)
+        assert s16.dtype == o16.dtype == torch.float16
+        deq = Q.unpack_q4(packed).float().reshape(8, 8, 32) * s16.float()[..., None]
+        deq = deq + o16.float()[..., None]
+    else:
+        packed, s16 = Q.quantize_weight_q4(w, 32, half=True)
+        assert s16.dtype == torch.float16
+        deq = Q.unpack_q4(packed).float().reshape(8, 8, 32) * s16.float()[..., None]
+    step = s16.float().abs()[..., None]
+    err = (deq - w.reshape(8, 8, 32)).abs()
+    # every weight within half a step of the stored grid (plus the f16 rounding of the range
+    # ends, at most a few hundredths of a step), one step where the symmetric clamp at 7 bites
+    q = Q.unpack_q4(packed).reshape(8, 8, 32)
+    bound = torch.where(q == 7, step, step * 0.5) if not affine else step * 0.5
+    assert (err <= bound * 1.05 + 1e-7).all()
+
+
+@pytest.mark.parametrize("scheme", ["4w32h", "4w32sh"])
+def test_half_schemes_store_f16(scheme: str) -> None:
+    m = Q.quantize_linears(nn.Sequential(nn.Linear(64, 8)), scheme)
+    assert m[0].scales.dtype == torch.float16
+    assert (m[0].offsets is not None) == (scheme == "4w32h")
+    if m[0].offsets is not None:
+        assert m[0].offsets.dtype == torch.float16
