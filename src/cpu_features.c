@@ -32,6 +32,12 @@ static void detect(em_cpu_features *f) {
   f->avx512f = __builtin_cpu_supports("avx512f");
   f->avx512bw = f->avx512f && __builtin_cpu_supports("avx512bw");
   f->avx512vnni = f->avx512f && __builtin_cpu_supports("avx512vnni");
+  unsigned a, b, c, d;
+  if (f->avx512f && __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u /* "Auth"enticAMD */ &&
+      __get_cpuid(1, &a, &b, &c, &d)) {
+    const unsigned family = (a >> 8 & 0xF) + ((a >> 8 & 0xF) == 0xF ? (a >> 20 & 0xFF) : 0);
+    f->avx512_split = family == 0x19; /* Zen 4; Zen 5 (1Ah) has full 512-bit datapaths */
+  }
 #endif
 #if defined(__x86_64__)
   unsigned a0, b0, c0, d0, a1, b1, c1, d1;
@@ -56,7 +62,8 @@ static void ensure_detected(void) {
     for (int c = 0; c < N_CAPS; c++) {
       em_cpu_features f = detected;
       if (c >= CAP_AVX512F) f.amx_bf16 = false;
-      if (c >= CAP_AVX2) f.avx512f = f.avx512bw = f.avx512vnni = f.avx512bf16 = false;
+      if (c >= CAP_AVX2)
+        f.avx512f = f.avx512bw = f.avx512vnni = f.avx512bf16 = f.avx512_split = false;
       if (c >= CAP_NEON) f.avx2_fma = false;
       if (c >= CAP_SCALAR) f.neon = false;
       capped[c] = f;

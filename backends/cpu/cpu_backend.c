@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "ember/cpu.h"
 #include "ember/platform.h"
 #include "ember/profiler.h"
 
@@ -134,6 +135,7 @@ static void record_op(const em_backend_exec_ctx *ctx, const emc_delegate *d, uin
 
 /* em_cpu_backend_options, read by each delegate's init. */
 static atomic_bool opt_no_fuse, opt_profile;
+static atomic_int opt_q8_winograd;
 
 em_status em_cpu_backend_configure(const em_cpu_backend_options *opts) {
   if (!opts) return EM_ERR_INVALID_ARGUMENT;
@@ -141,6 +143,7 @@ em_status em_cpu_backend_configure(const em_cpu_backend_options *opts) {
   if (st != EM_OK) return st;
   atomic_store_explicit(&opt_no_fuse, opts->no_fuse, memory_order_relaxed);
   atomic_store_explicit(&opt_profile, opts->profile, memory_order_relaxed);
+  atomic_store_explicit(&opt_q8_winograd, opts->q8_winograd, memory_order_relaxed);
   return EM_OK;
 }
 
@@ -177,8 +180,8 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
          (unsigned long long)h.arena_nbytes, h.n_tensors, h.n_ops);
   memset(d, 0, sizeof *d);
   d->cfg = cfg, d->q8_gemm = em_q8_gemm_for(cfg->isa), d->q8_quant = em_q8_quant_for(cfg->isa),
-  d->q8_nr = em_q8_gemm_nr_for(cfg->isa), d->n_tensors = h.n_tensors, d->n_ops = h.n_ops,
-  d->n_inputs = h.n_inputs;
+  d->q8_pack = em_q8_pack_for(cfg->isa), d->q8_nr = em_q8_gemm_nr_for(cfg->isa),
+  d->n_tensors = h.n_tensors, d->n_ops = h.n_ops, d->n_inputs = h.n_inputs;
   d->n_outputs = h.n_outputs, d->t = ts, d->ops = ops, d->arg_need = need, d->arena = arena;
   d->arena_nbytes = h.arena_nbytes;
 #if defined(__x86_64__)
@@ -200,7 +203,9 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   }
   memcpy(ops, b + h.ops_off, (size_t)on);
   char why[200];
-  em_status pst = emc_wino_pack_at_load(d, ops, al, why, sizeof why);
+  const int q8w = atomic_load_explicit(&opt_q8_winograd, memory_order_relaxed);
+  const bool q8_wino = q8w > 0 || (q8w == 0 && em_cpu_features_get()->avx512_split);
+  em_status pst = emc_wino_pack_at_load(d, ops, q8_wino, al, why, sizeof why);
   if (pst != EM_OK) FAIL(pst, "%s", why);
   for (uint32_t i = 0; i < h.n_ops; i++)
     if (!emc_op_check(d, &ops[i], why, sizeof why))
@@ -266,10 +271,16 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
     if (profile) {
       const emc_op *op = &d->ops[i];
       const emc_rt_tensor *y = &d->t[op->out[0]];
+      const emc_conv_params cp = emc_conv_params_of(op); /* a conv's path, as init chose it */
+      const char *path = op->kind != EMC_OP_CONV2D ? ""
+                         : cp.q8_id >= 0           ? " (int8)"
+                         : cp.winograd == 4        ? " (winograd 4)"
+                         : cp.winograd == 2        ? " (winograd 2)"
+                                                   : "";
       em_log(EM_LOG_INFO, __FILE__, __LINE__,
-             "emc op %3u kind %2u act %2u ip[%d %d %d %d %d %d] out %lld: %8.3f ms", i, op->kind,
+             "emc op %3u kind %2u act %2u ip[%d %d %d %d %d %d] out %lld: %8.3f ms%s", i, op->kind,
              op->act, op->ip[0], op->ip[1], op->ip[2], op->ip[3], op->ip[4], op->ip[5],
-             (long long)y->numel, (double)(profile_ns(wall) - t0) * 1e-6);
+             (long long)y->numel, (double)(profile_ns(wall) - t0) * 1e-6, path);
     }
   }
   return EM_OK;

@@ -35,7 +35,8 @@ typedef struct emc_delegate {
   const em_cpu_config *cfg;
   em_q8_gemm_fn q8_gemm;   /* the int8 convs' tile (em_q8_gemm_for cfg's ISA) */
   size_t q8_nr;            /* ... its columns: 16 or 32 (em_q8_gemm_nr_for) */
-  em_q8_quant_fn q8_quant; /* ... and their input quantizer (em_q8_quant_for) */
+  em_q8_quant_fn q8_quant; /* ... their input quantizer (em_q8_quant_for) */
+  em_q8_pack_fn q8_pack;   /* ... and their panel packer (em_q8_pack_for) */
   uint32_t n_tensors, n_ops, n_inputs, n_outputs;
   emc_rt_tensor *t;  /* [n_tensors] */
   emc_op *ops;       /* [n_ops], copied from the blob (aligned) */
@@ -58,11 +59,13 @@ bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why
 
 /*
  * Transforms the weights of every conv flagged EMC_CONV_WINO_AT_LOAD into Winograd filters in
- * memory from al (cpu_wino_pack.c), re-pointing its weight tensor at them; run at init before
- * the operators are checked. Writes a reason naming the operator to why on failure.
+ * memory from al (cpu_wino_pack.c), re-pointing its weight tensor at them; with q8_wino, also
+ * those of every int8 conv with a Winograd alternative (EMC_CONV_Q8_WINO), each then rewritten
+ * in ops into that f32 Winograd conv. Run at init before the operators are checked. Writes a
+ * reason naming the operator to why on failure.
  */
-em_status emc_wino_pack_at_load(emc_delegate *d, const emc_op *ops, em_allocator *al, char *why,
-                                size_t why_n);
+em_status emc_wino_pack_at_load(emc_delegate *d, emc_op *ops, bool q8_wino, em_allocator *al,
+                                char *why, size_t why_n);
 
 /* Runs one validated operator on the pool (cpu_ops.c dispatches to its family's file). */
 em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *pool);

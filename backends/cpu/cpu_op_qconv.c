@@ -41,9 +41,12 @@ bool emc_check_conv_q8(const emc_delegate *d, const emc_op *op, const emc_rt_ten
     WHY("conv2d: an int8 conv must be ungrouped, not depthwise, Winograd, transposed or paired");
   const int64_t cp = q8_cp(cin), kg = cp * p.kh * p.kw;
   if (kg > 65536) WHY("conv2d: int8 conv depth %lld exceeds 65536", (long long)kg);
-  if (t->numel != 2 * co)
+  if (p.q8_wino != 0 && p.q8_wino != 2 && p.q8_wino != 4)
+    WHY("conv2d: int8 conv's Winograd alternative %lld is not 0, 2 or 4", (long long)p.q8_wino);
+  const int64_t words = (p.q8_wino ? 3 : 2) * co; /* with the weights' scales for the alternative */
+  if (t->numel != words)
     WHY("conv2d: int8 channel table has %lld words, expected %lld", (long long)t->numel,
-        (long long)(2 * co));
+        (long long)words);
   const int64_t want = (int64_t)emc_div_up((size_t)co, EMC_MR) * (int64_t)q8_kq(kg) * EMC_MR;
   if (w->numel != want)
     WHY("conv2d: int8 weights have %lld words, expected %lld", (long long)w->numel,
@@ -67,36 +70,30 @@ typedef struct q8_pack_job {
   size_t kq;
   emc_conv_params p;
   em_q8_quant_fn quant;
+  em_q8_pack_fn pack;
 } q8_pack_job;
 
-/* Rows [begin, end) of the padded u8 image (channels last): each channel's run of the row
- * quantized by the ISA's kernel (d->q8_quant, as the fake-quant that wrote x rounds), then
- * spread into the pixels. The padding (and the channels past cin) already hold zp. */
+/* Rows [begin, end) of the padded u8 image (channels last), quantized and transposed from the
+ * input's planes by the ISA's kernel (d->q8_quant, as the fake-quant that wrote x rounds): one
+ * call per row, or one for all the rows when the image has no side padding (its rows are then
+ * contiguous). The padding (and the channels past cin) already hold zp. */
 static void q8_image(void *ctx, int64_t begin, int64_t end) {
   const q8_pack_job *j = ctx;
   const emc_conv_params *p = &j->p;
   const em_q8_quant_params qp = {p->q8_inv, (float)p->q8_zp, (float)p->q8_lo, (float)p->q8_hi};
-  uint8_t tmp[512];
-  for (int64_t y = begin; y < end; y++) {
-    uint8_t *row = j->img + ((y + p->ph) * j->wp + p->pw) * j->cp;
-    for (int64_t c = 0; c < j->cin; c++) {
-      const float *src = j->x + (c * j->h + y) * j->w;
-      for (int64_t i0 = 0; i0 < j->w; i0 += (int64_t)sizeof tmp) {
-        const int64_t nn = j->w - i0 < (int64_t)sizeof tmp ? j->w - i0 : (int64_t)sizeof tmp;
-        j->quant((size_t)nn, src + i0, tmp, &qp);
-        uint8_t *dst = row + i0 * j->cp + c;
-        for (int64_t i = 0; i < nn; i++) dst[i * j->cp] = tmp[i];
-      }
-    }
-  }
+  const int64_t step = p->pw == 0 ? end - begin : 1;
+  for (int64_t y = begin; y < end; y += step)
+    j->quant((size_t)j->cin, (size_t)(step * j->w), j->x + y * j->w, (size_t)(j->h * j->w),
+             j->img + ((y + p->ph) * j->wp + p->pw) * j->cp, (size_t)j->cp, &qp);
 }
 
-/* Column panels [begin, end) of the u8 im2col matrix (depth order ky, kx, channel): each group
- * of 4 depths of a pixel is one 4-byte copy from the channels-last image. */
+/* Column panels [begin, end) of the u8 im2col matrix (depth order ky, kx, channel), a tap at a
+ * time by the ISA's packer (d->q8_pack: groups of 4 depths of a pixel are 4-byte runs of the
+ * channels-last image). */
 static void q8_pack(void *ctx, int64_t begin, int64_t end) {
   const q8_pack_job *j = ctx;
   const emc_conv_params *p = &j->p;
-  const int64_t cq = j->cp / 4;
+  const size_t cq = (size_t)j->cp / 4;
   for (int64_t pn = begin; pn < end; pn++) {
     const uint8_t *src[16];
     for (int c = 0; c < 16; c++) {
@@ -105,11 +102,8 @@ static void q8_pack(void *ctx, int64_t begin, int64_t end) {
     }
     uint8_t *dst = j->col + (size_t)pn * j->kq * 64;
     for (int64_t ky = 0; ky < p->kh; ky++)
-      for (int64_t kx = 0; kx < p->kw; kx++) {
-        const int64_t base = (ky * p->dh * j->wp + kx * p->dw) * j->cp;
-        for (int64_t q = 0; q < cq; q++, dst += 64)
-          for (int c = 0; c < 16; c++) memcpy(dst + c * 4, src[c] + base + q * 4, 4);
-      }
+      for (int64_t kx = 0; kx < p->kw; kx++, dst += cq * 64)
+        j->pack(src, (size_t)((ky * p->dh * j->wp + kx * p->dw) * j->cp), cq, dst);
   }
 }
 
@@ -181,7 +175,8 @@ void emc_run_conv_q8(const emc_delegate *d, const emc_op *op, em_threadpool *poo
                     .cp = cp,
                     .kq = q8_kq(kg),
                     .p = p,
-                    .quant = d->q8_quant};
+                    .quant = d->q8_quant,
+                    .pack = d->q8_pack};
   pj.img = pj.col + q8_col_bytes(npix, kg);
   q8_gemm_job gj = {.d = d,
                     .op = op,

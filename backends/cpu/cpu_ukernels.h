@@ -244,18 +244,34 @@ em_q8_gemm_fn em_q8_gemm_for(const char *isa);
 /* The columns of em_q8_gemm_for(isa)'s tile: 16 or 32 (two column panels per call). */
 size_t em_q8_gemm_nr_for(const char *isa);
 
-/* The int8 convs' input quantizer: y[i] = clamp(nearbyint(x[i] * inv) + zp, lo, hi) as u8,
- * rounded step for step as EMC_ACT_FAKEQUANT (NaN: lo); lo <= hi within [0, 255]. */
+/* The int8 convs' input quantizer, planes to channels last: for ch < c and i < n,
+ * y[i * ys + ch] = clamp(nearbyint(x[ch * xs + i] * inv) + zp, lo, hi) as u8 (x: c planes of
+ * stride xs floats; y: n pixels of ys bytes), rounded step for step as EMC_ACT_FAKEQUANT (NaN:
+ * lo); lo <= hi within [0, 255]. Every ISA's kernel gives the same bytes. */
 typedef struct em_q8_quant_params {
   float inv, zp, lo, hi;
 } em_q8_quant_params;
-typedef void (*em_q8_quant_fn)(size_t n, const float *x, uint8_t *y, const em_q8_quant_params *p);
-void em_q8_quant_ukernel__scalar(size_t n, const float *x, uint8_t *y, const em_q8_quant_params *p);
-void em_q8_quant_ukernel__avx2(size_t n, const float *x, uint8_t *y, const em_q8_quant_params *p);
-void em_q8_quant_ukernel__avx512vnni(size_t n, const float *x, uint8_t *y,
-                                     const em_q8_quant_params *p);
+typedef void (*em_q8_quant_fn)(size_t c, size_t n, const float *x, size_t xs, uint8_t *y, size_t ys,
+                               const em_q8_quant_params *p);
+void em_q8_quant_ukernel__scalar(size_t c, size_t n, const float *x, size_t xs, uint8_t *y,
+                                 size_t ys, const em_q8_quant_params *p);
+void em_q8_quant_ukernel__avx2(size_t c, size_t n, const float *x, size_t xs, uint8_t *y, size_t ys,
+                               const em_q8_quant_params *p);
+void em_q8_quant_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t xs, uint8_t *y,
+                                     size_t ys, const em_q8_quant_params *p);
 /* The input quantizer that goes with em_q8_gemm_for(isa). */
 em_q8_quant_fn em_q8_quant_for(const char *isa);
+
+/* One tap of an int8 im2col column panel: dst[q][j][0..3] = src[j][off + 4 q .. off + 4 q + 3]
+ * for the panel's 16 pixels j (each src[j] a pixel of the channels-last u8 image) and q < cq
+ * groups of 4 channels: dst is [cq][16][4]. */
+typedef void (*em_q8_pack_fn)(const uint8_t *const *src, size_t off, size_t cq, uint8_t *dst);
+void em_q8_pack16_ukernel__scalar(const uint8_t *const *src, size_t off, size_t cq, uint8_t *dst);
+void em_q8_pack16_ukernel__avx2(const uint8_t *const *src, size_t off, size_t cq, uint8_t *dst);
+void em_q8_pack16_ukernel__avx512vnni(const uint8_t *const *src, size_t off, size_t cq,
+                                      uint8_t *dst);
+/* The panel packer that goes with em_q8_gemm_for(isa). */
+em_q8_pack_fn em_q8_pack_for(const char *isa);
 
 /* The kernels of one ISA. */
 typedef struct em_cpu_config {

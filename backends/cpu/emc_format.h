@@ -32,8 +32,9 @@
  * and gemm (older: -1 there), transposed Winograd convs, depthwise plane means out[1];
  * 5: EMC_CONV_PAIRS (older: zero there); 6: EMC_CONV_IN_SCALE (older: zero there);
  * 7: softmax input scale and mask (older: zero / -1 there); 8: EMC_ACT_FAKEQUANT, EMC_CONV_Q8
- * (older: zero there); 9: EMC_CONV_WINO_AT_LOAD (older: zero there), EMC_OP_TOKEN_FQ */
-#define EMC_VERSION    9u
+ * (older: zero there); 9: EMC_CONV_WINO_AT_LOAD (older: zero there), EMC_OP_TOKEN_FQ;
+ * 10: EMC_CONV_Q8_WINO (older: zero there) */
+#define EMC_VERSION    10u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -147,7 +148,15 @@ enum {
   /* Version 9: 1 when in[1] holds a Winograd conv's plain weights [Co, Cin, 3, 3] (a constant
    * no other operator reads) and the runtime transforms them into the filters described under
    * EMC_CONV_WINOGRAD at init (cpu_wino_pack.c), 0 when the file stores the transform. */
-  EMC_CONV_WINO_AT_LOAD
+  EMC_CONV_WINO_AT_LOAD,
+  /* Version 10: 0, or the Winograd tile m (2 or 4) of an int8 conv (EMC_CONV_Q8: 3x3, stride 1,
+   * undilated) that may run as an f32 Winograd conv instead: its channel table then has 3 * Co
+   * words, the third part the weights' own scales s_w (so w = q * s_w, the f32 weights of the
+   * program's dequantize), EMC_CONV_WINO_SLOTS and the scratch are sized for both forms, and a
+   * CPU where f32 Winograd beats the int8 products (AVX-512 as two halves, Zen 4; or as the
+   * backend's options say) transforms the int8 weights at init, as EMC_CONV_WINO_AT_LOAD does
+   * plain ones (the same filters, bit for bit), and runs the conv as that Winograd conv. */
+  EMC_CONV_Q8_WINO
 };
 /* Conv2d fp[] slot (version 8, with EMC_CONV_Q8): 1 / the input's scale. */
 enum { EMC_CONV_FP_Q8_INV = 2 };
@@ -211,7 +220,7 @@ enum {
 enum { EMC_AFFINE_N, EMC_AFFINE_C, EMC_AFFINE_INNER };
 /* How many slots from ip[0] on a kind's check requires to be non-negative (params_nonneg). */
 enum {
-  EMC_CONV_N_PARAMS = EMC_CONV_WINO_AT_LOAD + 1,
+  EMC_CONV_N_PARAMS = EMC_CONV_Q8_WINO + 1,
   EMC_GEMM_N_PARAMS = EMC_GEMM_B_PACKED + 1,
   EMC_POOL_N_PARAMS = EMC_POOL_DIVISOR + 1,
   EMC_SLICE_N_PARAMS = EMC_SLICE_OUT_LEN + 1,
@@ -309,6 +318,7 @@ typedef struct emc_conv_params {
   int64_t q8_zp, q8_lo, q8_hi; /* EMC_CONV_Q8_ZP, _LO, _HI: the u8 input's zero point, range */
   float q8_inv;                /* fp[EMC_CONV_FP_Q8_INV]: 1 / the input's scale */
   int64_t wino_at_load;        /* EMC_CONV_WINO_AT_LOAD: 1 when init transforms the weights */
+  int64_t q8_wino;             /* EMC_CONV_Q8_WINO: an int8 conv's Winograd alternative, 0: none */
 } emc_conv_params;
 
 static inline emc_conv_params emc_conv_params_of(const emc_op *op) {
@@ -335,6 +345,7 @@ static inline emc_conv_params emc_conv_params_of(const emc_op *op) {
                            .q8_lo = ip[EMC_CONV_Q8_LO],
                            .q8_hi = ip[EMC_CONV_Q8_HI],
                            .wino_at_load = ip[EMC_CONV_WINO_AT_LOAD],
+                           .q8_wino = ip[EMC_CONV_Q8_WINO],
                            .q8_inv = op->fp[EMC_CONV_FP_Q8_INV]};
 }
 

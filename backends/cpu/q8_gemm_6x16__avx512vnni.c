@@ -18,9 +18,103 @@
 
 #include "cpu_ukernels.h"
 
-#define EM_ISA        avx512vnni
-#define EM_Q8_NO_TILE 1
-#include "q8_gemm_impl.h" /* the input quantizer, vectorized with this file's flags */
+#define EM_ISA         avx512vnni
+#define EM_Q8_NO_TILE  1
+#define EM_Q8_NO_QUANT 1
+#define EM_Q8_NO_PACK  1
+#include "q8_gemm_impl.h" /* q8_quant1_ and q8_pack_groups_avx512vnni, for the tails */
+
+/* 16 rows of 16 bytes transposed: r[i][j] <- r[j][i] (four rounds of interleaves, each pairing
+ * rows so that the runs of bytes from one input row double in length). */
+static inline __attribute__((always_inline)) void transpose16x16_u8(__m128i r[16]) {
+  __m128i a[16], b[16];
+  for (int i = 0; i < 8; i++) { /* a[2i]: pixels 0-7 of rows 2i, 2i+1 interleaved; a[2i+1]: 8-15 */
+    a[2 * i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
+  }
+  for (int j = 0; j < 4; j++) { /* b[4j + k]: pixels 4k..4k+3, rows 4j..4j+3 (4 bytes each) */
+    b[4 * j] = _mm_unpacklo_epi16(a[4 * j], a[4 * j + 2]);
+    b[4 * j + 1] = _mm_unpackhi_epi16(a[4 * j], a[4 * j + 2]);
+    b[4 * j + 2] = _mm_unpacklo_epi16(a[4 * j + 1], a[4 * j + 3]);
+    b[4 * j + 3] = _mm_unpackhi_epi16(a[4 * j + 1], a[4 * j + 3]);
+  }
+  for (int k = 0; k < 4; k++) { /* rows 0-7 and 8-15 of pixels 4k..4k+3, then all 16 rows */
+    const __m128i d0 = _mm_unpacklo_epi32(b[k], b[4 + k]), d1 = _mm_unpackhi_epi32(b[k], b[4 + k]);
+    const __m128i e0 = _mm_unpacklo_epi32(b[8 + k], b[12 + k]);
+    const __m128i e1 = _mm_unpackhi_epi32(b[8 + k], b[12 + k]);
+    r[4 * k] = _mm_unpacklo_epi64(d0, e0);
+    r[4 * k + 1] = _mm_unpackhi_epi64(d0, e0);
+    r[4 * k + 2] = _mm_unpacklo_epi64(d1, e1);
+    r[4 * k + 3] = _mm_unpackhi_epi64(d1, e1);
+  }
+}
+
+/* Planes to channels last (cpu_ukernels.h) in blocks of 16 channels by 16 pixels: each channel's
+ * 16 values quantized in one vector (the steps of q8_quant1, in the same order, so the same
+ * bytes), narrowed to 16 bytes, the block transposed and each pixel's 16 channels stored at
+ * once. Channels past the last 16 go one value at a time. */
+void em_q8_quant_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t xs, uint8_t *y,
+                                     size_t ys, const em_q8_quant_params *p) {
+  const __m512 inv = _mm512_set1_ps(p->inv), zp = _mm512_set1_ps(p->zp);
+  const __m512 lo = _mm512_set1_ps(p->lo), hi = _mm512_set1_ps(p->hi);
+  const __m512 tlo = _mm512_set1_ps(p->lo - p->zp - 1.0f),
+               thi = _mm512_set1_ps(p->hi - p->zp + 1.0f);
+  const __m512 magic = _mm512_set1_ps(12582912.0f);
+  size_t ch = 0;
+  for (; ch + 16 <= c; ch += 16)
+    for (size_t i = 0; i < n; i += 16) {
+      const size_t m = n - i < 16 ? n - i : 16;
+      const __mmask16 k = (__mmask16)((1u << m) - 1u);
+      __m128i r[16];
+      for (int j = 0; j < 16; j++) {
+        __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + (ch + (size_t)j) * xs + i), inv);
+        t = _mm512_min_ps(_mm512_max_ps(t, tlo), thi); /* max(NaN, tlo) = tlo, as q8_quant1 */
+        t = _mm512_add_ps(_mm512_sub_ps(_mm512_add_ps(t, magic), magic), zp);
+        t = _mm512_min_ps(_mm512_max_ps(t, lo), hi);
+        r[j] = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(t));
+      }
+      transpose16x16_u8(r);
+      for (size_t j = 0; j < m; j++)
+        _mm_storeu_si128((__m128i *)(void *)(y + (i + j) * ys + ch), r[j]);
+    }
+  for (; ch < c; ch++)
+    for (size_t i = 0; i < n; i++) y[i * ys + ch] = q8_quant1_avx512vnni(x[ch * xs + i], p);
+}
+
+/* One tap of a column panel (cpu_ukernels.h), 4 groups at a time: the 16 pixels' 16 bytes in
+ * four vectors (pixel 4k + l in lane l of vector k), a 4 x 4 transpose of 32-bit words within
+ * the lanes (vector q then holds group q of pixel l + 4 m in word 4 l + m) and one permute into
+ * pixel order; the last cq % 4 groups by 4-byte copies. */
+void em_q8_pack16_ukernel__avx512vnni(const uint8_t *const *src, size_t off, size_t cq,
+                                      uint8_t *dst) {
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  size_t q = 0;
+  for (; q + 4 <= cq; q += 4) {
+    __m512i a[4];
+    for (int k = 0; k < 4; k++) {
+      const size_t o = off + q * 4;
+      __m512i v =
+          _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(src[4 * k] + o)));
+      v = _mm512_inserti32x4(
+          v, _mm_loadu_si128((const __m128i *)(const void *)(src[4 * k + 1] + o)), 1);
+      v = _mm512_inserti32x4(
+          v, _mm_loadu_si128((const __m128i *)(const void *)(src[4 * k + 2] + o)), 2);
+      a[k] = _mm512_inserti32x4(
+          v, _mm_loadu_si128((const __m128i *)(const void *)(src[4 * k + 3] + o)), 3);
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(a[0], a[1]), t1 = _mm512_unpackhi_epi32(a[0], a[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(a[2], a[3]), t3 = _mm512_unpackhi_epi32(a[2], a[3]);
+    uint8_t *d = dst + q * 64;
+    _mm512_storeu_si512((void *)d, _mm512_permutexvar_epi32(order, _mm512_unpacklo_epi64(t0, t2)));
+    _mm512_storeu_si512((void *)(d + 64),
+                        _mm512_permutexvar_epi32(order, _mm512_unpackhi_epi64(t0, t2)));
+    _mm512_storeu_si512((void *)(d + 128),
+                        _mm512_permutexvar_epi32(order, _mm512_unpacklo_epi64(t1, t3)));
+    _mm512_storeu_si512((void *)(d + 192),
+                        _mm512_permutexvar_epi32(order, _mm512_unpackhi_epi64(t1, t3)));
+  }
+  q8_pack_groups_avx512vnni(src, off, q, cq, dst);
+}
 
 static inline __m512i bcast4(const int8_t *p) {
   int32_t v;

@@ -2,7 +2,8 @@
  * q8_gemm_impl.h — the portable int8 GEMM tile of the int8 convs (EMC_CONV_Q8) and their input
  * quantizer, included by one file per ISA (q8_gemm__scalar.c, q8_gemm__avx2.c,
  * q8_gemm_6x16__avx512vnni.c: the compiler vectorizes them with that ISA's flags; the VNNI file
- * has its own tile and defines EM_Q8_NO_TILE). Before including, define EM_ISA.
+ * has its own tile, quantizer and packer and defines EM_Q8_NO_TILE, _QUANT and _PACK). Before
+ * including, define EM_ISA.
  *
  * A tile is up to 6 rows (output channels) by 16 columns (pixels): a holds the row panel,
  * [kq][6][4] int8 weights; b the column panel, [kq][16][4] u8 inputs. Each row's dot products of
@@ -17,21 +18,42 @@
 #define EM_Q8_CAT2(a, b) a##b
 #define EM_Q8_CAT(a, b)  EM_Q8_CAT2(a, b)
 
-/* y[i] = the u8 value of x[i] (q8_quant_params), rounded step for step as EMC_ACT_FAKEQUANT. */
-void EM_Q8_CAT(em_q8_quant_ukernel__, EM_ISA)(size_t n, const float *x, uint8_t *y,
-                                              const em_q8_quant_params *p) {
-  const float inv = p->inv, zp = p->zp, lo = p->lo, hi = p->hi;
+/* The u8 value of x (q8_quant_params), rounded step for step as EMC_ACT_FAKEQUANT. */
+static inline uint8_t EM_Q8_CAT(q8_quant1_, EM_ISA)(float x, const em_q8_quant_params *p) {
+  const float zp = p->zp, lo = p->lo, hi = p->hi;
   const float tlo = lo - zp - 1.0f, thi = hi - zp + 1.0f, magic = 12582912.0f;
-  for (size_t i = 0; i < n; i++) {
-    float t = x[i] * inv;
-    t = t >= tlo ? t : tlo; /* keeps |t| small for the rounding trick */
-    t = t <= thi ? t : thi;
-    float r = ((t + magic) - magic) + zp;
-    r = r >= lo ? r : lo; /* NaN: lo */
-    r = r <= hi ? r : hi;
-    y[i] = (uint8_t)(int32_t)r;
-  }
+  float t = x * p->inv;
+  t = t >= tlo ? t : tlo; /* keeps |t| small for the rounding trick */
+  t = t <= thi ? t : thi;
+  float r = ((t + magic) - magic) + zp;
+  r = r >= lo ? r : lo; /* NaN: lo */
+  r = r <= hi ? r : hi;
+  return (uint8_t)(int32_t)r;
 }
+
+#ifndef EM_Q8_NO_QUANT /* the ISA file has its own quantizer */
+/* Planes to channels last (cpu_ukernels.h): one plane at a time, its bytes spread ys apart. */
+void EM_Q8_CAT(em_q8_quant_ukernel__, EM_ISA)(size_t c, size_t n, const float *x, size_t xs,
+                                              uint8_t *y, size_t ys, const em_q8_quant_params *p) {
+  for (size_t ch = 0; ch < c; ch++)
+    for (size_t i = 0; i < n; i++)
+      y[i * ys + ch] = EM_Q8_CAT(q8_quant1_, EM_ISA)(x[ch * xs + i], p);
+}
+#endif /* EM_Q8_NO_QUANT */
+
+/* One tap of a column panel (cpu_ukernels.h): a 4-byte copy per pixel and group. */
+static inline void EM_Q8_CAT(q8_pack_groups_, EM_ISA)(const uint8_t *const *src, size_t off,
+                                                      size_t q0, size_t cq, uint8_t *dst) {
+  for (size_t q = q0; q < cq; q++)
+    for (size_t j = 0; j < 16; j++) memcpy(dst + q * 64 + j * 4, src[j] + off + q * 4, 4);
+}
+
+#ifndef EM_Q8_NO_PACK /* the ISA file has its own packer */
+void EM_Q8_CAT(em_q8_pack16_ukernel__, EM_ISA)(const uint8_t *const *src, size_t off, size_t cq,
+                                               uint8_t *dst) {
+  EM_Q8_CAT(q8_pack_groups_, EM_ISA)(src, off, 0, cq, dst);
+}
+#endif /* EM_Q8_NO_PACK */
 
 #ifndef EM_Q8_NO_TILE /* the ISA file has its own tile */
 void EM_Q8_CAT(em_q8_gemm_6x16_ukernel__, EM_ISA)(size_t mr, size_t nr, size_t kq, const int8_t *a,

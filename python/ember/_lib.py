@@ -170,6 +170,7 @@ def lib() -> ctypes.CDLL:
             isa=os.environ.get("EMBER_CPU_ISA"),
             no_fuse="EMBER_CPU_NO_FUSE" in os.environ,
             profile="EMBER_CPU_PROFILE" in os.environ,
+            q8_winograd=_q8_winograd_env(),
             L=L,
         )
     except ValueError as e:
@@ -180,22 +181,41 @@ def lib() -> ctypes.CDLL:
 class EmCpuBackendOptions(ctypes.Structure):
     """``em_cpu_backend_options`` (include/ember/backend_cpu.h)."""
 
-    _fields_ = [("isa", ctypes.c_char_p), ("no_fuse", ctypes.c_bool), ("profile", ctypes.c_bool)]
+    _fields_ = [
+        ("isa", ctypes.c_char_p),
+        ("no_fuse", ctypes.c_bool),
+        ("profile", ctypes.c_bool),
+        ("q8_winograd", ctypes.c_int),
+    ]
+
+
+def _q8_winograd_env() -> int:
+    """``EMBER_CPU_Q8_WINOGRAD``: 1 (always f32 Winograd), 0 (always int8), unset: the CPU's."""
+    v = os.environ.get("EMBER_CPU_Q8_WINOGRAD", "")
+    return 0 if not v else (-1 if v.startswith("0") else 1)
 
 
 def configure_cpu_backend(
-    isa: str | None = None, no_fuse: bool = False, profile: bool = False, L: Any = None
+    isa: str | None = None,
+    no_fuse: bool = False,
+    profile: bool = False,
+    q8_winograd: int = 0,
+    L: Any = None,
 ) -> None:
     """Sets EmberCpuBackend's options for the methods prepared from now on (the library reads
-    no environment variable; :func:`lib` maps ``EMBER_CPU_ISA``, ``EMBER_CPU_NO_FUSE`` and
-    ``EMBER_CPU_PROFILE`` onto this once). An ISA this CPU lacks raises ``ValueError``."""
+    no environment variable; :func:`lib` maps ``EMBER_CPU_ISA``, ``EMBER_CPU_NO_FUSE``,
+    ``EMBER_CPU_PROFILE`` and ``EMBER_CPU_Q8_WINOGRAD`` onto this once). ``q8_winograd``: int8
+    3x3 convs stored with a Winograd alternative run as f32 Winograd (1), in int8 (-1), or as
+    the CPU prefers (0: Winograd where AVX-512 runs as two halves, Zen 4). An ISA this CPU lacks
+    raises ``ValueError``."""
     L = L or lib()
     if not hasattr(L, "em_cpu_backend_configure"):  # a library built before the options API
         return
-    opts = EmCpuBackendOptions(isa.encode() if isa else None, no_fuse, profile)
+    opts = EmCpuBackendOptions(isa.encode() if isa else None, no_fuse, profile, q8_winograd)
     st = L.em_cpu_backend_configure(ctypes.byref(opts))
     if st != 0:
-        L.em_cpu_backend_configure(ctypes.byref(EmCpuBackendOptions(None, no_fuse, profile)))
+        back = EmCpuBackendOptions(None, no_fuse, profile, q8_winograd)
+        L.em_cpu_backend_configure(ctypes.byref(back))
         raise ValueError(f"EmberCpuBackend: ISA {isa!r} is unknown or not on this CPU")
 
 

@@ -363,9 +363,86 @@ static void test_q8_gemm(const em_cpu_config *cfg) {
         }
 }
 
+/* The int8 convs' input quantizer (em_q8_quant_for the ISA), planes to channels last, against
+ * the formula written here (nearbyint in the default rounding mode, NaN to lo) at channel counts
+ * and pixel counts around the 16 x 16 blocks, strides wider than the data, values at the
+ * rounding ties, past the range, infinities and NaN; bytes between pixels left alone. */
+static void test_q8_quant(const em_cpu_config *cfg) {
+  enum { MAXC = 40, MAXN = 37, XS = 41, YS = 45 };
+  static float x[MAXC * XS];
+  static uint8_t y[MAXN * YS];
+  static const size_t cs[] = {1, 3, 15, 16, 17, 32, 40}, ns[] = {1, 7, 15, 16, 17, 33, 37};
+  static const em_q8_quant_params ps[] = {
+      {10.0f, 3.0f, 0.0f, 255.0f}, {0.37f, 128.0f, 0.0f, 255.0f}, {1.0f, 0.0f, 0.0f, 6.0f}};
+  const em_q8_quant_fn fn = em_q8_quant_for(cfg->isa);
+  int bad = 0;
+  for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++)
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
+      for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+        const em_q8_quant_params *p = &ps[pi];
+        const size_t c = cs[ci], n = ns[ni];
+        for (size_t i = 0; i < MAXC * XS; i++) {
+          const int kind = rand() % 16;
+          x[i] = kind == 0   ? (float)(rand() % 64 - 32) * 0.5f / p->inv /* ties */
+                 : kind == 1 ? 1e30f * (rand() % 2 ? 1.0f : -1.0f)
+                 : kind == 2 ? (rand() % 2 ? INFINITY : -INFINITY)
+                 : kind == 3 ? NAN
+                             : frand() * 300.0f / p->inv;
+        }
+        memset(y, 0xA5, sizeof y);
+        fn(c, n, x, XS, y, YS, p);
+        for (size_t i = 0; i < n && bad < 5; i++)
+          for (size_t ch = 0; ch < YS && bad < 5; ch++) {
+            int want = 0xA5;
+            if (ch < c) {
+              const float t = x[ch * XS + i] * p->inv;
+              const float r = isnan(t) ? p->lo : nearbyintf(t) + p->zp;
+              want = (int)(r < p->lo ? p->lo : r > p->hi ? p->hi : r);
+            }
+            if (y[i * YS + ch] != want) {
+              bad++;
+              CHECK(0, "%s q8 quant c=%zu n=%zu params %zu: y[%zu][%zu] = %d, want %d (x = %g)",
+                    cfg->isa, c, n, pi, i, ch, y[i * YS + ch], want,
+                    ch < c ? (double)x[ch * XS + i] : 0.0);
+            }
+          }
+        if (!bad) g_pass++;
+      }
+}
+
+/* The int8 im2col packer (em_q8_pack_for the ISA) against the layout written here, at group
+ * counts around its blocks of 4, offsets into the pixels and pixels in any order; the bytes
+ * after the panel left alone. */
+static void test_q8_pack(const em_cpu_config *cfg) {
+  enum { PIX = 64, STRIDE = 80, MAXCQ = 11 };
+  static uint8_t img[PIX * STRIDE], dst[MAXCQ * 64 + 64];
+  const em_q8_pack_fn fn = em_q8_pack_for(cfg->isa);
+  for (size_t i = 0; i < sizeof img; i++) img[i] = (uint8_t)rand();
+  int bad = 0;
+  for (size_t cq = 1; cq <= MAXCQ; cq++)
+    for (size_t off = 0; off + cq * 4 <= STRIDE; off += 12) {
+      const uint8_t *src[16];
+      for (int j = 0; j < 16; j++) src[j] = img + (size_t)(rand() % PIX) * STRIDE;
+      memset(dst, 0x5A, sizeof dst);
+      fn(src, off, cq, dst);
+      for (size_t i = 0; i < sizeof dst && bad < 5; i++) {
+        const size_t q = i / 64, j = i % 64 / 4, t = i % 4;
+        const int want = q < cq ? src[j][off + q * 4 + t] : 0x5A;
+        if (dst[i] != want) {
+          bad++;
+          CHECK(0, "%s q8 pack cq=%zu off=%zu: dst[%zu] = %d, want %d", cfg->isa, cq, off, i,
+                dst[i], want);
+        }
+      }
+      if (!bad) g_pass++;
+    }
+}
+
 static void test_isa(const em_cpu_config *cfg) {
   test_gemm(cfg);
   test_q8_gemm(cfg);
+  test_q8_quant(cfg);
+  test_q8_pack(cfg);
 #if defined(__x86_64__) || defined(__i386__)
   if (cfg->gemm == em_f32_gemm_minmax_ukernel_6x64__avx512f) { /* the 6x48, 6x32 ones too */
     em_cpu_config c48 = *cfg, c32 = *cfg;

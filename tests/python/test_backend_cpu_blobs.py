@@ -24,6 +24,7 @@ from backend_cpu_common import (
 from torch import nn
 
 import ember
+import ember.backends.cpu.blob as B
 import ember.backends.cpu.partition as P
 
 # ---- malformed blobs ------------------------------------------------------------------------
@@ -49,7 +50,7 @@ def test_blob_version_and_magic_are_checked(small_program) -> None:
     at, _ = _blob_span(buf)
     assert _load_and_run(buf, x) == "ok"
     bad = bytearray(buf)
-    for version in (0, 10):  # this build reads versions 1 (no transposed convs) to 9
+    for version in (0, B.VERSION + 1):  # this build reads versions 1 (no transposed convs) on
         struct.pack_into("<I", bad, at + 4, version)
         assert "DelegateInvalidCompatibility" in _load_and_run(bytes(bad), x)
     struct.pack_into("<I", bad, at + 4, 1)

@@ -15,8 +15,8 @@ import numpy as np
 
 MAGIC = b"EMC1"
 # 4: residual in[3] of conv2d and gemm; 5: EMC_CONV_PAIRS; 6: EMC_CONV_IN_SCALE; 7: softmax
-# input scale and mask
-VERSION = 9
+# input scale and mask; 8: int8 convs; 9: Winograd at load, per-token fake-quant; 10: EMC_CONV_Q8_WINO
+VERSION = 10
 MAX_DIMS = 6
 MR = 6
 ALIGN = 64
@@ -63,6 +63,7 @@ ACT = {
 CONV_DEPTHWISE, CONV_SCRATCH_OFF, CONV_SCRATCH_NBYTES = 9, 10, 11
 CONV_Q8 = 17  # EMC_CONV_Q8: 1 + the int8 conv's channel table id, 0 for an f32 conv
 CONV_WINO_AT_LOAD = 21  # EMC_CONV_WINO_AT_LOAD: 1 when the runtime transforms the weights
+CONV_Q8_WINO = 22  # EMC_CONV_Q8_WINO: an int8 conv's Winograd alternative (tile m), 0: none
 
 _HEADER = struct.Struct("<4sIIIIIQQQQQ")
 _TENSOR = struct.Struct("<IIQI6iI")

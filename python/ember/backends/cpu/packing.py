@@ -33,13 +33,21 @@ class PackedConv(NamedTuple):
     pairs: np.ndarray | None = None  # the weights again as bf16 pairs (EMC_CONV_PAIRS)
     q8_table: np.ndarray | None = None  # an int8 conv's channel table (EMC_CONV_Q8)
     at_load: bool = False  # packed holds plain [Co, Cin, 3, 3] weights (EMC_CONV_WINO_AT_LOAD)
+    q8_wino: int = 0  # an int8 conv's Winograd alternative (EMC_CONV_Q8_WINO)
 
 
-def _pack_conv_q8(op: Op, out: TensorSpec) -> PackedConv:
+def _pack_conv_q8(op: Op, out: TensorSpec, wino: int = 0) -> PackedConv:
     """An int8 conv (EMC_CONV_Q8): int8 weights with depth order (ky, kx, channel), channels
     padded to a multiple of 4 (zeros), in [ceil(Co/6)][K/4][6][4] panels (as the f32 words the
     blob stores); the table of Co f32 scales (s_in * s_w) then Co int32 corrections
-    (zp * sum_k w); and the scratch: u8 im2col panels, then the channels-last padded image."""
+    (zp * sum_k w); and the scratch: u8 im2col panels, then the channels-last padded image.
+
+    ``wino`` (a tile m): the conv also carries its Winograd F(m x m) alternative
+    (EMC_CONV_Q8_WINO) — the table a third part, the weights' own scales s_w, and the slots and
+    scratch of that Winograd conv — which a CPU where f32 Winograd beats the int8 products (AVX-512
+    as two halves, Zen 4: ResNet-18's 64 -> 64 on 56x56, 1.05 ms in F(4x4) against 1.48 in int8)
+    runs instead, from filters it transforms at init; elsewhere (Zen 5: int8 ResNet-18 8.4 ->
+    6.4 ms) it runs in int8."""
     wq, sw = op.attrs["wq"]
     q8 = op.attrs["q8"]
     co, cin, kh, kw = wq.shape
@@ -57,7 +65,13 @@ def _pack_conv_q8(op: Op, out: TensorSpec) -> PackedConv:
     h, w_ = op.ins[0].shape[2], op.ins[0].shape[3]
     ph, pw = op.attrs["pad"]
     scratch = -(-npix // B.NR_PANEL) * kq * 64 + (h + 2 * ph) * (w_ + 2 * pw) * cp
-    return PackedConv(panels.reshape(-1).view(np.float32), False, scratch, q8_table=table)
+    packed = panels.reshape(-1).view(np.float32)
+    if not wino:
+        return PackedConv(packed, False, scratch, q8_table=table)
+    slots = _wino_slots(wino, out.shape[2], out.shape[3])
+    scratch = max(scratch, _wino_scratch(wino, slots, cin, co, transposed=False))
+    table = np.concatenate([table, sw.astype(np.float32)])
+    return PackedConv(packed, False, scratch, wino_slots=slots, q8_table=table, q8_wino=wino)
 
 
 def _pack_conv(
@@ -66,8 +80,10 @@ def _pack_conv(
     """``pack="load"``: a Winograd conv stores its plain weights and the runtime transforms
     them at init (EMC_CONV_WINO_AT_LOAD); ``"export"``: the file stores the transform."""
     at_load = pack == "load"
-    if "q8" in op.attrs and _winograd_tile(op, out.shape[2], out.shape[3]) != 4:
-        return _pack_conv_q8(op, out)  # (a Winograd F(4x4) does 4x fewer products in f32)
+    if "q8" in op.attrs:  # (where a Winograd F(4x4) applies, with it as the alternative)
+        return _pack_conv_q8(
+            op, out, 4 if _winograd_tile(op, out.shape[2], out.shape[3]) == 4 else 0
+        )
     w = op.attrs["w"]
     g = op.attrs["groups"]
     co, cg, kh, kw = w.shape
@@ -386,6 +402,7 @@ def build_blob(
             else:
                 ip += [0, 0, 0, 0]
             ip.append(int(pc.at_load))  # EMC_CONV_WINO_AT_LOAD
+            ip.append(pc.q8_wino)  # EMC_CONV_Q8_WINO
             b = a["b"]
             res = tid(op.ins[1]) if len(op.ins) > 1 else -1
             bop = B.BOp(

@@ -1,0 +1,176 @@
+"""Int8 3x3 convs with a Winograd alternative (EmberCpuBackend blob EMC_CONV_Q8_WINO, version 10).
+
+Where the f32 path would be a Winograd F(4x4) conv, an int8 conv's file carries both forms: the
+int8 panels it runs by default, and what a CPU that prefers f32 Winograd (AVX-512 as two halves,
+Zen 4) needs to run it as that Winograd conv instead — the weights' own scales, slots and
+scratch. That CPU transforms the int8 weights (q * s_w in f32, as the program's dequantize
+computes them) at init. Checked here, with the choice forced through the backend's options:
+
+- as Winograd, the program gives the same bits as the same graph exported with f32 convs (the
+  int8 conv fusion switched off: dequantized f32 weights, Winograd filters at load);
+- in int8, it stays within one output step of the portable kernels, like every int8 conv;
+- the CPU's own choice is one of the two;
+- corrupted fields of the alternative are refused at load, naming what was wrong.
+
+Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_q8wino.py
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
+from backend_cpu_common import _blob_span, _load_and_run, _op_table, _run
+from torch import nn
+
+import ember
+import ember.backends.cpu.blob as B
+import ember.backends.cpu.partition as partition
+from ember._lib import configure_cpu_backend
+from ember.quant.pt2e import quantize_exported
+
+IP = 32  # byte offset of ip[] in an operator record (kind, act, in[4], out[2])
+
+
+class _Net(nn.Module):
+    """Two 3x3 convs on a 28x28 map (F(4x4) Winograd in f32; channels not multiples of 4 or 6),
+    a residual add and a strided 3x3 conv (no alternative: int8 only)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 18, 3, padding=1)
+        self.b = nn.Conv2d(18, 21, 3, padding=1)
+        self.c = nn.Conv2d(21, 21, 3, padding=1)
+        self.d = nn.Conv2d(21, 16, 3, stride=2, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.b(torch.relu(self.a(x))))
+        return self.d(torch.relu(self.c(y) + y))
+
+
+@pytest.fixture(scope="module")
+def programs() -> tuple[ember.Program, ember.Program, ember.Program, tuple]:
+    torch.manual_seed(0)
+    m = _Net().eval()
+    g = torch.Generator().manual_seed(1)
+    cal = [(torch.randn(1, 3, 28, 28, generator=g),) for _ in range(4)]
+    ep = quantize_exported(m, cal[0], cal, progress=False)
+    inputs = (torch.randn(1, 3, 28, 28, generator=g),)
+    prog = ember.export(ep, inputs, backend="cpu")
+    orig = partition._conv_q8  # (the fusion passes are looked up there by name)
+    partition._conv_q8 = lambda ops, u: None  # f32 convs from the dequantized weights
+    try:
+        f32 = ember.export(ep, inputs, backend="cpu")
+    finally:
+        partition._conv_q8 = orig
+    assert sum(ip[B.CONV_Q8] > 0 for _, ip in _conv_ips(f32.buffer)) == 0
+    plain = ember.export(ep, inputs, backend=None)
+    return prog, f32, plain, inputs
+
+
+@pytest.fixture()
+def choice() -> Iterator[None]:
+    yield
+    configure_cpu_backend(q8_winograd=0)
+
+
+def _conv_ips(buf: bytes) -> list[tuple[int, list[int]]]:
+    base, recs = _op_table(buf)
+    out = []
+    for i, r in enumerate(recs):
+        if r[0] == 1:  # EMC_OP_CONV2D
+            at = base + 160 * i + IP
+            out.append((at, list(struct.unpack_from("<24i", buf, at))))
+    return out
+
+
+def _patched(buf: bytes, at: int, val: int) -> bytes:
+    bad = bytearray(buf)
+    struct.pack_into("<i", bad, at, val)
+    return bytes(bad)
+
+
+def test_file_carries_the_alternative(programs) -> None:
+    prog, _, _, _ = programs
+    ips = [ip for _, ip in _conv_ips(prog.buffer)]
+    # the stem (depth 3 * 9 under 64) stays f32; the 28x28 3x3 stride-1 convs with 16+
+    # channels carry F(4x4), the strided one none
+    assert [ip[B.CONV_Q8] > 0 for ip in ips] == [False, True, True, True], ips
+    assert [ip[B.CONV_Q8_WINO] for ip in ips] == [0, 4, 4, 0], ips
+
+
+def test_winograd_choice_is_bit_identical_to_f32_convs(programs, choice) -> None:
+    prog, f32, _, inputs = programs
+    configure_cpu_backend(q8_winograd=1)
+    for th in (1, 2):
+        assert torch.equal(_run(prog, inputs, th), _run(f32, inputs, th))
+
+
+def test_int8_choice_within_one_step_of_portable(programs, choice) -> None:
+    prog, f32, plain, inputs = programs
+    ir = plain._irs["forward"]
+    step = [
+        float(i.args[1].value)
+        for i in ir.instrs
+        if getattr(i, "kernel", "").startswith("quantized_decomposed::dequantize_per_tensor")
+    ][-1]
+    configure_cpu_backend(q8_winograd=-1)
+    want = _run(plain, inputs)
+    for th in (1, 2):
+        got = _run(prog, inputs, th)
+        diff = (got - want).abs()
+        assert diff.max().item() <= step * 1.001, (diff.max().item(), step)
+        assert (diff > 0).float().mean().item() <= 0.02
+    configure_cpu_backend(q8_winograd=0)
+    auto = _run(prog, inputs)
+    configure_cpu_backend(q8_winograd=1)
+    wino = _run(prog, inputs)
+    assert torch.equal(auto, got) or torch.equal(auto, wino)
+
+
+def test_choice_through_the_cli_switch(programs, tmp_path) -> None:
+    """EMBER_CPU_Q8_WINOGRAD (the CLIs' switch onto the option) picks the path the convs with
+    an alternative run, as `ember run`'s backend profile names it."""
+    import os
+    import subprocess
+
+    from ember._lib import repo_root
+
+    prog, _, _, _ = programs
+    pte = tmp_path / "m.pte"
+    prog.save(pte)
+    paths = {}
+    for v in ("1", "0"):
+        env = dict(os.environ, EMBER_CPU_PROFILE="1", EMBER_CPU_Q8_WINOGRAD=v)
+        cmd = [str(repo_root() / "build" / "ember"), "run", str(pte), "--iters", "1"]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        paths[v] = [ln.rsplit("ms", 1)[1].strip() for ln in r.stderr.splitlines() if "kind  1" in ln]
+    assert paths["1"] == ["", "(winograd 4)", "(winograd 4)", "(int8)"], paths
+    assert paths["0"] == ["", "(int8)", "(int8)", "(int8)"], paths
+
+
+@pytest.mark.parametrize("force", [1, -1])
+def test_corrupt_alternative_is_refused(programs, choice, force: int) -> None:
+    prog, _, _, inputs = programs
+    configure_cpu_backend(q8_winograd=force)
+    buf = prog.buffer
+    assert _load_and_run(buf, inputs[0]) == "ok"
+    at, ip = next((at, ip) for at, ip in _conv_ips(buf) if ip[B.CONV_Q8_WINO])
+    bad = _load_and_run(_patched(buf, at + 4 * B.CONV_Q8_WINO, 3), inputs[0])
+    assert "InvalidProgram" in bad and "Winograd alternative" in bad, bad
+    # a table without the weights' scales (the id of another constant: the bias)
+    blob_at, _ = _blob_span(buf)
+    base, recs = _op_table(buf)
+    rec = recs[[a for a, _ in _conv_ips(buf)].index(at)]
+    bias_id = rec[4]
+    bad = _load_and_run(_patched(buf, at + 4 * B.CONV_Q8, bias_id + 1), inputs[0])
+    assert "InvalidProgram" in bad and ("table" in bad or "channels" in bad), bad
+    assert blob_at < base
+    # the weights' id pointing at the bias: wrong size for the int8 panels
+    w_at = base + 160 * recs.index(rec) + 8 + 4
+    bad = _load_and_run(_patched(buf, w_at, bias_id), inputs[0])
+    assert "InvalidProgram" in bad, bad
