@@ -148,7 +148,9 @@ def test_choice_through_the_cli_switch(programs, tmp_path) -> None:
         cmd = [str(repo_root() / "build" / "ember"), "run", str(pte), "--iters", "1"]
         r = subprocess.run(cmd, env=env, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
-        paths[v] = [ln.rsplit("ms", 1)[1].strip() for ln in r.stderr.splitlines() if "kind  1" in ln]
+        paths[v] = [
+            ln.rsplit("ms", 1)[1].strip() for ln in r.stderr.splitlines() if "kind  1" in ln
+        ]
     assert paths["1"] == ["", "(winograd 4)", "(winograd 4)", "(int8)"], paths
     assert paths["0"] == ["", "(int8)", "(int8)", "(int8)"], paths
 

@@ -15,7 +15,8 @@ import numpy as np
 
 MAGIC = b"EMC1"
 # 4: residual in[3] of conv2d and gemm; 5: EMC_CONV_PAIRS; 6: EMC_CONV_IN_SCALE; 7: softmax
-# input scale and mask; 8: int8 convs; 9: Winograd at load, per-token fake-quant; 10: EMC_CONV_Q8_WINO
+# input scale and mask; 8: int8 convs; 9: Winograd at load, per-token fake-quant;
+# 10: EMC_CONV_Q8_WINO
 VERSION = 10
 MAX_DIMS = 6
 MR = 6
