@@ -96,9 +96,9 @@ def _patched(buf: bytes, at: int, val: int) -> bytes:
 def test_file_carries_the_alternative(programs) -> None:
     prog, _, _, _ = programs
     ips = [ip for _, ip in _conv_ips(prog.buffer)]
-    # the stem (depth 3 * 9 under 64) stays f32; the 28x28 3x3 stride-1 convs with 16+
-    # channels carry F(4x4), the strided one none
-    assert [ip[B.CONV_Q8] > 0 for ip in ips] == [False, True, True, True], ips
+    # every conv int8; the 28x28 3x3 stride-1 convs with 16+ channels carry F(4x4), the RGB
+    # stem and the strided one none
+    assert [ip[B.CONV_Q8] > 0 for ip in ips] == [True] * 4, ips
     assert [ip[B.CONV_Q8_WINO] for ip in ips] == [0, 4, 4, 0], ips
 
 
@@ -151,8 +151,8 @@ def test_choice_through_the_cli_switch(programs, tmp_path) -> None:
         paths[v] = [
             ln.rsplit("ms", 1)[1].strip() for ln in r.stderr.splitlines() if "kind  1" in ln
         ]
-    assert paths["1"] == ["", "(winograd 4)", "(winograd 4)", "(int8)"], paths
-    assert paths["0"] == ["", "(int8)", "(int8)", "(int8)"], paths
+    assert paths["1"] == ["(int8)", "(winograd 4)", "(winograd 4)", "(int8)"], paths
+    assert paths["0"] == ["(int8)"] * 4, paths
 
 
 @pytest.mark.parametrize("force", [1, -1])

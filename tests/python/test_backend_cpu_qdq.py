@@ -247,12 +247,13 @@ def _q8_convs(prog: ember.Program) -> tuple[int, int]:
 
 # (in channels, out channels, kernel, stride, padding, dilation, map): channels that are not
 # multiples of 4 (the channels-last padding) or 6 (the row panels), maps whose pixels are not
-# multiples of 16 (the column panels), strides, padding, dilation, 1x1 (256+ channels each side:
-# narrower ones stay f32, as do depths under 64), a 7x7 stem.
+# multiples of 16 (the column panels), strides, padding, dilation, 1x1 (wide and narrow), a 7x7
+# stem.
 _GEOMS = [
     (8, 16, 3, 1, 1, 1, 9),
     (9, 10, 3, 2, 1, 1, 13),
     (256, 260, 1, 1, 0, 1, 7),
+    (5, 7, 1, 1, 0, 1, 9),
     (16, 32, 3, 1, 2, 2, 11),
     (3, 24, 7, 2, 3, 1, 32),
     (64, 64, 3, 1, 1, 1, 8),

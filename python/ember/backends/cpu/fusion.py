@@ -491,13 +491,13 @@ def _conv_q8(ops: list[Op], u: _Uses) -> None:
     fake-quant wrote runs in int8 (blob EMC_CONV_Q8): the input's qparams go to ``q8``, and the
     packer stores the int8 weights (not f32 ones) with a per-channel table. Ungrouped convs that
     are not depthwise and take no input scale or plane means; the input's quantized values must
-    map into u8 (int8 ranges shift by 128, uint8 ones stay). Convs whose few products do not pay
-    for requantizing and regathering the input stay f32 (measured at 1 thread on Zen 4): depths
-    under 64 (MobileNetV2's 3 -> 32 stem: 606 us in int8, 327 in f32 on the stem kernel) and 1x1
-    convs with fewer than 256 input or output channels (MobileNetV2's 576 -> 96 on 14x14: 368 us
-    against 232; its 960 -> 320 and 320 -> 1280 gain: 226 / 189 against 296 / 437). Where the
-    f32 path would be a Winograd F(4x4) the packer keeps it (4x fewer products: ResNet-18's 64 ->
-    64 on 56x56, 1.48 ms in int8 against 1.05)."""
+    map into u8 (int8 ranges shift by 128, uint8 ones stay). Every such conv, shallow and 1x1
+    ones included: with the input quantized and transposed in 16x16 blocks and the panels
+    packed by word transposes, int8 beats f32 on each (Zen 5, 1 thread: int8 MobileNetV2 4.3 ->
+    2.7 ms, ResNet-50 21 -> 16, MobileNetV3-Small 1.30 -> 1.10 against the earlier rule that
+    kept depths under 64 and 1x1 convs under 256 channels in f32, measured on Zen 4 with the
+    slower quantizer). Where the f32 path would be a Winograd F(4x4) the packer adds that
+    Winograd conv as the alternative a CPU may prefer (EMC_CONV_Q8_WINO)."""
     for conv in [o for o in ops if o.kind == "conv2d" and "wq" in o.attrs]:
         a = conv.attrs
         x = conv.ins[0]
@@ -512,11 +512,6 @@ def _conv_q8(ops: list[Op], u: _Uses) -> None:
             or not any(o.root() is x.root() for o in p.outs[:1])
             or math.prod(p.outs[0].shape) != math.prod(x.shape)
             or a["w"].shape[1] * a["w"].shape[2] * a["w"].shape[3] > 65536
-            or a["w"].shape[1] * a["w"].shape[2] * a["w"].shape[3] < 64
-            or (
-                a["w"].shape[2] * a["w"].shape[3] == 1
-                and min(a["w"].shape[0], a["w"].shape[1]) < 256
-            )
         ):
             continue
         inv, scale, zp, qmin, qmax = (float(v) for v in p.fp[3:8])
