@@ -1,19 +1,24 @@
 """The zoo on EmberVulkanBackend (issue 34): each model exported with ``backend="vulkan"`` and
 each tensor storage (``vulkan_storage``: f32, f16), the share of its instructions on the Vulkan
-device, its error against eager PyTorch (max |got - eager| / max |eager| over the first output)
-and the latency of one run (on lavapipe, Mesa's CPU Vulkan device, a functional check only: it
-says nothing of a GPU's speed).
+device, its error against eager PyTorch over the first output (max |got - eager| / max |eager|,
+the measure the tests bound, and ||got - eager||_2 / ||eager||_2 beside it) and the latency of
+one run (on lavapipe, Mesa's CPU Vulkan device, a functional check only: it says nothing of a
+GPU's speed).
 
     .venv/bin/python bench/vulkan_zoo.py [--models mobilenet_v2,resnet18] [--storage f32,f16]
         [--iters 3]
 
 Prints a Markdown table headed by the Vulkan device (and whether it has 16-bit storage) and the
-host CPU (bench/report.py).
+host CPU (bench/report.py). ``--emulate`` adds a table of what f16 rounding alone costs each
+model, in eager PyTorch (no Vulkan): the exported program (the ATen operators Ember runs, attention
+decomposed) run with its weights rounded to f16, with every operator's f32 output rounded to f16
+(what f16 storage does to activations), and both, each error measured as above.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import logging
 import sys
@@ -21,6 +26,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "python"))
@@ -72,18 +78,56 @@ def row(name: str, storage: str, iters: int) -> str:
         rt.run("forward", list(inputs))
         t.append(time.perf_counter() - t0)
     err = float((got - want).abs().max() / want.abs().max().clamp_min(1e-12))
+    l2 = float((got - want).norm() / want.norm().clamp_min(1e-12))
     portable = sorted({d.kernel for d in report if not d.delegated})
     return (
-        f"| {name} | {storage} | {100 * share:.1f} % | {err:.1e} | {1e3 * min(t):.1f} | "
+        f"| {name} | {storage} | {100 * share:.1f} % | {err:.1e} | {l2:.1e} | {1e3 * min(t):.1f} | "
         f"{', '.join(portable) or '-'} |"
     )
+
+
+class _RoundOutputs(TorchDispatchMode):
+    """Rounds every f32 tensor an operator returns (views excepted) to f16 and back."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, torch.Tensor) and not func.is_view and out.dtype == torch.float32:
+            out = out.half().float()
+        return out
+
+
+def emulation_row(name: str) -> str:
+    from zoo.models import build
+
+    import ember
+
+    m, inputs = build(name)
+    with torch.inference_mode():
+        want = m(*inputs)
+    want = want[0] if isinstance(want, (tuple, list)) else want
+    ep = ember.export(m, inputs, backend=None)._exported["forward"]
+    errs = []
+    for weights, acts in ((True, False), (False, True), (True, True)):
+        mod = ep.module()
+        if weights:
+            for t in [*mod.parameters(), *mod.buffers()]:
+                if t.dtype == torch.float32:
+                    t.data = t.data.half().float()
+        with torch.no_grad(), _RoundOutputs() if acts else contextlib.nullcontext():
+            got = mod(*inputs)
+        got = got[0] if isinstance(got, (tuple, list)) else got
+        errs.append(float((got - want).abs().max() / want.abs().max().clamp_min(1e-12)))
+    return f"| {name} | " + " | ".join(f"{e:.1e}" for e in errs) + " |"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=DEFAULT)
-    ap.add_argument("--storage", default="f32,f16", help="vulkan_storage values, comma-separated")
+    ap.add_argument(
+        "--storage", default="f32,f16", help='vulkan_storage values, comma-separated ("": none)'
+    )
     ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--emulate", action="store_true", help="also the eager f16-rounding table")
     a = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from report import cpu_name
@@ -92,18 +136,32 @@ def main() -> None:
         f"Vulkan device: {device_name()} (16-bit storage: {'yes' if has_f16_storage() else 'no'})"
         f"; host CPU: {cpu_name()}",
         "",
-        "| model | storage | instructions on Vulkan | max abs error / max abs eager | ms (min) "
-        "| portable |",
-        "|---|---|---|---|---|---|",
+        "| model | storage | instructions on Vulkan | max abs error / max abs eager "
+        "| L2 error / L2 eager | ms (min) | portable |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name in a.models.split(","):
-        for storage in a.storage.split(","):
+        for storage in filter(None, a.storage.split(",")):
             try:
                 out.append(row(name, storage, a.iters))
             except Exception as e:  # one model's failure is a row, not the end of the table
                 out.append(
-                    f"| {name} | {storage} | failed: {type(e).__name__}: {str(e)[:120]} | | | |"
+                    f"| {name} | {storage} | failed: {type(e).__name__}: {str(e)[:120]} | | | | |"
                 )
+            print(out[-1], file=sys.stderr, flush=True)
+    if a.emulate:
+        out += [
+            "",
+            "f16 rounding in eager PyTorch (max abs error / max abs eager):",
+            "",
+            "| model | f16 weights | f16 activations | both |",
+            "|---|---|---|---|",
+        ]
+        for name in a.models.split(","):
+            try:
+                out.append(emulation_row(name))
+            except Exception as e:
+                out.append(f"| {name} | failed: {type(e).__name__}: {str(e)[:120]} | | |")
             print(out[-1], file=sys.stderr, flush=True)
     sys.stdout.write("\n".join(out) + "\n")
 

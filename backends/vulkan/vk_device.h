@@ -6,8 +6,8 @@
  * through the emv_device table below. The instance, the device (the first physical device with
  * a compute queue), the queue and one pipeline per shader and storage type are created once per
  * process, on the first delegate's init, and kept until the process exits. The f16 pipelines
- * exist only on a device with storageBuffer16BitAccess (Vulkan 1.1 or VK_KHR_16bit_storage),
- * which is then enabled at device creation.
+ * exist only on a Vulkan 1.1 device (and loader) reporting storageBuffer16BitAccess, which is
+ * then enabled at device creation.
  */
 #ifndef EMBER_VK_DEVICE_H
 #define EMBER_VK_DEVICE_H

@@ -41,8 +41,8 @@ em_status em_vulkan_blob_check(const void *blob, size_t nbytes, void *scratch,
    there is none or the build has no Vulkan. */
 const char *em_vulkan_device_name(void);
 
-/* Whether the Vulkan device has 16-bit storage buffers (storageBuffer16BitAccess, Vulkan 1.1 or
-   VK_KHR_16bit_storage), which the blobs of `ember.export(..., vulkan_storage="f16")` use
+/* Whether the Vulkan device has 16-bit storage buffers (storageBuffer16BitAccess, asked of a
+   Vulkan 1.1 device), which the blobs of `ember.export(..., vulkan_storage="f16")` use
    (creating the process-wide device on first use). false without a device or Vulkan build. */
 bool em_vulkan_has_f16_storage(void);
 

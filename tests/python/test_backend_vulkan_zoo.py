@@ -6,7 +6,7 @@ storage and with f16 storage (``vulkan_storage="f16"``).
 Each model checks the share of its instructions placed on the Vulkan device (>= 95 % on the
 CNNs; ViT-Tiny keeps its mask arithmetic portable, so its floor is the share measured today) and
 its output against eager PyTorch: max |got - eager| <= tol x max |eager|, tol 1e-4 with f32
-storage and 1e-3 with f16 storage.
+storage and 1e-3 with f16 storage (ViT-Tiny: 2.5e-3, see REL_TOL_VIT_F16).
 
 Runs on any Vulkan device (lavapipe in CI, `make vulkan-deps`). Skipped, with a message, only
 when the library was built without Vulkan or no device exists.
@@ -38,7 +38,9 @@ _spec.loader.exec_module(zoo)
 
 log = logging.getLogger(__name__)
 REL_TOL = {"f32": 1e-4, "f16": 1e-3}  # max abs error / max |eager output|, by storage
-# ViT-Tiny with every tensor in f16 measures 2.0e-3 (its residual stream rounded at each layer)
+# ViT-Tiny with f16 storage measures 2.0e-3 on lavapipe, above the 1e-3 the CNNs meet: rounding
+# its activations to f16 alone gives 1.8e-3 (eager PyTorch with every op's output rounded), its
+# weights alone 7.5e-4; twelve layers of 11-bit activations against logits of magnitude 0.8.
 REL_TOL_VIT_F16 = 2.5e-3
 
 
