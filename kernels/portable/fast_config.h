@@ -52,7 +52,8 @@ typedef struct em_portable_fast_config {
   ew_f32_row_fn sigmoid_row, silu_row;
   /* llama_attention.c: tasks of an sdpa_job (llama_attention.h) */
   em_parallel_fn sdpa_heads;     /* any head dims */
-  em_parallel_fn sdpa_heads_d16; /* only D == Dv, D % 16 == 0, D <= 256, no mask */
+  em_parallel_fn sdpa_heads_d16; /* only D == Dv, D % 16 == 0, D <= 256, no mask; reads f16
+                                    caches too (sdpa_args.kv_f16) */
 } em_portable_fast_config;
 
 #if defined(EMBER_OPTIMIZED_KERNELS) && EMBER_OPTIMIZED_KERNELS

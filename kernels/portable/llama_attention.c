@@ -13,7 +13,10 @@
  * f32 with contiguous head dims runs one task per (batch, query head) over
  * ctx->pool (dot products, softmax, axpys; see sdpa_f32_heads); other f32
  * layouts run two GEMMs per (batch, head, query chunk); f16/bf16 widen to f32;
- * otherwise a scalar reference path in double. The head task is plain C here
+ * otherwise a scalar reference path in double. An f16 KV cache: f32 query and out with f16
+ * key / value caches (an Ember extension of the schema, which wants one dtype), computed as the
+ * f32 op on the caches' f32 values: by the optimized d16 task straight from the f16 rows where
+ * it applies, else on f32 copies of the visible rows. The head task is plain C here
  * (llama_attention.h); AVX2+FMA and AVX-512F bodies of it come from the
  * optional optimized layer when its table has them (kernels/optimized/,
  * portable/fast_config.h).
@@ -89,11 +92,19 @@ static void sdpa_heads__scalar(void *arg, int64_t begin, int64_t end) {
   SDPA_HEAD_BODY
 }
 
-/* The optimized layer's head task for these arguments, else the plain C one. */
-static em_parallel_fn pick_sdpa_heads(const sdpa_args *a) {
+/* The optimized d16 head task when it applies to these arguments, else NULL. */
+static em_parallel_fn pick_sdpa_heads_d16(const sdpa_args *a) {
   const em_portable_fast_config *cfg = em_portable_fast_config_get();
   if (cfg->sdpa_heads_d16 && !a->mask && a->D == a->Dv && a->D % 16 == 0 && a->D <= 256)
     return cfg->sdpa_heads_d16;
+  return NULL;
+}
+
+/* The optimized layer's head task for these (f32) arguments, else the plain C one. */
+static em_parallel_fn pick_sdpa_heads(const sdpa_args *a) {
+  const em_portable_fast_config *cfg = em_portable_fast_config_get();
+  em_parallel_fn d16 = pick_sdpa_heads_d16(a);
+  if (d16) return d16;
   return cfg->sdpa_heads ? cfg->sdpa_heads : sdpa_heads__scalar;
 }
 
@@ -108,7 +119,8 @@ static em_status sdpa_f32_heads(em_kernel_ctx *ctx, const sdpa_args *a) {
   float *scratch = nn_temp(ctx, tasks * (a->n_keys ? a->n_keys : 1), sizeof(float));
   if (!scratch) return EM_ERR_MEMORY_ALLOCATION_FAILED;
   sdpa_job j = {a, scratch};
-  em_parallel_for(ctx ? ctx->pool : NULL, tasks, pick_sdpa_heads(a), &j);
+  em_parallel_for(ctx ? ctx->pool : NULL, tasks,
+                  a->kv_f16 ? pick_sdpa_heads_d16(a) : pick_sdpa_heads(a), &j);
   return EM_OK;
 }
 
@@ -127,7 +139,7 @@ static em_status sdpa_generic(em_kernel_ctx *ctx, const sdpa_args *a) {
           if (j < vis)
             for (int64_t d = 0; d < a->D; d++)
               acc += em_load_f64(a->q->data, dt, sdpa_off4(a->q, b, s, h, d)) *
-                     em_load_f64(a->k->data, dt, sdpa_off4(a->k, b, j, hk, d));
+                     em_load_f64(a->k->data, a->k->dtype, sdpa_off4(a->k, b, j, hk, d));
           w[j] = j < vis ? acc * a->scale + sdpa_mask_at(a, s, j) : -INFINITY;
           mx = w[j] > mx ? w[j] : mx;
         }
@@ -139,7 +151,7 @@ static em_status sdpa_generic(em_kernel_ctx *ctx, const sdpa_args *a) {
           double acc = 0.0;
           for (int64_t j = 0; j < nk; j++)
             if (w[j] != 0.0)
-              acc += w[j] * em_load_f64(a->v->data, dt, sdpa_off4(a->v, b, j, hk, d));
+              acc += w[j] * em_load_f64(a->v->data, a->v->dtype, sdpa_off4(a->v, b, j, hk, d));
           em_store_f64(a->out->data, dt, sdpa_off4(a->out, b, s, h, d), sum > 0 ? acc / sum : 0.0);
         }
       }
@@ -205,6 +217,33 @@ static em_status sdpa_widened(em_kernel_ctx *ctx, const sdpa_args *a0) {
 }
 
 /*
+ * f32 query and out with f16 caches: the optimized d16 task reads the f16 rows itself; otherwise
+ * f32 copies of the visible cache rows go through the f32 paths. EM_ERR_MEMORY_ALLOCATION_FAILED
+ * (nothing logged) when the copies do not fit.
+ */
+static em_status sdpa_kv_f16(em_kernel_ctx *ctx, const sdpa_args *a0) {
+  if (inner_contiguous(a0) && pick_sdpa_heads_d16(a0)) {
+    em_status st = sdpa_f32_heads(ctx, a0);
+    if (st != EM_ERR_MEMORY_ALLOCATION_FAILED) return st;
+  }
+  size_t mark = nn_temp_mark(ctx);
+  wide4 k, v;
+  if (!widen4(ctx, a0->k, a0->n_keys, &k) || !widen4(ctx, a0->v, a0->n_keys, &v)) {
+    nn_temp_release(ctx, mark);
+    return EM_ERR_MEMORY_ALLOCATION_FAILED;
+  }
+  sdpa_args a = *a0;
+  a.k = &k.t;
+  a.v = &v.t;
+  a.kv_f16 = false;
+  em_status st = EM_ERR_MEMORY_ALLOCATION_FAILED;
+  if (inner_contiguous(&a)) st = sdpa_f32_heads(ctx, &a);
+  if (st == EM_ERR_MEMORY_ALLOCATION_FAILED) st = sdpa_f32(ctx, &a);
+  nn_temp_release(ctx, mark);
+  return st;
+}
+
+/*
  * llama::custom_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos,
  *   Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None, *,
  *   Tensor(a!) out)
@@ -228,10 +267,12 @@ em_status em_llama_custom_sdpa_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KCHECK(ctx, em_arg_bool(args[6], &a.causal), "is_causal must be a bool");
   EM_KCHECK(ctx, a.q->dim == 4 && a.k->dim == 4 && a.v->dim == 4,
             "query, key and value must be 4-D [B, S, H, D]");
+  a.kv_f16 = a.q->dtype == EM_DTYPE_F32 && a.k->dtype == EM_DTYPE_F16;
   EM_KCHECK(ctx,
-            em_dtype_is_float(a.q->dtype) && a.k->dtype == a.q->dtype && a.v->dtype == a.q->dtype &&
-                a.out->dtype == a.q->dtype,
-            "query, key, value and out must share a float dtype");
+            em_dtype_is_float(a.q->dtype) && (a.k->dtype == a.q->dtype || a.kv_f16) &&
+                a.v->dtype == a.k->dtype && a.out->dtype == a.q->dtype,
+            "query, key, value and out must share a float dtype (or: f32 query and out, f16 key "
+            "and value)");
   a.B = a.q->sizes[0];
   a.S = a.q->sizes[1];
   a.Hq = a.q->sizes[2];
@@ -264,6 +305,11 @@ em_status em_llama_custom_sdpa_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KCHECK(ctx, a.out->dim == 4, "out must be 4-D");
   EM_KTRY(em_resize_out(ctx, a.out, a.q->sizes, 4));
   if (a.out->numel == 0) return EM_OK;
+  if (a.kv_f16) {
+    em_status st = sdpa_kv_f16(ctx, &a);
+    if (st != EM_ERR_MEMORY_ALLOCATION_FAILED) return st;
+    return sdpa_generic(ctx, &a);
+  }
   if (a.q->dtype == EM_DTYPE_F32) {
     if (inner_contiguous(&a)) {
       em_status st = sdpa_f32_heads(ctx, &a);

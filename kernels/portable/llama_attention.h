@@ -19,6 +19,8 @@ typedef struct sdpa_args {
   em_tensor *q, *k, *v, *mask, *out;
   int64_t B, S, Hq, Hkv, D, Dv, L, start, n_keys;
   bool causal;
+  bool kv_f16; /* f32 q and out with f16 caches (an f16 KV cache): only the optimized d16 task
+                  reads them as they are; the other paths run on f32 copies */
   double scale;
 } sdpa_args;
 

@@ -167,3 +167,75 @@ def test_stock_executorch_runs_it(tmp_path) -> None:  # type: ignore[no-untyped-
     g = torch.Generator().manual_seed(3)
     for (S, p), got in zip(STEPS, outs, strict=True):
         torch.testing.assert_close(torch.tensor(got), ref(*_inputs(S, p, g)), atol=1e-5, rtol=1e-5)
+
+
+# ---- an f16 KV cache (f32 query and output, f16 key / value caches) ------------------------------
+
+
+class AttnKV16(torch.nn.Module):
+    """Attn with f16 caches: the new keys / values rounded to f16 as they are written."""
+
+    def __init__(self, d: int, causal: bool = True) -> None:
+        super().__init__()
+        self.causal = causal
+        self.register_buffer("kc", torch.zeros(1, L, HKV, d, dtype=torch.float16))
+        self.register_buffer("vc", torch.zeros(1, L, HKV, d, dtype=torch.float16))
+
+    def forward(self, q, k, v, pos, mask):  # type: ignore[no-untyped-def]
+        p = pos[0].item()
+        torch._check(p >= 0)
+        torch._check(p + q.shape[1] <= L)
+        torch.ops.llama.update_cache(k.to(torch.float16), self.kc, p)
+        torch.ops.llama.update_cache(v.to(torch.float16), self.vc, p)
+        m = None if self.causal else mask
+        return torch.ops.llama.custom_sdpa(q, self.kc, self.vc, p, m, 0.0, self.causal)
+
+
+def test_reference_reads_f16_caches_as_their_f32_values() -> None:
+    g = torch.Generator().manual_seed(8)
+    q, k, v = (torch.randn(1, 3, h, 16, generator=g) for h in (HQ, HKV, HKV))
+    kc = torch.randn(1, L, HKV, 16, generator=g).half()
+    vc = torch.randn(1, L, HKV, 16, generator=g).half()
+    got = torch.ops.llama.custom_sdpa(q, kc, vc, 4, None, 0.0, True)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, _sdpa_naive(q, kc.float(), vc.float(), 4, True))
+    with pytest.raises(Exception, match="dtypes differ"):
+        torch.ops.llama.custom_sdpa(q.double(), kc, vc, 4, None, 0.0, True)
+
+
+@pytest.mark.parametrize("cap", [None, "avx2", "scalar"])
+@pytest.mark.parametrize(("d", "causal"), [(64, True), (32, False), (8, True)])
+def test_ember_f16_kv_cache_matches_reference(cap: str | None, d: int, causal: bool) -> None:
+    """D = 64 / 32 causal reach the AVX-512 head task reading f16 rows itself (where the CPU has
+    it); a mask, D = 8, or a cap below AVX-512 run the f32 paths on f32 copies of the rows."""
+    import ctypes
+
+    from ember import _lib
+
+    lib = _lib.lib()
+    lib.em_cpu_isa_cap.restype = ctypes.c_char_p
+    lib.em_cpu_set_isa_cap.argtypes = [ctypes.c_char_p]
+    before = lib.em_cpu_isa_cap()
+    if cap is not None and lib.em_cpu_set_isa_cap(cap.encode()) != 0:
+        pytest.skip(f"this CPU cannot run under the {cap} cap")
+    try:
+        s = torch.export.Dim("s", min=1, max=8)
+        ex = (torch.randn(1, 3, HQ, d), torch.randn(1, 3, HKV, d), torch.randn(1, 3, HKV, d),
+              torch.tensor([2]), torch.randn(3, L))  # fmt: skip
+        prog = ember.export(
+            AttnKV16(d, causal), ex, dynamic_shapes=({1: s}, {1: s}, {1: s}, None, {0: s})
+        )
+        ref = AttnKV16(d, causal)
+        for threads in (1, 2):
+            rt = RuntimeProgram(prog.buffer, threads=threads)
+            g = torch.Generator().manual_seed(5)
+            ref.kc.zero_(), ref.vc.zero_()
+            for S, p in STEPS:
+                x = [torch.randn(1, S, HQ, d, generator=g), torch.randn(1, S, HKV, d, generator=g),
+                     torch.randn(1, S, HKV, d, generator=g), torch.tensor([p]),
+                     torch.randn(S, L, generator=g)]  # fmt: skip
+                got = rt.run("forward", x)[0]
+                assert got.dtype == torch.float32
+                torch.testing.assert_close(got, ref(*x), atol=1e-5, rtol=1e-5)
+    finally:
+        lib.em_cpu_set_isa_cap(None if before == b"none" else before)

@@ -339,3 +339,62 @@ def test_fused_projections_match_unfused(tmp_path: Path) -> None:
     export(m, tmp_path / "fused.pte", max_prefill=8)
     out = ember.load(tmp_path / "fused.pte").run(toks, torch.tensor([0]))
     assert (out - ref).abs().max().item() <= 1e-4
+
+
+def test_f16_kv_cache_export_matches_eager(tmp_path: Path) -> None:
+    """kv_cache="f16": the caches are f16 buffers (half the bytes), keys and values rounded to
+    f16 as written; the C runtime's prefill and decode steps match the same eager model, and
+    stay close to the f32-cache one."""
+    import copy
+
+    import ember
+    from ember.llm import export
+    from ember.llm.llama import set_kv_cache_dtype
+
+    m = _random_llama(max_seq_len=24, n_layers=2, dim=128, n_heads=2, n_kv_heads=1)  # D = 64
+    toks = torch.randint(0, 300, (1, 14), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        ref32 = m(toks, torch.tensor([0]))
+    m16 = set_kv_cache_dtype(copy.deepcopy(m), torch.float16)
+    assert m16.layers[0].attention.k_cache.dtype == torch.float16
+    for layer in m16.layers:
+        layer.attention.k_cache.zero_()
+        layer.attention.v_cache.zero_()
+    with torch.no_grad():
+        ref16 = m16(toks, torch.tensor([0]))
+    assert 0 < (ref16 - ref32).abs().max().item() < 1e-2 * ref32.abs().max().item()
+    export(m, tmp_path / "kv16.pte", max_prefill=8, kv_cache="f16")
+    rt = ember.load(tmp_path / "kv16.pte")
+    with torch.no_grad():
+        outs = [rt.run(toks[:, :8], torch.tensor([0]))]
+        outs += [rt.run(toks[:, i : i + 1], torch.tensor([i])) for i in range(8, 14)]
+    assert (torch.cat(outs, 1) - ref16).abs().max().item() <= 1e-4
+    with pytest.raises(ValueError, match="kv_cache"):
+        export(m, tmp_path / "bad.pte", kv_cache="bf16")
+
+
+def test_quantize_llm_output_bits() -> None:
+    """output_bits=4: the tied output projection 4-bit (the scheme's kind, f16 scales); a
+    symmetric scheme's embedding reads the same packed table, an affine one keeps 8 bits."""
+    from ember.llm import quantize_llm
+    from ember.quant import llm as Q
+
+    m = quantize_llm(_random_llama(), "4w32sh", output_bits=4)
+    assert isinstance(m.output, Q.LinearQ4) and isinstance(m.tok_embeddings, Q.EmbeddingQ4)
+    assert m.output.scales.dtype == torch.float16 and m.output.offsets is None
+    assert torch.equal(m.output.weight, m.tok_embeddings.weight)
+    assert torch.equal(m.output.scales, m.tok_embeddings.scales)
+    m = quantize_llm(_random_llama(), "4w32h", output_bits=4)
+    assert isinstance(m.output, Q.LinearQ4) and m.output.offsets is not None
+    assert isinstance(m.tok_embeddings, Q.EmbeddingQ8)
+    m = quantize_llm(_random_llama(), "4w32h")  # the default: 8-bit table
+    assert isinstance(m.output, Q.LinearQ8) and isinstance(m.tok_embeddings, Q.EmbeddingQ8)
+    with pytest.raises(ValueError, match="output_bits"):
+        quantize_llm(_random_llama(), "8w", output_bits=4)
+    # the 4-bit head's logits against the 8-bit head's (same 4-bit blocks): close, not equal
+    toks = torch.randint(0, 300, (1, 6), generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        want = quantize_llm(_random_llama(), "4w32sh", output_bits=8)(toks, torch.tensor([0]))
+        got = quantize_llm(_random_llama(), "4w32sh", output_bits=4)(toks, torch.tensor([0]))
+    cos = torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(), dim=0).item()
+    assert 0.98 < cos < 1.0, cos

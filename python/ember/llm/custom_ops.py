@@ -9,7 +9,8 @@
   attends query [B, S, Hq, D] (row s at absolute position ``start_pos + s``) over the cache rows
   ``[0, start_pos + S)`` of key / value [B, L, Hkv, D]; query head h reads kv head
   ``h // (Hq // Hkv)``; ``is_causal`` hides keys after the query's position; the default scale is
-  ``1 / sqrt(D)``;
+  ``1 / sqrt(D)``; an f32 query may attend over f16 key / value caches (an f16 KV cache: an
+  Ember extension, computed as over the caches' f32 values; the output is f32);
 
 plus their ``.out`` overloads (the names Ember's and ExecuTorch's runtimes register). Schemas
 are ExecuTorch's (``extension/llm/custom_ops``). When the namespace already has them (ExecuTorch's
@@ -62,7 +63,11 @@ def _check_sdpa(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start_pos: int, mask: torch.Tensor | None
 ) -> None:
     torch._check(q.dim() == 4 and k.dim() == 4 and v.dim() == 4, lambda: "q, k, v must be 4-D")
-    torch._check(q.dtype == k.dtype == v.dtype, lambda: "q, k, v dtypes differ")
+    torch._check(
+        k.dtype == v.dtype
+        and (q.dtype == k.dtype or (q.dtype == torch.float32 and k.dtype == torch.float16)),
+        lambda: "q, k, v dtypes differ (an f32 query may read f16 caches)",
+    )
     torch._check(k.size(2) > 0 and q.size(2) % k.size(2) == 0, lambda: "Hq % Hkv != 0")
     torch._check(start_pos >= 0, lambda: "start_pos must be non-negative")
     torch._check(
@@ -98,8 +103,8 @@ def custom_sdpa_ref(
     S, Hq, D = query.size(1), query.size(2), query.size(3)
     n = start_pos + S
     rep = Hq // key.size(2)
-    k = key[:, :n].transpose(1, 2).repeat_interleave(rep, dim=1)  # [B, Hq, n, D]
-    v = value[:, :n].transpose(1, 2).repeat_interleave(rep, dim=1)
+    k = key[:, :n].to(query.dtype).transpose(1, 2).repeat_interleave(rep, dim=1)  # [B, Hq, n, D]
+    v = value[:, :n].to(query.dtype).transpose(1, 2).repeat_interleave(rep, dim=1)
     q = query.transpose(1, 2)  # [B, Hq, S, D]
     sc = (q @ k.transpose(2, 3)) * (1.0 / math.sqrt(D) if scale is None else scale)
     if is_causal:

@@ -38,6 +38,8 @@ __all__ = [
     "random_from_config",
     "size_study",
     "export",
+    "fuse_projections",
+    "set_kv_cache_dtype",
 ]
 
 
@@ -130,6 +132,8 @@ class Attention(nn.Module):
             v = self.wv(x).view(B, S, c.n_kv_heads, hd)
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
+        if self.k_cache.dtype != k.dtype:  # an f16 cache (set_kv_cache_dtype)
+            k, v = k.to(self.k_cache.dtype), v.to(self.v_cache.dtype)
         torch.ops.llama.update_cache(k, self.k_cache, start_pos)
         torch.ops.llama.update_cache(v, self.v_cache, start_pos)
         y = torch.ops.llama.custom_sdpa(q, self.k_cache, self.v_cache, start_pos, None, 0.0, True)
@@ -230,6 +234,20 @@ def fuse_projections(model: Llama) -> Llama:
         if f.w13 is None and type(f.w1) is nn.Linear and type(f.w3) is nn.Linear:
             f.w13 = _cat_linear([f.w1, f.w3])
             del f.w1, f.w3
+    return model
+
+
+def set_kv_cache_dtype(model: Llama, dtype: torch.dtype) -> Llama:
+    """Makes every block's KV cache ``dtype`` (f32 or f16), in place: with f16 the new keys and
+    values are rounded to f16 (to nearest) as they are written, and attention reads them as the
+    f32 values they are (``llama::custom_sdpa`` with an f32 query); half the cache memory.
+    Returns `model`."""
+    if dtype not in (torch.float32, torch.float16):
+        raise ValueError(f"the KV cache must be float32 or float16, got {dtype}")
+    for layer in model.layers:
+        a = layer.attention
+        a.k_cache = torch.zeros(a.k_cache.shape, dtype=dtype)
+        a.v_cache = torch.zeros(a.v_cache.shape, dtype=dtype)
     return model
 
 
