@@ -150,8 +150,33 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, i
   const char *pfo = offs ? orow[0] + PF_TILES * 8 * p->ws_stride * esz : NULL;
   const size_t ws_lines = (8 * p->ws_stride * esz + 63) / 64;
   const size_t ws_per = (ws_lines + n_chunks - 1) / n_chunks;
+  /* f16 with several groups per chunk (gl_shift < 4): the 16 scales (offsets) of 16 groups are
+   * loaded and converted once per column for the 2^gl_shift chunks they cover, each chunk then
+   * spreading its own with one permute. */
+  const unsigned sh = p->gl_shift;
+  const int hoist = half && sh < 4;
+  const size_t cpl = hoist ? (size_t)1 << sh : 1; /* chunks per 16 groups */
+  __m512 sv[8], ov[8];
+  for (size_t j = 0; j < 8; j++) sv[j] = ov[j] = _mm512_setzero_ps();
   for (size_t c = 0; c < n_chunks; c++) {
     size_t lanes, off = c * 64;
+    __m512i idx = gidx;
+    if (hoist) {
+      size_t cc = c & (cpl - 1);
+      if (cc == 0) {
+        size_t g0 = (c * 16) >> sh, rem = p->ws_stride - g0;
+        __mmask32 gm = rem >= 16 ? (__mmask32)0xFFFF : (__mmask32)((1u << rem) - 1);
+        for (size_t j = 0; j < 8; j++) {
+          const uint16_t *s16 = (const uint16_t *)(const void *)sr[j] + g0;
+          sv[j] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(gm, s16)));
+          if (offs) {
+            const uint16_t *o16 = (const uint16_t *)(const void *)orow[j] + g0;
+            ov[j] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(gm, o16)));
+          }
+        }
+      }
+      idx = _mm512_add_epi32(gidx, _mm512_set1_epi32((int)(cc << (4 - sh))));
+    }
     for (size_t i = c * ws_per; i < (c + 1) * ws_per && i < ws_lines; i++) {
       _mm_prefetch(pfs + i * 64, _MM_HINT_T0);
       if (offs) _mm_prefetch(pfo + i * 64, _MM_HINT_T0);
@@ -166,14 +191,15 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, i
     /* The tile PF_TILES ahead (its 8 rows are one contiguous block), line by line in address
      * order: 8 lines per chunk cover it in the tile's n_chunks steps. Rows of 288-576 bytes read
      * 8 at a time, chunk by chunk, are a pattern the hardware prefetchers follow poorly. */
-#define SCALE(ptr)                                                                                 \
-  (half ? wscale_h((const uint16_t *)(const void *)(ptr), c, lanes, p, gidx)                       \
-        : wscale((const float *)(const void *)(ptr), c, lanes, p, gidx))
+#define SCALE(ptr, vec)                                                                            \
+  (hoist  ? _mm512_permutexvar_ps(idx, vec)                                                        \
+   : half ? wscale_h((const uint16_t *)(const void *)(ptr), c, lanes, p, gidx)                     \
+          : wscale((const float *)(const void *)(ptr), c, lanes, p, gidx))
 #define COL(J)                                                                                     \
   _mm_prefetch((const char *)(pf + (c * 8 + J) * 64), _MM_HINT_T0);                                \
   decode(bits, wr[J] + off, mask, &lo, &hi);                                                       \
-  c##J = mac_pre(bits, c##J, a0, a1, corr, sl, lo, hi, SCALE(sr[J]));                              \
-  if (offs) c##J = _mm512_fmadd_ps(SCALE(orow[J]), sf, c##J)
+  c##J = mac_pre(bits, c##J, a0, a1, corr, sl, lo, hi, SCALE(sr[J], sv[J]));                       \
+  if (offs) c##J = _mm512_fmadd_ps(SCALE(orow[J], ov[J]), sf, c##J)
     COL(0);
     COL(1);
     COL(2);

@@ -508,7 +508,7 @@ def test_f16_scales_portable_matches_reference(bits: int, gs: int, affine: bool)
 
 
 @pytest.mark.parametrize("isa", SIMD)
-@pytest.mark.parametrize("bits,gs", [(4, 32), (4, 128), (8, 0), (8, 64)])
+@pytest.mark.parametrize("bits,gs", [(4, 32), (4, 64), (4, 128), (8, 0), (8, 32), (8, 64)])
 @pytest.mark.parametrize("affine", [False, True])
 def test_f16_scales_simd_matches_portable(isa: str, bits: int, gs: int, affine: bool) -> None:
     # M = 1 (decode, offsets fused on AVX-512), M >= 4 (prefill tiles), columns split into the
