@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import ctypes
 import logging
 import sys
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "python"))
@@ -87,10 +89,24 @@ def row(name: str, storage: str, iters: int) -> str:
 
 
 class _RoundOutputs(TorchDispatchMode):
-    """Rounds every f32 tensor an operator returns (views excepted) to f16 and back."""
+    """Rounds every f32 activation an operator returns (views excepted) to f16 and back; what
+    operators compute from constants alone (weight transposes...) stays exact: with
+    ``consts`` (the module's parameters and buffers) as the constants."""
+
+    def __init__(self, consts: list[torch.Tensor]) -> None:
+        super().__init__()
+        self.keep = list(consts)  # alive, so that their ids stay theirs
+        self.const = {id(t) for t in consts}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
         out = func(*args, **(kwargs or {}))
+        ins = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        if ins and all(id(t) in self.const for t in ins):
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor):
+                    self.keep.append(t)
+                    self.const.add(id(t))
+            return out
         if isinstance(out, torch.Tensor) and not func.is_view and out.dtype == torch.float32:
             out = out.half().float()
         return out
@@ -108,12 +124,13 @@ def emulation_row(name: str) -> str:
     ep = ember.export(m, inputs, backend=None)._exported["forward"]
     errs = []
     for weights, acts in ((True, False), (False, True), (True, True)):
-        mod = ep.module()
+        mod = copy.deepcopy(ep.module())  # module() shares the program's parameters
         if weights:
             for t in [*mod.parameters(), *mod.buffers()]:
                 if t.dtype == torch.float32:
                     t.data = t.data.half().float()
-        with torch.no_grad(), _RoundOutputs() if acts else contextlib.nullcontext():
+        consts = [*mod.parameters(), *mod.buffers()]
+        with torch.no_grad(), _RoundOutputs(consts) if acts else contextlib.nullcontext():
             got = mod(*inputs)
         got = got[0] if isinstance(got, (tuple, list)) else got
         errs.append(float((got - want).abs().max() / want.abs().max().clamp_min(1e-12)))
