@@ -48,7 +48,7 @@ from test_backend_vulkan import (
     unary_case,
 )
 from torch import nn
-from vulkan_common import VK, needs_vulkan
+from vulkan_common import DEVICE, VK, needs_vulkan
 
 import ember
 from ember.backends.check import runtime_check
@@ -69,7 +69,7 @@ def _lib() -> ctypes.CDLL:
     return L
 
 
-HAS_F16 = bool(_lib().em_vulkan_has_f16_storage()) if VK else False
+HAS_F16 = bool(_lib().em_vulkan_has_f16_storage()) if DEVICE else False
 
 
 @contextmanager
