@@ -56,6 +56,21 @@ bool emc_check_conv_q8(const emc_delegate *d, const emc_op *op, const emc_rt_ten
         (long long)p.q8_zp, (long long)p.q8_lo, (long long)p.q8_hi);
   if (!(p.q8_inv > 0.0f && p.q8_inv <= 3.4e38f))
     WHY("conv2d: int8 input scale inverse %g not positive and finite", (double)p.q8_inv);
+  if (p.q8_u8 & ~(int64_t)(EMC_Q8_U8_IN | EMC_Q8_U8_OUT))
+    WHY("conv2d: int8 u8 activation bits %lld", (long long)p.q8_u8);
+  const emc_rt_tensor *y = tensor_at(d, op->out[0]);
+  if ((p.q8_u8 & EMC_Q8_U8_IN) && x->storage != EMC_ARENA)
+    WHY("conv2d: a u8 input must be in the backend's arena");
+  if (p.q8_u8 & EMC_Q8_U8_OUT) {
+    if (op->act != EMC_ACT_FAKEQUANT || op->in[3] >= 0 || y->storage != EMC_ARENA)
+      WHY("conv2d: a u8 output needs a fake-quant, no residual and the backend's arena");
+    if (!check_act(op, why, why_n)) return false; /* the fake-quant's slots first */
+    const float qmin = op->fp[EMC_ACT_FP_QMIN], off = qmin < 0.0f ? 128.0f : 0.0f;
+    if (!(qmin + off >= 0.0f && op->fp[EMC_ACT_FP_QMAX] + off <= 255.0f &&
+          op->fp[EMC_ACT_FP_ZP] + off >= 0.0f && op->fp[EMC_ACT_FP_ZP] + off <= 255.0f))
+      WHY("conv2d: a u8 output's range [%g, %g] does not map into [0, 255]", (double)qmin,
+          (double)op->fp[EMC_ACT_FP_QMAX]);
+  }
   const uint64_t img =
       (uint64_t)cp * (uint64_t)(x->sizes[2] + 2 * p.ph) * (uint64_t)(x->sizes[3] + 2 * p.pw);
   return scratch_holds(d, &p, q8_col_bytes(npix, kg) + img, "int8 im2col", why, why_n) &&
@@ -63,9 +78,10 @@ bool emc_check_conv_q8(const emc_delegate *d, const emc_op *op, const emc_rt_ten
 }
 
 typedef struct q8_pack_job {
-  const float *x; /* one image, [cin][h][w] */
-  uint8_t *img;   /* its u8 values channels last, zero-point padded: [hp][wp][cp] */
-  uint8_t *col;   /* [npanels][kq][16][4] */
+  const float *x;     /* one image, [cin][h][w] */
+  uint8_t *img;       /* its u8 values channels last, zero-point padded: [hp][wp][cp] */
+  const uint8_t *src; /* what the panels read: img, or a u8 input without padding itself */
+  uint8_t *col;       /* [npanels][kq][16][4] */
   int64_t cin, h, w, ow, npix, hp, wp, cp;
   size_t kq;
   emc_conv_params p;
@@ -80,7 +96,8 @@ typedef struct q8_pack_job {
 static void q8_image(void *ctx, int64_t begin, int64_t end) {
   const q8_pack_job *j = ctx;
   const emc_conv_params *p = &j->p;
-  const em_q8_quant_params qp = {p->q8_inv, (float)p->q8_zp, (float)p->q8_lo, (float)p->q8_hi};
+  const em_q8_quant_params qp = {p->q8_inv,       (float)p->q8_zp, (float)p->q8_lo,
+                                 (float)p->q8_hi, -INFINITY,       INFINITY};
   const int64_t step = p->pw == 0 ? end - begin : 1;
   for (int64_t y = begin; y < end; y += step)
     j->quant((size_t)j->cin, (size_t)(step * j->w), j->x + y * j->w, (size_t)(j->h * j->w),
@@ -98,7 +115,7 @@ static void q8_pack(void *ctx, int64_t begin, int64_t end) {
     const uint8_t *src[16];
     for (int c = 0; c < 16; c++) {
       const int64_t n = pn * 16 + c; /* a column past the map reads the first pixel */
-      src[c] = j->img + (n < j->npix ? (n / j->ow * p->sh * j->wp + n % j->ow * p->sw) * j->cp : 0);
+      src[c] = j->src + (n < j->npix ? (n / j->ow * p->sh * j->wp + n % j->ow * p->sw) * j->cp : 0);
     }
     uint8_t *dst = j->col + (size_t)pn * j->kq * 64;
     for (int64_t ky = 0; ky < p->kh; ky++)
@@ -115,9 +132,39 @@ typedef struct q8_gemm_job {
   const float *scale, *bias, *res;
   const int32_t *corr;
   float *y;
+  uint8_t *out;          /* a u8 output (EMC_Q8_U8_OUT): [npix][cpo] of this image, else NULL */
+  size_t cpo;            /* ... its channels rounded up to 4 */
+  em_q8_quant_params oq; /* ... and the output fake-quant's step, shifted into u8 */
+  em_q8_quant_fn quant;
   int64_t co, npix;
   size_t kq, mpanels, npanels, mchunk, mchunks;
 } q8_gemm_job;
+
+enum { Q8_OUT_PANELS = 8 }; /* row panels a u8 output quantizes at once (48 rows, 24 KiB) */
+
+/* One job's tiles of a u8 output: Q8_OUT_PANELS row panels at a time into a block on the stack,
+ * then quantized and transposed into the channels-last output while the block is in cache. */
+static void q8_tiles_u8(const q8_gemm_job *j, size_t p0, size_t p1, size_t m0, size_t m1) {
+  float blk[Q8_OUT_PANELS * EMC_MR * Q8_NB * 16];
+  const size_t ld = Q8_NB * 16, c0 = p0 * 16;
+  const size_t c1 = p1 * 16 < (size_t)j->npix ? p1 * 16 : (size_t)j->npix;
+  for (size_t ma = m0; ma < m1; ma += Q8_OUT_PANELS) {
+    const size_t mb = ma + Q8_OUT_PANELS < m1 ? ma + Q8_OUT_PANELS : m1;
+    for (size_t mp = ma; mp < mb; mp++) {
+      const size_t r0 = mp * EMC_MR;
+      const size_t mr = (size_t)j->co - r0 < EMC_MR ? (size_t)j->co - r0 : EMC_MR;
+      for (size_t pn = p0; pn < p1; pn += j->d->q8_nr / 16) {
+        const size_t cs = pn * 16, cn = (p1 - pn) * 16 < j->d->q8_nr ? (p1 - pn) * 16 : j->d->q8_nr;
+        const size_t nr = (size_t)j->npix - cs < cn ? (size_t)j->npix - cs : cn;
+        j->d->q8_gemm(mr, nr, j->kq, j->w + mp * j->kq * 24, j->col + pn * j->kq * 64, j->corr + r0,
+                      j->scale + r0, j->bias ? j->bias + r0 : NULL,
+                      blk + (r0 - ma * EMC_MR) * ld + (cs - c0), ld);
+      }
+    }
+    const size_t ra = ma * EMC_MR, rb = mb * EMC_MR < (size_t)j->co ? mb * EMC_MR : (size_t)j->co;
+    j->quant(rb - ra, c1 - c0, blk, ld, j->out + c0 * j->cpo + ra, j->cpo, &j->oq);
+  }
+}
 
 /* Jobs [begin, end): a block of Q8_NB column panels by a chunk of row panels, then its rows'
  * residual, clamp and activation. */
@@ -131,6 +178,10 @@ static void q8_tiles(void *ctx, int64_t begin, int64_t end) {
     const size_t p0 = nb * Q8_NB, p1 = p0 + Q8_NB < j->npanels ? p0 + Q8_NB : j->npanels;
     const size_t m0 = mc * j->mchunk,
                  m1 = m0 + j->mchunk < j->mpanels ? m0 + j->mchunk : j->mpanels;
+    if (j->out) {
+      q8_tiles_u8(j, p0, p1, m0, m1);
+      continue;
+    }
     for (size_t mp = m0; mp < m1; mp++) {
       const size_t r0 = mp * EMC_MR;
       const size_t mr = (size_t)j->co - r0 < EMC_MR ? (size_t)j->co - r0 : EMC_MR;
@@ -178,6 +229,8 @@ void emc_run_conv_q8(const emc_delegate *d, const emc_op *op, em_threadpool *poo
                     .quant = d->q8_quant,
                     .pack = d->q8_pack};
   pj.img = pj.col + q8_col_bytes(npix, kg);
+  const bool in_u8 = (p.q8_u8 & EMC_Q8_U8_IN) != 0, out_u8 = (p.q8_u8 & EMC_Q8_U8_OUT) != 0;
+  const size_t cpo = (size_t)q8_cp(co);
   q8_gemm_job gj = {.d = d,
                     .op = op,
                     .w = (const int8_t *)data_of(d, op->in[1]),
@@ -198,11 +251,30 @@ void emc_run_conv_q8(const emc_delegate *d, const emc_op *op, em_threadpool *poo
   if (mchunks > gj.mpanels) mchunks = gj.mpanels;
   gj.mchunk = emc_div_up(gj.mpanels, mchunks);
   gj.mchunks = emc_div_up(gj.mpanels, gj.mchunk);
+  if (out_u8) {
+    const float *f = op->fp, off = f[EMC_ACT_FP_QMIN] < 0.0f ? 128.0f : 0.0f;
+    gj.cpo = cpo, gj.quant = d->q8_quant;
+    gj.oq = (em_q8_quant_params){f[EMC_ACT_FP_INV_SCALE],  f[EMC_ACT_FP_ZP] + off,
+                                 f[EMC_ACT_FP_QMIN] + off, f[EMC_ACT_FP_QMAX] + off,
+                                 f[EMC_ACT_FP_MIN],        f[EMC_ACT_FP_MAX]};
+  }
   for (int64_t b = 0; b < n; b++) {
-    pj.x = xt->data + b * cin * h * wd;
-    memset(pj.img, (int)p.q8_zp, (size_t)(hp * wp * cp));
-    par_for(pool, h, q8_image, &pj, 8 * cin * h * wd);
+    if (in_u8) { /* the input's bytes as they are, or copied into the padded image */
+      const uint8_t *xb = (const uint8_t *)(const void *)xt->data + (size_t)(b * h * wd * cp);
+      pj.src = xb;
+      if (p.ph || p.pw) {
+        memset(pj.img, (int)p.q8_zp, (size_t)(hp * wp * cp));
+        for (int64_t y = 0; y < h; y++)
+          memcpy(pj.img + ((y + p.ph) * wp + p.pw) * cp, xb + y * wd * cp, (size_t)(wd * cp));
+        pj.src = pj.img;
+      }
+    } else {
+      pj.x = xt->data + b * cin * h * wd, pj.src = pj.img;
+      memset(pj.img, (int)p.q8_zp, (size_t)(hp * wp * cp));
+      par_for(pool, h, q8_image, &pj, 8 * cin * h * wd);
+    }
     par_for(pool, (int64_t)gj.npanels, q8_pack, &pj, (int64_t)gj.npanels * 16 * kg);
+    gj.out = out_u8 ? (uint8_t *)(void *)yt->data + (size_t)b * (size_t)npix * cpo : NULL;
     gj.y = yt->data + b * co * npix;
     gj.res = res ? res + b * co * npix : NULL;
     par_for(pool, (int64_t)(nblocks * gj.mchunks), q8_tiles, &gj, co * npix * kg);

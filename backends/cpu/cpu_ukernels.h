@@ -245,11 +245,12 @@ em_q8_gemm_fn em_q8_gemm_for(const char *isa);
 size_t em_q8_gemm_nr_for(const char *isa);
 
 /* The int8 convs' input quantizer, planes to channels last: for ch < c and i < n,
- * y[i * ys + ch] = clamp(nearbyint(x[ch * xs + i] * inv) + zp, lo, hi) as u8 (x: c planes of
- * stride xs floats; y: n pixels of ys bytes), rounded step for step as EMC_ACT_FAKEQUANT (NaN:
- * lo); lo <= hi within [0, 255]. Every ISA's kernel gives the same bytes. */
+ * y[i * ys + ch] = clamp(nearbyint(v * inv) + zp, lo, hi) as u8 with v = x[ch * xs + i] clamped
+ * to [xlo, xhi] first (x: c planes of stride xs floats; y: n pixels of ys bytes), rounded step
+ * for step as EMC_ACT_FAKEQUANT (NaN: lo); lo <= hi within [0, 255]; xlo, xhi may be infinite.
+ * Every ISA's kernel gives the same bytes. */
 typedef struct em_q8_quant_params {
-  float inv, zp, lo, hi;
+  float inv, zp, lo, hi, xlo, xhi;
 } em_q8_quant_params;
 typedef void (*em_q8_quant_fn)(size_t c, size_t n, const float *x, size_t xs, uint8_t *y, size_t ys,
                                const em_q8_quant_params *p);

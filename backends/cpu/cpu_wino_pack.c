@@ -209,6 +209,21 @@ static void transform_conv(emc_delegate *d, emc_op *op, float *u) {
   }
 }
 
+/* An int8 conv about to run as f32 Winograd reads and writes f32: the convs on the other side of
+ * its u8 tensors (EMC_CONV_Q8_U8) then write and read f32 too (the same values: a u8 value is
+ * what the reader's quantizer makes of the writer's fake-quantized f32). */
+static void unlink_u8(emc_op *ops, uint32_t n_ops, uint32_t i) {
+  const int32_t u8 = ops[i].ip[EMC_CONV_Q8_U8];
+  for (uint32_t k = 0; k < n_ops; k++) {
+    if (ops[k].kind != EMC_OP_CONV2D || k == i) continue;
+    if ((u8 & EMC_Q8_U8_IN) && ops[k].out[0] == ops[i].in[0])
+      ops[k].ip[EMC_CONV_Q8_U8] &= ~EMC_Q8_U8_OUT;
+    if ((u8 & EMC_Q8_U8_OUT) && ops[k].in[0] == ops[i].out[0])
+      ops[k].ip[EMC_CONV_Q8_U8] &= ~EMC_Q8_U8_IN;
+  }
+  ops[i].ip[EMC_CONV_Q8_U8] = 0;
+}
+
 em_status emc_wino_pack_at_load(emc_delegate *d, emc_op *ops, bool q8_wino, em_allocator *al,
                                 char *why, size_t why_n) {
   /* Every flagged conv checked and sized first, one allocation, then the transforms: a method
@@ -222,9 +237,10 @@ em_status emc_wino_pack_at_load(emc_delegate *d, emc_op *ops, bool q8_wino, em_a
       return EM_ERR_INVALID_PROGRAM;
     }
     const emc_conv_params p = emc_conv_params_of(&ops[i]);
-    if (q8_wino && flag == 0 && p.q8_id >= 0 && (p.q8_wino == 2 || p.q8_wino == 4))
+    if (q8_wino && flag == 0 && p.q8_id >= 0 && (p.q8_wino == 2 || p.q8_wino == 4)) {
       ops[i].ip[EMC_CONV_WINO_AT_LOAD] = FROM_Q8; /* this CPU runs it as f32 Winograd */
-    else if (flag == 0)
+      unlink_u8(ops, d->n_ops, i);
+    } else if (flag == 0)
       continue;
     char sub[160];
     const int64_t n = transformed_floats(d, ops, i, sub, sizeof sub);

@@ -33,7 +33,7 @@
  * 5: EMC_CONV_PAIRS (older: zero there); 6: EMC_CONV_IN_SCALE (older: zero there);
  * 7: softmax input scale and mask (older: zero / -1 there); 8: EMC_ACT_FAKEQUANT, EMC_CONV_Q8
  * (older: zero there); 9: EMC_CONV_WINO_AT_LOAD (older: zero there), EMC_OP_TOKEN_FQ;
- * 10: EMC_CONV_Q8_WINO (older: zero there) */
+ * 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8 (older: zero there) */
 #define EMC_VERSION    10u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
@@ -156,8 +156,19 @@ enum {
    * CPU where f32 Winograd beats the int8 products (AVX-512 as two halves, Zen 4; or as the
    * backend's options say) transforms the int8 weights at init, as EMC_CONV_WINO_AT_LOAD does
    * plain ones (the same filters, bit for bit), and runs the conv as that Winograd conv. */
-  EMC_CONV_Q8_WINO
+  EMC_CONV_Q8_WINO,
+  /* Version 10: bits of an int8 conv's u8 activations (an int8 value between two int8 convs
+   * never exists in f32). EMC_Q8_U8_IN: in[0] holds u8 values channels last, [N][H][W][cp] bytes
+   * (cp = Cin rounded up to 4; the bytes past Cin are not read into any product that counts)
+   * with this conv's ZP, LO, HI: the conv takes them as they are. EMC_Q8_U8_OUT: the output is
+   * written the same way, [N][OH][OW][cpo] bytes, each the u8 value of the output's fake-quant
+   * (the act must be EMC_ACT_FAKEQUANT, with no residual): q = clamp(nearbyint(clamp(y, fp[MIN],
+   * fp[MAX]) * fp[INV_SCALE]) + fp[ZP], fp[QMIN], fp[QMAX]) + off, off = 128 when fp[QMIN] < 0
+   * (int8) else 0, q within [0, 255]. Either tensor must be in the arena; its bytes fit the f32
+   * tensor's storage (cp <= 4 * C). */
+  EMC_CONV_Q8_U8
 };
+enum { EMC_Q8_U8_IN = 1, EMC_Q8_U8_OUT = 2 };
 /* Conv2d fp[] slot (version 8, with EMC_CONV_Q8): 1 / the input's scale. */
 enum { EMC_CONV_FP_Q8_INV = 2 };
 /* GEMM ip[] slots: batch, M, K, N, element strides between batches of A and B (0 = shared). */
@@ -220,7 +231,7 @@ enum {
 enum { EMC_AFFINE_N, EMC_AFFINE_C, EMC_AFFINE_INNER };
 /* How many slots from ip[0] on a kind's check requires to be non-negative (params_nonneg). */
 enum {
-  EMC_CONV_N_PARAMS = EMC_CONV_Q8_WINO + 1,
+  EMC_CONV_N_PARAMS = EMC_CONV_Q8_U8 + 1,
   EMC_GEMM_N_PARAMS = EMC_GEMM_B_PACKED + 1,
   EMC_POOL_N_PARAMS = EMC_POOL_DIVISOR + 1,
   EMC_SLICE_N_PARAMS = EMC_SLICE_OUT_LEN + 1,
@@ -319,6 +330,7 @@ typedef struct emc_conv_params {
   float q8_inv;                /* fp[EMC_CONV_FP_Q8_INV]: 1 / the input's scale */
   int64_t wino_at_load;        /* EMC_CONV_WINO_AT_LOAD: 1 when init transforms the weights */
   int64_t q8_wino;             /* EMC_CONV_Q8_WINO: an int8 conv's Winograd alternative, 0: none */
+  int64_t q8_u8;               /* EMC_CONV_Q8_U8: EMC_Q8_U8_IN | EMC_Q8_U8_OUT, 0: f32 both sides */
 } emc_conv_params;
 
 static inline emc_conv_params emc_conv_params_of(const emc_op *op) {
@@ -346,6 +358,7 @@ static inline emc_conv_params emc_conv_params_of(const emc_op *op) {
                            .q8_hi = ip[EMC_CONV_Q8_HI],
                            .wino_at_load = ip[EMC_CONV_WINO_AT_LOAD],
                            .q8_wino = ip[EMC_CONV_Q8_WINO],
+                           .q8_u8 = ip[EMC_CONV_Q8_U8],
                            .q8_inv = op->fp[EMC_CONV_FP_Q8_INV]};
 }
 

@@ -60,6 +60,7 @@ void em_q8_quant_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t 
   const __m512 tlo = _mm512_set1_ps(p->lo - p->zp - 1.0f),
                thi = _mm512_set1_ps(p->hi - p->zp + 1.0f);
   const __m512 magic = _mm512_set1_ps(12582912.0f);
+  const __m512 xlo = _mm512_set1_ps(p->xlo), xhi = _mm512_set1_ps(p->xhi);
   size_t ch = 0;
   for (; ch + 16 <= c; ch += 16)
     for (size_t i = 0; i < n; i += 16) {
@@ -67,7 +68,9 @@ void em_q8_quant_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t 
       const __mmask16 k = (__mmask16)((1u << m) - 1u);
       __m128i r[16];
       for (int j = 0; j < 16; j++) {
-        __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + (ch + (size_t)j) * xs + i), inv);
+        __m512 t = _mm512_maskz_loadu_ps(k, x + (ch + (size_t)j) * xs + i);
+        t = _mm512_min_ps(xhi, _mm512_max_ps(xlo, t)); /* (xlo, NaN) -> NaN, as q8_quant1 */
+        t = _mm512_mul_ps(t, inv);
         t = _mm512_min_ps(_mm512_max_ps(t, tlo), thi); /* max(NaN, tlo) = tlo, as q8_quant1 */
         t = _mm512_add_ps(_mm512_sub_ps(_mm512_add_ps(t, magic), magic), zp);
         t = _mm512_min_ps(_mm512_max_ps(t, lo), hi);

@@ -22,6 +22,8 @@
 static inline uint8_t EM_Q8_CAT(q8_quant1_, EM_ISA)(float x, const em_q8_quant_params *p) {
   const float zp = p->zp, lo = p->lo, hi = p->hi;
   const float tlo = lo - zp - 1.0f, thi = hi - zp + 1.0f, magic = 12582912.0f;
+  x = x < p->xlo ? p->xlo : x; /* as EMC_ACT_FAKEQUANT's clamp: NaN stays NaN */
+  x = x > p->xhi ? p->xhi : x;
   float t = x * p->inv;
   t = t >= tlo ? t : tlo; /* keeps |t| small for the rounding trick */
   t = t <= thi ? t : thi;

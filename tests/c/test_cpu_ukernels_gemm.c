@@ -366,14 +366,17 @@ static void test_q8_gemm(const em_cpu_config *cfg) {
 /* The int8 convs' input quantizer (em_q8_quant_for the ISA), planes to channels last, against
  * the formula written here (nearbyint in the default rounding mode, NaN to lo) at channel counts
  * and pixel counts around the 16 x 16 blocks, strides wider than the data, values at the
- * rounding ties, past the range, infinities and NaN; bytes between pixels left alone. */
+ * rounding ties, past the range, infinities and NaN, with and without a clamp first (a fused
+ * relu6); bytes between pixels left alone. */
 static void test_q8_quant(const em_cpu_config *cfg) {
   enum { MAXC = 40, MAXN = 37, XS = 41, YS = 45 };
   static float x[MAXC * XS];
   static uint8_t y[MAXN * YS];
   static const size_t cs[] = {1, 3, 15, 16, 17, 32, 40}, ns[] = {1, 7, 15, 16, 17, 33, 37};
-  static const em_q8_quant_params ps[] = {
-      {10.0f, 3.0f, 0.0f, 255.0f}, {0.37f, 128.0f, 0.0f, 255.0f}, {1.0f, 0.0f, 0.0f, 6.0f}};
+  static const em_q8_quant_params ps[] = {{10.0f, 3.0f, 0.0f, 255.0f, -INFINITY, INFINITY},
+                                          {0.37f, 128.0f, 0.0f, 255.0f, -INFINITY, INFINITY},
+                                          {1.0f, 0.0f, 0.0f, 6.0f, -INFINITY, INFINITY},
+                                          {4.0f, 100.0f, 0.0f, 255.0f, 0.0f, 6.0f}};
   const em_q8_quant_fn fn = em_q8_quant_for(cfg->isa);
   int bad = 0;
   for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++)
@@ -395,7 +398,9 @@ static void test_q8_quant(const em_cpu_config *cfg) {
           for (size_t ch = 0; ch < YS && bad < 5; ch++) {
             int want = 0xA5;
             if (ch < c) {
-              const float t = x[ch * XS + i] * p->inv;
+              float v = x[ch * XS + i];
+              v = v < p->xlo ? p->xlo : v > p->xhi ? p->xhi : v; /* NaN stays */
+              const float t = v * p->inv;
               const float r = isnan(t) ? p->lo : nearbyintf(t) + p->zp;
               want = (int)(r < p->lo ? p->lo : r > p->hi ? p->hi : r);
             }

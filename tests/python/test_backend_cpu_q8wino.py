@@ -176,3 +176,72 @@ def test_corrupt_alternative_is_refused(programs, choice, force: int) -> None:
     w_at = base + 160 * recs.index(rec) + 8 + 4
     bad = _load_and_run(_patched(buf, w_at, bias_id), inputs[0])
     assert "InvalidProgram" in bad, bad
+
+
+# ---- u8 activations between int8 convs (EMC_CONV_Q8_U8) -----------------------------------------
+class _Chain(nn.Module):
+    """Int8 convs feeding int8 convs: padded and unpadded readers, a 1x1, a strided one, a fused
+    relu6 clamp before the quantization, channels not multiples of 4, a batch of 2; the last
+    conv's output and a residual read in f32."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(5, 18, 3, padding=1)
+        self.b = nn.Conv2d(18, 21, 1)
+        self.c = nn.Conv2d(21, 21, 3, padding=1)
+        self.d = nn.Conv2d(21, 13, 3, stride=2)
+        self.e = nn.Conv2d(13, 13, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.b(torch.nn.functional.relu6(self.a(x))))
+        z = self.d(torch.relu(self.c(y)))
+        return self.e(z) + z
+
+
+@pytest.fixture(scope="module")
+def chain() -> tuple[ember.Program, ember.Program, tuple]:
+    torch.manual_seed(0)
+    m = _Chain().eval()
+    g = torch.Generator().manual_seed(2)
+    cal = [(torch.randn(2, 5, 30, 30, generator=g) * 2,) for _ in range(4)]
+    ep = quantize_exported(m, cal[0], cal, progress=False)
+    inputs = (torch.randn(2, 5, 30, 30, generator=g) * 2,)
+    prog = ember.export(ep, inputs, backend="cpu")
+    orig = partition._conv_q8_u8
+    partition._conv_q8_u8 = lambda ops, u: None  # every int8 conv reads and writes f32
+    try:
+        f32io = ember.export(ep, inputs, backend="cpu")
+    finally:
+        partition._conv_q8_u8 = orig
+    return prog, f32io, inputs
+
+
+def test_u8_chain_marks_the_links(chain) -> None:
+    prog, f32io, _ = chain
+    assert [ip[B.CONV_Q8_U8] for _, ip in _conv_ips(prog.buffer)] == [2, 3, 3, 1, 0]
+    assert [ip[B.CONV_Q8_U8] for _, ip in _conv_ips(f32io.buffer)] == [0] * 5
+
+
+@pytest.mark.parametrize("force", [0, 1, -1])
+def test_u8_chain_gives_the_same_bits(chain, choice, force: int) -> None:
+    """The u8 values are exactly what each reader would have quantized from the writer's f32
+    fake-quant output: the same bits as with f32 between the convs, in int8 and where a conv
+    takes its Winograd alternative instead (its u8 links then fall back to f32)."""
+    prog, f32io, inputs = chain
+    configure_cpu_backend(q8_winograd=force)
+    for th in (1, 2):
+        assert torch.equal(_run(prog, inputs, th), _run(f32io, inputs, th))
+
+
+def test_u8_bits_are_checked(chain) -> None:
+    prog, _, inputs = chain
+    buf = prog.buffer
+    ats = [at for at, _ in _conv_ips(buf)]
+    base, recs = _op_table(buf)
+    bad = _load_and_run(_patched(buf, ats[0] + 4 * B.CONV_Q8_U8, 4), inputs[0])
+    assert "InvalidProgram" in bad and "u8 activation bits" in bad, bad
+    # a u8 output without its fake-quant (act field: EMC_ACT_NONE)
+    op_at = ats[0] - IP
+    assert recs[[base + 160 * i for i in range(len(recs))].index(op_at)][1] == 14
+    bad = _load_and_run(_patched(buf, op_at + 4, 0), inputs[0])
+    assert "InvalidProgram" in bad and "u8 output" in bad, bad

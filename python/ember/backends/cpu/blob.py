@@ -65,6 +65,7 @@ CONV_DEPTHWISE, CONV_SCRATCH_OFF, CONV_SCRATCH_NBYTES = 9, 10, 11
 CONV_Q8 = 17  # EMC_CONV_Q8: 1 + the int8 conv's channel table id, 0 for an f32 conv
 CONV_WINO_AT_LOAD = 21  # EMC_CONV_WINO_AT_LOAD: 1 when the runtime transforms the weights
 CONV_Q8_WINO = 22  # EMC_CONV_Q8_WINO: an int8 conv's Winograd alternative (tile m), 0: none
+CONV_Q8_U8 = 23  # EMC_CONV_Q8_U8: 1 u8 input, 2 u8 output (channels last)
 
 _HEADER = struct.Struct("<4sIIIIIQQQQQ")
 _TENSOR = struct.Struct("<IIQI6iI")

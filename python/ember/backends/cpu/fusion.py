@@ -520,3 +520,32 @@ def _conv_q8(ops: list[Op], u: _Uses) -> None:
         if not (0 <= lo <= hi <= 255 and 0 <= z <= 255):
             continue
         a["q8"] = dict(inv=inv, scale=scale, zp=z, lo=lo, hi=hi)
+
+
+def _conv_q8_u8(ops: list[Op], u: _Uses) -> None:
+    """An int8 conv whose fake-quantized output only int8 convs read (as their input, in this
+    run) writes it as u8 values channels last, and they read those (blob EMC_CONV_Q8_U8): the
+    value never exists in f32, and neither the fake-quant's pass over it nor the readers'
+    quantization runs. The bytes are the ones the readers would have made (each reader's q8
+    comes from this very fake-quant). Not for outputs with a residual or read outside the run."""
+    for conv in [o for o in ops if o.kind == "conv2d" and "q8" in o.attrs]:
+        y = conv.outs[0]
+        if conv.act != "fakequant" or len(conv.ins) > 1 or len(y.shape) != 4:
+            continue
+        readers = u.consumers(y)
+        if (
+            id(y.root()) in u.external
+            or not readers
+            or any(
+                r.kind != "conv2d"
+                or "q8" not in r.attrs
+                or len(r.ins) != 1
+                or r.ins[0].root() is not y.root()
+                or tuple(r.ins[0].shape) != tuple(y.shape)
+                for r in readers
+            )
+        ):
+            continue
+        conv.attrs["q8_out"] = True
+        for r in readers:
+            r.attrs["q8_in"] = True

@@ -403,6 +403,7 @@ def build_blob(
                 ip += [0, 0, 0, 0]
             ip.append(int(pc.at_load))  # EMC_CONV_WINO_AT_LOAD
             ip.append(pc.q8_wino)  # EMC_CONV_Q8_WINO
+            ip.append(int(a.get("q8_in", False)) | 2 * int(a.get("q8_out", False)))  # _Q8_U8
             b = a["b"]
             res = tid(op.ins[1]) if len(op.ins) > 1 else -1
             bop = B.BOp(

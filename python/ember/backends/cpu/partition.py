@@ -32,6 +32,7 @@ from ember.backends.cpu import packing  # noqa: F401  (tests set packing.WINO_SM
 # module's globals, so a test can replace any one of them.
 from ember.backends.cpu.fusion import (  # noqa: F401
     _conv_q8,
+    _conv_q8_u8,
     _fake_quant,
     _fold_bn,
     _fuse_acts,
@@ -368,6 +369,7 @@ _FUSIONS: tuple[Any, ...] = (
     "_fuse_plane_means",
     "_fuse_input_scale",
     "_conv_q8",
+    "_conv_q8_u8",
 )
 
 
