@@ -145,8 +145,19 @@ def main() -> None:
     )
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--emulate", action="store_true", help="also the eager f16-rounding table")
+    ap.add_argument(
+        "--f32-arena",
+        action="store_true",
+        help="f16 files run with f32 storage (em_vulkan_allow_f16_storage(false): f16 weights)",
+    )
     a = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if a.f32_arena:
+        from ember._lib import lib
+
+        L = lib()
+        L.em_vulkan_allow_f16_storage.argtypes = [ctypes.c_bool]
+        L.em_vulkan_allow_f16_storage(False)
     from report import cpu_name
 
     out = [
@@ -161,6 +172,8 @@ def main() -> None:
         for storage in filter(None, a.storage.split(",")):
             try:
                 out.append(row(name, storage, a.iters))
+                if a.f32_arena and storage == "f16":
+                    out[-1] = out[-1].replace("| f16 |", "| f16 weights, f32 arena |", 1)
             except Exception as e:  # one model's failure is a row, not the end of the table
                 out.append(
                     f"| {name} | {storage} | failed: {type(e).__name__}: {str(e)[:120]} | | | | |"
