@@ -484,6 +484,7 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
     p->half = half && simd && rc == 1 && cfg->decode_f16 && (!offs || fuse);
     p->ws_base = s->data;
     p->off_base = fuse ? offs->data : NULL;
+    p->gsum = fuse ? gsum : NULL;
     j.bias = bias && (!offs || fuse) ? bias->data : NULL;
     j.bias_post = bias && offs && !fuse ? bias->data : NULL;
     j.m = rc;

@@ -70,6 +70,7 @@ typedef struct em_qgemm_params {
                            off_base NULL: no offsets, or the driver adds them */
   int half;             /* the scales (ws, ws_base) and offsets are f16: only with mr == 1 on a
                            configuration with decode_f16 */
+  const float *gsum;    /* with off_base: the activation row's group sums S [K / group] */
   size_t w_stride;      /* bytes between weight rows */
   size_t ws_stride;     /* floats between weight-scale rows */
   unsigned gl_shift;    /* log2(lanes per weight-scale group): group/8 (q4) or group/4 (q8) lanes;

@@ -152,7 +152,8 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, i
   const size_t ws_per = (ws_lines + n_chunks - 1) / n_chunks;
   /* f16 with several groups per chunk (gl_shift < 4): the 16 scales (offsets) of 16 groups are
    * loaded and converted once per column for the 2^gl_shift chunks they cover, each chunk then
-   * spreading its own with one permute. */
+   * spreading its own with one permute; the offsets' term is added there too, once per 16
+   * groups, from the row's group sums (p->gsum) instead of lane by lane in every chunk. */
   const unsigned sh = p->gl_shift;
   const int hoist = half && sh < 4;
   const size_t cpl = hoist ? (size_t)1 << sh : 1; /* chunks per 16 groups */
@@ -173,6 +174,17 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, i
             const uint16_t *o16 = (const uint16_t *)(const void *)orow[j] + g0;
             ov[j] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(gm, o16)));
           }
+        }
+        if (offs) { /* the 16 groups' offset terms at once: offset(g) * S(g), lane g */
+          const __m512 gs = _mm512_maskz_loadu_ps((__mmask16)gm, p->gsum + g0);
+          c0 = _mm512_fmadd_ps(ov[0], gs, c0);
+          c1 = _mm512_fmadd_ps(ov[1], gs, c1);
+          c2 = _mm512_fmadd_ps(ov[2], gs, c2);
+          c3 = _mm512_fmadd_ps(ov[3], gs, c3);
+          c4 = _mm512_fmadd_ps(ov[4], gs, c4);
+          c5 = _mm512_fmadd_ps(ov[5], gs, c5);
+          c6 = _mm512_fmadd_ps(ov[6], gs, c6);
+          c7 = _mm512_fmadd_ps(ov[7], gs, c7);
         }
       }
       idx = _mm512_add_epi32(gidx, _mm512_set1_epi32((int)(cc << (4 - sh))));
@@ -199,7 +211,7 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, i
   _mm_prefetch((const char *)(pf + (c * 8 + J) * 64), _MM_HINT_T0);                                \
   decode(bits, wr[J] + off, mask, &lo, &hi);                                                       \
   c##J = mac_pre(bits, c##J, a0, a1, corr, sl, lo, hi, SCALE(sr[J], sv[J]));                       \
-  if (offs) c##J = _mm512_fmadd_ps(SCALE(orow[J], ov[J]), sf, c##J)
+  if (offs && !hoist) c##J = _mm512_fmadd_ps(SCALE(orow[J], ov[J]), sf, c##J)
     COL(0);
     COL(1);
     COL(2);
