@@ -180,8 +180,9 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
          (unsigned long long)h.arena_nbytes, h.n_tensors, h.n_ops);
   memset(d, 0, sizeof *d);
   d->cfg = cfg, d->q8_gemm = em_q8_gemm_for(cfg->isa), d->q8_quant = em_q8_quant_for(cfg->isa),
-  d->q8_pack = em_q8_pack_for(cfg->isa), d->q8_nr = em_q8_gemm_nr_for(cfg->isa),
-  d->n_tensors = h.n_tensors, d->n_ops = h.n_ops, d->n_inputs = h.n_inputs;
+  d->q8_pack = em_q8_pack_for(cfg->isa), d->q8_dw = em_q8_dw_for(cfg->isa),
+  d->q8_nr = em_q8_gemm_nr_for(cfg->isa), d->n_tensors = h.n_tensors, d->n_ops = h.n_ops,
+  d->n_inputs = h.n_inputs;
   d->n_outputs = h.n_outputs, d->t = ts, d->ops = ops, d->arg_need = need, d->arena = arena;
   d->arena_nbytes = h.arena_nbytes;
 #if defined(__x86_64__)

@@ -111,6 +111,16 @@ em_q8_quant_fn em_q8_quant_for(const char *isa) {
   return em_q8_quant_ukernel__scalar;
 }
 
+em_q8_dw_fn em_q8_dw_for(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  const em_q8_gemm_fn g = em_q8_gemm_for(isa);
+  if (g == em_q8_gemm_6x32_ukernel__avx512vnni) return em_q8_dwconv_ukernel__avx512vnni;
+  if (g == em_q8_gemm_6x16_ukernel__avx2) return em_q8_dwconv_ukernel__avx2;
+#endif
+  (void)isa;
+  return em_q8_dwconv_ukernel__scalar;
+}
+
 em_q8_pack_fn em_q8_pack_for(const char *isa) {
 #if defined(__x86_64__) || defined(__i386__)
   const em_q8_gemm_fn g = em_q8_gemm_for(isa);

@@ -36,7 +36,8 @@ typedef struct emc_delegate {
   em_q8_gemm_fn q8_gemm;   /* the int8 convs' tile (em_q8_gemm_for cfg's ISA) */
   size_t q8_nr;            /* ... its columns: 16 or 32 (em_q8_gemm_nr_for) */
   em_q8_quant_fn q8_quant; /* ... their input quantizer (em_q8_quant_for) */
-  em_q8_pack_fn q8_pack;   /* ... and their panel packer (em_q8_pack_for) */
+  em_q8_pack_fn q8_pack;   /* ... their panel packer (em_q8_pack_for) */
+  em_q8_dw_fn q8_dw;       /* ... and the int8 depthwise convs' row (em_q8_dw_for) */
   uint32_t n_tensors, n_ops, n_inputs, n_outputs;
   emc_rt_tensor *t;  /* [n_tensors] */
   emc_op *ops;       /* [n_ops], copied from the blob (aligned) */

@@ -31,26 +31,11 @@ static uint64_t q8_col_bytes(int64_t npix, int64_t kg) {
   return (uint64_t)emc_div_up((size_t)npix, 16) * q8_kq(kg) * 64;
 }
 
-bool emc_check_conv_q8(const emc_delegate *d, const emc_op *op, const emc_rt_tensor *w, int64_t cin,
-                       int64_t co, int64_t npix, char *why, size_t why_n) {
-  const emc_conv_params p = emc_conv_params_of(op);
-  const emc_rt_tensor *t = tensor_at(d, (int32_t)p.q8_id), *x = tensor_at(d, op->in[0]);
-  if (!t || !is_const(t)) WHY("conv2d: the int8 channel table is not a constant");
-  if (p.groups != 1 || p.depthwise || p.winograd || p.transposed || p.pairs_id >= 0 ||
-      p.in_scale_id >= 0 || op->out[1] >= 0)
-    WHY("conv2d: an int8 conv must be ungrouped, not depthwise, Winograd, transposed or paired");
-  const int64_t cp = q8_cp(cin), kg = cp * p.kh * p.kw;
-  if (kg > 65536) WHY("conv2d: int8 conv depth %lld exceeds 65536", (long long)kg);
-  if (p.q8_wino != 0 && p.q8_wino != 2 && p.q8_wino != 4)
-    WHY("conv2d: int8 conv's Winograd alternative %lld is not 0, 2 or 4", (long long)p.q8_wino);
-  const int64_t words = (p.q8_wino ? 3 : 2) * co; /* with the weights' scales for the alternative */
-  if (t->numel != words)
-    WHY("conv2d: int8 channel table has %lld words, expected %lld", (long long)t->numel,
-        (long long)words);
-  const int64_t want = (int64_t)emc_div_up((size_t)co, EMC_MR) * (int64_t)q8_kq(kg) * EMC_MR;
-  if (w->numel != want)
-    WHY("conv2d: int8 weights have %lld words, expected %lld", (long long)w->numel,
-        (long long)want);
+/* The checks every int8 conv shares: its input's zero point, range and scale, the u8 bits and
+ * what a u8 input or output needs. */
+static bool q8_io_checks(const emc_delegate *d, const emc_op *op, const emc_conv_params *pp,
+                         char *why, size_t why_n) {
+  const emc_conv_params p = *pp;
   if (p.q8_zp > 255 || p.q8_lo > p.q8_hi || p.q8_hi > 255)
     WHY("conv2d: int8 input zero point %lld or range [%lld, %lld] outside [0, 255]",
         (long long)p.q8_zp, (long long)p.q8_lo, (long long)p.q8_hi);
@@ -58,7 +43,7 @@ bool emc_check_conv_q8(const emc_delegate *d, const emc_op *op, const emc_rt_ten
     WHY("conv2d: int8 input scale inverse %g not positive and finite", (double)p.q8_inv);
   if (p.q8_u8 & ~(int64_t)(EMC_Q8_U8_IN | EMC_Q8_U8_OUT))
     WHY("conv2d: int8 u8 activation bits %lld", (long long)p.q8_u8);
-  const emc_rt_tensor *y = tensor_at(d, op->out[0]);
+  const emc_rt_tensor *x = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
   if ((p.q8_u8 & EMC_Q8_U8_IN) && x->storage != EMC_ARENA)
     WHY("conv2d: a u8 input must be in the backend's arena");
   if (p.q8_u8 & EMC_Q8_U8_OUT) {
@@ -71,10 +56,58 @@ bool emc_check_conv_q8(const emc_delegate *d, const emc_op *op, const emc_rt_ten
       WHY("conv2d: a u8 output's range [%g, %g] does not map into [0, 255]", (double)qmin,
           (double)op->fp[EMC_ACT_FP_QMAX]);
   }
+  return check_act(op, why, why_n);
+}
+
+/* An int8 depthwise conv: u8 in and out, its table [scale | corr | bias] of cw words each and
+ * its weights [kh * kw][cw] (cw = channels rounded up to 16). */
+static bool check_dwconv_q8(const emc_delegate *d, const emc_op *op, const emc_rt_tensor *w,
+                            int64_t cin, int64_t co, char *why, size_t why_n) {
+  const emc_conv_params p = emc_conv_params_of(op);
+  const emc_rt_tensor *t = tensor_at(d, (int32_t)p.q8_id), *x = tensor_at(d, op->in[0]);
+  if (!t || !is_const(t)) WHY("conv2d: the int8 channel table is not a constant");
+  if (p.groups != cin || co != cin || p.winograd || p.transposed || p.pairs_id >= 0 ||
+      p.in_scale_id >= 0 || p.q8_wino || op->out[1] >= 0 || op->in[2] >= 0 || op->in[3] >= 0)
+    WHY("conv2d: an int8 depthwise conv has one channel per group and no bias tensor, residual, "
+        "plane means or other form");
+  if (p.q8_u8 != (EMC_Q8_U8_IN | EMC_Q8_U8_OUT))
+    WHY("conv2d: an int8 depthwise conv reads and writes u8 activations");
+  const int64_t kk = p.kh * p.kw, cw = (cin + 15) / 16 * 16;
+  if (kk > 256) WHY("conv2d: int8 depthwise kernel of %lld taps exceeds 256", (long long)kk);
+  if (t->numel != 3 * cw || w->numel != kk * cw)
+    WHY("conv2d: int8 depthwise table or weights of %lld / %lld words, expected %lld / %lld",
+        (long long)t->numel, (long long)w->numel, (long long)(3 * cw), (long long)(kk * cw));
+  if (!q8_io_checks(d, op, &p, why, why_n)) return false;
+  const uint64_t img = (uint64_t)q8_cp(cin) * (uint64_t)(x->sizes[2] + 2 * p.ph) *
+                       (uint64_t)(x->sizes[3] + 2 * p.pw);
+  return scratch_holds(d, &p, p.ph || p.pw ? img : 0, "int8 depthwise image", why, why_n);
+}
+
+bool emc_check_conv_q8(const emc_delegate *d, const emc_op *op, const emc_rt_tensor *w, int64_t cin,
+                       int64_t co, int64_t npix, char *why, size_t why_n) {
+  const emc_conv_params p = emc_conv_params_of(op);
+  if (p.depthwise) return check_dwconv_q8(d, op, w, cin, co, why, why_n);
+  const emc_rt_tensor *t = tensor_at(d, (int32_t)p.q8_id), *x = tensor_at(d, op->in[0]);
+  if (!t || !is_const(t)) WHY("conv2d: the int8 channel table is not a constant");
+  if (p.groups != 1 || p.winograd || p.transposed || p.pairs_id >= 0 || p.in_scale_id >= 0 ||
+      op->out[1] >= 0)
+    WHY("conv2d: an int8 conv must be ungrouped, not Winograd, transposed or paired");
+  const int64_t cp = q8_cp(cin), kg = cp * p.kh * p.kw;
+  if (kg > 65536) WHY("conv2d: int8 conv depth %lld exceeds 65536", (long long)kg);
+  if (p.q8_wino != 0 && p.q8_wino != 2 && p.q8_wino != 4)
+    WHY("conv2d: int8 conv's Winograd alternative %lld is not 0, 2 or 4", (long long)p.q8_wino);
+  const int64_t words = (p.q8_wino ? 3 : 2) * co; /* with the weights' scales for the alternative */
+  if (t->numel != words)
+    WHY("conv2d: int8 channel table has %lld words, expected %lld", (long long)t->numel,
+        (long long)words);
+  const int64_t want = (int64_t)emc_div_up((size_t)co, EMC_MR) * (int64_t)q8_kq(kg) * EMC_MR;
+  if (w->numel != want)
+    WHY("conv2d: int8 weights have %lld words, expected %lld", (long long)w->numel,
+        (long long)want);
+  if (!q8_io_checks(d, op, &p, why, why_n)) return false;
   const uint64_t img =
       (uint64_t)cp * (uint64_t)(x->sizes[2] + 2 * p.ph) * (uint64_t)(x->sizes[3] + 2 * p.pw);
-  return scratch_holds(d, &p, q8_col_bytes(npix, kg) + img, "int8 im2col", why, why_n) &&
-         check_act(op, why, why_n);
+  return scratch_holds(d, &p, q8_col_bytes(npix, kg) + img, "int8 im2col", why, why_n);
 }
 
 typedef struct q8_pack_job {
@@ -207,8 +240,70 @@ static void q8_tiles(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+typedef struct q8_dw_job {
+  const emc_delegate *d;
+  const uint8_t *src; /* the (padded) u8 input of one image */
+  uint8_t *out;       /* its u8 output, [oh][ow][cpo] */
+  size_t row, sh;     /* floats per input row; stride down */
+  em_q8_dw_params q;
+} q8_dw_job;
+
+static void q8_dw_rows(void *ctx, int64_t begin, int64_t end) {
+  const q8_dw_job *j = ctx;
+  for (int64_t oy = begin; oy < end; oy++)
+    j->d->q8_dw(j->src + (size_t)oy * j->sh * j->row, j->out + (size_t)oy * j->q.ow * j->q.cpo,
+                &j->q);
+}
+
+/* An int8 depthwise conv (checked by check_dwconv_q8): u8 in, u8 out, rows on the pool. */
+static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const emc_conv_params p = emc_conv_params_of(op);
+  const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
+  const int64_t n = xt->sizes[0], c = xt->sizes[1], h = xt->sizes[2], wd = xt->sizes[3];
+  const int64_t oh = yt->sizes[2], ow = yt->sizes[3], cp = q8_cp(c);
+  const int64_t hp = h + 2 * p.ph, wp = wd + 2 * p.pw, kk = p.kh * p.kw, cw = (c + 15) / 16 * 16;
+  const float *table = data_of(d, (int32_t)p.q8_id), *f = op->fp;
+  const float off = f[EMC_ACT_FP_QMIN] < 0.0f ? 128.0f : 0.0f;
+  uint8_t *img = d->arena + p.scratch_off;
+  q8_dw_job j = {
+      .d = d,
+      .row = (size_t)(wp * cp),
+      .sh = (size_t)p.sh,
+      .q = {.ow = (size_t)ow,
+            .ch = (size_t)c,
+            .cpo = (size_t)cp,
+            .kh = (size_t)p.kh,
+            .kw = (size_t)p.kw,
+            .cw = (size_t)cw,
+            .step = (size_t)(p.sw * cp),
+            .dy = (size_t)(p.dh * wp * cp),
+            .dx = (size_t)(p.dw * cp),
+            .w = data_of(d, op->in[1]),
+            .scale = table,
+            .corr = table + cw,
+            .bias = table + 2 * cw,
+            .oq = {f[EMC_ACT_FP_INV_SCALE], f[EMC_ACT_FP_ZP] + off, f[EMC_ACT_FP_QMIN] + off,
+                   f[EMC_ACT_FP_QMAX] + off, f[EMC_ACT_FP_MIN], f[EMC_ACT_FP_MAX]}}};
+  for (int64_t b = 0; b < n; b++) {
+    const uint8_t *xb = (const uint8_t *)(const void *)xt->data + (size_t)(b * h * wd * cp);
+    j.src = xb;
+    if (p.ph || p.pw) { /* the rows into the zero-point padded image */
+      memset(img, (int)p.q8_zp, (size_t)(hp * wp * cp));
+      for (int64_t y = 0; y < h; y++)
+        memcpy(img + ((y + p.ph) * wp + p.pw) * cp, xb + y * wd * cp, (size_t)(wd * cp));
+      j.src = img;
+    }
+    j.out = (uint8_t *)(void *)yt->data + (size_t)(b * oh * ow * cp);
+    par_for(pool, oh, q8_dw_rows, &j, oh * ow * c * kk * 2);
+  }
+}
+
 void emc_run_conv_q8(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   const emc_conv_params p = emc_conv_params_of(op);
+  if (p.depthwise) {
+    run_dwconv_q8(d, op, pool);
+    return;
+  }
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   const int64_t n = xt->sizes[0], cin = xt->sizes[1], h = xt->sizes[2], wd = xt->sizes[3];
   const int64_t co = yt->sizes[1], ow = yt->sizes[3], npix = yt->sizes[2] * ow;

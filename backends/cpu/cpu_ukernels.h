@@ -274,6 +274,30 @@ void em_q8_pack16_ukernel__avx512vnni(const uint8_t *const *src, size_t off, siz
 /* The panel packer that goes with em_q8_gemm_for(isa). */
 em_q8_pack_fn em_q8_pack_for(const char *isa);
 
+/*
+ * One output row of an int8 depthwise conv (EMC_CONV_Q8 depthwise) over its u8 input values
+ * channels last: for output pixel o < ow and channel c < ch, acc = sum over taps
+ * t = (ky, kx) of in[o * step + ky * dy + kx * dx + c] * w[t * cw + c] (each product and the sum
+ * exact in f32: the inputs are u8 values, the weights int8 ones and kh * kw <= 256),
+ * y = (acc - corr[c]) * scale[c] + bias[c] (one rounding each, no fused multiply-add),
+ * out[o * cpo + c] = y quantized by oq (as em_q8_quant_fn). Every ISA's kernel gives the same
+ * bytes.
+ */
+typedef struct em_q8_dw_params {
+  size_t ow, ch, cpo;  /* output pixels, channels, bytes between output pixels */
+  size_t kh, kw, cw;   /* taps; cw = channels rounded up to 16 (the tables' stride) */
+  size_t step, dy, dx; /* floats between windows, tap rows and tap columns in the input */
+  const float *w;      /* [kh * kw][cw] */
+  const float *corr, *scale, *bias; /* [cw] each */
+  em_q8_quant_params oq;
+} em_q8_dw_params;
+typedef void (*em_q8_dw_fn)(const uint8_t *in, uint8_t *out, const em_q8_dw_params *p);
+void em_q8_dwconv_ukernel__scalar(const uint8_t *in, uint8_t *out, const em_q8_dw_params *p);
+void em_q8_dwconv_ukernel__avx2(const uint8_t *in, uint8_t *out, const em_q8_dw_params *p);
+void em_q8_dwconv_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, const em_q8_dw_params *p);
+/* The depthwise row kernel that goes with em_q8_gemm_for(isa). */
+em_q8_dw_fn em_q8_dw_for(const char *isa);
+
 /* The kernels of one ISA. */
 typedef struct em_cpu_config {
   const char *isa;

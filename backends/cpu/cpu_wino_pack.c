@@ -224,6 +224,21 @@ static void unlink_u8(emc_op *ops, uint32_t n_ops, uint32_t i) {
   ops[i].ip[EMC_CONV_Q8_U8] = 0;
 }
 
+/* Whether conv i shares a u8 tensor with an int8 depthwise conv, which runs on u8 only: conv i
+ * then keeps its int8 form. */
+static bool u8_pinned(const emc_op *ops, uint32_t n_ops, uint32_t i) {
+  const int32_t u8 = ops[i].ip[EMC_CONV_Q8_U8];
+  for (uint32_t k = 0; k < n_ops; k++) {
+    if (ops[k].kind != EMC_OP_CONV2D || k == i || !ops[k].ip[EMC_CONV_DEPTHWISE] ||
+        ops[k].ip[EMC_CONV_Q8] <= 0)
+      continue;
+    if (((u8 & EMC_Q8_U8_IN) && ops[k].out[0] == ops[i].in[0]) ||
+        ((u8 & EMC_Q8_U8_OUT) && ops[k].in[0] == ops[i].out[0]))
+      return true;
+  }
+  return false;
+}
+
 em_status emc_wino_pack_at_load(emc_delegate *d, emc_op *ops, bool q8_wino, em_allocator *al,
                                 char *why, size_t why_n) {
   /* Every flagged conv checked and sized first, one allocation, then the transforms: a method
@@ -237,7 +252,8 @@ em_status emc_wino_pack_at_load(emc_delegate *d, emc_op *ops, bool q8_wino, em_a
       return EM_ERR_INVALID_PROGRAM;
     }
     const emc_conv_params p = emc_conv_params_of(&ops[i]);
-    if (q8_wino && flag == 0 && p.q8_id >= 0 && (p.q8_wino == 2 || p.q8_wino == 4)) {
+    if (q8_wino && flag == 0 && p.q8_id >= 0 && (p.q8_wino == 2 || p.q8_wino == 4) &&
+        !u8_pinned(ops, d->n_ops, i)) {
       ops[i].ip[EMC_CONV_WINO_AT_LOAD] = FROM_Q8; /* this CPU runs it as f32 Winograd */
       unlink_u8(ops, d->n_ops, i);
     } else if (flag == 0)

@@ -50,6 +50,22 @@ static inline void EM_Q8_CAT(q8_pack_groups_, EM_ISA)(const uint8_t *const *src,
     for (size_t j = 0; j < 16; j++) memcpy(dst + q * 64 + j * 4, src[j] + off + q * 4, 4);
 }
 
+#ifndef EM_Q8_NO_DW /* the ISA file has its own depthwise row */
+void EM_Q8_CAT(em_q8_dwconv_ukernel__, EM_ISA)(const uint8_t *in, uint8_t *out,
+                                               const em_q8_dw_params *p) {
+  for (size_t o = 0; o < p->ow; o++)
+    for (size_t c = 0; c < p->ch; c++) {
+      float acc = 0.0f;
+      for (size_t ky = 0; ky < p->kh; ky++)
+        for (size_t kx = 0; kx < p->kw; kx++)
+          acc +=
+              in[o * p->step + ky * p->dy + kx * p->dx + c] * p->w[(ky * p->kw + kx) * p->cw + c];
+      const float y = (acc - p->corr[c]) * p->scale[c] + p->bias[c];
+      out[o * p->cpo + c] = EM_Q8_CAT(q8_quant1_, EM_ISA)(y, &p->oq);
+    }
+}
+#endif /* EM_Q8_NO_DW */
+
 #ifndef EM_Q8_NO_PACK /* the ISA file has its own packer */
 void EM_Q8_CAT(em_q8_pack16_ukernel__, EM_ISA)(const uint8_t *const *src, size_t off, size_t cq,
                                                uint8_t *dst) {

@@ -245,3 +245,88 @@ def test_u8_bits_are_checked(chain) -> None:
     assert recs[[base + 160 * i for i in range(len(recs))].index(op_at)][1] == 14
     bad = _load_and_run(_patched(buf, op_at + 4, 0), inputs[0])
     assert "InvalidProgram" in bad and "u8 output" in bad, bad
+
+
+# ---- int8 depthwise convs between int8 convs (EMC_CONV_Q8 with EMC_CONV_DEPTHWISE) --------------
+class _Inverted(nn.Module):
+    """MobileNetV2-style blocks: 1x1 expansion, relu6, depthwise (3x3 stride 1 with a residual,
+    5x5 stride 2, channels not multiples of 16), relu6, 1x1 projection."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 12, 3, padding=1)
+        self.e1, self.d1, self.p1 = (
+            nn.Conv2d(12, 36, 1),
+            nn.Conv2d(36, 36, 3, padding=1, groups=36),
+            nn.Conv2d(36, 12, 1),
+        )
+        self.e2, self.d2, self.p2 = (
+            nn.Conv2d(12, 40, 1),
+            nn.Conv2d(40, 40, 5, stride=2, padding=2, groups=40),
+            nn.Conv2d(40, 16, 1),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        r6 = torch.nn.functional.relu6
+        x = r6(self.stem(x))
+        x = x + self.p1(r6(self.d1(r6(self.e1(x)))))
+        return self.p2(r6(self.d2(r6(self.e2(x)))))
+
+
+@pytest.fixture(scope="module")
+def inverted() -> tuple[ember.Program, ember.Program, tuple]:
+    torch.manual_seed(0)
+    m = _Inverted().eval()
+    g = torch.Generator().manual_seed(3)
+    cal = [(torch.randn(1, 3, 19, 19, generator=g),) for _ in range(4)]
+    ep = quantize_exported(m, cal[0], cal, progress=False)
+    inputs = (torch.randn(1, 3, 19, 19, generator=g),)
+    return ember.export(ep, inputs, backend="cpu"), ember.export(ep, inputs, backend=None), inputs
+
+
+def test_int8_depthwise_runs_on_u8(inverted) -> None:
+    prog, _, _ = inverted
+    ips = [ip for _, ip in _conv_ips(prog.buffer)]
+    dw = [ip for ip in ips if ip[9]]  # EMC_CONV_DEPTHWISE
+    assert len(dw) == 2 and all(ip[B.CONV_Q8] > 0 and ip[B.CONV_Q8_U8] == 3 for ip in dw), ips
+
+
+def test_int8_depthwise_within_one_step_of_portable(inverted) -> None:
+    prog, plain, inputs = inverted
+    step = [
+        float(i.args[1].value)
+        for i in plain._irs["forward"].instrs
+        if getattr(i, "kernel", "").startswith("quantized_decomposed::dequantize_per_tensor")
+    ][-1]
+    want = _run(plain, inputs)
+    for th in (1, 2):
+        diff = (_run(prog, inputs, th) - want).abs()
+        assert diff.max().item() <= step * 1.001, (diff.max().item(), step)
+        assert (diff > 0).float().mean().item() <= 0.02
+
+
+def test_int8_depthwise_same_bits_on_every_isa(inverted, tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    prog, _, inputs = inverted
+    pte = tmp_path / "m.pte"
+    prog.save(pte)
+    torch.save(inputs[0], tmp_path / "x.pt")
+    outs = {}
+    for isa in ("", "avx2", "scalar"):
+        code = (
+            "import torch; from ember.runtime import RuntimeProgram;"
+            f"x = torch.load({str(tmp_path / 'x.pt')!r});"
+            f"y = RuntimeProgram(open({str(pte)!r}, 'rb').read()).run('forward', [x])[0];"
+            f"torch.save(y, {str(tmp_path / f'y{isa}.pt')!r})"
+        )
+        env = dict(os.environ)
+        env.pop("EMBER_CPU_ISA", None)
+        if isa:
+            env["EMBER_CPU_ISA"] = isa
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs[isa] = torch.load(tmp_path / f"y{isa}.pt")
+    assert torch.equal(outs[""], outs["avx2"]) and torch.equal(outs[""], outs["scalar"])

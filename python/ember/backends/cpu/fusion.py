@@ -522,30 +522,76 @@ def _conv_q8(ops: list[Op], u: _Uses) -> None:
         a["q8"] = dict(inv=inv, scale=scale, zp=z, lo=lo, hi=hi)
 
 
+def _dwconv_q8(ops: list[Op], u: _Uses) -> None:
+    """A depthwise conv with int8 weights (one channel per group) between int8 convs becomes an
+    int8 depthwise conv (blob EMC_CONV_Q8 with EMC_CONV_DEPTHWISE) on u8 activations: its input
+    a fake-quant conv wrote, its output fake-quantized, no residual or plane means. It runs on
+    u8 only, so :func:`_conv_q8_u8` keeps it int8 only where both its tensors become u8 links
+    (MobileNetV2's blocks: expansion -> depthwise -> projection)."""
+    for conv in [o for o in ops if o.kind == "conv2d" and "wq" in o.attrs and _depthwise(o)]:
+        x = conv.ins[0]
+        p = u.producer(x)
+        if (
+            conv.act != "fakequant"
+            or len(conv.ins) != 1
+            or len(conv.outs) != 1
+            or conv.attrs.get("in_scale") is not None
+            or conv.attrs["w"].shape[0] != x.shape[1]
+            or conv.attrs["w"].shape[2] * conv.attrs["w"].shape[3] > 256
+            or p is None
+            or p.kind != "conv2d"
+            or "q8" not in p.attrs
+            or p.act != "fakequant"
+        ):
+            continue
+        inv, scale, zp, qmin, qmax = (float(v) for v in p.fp[3:8])
+        off = 128 if qmin < 0 else 0
+        lo, hi, z = int(qmin) + off, int(qmax) + off, int(zp) + off
+        if 0 <= lo <= hi <= 255 and 0 <= z <= 255:
+            conv.attrs["q8"] = dict(inv=inv, scale=scale, zp=z, lo=lo, hi=hi)
+            conv.attrs["q8dw"] = True
+
+
 def _conv_q8_u8(ops: list[Op], u: _Uses) -> None:
     """An int8 conv whose fake-quantized output only int8 convs read (as their input, in this
     run) writes it as u8 values channels last, and they read those (blob EMC_CONV_Q8_U8): the
     value never exists in f32, and neither the fake-quant's pass over it nor the readers'
     quantization runs. The bytes are the ones the readers would have made (each reader's q8
-    comes from this very fake-quant). Not for outputs with a residual or read outside the run."""
-    for conv in [o for o in ops if o.kind == "conv2d" and "q8" in o.attrs]:
-        y = conv.outs[0]
-        if conv.act != "fakequant" or len(conv.ins) > 1 or len(y.shape) != 4:
-            continue
-        readers = u.consumers(y)
-        if (
-            id(y.root()) in u.external
-            or not readers
-            or any(
-                r.kind != "conv2d"
-                or "q8" not in r.attrs
-                or len(r.ins) != 1
-                or r.ins[0].root() is not y.root()
-                or tuple(r.ins[0].shape) != tuple(y.shape)
-                for r in readers
-            )
-        ):
-            continue
-        conv.attrs["q8_out"] = True
-        for r in readers:
-            r.attrs["q8_in"] = True
+    comes from this very fake-quant). Not for outputs with a residual or read outside the run.
+    An int8 depthwise conv (:func:`_dwconv_q8`) left without a u8 link on either side goes back
+    to f32, and the links are made again without it."""
+    while True:
+        convs = [o for o in ops if o.kind == "conv2d" and "q8" in o.attrs]
+        for c in convs:
+            c.attrs.pop("q8_in", None), c.attrs.pop("q8_out", None)
+        for conv in convs:
+            y = conv.outs[0]
+            if conv.act != "fakequant" or len(conv.ins) > 1 or len(y.shape) != 4:
+                continue
+            readers = u.consumers(y)
+            if (
+                id(y.root()) in u.external
+                or not readers
+                or any(
+                    r.kind != "conv2d"
+                    or "q8" not in r.attrs
+                    or len(r.ins) != 1
+                    or r.ins[0].root() is not y.root()
+                    or tuple(r.ins[0].shape) != tuple(y.shape)
+                    for r in readers
+                )
+            ):
+                continue
+            conv.attrs["q8_out"] = True
+            for r in readers:
+                r.attrs["q8_in"] = True
+        loose = [
+            c
+            for c in convs
+            if c.attrs.get("q8dw") and not (c.attrs.get("q8_in") and c.attrs.get("q8_out"))
+        ]
+        if not loose:
+            return
+        for c in loose:
+            for k in ("q8", "q8dw", "q8_in", "q8_out"):
+                c.attrs.pop(k, None)

@@ -74,12 +74,38 @@ def _pack_conv_q8(op: Op, out: TensorSpec, wino: int = 0) -> PackedConv:
     return PackedConv(packed, False, scratch, wino_slots=slots, q8_table=table, q8_wino=wino)
 
 
+def _pack_dwconv_q8(op: Op, out: TensorSpec) -> PackedConv:
+    """An int8 depthwise conv (EMC_CONV_Q8 with EMC_CONV_DEPTHWISE, u8 in and out): its int8
+    weights as f32 values [kh * kw][cw] (cw = channels rounded up to 16, zeros past them), and
+    the table [scale | corr | bias], cw f32 words each (scale s_in * s_w[c], corr zp * sum of
+    the channel's weights, the bias folded in); the scratch holds the zero-point padded u8
+    image when the conv pads."""
+    wq, sw = op.attrs["wq"]
+    q8 = op.attrs["q8"]
+    co, _, kh, kw = wq.shape
+    cw, cp = -(-co // 16) * 16, -(-co // 4) * 4
+    w = np.zeros((kh * kw, cw), dtype=np.float32)
+    w[:, :co] = wq.reshape(co, kh * kw).T.astype(np.float32)
+    table = np.zeros((3, cw), dtype=np.float32)
+    table[0, :co] = np.float32(q8["scale"]) * sw.astype(np.float32)
+    table[1, :co] = (q8["zp"] * wq.reshape(co, -1).astype(np.int64).sum(1)).astype(np.float32)
+    b = op.attrs["b"]
+    if b is not None:
+        table[2, :co] = np.asarray(b, dtype=np.float32).reshape(-1)
+    ph, pw = op.attrs["pad"]
+    h, w_ = op.ins[0].shape[2], op.ins[0].shape[3]
+    scratch = (h + 2 * ph) * (w_ + 2 * pw) * cp if ph or pw else 0
+    return PackedConv(w.reshape(-1), True, scratch, q8_table=table.reshape(-1))
+
+
 def _pack_conv(
     op: Op, x: TensorSpec, out: TensorSpec, pairs: bool = False, pack: str = "load"
 ) -> PackedConv:
     """``pack="load"``: a Winograd conv stores its plain weights and the runtime transforms
     them at init (EMC_CONV_WINO_AT_LOAD); ``"export"``: the file stores the transform."""
     at_load = pack == "load"
+    if op.attrs.get("q8dw"):
+        return _pack_dwconv_q8(op, out)
     if "q8" in op.attrs:  # (where a Winograd F(4x4) applies, with it as the alternative)
         return _pack_conv_q8(
             op, out, 4 if _winograd_tile(op, out.shape[2], out.shape[3]) == 4 else 0
@@ -404,7 +430,7 @@ def build_blob(
             ip.append(int(pc.at_load))  # EMC_CONV_WINO_AT_LOAD
             ip.append(pc.q8_wino)  # EMC_CONV_Q8_WINO
             ip.append(int(a.get("q8_in", False)) | 2 * int(a.get("q8_out", False)))  # _Q8_U8
-            b = a["b"]
+            b = None if a.get("q8dw") else a["b"]  # (an int8 depthwise conv's is in its table)
             res = tid(op.ins[1]) if len(op.ins) > 1 else -1
             bop = B.BOp(
                 "conv2d",

@@ -33,6 +33,7 @@ from ember.backends.cpu import packing  # noqa: F401  (tests set packing.WINO_SM
 from ember.backends.cpu.fusion import (  # noqa: F401
     _conv_q8,
     _conv_q8_u8,
+    _dwconv_q8,
     _fake_quant,
     _fold_bn,
     _fuse_acts,
@@ -369,6 +370,7 @@ _FUSIONS: tuple[Any, ...] = (
     "_fuse_plane_means",
     "_fuse_input_scale",
     "_conv_q8",
+    "_dwconv_q8",
     "_conv_q8_u8",
 )
 

@@ -1,0 +1,84 @@
+/*
+ * q8_dwconv__avx512vnni.c — the int8 depthwise conv's output row (em_q8_dw_params in
+ * cpu_ukernels.h) with AVX-512: 16 channels at a time, each tap's 16 inputs (u8 values widened
+ * to f32 once, by the caller) multiply-added with the tap's int8 weights (exact: the products
+ * and sums are integers below 2^24, so any order gives the same sum), then the scale, bias and
+ * the output's quantization in the steps of q8_quant1, so the bytes are the portable row's
+ * (q8_gemm_impl.h). 3x3 kernels keep their 9 weight vectors in registers and sum each row of
+ * taps on its own chain. Compiled with the VNNI file's flags; uses AVX-512 F only.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "cpu_ukernels.h"
+
+/* 16 u8 values (under mask k) widened to f32. */
+static inline __attribute__((always_inline)) __m512 ld16(__mmask16 k, const uint8_t *p) {
+  const __m512i u = _mm512_maskz_loadu_epi8((__mmask64)k, p);
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_castsi512_si128(u)));
+}
+
+typedef struct q8_out {
+  __m512 corr, scale, bias, xlo, xhi, inv, tlo, thi, magic, zp, lo, hi;
+} q8_out;
+
+/* y = (acc - corr) * scale + bias, quantized as q8_quant1, 16 bytes stored under mask k. */
+static inline __attribute__((always_inline)) void store_q8(const q8_out *q, __m512 acc,
+                                                           uint8_t *dst, __mmask16 k) {
+  __m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(acc, q->corr), q->scale), q->bias);
+  t = _mm512_min_ps(q->xhi, _mm512_max_ps(q->xlo, t)); /* NaN stays, as q8_quant1 */
+  t = _mm512_mul_ps(t, q->inv);
+  t = _mm512_min_ps(_mm512_max_ps(t, q->tlo), q->thi);
+  t = _mm512_add_ps(_mm512_sub_ps(_mm512_add_ps(t, q->magic), q->magic), q->zp);
+  t = _mm512_min_ps(_mm512_max_ps(t, q->lo), q->hi);
+  _mm512_mask_cvtepi32_storeu_epi8(dst, k, _mm512_cvttps_epi32(t));
+}
+
+void em_q8_dwconv_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, const em_q8_dw_params *p) {
+  /* Everything in locals: the byte stores could alias p's fields otherwise. */
+  const size_t ow = p->ow, ch = p->ch, cpo = p->cpo, kh = p->kh, kw = p->kw, cw = p->cw;
+  const size_t step = p->step, dy = p->dy, dx = p->dx;
+  const float *w = p->w, *corr = p->corr, *scale = p->scale, *bias = p->bias;
+  const em_q8_quant_params oq = p->oq;
+  q8_out q = {.xlo = _mm512_set1_ps(oq.xlo),
+              .xhi = _mm512_set1_ps(oq.xhi),
+              .inv = _mm512_set1_ps(oq.inv),
+              .tlo = _mm512_set1_ps(oq.lo - oq.zp - 1.0f),
+              .thi = _mm512_set1_ps(oq.hi - oq.zp + 1.0f),
+              .magic = _mm512_set1_ps(12582912.0f),
+              .zp = _mm512_set1_ps(oq.zp),
+              .lo = _mm512_set1_ps(oq.lo),
+              .hi = _mm512_set1_ps(oq.hi)};
+  for (size_t c = 0; c < ch; c += 16) {
+    const size_t m = ch - c < 16 ? ch - c : 16;
+    const __mmask16 k = (__mmask16)((1u << m) - 1u);
+    q.corr = _mm512_loadu_ps(corr + c), q.scale = _mm512_loadu_ps(scale + c);
+    q.bias = _mm512_loadu_ps(bias + c);
+    if (kh == 3 && kw == 3) {
+      __m512 wv[9];
+      for (int t = 0; t < 9; t++) wv[t] = _mm512_loadu_ps(w + (size_t)t * cw + c);
+      for (size_t o = 0; o < ow; o++) {
+        const uint8_t *s = in + o * step + c;
+        __m512 r[3];
+        for (int ky = 0; ky < 3; ky++) {
+          const uint8_t *sr = s + (size_t)ky * dy;
+          __m512 a = _mm512_mul_ps(ld16(k, sr), wv[3 * ky]);
+          a = _mm512_fmadd_ps(ld16(k, sr + dx), wv[3 * ky + 1], a);
+          r[ky] = _mm512_fmadd_ps(ld16(k, sr + 2 * dx), wv[3 * ky + 2], a);
+        }
+        store_q8(&q, _mm512_add_ps(_mm512_add_ps(r[0], r[1]), r[2]), out + o * cpo + c, k);
+      }
+      continue;
+    }
+    for (size_t o = 0; o < ow; o++) {
+      const uint8_t *s = in + o * step + c;
+      __m512 acc = _mm512_setzero_ps();
+      for (size_t ky = 0; ky < kh; ky++)
+        for (size_t kx = 0; kx < kw; kx++)
+          acc = _mm512_fmadd_ps(ld16(k, s + ky * dy + kx * dx),
+                                _mm512_loadu_ps(w + (ky * kw + kx) * cw + c), acc);
+      store_q8(&q, acc, out + o * cpo + c, k);
+    }
+  }
+}
+#endif
