@@ -443,7 +443,55 @@ static void test_q8_pack(const em_cpu_config *cfg) {
     }
 }
 
+/* The int8 depthwise row (em_q8_dw_for the ISA) against the portable row, byte for byte: 3x3
+ * (the register path) and other kernels, channel counts around 16, strides and dilations,
+ * channels-last strides wider than the channels, a clamp before the quantization or none. */
+static void test_q8_dw(const em_cpu_config *cfg) {
+  enum { IMG = 20000, MAXW = 25 * 48, OUT = 4096 };
+  static uint8_t in[IMG], got[OUT], want[OUT];
+  static float w[MAXW], corr[48], scale[48], bias[48];
+  static const size_t chs[] = {1, 7, 16, 17, 40}, ks[][2] = {{3, 3}, {5, 5}, {1, 3}};
+  const em_q8_dw_fn fn = em_q8_dw_for(cfg->isa);
+  for (size_t i = 0; i < IMG; i++) in[i] = (uint8_t)rand();
+  int bad = 0;
+  for (size_t ci = 0; ci < sizeof chs / sizeof chs[0]; ci++)
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+      for (int variant = 0; variant < 2; variant++) {
+        const size_t ch = chs[ci], cp = (ch + 3) / 4 * 4 + 4 * (size_t)variant;
+        const size_t cw = (ch + 15) / 16 * 16, kh = ks[ki][0], kw = ks[ki][1];
+        for (size_t i = 0; i < kh * kw * cw; i++) w[i] = (float)(rand() % 256 - 128);
+        for (size_t c = 0; c < cw; c++)
+          corr[c] = (float)(rand() % 20000 - 10000), scale[c] = frand() * 1e-3f, bias[c] = frand();
+        em_q8_dw_params p = {.ow = 7,
+                             .ch = ch,
+                             .cpo = cp,
+                             .kh = kh,
+                             .kw = kw,
+                             .cw = cw,
+                             .step = (1 + (size_t)variant) * cp,
+                             .dy = 11 * cp,
+                             .dx = (1 + (size_t)variant) * cp,
+                             .w = w,
+                             .corr = corr,
+                             .scale = scale,
+                             .bias = bias,
+                             .oq = {40.0f, 120.0f, 0.0f, 255.0f, variant ? 0.0f : -INFINITY,
+                                    variant ? 3.0f : INFINITY}};
+        memset(got, 0x5A, sizeof got), memset(want, 0x5A, sizeof want);
+        fn(in, got, &p);
+        em_q8_dwconv_ukernel__scalar(in, want, &p);
+        for (size_t i = 0; i < OUT && bad < 5; i++)
+          if (got[i] != want[i]) {
+            bad++;
+            CHECK(0, "%s q8 dw ch=%zu k=%zux%zu variant %d: byte %zu = %d, want %d", cfg->isa, ch,
+                  kh, kw, variant, i, got[i], want[i]);
+          }
+        if (!bad) g_pass++;
+      }
+}
+
 static void test_isa(const em_cpu_config *cfg) {
+  test_q8_dw(cfg);
   test_gemm(cfg);
   test_q8_gemm(cfg);
   test_q8_quant(cfg);
