@@ -23,7 +23,7 @@
 #define EM_Q8_NO_QUANT 1
 #define EM_Q8_NO_PACK  1
 #define EM_Q8_NO_DW    1  /* q8_dwconv__avx512vnni.c */
-#include "q8_gemm_impl.h" /* q8_quant1_ and q8_pack_groups_avx512vnni, for the tails */
+#include "q8_gemm_impl.h" /* q8_pack_groups_avx512vnni, for the tails */
 
 /* 16 rows of 16 bytes transposed: r[i][j] <- r[j][i] (four rounds of interleaves, each pairing
  * rows so that the runs of bytes from one input row double in length). */
@@ -53,7 +53,7 @@ static inline __attribute__((always_inline)) void transpose16x16_u8(__m128i r[16
 /* Planes to channels last (cpu_ukernels.h) in blocks of 16 channels by 16 pixels: each channel's
  * 16 values quantized in one vector (the steps of q8_quant1, in the same order, so the same
  * bytes), narrowed to 16 bytes, the block transposed and each pixel's 16 channels stored at
- * once. Channels past the last 16 go one value at a time. */
+ * once (a last block of fewer than 16 channels stores only its own bytes). */
 void em_q8_quant_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t xs, uint8_t *y,
                                      size_t ys, const em_q8_quant_params *p) {
   const __m512 inv = _mm512_set1_ps(p->inv), zp = _mm512_set1_ps(p->zp);
@@ -63,13 +63,19 @@ void em_q8_quant_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t 
   const __m512 magic = _mm512_set1_ps(12582912.0f);
   const __m512 xlo = _mm512_set1_ps(p->xlo), xhi = _mm512_set1_ps(p->xhi);
   size_t ch = 0;
-  for (; ch + 16 <= c; ch += 16)
+  for (; ch < c; ch += 16) { /* the last block: rem < 16 channels, the other rows unused */
+    const size_t rem = c - ch < 16 ? c - ch : 16;
+    const __mmask64 keep = ((__mmask64)1 << rem) - 1u;
     for (size_t i = 0; i < n; i += 16) {
       const size_t m = n - i < 16 ? n - i : 16;
       const __mmask16 k = (__mmask16)((1u << m) - 1u);
       __m128i r[16];
-      for (int j = 0; j < 16; j++) {
-        __m512 t = _mm512_maskz_loadu_ps(k, x + (ch + (size_t)j) * xs + i);
+      for (size_t j = 0; j < 16; j++) {
+        if (j >= rem) {
+          r[j] = _mm_setzero_si128();
+          continue;
+        }
+        __m512 t = _mm512_maskz_loadu_ps(k, x + (ch + j) * xs + i);
         t = _mm512_min_ps(xhi, _mm512_max_ps(xlo, t)); /* (xlo, NaN) -> NaN, as q8_quant1 */
         t = _mm512_mul_ps(t, inv);
         t = _mm512_min_ps(_mm512_max_ps(t, tlo), thi); /* max(NaN, tlo) = tlo, as q8_quant1 */
@@ -78,11 +84,10 @@ void em_q8_quant_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t 
         r[j] = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(t));
       }
       transpose16x16_u8(r);
-      for (size_t j = 0; j < m; j++)
-        _mm_storeu_si128((__m128i *)(void *)(y + (i + j) * ys + ch), r[j]);
+      for (size_t j = 0; j < m; j++) /* rem bytes: the ones past c are not this call's */
+        _mm512_mask_storeu_epi8(y + (i + j) * ys + ch, keep, _mm512_castsi128_si512(r[j]));
     }
-  for (; ch < c; ch++)
-    for (size_t i = 0; i < n; i++) y[i * ys + ch] = q8_quant1_avx512vnni(x[ch * xs + i], p);
+  }
 }
 
 /* One tap of a column panel (cpu_ukernels.h), 4 groups at a time: the 16 pixels' 16 bytes in
