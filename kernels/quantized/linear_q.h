@@ -16,11 +16,12 @@
  * Weights: q4 is uint8 [N, K/2], element 2j in the HIGH nibble of byte j and 2j+1 in the LOW one,
  * each stored as q + 8 (ExecuTorch's embedding_4bit layout); q8 is int8 [N, K]. Weight scales are
  * f32 or f16 [N, K/group] (one per row when per channel: group = K), the offsets of the scales'
- * dtype. An f16 value means exactly its f32 conversion (the arithmetic above is unchanged): the
- * driver converts a chunk of columns' scales and offsets at a time into f32 on the running
- * thread's stack (the ISA's em_qcvt_fn) and runs the same micro-kernels on it, so memory holds
- * and streams 2 bytes per scale (q4 groups of 32: 4.5 bits per weight symmetric, 5 affine) while
- * the kernels read f32 from L1. The prefill route converts while re-laying out its tiles.
+ * dtype. An f16 value means exactly its f32 conversion (the arithmetic above is unchanged), and
+ * memory holds and streams 2 bytes per scale (q4 groups of 32: 4.5 bits per weight symmetric, 5
+ * affine). The AVX-512 decode micro-kernel (M = 1, decode_f16) reads them itself, 16 groups'
+ * converted at a time; elsewhere the driver converts a chunk of columns' scales and offsets at a
+ * time into f32 on the running thread's stack (the ISA's em_qcvt_fn) and runs the same
+ * micro-kernels on it. The prefill route converts while re-laying out its tiles.
  *
  * Activations are quantized once per row into scratch. The portable kernels read the plain form
  * (qa [K] int8 then a_scale [K/32] f32). The SIMD micro-kernels read a "packed" row built for the
@@ -72,7 +73,7 @@ typedef struct em_qgemm_params {
                            configuration with decode_f16 */
   const float *gsum;    /* with off_base: the activation row's group sums S [K / group] */
   size_t w_stride;      /* bytes between weight rows */
-  size_t ws_stride;     /* floats between weight-scale rows */
+  size_t ws_stride;     /* elements between weight-scale rows */
   unsigned gl_shift;    /* log2(lanes per weight-scale group): group/8 (q4) or group/4 (q8) lanes;
                           63 when per channel (every lane in group 0) */
 } em_qgemm_params;
