@@ -173,6 +173,18 @@ typedef struct q8_gemm_job {
   size_t kq, mpanels, npanels, mchunk, mchunks;
 } q8_gemm_job;
 
+/* Row panel mp's tiles over column panels [p0, p1) into c (column p0 * 16 at c, rows ldc
+ * apart): the tile takes q8_nr / 16 column panels a call (a block's panels are an even run). */
+static void row_panel(const q8_gemm_job *j, size_t mp, size_t p0, size_t p1, float *c, size_t ldc) {
+  const size_t r0 = mp * EMC_MR, mr = (size_t)j->co - r0 < EMC_MR ? (size_t)j->co - r0 : EMC_MR;
+  for (size_t pn = p0; pn < p1; pn += j->d->q8_nr / 16) {
+    const size_t cs = pn * 16, cn = (p1 - pn) * 16 < j->d->q8_nr ? (p1 - pn) * 16 : j->d->q8_nr;
+    const size_t nr = (size_t)j->npix - cs < cn ? (size_t)j->npix - cs : cn;
+    j->d->q8_gemm(mr, nr, j->kq, j->w + mp * j->kq * 24, j->col + pn * j->kq * 64, j->corr + r0,
+                  j->scale + r0, j->bias ? j->bias + r0 : NULL, c + (cs - p0 * 16), ldc);
+  }
+}
+
 enum { Q8_OUT_PANELS = 8 }; /* row panels a u8 output quantizes at once (48 rows, 24 KiB) */
 
 /* One job's tiles of a u8 output: Q8_OUT_PANELS row panels at a time into a block on the stack,
@@ -183,17 +195,7 @@ static void q8_tiles_u8(const q8_gemm_job *j, size_t p0, size_t p1, size_t m0, s
   const size_t c1 = p1 * 16 < (size_t)j->npix ? p1 * 16 : (size_t)j->npix;
   for (size_t ma = m0; ma < m1; ma += Q8_OUT_PANELS) {
     const size_t mb = ma + Q8_OUT_PANELS < m1 ? ma + Q8_OUT_PANELS : m1;
-    for (size_t mp = ma; mp < mb; mp++) {
-      const size_t r0 = mp * EMC_MR;
-      const size_t mr = (size_t)j->co - r0 < EMC_MR ? (size_t)j->co - r0 : EMC_MR;
-      for (size_t pn = p0; pn < p1; pn += j->d->q8_nr / 16) {
-        const size_t cs = pn * 16, cn = (p1 - pn) * 16 < j->d->q8_nr ? (p1 - pn) * 16 : j->d->q8_nr;
-        const size_t nr = (size_t)j->npix - cs < cn ? (size_t)j->npix - cs : cn;
-        j->d->q8_gemm(mr, nr, j->kq, j->w + mp * j->kq * 24, j->col + pn * j->kq * 64, j->corr + r0,
-                      j->scale + r0, j->bias ? j->bias + r0 : NULL,
-                      blk + (r0 - ma * EMC_MR) * ld + (cs - c0), ld);
-      }
-    }
+    for (size_t mp = ma; mp < mb; mp++) row_panel(j, mp, p0, p1, blk + (mp - ma) * EMC_MR * ld, ld);
     const size_t ra = ma * EMC_MR, rb = mb * EMC_MR < (size_t)j->co ? mb * EMC_MR : (size_t)j->co;
     j->quant(rb - ra, c1 - c0, blk, ld, j->out + c0 * j->cpo + ra, j->cpo, &j->oq);
   }
@@ -215,18 +217,8 @@ static void q8_tiles(void *ctx, int64_t begin, int64_t end) {
       q8_tiles_u8(j, p0, p1, m0, m1);
       continue;
     }
-    for (size_t mp = m0; mp < m1; mp++) {
-      const size_t r0 = mp * EMC_MR;
-      const size_t mr = (size_t)j->co - r0 < EMC_MR ? (size_t)j->co - r0 : EMC_MR;
-      /* The tile takes q8_nr / 16 column panels a call (a block's panels are an even run). */
-      for (size_t pn = p0; pn < p1; pn += j->d->q8_nr / 16) {
-        const size_t c0 = pn * 16, cn = (p1 - pn) * 16 < j->d->q8_nr ? (p1 - pn) * 16 : j->d->q8_nr;
-        const size_t nr = (size_t)j->npix - c0 < cn ? (size_t)j->npix - c0 : cn;
-        j->d->q8_gemm(mr, nr, j->kq, j->w + mp * j->kq * 24, j->col + pn * j->kq * 64, j->corr + r0,
-                      j->scale + r0, j->bias ? j->bias + r0 : NULL,
-                      j->y + r0 * (size_t)j->npix + c0, (size_t)j->npix);
-      }
-    }
+    for (size_t mp = m0; mp < m1; mp++)
+      row_panel(j, mp, p0, p1, j->y + mp * EMC_MR * (size_t)j->npix + p0 * 16, (size_t)j->npix);
     const size_t c0 = p0 * 16, c1 = p1 * 16 < (size_t)j->npix ? p1 * 16 : (size_t)j->npix;
     const size_t r1 = m1 * EMC_MR < (size_t)j->co ? m1 * EMC_MR : (size_t)j->co;
     for (size_t r = m0 * EMC_MR; r < r1; r++) {

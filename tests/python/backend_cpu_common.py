@@ -7,6 +7,7 @@ the delegate's EMC blob (its span, operator records, conv ip[] slots).
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -159,3 +160,40 @@ def _conv_ops(buf: bytes, every_blob: bool = False) -> list[tuple[int, ...]]:
 
 WINO, WINO_SLOTS, PAIRS = 13, 14, 15  # EMC_CONV_WINOGRAD, EMC_CONV_WINO_SLOTS, EMC_CONV_PAIRS
 IN_SCALE = 16  # EMC_CONV_IN_SCALE
+
+
+def _run_per_isa(
+    prog: ember.Program,
+    x: torch.Tensor,
+    tmp_path: Any,
+    isas: tuple[str | None, ...],
+    threads: int = 1,
+) -> dict[str | None, torch.Tensor]:
+    """The program's first output on x in a fresh process per ISA (EMBER_CPU_ISA=isa; None: the
+    best this CPU runs), keyed by isa: the CPU backend's ISA is chosen once per process."""
+    import os
+    import subprocess
+    import sys
+
+    pte = tmp_path / "isa_m.pte"
+    prog.save(pte)
+    torch.save(x, tmp_path / "isa_x.pt")
+    outs: dict[str | None, torch.Tensor] = {}
+    for isa in isas:
+        y = tmp_path / f"isa_y_{isa}.pt"
+        code = (
+            "import torch; from ember.runtime import RuntimeProgram;"
+            f"x = torch.load({str(tmp_path / 'isa_x.pt')!r});"
+            f"p = RuntimeProgram(open({str(pte)!r}, 'rb').read(), threads={threads});"
+            f"torch.save(p.run('forward', [x])[0], {str(y)!r})"
+        )
+        env = dict(os.environ)
+        env.pop("EMBER_CPU_ISA", None)
+        if isa:
+            env["EMBER_CPU_ISA"] = isa
+        r = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs[isa] = torch.load(y)
+    return outs

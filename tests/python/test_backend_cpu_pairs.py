@@ -22,6 +22,7 @@ from backend_cpu_common import (
     _load_and_run,
     _n_delegates,
     _run,
+    _run_per_isa,
 )
 from torch import nn
 
@@ -67,28 +68,9 @@ def test_amx_path_matches_eager(tmp_path) -> None:
     x = torch.randn(1, 96, 20, 20)
     prog = ember.export(m, (x,), backend="cpu")
     assert _n_delegates(prog) >= 1
-    pte = tmp_path / "m.pte"
-    prog.save(pte)
     with torch.inference_mode():
         want = m(x)
-    torch.save(x, tmp_path / "x.pt")
-    outs = {}
-    for isa in ("amx", "avx512f", None):
-        code = (
-            "import torch; from ember.runtime import RuntimeProgram;"
-            f"x = torch.load({str(tmp_path / 'x.pt')!r});"
-            f"p = RuntimeProgram(open({str(pte)!r}, 'rb').read(), threads=2);"
-            f"torch.save(p.run('forward', [x])[0], {str(tmp_path / f'{isa}.pt')!r})"
-        )
-        env = dict(os.environ)
-        env.pop("EMBER_CPU_ISA", None)
-        if isa:
-            env["EMBER_CPU_ISA"] = isa
-        r = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
-        )
-        assert r.returncode == 0, r.stderr[-2000:]
-        outs[isa] = torch.load(tmp_path / f"{isa}.pt")
+    outs = _run_per_isa(prog, x, tmp_path, ("amx", "avx512f", None), threads=2)
     scale = want.abs().max().item()
     torch.testing.assert_close(outs["amx"], want, rtol=0, atol=1e-4 * scale)
     torch.testing.assert_close(outs["avx512f"], want, rtol=0, atol=1e-5 * scale)

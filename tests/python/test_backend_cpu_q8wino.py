@@ -23,7 +23,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
-from backend_cpu_common import _blob_span, _load_and_run, _op_table, _run
+from backend_cpu_common import _blob_span, _load_and_run, _op_table, _run, _run_per_isa
 from torch import nn
 
 import ember
@@ -306,27 +306,6 @@ def test_int8_depthwise_within_one_step_of_portable(inverted) -> None:
 
 
 def test_int8_depthwise_same_bits_on_every_isa(inverted, tmp_path) -> None:
-    import os
-    import subprocess
-    import sys
-
     prog, _, inputs = inverted
-    pte = tmp_path / "m.pte"
-    prog.save(pte)
-    torch.save(inputs[0], tmp_path / "x.pt")
-    outs = {}
-    for isa in ("", "avx2", "scalar"):
-        code = (
-            "import torch; from ember.runtime import RuntimeProgram;"
-            f"x = torch.load({str(tmp_path / 'x.pt')!r});"
-            f"y = RuntimeProgram(open({str(pte)!r}, 'rb').read()).run('forward', [x])[0];"
-            f"torch.save(y, {str(tmp_path / f'y{isa}.pt')!r})"
-        )
-        env = dict(os.environ)
-        env.pop("EMBER_CPU_ISA", None)
-        if isa:
-            env["EMBER_CPU_ISA"] = isa
-        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[-2000:]
-        outs[isa] = torch.load(tmp_path / f"y{isa}.pt")
-    assert torch.equal(outs[""], outs["avx2"]) and torch.equal(outs[""], outs["scalar"])
+    outs = _run_per_isa(prog, inputs[0], tmp_path, (None, "avx2", "scalar"))
+    assert torch.equal(outs[None], outs["avx2"]) and torch.equal(outs[None], outs["scalar"])

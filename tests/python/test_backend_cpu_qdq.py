@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 import torch.nn.functional as F
-from backend_cpu_common import _n_delegates, _outside, _run
+from backend_cpu_common import _n_delegates, _outside, _run, _run_per_isa
 from torch import nn
 
 import ember
@@ -279,10 +279,6 @@ def test_int8_conv_geometries(geom: tuple[int, ...]) -> None:
 
 def test_int8_convs_same_bits_on_every_isa(tmp_path) -> None:
     """The int8 tiles of every ISA (AVX-512 VNNI, AVX2, scalar) give the same bits."""
-    import os
-    import subprocess
-    import sys
-
     m = nn.Sequential(
         nn.Conv2d(8, 32, 3, padding=1),
         nn.ReLU(),
@@ -293,25 +289,8 @@ def test_int8_convs_same_bits_on_every_isa(tmp_path) -> None:
     ep, inputs = _quantized(m, (1, 8, 21, 21))
     prog = ember.export(ep, inputs, backend="cpu")
     assert _q8_convs(prog) == (3, 3)
-    pte = tmp_path / "m.pte"
-    prog.save(pte)
-    torch.save(inputs[0], tmp_path / "x.pt")
-    outs = {}
-    for isa in ("", "avx2", "scalar"):
-        code = (
-            "import torch; from ember.runtime import RuntimeProgram;"
-            f"x = torch.load({str(tmp_path / 'x.pt')!r});"
-            f"y = RuntimeProgram(open({str(pte)!r}, 'rb').read()).run('forward', [x])[0];"
-            f"torch.save(y, {str(tmp_path / f'y{isa}.pt')!r})"
-        )
-        env = dict(os.environ)
-        env.pop("EMBER_CPU_ISA", None)
-        if isa:
-            env["EMBER_CPU_ISA"] = isa
-        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[-2000:]
-        outs[isa] = torch.load(tmp_path / f"y{isa}.pt")
-    assert torch.equal(outs[""], outs["avx2"]) and torch.equal(outs[""], outs["scalar"])
+    outs = _run_per_isa(prog, inputs[0], tmp_path, (None, "avx2", "scalar"))
+    assert torch.equal(outs[None], outs["avx2"]) and torch.equal(outs[None], outs["scalar"])
 
 
 def test_int8_conv_file_is_smaller() -> None:
