@@ -39,7 +39,8 @@ static inline float vx_expf(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const int32_t bits = ((int32_t)fn + 127) << 23;
+  /* NaN passes the clamp: its exponent is 0 (the result is NaN through p), not an int cast. */
+  const int32_t bits = ((fn == fn ? (int32_t)fn : 0) + 127) << 23;
   float scale;
   memcpy(&scale, &bits, sizeof scale);
   return p * scale;
