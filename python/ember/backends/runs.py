@@ -14,6 +14,7 @@ the DelegateInstr). :func:`partition_runs` is the pass's loop over the runs.
 
 from __future__ import annotations
 
+import abc
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ class Refused(Exception):
     """The runtime's own check refused a blob."""
 
 
-class Runs:
+class Runs(abc.ABC):
     """Lowers runs of instructions into DelegateInstrs, falling back to the portable kernels
     for any part of a run whose fusion, blob or runtime check fails. Subclasses set
     :attr:`backend_id` and :attr:`name` and implement the three hooks."""
@@ -78,21 +79,22 @@ class Runs:
         self.decisions: dict[int, Decision] = {}
 
     # ---- the backend's hooks ----
+    @abc.abstractmethod
     def lower_instr(self, ins: KernelInstr, only_here: Callable[[TensorSpec], bool]) -> Op:
         """The backend operator for ``ins``, or raise ``Unsupported``. ``only_here(spec)``:
         whether nothing but ``ins`` reads ``spec`` (and it is no method output)."""
-        raise NotImplementedError
 
     def fuse(self, ops: list[Op], external: set[int]) -> None:
         """Rewrites a run's operators in place (fusions); ``external``: the roots produced in
-        the run that something outside it reads."""
+        the run that something outside it reads. By default none (a backend without fusions)."""
+        del ops, external
 
+    @abc.abstractmethod
     def make_delegate(
         self, ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec], i: int, j: int
     ) -> DelegateInstr:
         """The DelegateInstr of instructions [i, j) lowered to ``ops``; raises ``Unsupported``
         or :class:`Refused` when the run cannot be one."""
-        raise NotImplementedError
 
     # ---- shared ----
     def decide(self, i: int, delegated: bool, why: str) -> None:
