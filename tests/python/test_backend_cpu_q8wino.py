@@ -51,14 +51,21 @@ class _Net(nn.Module):
         return self.d(torch.relu(self.c(y) + y))
 
 
+def _calibrated(
+    m: nn.Module, shape: tuple[int, ...], seed: int, gain: float = 1.0
+) -> tuple[torch.export.ExportedProgram, tuple]:
+    """m quantized by ``quantize_exported`` on 4 seeded batches of ``shape``, and a test input."""
+    torch.manual_seed(0)
+    m = m.eval()
+    g = torch.Generator().manual_seed(seed)
+    cal = [(torch.randn(*shape, generator=g) * gain,) for _ in range(4)]
+    ep = quantize_exported(m, cal[0], cal, progress=False)
+    return ep, (torch.randn(*shape, generator=g) * gain,)
+
+
 @pytest.fixture(scope="module")
 def programs() -> tuple[ember.Program, ember.Program, ember.Program, tuple]:
-    torch.manual_seed(0)
-    m = _Net().eval()
-    g = torch.Generator().manual_seed(1)
-    cal = [(torch.randn(1, 3, 28, 28, generator=g),) for _ in range(4)]
-    ep = quantize_exported(m, cal[0], cal, progress=False)
-    inputs = (torch.randn(1, 3, 28, 28, generator=g),)
+    ep, inputs = _calibrated(_Net(), (1, 3, 28, 28), 1)
     prog = ember.export(ep, inputs, backend="cpu")
     orig = partition._conv_q8  # (the fusion passes are looked up there by name)
     partition._conv_q8 = lambda ops, u: None  # f32 convs from the dequantized weights
@@ -200,12 +207,7 @@ class _Chain(nn.Module):
 
 @pytest.fixture(scope="module")
 def chain() -> tuple[ember.Program, ember.Program, tuple]:
-    torch.manual_seed(0)
-    m = _Chain().eval()
-    g = torch.Generator().manual_seed(2)
-    cal = [(torch.randn(2, 5, 30, 30, generator=g) * 2,) for _ in range(4)]
-    ep = quantize_exported(m, cal[0], cal, progress=False)
-    inputs = (torch.randn(2, 5, 30, 30, generator=g) * 2,)
+    ep, inputs = _calibrated(_Chain(), (2, 5, 30, 30), 2, gain=2.0)
     prog = ember.export(ep, inputs, backend="cpu")
     orig = partition._conv_q8_u8
     partition._conv_q8_u8 = lambda ops, u: None  # every int8 conv reads and writes f32
@@ -275,12 +277,7 @@ class _Inverted(nn.Module):
 
 @pytest.fixture(scope="module")
 def inverted() -> tuple[ember.Program, ember.Program, tuple]:
-    torch.manual_seed(0)
-    m = _Inverted().eval()
-    g = torch.Generator().manual_seed(3)
-    cal = [(torch.randn(1, 3, 19, 19, generator=g),) for _ in range(4)]
-    ep = quantize_exported(m, cal[0], cal, progress=False)
-    inputs = (torch.randn(1, 3, 19, 19, generator=g),)
+    ep, inputs = _calibrated(_Inverted(), (1, 3, 19, 19), 3)
     return ember.export(ep, inputs, backend="cpu"), ember.export(ep, inputs, backend=None), inputs
 
 

@@ -233,20 +233,25 @@ CASES.append(
     )
 )
 
+
+def _per_token_qparams(x: torch.Tensor) -> Call:
+    """choose_qparams_per_token_asymmetric.out on x, exact against the eager op."""
+    es, ez = QD.choose_qparams_per_token_asymmetric(x, torch.int8)
+    so, zo = torch.zeros_like(es), torch.zeros_like(ez)
+    return Call(
+        "quantized_decomposed::choose_qparams_per_token_asymmetric.out",
+        [x, torch.int8, so, zo, [so, zo]],
+        [(so, es), (zo, ez)],
+        tol=(0, 0),
+    )
+
+
 for dt in [F32, F16, BF16]:
     for xs in [(2, 3, 8), (5, 16), (1, 1)]:
 
         @case(f"choose-qparams-per-token-{dt}-{xs}")
         def _(g, dt=dt, xs=xs):
-            x = rnd(xs, dt, g, "c", -3, 5)
-            es, ez = QD.choose_qparams_per_token_asymmetric(x, torch.int8)
-            so, zo = torch.zeros_like(es), torch.zeros_like(ez)
-            return Call(
-                "quantized_decomposed::choose_qparams_per_token_asymmetric.out",
-                [x, torch.int8, so, zo, [so, zo]],
-                [(so, es), (zo, ez)],
-                tol=(0, 0),
-            )
+            return _per_token_qparams(rnd(xs, dt, g, "c", -3, 5))
 
         @case(f"q-per-token-{dt}-{xs}")
         def _(g, dt=dt, xs=xs):
@@ -308,14 +313,7 @@ for qmin, qmax, qdt in [(-128, 127, torch.int8), (0, 255, torch.uint8)]:
 @case("choose-qparams-per-token-inf")
 def _(g):
     x = torch.tensor([[float("inf"), 1.0, -2.0], [-float("inf"), 0.5, 1.0], [0.25, -1.0, 3.0]])
-    es, ez = QD.choose_qparams_per_token_asymmetric(x, torch.int8)
-    so, zo = torch.zeros_like(es), torch.zeros_like(ez)
-    return Call(
-        "quantized_decomposed::choose_qparams_per_token_asymmetric.out",
-        [x, torch.int8, so, zo, [so, zo]],
-        [(so, es), (zo, ez)],
-        tol=(0, 0),
-    )
+    return _per_token_qparams(x)
 
 
 def emb_ref(wq, bits, scales, zps, idx, out_dtype):
