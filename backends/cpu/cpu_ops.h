@@ -109,7 +109,7 @@ static inline bool check_act(const emc_op *op, char *why, size_t why_n) {
   const float lo = op->fp[EMC_ACT_FP_MIN], hi = op->fp[EMC_ACT_FP_MAX];
   if (op->act >= EMC_ACT_END) WHY("unknown activation %u", op->act);
   if (op->act == EMC_ACT_CLAMP && !(lo <= hi)) WHY("clamp bounds [%g, %g] are not ordered", lo, hi);
-  if (op->act == EMC_ACT_FAKEQUANT) {
+  if (op->act == EMC_ACT_FAKEQUANT || op->act == EMC_ACT_HARDSWISH_FQ) {
     const float *f = op->fp;
     const float qmin = f[EMC_ACT_FP_QMIN], qmax = f[EMC_ACT_FP_QMAX], zp = f[EMC_ACT_FP_ZP];
     if (!(lo <= hi)) WHY("fake-quant clamp bounds [%g, %g] are not ordered", lo, hi);

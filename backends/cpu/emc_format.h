@@ -33,8 +33,8 @@
  * 5: EMC_CONV_PAIRS (older: zero there); 6: EMC_CONV_IN_SCALE (older: zero there);
  * 7: softmax input scale and mask (older: zero / -1 there); 8: EMC_ACT_FAKEQUANT, EMC_CONV_Q8
  * (older: zero there); 9: EMC_CONV_WINO_AT_LOAD (older: zero there), EMC_OP_TOKEN_FQ;
- * 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8 (older: zero there) */
-#define EMC_VERSION    10u
+ * 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8 (older: zero there); 11: EMC_ACT_HARDSWISH_FQ */
+#define EMC_VERSION    11u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -263,7 +263,8 @@ enum emc_act {
   EMC_ACT_RSQRT = 11,
   EMC_ACT_NEG = 12,
   EMC_ACT_ABS = 13,
-  EMC_ACT_FAKEQUANT = 14, /* version 8: int8 Q/DQ pair, see below */
+  EMC_ACT_FAKEQUANT = 14,    /* version 8: int8 Q/DQ pair, see below */
+  EMC_ACT_HARDSWISH_FQ = 15, /* version 11: hardswish, then EMC_ACT_FAKEQUANT */
   EMC_ACT_END
 };
 enum { EMC_ACT_FP_MIN = 0, EMC_ACT_FP_MAX = 1 };
@@ -275,6 +276,11 @@ enum { EMC_ACT_FP_MIN = 0, EMC_ACT_FP_MAX = 1 };
  * fp[QMAX]) (NaN -> QMIN), out = (q - fp[ZP]) * fp[SCALE] — the portable kernels' f32 rounding
  * step for step, so an int8 Q/DQ program runs at float speed with its quantization intact. The
  * slots sit above the binary op's scalar (fp[2]).
+ *
+ * EMC_ACT_HARDSWISH_FQ (version 11): x is first replaced by (x * clamp(x + 3, 0, 6)) / 6, the
+ * steps of ATen's decomposed hardswish in f32 (a true division, so the quantized values are the
+ * portable kernels'), then fake-quantized as above with the same slots: the hardswish of an int8
+ * Q/DQ graph between its two fake-quants, in one pass instead of three.
  */
 enum {
   EMC_ACT_FP_INV_SCALE = 3,

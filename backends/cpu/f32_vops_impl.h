@@ -102,6 +102,23 @@ void EM_NAME(em_f32_vaffine_minmax_ukernel__)(size_t n, const float *x, float s,
 }
 #endif /* EM_VOPS_OWN_ELEMENTWISE */
 
+/* EMC_ACT_FAKEQUANT on n floats (y may be x). */
+static inline void vx_fakequant_row(size_t n, const float *x, float *y, const float *fp) {
+  const float lo = fp[EMC_ACT_FP_MIN], hi = fp[EMC_ACT_FP_MAX], inv = fp[EMC_ACT_FP_INV_SCALE];
+  const float s = fp[EMC_ACT_FP_SCALE], zp = fp[EMC_ACT_FP_ZP];
+  const float qmin = fp[EMC_ACT_FP_QMIN], qmax = fp[EMC_ACT_FP_QMAX];
+  /* Round half to even by the 1.5 * 2^23 trick (exact for |t| < 2^22, which the clamp to one
+   * step past the quantized range keeps; a clamped t still lands outside [qmin, qmax]). */
+  const float tlo = qmin - zp - 1.0f, thi = qmax - zp + 1.0f, magic = 12582912.0f;
+  for (size_t i = 0; i < n; i++) {
+    float t = vx_clampf(vx_clampf(x[i], lo, hi) * inv, tlo, thi);
+    float q = ((t + magic) - magic) + zp;
+    q = q >= qmin ? q : qmin; /* NaN: qmin, as the portable quantize */
+    q = q <= qmax ? q : qmax;
+    y[i] = (q - zp) * s;
+  }
+}
+
 void EM_NAME(em_f32_vact_ukernel__)(size_t n, const float *x, float *y, uint32_t act,
                                     const float *fp) {
   switch (act) {
@@ -156,19 +173,16 @@ void EM_NAME(em_f32_vact_ukernel__)(size_t n, const float *x, float *y, uint32_t
   case EMC_ACT_ABS:
     for (size_t i = 0; i < n; i++) y[i] = fabsf(x[i]);
     break;
-  case EMC_ACT_FAKEQUANT: {
-    const float lo = fp[EMC_ACT_FP_MIN], hi = fp[EMC_ACT_FP_MAX], inv = fp[EMC_ACT_FP_INV_SCALE];
-    const float s = fp[EMC_ACT_FP_SCALE], zp = fp[EMC_ACT_FP_ZP];
-    const float qmin = fp[EMC_ACT_FP_QMIN], qmax = fp[EMC_ACT_FP_QMAX];
-    /* Round half to even by the 1.5 * 2^23 trick (exact for |t| < 2^22, which the clamp to one
-     * step past the quantized range keeps; a clamped t still lands outside [qmin, qmax]). */
-    const float tlo = qmin - zp - 1.0f, thi = qmax - zp + 1.0f, magic = 12582912.0f;
-    for (size_t i = 0; i < n; i++) {
-      float t = vx_clampf(vx_clampf(x[i], lo, hi) * inv, tlo, thi);
-      float q = ((t + magic) - magic) + zp;
-      q = q >= qmin ? q : qmin; /* NaN: qmin, as the portable quantize */
-      q = q <= qmax ? q : qmax;
-      y[i] = (q - zp) * s;
+  case EMC_ACT_FAKEQUANT: vx_fakequant_row(n, x, y, fp); break;
+  case EMC_ACT_HARDSWISH_FQ: {
+    float t[64];
+    for (size_t i = 0; i < n; i += 64) {
+      const size_t m = n - i < 64 ? n - i : 64;
+      for (size_t j = 0; j < m; j++) {
+        const float v = x[i + j];
+        t[j] = (v * vx_clampf(v + 3.0f, 0.0f, 6.0f)) / 6.0f;
+      }
+      vx_fakequant_row(m, t, y + i, fp);
     }
     break;
   }

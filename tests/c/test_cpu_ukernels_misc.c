@@ -61,6 +61,9 @@ static double ref_act(uint32_t act, double x, const float *fp) {
   case EMC_ACT_RSQRT: return 1 / sqrt(fabs(x) + 0.1);
   case EMC_ACT_NEG: return -x;
   case EMC_ACT_ABS: return fabs(x);
+  case EMC_ACT_HARDSWISH_FQ: /* ATen's decomposed hardswish in f32, then the fake-quant */
+    x = ((float)x * fminf(fmaxf((float)x + 3.0f, 0.0f), 6.0f)) / 6.0f;
+    /* fall through */
   case EMC_ACT_FAKEQUANT: { /* the portable quantize then dequantize, in f32 */
     const float v = fminf(fmaxf((float)x, fp[0]), fp[1]);
     float q = nearbyintf(v * fp[EMC_ACT_FP_INV_SCALE]) + fp[EMC_ACT_FP_ZP];
@@ -69,6 +72,21 @@ static double ref_act(uint32_t act, double x, const float *fp) {
   }
   default: return x;
   }
+}
+
+/* EMC_ACT_HARDSWISH_FQ gives the portable kernels' values bit for bit: its division by 6 must
+ * be one (times 1 / 6 differs by an ulp now and then, which moves a value across a rounding
+ * boundary about once in 4096 at this scale: 2^20 values catch it). */
+static void test_hardswish_fq_bits(const em_cpu_config *cfg) {
+  enum { N = 1 << 20 };
+  static float x[N], y[N];
+  const float fp[8] = {-INFINITY, INFINITY, 0.0f, 1000.0f, 0.001f, 0.0f, -4000.0f, 4000.0f};
+  for (size_t i = 0; i < N; i++) x[i] = -4.0f + 8.0f * (float)i / (float)N;
+  cfg->vact(N, x, y, EMC_ACT_HARDSWISH_FQ, fp);
+  int bad = 0;
+  for (size_t i = 0; i < N; i++) bad += y[i] != (float)ref_act(EMC_ACT_HARDSWISH_FQ, x[i], fp);
+  CHECK(bad == 0, "%s hardswish_fq: %d of %d values differ from the portable steps", cfg->isa, bad,
+        N);
 }
 
 static void test_elementwise(const em_cpu_config *cfg) {
@@ -108,7 +126,7 @@ static void test_elementwise(const em_cpu_config *cfg) {
         double want = ref_act(act, a[i], fp);
         if (act == EMC_ACT_SQRT || act == EMC_ACT_RSQRT)
           want = act == EMC_ACT_SQRT ? sqrt(a[i]) : 1 / sqrt(a[i]);
-        if (act == EMC_ACT_FAKEQUANT) /* exact: the same f32 steps */
+        if (act == EMC_ACT_FAKEQUANT || act == EMC_ACT_HARDSWISH_FQ) /* exact: the same f32 steps */
           ok &= y[i] == (float)want;
         else
           ok &= fabs(y[i] - want) <= 2e-6 + 2e-6 * fabs(want);
@@ -157,6 +175,7 @@ static void test_isa(const em_cpu_config *cfg) {
   test_copy_stride2(cfg);
   test_transpose(cfg);
   test_elementwise(cfg);
+  test_hardswish_fq_bits(cfg);
 }
 
 int main(void) {

@@ -16,8 +16,8 @@ import numpy as np
 MAGIC = b"EMC1"
 # 4: residual in[3] of conv2d and gemm; 5: EMC_CONV_PAIRS; 6: EMC_CONV_IN_SCALE; 7: softmax
 # input scale and mask; 8: int8 convs; 9: Winograd at load, per-token fake-quant;
-# 10: EMC_CONV_Q8_WINO
-VERSION = 10
+# 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8; 11: EMC_ACT_HARDSWISH_FQ
+VERSION = 11
 MAX_DIMS = 6
 MR = 6
 ALIGN = 64
@@ -59,6 +59,7 @@ ACT = {
     "neg": 12,
     "abs": 13,
     "fakequant": 14,
+    "hardswish_fq": 15,
 }
 # Conv ip slots.
 CONV_DEPTHWISE, CONV_SCRATCH_OFF, CONV_SCRATCH_NBYTES = 9, 10, 11

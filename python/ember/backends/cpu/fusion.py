@@ -223,7 +223,11 @@ def _fuse_acts(ops: list[Op], u: _Uses) -> None:
         ):
             continue
         p.act = act.act
-        if act.act == "clamp":
+        if act.act == "hardswish_fq":
+            fp = (list(p.fp) + [0.0] * 8)[:8]
+            fp[0], fp[1], fp[3:8] = act.fp[0], act.fp[1], act.fp[3:8]
+            p.fp = fp
+        elif act.act == "clamp":
             p.fp = (p.fp + [0.0, 0.0])[: max(len(p.fp), 2)]
             p.fp[0], p.fp[1] = act.fp[0], act.fp[1]
         p.outs = act.outs
@@ -352,11 +356,14 @@ def _is_scalar_bin(o: Op | None, op: str, v: float) -> bool:
 
 
 def _hard_patterns(ops: list[Op], u: _Uses) -> None:
-    """x+3 clamped to [0,6] then /6 (hardsigmoid), or x * that / 6 (hardswish)."""
+    """x+3 clamped to [0,6] then /6 (hardsigmoid), or x * that / 6 (hardswish). In an int8 Q/DQ
+    graph the hardswish's division carries the fake-quant of its output: the three ops become
+    one ``hardswish_fq`` (EMC_ACT_HARDSWISH_FQ, the same f32 steps, then the fake-quant)."""
     for d in list(ops):
         if d not in ops or not (_is_scalar_bin(d, "div", 6.0) or _is_scalar_bin(d, "mul", 1 / 6)):
             continue
-        if d.act != "none":
+        fq = d.act == "fakequant" and _is_scalar_bin(d, "div", 6.0)
+        if d.act != "none" and not fq:
             continue
         m = u.producer(d.ins[0])
         if m is None or not u.private(d.ins[0], d):
@@ -375,7 +382,7 @@ def _hard_patterns(ops: list[Op], u: _Uses) -> None:
             return None
 
         h = h0_of(d.ins[0], d)
-        if h is not None:
+        if h is not None and not fq:
             d.kind, d.ins, d.act, d.ip, d.fp = "unary", [h.ins[0]], "hardsigmoid", [], []
             _absorb(ops, h, d)
             continue
@@ -394,7 +401,12 @@ def _hard_patterns(ops: list[Op], u: _Uses) -> None:
                     and h.ins[0].root() is x.root()
                     and x.shape == d.outs[0].shape
                 ):
-                    d.kind, d.ins, d.act, d.ip, d.fp = "unary", [x], "hardswish", [], []
+                    if fq:
+                        fp = list(d.fp[:8])
+                        fp[2] = 0.0
+                        d.kind, d.ins, d.act, d.ip, d.fp = "unary", [x], "hardswish_fq", [], fp
+                    else:
+                        d.kind, d.ins, d.act, d.ip, d.fp = "unary", [x], "hardswish", [], []
                     _absorb(ops, h, d)
                     _absorb(ops, m, d)
                     break
@@ -508,7 +520,7 @@ def _conv_q8(ops: list[Op], u: _Uses) -> None:
             or a.get("in_scale") is not None
             or len(conv.outs) != 1
             or p is None
-            or p.act != "fakequant"
+            or p.act not in ("fakequant", "hardswish_fq")
             or not any(o.root() is x.root() for o in p.outs[:1])
             or math.prod(p.outs[0].shape) != math.prod(x.shape)
             or a["w"].shape[1] * a["w"].shape[2] * a["w"].shape[3] > 65536
