@@ -39,9 +39,9 @@ typedef struct em_cpu_backend_options {
   /* Logs each operator's time at INFO on every execute (one thread: its CPU time; with a pool:
      wall-clock time). */
   bool profile;
-  /* Int8 3x3 convs stored with a Winograd alternative (blob EMC_CONV_Q8_WINO): 0 lets the CPU
-     decide (f32 Winograd where AVX-512 runs as two halves, Zen 4; int8 elsewhere), 1 always
-     runs them as f32 Winograd, -1 always in int8. */
+  /* Int8 3x3 convs stored with a Winograd alternative (blob EMC_CONV_Q8_WINO): 0 the default
+     (int8: faster on every CPU measured, Zen 4 and Zen 5), 1 always runs them as f32 Winograd,
+     -1 always in int8. */
   int q8_winograd;
 } em_cpu_backend_options;
 

@@ -33,8 +33,9 @@ typedef struct em_cpu_features {
   bool amx_bf16;   /* AMX tiles with bf16 products, and the OS lets this process use them */
   bool neon;       /* AArch64 Advanced SIMD */
   /* AVX-512 executed as two 256-bit halves (AMD family 19h, Zen 4): half the int8 VNNI
-     throughput per instruction of full-width cores, so kernel choices that trade int8 products
-     for f32 ones (EmberCpuBackend's int8 3x3 convs) differ there. */
+     throughput per instruction of full-width cores, for kernel choices that trade int8 products
+     for f32 ones (measured, none does today: EmberCpuBackend's int8 3x3 convs beat their f32
+     Winograd alternative there too). */
   bool avx512_split;
 } em_cpu_features;
 

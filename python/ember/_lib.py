@@ -206,7 +206,7 @@ def configure_cpu_backend(
     no environment variable; :func:`lib` maps ``EMBER_CPU_ISA``, ``EMBER_CPU_NO_FUSE``,
     ``EMBER_CPU_PROFILE`` and ``EMBER_CPU_Q8_WINOGRAD`` onto this once). ``q8_winograd``: int8
     3x3 convs stored with a Winograd alternative run as f32 Winograd (1), in int8 (-1), or as
-    the CPU prefers (0: Winograd where AVX-512 runs as two halves, Zen 4). An ISA this CPU lacks
+    the default (0: int8, the faster on every CPU measured). An ISA this CPU lacks
     raises ``ValueError``."""
     L = L or lib()
     if not hasattr(L, "em_cpu_backend_configure"):  # a library built before the options API

@@ -1,15 +1,15 @@
 """Int8 3x3 convs with a Winograd alternative (EmberCpuBackend blob EMC_CONV_Q8_WINO, version 10).
 
 Where the f32 path would be a Winograd F(4x4) conv, an int8 conv's file carries both forms: the
-int8 panels it runs by default, and what a CPU that prefers f32 Winograd (AVX-512 as two halves,
-Zen 4) needs to run it as that Winograd conv instead — the weights' own scales, slots and
-scratch. That CPU transforms the int8 weights (q * s_w in f32, as the program's dequantize
+int8 panels it runs by default, and what the runtime needs to run it as that Winograd conv
+instead when the backend's ``q8_winograd`` option asks — the weights' own scales, slots and
+scratch. The runtime then transforms the int8 weights (q * s_w in f32, as the program's dequantize
 computes them) at init. Checked here, with the choice forced through the backend's options:
 
 - as Winograd, the program gives the same bits as the same graph exported with f32 convs (the
   int8 conv fusion switched off: dequantized f32 weights, Winograd filters at load);
 - in int8, it stays within one output step of the portable kernels, like every int8 conv;
-- the CPU's own choice is one of the two;
+- the default is int8 (faster on every CPU measured, Zen 4 and Zen 5);
 - corrupted fields of the alternative are refused at load, naming what was wrong.
 
 Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_q8wino.py
@@ -131,11 +131,12 @@ def test_int8_choice_within_one_step_of_portable(programs, choice) -> None:
         diff = (got - want).abs()
         assert diff.max().item() <= step * 1.001, (diff.max().item(), step)
         assert (diff > 0).float().mean().item() <= 0.02
+    int8 = _run(prog, inputs)
     configure_cpu_backend(q8_winograd=0)
     auto = _run(prog, inputs)
     configure_cpu_backend(q8_winograd=1)
     wino = _run(prog, inputs)
-    assert torch.equal(auto, got) or torch.equal(auto, wino)
+    assert torch.equal(auto, int8) and not torch.equal(auto, wino)
 
 
 def test_choice_through_the_cli_switch(programs, tmp_path) -> None:

@@ -44,10 +44,10 @@ def _pack_conv_q8(op: Op, out: TensorSpec, wino: int = 0) -> PackedConv:
 
     ``wino`` (a tile m): the conv also carries its Winograd F(m x m) alternative
     (EMC_CONV_Q8_WINO) — the table a third part, the weights' own scales s_w, and the slots and
-    scratch of that Winograd conv — which a CPU where f32 Winograd beats the int8 products (AVX-512
-    as two halves, Zen 4: ResNet-18's 64 -> 64 on 56x56, 1.05 ms in F(4x4) against 1.48 in int8)
-    runs instead, from filters it transforms at init; elsewhere (Zen 5: int8 ResNet-18 8.4 ->
-    6.4 ms) it runs in int8."""
+    scratch of that Winograd conv — which the runtime runs instead, from filters it transforms at
+    init, when its ``q8_winograd`` option asks. By default it runs in int8: faster on Zen 5
+    (int8 ResNet-18 8.4 -> 6.4 ms) and, since the fast quantizer and packer, on Zen 4 (11.8
+    against 13.9 ms; the 64 -> 64 conv on 56x56 0.67-0.77 ms against 1.08-1.16 in F(4x4))."""
     wq, sw = op.attrs["wq"]
     q8 = op.attrs["q8"]
     co, cin, kh, kw = wq.shape
