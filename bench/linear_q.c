@@ -10,6 +10,8 @@
  *
  *   cc -O2 -Iinclude -Ikernels bench/linear_q.c build/libember.a -lpthread -lm -o linear_q_bench
  *   ./linear_q_bench [threads...]            (default: 1 2; EMBER_CPU_ISA caps the ISA)
+ *   LQ_1B=1 ./linear_q_bench 1               (Llama-3.2-1B's shapes; LQ_PAIRS=0/1 forces the
+ *                                             decode tile's row order for an A/B)
  */
 #define _POSIX_C_SOURCE 199309L
 #include <immintrin.h>
@@ -210,12 +212,18 @@ int main(int argc, char **argv) {
   em_register_prim_ops();
   em_register_portable_kernels();
   em_register_quantized_kernels();
+  if (getenv("LQ_PAIRS")) /* LQ_PAIRS=0 / 1: force the decode tile's row order (A/B) */
+    em_linear_q_force_pairs(atoi(getenv("LQ_PAIRS")));
   int threads[8] = {1, 2}, n_threads = 2;
   if (argc > 1) {
     n_threads = 0;
     for (int i = 1; i < argc && n_threads < 8; i++) threads[n_threads++] = atoi(argv[i]);
   }
-  static const int64_t shapes[][2] = {{576, 1536}, {1536, 576}, {576, 49152}}; /* K, N */
+  static const int64_t shapes_135m[][2] = {{576, 1536}, {1536, 576}, {576, 49152}}; /* K, N */
+  /* LQ_1B=1: Llama-3.2-1B's (q/o, gate/up, down, a 32k slice of the 128k head) */
+  static const int64_t shapes_1b[][2] = {{2048, 2048}, {2048, 8192}, {8192, 2048}, {2048, 32768}};
+  const int64_t(*shapes)[2] = getenv("LQ_1B") ? shapes_1b : shapes_135m;
+  size_t n_shapes = getenv("LQ_1B") ? 4 : 3;
   static const int64_t ms[] = {1, 128};
   struct {
     kind k;
@@ -230,7 +238,7 @@ int main(int argc, char **argv) {
     printf(
         "| K -> N | M | weights | time/call | weight GB/s | %% of read BW | GFLOP/s | vs f32 |\n");
     printf("|---|---:|---|---:|---:|---:|---:|---:|\n");
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+    for (size_t si = 0; si < n_shapes; si++)
       for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
         double f32_time = 0;
         for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {

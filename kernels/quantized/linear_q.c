@@ -33,12 +33,12 @@ static const em_qlinear_config configs[] = {
     {"avx512vnni", 4, 8, em_qd8_qc4w_f32_gemm_ukernel_4x8__avx512vnni,
      em_qd8_qc8w_f32_gemm_ukernel_4x8__avx512vnni, em_qd8_q4_pack_ukernel__avx512vnni,
      em_qd8_q8_pack_ukernel__avx512vnni, em_qd8_prefill__avx512vnni, em_qd8_offsets__avx512vnni, 1,
-     1, em_qd8_cvt_f16__avx512vnni},
+     1, em_qd8_cvt_f16__avx512vnni, 1},
     {"avx2", 4, 4, em_qd8_qc4w_f32_gemm_ukernel_4x4__avx2, em_qd8_qc8w_f32_gemm_ukernel_4x4__avx2,
      em_qd8_q4_pack_ukernel__avx2, em_qd8_q8_pack_ukernel__avx2, NULL, NULL, 0, 0,
-     em_qd8_cvt_f16__avx2},
+     em_qd8_cvt_f16__avx2, 0},
 #endif
-    {"portable", 1, 16, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL},
+    {"portable", 1, 16, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, 0},
 };
 #define N_CONFIGS (sizeof configs / sizeof configs[0])
 
@@ -77,6 +77,28 @@ em_status em_linear_q_force_isa(const char *isa) {
 }
 
 const char *em_linear_q_isa(void) { return config_get()->isa; }
+
+/* -1: automatic; 0 / 1: forced (tests). */
+static _Atomic int forced_pairs = -1;
+
+em_status em_linear_q_force_pairs(int mode) {
+  if (mode < -1 || mode > 1) return EM_ERR_INVALID_ARGUMENT;
+  atomic_store_explicit(&forced_pairs, mode, memory_order_release);
+  return EM_OK;
+}
+
+/* Whether a decode call with rows of kbytes weight bytes streams them in pairs. */
+static int use_pairs(const em_qlinear_config *cfg, size_t kbytes) {
+  if (!cfg->decode_pairs) return 0;
+  int mode = atomic_load_explicit(&forced_pairs, memory_order_acquire);
+  if (mode >= 0) return mode;
+#if defined(EMBER_LINEAR_Q_X86)
+  return em_cpu_features_get()->avx512_split && kbytes <= EM_QL_PAIRS_MAX_KBYTES;
+#else
+  (void)kbytes;
+  return 0;
+#endif
+}
 
 /* ---- activation quantization ----------------------------------------------------------------- */
 
@@ -482,6 +504,7 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
     /* f16 scales: the decode kernel reads them itself where it can (p->half), else run_tiles
      * points ws_base / off_base at its f32 copies */
     p->half = half && simd && rc == 1 && cfg->decode_f16 && (!offs || fuse);
+    p->pairs = simd && rc == 1 && use_pairs(cfg, kbytes);
     p->ws_base = s->data;
     p->off_base = fuse ? offs->data : NULL;
     p->gsum = fuse ? gsum : NULL;

@@ -1,7 +1,7 @@
 /*
  * linear_q_gemm__avx512vnni.c — AVX-512 VNNI micro-kernels of ember::linear_q4 / linear_q8
- * (linear_q.h): a tile of up to 4 activation rows x 8 weight rows per call (1x8 for decode, two
- * 4x4 tiles otherwise).
+ * (linear_q.h): a tile of up to 4 activation rows x 8 weight rows per call (1x8 for decode, its
+ * rows read all at once or, p->pairs, two at a time; two 4x4 tiles otherwise).
  *
  * vpdpbusd multiplies unsigned by signed bytes, four per 32-bit lane. The weights become the
  * unsigned operand by their offset (q4: the stored nibble q + 8; q8: q ^ 0x80 = q + 128) and the
@@ -227,6 +227,115 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, i
   if (nc > 4) store_row(reduce4(c4, c5, c6, c7), nc - 4, bias ? bias + 4 : NULL, y + 4);
 }
 
+/* ---- decode streaming two weight rows at a time (p->pairs) ----
+ *
+ * tile_1x8 reads its 8 rows chunk by chunk: 8 weight streams at once. On Zen 4 one core streams
+ * far faster from two adjacent rows (one contiguous run of 2 * w_stride bytes) prefetched in
+ * address order (bench/results/llm_1b_zen4_2026-12-03.md), so tile_1x8p runs the tile's rows in
+ * pairs, each over the whole row. Its price: the packed activations are read once per pair
+ * instead of once per tile, so the driver asks for it only while they stay in L1 beside the
+ * weight stream (EM_QL_PAIRS_MAX_KBYTES). Per column the arithmetic and its order are those of
+ * tile_1x8, so both give the same bits. */
+
+/* Rows j0 and j1 = j0 + 1 of a tile (w0, w1 = w0 + w_stride; w1 == w0 when j0 is the last
+ * column, its results then dropped) over all chunks into *r0 / *r1, prefetching the pair `ahead`
+ * pairs on, two lines a chunk in address order. */
+static inline __attribute__((always_inline)) void
+pair_1x2(int bits, int offs, int half, const uint8_t *a, const uint8_t *w0, const uint8_t *w1,
+         const char *s0, const char *s1, const char *o0, const char *o1, size_t ahead,
+         const em_qgemm_params *p, __m512 *r0, __m512 *r1) {
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i gidx = _mm512_srl_epi32(iota, _mm_cvtsi32_si128((int)(p->gl_shift & 31)));
+  const size_t n_chunks = (p->kbytes + 63) / 64, esz = half ? 2 : 4;
+  const uint8_t *pf = w0 + ahead * 2 * p->w_stride;
+  /* the pair's scales (offsets): 2 rows of ws_stride elements, contiguous, over the chunks */
+  const char *pfs = s0 + ahead * 2 * p->ws_stride * esz;
+  const char *pfo = offs ? o0 + ahead * 2 * p->ws_stride * esz : NULL;
+  const size_t ws_lines = (2 * p->ws_stride * esz + 63) / 64;
+  const size_t ws_per = (ws_lines + n_chunks - 1) / n_chunks;
+  const unsigned sh = p->gl_shift;
+  const int hoist = half && sh < 4; /* as in tile_1x8 */
+  const size_t cpl = hoist ? (size_t)1 << sh : 1;
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0;
+  __m512 sv0 = c0, sv1 = c0, ov0 = c0, ov1 = c0;
+  for (size_t c = 0; c < n_chunks; c++) {
+    size_t lanes, off = c * 64;
+    __m512i idx = gidx;
+    if (hoist) {
+      size_t cc = c & (cpl - 1);
+      if (cc == 0) {
+        size_t g0 = (c * 16) >> sh, rem = p->ws_stride - g0;
+        __mmask32 gm = rem >= 16 ? (__mmask32)0xFFFF : (__mmask32)((1u << rem) - 1);
+#define LOADH(ptr)                                                                                 \
+  _mm512_cvtph_ps(_mm512_castsi512_si256(                                                          \
+      _mm512_maskz_loadu_epi16(gm, (const uint16_t *)(const void *)(ptr) + g0)))
+        sv0 = LOADH(s0);
+        sv1 = LOADH(s1);
+        if (offs) {
+          ov0 = LOADH(o0);
+          ov1 = LOADH(o1);
+          const __m512 gs = _mm512_maskz_loadu_ps((__mmask16)gm, p->gsum + g0);
+          c0 = _mm512_fmadd_ps(ov0, gs, c0);
+          c1 = _mm512_fmadd_ps(ov1, gs, c1);
+        }
+#undef LOADH
+      }
+      idx = _mm512_add_epi32(gidx, _mm512_set1_epi32((int)(cc << (4 - sh))));
+    }
+    for (size_t i = c * ws_per; i < (c + 1) * ws_per && i < ws_lines; i++) {
+      _mm_prefetch(pfs + i * 64, _MM_HINT_T0);
+      if (offs) _mm_prefetch(pfo + i * 64, _MM_HINT_T0);
+    }
+    _mm_prefetch((const char *)(pf + 2 * off), _MM_HINT_T0);
+    _mm_prefetch((const char *)(pf + 2 * off + 64), _MM_HINT_T0);
+    __mmask64 mask = chunk_mask(c, p, &lanes);
+    const __m512i a0 = _mm512_load_si512(a + off);
+    const __m512i a1 = bits == 4 ? _mm512_load_si512(a + p->off_a1 + off) : a0;
+    const __m512i corr = _mm512_load_si512(a + p->off_corr + off);
+    const __m512 sl = _mm512_load_ps((const float *)(a + p->off_sl) + c * 16);
+    __m512i lo, hi;
+#define SCALE(ptr, vec)                                                                            \
+  (hoist  ? _mm512_permutexvar_ps(idx, vec)                                                        \
+   : half ? wscale_h((const uint16_t *)(const void *)(ptr), c, lanes, p, gidx)                     \
+          : wscale((const float *)(const void *)(ptr), c, lanes, p, gidx))
+    decode(bits, w0 + off, mask, &lo, &hi);
+    c0 = mac_pre(bits, c0, a0, a1, corr, sl, lo, hi, SCALE(s0, sv0));
+    decode(bits, w1 + off, mask, &lo, &hi);
+    c1 = mac_pre(bits, c1, a0, a1, corr, sl, lo, hi, SCALE(s1, sv1));
+    if (offs && !hoist) {
+      const __m512 sf = _mm512_load_ps((const float *)(a + p->off_sf) + c * 16);
+      c0 = _mm512_fmadd_ps(SCALE(o0, ov0), sf, c0);
+      c1 = _mm512_fmadd_ps(SCALE(o1, ov1), sf, c1);
+    }
+#undef SCALE
+  }
+  *r0 = c0;
+  *r1 = c1;
+}
+
+/* tile_1x8's result from four pairs of rows streamed one after another (pair_1x2); columns past
+ * nc are not computed. The prefetch runs about 8 KiB ahead, at least one pair. */
+static inline __attribute__((always_inline)) void tile_1x8p(int bits, int offs, int half, size_t nc,
+                                                            const uint8_t *a, const uint8_t *w,
+                                                            const void *ws, const float *bias,
+                                                            float *y, const em_qgemm_params *p) {
+  const size_t esz = half ? 2 : 4, pair_bytes = 2 * p->w_stride;
+  const size_t ahead = pair_bytes >= 8192 ? 1 : 8192 / pair_bytes;
+  const char *wsc = (const char *)ws;
+  const char *osc = offs ? (const char *)p->off_base + (wsc - (const char *)p->ws_base) : wsc;
+  __m512 c[8];
+  for (size_t j = 0; j < 8; j++) c[j] = _mm512_setzero_ps();
+  for (size_t j0 = 0; j0 < nc; j0 += 2) {
+    size_t j1 = j0 + 1 < nc ? j0 + 1 : j0;
+    pair_1x2(bits, offs, half, a, w + j0 * p->w_stride, w + j1 * p->w_stride,
+             wsc + j0 * p->ws_stride * esz, wsc + j1 * p->ws_stride * esz,
+             osc + j0 * p->ws_stride * esz, osc + j1 * p->ws_stride * esz, ahead, p, &c[j0],
+             &c[j0 + 1]);
+  }
+  store_row(reduce4(c[0], c[1], c[2], c[3]), nc < 4 ? nc : 4, bias, y);
+  if (nc > 4) store_row(reduce4(c[4], c[5], c[6], c[7]), nc - 4, bias ? bias + 4 : NULL, y + 4);
+}
+
 /* Up to 4 activation rows x 4 weight rows (prefill): each weight chunk is decoded once for the
  * four rows; rows past mr repeat the last one (computed, never stored). */
 static inline __attribute__((always_inline)) void
@@ -302,14 +411,21 @@ static inline __attribute__((always_inline)) void gemm(int bits, size_t mr, size
                                                        const void *ws, const float *bias, float *y,
                                                        size_t ldy, const em_qgemm_params *p) {
   if (mr == 1) {
-    if (p->half && p->off_base)
-      tile_1x8(bits, 1, 1, nc, a, w, ws, bias, y, p);
-    else if (p->half)
-      tile_1x8(bits, 0, 1, nc, a, w, ws, bias, y, p);
-    else if (p->off_base)
-      tile_1x8(bits, 1, 0, nc, a, w, ws, bias, y, p);
-    else
-      tile_1x8(bits, 0, 0, nc, a, w, ws, bias, y, p);
+#define TILE(t)                                                                                    \
+  if (p->half && p->off_base)                                                                      \
+    t(bits, 1, 1, nc, a, w, ws, bias, y, p);                                                       \
+  else if (p->half)                                                                                \
+    t(bits, 0, 1, nc, a, w, ws, bias, y, p);                                                       \
+  else if (p->off_base)                                                                            \
+    t(bits, 1, 0, nc, a, w, ws, bias, y, p);                                                       \
+  else                                                                                             \
+    t(bits, 0, 0, nc, a, w, ws, bias, y, p)
+    if (p->pairs) {
+      TILE(tile_1x8p);
+    } else {
+      TILE(tile_1x8);
+    }
+#undef TILE
     return;
   }
   const float *wsf = ws; /* f32 here: the driver converts f16 scales for tiles of rows */

@@ -571,3 +571,48 @@ def test_half_schemes_store_f16(scheme: str) -> None:
     assert (m[0].offsets is not None) == (scheme == "4w32h")
     if m[0].offsets is not None:
         assert m[0].offsets.dtype == torch.float16
+
+
+# ---- decode rows streamed in pairs (p->pairs, AVX-512) -------------------------------------------
+
+
+@contextmanager
+def _pairs(mode: int) -> Iterator[None]:
+    L = _lib()
+    L.em_linear_q_force_pairs.argtypes = [ctypes.c_int]
+    L.em_linear_q_force_pairs.restype = ctypes.c_int
+    assert L.em_linear_q_force_pairs(mode) == 0
+    try:
+        yield
+    finally:
+        L.em_linear_q_force_pairs(-1)
+
+
+@pytest.mark.parametrize("bits,gs", [(4, 32), (4, 64), (4, 128), (8, 0), (8, 32), (8, 128)])
+@pytest.mark.parametrize("scales", ["f32", "f32+off", "f16", "f16+off"])
+def test_decode_pairs_same_bits_as_eight_rows(bits: int, gs: int, scales: str) -> None:
+    # M = 1: the tile's rows streamed two at a time give the very bits of the eight-row tile (same
+    # arithmetic per column, same order) and the portable kernel's result. N odd (a pair of one
+    # row), N < 8 (a short tile), N past a tile; K with a short last chunk (q4 K = 96: 48 bytes),
+    # K = 8192 (rows past the automatic choice's limit); 1 and 2 threads.
+    shapes = [(1, 13, 1152), (1, 3, 96), (1, 8, 2048), (1, 21, 8192), (1, 1, 128), (1, 70, 640)]
+    half, affine = scales.startswith("f16"), scales.endswith("+off")
+    L = _lib()
+    L.em_linear_q_force_pairs.argtypes = [ctypes.c_int]
+    assert L.em_linear_q_force_pairs(2) != 0  # only -1, 0, 1
+    for i, (m, n, k) in enumerate(sh for sh in shapes if sh[2] % (gs or 32) == 0):
+        if half:
+            x, q, s, b, off = _make_half(bits, gs, m, n, k, 700 + i, affine)
+        else:
+            x, q, s, b = _make(bits, gs, m, n, k, 700 + i, bias=i % 2 == 0)
+            off = _offsets(s, i) if affine else None
+        with _isa("portable"):
+            want = _run_c(bits, x, q, s, gs, b, off=off)
+        with _isa("avx512vnni"):
+            for threads in (1, 2):
+                with _pairs(0):
+                    rows8 = _run_c(bits, x, q, s, gs, b, threads, off=off)
+                with _pairs(1):
+                    pairs = _run_c(bits, x, q, s, gs, b, threads, off=off)
+                assert torch.equal(pairs, rows8), (bits, gs, scales, n, k, threads)
+                _close(pairs, want)
