@@ -87,15 +87,17 @@ em_status em_linear_q_force_pairs(int mode) {
   return EM_OK;
 }
 
-/* Whether a decode call with rows of kbytes weight bytes streams them in pairs. */
-static int use_pairs(const em_qlinear_config *cfg, size_t kbytes) {
+/* Whether a decode call with rows of kbytes weight bytes streams them in pairs: on Zen 4 when the
+ * packed activations each pair re-reads (a0, a1 folded; + corr, sl otherwise) stay in L1. */
+static int use_pairs(const em_qlinear_config *cfg, int bits, size_t kbytes, int fold) {
   if (!cfg->decode_pairs) return 0;
   int mode = atomic_load_explicit(&forced_pairs, memory_order_acquire);
   if (mode >= 0) return mode;
 #if defined(EMBER_LINEAR_Q_X86)
-  return em_cpu_features_get()->avx512_split && kbytes <= EM_QL_PAIRS_MAX_KBYTES;
+  size_t act = kbytes * (size_t)(fold ? (bits == 4 ? 2 : 1) : (bits == 4 ? 4 : 3));
+  return em_cpu_features_get()->avx512_split && act <= EM_QL_PAIRS_MAX_ACT_BYTES;
 #else
-  (void)kbytes;
+  (void)bits, (void)kbytes, (void)fold;
   return 0;
 #endif
 }
@@ -351,10 +353,12 @@ static void block_corr(int bits, uint8_t *row, int64_t k, const em_qgemm_params 
   int32_t off = bits == 4 ? 8 : 128;
   for (int64_t l = 0; l < lanes; l++) sf[l] = sl[l] * (float)(-corr[l] / off);
   memset(sf + lanes, 0, p->off_bc - p->off_sf - (size_t)lanes * 4);
+  float *sb = (float *)(row + p->off_sb);
   for (int64_t b = 0; b < k / EM_QA_BLOCK; b++) {
     int32_t t = 0;
     for (int64_t l = b * lpb; l < (b + 1) * lpb; l++) t += corr[l];
     bc[b] = t;
+    sb[b] = sl[b * lpb];
   }
 }
 
@@ -440,7 +444,8 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
   p->off_sl = p->off_corr + kbp;
   p->off_sf = p->off_sl + kbp;
   p->off_bc = p->off_sf + kbp;
-  p->a_stride = p->off_bc + round_up((size_t)(k / EM_QA_BLOCK) * 4, 64);
+  p->off_sb = p->off_bc + round_up((size_t)(k / EM_QA_BLOCK) * 4, 64);
+  p->a_stride = p->off_sb + round_up((size_t)(k / EM_QA_BLOCK) * 4, 64);
   p->w_stride = kbytes;
   p->ws_stride = (size_t)n_groups;
   p->gl_shift = 63;
@@ -461,9 +466,13 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
   int8_t *qa = em_kernel_alloc_temp(ctx, round_up((size_t)rows * (size_t)k, 64), 64);
   float *sa = em_kernel_alloc_temp(ctx, (size_t)rows * (size_t)(k / EM_QA_BLOCK) * 4 + 4, 64);
   uint8_t *packed = simd ? em_kernel_alloc_temp(ctx, (size_t)rows * p->a_stride, 64) : NULL;
+  /* The folded decode (f16 scales in groups of one activation block, M = 1) needs the group sums
+   * without offsets too. */
+  int fold =
+      half && simd && m == 1 && group == EM_QA_BLOCK && cfg->decode_f16 && cfg->fused_offsets;
   float *gsum =
-      offs ? em_kernel_alloc_temp(ctx, (size_t)rows * (size_t)n_groups * 4 + 4, 64) : NULL;
-  EM_KCHECK(ctx, qa && sa && (!simd || packed) && (!offs || gsum),
+      offs || fold ? em_kernel_alloc_temp(ctx, (size_t)rows * (size_t)n_groups * 4 + 4, 64) : NULL;
+  EM_KCHECK(ctx, qa && sa && (!simd || packed) && (!(offs || fold) || gsum),
             "needs %zu bytes of temp memory per input row (M = %lld, K = %lld)", row_bytes,
             (long long)m, (long long)k);
   const float *xp = x->data;
@@ -477,7 +486,7 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
       if (simd && pack) {
         pack(xp + (r0 + r) * k, (size_t)k, packed + (size_t)r * p->a_stride, p);
         block_corr(bits, packed + (size_t)r * p->a_stride, k, p);
-        if (offs)
+        if (offs || fold)
           group_sums_packed(bits, packed + (size_t)r * p->a_stride, k, group, p,
                             gsum + r * n_groups);
         continue;
@@ -487,7 +496,7 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
         pack_row(bits, q, sr, k, packed + (size_t)r * p->a_stride, p);
         block_corr(bits, packed + (size_t)r * p->a_stride, k, p);
       }
-      if (offs) group_sums_plain(q, sr, k, group, gsum + r * n_groups);
+      if (offs || fold) group_sums_plain(q, sr, k, group, gsum + r * n_groups);
     }
     /* (the tiles gather 16 rows with 32-bit byte offsets) */
     if (simd && cfg->prefill && rc >= EM_QPREFILL_MIN_M && p->w_stride <= INT32_MAX / 16) {
@@ -504,10 +513,11 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
     /* f16 scales: the decode kernel reads them itself where it can (p->half), else run_tiles
      * points ws_base / off_base at its f32 copies */
     p->half = half && simd && rc == 1 && cfg->decode_f16 && (!offs || fuse);
-    p->pairs = simd && rc == 1 && use_pairs(cfg, kbytes);
+    p->fold = fold && p->half;
+    p->pairs = simd && rc == 1 && use_pairs(cfg, bits, kbytes, p->fold);
     p->ws_base = s->data;
     p->off_base = fuse ? offs->data : NULL;
-    p->gsum = fuse ? gsum : NULL;
+    p->gsum = fuse || p->fold ? gsum : NULL;
     j.bias = bias && (!offs || fuse) ? bias->data : NULL;
     j.bias_post = bias && offs && !fuse ? bias->data : NULL;
     j.m = rc;

@@ -37,6 +37,7 @@
  *                        term is one more lane-wise FMA in the decode micro-kernel
  *   bc   int32 [K/32]    -off * (sum of the activations of block b): the corrections of the
  *                        prefill micro-kernels, whose lanes are weight columns (padded to 64 bytes)
+ *   sb   f32   [K/32]    a_scale of block b (the folded decode's, p->fold; padded to 64 bytes)
  *
  * Prefill (M >= EM_QPREFILL_MIN_M rows, where the ISA has it) takes another route: the weights of a
  * tile of EM_QTILE_N columns are re-laid out once per call into a column-interleaved scratch tile
@@ -65,7 +66,8 @@ typedef struct em_qgemm_params {
   size_t off_corr;
   size_t off_sl;
   size_t off_bc;
-  size_t off_sf;        /* with offsets: f32 [kbp/4] a_scale * (activation sum) of lane l */
+  size_t off_sb; /* f32 [K/32]: a_scale of each block (the folded decode reads them, p->fold) */
+  size_t off_sf; /* with offsets: f32 [kbp/4] a_scale * (activation sum) of lane l */
   const void *ws_base;  /* the whole scales tensor, and the offsets shaped like it: a kernel */
   const void *off_base; /* that fuses the offsets (M = 1) finds column n's at the same index;
                            off_base NULL: no offsets, or the driver adds them */
@@ -78,6 +80,8 @@ typedef struct em_qgemm_params {
                           63 when per channel (every lane in group 0) */
   int pairs;            /* mr == 1 on a configuration with decode_pairs: stream the tile's weight
                            rows two at a time (same results; the faster memory pattern on Zen 4) */
+  int fold;             /* with half and groups of 32 (= the activation blocks), mr == 1: the
+                           folded decode, which reads gsum (also without offsets) and off_sb */
 } em_qgemm_params;
 
 /*
@@ -154,15 +158,16 @@ em_status em_linear_q_force_isa(const char *isa);
 /*
  * Forces the decode micro-kernel's row order (tests and benchmarks; not thread-safe against
  * running kernels): 1 streams weight rows in pairs wherever the ISA can, 0 never, -1 restores the
- * automatic choice (pairs on CPUs that execute AVX-512 as two halves, Zen 4, for rows of at most
- * EM_QL_PAIRS_MAX_KBYTES weight bytes). Any other value: EM_ERR_INVALID_ARGUMENT.
+ * automatic choice (pairs on CPUs that execute AVX-512 as two halves, Zen 4, while the packed
+ * activations a pair re-reads fit in EM_QL_PAIRS_MAX_ACT_BYTES). Any other value:
+ * EM_ERR_INVALID_ARGUMENT.
  */
 em_status em_linear_q_force_pairs(int mode);
 
-/* Largest weight row (bytes) the automatic choice streams in pairs: beyond it the packed
- * activations a pair re-reads no longer stay in L1 (measured on Zen 4: K = 8192 q4 is no faster).
- */
-#define EM_QL_PAIRS_MAX_KBYTES 2048
+/* Most bytes of packed activations one pass of a pair may read for the automatic choice to
+ * stream in pairs: beyond it they no longer stay in L1 beside the weight stream (measured on
+ * Zen 4: K = 8192 q4 unfolded, 16 KiB a pass, is slower in pairs; folded, 8 KiB, faster). */
+#define EM_QL_PAIRS_MAX_ACT_BYTES 8192
 
 /* The ISA the linear_q kernels use now (detected once on first use). */
 const char *em_linear_q_isa(void);

@@ -9,7 +9,10 @@
  * each lane's integer is exact. A 64-byte chunk of a weight row is 16 lanes (q4: 128 elements in
  * 4 blocks; q8: 64 elements in 2 blocks); lanes are converted to f32 once per chunk and scaled by
  * a_scale(lane) * w_scale(lane) with one FMA. Tails (weight bytes per row not a multiple of 64)
- * use masked loads; the packed activations are zero-padded to 64 bytes.
+ * use masked loads; the packed activations are zero-padded to 64 bytes. The folded decode
+ * (p->fold: f16 scales, groups of 32) starts the lanes at zero instead and takes the offset's
+ * excess off per group in f32 with the offsets' term (mac_fold, fold_term): f32-rounding close to
+ * the exact form, not bit-equal to it.
  *
  * Compiled with -mavx512f -mavx512bw -mavx512vnni (CMakeLists.txt) and chosen at run time only
  * when CPUID reports them (linear_q.c). Elsewhere this file is empty.
@@ -118,6 +121,27 @@ static inline __attribute__((always_inline)) __m512 mac_pre(int bits, __m512 acc
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sl, sw), acc);
 }
 
+/* Folded decode (p->fold: f16 scales in groups of 32, the activation blocks): a lane's integer is
+ * the dot with the offset weights alone (no correction), scaled by w_scale * a_scale premultiplied
+ * once per 16 groups (s); the offset weights' excess, off * a_scale * (block sum) = off * S(g),
+ * leaves with the offsets' term, once per 16 groups (fold_term). Per chunk that drops the corr
+ * and sl loads and a multiply, and the packed activations a pass reads halve. */
+static inline __attribute__((always_inline)) __m512
+mac_fold(int bits, __m512 acc, __m512i a0, __m512i a1, __m512i lo, __m512i hi, __m512 s) {
+  __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, a0);
+  if (bits == 4) d = _mm512_dpbusd_epi32(d, hi, a1);
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, acc);
+}
+
+/* c + (offset(g) - off * w_scale(g)) * S(g) for 16 groups (lane g); without offsets the same with
+ * offset 0. off * w_scale is exact (a power of two). */
+static inline __attribute__((always_inline)) __m512 fold_term(int bits, int offs, __m512 c,
+                                                              __m512 sv, __m512 ov, __m512 gs) {
+  const __m512 moff = _mm512_set1_ps(bits == 4 ? -8.0f : -128.0f);
+  __m512 t = offs ? _mm512_fmadd_ps(moff, sv, ov) : _mm512_mul_ps(moff, sv);
+  return _mm512_fmadd_ps(t, gs, c);
+}
+
 #ifndef PF_TILES
 #define PF_TILES 2
 #endif
@@ -126,10 +150,9 @@ static inline __attribute__((always_inline)) __m512 mac_pre(int bits, __m512 acc
  * operands of a chunk are loaded once for the 8 columns; columns past nc repeat the last one.
  * OFFS: the offsets' term too, lane-wise: offset(lane's group) * sf(lane), summed with the rest.
  * HALF: the scales and offsets are f16 (converted per chunk as they are used). */
-static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, int half, size_t nc,
-                                                           const uint8_t *a, const uint8_t *w,
-                                                           const void *ws, const float *bias,
-                                                           float *y, const em_qgemm_params *p) {
+static inline __attribute__((always_inline)) void
+tile_1x8(int bits, int offs, int half, int fold, size_t nc, const uint8_t *a, const uint8_t *w,
+         const void *ws, const float *bias, float *y, const em_qgemm_params *p) {
   const uint8_t *wr[8];
   const char *sr[8], *orow[8];
   const size_t esz = half ? 2 : 4; /* bytes per scale */
@@ -175,7 +198,22 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, i
             ov[j] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(gm, o16)));
           }
         }
-        if (offs) { /* the 16 groups' offset terms at once: offset(g) * S(g), lane g */
+        if (fold) {
+          const __m512 gs = _mm512_maskz_loadu_ps((__mmask16)gm, p->gsum + g0);
+          const __m512 sb =
+              _mm512_maskz_loadu_ps((__mmask16)gm, (const float *)(a + p->off_sb) + g0);
+#define FOLD(J) c##J = fold_term(bits, offs, c##J, sv[J], ov[J], gs)
+          FOLD(0);
+          FOLD(1);
+          FOLD(2);
+          FOLD(3);
+          FOLD(4);
+          FOLD(5);
+          FOLD(6);
+          FOLD(7);
+#undef FOLD
+          for (size_t j = 0; j < 8; j++) sv[j] = _mm512_mul_ps(sv[j], sb);
+        } else if (offs) { /* the 16 groups' offset terms at once: offset(g) * S(g), lane g */
           const __m512 gs = _mm512_maskz_loadu_ps((__mmask16)gm, p->gsum + g0);
           c0 = _mm512_fmadd_ps(ov[0], gs, c0);
           c1 = _mm512_fmadd_ps(ov[1], gs, c1);
@@ -196,8 +234,9 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, i
     __mmask64 mask = chunk_mask(c, p, &lanes);
     const __m512i a0 = _mm512_load_si512(a + off);
     const __m512i a1 = bits == 4 ? _mm512_load_si512(a + p->off_a1 + off) : a0;
-    const __m512i corr = _mm512_load_si512(a + p->off_corr + off);
-    const __m512 sl = _mm512_load_ps((const float *)(a + p->off_sl) + c * 16);
+    const __m512i corr = fold ? _mm512_setzero_si512() : _mm512_load_si512(a + p->off_corr + off);
+    const __m512 sl =
+        fold ? _mm512_setzero_ps() : _mm512_load_ps((const float *)(a + p->off_sl) + c * 16);
     const __m512 sf = offs ? _mm512_load_ps((const float *)(a + p->off_sf) + c * 16) : sl;
     __m512i lo, hi;
     /* The tile PF_TILES ahead (its 8 rows are one contiguous block), line by line in address
@@ -210,7 +249,8 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, i
 #define COL(J)                                                                                     \
   _mm_prefetch((const char *)(pf + (c * 8 + J) * 64), _MM_HINT_T0);                                \
   decode(bits, wr[J] + off, mask, &lo, &hi);                                                       \
-  c##J = mac_pre(bits, c##J, a0, a1, corr, sl, lo, hi, SCALE(sr[J], sv[J]));                       \
+  c##J = fold ? mac_fold(bits, c##J, a0, a1, lo, hi, _mm512_permutexvar_ps(idx, sv[J]))            \
+              : mac_pre(bits, c##J, a0, a1, corr, sl, lo, hi, SCALE(sr[J], sv[J]));                \
   if (offs && !hoist) c##J = _mm512_fmadd_ps(SCALE(orow[J], ov[J]), sf, c##J)
     COL(0);
     COL(1);
@@ -234,16 +274,16 @@ static inline __attribute__((always_inline)) void tile_1x8(int bits, int offs, i
  * address order (bench/results/llm_1b_zen4_2026-12-03.md), so tile_1x8p runs the tile's rows in
  * pairs, each over the whole row. Its price: the packed activations are read once per pair
  * instead of once per tile, so the driver asks for it only while they stay in L1 beside the
- * weight stream (EM_QL_PAIRS_MAX_KBYTES). Per column the arithmetic and its order are those of
+ * weight stream (EM_QL_PAIRS_MAX_ACT_BYTES). Per column the arithmetic and its order are those of
  * tile_1x8, so both give the same bits. */
 
 /* Rows j0 and j1 = j0 + 1 of a tile (w0, w1 = w0 + w_stride; w1 == w0 when j0 is the last
  * column, its results then dropped) over all chunks into *r0 / *r1, prefetching the pair `ahead`
  * pairs on, two lines a chunk in address order. */
 static inline __attribute__((always_inline)) void
-pair_1x2(int bits, int offs, int half, const uint8_t *a, const uint8_t *w0, const uint8_t *w1,
-         const char *s0, const char *s1, const char *o0, const char *o1, size_t ahead,
-         const em_qgemm_params *p, __m512 *r0, __m512 *r1) {
+pair_1x2(int bits, int offs, int half, int fold, const uint8_t *a, const uint8_t *w0,
+         const uint8_t *w1, const char *s0, const char *s1, const char *o0, const char *o1,
+         size_t ahead, const em_qgemm_params *p, __m512 *r0, __m512 *r1) {
   const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512i gidx = _mm512_srl_epi32(iota, _mm_cvtsi32_si128((int)(p->gl_shift & 31)));
   const size_t n_chunks = (p->kbytes + 63) / 64, esz = half ? 2 : 4;
@@ -274,6 +314,16 @@ pair_1x2(int bits, int offs, int half, const uint8_t *a, const uint8_t *w0, cons
         if (offs) {
           ov0 = LOADH(o0);
           ov1 = LOADH(o1);
+        }
+        if (fold) { /* as in tile_1x8 */
+          const __m512 gs = _mm512_maskz_loadu_ps((__mmask16)gm, p->gsum + g0);
+          const __m512 sb =
+              _mm512_maskz_loadu_ps((__mmask16)gm, (const float *)(a + p->off_sb) + g0);
+          c0 = fold_term(bits, offs, c0, sv0, ov0, gs);
+          c1 = fold_term(bits, offs, c1, sv1, ov1, gs);
+          sv0 = _mm512_mul_ps(sv0, sb);
+          sv1 = _mm512_mul_ps(sv1, sb);
+        } else if (offs) {
           const __m512 gs = _mm512_maskz_loadu_ps((__mmask16)gm, p->gsum + g0);
           c0 = _mm512_fmadd_ps(ov0, gs, c0);
           c1 = _mm512_fmadd_ps(ov1, gs, c1);
@@ -291,17 +341,20 @@ pair_1x2(int bits, int offs, int half, const uint8_t *a, const uint8_t *w0, cons
     __mmask64 mask = chunk_mask(c, p, &lanes);
     const __m512i a0 = _mm512_load_si512(a + off);
     const __m512i a1 = bits == 4 ? _mm512_load_si512(a + p->off_a1 + off) : a0;
-    const __m512i corr = _mm512_load_si512(a + p->off_corr + off);
-    const __m512 sl = _mm512_load_ps((const float *)(a + p->off_sl) + c * 16);
+    const __m512i corr = fold ? _mm512_setzero_si512() : _mm512_load_si512(a + p->off_corr + off);
+    const __m512 sl =
+        fold ? _mm512_setzero_ps() : _mm512_load_ps((const float *)(a + p->off_sl) + c * 16);
     __m512i lo, hi;
 #define SCALE(ptr, vec)                                                                            \
   (hoist  ? _mm512_permutexvar_ps(idx, vec)                                                        \
    : half ? wscale_h((const uint16_t *)(const void *)(ptr), c, lanes, p, gidx)                     \
           : wscale((const float *)(const void *)(ptr), c, lanes, p, gidx))
     decode(bits, w0 + off, mask, &lo, &hi);
-    c0 = mac_pre(bits, c0, a0, a1, corr, sl, lo, hi, SCALE(s0, sv0));
+    c0 = fold ? mac_fold(bits, c0, a0, a1, lo, hi, _mm512_permutexvar_ps(idx, sv0))
+              : mac_pre(bits, c0, a0, a1, corr, sl, lo, hi, SCALE(s0, sv0));
     decode(bits, w1 + off, mask, &lo, &hi);
-    c1 = mac_pre(bits, c1, a0, a1, corr, sl, lo, hi, SCALE(s1, sv1));
+    c1 = fold ? mac_fold(bits, c1, a0, a1, lo, hi, _mm512_permutexvar_ps(idx, sv1))
+              : mac_pre(bits, c1, a0, a1, corr, sl, lo, hi, SCALE(s1, sv1));
     if (offs && !hoist) {
       const __m512 sf = _mm512_load_ps((const float *)(a + p->off_sf) + c * 16);
       c0 = _mm512_fmadd_ps(SCALE(o0, ov0), sf, c0);
@@ -315,10 +368,9 @@ pair_1x2(int bits, int offs, int half, const uint8_t *a, const uint8_t *w0, cons
 
 /* tile_1x8's result from four pairs of rows streamed one after another (pair_1x2); columns past
  * nc are not computed. The prefetch runs about 8 KiB ahead, at least one pair. */
-static inline __attribute__((always_inline)) void tile_1x8p(int bits, int offs, int half, size_t nc,
-                                                            const uint8_t *a, const uint8_t *w,
-                                                            const void *ws, const float *bias,
-                                                            float *y, const em_qgemm_params *p) {
+static inline __attribute__((always_inline)) void
+tile_1x8p(int bits, int offs, int half, int fold, size_t nc, const uint8_t *a, const uint8_t *w,
+          const void *ws, const float *bias, float *y, const em_qgemm_params *p) {
   const size_t esz = half ? 2 : 4, pair_bytes = 2 * p->w_stride;
   const size_t ahead = pair_bytes >= 8192 ? 1 : 8192 / pair_bytes;
   const char *wsc = (const char *)ws;
@@ -327,7 +379,7 @@ static inline __attribute__((always_inline)) void tile_1x8p(int bits, int offs, 
   for (size_t j = 0; j < 8; j++) c[j] = _mm512_setzero_ps();
   for (size_t j0 = 0; j0 < nc; j0 += 2) {
     size_t j1 = j0 + 1 < nc ? j0 + 1 : j0;
-    pair_1x2(bits, offs, half, a, w + j0 * p->w_stride, w + j1 * p->w_stride,
+    pair_1x2(bits, offs, half, fold, a, w + j0 * p->w_stride, w + j1 * p->w_stride,
              wsc + j0 * p->ws_stride * esz, wsc + j1 * p->ws_stride * esz,
              osc + j0 * p->ws_stride * esz, osc + j1 * p->ws_stride * esz, ahead, p, &c[j0],
              &c[j0 + 1]);
@@ -412,14 +464,18 @@ static inline __attribute__((always_inline)) void gemm(int bits, size_t mr, size
                                                        size_t ldy, const em_qgemm_params *p) {
   if (mr == 1) {
 #define TILE(t)                                                                                    \
-  if (p->half && p->off_base)                                                                      \
-    t(bits, 1, 1, nc, a, w, ws, bias, y, p);                                                       \
+  if (p->fold && p->off_base)                                                                      \
+    t(bits, 1, 1, 1, nc, a, w, ws, bias, y, p);                                                    \
+  else if (p->fold)                                                                                \
+    t(bits, 0, 1, 1, nc, a, w, ws, bias, y, p);                                                    \
+  else if (p->half && p->off_base)                                                                 \
+    t(bits, 1, 1, 0, nc, a, w, ws, bias, y, p);                                                    \
   else if (p->half)                                                                                \
-    t(bits, 0, 1, nc, a, w, ws, bias, y, p);                                                       \
+    t(bits, 0, 1, 0, nc, a, w, ws, bias, y, p);                                                    \
   else if (p->off_base)                                                                            \
-    t(bits, 1, 0, nc, a, w, ws, bias, y, p);                                                       \
+    t(bits, 1, 0, 0, nc, a, w, ws, bias, y, p);                                                    \
   else                                                                                             \
-    t(bits, 0, 0, nc, a, w, ws, bias, y, p)
+    t(bits, 0, 0, 0, nc, a, w, ws, bias, y, p)
     if (p->pairs) {
       TILE(tile_1x8p);
     } else {

@@ -594,7 +594,7 @@ def test_decode_pairs_same_bits_as_eight_rows(bits: int, gs: int, scales: str) -
     # M = 1: the tile's rows streamed two at a time give the very bits of the eight-row tile (same
     # arithmetic per column, same order) and the portable kernel's result. N odd (a pair of one
     # row), N < 8 (a short tile), N past a tile; K with a short last chunk (q4 K = 96: 48 bytes),
-    # K = 8192 (rows past the automatic choice's limit); 1 and 2 threads.
+    # K = 8192 (unfolded: rows past the automatic choice's limit); 1 and 2 threads.
     shapes = [(1, 13, 1152), (1, 3, 96), (1, 8, 2048), (1, 21, 8192), (1, 1, 128), (1, 70, 640)]
     half, affine = scales.startswith("f16"), scales.endswith("+off")
     L = _lib()
