@@ -30,10 +30,50 @@ static em_status whole_load(em_data_loader *self, uint64_t offset, uint64_t size
   return EM_OK;
 }
 
+/* Whether the page-aligned bytes [p, p + n) are all zero. */
+static int all_zero(const uint8_t *p, size_t n) {
+  const uint64_t *w = (const uint64_t *)(const void *)p;
+  uint64_t acc = 0;
+  for (size_t i = 0; i < n / 8; i++) acc |= w[i];
+  return acc == 0;
+}
+
+/* The whole pages inside [data, data + size) leave memory: a mapping's are re-read from the file
+ * when touched again; a heap copy's only where they are all zero (the kernel hands back zero
+ * pages). Either way later reads see the same bytes; the resident set shrinks (a KV cache's
+ * initial zeros, copied into the planned arena, no longer count twice). */
+static void whole_discard(em_data_loader *self, const void *data, uint64_t size) {
+#if defined(MADV_DONTNEED)
+  em_file_loader *fl = (em_file_loader *)self;
+  long pg = sysconf(_SC_PAGESIZE);
+  if (pg <= 0 || !data || (const uint8_t *)data < (const uint8_t *)fl->data) return;
+  uintptr_t b = (uintptr_t)data, e = b + (uintptr_t)size, ps = (uintptr_t)pg;
+  uintptr_t lo = (b + ps - 1) / ps * ps, hi = e / ps * ps;
+  if (hi <= lo || e > (uintptr_t)fl->data + fl->size) return;
+  if (fl->mapped) {
+    (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    return;
+  }
+  /* runs of zero pages, one madvise each */
+  uintptr_t run = 0;
+  for (uintptr_t at = lo; at <= hi; at += ps) {
+    int zero = at < hi && all_zero((const uint8_t *)at, (size_t)ps);
+    if (zero && !run) run = at;
+    if (!zero && run) {
+      (void)madvise((void *)run, at - run, MADV_DONTNEED);
+      run = 0;
+    }
+  }
+#else
+  (void)self, (void)data, (void)size;
+#endif
+}
+
 static void init_base(em_file_loader *fl) {
   fl->base.load = whole_load;
   fl->base.release = NULL;
   fl->base.size = fl->size;
+  fl->base.discard = whole_discard;
 }
 
 void *em_ext_alloc_large(size_t size) {

@@ -21,6 +21,7 @@ static em_status buffer_load(em_data_loader *self, uint64_t offset, uint64_t siz
 em_data_loader *em_buffer_loader_init(em_buffer_loader *bl, const void *data, size_t size) {
   bl->base.load = buffer_load;
   bl->base.release = 0;
+  bl->base.discard = 0; /* borrowed memory stays the caller's */
   bl->base.size = data ? size : 0;
   bl->data = (const uint8_t *)data;
   return &bl->base;

@@ -95,10 +95,14 @@ static em_status bind_data(prep *s, const tensor_desc *d, em_tensor *t, uint32_t
     if (avail < d->nbytes)
       PFAIL("value %u: data buffer %u has %llu bytes, tensor needs %llu", vi, d->data_buffer_idx,
             (unsigned long long)avail, (unsigned long long)d->nbytes);
-    if (planned)
+    if (planned) {
       memcpy(planned, src, (size_t)d->nbytes);
-    else
+      /* the file's copy of the initial state is not read again while this method lives */
+      em_data_loader *l = s->p->loader;
+      if (l->discard) l->discard(l, src, d->nbytes);
+    } else {
       t->data = (void *)(uintptr_t)src;
+    }
   }
   return EM_OK;
 }

@@ -36,6 +36,13 @@ struct em_data_loader {
   void (*release)(em_data_loader *self, const void *data, uint64_t size);
   /* Total size of the source in bytes. */
   uint64_t size;
+  /*
+   * Optional (may be NULL): the runtime copied bytes [data, data + size) of a load out (the
+   * initial state of a mutable buffer, e.g. a KV cache) and will not read them again soon. The
+   * loader may drop them from memory as long as every later read of them still returns the same
+   * bytes (a file mapping re-reads its file; a heap copy can only drop pages that are all zero).
+   */
+  void (*discard)(em_data_loader *self, const void *data, uint64_t size);
 };
 
 /* A loader over caller memory (zero-copy). The memory is borrowed. */
