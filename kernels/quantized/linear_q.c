@@ -94,8 +94,8 @@ static int use_pairs(const em_qlinear_config *cfg, int bits, size_t kbytes, int 
   int mode = atomic_load_explicit(&forced_pairs, memory_order_acquire);
   if (mode >= 0) return mode;
 #if defined(EMBER_LINEAR_Q_X86)
-  size_t act = kbytes * (size_t)(fold ? (bits == 4 ? 2 : 1) : (bits == 4 ? 4 : 3));
-  return em_cpu_features_get()->avx512_split && act <= EM_QL_PAIRS_MAX_ACT_BYTES;
+  return em_cpu_features_get()->avx512_split &&
+         em_qpair_act_bytes(bits, kbytes, fold) <= EM_QL_PAIRS_MAX_ACT_BYTES;
 #else
   (void)bits, (void)kbytes, (void)fold;
   return 0;

@@ -168,6 +168,16 @@ em_status em_linear_q_force_pairs(int mode);
  * stream in pairs: beyond it they no longer stay in L1 beside the weight stream (measured on
  * Zen 4: K = 8192 q4 unfolded, 16 KiB a pass, is slower in pairs; folded, 8 KiB, faster). */
 #define EM_QL_PAIRS_MAX_ACT_BYTES 8192
+/* Past this many, the pairs' weight prefetches go to L2 instead of L1, which then keeps the
+ * activations (measured on Zen 4: K = 8192 q4 folded, 8 KiB, 19 -> 23 GB/s; K = 2048, 2-6 KiB,
+ * faster into L1). */
+#define EM_QL_PAIRS_L1_ACT_BYTES 6144
+
+/* Bytes of packed activations one pass over a row reads in the decode micro-kernel: a0 (and a1,
+ * q4), plus corr and sl unless folded. */
+static inline size_t em_qpair_act_bytes(int bits, size_t kbytes, int fold) {
+  return kbytes * (size_t)(fold ? (bits == 4 ? 2 : 1) : (bits == 4 ? 4 : 3));
+}
 
 /* The ISA the linear_q kernels use now (detected once on first use). */
 const char *em_linear_q_isa(void);

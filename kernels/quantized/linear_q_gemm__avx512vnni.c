@@ -279,11 +279,12 @@ tile_1x8(int bits, int offs, int half, int fold, size_t nc, const uint8_t *a, co
 
 /* Rows j0 and j1 = j0 + 1 of a tile (w0, w1 = w0 + w_stride; w1 == w0 when j0 is the last
  * column, its results then dropped) over all chunks into *r0 / *r1, prefetching the pair `ahead`
- * pairs on, two lines a chunk in address order. */
+ * pairs on, two lines a chunk in address order (into L2 when to_l2, leaving L1 to the
+ * activations). */
 static inline __attribute__((always_inline)) void
 pair_1x2(int bits, int offs, int half, int fold, const uint8_t *a, const uint8_t *w0,
          const uint8_t *w1, const char *s0, const char *s1, const char *o0, const char *o1,
-         size_t ahead, const em_qgemm_params *p, __m512 *r0, __m512 *r1) {
+         size_t ahead, int to_l2, const em_qgemm_params *p, __m512 *r0, __m512 *r1) {
   const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512i gidx = _mm512_srl_epi32(iota, _mm_cvtsi32_si128((int)(p->gl_shift & 31)));
   const size_t n_chunks = (p->kbytes + 63) / 64, esz = half ? 2 : 4;
@@ -336,8 +337,13 @@ pair_1x2(int bits, int offs, int half, int fold, const uint8_t *a, const uint8_t
       _mm_prefetch(pfs + i * 64, _MM_HINT_T0);
       if (offs) _mm_prefetch(pfo + i * 64, _MM_HINT_T0);
     }
-    _mm_prefetch((const char *)(pf + 2 * off), _MM_HINT_T0);
-    _mm_prefetch((const char *)(pf + 2 * off + 64), _MM_HINT_T0);
+    if (to_l2) {
+      _mm_prefetch((const char *)(pf + 2 * off), _MM_HINT_T1);
+      _mm_prefetch((const char *)(pf + 2 * off + 64), _MM_HINT_T1);
+    } else {
+      _mm_prefetch((const char *)(pf + 2 * off), _MM_HINT_T0);
+      _mm_prefetch((const char *)(pf + 2 * off + 64), _MM_HINT_T0);
+    }
     __mmask64 mask = chunk_mask(c, p, &lanes);
     const __m512i a0 = _mm512_load_si512(a + off);
     const __m512i a1 = bits == 4 ? _mm512_load_si512(a + p->off_a1 + off) : a0;
@@ -373,6 +379,7 @@ tile_1x8p(int bits, int offs, int half, int fold, size_t nc, const uint8_t *a, c
           const void *ws, const float *bias, float *y, const em_qgemm_params *p) {
   const size_t esz = half ? 2 : 4, pair_bytes = 2 * p->w_stride;
   const size_t ahead = pair_bytes >= 8192 ? 1 : 8192 / pair_bytes;
+  const int to_l2 = em_qpair_act_bytes(bits, p->kbytes, fold) > EM_QL_PAIRS_L1_ACT_BYTES;
   const char *wsc = (const char *)ws;
   const char *osc = offs ? (const char *)p->off_base + (wsc - (const char *)p->ws_base) : wsc;
   __m512 c[8];
@@ -381,7 +388,7 @@ tile_1x8p(int bits, int offs, int half, int fold, size_t nc, const uint8_t *a, c
     size_t j1 = j0 + 1 < nc ? j0 + 1 : j0;
     pair_1x2(bits, offs, half, fold, a, w + j0 * p->w_stride, w + j1 * p->w_stride,
              wsc + j0 * p->ws_stride * esz, wsc + j1 * p->ws_stride * esz,
-             osc + j0 * p->ws_stride * esz, osc + j1 * p->ws_stride * esz, ahead, p, &c[j0],
+             osc + j0 * p->ws_stride * esz, osc + j1 * p->ws_stride * esz, ahead, to_l2, p, &c[j0],
              &c[j0 + 1]);
   }
   store_row(reduce4(c[0], c[1], c[2], c[3]), nc < 4 ? nc : 4, bias, y);
