@@ -401,6 +401,36 @@ em_status ew_map(em_kernel_ctx *ctx, em_tensor *out, const ew_in *ins, int n_in,
   return EM_OK;
 }
 
+/* The casts between f32 and the 16-bit floats over identical dense layouts (an f16 KV cache's
+ * updates), element by element with the same conversions as the generic loop; false for other
+ * dtype pairs or when the two overlap. */
+static bool dense_float_cast(em_tensor *dst, const em_tensor *src) {
+  size_t n = (size_t)dst->numel;
+  const char *s0 = src->data, *s1 = s0 + n * em_dtype_size(src->dtype);
+  const char *d0 = dst->data, *d1 = d0 + n * em_dtype_size(dst->dtype);
+  if (s0 < d1 && d0 < s1) return false;
+  if (src->dtype == EM_DTYPE_F32 && dst->dtype == EM_DTYPE_F16) {
+    const float *x = src->data;
+    uint16_t *y = dst->data;
+    for (size_t i = 0; i < n; i++) y[i] = em_f32_to_f16(x[i]);
+  } else if (src->dtype == EM_DTYPE_F16 && dst->dtype == EM_DTYPE_F32) {
+    const uint16_t *x = src->data;
+    float *y = dst->data;
+    for (size_t i = 0; i < n; i++) y[i] = em_f16_to_f32(x[i]);
+  } else if (src->dtype == EM_DTYPE_F32 && dst->dtype == EM_DTYPE_BF16) {
+    const float *x = src->data;
+    uint16_t *y = dst->data;
+    for (size_t i = 0; i < n; i++) y[i] = em_f32_to_bf16(x[i]);
+  } else if (src->dtype == EM_DTYPE_BF16 && dst->dtype == EM_DTYPE_F32) {
+    const uint16_t *x = src->data;
+    float *y = dst->data;
+    for (size_t i = 0; i < n; i++) y[i] = em_bf16_to_f32(x[i]);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 em_status ew_copy_cast(em_kernel_ctx *ctx, em_tensor *dst, const em_tensor *src) {
   int64_t tmp[EM_MAX_DIM];
   int32_t tdim;
@@ -410,15 +440,16 @@ em_status ew_copy_cast(em_kernel_ctx *ctx, em_tensor *dst, const em_tensor *src)
             "source shape does not broadcast to the destination shape");
   if (dst->numel == 0) return EM_OK;
   size_t es = em_dtype_size(dst->dtype);
-  if (src->dtype == dst->dtype && src->dim == dst->dim && ew_is_dense(dst) && ew_is_dense(src)) {
+  if (src->dim == dst->dim && ew_is_dense(dst) && ew_is_dense(src)) {
     bool same = true;
     for (int32_t d = 0; d < dst->dim && same; d++)
       same = src->sizes[d] == dst->sizes[d] &&
              (dst->sizes[d] == 1 || src->strides[d] == dst->strides[d]);
-    if (same) { /* identical dense layouts: one block of numel elements */
+    if (same && src->dtype == dst->dtype) { /* identical dense layouts: one block of numel */
       if (dst->data != src->data) memmove(dst->data, src->data, es * (size_t)dst->numel);
       return EM_OK;
     }
+    if (same && dense_float_cast(dst, src)) return EM_OK;
   }
   if (src->dtype == dst->dtype && dst->data != src->data) {
     /* A byte move between layouts (dim order changes, broadcasts): em_shape_copy merges

@@ -498,8 +498,7 @@ em_status em_linear_q_run(em_kernel_ctx *ctx, em_evalue **args, int bits) {
       }
       if (offs || fold) group_sums_plain(q, sr, k, group, gsum + r * n_groups);
     }
-    /* (the tiles gather 16 rows with 32-bit byte offsets) */
-    if (simd && cfg->prefill && rc >= EM_QPREFILL_MIN_M && p->w_stride <= INT32_MAX / 16) {
+    if (simd && cfg->prefill && rc >= EM_QPREFILL_MIN_M) {
       prefill_job pj = {cfg->prefill,
                         {bits, (size_t)rc, (size_t)n, (size_t)k, (size_t)group, j.w, j.ws,
                          j.offsets, bias ? bias->data : NULL, packed, gsum, y + r0 * n, j.ws16,

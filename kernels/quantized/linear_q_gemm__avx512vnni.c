@@ -582,16 +582,37 @@ static inline float scale_at(const float *f32, const uint16_t *f16, size_t i) {
 }
 
 /* Columns [n, n + nc) x slab [k0, k0 + kc) (groups g0 .. g0 + ng - 1) into the tile t. */
+/* g[i] lane r = the 32-bit word i (i < 4) of the 16 bytes at src + r * stride, rows r < valid
+ * (0 past them): what four gathers give, from 16 row loads and a 4x4 transpose of 32-bit words
+ * in each 128-bit lane (gathers are microcoded and slow on Zen 4). Lane L of
+ * z[j] holds row 4L + j, so after the transpose lane L of g[i] holds rows 4L..4L+3 in order. */
+static inline void quads16(const uint8_t *src, size_t stride, size_t valid, __m512i g[4]) {
+  __m512i z[4];
+  for (size_t j = 0; j < 4; j++) {
+    __m512i v = _mm512_setzero_si512();
+    for (size_t l = 0; l < 4; l++) {
+      size_t r = 4 * l + j;
+      __m128i x = r < valid ? _mm_loadu_si128((const __m128i *)(const void *)(src + r * stride))
+                            : _mm_setzero_si128();
+      v = _mm512_inserti32x4(v, x, (int)l & 3);
+    }
+    z[j] = v;
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  g[0] = _mm512_unpacklo_epi64(t0, t2);
+  g[1] = _mm512_unpackhi_epi64(t0, t2);
+  g[2] = _mm512_unpacklo_epi64(t1, t3);
+  g[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
 static void pf_pack(const em_qprefill_args *a, size_t n, size_t nc, size_t k0, size_t kc, size_t g0,
                     size_t ng, pf_tile *t) {
   const em_qgemm_params *p = a->p;
-  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512i vidx = _mm512_mullo_epi32(iota, _mm512_set1_epi32((int)p->w_stride));
   const __m512i low = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80);
   size_t nb = kc / EM_QA_BLOCK;
   for (size_t v = 0; v < 2; v++) {
     size_t c0 = 16 * v, valid = nc > c0 ? (nc - c0 < 16 ? nc - c0 : 16) : 0;
-    __mmask16 mk = (__mmask16)((1u << valid) - 1);
     if (!valid) {
       for (size_t q = 0; q < nb * 8; q++)
         _mm512_store_si512(t->w + (q * 2 + v) * 64, _mm512_setzero_si512());
@@ -602,17 +623,20 @@ static void pf_pack(const em_qprefill_args *a, size_t n, size_t nc, size_t k0, s
       uint8_t *dst = t->w + b * 8 * 128 + v * 64;
       if (a->bits == 4) {
         const uint8_t *src = base + k0 / 2 + 16 * b;
+        __m512i g[4];
+        quads16(src, p->w_stride, valid, g);
         for (size_t i = 0; i < 4; i++) {
-          __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mk, vidx, src + 4 * i, 1);
-          _mm512_store_si512(dst + i * 128, _mm512_and_si512(g, low));
-          _mm512_store_si512(dst + (4 + i) * 128, _mm512_and_si512(_mm512_srli_epi32(g, 4), low));
+          _mm512_store_si512(dst + i * 128, _mm512_and_si512(g[i], low));
+          _mm512_store_si512(dst + (4 + i) * 128,
+                             _mm512_and_si512(_mm512_srli_epi32(g[i], 4), low));
         }
       } else {
         const uint8_t *src = base + k0 + 32 * b;
-        for (size_t i = 0; i < 8; i++) {
-          __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mk, vidx, src + 4 * i, 1);
-          _mm512_store_si512(dst + i * 128, _mm512_xor_si512(g, flip));
-        }
+        __m512i g[8];
+        quads16(src, p->w_stride, valid, g);
+        quads16(src + 16, p->w_stride, valid, g + 4);
+        for (size_t i = 0; i < 8; i++)
+          _mm512_store_si512(dst + i * 128, _mm512_xor_si512(g[i], flip));
       }
     }
   }

@@ -9,6 +9,7 @@ Run: .venv/bin/python -m pytest tests/python/kernels/test_kernels_elementwise_cr
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -345,3 +346,27 @@ def test_every_registered_kernel_is_covered() -> None:
         if not call.error:
             covered.add(call.op)
     assert names - covered == set()
+
+
+@pytest.mark.parametrize(
+    "src,dst", [(F32, F16), (F16, F32), (F32, torch.bfloat16), (torch.bfloat16, F32)]
+)
+def test_to_copy_dense_float_casts_are_exact(src: torch.dtype, dst: torch.dtype) -> None:
+    # The dense same-layout casts between f32 and the 16-bit floats (an f16 KV cache's updates)
+    # give torch's bits exactly: ties to even, subnormals, overflow to inf, inf and NaN.
+    from ember._lib import call_kernel
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(7, 333, generator=g) * torch.logspace(-9, 5, 333)
+    f16 = [65504.0, 65520.0, 65519.99, 2.0**-24, 2.0**-25, 1.5 * 2.0**-25, 2.0**-14 * 1.0009765625]
+    specials = [math.inf, -math.inf, math.nan, -0.0, 0.0, 1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11]
+    x.view(-1)[: len(f16 + specials)] = torch.tensor(f16 + specials)
+    x = x.to(src)
+    out = torch.empty(x.shape, dtype=dst)
+    call_kernel("aten::_to_copy.out", [x, False, None, out, out])
+    want = x.to(dst)
+    nan = want.isnan()
+    assert torch.equal(out.isnan(), nan)  # (torch's NaN bits differ by path: not compared)
+    assert torch.equal(out[~nan], want[~nan]) and torch.equal(
+        out.signbit()[~nan], want.signbit()[~nan]
+    )
