@@ -20,20 +20,122 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 load16(co
   return _mm512_loadu_ps((const float *)(r + 4 * i));
 }
 
+/* The four horizontal sums of c0..c3, in order. */
+__attribute__((target("avx512f"), always_inline)) static inline __m128 sum4(__m512 c0, __m512 c1,
+                                                                            __m512 c2, __m512 c3) {
+  __m512 a = _mm512_add_ps(_mm512_unpacklo_ps(c0, c1), _mm512_unpackhi_ps(c0, c1));
+  __m512 b = _mm512_add_ps(_mm512_unpacklo_ps(c2, c3), _mm512_unpackhi_ps(c2, c3));
+  __m512 s = _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(s),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* Query rows s .. s + 3 of batch b, head h, D = 64 (prefill): every cache row converted once for
+ * the four (the f16 conversions dominate row-at-a-time), each query's scores in its own scratch
+ * row (sc + q * nk). The per-query arithmetic is that of the one-row path below but for the
+ * order of the additions in a score and in the output's sums. Returns 0, having written
+ * nothing, when a query's scores are all -inf or NaN (the one-row path then decides). */
+__attribute__((target("avx512f"), always_inline)) static inline int
+block4(const sdpa_args *a, int64_t b, int64_t h, int64_t s, const char *kb, const char *vb,
+       int64_t ks, int64_t vs, float *sc, int64_t nk, int kv16) {
+  int64_t vis[4];
+  for (int q = 0; q < 4; q++) vis[q] = sdpa_keys_for(a, s + q);
+  int64_t vmax = vis[0];
+  for (int q = 1; q < 4; q++) vmax = vis[q] > vmax ? vis[q] : vmax;
+  const __m512 scale = _mm512_set1_ps((float)a->scale);
+  __m512 qv[4][4];
+  for (int q = 0; q < 4; q++) {
+    const float *qp = (const float *)a->q->data + sdpa_off4(a->q, b, s + q, h, 0);
+    for (int i = 0; i < 4; i++) qv[q][i] = _mm512_mul_ps(_mm512_loadu_ps(qp + 16 * i), scale);
+  }
+  for (int64_t r = 0; r < vmax; r++) { /* scores of keys past a query's vis are not used */
+    const char *kr = kb + r * ks;
+    if (r + SDPA_PREFETCH_ROWS < vmax) _mm_prefetch(kr + SDPA_PREFETCH_ROWS * ks, _MM_HINT_T0);
+    if (r + SDPA_PREFETCH_ROWS < vmax && kv16 == 0)
+      _mm_prefetch(kr + SDPA_PREFETCH_ROWS * ks + 128, _MM_HINT_T0);
+    const __m512 k0 = load16(kr, 0, kv16), k1 = load16(kr, 16, kv16);
+    const __m512 k2 = load16(kr, 32, kv16), k3 = load16(kr, 48, kv16);
+    __m512 acc[4];
+    for (int q = 0; q < 4; q++)
+      acc[q] = _mm512_fmadd_ps(
+          qv[q][3], k3,
+          _mm512_fmadd_ps(qv[q][2], k2,
+                          _mm512_fmadd_ps(qv[q][1], k1, _mm512_mul_ps(qv[q][0], k0))));
+    __m128 x = sum4(acc[0], acc[1], acc[2], acc[3]);
+    float t[4];
+    _mm_storeu_ps(t, x);
+    for (int q = 0; q < 4; q++) sc[q * nk + r] = t[q];
+  }
+  float inv[4];
+  for (int q = 0; q < 4; q++) {
+    float *sq = sc + q * nk, mx = -INFINITY;
+    for (int64_t r = 0; r < vis[q]; r++) mx = sq[r] > mx ? sq[r] : mx;
+    if (!(mx > -INFINITY)) return 0;
+    __m512 sum = _mm512_setzero_ps(), vmx = _mm512_set1_ps(mx);
+    int64_t r = 0;
+    for (; r + 16 <= vis[q]; r += 16) {
+      __m512 e = exp_recipe512(_mm512_sub_ps(_mm512_loadu_ps(sq + r), vmx));
+      _mm512_storeu_ps(sq + r, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    if (r < vis[q]) {
+      __mmask16 m = (__mmask16)((1u << (vis[q] - r)) - 1);
+      __m512 e = exp_recipe512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sq + r), vmx));
+      _mm512_mask_storeu_ps(sq + r, m, e);
+      sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
+    }
+    inv[q] = 1.0f / _mm512_reduce_add_ps(sum);
+  }
+  __m512 ov[4][4];
+  for (int q = 0; q < 4; q++)
+    for (int i = 0; i < 4; i++) ov[q][i] = _mm512_setzero_ps();
+  for (int64_t r = 0; r < vmax; r++) {
+    const char *vr = vb + r * vs;
+    if (r + SDPA_PREFETCH_ROWS < vmax) _mm_prefetch(vr + SDPA_PREFETCH_ROWS * vs, _MM_HINT_T0);
+    if (r + SDPA_PREFETCH_ROWS < vmax && kv16 == 0)
+      _mm_prefetch(vr + SDPA_PREFETCH_ROWS * vs + 128, _MM_HINT_T0);
+    const __m512 v0 = load16(vr, 0, kv16), v1 = load16(vr, 16, kv16);
+    const __m512 v2 = load16(vr, 32, kv16), v3 = load16(vr, 48, kv16);
+    for (int q = 0; q < 4; q++) {
+      if (r >= vis[q]) continue; /* past this query's keys */
+      const __m512 p = _mm512_set1_ps(sc[q * nk + r]);
+      ov[q][0] = _mm512_fmadd_ps(p, v0, ov[q][0]);
+      ov[q][1] = _mm512_fmadd_ps(p, v1, ov[q][1]);
+      ov[q][2] = _mm512_fmadd_ps(p, v2, ov[q][2]);
+      ov[q][3] = _mm512_fmadd_ps(p, v3, ov[q][3]);
+    }
+  }
+  for (int q = 0; q < 4; q++) {
+    float *o = (float *)a->out->data + sdpa_off4(a->out, b, s + q, h, 0);
+    const __m512 iv = _mm512_set1_ps(inv[q]);
+    for (int i = 0; i < 4; i++) _mm512_storeu_ps(o + 16 * i, _mm512_mul_ps(ov[q][i], iv));
+  }
+  return 1;
+}
+
 /* The task split of llama_attention.h (task t = batch t / Hq, query head t % Hq). */
 __attribute__((target("avx512f"), always_inline)) static inline void
-heads(const sdpa_job *j, int64_t begin, int64_t end, int kv16) {
+heads(const sdpa_job *j, int64_t begin, int64_t end, int kv16, int64_t NV) {
   const sdpa_args *a = j->a;
-  int64_t rep = a->Hq / a->Hkv, nk = a->n_keys, nv = a->D / 16;
+  /* NV: D / 16 as a constant (4, 8: the loops over a row unroll and the sums stay in registers)
+   * or 0 (read from a->D) */
+  int64_t rep = a->Hq / a->Hkv, nk = a->n_keys, nv = NV ? NV : a->D / 16;
   const int64_t es = kv16 ? 2 : 4; /* bytes per cache element */
   const float scale = (float)a->scale;
   for (int64_t t = begin; t < end; t++) {
     int64_t b = t / a->Hq, h = t % a->Hq, hk = h / rep;
-    float *sc = j->scratch + t * nk;
+    float *sc = j->scratch + t * nk * j->rows;
     const char *kb = (const char *)a->k->data + sdpa_off4(a->k, b, 0, hk, 0) * es;
     const char *vb = (const char *)a->v->data + sdpa_off4(a->v, b, 0, hk, 0) * es;
     int64_t ks = a->k->strides[1] * es, vs = a->v->strides[1] * es; /* bytes between rows */
     for (int64_t s = 0; s < a->S; s++) {
+      if (NV == 4 && j->rows == SDPA_QB && s + SDPA_QB <= a->S &&
+          block4(a, b, h, s, kb, vb, ks, vs, sc, nk, kv16)) {
+        s += SDPA_QB - 1;
+        continue;
+      }
       const float *q = (const float *)a->q->data + sdpa_off4(a->q, b, s, h, 0);
       float *o = (float *)a->out->data + sdpa_off4(a->out, b, s, h, 0);
       int64_t vis = sdpa_keys_for(a, s);
@@ -43,7 +145,28 @@ heads(const sdpa_job *j, int64_t begin, int64_t end, int kv16) {
         ov[i] = _mm512_setzero_ps();
       }
       float mx = -INFINITY;
-      for (int64_t r = 0; r < vis; r++) {
+      int64_t r0 = 0;
+      /* four keys at a time: their four sums reduced together (one shuffle tree, not four) */
+      for (; r0 + 4 <= vis; r0 += 4) {
+        const char *k0 = kb + r0 * ks;
+        if (r0 + 4 + SDPA_PREFETCH_ROWS <= vis)
+          for (int64_t rr = 0; rr < 4; rr++)
+            for (int64_t i = 0; i < nv * 16 * es; i += 64)
+              _mm_prefetch(k0 + (SDPA_PREFETCH_ROWS + rr) * ks + i, _MM_HINT_T0);
+        __m512 a0 = _mm512_mul_ps(qv[0], load16(k0, 0, kv16));
+        __m512 a1 = _mm512_mul_ps(qv[0], load16(k0 + ks, 0, kv16));
+        __m512 a2 = _mm512_mul_ps(qv[0], load16(k0 + 2 * ks, 0, kv16));
+        __m512 a3 = _mm512_mul_ps(qv[0], load16(k0 + 3 * ks, 0, kv16));
+        for (int64_t i = 1; i < nv; i++) {
+          a0 = _mm512_fmadd_ps(qv[i], load16(k0, 16 * i, kv16), a0);
+          a1 = _mm512_fmadd_ps(qv[i], load16(k0 + ks, 16 * i, kv16), a1);
+          a2 = _mm512_fmadd_ps(qv[i], load16(k0 + 2 * ks, 16 * i, kv16), a2);
+          a3 = _mm512_fmadd_ps(qv[i], load16(k0 + 3 * ks, 16 * i, kv16), a3);
+        }
+        _mm_storeu_ps(sc + r0, sum4(a0, a1, a2, a3));
+      }
+      for (int64_t i = 0; i < r0; i++) mx = sc[i] > mx ? sc[i] : mx;
+      for (int64_t r = r0; r < vis; r++) {
         const char *kr = kb + r * ks;
         if (r + SDPA_PREFETCH_ROWS < vis)
           for (int64_t i = 0; i < nv * 16 * es; i += 64)
@@ -72,7 +195,26 @@ heads(const sdpa_job *j, int64_t begin, int64_t end, int kv16) {
         _mm512_mask_storeu_ps(sc + r, m, e);
         sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
       }
-      for (r = 0; r < vis; r++) {
+      r = 0;
+      if (nv <= 8) { /* two keys a step into two sets of sums: half the FMA latency chain */
+        __m512 ow[8];
+        for (int64_t i = 0; i < 8; i++) ow[i] = _mm512_setzero_ps();
+        for (; r + 2 <= vis; r += 2) {
+          const char *vr = vb + r * vs;
+          if (r + 2 + SDPA_PREFETCH_ROWS <= vis)
+            for (int64_t i = 0; i < nv * 16 * es; i += 64) {
+              _mm_prefetch(vr + SDPA_PREFETCH_ROWS * vs + i, _MM_HINT_T0);
+              _mm_prefetch(vr + (SDPA_PREFETCH_ROWS + 1) * vs + i, _MM_HINT_T0);
+            }
+          __m512 p0 = _mm512_set1_ps(sc[r]), p1 = _mm512_set1_ps(sc[r + 1]);
+          for (int64_t i = 0; i < nv; i++) {
+            ov[i] = _mm512_fmadd_ps(p0, load16(vr, 16 * i, kv16), ov[i]);
+            ow[i] = _mm512_fmadd_ps(p1, load16(vr + vs, 16 * i, kv16), ow[i]);
+          }
+        }
+        for (int64_t i = 0; i < nv; i++) ov[i] = _mm512_add_ps(ov[i], ow[i]);
+      }
+      for (; r < vis; r++) {
         const char *vr = vb + r * vs;
         if (r + SDPA_PREFETCH_ROWS < vis)
           for (int64_t i = 0; i < nv * 16 * es; i += 64)
@@ -90,8 +232,18 @@ heads(const sdpa_job *j, int64_t begin, int64_t end, int kv16) {
 __attribute__((target("avx512f"))) void em_sdpa_heads_d16__avx512f(void *arg, int64_t begin,
                                                                    int64_t end) {
   const sdpa_job *j = arg;
-  if (j->a->kv_f16)
-    heads(j, begin, end, 1);
+  int64_t nv = j->a->D / 16;
+  int kv16 = j->a->kv_f16 != 0;
+  if (nv == 4 && kv16)
+    heads(j, begin, end, 1, 4);
+  else if (nv == 4)
+    heads(j, begin, end, 0, 4);
+  else if (nv == 8 && kv16)
+    heads(j, begin, end, 1, 8);
+  else if (nv == 8)
+    heads(j, begin, end, 0, 8);
+  else if (kv16)
+    heads(j, begin, end, 1, 0);
   else
-    heads(j, begin, end, 0);
+    heads(j, begin, end, 0, 0);
 }

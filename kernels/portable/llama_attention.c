@@ -115,10 +115,10 @@ static bool inner_contiguous(const sdpa_args *a) {
 
 /* EM_ERR_MEMORY_ALLOCATION_FAILED (nothing logged) when the scores do not fit the scratch. */
 static em_status sdpa_f32_heads(em_kernel_ctx *ctx, const sdpa_args *a) {
-  int64_t tasks = a->B * a->Hq;
-  float *scratch = nn_temp(ctx, tasks * (a->n_keys ? a->n_keys : 1), sizeof(float));
+  int64_t tasks = a->B * a->Hq, rows = a->S >= SDPA_QB ? SDPA_QB : 1;
+  float *scratch = nn_temp(ctx, tasks * rows * (a->n_keys ? a->n_keys : 1), sizeof(float));
   if (!scratch) return EM_ERR_MEMORY_ALLOCATION_FAILED;
-  sdpa_job j = {a, scratch};
+  sdpa_job j = {a, scratch, rows};
   em_parallel_for(ctx ? ctx->pool : NULL, tasks,
                   a->kv_f16 ? pick_sdpa_heads_d16(a) : pick_sdpa_heads(a), &j);
   return EM_OK;

@@ -49,8 +49,13 @@ static inline int64_t sdpa_off4(const em_tensor *t, int64_t b, int64_t s, int64_
  */
 typedef struct sdpa_job {
   const sdpa_args *a;
-  float *scratch; /* n_keys floats per task */
+  float *scratch; /* rows * n_keys floats per task */
+  int64_t rows;   /* score rows per task: SDPA_QB when S >= SDPA_QB (a kernel may score that
+                     many query rows at once), else 1 */
 } sdpa_job;
+
+/* Query rows an optimized head task may score at once (prefill). */
+#define SDPA_QB 4
 
 /* Cache rows ahead of the one in use that the dot / axpy loops ask the memory system for: the
  * caches are usually evicted by the weights streamed between two layers' attention. */
@@ -66,7 +71,7 @@ typedef struct sdpa_job {
   int64_t rep = a->Hq / a->Hkv, nk = a->n_keys, D = a->D;                                          \
   for (int64_t t = begin; t < end; t++) {                                                          \
     int64_t b = t / a->Hq, h = t % a->Hq, hk = h / rep;                                            \
-    float *sc = j->scratch + t * nk;                                                               \
+    float *sc = j->scratch + t * nk * j->rows;                                                     \
     const float *kb = (const float *)a->k->data + sdpa_off4(a->k, b, 0, hk, 0);                    \
     const float *vb = (const float *)a->v->data + sdpa_off4(a->v, b, 0, hk, 0);                    \
     int64_t ks = a->k->strides[1], vs = a->v->strides[1];                                          \
