@@ -20,6 +20,25 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 load16(co
   return _mm512_loadu_ps((const float *)(r + 4 * i));
 }
 
+/* sc[r] = e^(sc[r] - mx) for r < n; returns their lane-wise sums. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 exp_row(float *sc, int64_t n,
+                                                                               float mx) {
+  __m512 sum = _mm512_setzero_ps(), vmx = _mm512_set1_ps(mx);
+  int64_t r = 0;
+  for (; r + 16 <= n; r += 16) {
+    __m512 e = exp_recipe512(_mm512_sub_ps(_mm512_loadu_ps(sc + r), vmx));
+    _mm512_storeu_ps(sc + r, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  if (r < n) {
+    __mmask16 m = (__mmask16)((1u << (n - r)) - 1);
+    __m512 e = exp_recipe512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sc + r), vmx));
+    _mm512_mask_storeu_ps(sc + r, m, e);
+    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
+  }
+  return sum;
+}
+
 /* The four horizontal sums of c0..c3, in order. */
 __attribute__((target("avx512f"), always_inline)) static inline __m128 sum4(__m512 c0, __m512 c1,
                                                                             __m512 c2, __m512 c3) {
@@ -73,20 +92,7 @@ block4(const sdpa_args *a, int64_t b, int64_t h, int64_t s, const char *kb, cons
     float *sq = sc + q * nk, mx = -INFINITY;
     for (int64_t r = 0; r < vis[q]; r++) mx = sq[r] > mx ? sq[r] : mx;
     if (!(mx > -INFINITY)) return 0;
-    __m512 sum = _mm512_setzero_ps(), vmx = _mm512_set1_ps(mx);
-    int64_t r = 0;
-    for (; r + 16 <= vis[q]; r += 16) {
-      __m512 e = exp_recipe512(_mm512_sub_ps(_mm512_loadu_ps(sq + r), vmx));
-      _mm512_storeu_ps(sq + r, e);
-      sum = _mm512_add_ps(sum, e);
-    }
-    if (r < vis[q]) {
-      __mmask16 m = (__mmask16)((1u << (vis[q] - r)) - 1);
-      __m512 e = exp_recipe512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sq + r), vmx));
-      _mm512_mask_storeu_ps(sq + r, m, e);
-      sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
-    }
-    inv[q] = 1.0f / _mm512_reduce_add_ps(sum);
+    inv[q] = 1.0f / _mm512_reduce_add_ps(exp_row(sq, vis[q], mx));
   }
   __m512 ov[4][4];
   for (int q = 0; q < 4; q++)
@@ -182,20 +188,8 @@ heads(const sdpa_job *j, int64_t begin, int64_t end, int kv16, int64_t NV) {
         for (int64_t d = 0; d < a->Dv; d++) o[d] = mx == mx ? 0.0f : mx;
         continue;
       }
-      __m512 sum = _mm512_setzero_ps(), vmx = _mm512_set1_ps(mx);
+      __m512 sum = exp_row(sc, vis, mx);
       int64_t r = 0;
-      for (; r + 16 <= vis; r += 16) {
-        __m512 e = exp_recipe512(_mm512_sub_ps(_mm512_loadu_ps(sc + r), vmx));
-        _mm512_storeu_ps(sc + r, e);
-        sum = _mm512_add_ps(sum, e);
-      }
-      if (r < vis) {
-        __mmask16 m = (__mmask16)((1u << (vis - r)) - 1);
-        __m512 e = exp_recipe512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sc + r), vmx));
-        _mm512_mask_storeu_ps(sc + r, m, e);
-        sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
-      }
-      r = 0;
       if (nv <= 8) { /* two keys a step into two sets of sums: half the FMA latency chain */
         __m512 ow[8];
         for (int64_t i = 0; i < 8; i++) ow[i] = _mm512_setzero_ps();
