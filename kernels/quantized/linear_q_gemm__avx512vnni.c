@@ -46,6 +46,12 @@ static inline __m512 wscale_h(const uint16_t *ws, size_t c, size_t lanes_valid,
   return _mm512_permutexvar_ps(gidx, _mm512_cvtph_ps(_mm512_castsi512_si256(v)));
 }
 
+/* A per-channel scale (or offset) of a row, broadcast: what wscale / wscale_h give every chunk. */
+static inline __m512 chan_scale(const char *row, int half) {
+  if (half) return _mm512_cvtph_ps(_mm256_set1_epi16(*(const short *)(const void *)row));
+  return _mm512_set1_ps(*(const float *)(const void *)row);
+}
+
 /* Weight row wr's chunk decoded into the unsigned dpbusd operands lo (and hi, q4). */
 static inline __attribute__((always_inline)) void decode(int bits, const uint8_t *wr,
                                                          __mmask64 mask, __m512i *lo, __m512i *hi) {
@@ -182,6 +188,11 @@ tile_1x8(int bits, int offs, int half, int fold, size_t nc, const uint8_t *a, co
   const size_t cpl = hoist ? (size_t)1 << sh : 1; /* chunks per 16 groups */
   __m512 sv[8], ov[8];
   for (size_t j = 0; j < 8; j++) sv[j] = ov[j] = _mm512_setzero_ps();
+  const int pc = sh >= 32; /* per channel: the row's one scale (offset), broadcast once */
+  for (size_t j = 0; pc && j < 8; j++) {
+    sv[j] = chan_scale(sr[j], half);
+    if (offs) ov[j] = chan_scale(orow[j], half);
+  }
   for (size_t c = 0; c < n_chunks; c++) {
     size_t lanes, off = c * 64;
     __m512i idx = gidx;
@@ -244,6 +255,7 @@ tile_1x8(int bits, int offs, int half, int fold, size_t nc, const uint8_t *a, co
      * 8 at a time, chunk by chunk, are a pattern the hardware prefetchers follow poorly. */
 #define SCALE(ptr, vec)                                                                            \
   (hoist  ? _mm512_permutexvar_ps(idx, vec)                                                        \
+   : pc   ? (vec)                                                                                  \
    : half ? wscale_h((const uint16_t *)(const void *)(ptr), c, lanes, p, gidx)                     \
           : wscale((const float *)(const void *)(ptr), c, lanes, p, gidx))
 #define COL(J)                                                                                     \
@@ -299,6 +311,15 @@ pair_1x2(int bits, int offs, int half, int fold, const uint8_t *a, const uint8_t
   const size_t cpl = hoist ? (size_t)1 << sh : 1;
   __m512 c0 = _mm512_setzero_ps(), c1 = c0;
   __m512 sv0 = c0, sv1 = c0, ov0 = c0, ov1 = c0;
+  const int pc = sh >= 32; /* as in tile_1x8 */
+  if (pc) {
+    sv0 = chan_scale(s0, half);
+    sv1 = chan_scale(s1, half);
+    if (offs) {
+      ov0 = chan_scale(o0, half);
+      ov1 = chan_scale(o1, half);
+    }
+  }
   for (size_t c = 0; c < n_chunks; c++) {
     size_t lanes, off = c * 64;
     __m512i idx = gidx;
@@ -353,6 +374,7 @@ pair_1x2(int bits, int offs, int half, int fold, const uint8_t *a, const uint8_t
     __m512i lo, hi;
 #define SCALE(ptr, vec)                                                                            \
   (hoist  ? _mm512_permutexvar_ps(idx, vec)                                                        \
+   : pc   ? (vec)                                                                                  \
    : half ? wscale_h((const uint16_t *)(const void *)(ptr), c, lanes, p, gidx)                     \
           : wscale((const float *)(const void *)(ptr), c, lanes, p, gidx))
     decode(bits, w0 + off, mask, &lo, &hi);
@@ -589,14 +611,16 @@ static inline float scale_at(const float *f32, const uint16_t *f16, size_t i) {
 static inline void quads16(const uint8_t *src, size_t stride, size_t valid, __m512i g[4]) {
   __m512i z[4];
   for (size_t j = 0; j < 4; j++) {
-    __m512i v = _mm512_setzero_si512();
+    __m128i x[4];
     for (size_t l = 0; l < 4; l++) {
       size_t r = 4 * l + j;
-      __m128i x = r < valid ? _mm_loadu_si128((const __m128i *)(const void *)(src + r * stride))
-                            : _mm_setzero_si128();
-      v = _mm512_inserti32x4(v, x, (int)l & 3);
+      x[l] = r < valid ? _mm_loadu_si128((const __m128i *)(const void *)(src + r * stride))
+                       : _mm_setzero_si128();
     }
-    z[j] = v;
+    __m512i v = _mm512_castsi128_si512(x[0]); /* (immediates: also unoptimised builds) */
+    v = _mm512_inserti32x4(v, x[1], 1);
+    v = _mm512_inserti32x4(v, x[2], 2);
+    z[j] = _mm512_inserti32x4(v, x[3], 3);
   }
   const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
   const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
