@@ -20,6 +20,18 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 load16(co
   return _mm512_loadu_ps((const float *)(r + 4 * i));
 }
 
+/* Row r (64 values) of a cache at base (rows `stride` bytes apart, n rows in use) as f32,
+ * prefetching the row SDPA_PREFETCH_ROWS on. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+row64(const char *base, int64_t r, int64_t stride, int64_t n, int kv16, __m512 x[4]) {
+  const char *row = base + r * stride;
+  if (r + SDPA_PREFETCH_ROWS < n) {
+    _mm_prefetch(row + SDPA_PREFETCH_ROWS * stride, _MM_HINT_T0);
+    if (!kv16) _mm_prefetch(row + SDPA_PREFETCH_ROWS * stride + 128, _MM_HINT_T0);
+  }
+  for (int i = 0; i < 4; i++) x[i] = load16(row, 16 * i, kv16);
+}
+
 /* sc[r] = e^(sc[r] - mx) for r < n; returns their lane-wise sums. */
 __attribute__((target("avx512f"), always_inline)) static inline __m512 exp_row(float *sc, int64_t n,
                                                                                float mx) {
@@ -70,12 +82,9 @@ block4(const sdpa_args *a, int64_t b, int64_t h, int64_t s, const char *kb, cons
     for (int i = 0; i < 4; i++) qv[q][i] = _mm512_mul_ps(_mm512_loadu_ps(qp + 16 * i), scale);
   }
   for (int64_t r = 0; r < vmax; r++) { /* scores of keys past a query's vis are not used */
-    const char *kr = kb + r * ks;
-    if (r + SDPA_PREFETCH_ROWS < vmax) _mm_prefetch(kr + SDPA_PREFETCH_ROWS * ks, _MM_HINT_T0);
-    if (r + SDPA_PREFETCH_ROWS < vmax && kv16 == 0)
-      _mm_prefetch(kr + SDPA_PREFETCH_ROWS * ks + 128, _MM_HINT_T0);
-    const __m512 k0 = load16(kr, 0, kv16), k1 = load16(kr, 16, kv16);
-    const __m512 k2 = load16(kr, 32, kv16), k3 = load16(kr, 48, kv16);
+    __m512 kx[4];
+    row64(kb, r, ks, vmax, kv16, kx);
+    const __m512 k0 = kx[0], k1 = kx[1], k2 = kx[2], k3 = kx[3];
     __m512 acc[4];
     for (int q = 0; q < 4; q++)
       acc[q] = _mm512_fmadd_ps(
@@ -98,12 +107,9 @@ block4(const sdpa_args *a, int64_t b, int64_t h, int64_t s, const char *kb, cons
   for (int q = 0; q < 4; q++)
     for (int i = 0; i < 4; i++) ov[q][i] = _mm512_setzero_ps();
   for (int64_t r = 0; r < vmax; r++) {
-    const char *vr = vb + r * vs;
-    if (r + SDPA_PREFETCH_ROWS < vmax) _mm_prefetch(vr + SDPA_PREFETCH_ROWS * vs, _MM_HINT_T0);
-    if (r + SDPA_PREFETCH_ROWS < vmax && kv16 == 0)
-      _mm_prefetch(vr + SDPA_PREFETCH_ROWS * vs + 128, _MM_HINT_T0);
-    const __m512 v0 = load16(vr, 0, kv16), v1 = load16(vr, 16, kv16);
-    const __m512 v2 = load16(vr, 32, kv16), v3 = load16(vr, 48, kv16);
+    __m512 vx[4];
+    row64(vb, r, vs, vmax, kv16, vx);
+    const __m512 v0 = vx[0], v1 = vx[1], v2 = vx[2], v3 = vx[3];
     for (int q = 0; q < 4; q++) {
       if (r >= vis[q]) continue; /* past this query's keys */
       const __m512 p = _mm512_set1_ps(sc[q * nk + r]);
