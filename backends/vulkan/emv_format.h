@@ -1,24 +1,27 @@
 /*
- * emv_format.h — the EmberVulkanBackend blob (BackendDelegate.processed), version 2.
+ * emv_format.h — the EmberVulkanBackend blob (BackendDelegate.processed), version 3.
  *
  * Written by python/ember/backends/vulkan/blob.py; read and validated by vk_blob.c. Every
  * field is a little-endian uint32 (f32 for fp[]), read with memcpy (the blob may sit at any
  * alignment in the file):
  *
- *   header    emv_header (9 words)
+ *   header    emv_header (8 words)
  *   tensors   emv_tensor[n_tensors]   (8 words each)
  *   inputs    uint32[n_inputs]        tensor indices, in the delegate's argument order
  *   outputs   uint32[n_outputs]       tensor indices, after the inputs
  *   ops       emv_op[n_ops]           (20 words each), run in order
- *   weights   weight_elems elements of the storage type (f32, or IEEE f16 for
- *             EMV_STORAGE_F16): constant tensors' values; the blob ends here exactly
+ *   weights   weight_bytes bytes: each constant tensor's values in its own storage type (f32,
+ *             or IEEE f16); the blob ends here exactly
  *
- * All tensors live in one device buffer (the arena, arena_elems elements of the storage type);
- * a tensor is a contiguous row-major [sizes] block at element `offset`. Two tensors may share
- * storage (a reshape is an alias: same offset, same element count). arena_elems must equal the
- * highest offset + numel of any tensor, so that no single corrupted field can make init reserve
- * a huge buffer. The storage type is that of every tensor in the arena; the shaders compute in
- * f32 either way, and the delegate's arguments are f32 (converted at the boundary).
+ * All tensors live in one device buffer (the arena, arena_bytes bytes); a tensor is a
+ * contiguous row-major [sizes] block of elements of its storage type (per tensor: mixed
+ * storage) at byte `offset`, a multiple of its element size. Two tensors may share storage (a
+ * reshape is an alias: same offset, same element count, same storage). arena_bytes must equal
+ * the highest end (offset + numel x element size) of any tensor and weight_bytes that of any
+ * constant, so that no single corrupted field can make init reserve a huge buffer or leave
+ * bytes unaccounted for. The shaders compute in f32 whatever the storage, and the delegate's
+ * arguments are f32 (converted at the boundary). Version 2 (one storage type for the whole
+ * arena, offsets in elements) is refused as another version.
  */
 #ifndef EMBER_EMV_FORMAT_H
 #define EMBER_EMV_FORMAT_H
@@ -26,7 +29,7 @@
 #include <stdint.h>
 
 #define EMV_MAGIC       0x4B564D45u /* "EMVK" */
-#define EMV_VERSION     2u
+#define EMV_VERSION     3u
 #define EMV_MAX_DIMS    4
 #define EMV_NONE        0xFFFFFFFFu /* an absent tensor operand / a tensor that is not a constant */
 #define EMV_MAX_TENSORS (1u << 20)
@@ -36,12 +39,11 @@
 typedef struct emv_header {
   uint32_t magic, version;
   uint32_t n_tensors, n_ops, n_inputs, n_outputs;
-  uint32_t arena_elems;  /* size of the device arena, in elements of the storage type */
-  uint32_t weight_elems; /* elements in the trailing weights section */
-  uint32_t storage;      /* EMV_STORAGE_*: the element type of the arena and the weights */
+  uint32_t arena_bytes;  /* size of the device arena */
+  uint32_t weight_bytes; /* size of the trailing weights section */
 } emv_header;
 
-/* Storage types (emv_header.storage): how the arena and the weights hold each element. */
+/* Storage types (emv_tensor.storage): how the arena and the weights hold a tensor's elements. */
 enum {
   EMV_STORAGE_F32, /* 4-byte IEEE single */
   EMV_STORAGE_F16, /* 2-byte IEEE half (the device needs storageBuffer16BitAccess) */
@@ -49,11 +51,12 @@ enum {
 };
 
 typedef struct emv_tensor {
-  uint32_t offset;              /* first element in the arena */
-  uint32_t weight;              /* EMV_NONE, or first element in the weights section */
+  uint32_t offset;              /* byte offset in the arena, a multiple of the element size */
+  uint32_t weight;              /* EMV_NONE, or byte offset in the weights section (a multiple
+                                   of the element size) */
   uint32_t ndim;                /* 0..EMV_MAX_DIMS */
   uint32_t sizes[EMV_MAX_DIMS]; /* >= 1 below ndim, 0 from ndim on */
-  uint32_t flags;               /* 0 */
+  uint32_t storage;             /* EMV_STORAGE_*, in the arena and in the weights section */
 } emv_tensor;
 
 /* Operator codes (python/ember/backends/vulkan/blob.py OPS). */
@@ -117,7 +120,7 @@ typedef struct emv_op {
   float fp[EMV_OP_FP];
 } emv_op;
 
-_Static_assert(sizeof(emv_header) == 36, "emv_header is 9 words");
+_Static_assert(sizeof(emv_header) == 32, "emv_header is 8 words");
 _Static_assert(sizeof(emv_tensor) == 32, "emv_tensor is 8 words");
 _Static_assert(sizeof(emv_op) == 80, "emv_op is 20 words");
 

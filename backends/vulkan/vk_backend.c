@@ -9,11 +9,14 @@
  * inputs into the mapped staging buffer, submits that command buffer, waits, and copies the
  * outputs back: nothing is allocated per call.
  *
- * With f16 storage (a blob that asks for it, on a device with 16-bit storage buffers) the arena
- * and the staging buffer hold IEEE halves: the weights are uploaded as they are in the blob and
- * execute converts the f32 arguments to f16 (round to nearest even) on the way in and back on
- * the way out. An f16 blob on a device without 16-bit storage runs with f32 storage: its
- * weights are widened at init (vk_device.h emv_device_storage).
+ * Mixed storage: each tensor has its own storage type (emv_format.h), f32 or IEEE f16. On a
+ * device with 16-bit storage buffers the arena holds each tensor as the blob says, the weights
+ * are uploaded as they are in the blob, the shaders of the mixed variant run (the arena bound
+ * both as float[] and as float16_t[], each operand read in its own type) and execute converts
+ * each f32 argument to its tensor's type (f16: round to nearest even) on the way in and back
+ * on the way out. A blob with f16 tensors on a device without 16-bit storage (or after
+ * em_vulkan_allow_f16_storage(false)) runs with every tensor f32 (emv_plan_widen): its f16
+ * weights are widened at init and the all-f32 shaders run.
  */
 #include <string.h>
 
@@ -26,9 +29,8 @@ typedef struct emv_delegate {
   const emv_device *d;
   emv_plan plan;
   uint64_t arena_nbytes, staging_nbytes;
-  uint32_t storage; /* EMV_STORAGE_* of the arena: the blob's, or f32 without device f16 */
-  uint32_t esize;   /* bytes per arena (and staging) element */
-  uint32_t *io_off; /* [n_inputs + n_outputs] element offset of each argument in the staging */
+  uint32_t variant; /* the shaders: EMV_STORAGE_F16 (mixed) when a tensor runs as f16, else F32 */
+  uint32_t *io_off; /* [n_inputs + n_outputs] byte offset of each argument in the staging */
   VkBuffer arena, staging;
   VkDeviceMemory arena_mem, staging_mem;
   uint8_t *mapped; /* the staging buffer, mapped for the delegate's lifetime */
@@ -100,21 +102,36 @@ static void barrier(const emv_device *d, VkCommandBuffer c, VkPipelineStageFlags
   d->vkCmdPipelineBarrier(c, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
-/* Uploads the weights through the staging buffer (one submit, waited for); an f16 blob run with
-   f32 storage has its weights widened on the way. */
+/* Byte offset of tensor t in the arena as the device holds it. */
+static uint64_t arena_at(const emv_rt_tensor *t) {
+  return (uint64_t)t->elem * emv_storage_bytes(t->run);
+}
+
+/* Byte offset of constant t's values in the staging buffer (widened: twice the blob's). */
+static uint64_t staged_at(const emv_plan *p, const emv_rt_tensor *t) {
+  return (uint64_t)t->weight * (p->wide ? 2u : 1u);
+}
+
+/* Uploads the weights through the staging buffer (one submit, waited for); a widened plan has
+   its f16 constants converted to f32 on the way. */
 static em_status upload_weights(emv_delegate *g) {
   const emv_device *d = g->d;
   const emv_plan *p = &g->plan;
-  const uint64_t es = g->esize;
-  if (p->weight_elems == 0) return EM_OK;
-  if (p->storage == g->storage) {
-    memcpy(g->mapped, p->weights, (size_t)p->weight_elems * es);
-  } else { /* f16 in the blob, f32 in the arena */
-    for (uint32_t i = 0; i < p->weight_elems; i++) {
+  if (p->weight_bytes == 0) return EM_OK;
+  if (!p->wide) memcpy(g->mapped, p->weights, p->weight_bytes);
+  for (uint32_t i = 0; p->wide && i < p->n_tensors; i++) {
+    const emv_rt_tensor *t = &p->t[i];
+    if (t->weight == EMV_NONE) continue;
+    uint8_t *to = g->mapped + staged_at(p, t);
+    if (t->storage == EMV_STORAGE_F32) {
+      memcpy(to, p->weights + t->weight, 4u * (size_t)t->numel);
+      continue;
+    }
+    for (uint32_t k = 0; k < t->numel; k++) {
       uint16_t h;
-      memcpy(&h, p->weights + 2u * (size_t)i, 2);
+      memcpy(&h, p->weights + t->weight + 2u * (size_t)k, 2);
       float f = em_f16_to_f32(h);
-      memcpy(g->mapped + 4u * (size_t)i, &f, 4);
+      memcpy(to + 4u * (size_t)k, &f, 4);
     }
   }
   VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
@@ -123,7 +140,7 @@ static em_status upload_weights(emv_delegate *g) {
   for (uint32_t i = 0; i < p->n_tensors; i++) {
     const emv_rt_tensor *t = &p->t[i];
     if (t->weight == EMV_NONE) continue;
-    VkBufferCopy c = {t->weight * es, t->offset * es, t->numel * es};
+    VkBufferCopy c = {staged_at(p, t), arena_at(t), (uint64_t)t->numel * emv_storage_bytes(t->run)};
     d->vkCmdCopyBuffer(g->cmd, g->staging, g->arena, 1, &c);
   }
   if (d->vkEndCommandBuffer(g->cmd) != VK_SUCCESS) return EM_ERR_INTERNAL;
@@ -134,7 +151,6 @@ static em_status upload_weights(emv_delegate *g) {
 static em_status record(emv_delegate *g) {
   const emv_device *d = g->d;
   const emv_plan *p = &g->plan;
-  const uint64_t es = g->esize;
   VkCommandBuffer c = g->cmd;
   VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL, 0, NULL};
   if (d->vkBeginCommandBuffer(c, &bi) != VK_SUCCESS) return EM_ERR_INTERNAL;
@@ -142,7 +158,7 @@ static em_status record(emv_delegate *g) {
           VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
   for (uint32_t i = 0; i < p->n_inputs; i++) {
     const emv_rt_tensor *t = &p->t[p->inputs[i]];
-    VkBufferCopy cp = {g->io_off[i] * es, t->offset * es, t->numel * es};
+    VkBufferCopy cp = {g->io_off[i], arena_at(t), (uint64_t)t->numel * emv_storage_bytes(t->run)};
     d->vkCmdCopyBuffer(c, g->staging, g->arena, 1, &cp);
   }
   barrier(d, c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -156,7 +172,7 @@ static em_status record(emv_delegate *g) {
     uint32_t gx = groups < 65535u ? groups : 65535u, gy = (groups + gx - 1) / gx;
     dp->u[1] = gx * EMV_LOCAL_SIZE;
     if (dp->pipe != bound)
-      d->vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipe[g->storage][dp->pipe]),
+      d->vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipe[g->variant][dp->pipe]),
           bound = dp->pipe;
     d->vkCmdPushConstants(c, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, EMV_PUSH_WORDS * 4u, dp->u);
     d->vkCmdDispatch(c, gx, gy, 1);
@@ -166,7 +182,8 @@ static em_status record(emv_delegate *g) {
   }
   for (uint32_t i = 0; i < p->n_outputs; i++) {
     const emv_rt_tensor *t = &p->t[p->outputs[i]];
-    VkBufferCopy cp = {t->offset * es, g->io_off[p->n_inputs + i] * es, t->numel * es};
+    VkBufferCopy cp = {arena_at(t), g->io_off[p->n_inputs + i],
+                       (uint64_t)t->numel * emv_storage_bytes(t->run)};
     d->vkCmdCopyBuffer(c, g->arena, g->staging, 1, &cp);
   }
   barrier(d, c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -205,7 +222,7 @@ static em_status build(emv_delegate *g) {
     return EM_ERR_INTERNAL;
   }
   g->mapped = m;
-  VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1};
+  VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 2};
   VkDescriptorPoolCreateInfo dpi = {
       VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, NULL, 0, 1, 1, &ps};
   VkCommandPoolCreateInfo cpi = {VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, NULL,
@@ -226,10 +243,13 @@ static em_status build(emv_delegate *g) {
     EM_LOG_ERROR("EmberVulkanBackend: allocating a descriptor set or command buffer failed");
     return EM_ERR_INTERNAL;
   }
+  /* the arena twice: binding 0 (float[]) and binding 1 (float16_t[], the mixed shaders) */
   VkDescriptorBufferInfo dbi = {g->arena, 0, VK_WHOLE_SIZE};
-  VkWriteDescriptorSet w = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, NULL, g->set, 0,   0, 1,
-                            VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,      NULL, &dbi,   NULL};
-  d->vkUpdateDescriptorSets(d->dev, 1, &w, 0, NULL);
+  VkWriteDescriptorSet w[2];
+  for (uint32_t b = 0; b < 2; b++)
+    w[b] = (VkWriteDescriptorSet){VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, NULL, g->set, b,   0, 1,
+                                  VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,      NULL, &dbi,   NULL};
+  d->vkUpdateDescriptorSets(d->dev, 2, w, 0, NULL);
   if ((st = upload_weights(g)) != EM_OK) return st;
   return record(g);
 }
@@ -246,26 +266,28 @@ static em_status vk_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   const emv_plan *p = &g->plan;
   const emv_device *d = NULL;
   if ((st = emv_device_get(&d)) != EM_OK) return st;
-  g->storage = emv_device_storage(d, p->storage);
-  g->esize = emv_storage_bytes(g->storage);
-  if (g->storage != p->storage)
-    EM_LOG_INFO("EmberVulkanBackend: the blob stores f16; %s runs it with f32 storage (%s)",
+  if (p->any_f16 && emv_device_storage(d, EMV_STORAGE_F16) != EMV_STORAGE_F16) {
+    if ((st = emv_plan_widen(&g->plan)) != EM_OK) return st;
+    EM_LOG_INFO("EmberVulkanBackend: the blob stores f16 tensors; %s runs them as f32 (%s)",
                 d->props.deviceName,
                 d->f16 ? "f16 storage turned off" : "no storageBuffer16BitAccess");
+  }
+  g->variant = p->any_f16 && !p->wide ? EMV_STORAGE_F16 : EMV_STORAGE_F32;
   uint32_t n_args = p->n_inputs + p->n_outputs;
   g->io_off = em_allocator_alloc(ctx->method_alloc, 4u * n_args + 4u, 4);
   if (!g->io_off) return EM_ERR_MEMORY_ALLOCATION_FAILED;
   uint64_t io = 0;
   for (uint32_t a = 0; a < n_args; a++) {
-    uint32_t t = a < p->n_inputs ? p->inputs[a] : p->outputs[a - p->n_inputs];
-    io = (io + 3u) & ~3ull; /* 16-byte aligned copies */
+    const emv_rt_tensor *t = &p->t[a < p->n_inputs ? p->inputs[a] : p->outputs[a - p->n_inputs]];
+    io = (io + 15u) & ~15ull; /* 16-byte aligned copies */
     if (io > 0xFFFFFFFFull) return EM_ERR_NOT_SUPPORTED;
     g->io_off[a] = (uint32_t)io;
-    io += p->t[t].numel;
+    io += (uint64_t)t->numel * emv_storage_bytes(t->run);
   }
-  uint64_t staging = io > p->weight_elems ? io : p->weight_elems;
-  g->staging_nbytes = ((staging ? staging : 1) * g->esize + 3u) & ~3ull;
-  g->arena_nbytes = ((uint64_t)p->arena_elems * g->esize + 3u) & ~3ull;
+  uint64_t wbytes = (uint64_t)p->weight_bytes * (p->wide ? 2u : 1u);
+  uint64_t staging = io > wbytes ? io : wbytes;
+  g->staging_nbytes = ((staging ? staging : 4) + 3u) & ~3ull;
+  g->arena_nbytes = ((uint64_t)p->arena_bytes * (p->wide ? 2u : 1u) + 3u) & ~3ull;
   g->d = d;
   if ((st = build(g)) != EM_OK) {
     release(g);
@@ -297,9 +319,10 @@ static em_status vk_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue **
   }
   for (uint32_t a = 0; a < p->n_inputs; a++) {
     const float *x = args[a]->u.tensor->data;
-    uint8_t *at = g->mapped + (size_t)g->io_off[a] * g->esize;
-    size_t n = p->t[p->inputs[a]].numel;
-    if (g->storage == EMV_STORAGE_F16) {
+    uint8_t *at = g->mapped + g->io_off[a];
+    const emv_rt_tensor *t = &p->t[p->inputs[a]];
+    size_t n = t->numel;
+    if (t->run == EMV_STORAGE_F16) {
       for (size_t i = 0; i < n; i++) {
         uint16_t h = em_f32_to_f16(x[i]);
         memcpy(at + 2u * i, &h, 2);
@@ -312,9 +335,10 @@ static em_status vk_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue **
   if (st != EM_OK) return st;
   for (uint32_t o = 0; o < p->n_outputs; o++) {
     float *y = args[p->n_inputs + o]->u.tensor->data;
-    const uint8_t *at = g->mapped + (size_t)g->io_off[p->n_inputs + o] * g->esize;
-    size_t n = p->t[p->outputs[o]].numel;
-    if (g->storage == EMV_STORAGE_F16) {
+    const uint8_t *at = g->mapped + g->io_off[p->n_inputs + o];
+    const emv_rt_tensor *t = &p->t[p->outputs[o]];
+    size_t n = t->numel;
+    if (t->run == EMV_STORAGE_F16) {
       for (size_t i = 0; i < n; i++) {
         uint16_t h;
         memcpy(&h, at + 2u * i, 2);

@@ -2,10 +2,11 @@
  * vk_blob.c — EmberVulkanBackend: validates a blob (emv_format.h) and compiles each operator to
  * the dispatch its shader runs.
  *
- * The blob is untrusted. Every tensor must lie inside the arena (or, for a constant, inside the
- * weights section); every operator's operands must have the shapes its shader assumes, so that
- * no index a shader computes from the push constants leaves the operand it reads or writes.
- * Nothing here calls Vulkan.
+ * The blob is untrusted. Every tensor must have a known storage type, be aligned to its element
+ * size and lie inside the arena (or, for a constant, inside the weights section); every
+ * operator's operands must have the shapes its shader assumes, so that no index a shader
+ * computes from the push constants leaves the operand it reads or writes. Each dispatch also
+ * carries its operands' storage (EMV_PUSH_STORAGE). Nothing here calls Vulkan.
  */
 #include <string.h>
 
@@ -78,7 +79,7 @@ static em_status compile_binary(const emv_op *o, uint32_t i, const emv_rt_tensor
     dp->u[14 + d] = bs[d] == 1 ? 0 : bst[d];
   }
   dp->pipe = EMV_PIPE_BINARY;
-  dp->u[0] = y->numel, dp->u[2] = a->offset, dp->u[3] = b->offset, dp->u[4] = y->offset;
+  dp->u[0] = y->numel, dp->u[2] = a->elem, dp->u[3] = b->elem, dp->u[4] = y->elem;
   dp->u[5] = (uint32_t)o->ip[0];
   return EM_OK;
 }
@@ -100,8 +101,8 @@ static em_status compile_linear(const emv_op *o, uint32_t i, const emv_rt_tensor
   if (b && b->numel != N) FAIL("op %u: linear bias has %u elements, N is %d", i, b->numel, ip[3]);
   dp->pipe = EMV_PIPE_LINEAR;
   uint32_t *u = dp->u;
-  u[0] = y->numel, u[2] = x->offset, u[3] = w->offset, u[4] = b ? b->offset : 0, u[5] = b != NULL;
-  u[6] = y->offset, u[7] = (uint32_t)M, u[8] = (uint32_t)K, u[9] = (uint32_t)N;
+  u[0] = y->numel, u[2] = x->elem, u[3] = w->elem, u[4] = b ? b->elem : 0, u[5] = b != NULL;
+  u[6] = y->elem, u[7] = (uint32_t)M, u[8] = (uint32_t)K, u[9] = (uint32_t)N;
   u[10] = (uint32_t)ip[4], u[11] = ip[5] ? (uint32_t)(K * N) : 0, u[12] = (uint32_t)ip[6];
   u[13] = f2u(o->fp[0]), u[14] = f2u(o->fp[1]);
   return EM_OK;
@@ -143,8 +144,8 @@ static em_status compile_conv(const emv_op *o, uint32_t i, const emv_rt_tensor *
     FAIL("op %u: conv2d bias has %u elements for %u channels", i, b->numel, OC);
   dp->pipe = EMV_PIPE_CONV2D;
   uint32_t *u = dp->u;
-  u[0] = y->numel, u[2] = x->offset, u[3] = w->offset, u[4] = b ? b->offset : 0, u[5] = b != NULL;
-  u[6] = y->offset;
+  u[0] = y->numel, u[2] = x->elem, u[3] = w->elem, u[4] = b ? b->elem : 0, u[5] = b != NULL;
+  u[6] = y->elem;
   for (int d = 0; d < 4; d++) u[7 + d] = x->sizes[d];
   u[11] = OC, u[12] = y->sizes[2], u[13] = y->sizes[3], u[14] = w->sizes[2], u[15] = w->sizes[3];
   for (int k = 0; k < 8; k++) u[16 + k] = (uint32_t)ip[k];
@@ -172,7 +173,7 @@ static em_status compile_pool(const emv_op *o, uint32_t i, const emv_rt_tensor *
          x->sizes[2], x->sizes[3]);
   dp->pipe = EMV_PIPE_POOL2D;
   uint32_t *u = dp->u;
-  u[0] = y->numel, u[2] = x->offset, u[3] = y->offset, u[4] = x->sizes[2], u[5] = x->sizes[3];
+  u[0] = y->numel, u[2] = x->elem, u[3] = y->elem, u[4] = x->sizes[2], u[5] = x->sizes[3];
   u[6] = y->sizes[2], u[7] = y->sizes[3];
   for (int k = 0; k < 8; k++) u[8 + k] = (uint32_t)ip[1 + k];
   u[16] = (uint32_t)ip[0], u[17] = (uint32_t)ip[9], u[18] = (uint32_t)ip[10];
@@ -193,7 +194,7 @@ static em_status compile_upsample(const emv_op *o, uint32_t i, const emv_rt_tens
       FAIL("op %u: upsample scale fp[%d] is not in [0, 2^24]", i, k);
   dp->pipe = EMV_PIPE_UPSAMPLE;
   uint32_t *u = dp->u;
-  u[0] = y->numel, u[2] = x->offset, u[3] = y->offset, u[4] = x->sizes[2], u[5] = x->sizes[3];
+  u[0] = y->numel, u[2] = x->elem, u[3] = y->elem, u[4] = x->sizes[2], u[5] = x->sizes[3];
   u[6] = y->sizes[2], u[7] = y->sizes[3], u[8] = (uint32_t)ip[0], u[9] = (uint32_t)ip[1];
   u[10] = f2u(o->fp[0]), u[11] = f2u(o->fp[1]);
   return EM_OK;
@@ -216,17 +217,17 @@ static em_status compile_shape_op(const emv_op *o, uint32_t i, const emv_rt_tens
   if (o->code == EMV_OP_COPY) {
     if (x->numel != y->numel) FAIL("op %u: copy of %u elements into %u", i, x->numel, y->numel);
     uint32_t n4[4] = {1, 1, 1, x->numel}, z[4] = {0, 0, 0, 1};
-    gather(dp, x->numel, x->offset, y->offset, n4, z, z);
+    gather(dp, x->numel, x->elem, y->elem, n4, z, z);
     return EM_OK;
   }
   if (o->code == EMV_OP_FILL) {
     uint32_t z[4] = {0, 0, 0, 0};
     if (x->numel != 1) FAIL("op %u: fill value has %u elements", i, x->numel);
-    gather(dp, y->numel, x->offset, y->offset, ys, z, yst);
+    gather(dp, y->numel, x->elem, y->elem, ys, z, yst);
     return EM_OK;
   }
   if (o->code == EMV_OP_PLACE) {
-    uint32_t nd = x->ndim, pad = 4u - nd, at = y->offset;
+    uint32_t nd = x->ndim, pad = 4u - nd, at = y->elem;
     if (y->ndim != nd || nd == 0) FAIL("op %u: place of rank %u into rank %u", i, nd, y->ndim);
     for (uint32_t d = 0; d < nd; d++) {
       if (ip[d] < 0 || (int64_t)ip[d] + x->sizes[d] > (int64_t)y->sizes[d])
@@ -234,7 +235,7 @@ static em_status compile_shape_op(const emv_op *o, uint32_t i, const emv_rt_tens
              y->sizes[d]);
       at += (uint32_t)ip[d] * yst[pad + d];
     }
-    gather(dp, x->numel, x->offset, at, xs, xst, yst);
+    gather(dp, x->numel, x->elem, at, xs, xst, yst);
     return EM_OK;
   }
   if (o->code == EMV_OP_PERMUTE) {
@@ -247,7 +248,7 @@ static em_status compile_shape_op(const emv_op *o, uint32_t i, const emv_rt_tens
       seen |= 1u << p;
     }
     for (uint32_t d = 0; d < 4; d++) st[d] = d < pad ? 0 : xst[pad + (uint32_t)ip[d - pad]];
-    gather(dp, y->numel, x->offset, y->offset, ys, st, yst);
+    gather(dp, y->numel, x->elem, y->elem, ys, st, yst);
     return EM_OK;
   }
   int32_t dim = ip[0];
@@ -264,14 +265,14 @@ static em_status compile_shape_op(const emv_op *o, uint32_t i, const emv_rt_tens
            x->sizes[dim]);
     memcpy(st, xst, sizeof st);
     st[d4] *= (uint32_t)step;
-    gather(dp, y->numel, x->offset + (uint32_t)start * xst[d4], y->offset, ys, st, yst);
+    gather(dp, y->numel, x->elem + (uint32_t)start * xst[d4], y->elem, ys, st, yst);
     return EM_OK;
   }
   int64_t at = ip[1];
   if (at < 0 || at + x->sizes[dim] > (int64_t)y->sizes[dim])
     FAIL("op %u: cat piece of %u at %d does not fit %u", i, x->sizes[dim], ip[1], y->sizes[dim]);
   memcpy(sz, xs, sizeof sz);
-  gather(dp, x->numel, x->offset, y->offset + (uint32_t)at * yst[d4], sz, xst, yst);
+  gather(dp, x->numel, x->elem, y->elem + (uint32_t)at * yst[d4], sz, xst, yst);
   return EM_OK;
 }
 
@@ -309,12 +310,16 @@ static em_status compile_op(const emv_plan *p, const emv_op *o, uint32_t i, emv_
     FAIL("op %u (code %u) takes no input 2", i, o->code);
   }
   uint32_t *u = dp->u;
+  /* each operand's storage (shaders/common.glsl ld / st); the compilers below leave this word */
+  u[EMV_PUSH_STORAGE] =
+      (x->run == EMV_STORAGE_F16 ? 1u : 0u) | (a1 && a1->run == EMV_STORAGE_F16 ? 2u : 0u) |
+      (a2 && a2->run == EMV_STORAGE_F16 ? 4u : 0u) | (y->run == EMV_STORAGE_F16 ? 8u : 0u);
   switch (o->code) {
   case EMV_OP_UNARY:
     if (x->numel != y->numel || !act_ok(o->ip[0]))
       FAIL("op %u: unary of %u elements into %u, act %d", i, x->numel, y->numel, o->ip[0]);
     dp->pipe = EMV_PIPE_UNARY;
-    u[0] = y->numel, u[2] = x->offset, u[3] = y->offset, u[4] = (uint32_t)o->ip[0];
+    u[0] = y->numel, u[2] = x->elem, u[3] = y->elem, u[4] = (uint32_t)o->ip[0];
     u[5] = f2u(o->fp[0]), u[6] = f2u(o->fp[1]);
     return EM_OK;
   case EMV_OP_BINARY: return compile_binary(o, i, x, a1, y, dp);
@@ -326,7 +331,7 @@ static em_status compile_op(const emv_plan *p, const emv_op *o, uint32_t i, emv_
     if (!same_shape(x, y) || x->ndim == 0 || (o->ip[0] != 0 && o->ip[0] != 1))
       FAIL("op %u: softmax shapes or log flag %d", i, o->ip[0]);
     dp->pipe = EMV_PIPE_SOFTMAX;
-    u[4] = x->sizes[x->ndim - 1], u[0] = x->numel / u[4], u[2] = x->offset, u[3] = y->offset;
+    u[4] = x->sizes[x->ndim - 1], u[0] = x->numel / u[4], u[2] = x->elem, u[3] = y->elem;
     u[5] = (uint32_t)o->ip[0];
     return EM_OK;
   case EMV_OP_LAYERNORM: {
@@ -337,8 +342,8 @@ static em_status compile_op(const emv_plan *p, const emv_op *o, uint32_t i, emv_
       FAIL("op %u: layer norm over %d columns of %u elements, eps %g", i, cols, x->numel,
            (double)o->fp[0]);
     dp->pipe = EMV_PIPE_LAYERNORM;
-    u[0] = x->numel / (uint32_t)cols, u[2] = x->offset, u[3] = a1 ? a1->offset : 0;
-    u[4] = a2 ? a2->offset : 0, u[5] = (a1 ? 1u : 0u) | (a2 ? 2u : 0u), u[6] = y->offset;
+    u[0] = x->numel / (uint32_t)cols, u[2] = x->elem, u[3] = a1 ? a1->elem : 0;
+    u[4] = a2 ? a2->elem : 0, u[5] = (a1 ? 1u : 0u) | (a2 ? 2u : 0u), u[6] = y->elem;
     u[7] = (uint32_t)cols, u[8] = f2u(o->fp[0]);
     return EM_OK;
   }
@@ -350,7 +355,7 @@ static em_status compile_op(const emv_plan *p, const emv_op *o, uint32_t i, emv_
       FAIL("op %u: mean [%d, %d, %d] of %u elements into %u", i, ip[0], ip[1], ip[2], x->numel,
            y->numel);
     dp->pipe = EMV_PIPE_MEAN;
-    u[0] = y->numel, u[2] = x->offset, u[3] = y->offset, u[4] = (uint32_t)ip[1];
+    u[0] = y->numel, u[2] = x->elem, u[3] = y->elem, u[4] = (uint32_t)ip[1];
     u[5] = (uint32_t)ip[2], u[6] = (uint32_t)ip[3];
     return EM_OK;
   }
@@ -359,13 +364,15 @@ static em_status compile_op(const emv_plan *p, const emv_op *o, uint32_t i, emv_
 }
 
 static em_status parse_tensors(const uint8_t *b, emv_plan *p) {
-  uint64_t top = 0;
+  uint64_t top = 0, wtop = 0;
   for (uint32_t i = 0; i < p->n_tensors; i++) {
     emv_tensor r;
     memcpy(&r, b + (size_t)i * sizeof r, sizeof r);
     emv_rt_tensor *t = &p->t[i];
-    if (r.ndim > EMV_MAX_DIMS || r.flags != 0)
-      FAIL("tensor %u: rank %u, flags %u", i, r.ndim, r.flags);
+    if (r.ndim > EMV_MAX_DIMS) FAIL("tensor %u: rank %u", i, r.ndim);
+    if (r.storage >= EMV_STORAGE_END)
+      FAIL("tensor %u: storage type %u (%u: f32, %u: f16)", i, r.storage, EMV_STORAGE_F32,
+           EMV_STORAGE_F16);
     uint64_t numel = 1;
     for (uint32_t d = 0; d < EMV_MAX_DIMS; d++) {
       if (d < r.ndim ? r.sizes[d] == 0 : r.sizes[d] != 0)
@@ -374,20 +381,53 @@ static em_status parse_tensors(const uint8_t *b, emv_plan *p) {
       if (numel > (1u << 31)) FAIL("tensor %u: more than 2^31 elements", i);
       t->sizes[d] = r.sizes[d];
     }
+    uint32_t es = emv_storage_bytes(r.storage);
     t->offset = r.offset, t->weight = r.weight, t->ndim = r.ndim, t->numel = (uint32_t)numel;
-    if ((uint64_t)r.offset + numel > p->arena_elems)
-      FAIL("tensor %u: [%u, +%u) lies outside the %u-element arena", i, r.offset, t->numel,
-           p->arena_elems);
-    if (r.weight != EMV_NONE && (uint64_t)r.weight + numel > p->weight_elems)
-      FAIL("tensor %u: weights [%u, +%u) lie outside the %u weight elements", i, r.weight, t->numel,
-           p->weight_elems);
-    if (r.offset + numel > top) top = r.offset + numel;
+    t->storage = r.storage;
+    if (r.offset % es || (r.weight != EMV_NONE && r.weight % es))
+      FAIL("tensor %u: offset %u or weight %u is not a multiple of its %u-byte elements", i,
+           r.offset, r.weight, es);
+    uint64_t end = (uint64_t)r.offset + numel * es;
+    if (end > p->arena_bytes)
+      FAIL("tensor %u: bytes [%u, %llu) lie outside the %u-byte arena", i, r.offset,
+           (unsigned long long)end, p->arena_bytes);
+    if (r.weight != EMV_NONE) {
+      uint64_t wend = (uint64_t)r.weight + numel * es;
+      if (wend > p->weight_bytes)
+        FAIL("tensor %u: weight bytes [%u, %llu) lie outside the %u-byte weights section", i,
+             r.weight, (unsigned long long)wend, p->weight_bytes);
+      if (wend > wtop) wtop = wend;
+    }
+    if (end > top) top = end;
+    p->any_f16 |= r.storage == EMV_STORAGE_F16;
   }
-  if (top != p->arena_elems)
-    FAIL("arena_elems is %u, the tensors end at %llu", p->arena_elems, (unsigned long long)top);
+  if (top != p->arena_bytes)
+    FAIL("arena_bytes is %u, the tensors end at %llu", p->arena_bytes, (unsigned long long)top);
+  if (wtop != p->weight_bytes)
+    FAIL("weight_bytes is %u, the constants end at %llu", p->weight_bytes,
+         (unsigned long long)wtop);
   return EM_OK;
 }
 
+/* Where each tensor runs (emv_rt_tensor.run / elem), then each operator's dispatch. */
+static em_status compile_all(emv_plan *p, bool wide) {
+  p->wide = wide;
+  for (uint32_t i = 0; i < p->n_tensors; i++) {
+    emv_rt_tensor *t = &p->t[i];
+    t->run = wide ? EMV_STORAGE_F32 : t->storage;
+    t->elem = wide ? t->offset / 2u : t->offset / emv_storage_bytes(t->storage);
+  }
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    emv_op o;
+    memcpy(&o, p->ops + (size_t)i * sizeof o, sizeof o);
+    memset(&p->dispatch[i], 0, sizeof p->dispatch[i]);
+    em_status st = compile_op(p, &o, i, &p->dispatch[i]);
+    if (st != EM_OK) return st;
+  }
+  return EM_OK;
+}
+
+em_status emv_plan_widen(emv_plan *p) { return compile_all(p, true); }
 static em_status parse_args(const uint8_t *b, uint32_t n, uint32_t *out, const emv_plan *p,
                             const char *what) {
   for (uint32_t i = 0; i < n; i++) {
@@ -410,19 +450,16 @@ em_status emv_plan_parse(const void *blob, size_t n, em_allocator *al, emv_plan 
                  EMV_VERSION);
     return EM_ERR_DELEGATE_INVALID_COMPATIBILITY;
   }
-  if (h.storage >= EMV_STORAGE_END)
-    FAIL("storage type %u (%u: f32, %u: f16)", h.storage, EMV_STORAGE_F32, EMV_STORAGE_F16);
   if (h.n_tensors > EMV_MAX_TENSORS || h.n_ops > EMV_MAX_OPS || h.n_inputs > EMV_MAX_ARGS ||
       h.n_outputs > EMV_MAX_ARGS || h.n_tensors == 0 || h.n_outputs == 0)
     FAIL("implausible counts: %u tensors, %u ops, %u inputs, %u outputs", h.n_tensors, h.n_ops,
          h.n_inputs, h.n_outputs);
   uint64_t need = sizeof h + (uint64_t)h.n_tensors * sizeof(emv_tensor) +
                   4ull * (h.n_inputs + h.n_outputs) + (uint64_t)h.n_ops * sizeof(emv_op) +
-                  (uint64_t)emv_storage_bytes(h.storage) * h.weight_elems;
+                  (uint64_t)h.weight_bytes;
   if (need != n) FAIL("blob is %zu bytes, its header describes %llu", n, (unsigned long long)need);
   p->n_tensors = h.n_tensors, p->n_ops = h.n_ops, p->n_inputs = h.n_inputs;
-  p->n_outputs = h.n_outputs, p->arena_elems = h.arena_elems, p->weight_elems = h.weight_elems;
-  p->storage = h.storage;
+  p->n_outputs = h.n_outputs, p->arena_bytes = h.arena_bytes, p->weight_bytes = h.weight_bytes;
   p->t = em_allocator_alloc(al, sizeof *p->t * h.n_tensors, 8);
   p->inputs = em_allocator_alloc(al, 4u * (h.n_inputs + h.n_outputs) + 4u, 4);
   p->dispatch = em_allocator_alloc(al, sizeof *p->dispatch * (h.n_ops + 1u), 8);
@@ -440,12 +477,7 @@ em_status emv_plan_parse(const void *blob, size_t n, em_allocator *al, emv_plan 
   q += 4u * h.n_inputs;
   if ((st = parse_args(q, h.n_outputs, p->outputs, p, "output")) != EM_OK) return st;
   q += 4u * h.n_outputs;
-  for (uint32_t i = 0; i < h.n_ops; i++) {
-    emv_op o;
-    memcpy(&o, q + (size_t)i * sizeof o, sizeof o);
-    memset(&p->dispatch[i], 0, sizeof p->dispatch[i]);
-    if ((st = compile_op(p, &o, i, &p->dispatch[i])) != EM_OK) return st;
-  }
+  p->ops = q;
   p->weights = q + (size_t)h.n_ops * sizeof(emv_op);
-  return EM_OK;
+  return compile_all(p, false);
 }

@@ -2,7 +2,8 @@
  * vk_device.c — EmberVulkanBackend's process-wide Vulkan device: loads libvulkan.so.1 with
  * dlopen, creates the instance, the first compute-capable device (with 16-bit storage buffers
  * enabled where it has them), its queue and the compute pipelines (from the SPIR-V embedded at
- * build time, f32 and, where enabled, f16 storage), once per process (vk_device.h).
+ * build time: the all-f32 variant and, where 16-bit storage is enabled, the mixed-storage one),
+ * once per process (vk_device.h).
  */
 #define _GNU_SOURCE
 #include "vk_device.h"
@@ -43,10 +44,12 @@ static void why(const char *s, int vk) {
 }
 
 static em_status make_pipelines(emv_device *d) {
-  VkDescriptorSetLayoutBinding bind = {0, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
-                                       VK_SHADER_STAGE_COMPUTE_BIT, NULL};
+  /* the arena, twice: binding 0 as float[], binding 1 as float16_t[] (the mixed shaders) */
+  VkDescriptorSetLayoutBinding bind[2] = {
+      {0, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, NULL},
+      {1, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, NULL}};
   VkDescriptorSetLayoutCreateInfo sl = {VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, NULL,
-                                        0, 1, &bind};
+                                        0, 2, bind};
   if (d->vkCreateDescriptorSetLayout(d->dev, &sl, NULL, &d->set_layout) != VK_SUCCESS) {
     why("Vulkan: vkCreateDescriptorSetLayout failed", 0);
     return EM_ERR_INTERNAL;

@@ -67,7 +67,7 @@ typedef struct emv_device {
   VkPhysicalDeviceMemoryProperties mem;
   VkDescriptorSetLayout set_layout;
   VkPipelineLayout layout;
-  bool f16; /* storageBuffer16BitAccess enabled: pipe[EMV_STORAGE_F16] exist */
+  bool f16; /* storageBuffer16BitAccess enabled: pipe[EMV_STORAGE_F16] (mixed storage) exist */
   VkPipeline pipe[EMV_STORAGE_END][EMV_PIPE_END];
   EMV_FUNCS(EMV_DECLARE)
 } emv_device;
@@ -80,9 +80,9 @@ em_status emv_device_get(const emv_device **dev_out);
 /* Submits `cmd` on the shared queue (serialized between threads) and waits for `fence`. */
 em_status emv_device_run(const emv_device *d, VkCommandBuffer cmd, VkFence fence);
 
-/* The storage type a delegate whose blob stores `storage` runs with on `d`: EMV_STORAGE_F16
+/* The storage type a tensor the blob stores as `storage` runs with on `d`: EMV_STORAGE_F16
    only where the device has 16-bit storage and em_vulkan_allow_f16_storage has not turned it
-   off; otherwise EMV_STORAGE_F32 (an f16 blob's weights are then widened at init). */
+   off; otherwise EMV_STORAGE_F32 (a blob with f16 tensors then runs widened, emv_plan_widen). */
 uint32_t emv_device_storage(const emv_device *d, uint32_t storage);
 
 /* Index of a memory type allowed by `bits` with all of `want`, or -1. */

@@ -24,10 +24,11 @@ from vulkan_common import VK, needs_vulkan
 import ember
 from ember.backends.check import runtime_check
 from ember.backends.delegate import DelegateInstr
+from ember.backends.vulkan.blob import arena_bytes, tensor_table
 from ember.passes.ir import KernelInstr
 
 RTOL, ATOL = 1e-4, 1e-5
-HEAD = 36  # bytes of the blob header (emv_format.h emv_header, version 2)
+HEAD = 32  # bytes of the blob header (emv_format.h emv_header, version 3)
 
 
 pytestmark = needs_vulkan
@@ -399,11 +400,11 @@ def test_models_against_eager_and_portable(model, shape) -> None:  # noqa: ANN00
     assert n_ops <= n_instr - (4 if model is SmallCNN else 2), (n_ops, n_instr)
     # the arena reuses the space of tensors no operator uses together
     blob = _delegates(prog)[0].processed
-    n_tensors, arena = struct.unpack_from("<I", blob, 8)[0], struct.unpack_from("<I", blob, 24)[0]
-    rows = [struct.unpack_from("<2I2x2x4I", blob, HEAD + 32 * t) for t in range(n_tensors)]
-    numel = [max(a, 1) * max(b, 1) * max(c, 1) * max(d, 1) for _, _, a, b, c, d in rows]
-    consts = sum(n for n, r in zip(numel, rows, strict=True) if r[1] != 0xFFFFFFFF)
-    acts = sum(n for n, r in zip(numel, rows, strict=True) if r[1] == 0xFFFFFFFF)
+    arena = arena_bytes(blob)
+    rows = tensor_table(blob)[0]  # (byte offset, weight, elements, storage)
+    assert all(st == 0 for *_, st in rows)  # f32 storage: every tensor f32, 4 bytes each
+    consts = sum(4 * n for _, w, n, _ in rows if w != 0xFFFFFFFF)
+    acts = sum(4 * n for _, w, n, _ in rows if w == 0xFFFFFFFF)
     assert arena - consts < 0.8 * acts, (arena, consts, acts)
     plain = _run(ember.export(m, (x,), backend=None), (x,))[0]
     from ember.runtime import RuntimeProgram
@@ -426,7 +427,7 @@ def test_large_arena_is_split(monkeypatch: pytest.MonkeyPatch) -> None:
     prog = _check(_bn_stats(SmallCNN()).eval(), _r(1, 3, 32, 32))
     assert len(_delegates(prog)) >= 2, prog.explain()
     for d in _delegates(prog):
-        assert struct.unpack_from("<I", d.processed, 24)[0] <= 12288
+        assert arena_bytes(d.processed) <= 12288 * 4
 
 
 class Five(nn.Module):
@@ -519,7 +520,8 @@ def test_blob_fields_refused_by_name(blob: bytes) -> None:
         "version": put(4, 9),
         "arena": put(24, struct.unpack_from("<I", blob, 24)[0] + 1),
         "describes": blob[:-4],
-        "storage type 2": put(32, 2),
+        "storage type 2": put(HEAD + 28, 2),  # tensor 0's storage
+        "not a multiple": put(HEAD, 2),  # tensor 0's offset, not 4-byte aligned for f32
         "outside": put(HEAD, 0x7FFFFFF0),  # tensor 0's offset
         "rank": put(HEAD + 8, 5),
         "unknown code": put(HEAD + 32 * n_tensors + 4 * 2, 77),  # first op (1 input, 1 output)

@@ -14,7 +14,7 @@ void main() {
     ia += k * pc.u[10 + d];
     ib += k * pc.u[14 + d];
   }
-  float a = ld(pc.u[2] + ia), b = ld(pc.u[3] + ib), y;
+  float a = ld(0u, pc.u[2] + ia), b = ld(1u, pc.u[3] + ib), y;
   switch (pc.u[5]) {
   case 0u: y = a + b; break;
   case 1u: y = a - b; break;

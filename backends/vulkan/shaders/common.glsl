@@ -1,23 +1,33 @@
-// common.glsl — what every EmberVulkanBackend compute shader shares: one storage buffer (the
-// delegate's arena, all tensors at element offsets), read and written only through ld / st,
-// 32 words of push constants (u[0]: invocations that do work, u[1]: invocations per row of the
-// 2-d dispatch, then the op's own words, see vk_blob.c) and the activations of emv_format.h
-// (EMV_ACT_*). Compiled twice (CMakeLists.txt): f32 storage, and with -DEMV_F16 f16 storage
-// (EMV_STORAGE_F16: the arena holds float16_t, GL_EXT_shader_16bit_storage, converted to f32
-// on every load and rounded back on every store; all arithmetic stays f32).
+// common.glsl — what every EmberVulkanBackend compute shader shares: the delegate's arena (all
+// tensors at element offsets), read and written only through ld / st, 32 words of push
+// constants (u[0]: invocations that do work, u[1]: invocations per row of the 2-d dispatch,
+// then the op's own words, see vk_blob.c; u[31]: the operands' storage) and the activations of
+// emv_format.h (EMV_ACT_*). Compiled twice (CMakeLists.txt): every tensor f32 (binding 0, a
+// float[] view of the arena), and with -DEMV_F16 mixed storage: the arena is also bound as
+// float16_t[] (binding 1, GL_EXT_shader_16bit_storage) and each operand is read and written
+// through the view its bit of u[31] names (bit k: in[k] is f16, k < 3; bit 3: the output is),
+// halves converted to f32 on every load and rounded back on every store. All arithmetic is f32.
+// ld(k, i) reads element i of the arena as operand k stores it; st writes the output.
 #ifdef EMV_F16
 #extension GL_EXT_shader_16bit_storage : require
+#endif
 layout(local_size_x = 64) in;
-layout(std430, set = 0, binding = 0) buffer Arena { float16_t A[]; };
-float ld(uint i) { return float(A[i]); }
-void st(uint i, float v) { A[i] = float16_t(v); }
-#else
-layout(local_size_x = 64) in;
+layout(push_constant, std430) uniform Push { uint u[32]; } pc;
 layout(std430, set = 0, binding = 0) buffer Arena { float A[]; };
-float ld(uint i) { return A[i]; }
+#ifdef EMV_F16
+layout(std430, set = 0, binding = 1) buffer Arena16 { float16_t H[]; };
+bool is16(uint k) { return ((pc.u[31] >> k) & 1u) != 0u; }
+float ld(uint k, uint i) { return is16(k) ? float(H[i]) : A[i]; }
+void st(uint i, float v) {
+  if (is16(3u))
+    H[i] = float16_t(v);
+  else
+    A[i] = v;
+}
+#else
+float ld(uint k, uint i) { return A[i]; }
 void st(uint i, float v) { A[i] = v; }
 #endif
-layout(push_constant, std430) uniform Push { uint u[32]; } pc;
 
 uint gid() { return gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * pc.u[1]; }
 float pf(uint i) { return uintBitsToFloat(pc.u[i]); }

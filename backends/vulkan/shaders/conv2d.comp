@@ -17,7 +17,7 @@ void main() {
   uint c0 = (oc / ocg) * cg;
   int ih0 = int(oh * pc.u[16]) - int(pc.u[18]);
   int iw0 = int(ow * pc.u[17]) - int(pc.u[19]);
-  float s = pc.u[5] != 0u ? ld(pc.u[4] + oc) : 0.0;
+  float s = pc.u[5] != 0u ? ld(2u, pc.u[4] + oc) : 0.0;
   for (uint c = 0u; c < cg; c++) {
     uint xc = pc.u[2] + (n * C + c0 + c) * H * W;
     uint wc = pc.u[3] + (oc * cg + c) * KH * KW;
@@ -27,7 +27,7 @@ void main() {
       for (uint kw = 0u; kw < KW; kw++) {
         int iw = iw0 + int(kw * pc.u[21]);
         if (iw < 0 || iw >= int(W)) continue;
-        s += ld(xc + uint(ih) * W + uint(iw)) * ld(wc + kh * KW + kw);
+        s += ld(0u, xc + uint(ih) * W + uint(iw)) * ld(1u, wc + kh * KW + kw);
       }
     }
   }

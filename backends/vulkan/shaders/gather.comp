@@ -15,5 +15,5 @@ void main() {
     s += k * pc.u[10 + d];
     o += k * pc.u[14 + d];
   }
-  st(o, ld(s));
+  st(o, ld(0u, s));
 }

@@ -13,10 +13,10 @@ void main() {
   float s = 0.0;
   if (pc.u[10] != 0u) {
     uint wr = w0 + n * K;
-    for (uint k = 0u; k < K; k++) s += ld(x0 + k) * ld(wr + k);
+    for (uint k = 0u; k < K; k++) s += ld(0u, x0 + k) * ld(1u, wr + k);
   } else {
-    for (uint k = 0u; k < K; k++) s += ld(x0 + k) * ld(w0 + k * N + n);
+    for (uint k = 0u; k < K; k++) s += ld(0u, x0 + k) * ld(1u, w0 + k * N + n);
   }
-  if (pc.u[5] != 0u) s += ld(pc.u[4] + n);
+  if (pc.u[5] != 0u) s += ld(2u, pc.u[4] + n);
   st(pc.u[6] + i, act(s, pc.u[12], pf(13), pf(14)));
 }

@@ -10,6 +10,6 @@ void main() {
   uint o = j / inner, in_ = j % inner;
   uint x0 = pc.u[2] + o * cols * inner + in_;
   float s = 0.0;
-  for (uint c = 0u; c < cols; c++) s += ld(x0 + c * inner);
+  for (uint c = 0u; c < cols; c++) s += ld(0u, x0 + c * inner);
   st(pc.u[3] + j, pc.u[6] != 0u ? s : s / float(cols));
 }

@@ -22,7 +22,7 @@ void main() {
       for (uint kw = 0u; kw < pc.u[9]; kw++) {
         int iw = ws + int(kw * pc.u[15]);
         if (iw < 0 || iw >= W) continue;
-        float v = ld(x0 + uint(ih * W + iw));
+        float v = ld(0u, x0 + uint(ih * W + iw));
         if (v > m || isnan(v)) m = v;
       }
     }
@@ -34,7 +34,7 @@ void main() {
   int h0 = max(hs, 0), w0 = max(ws, 0), h1 = min(he, H), w1 = min(we, W);
   float s = 0.0;
   for (int ih = h0; ih < h1; ih++)
-    for (int iw = w0; iw < w1; iw++) s += ld(x0 + uint(ih * W + iw));
+    for (int iw = w0; iw < w1; iw++) s += ld(0u, x0 + uint(ih * W + iw));
   int div = pc.u[18] != 0u ? int(pc.u[18]) : pc.u[17] != 0u ? padded : (h1 - h0) * (w1 - w0);
   st(pc.u[3] + i, s / float(div));
 }

@@ -7,14 +7,14 @@ void main() {
   if (r >= pc.u[0]) return;
   uint cols = pc.u[4], x0 = pc.u[2] + r * cols, y0 = pc.u[3] + r * cols;
   float m = uintBitsToFloat(0xff800000u);
-  for (uint c = 0u; c < cols; c++) m = max(m, ld(x0 + c));
+  for (uint c = 0u; c < cols; c++) m = max(m, ld(0u, x0 + c));
   float s = 0.0;
-  for (uint c = 0u; c < cols; c++) s += exp(ld(x0 + c) - m);
+  for (uint c = 0u; c < cols; c++) s += exp(ld(0u, x0 + c) - m);
   if (pc.u[5] != 0u) {
     float l = log(s);
-    for (uint c = 0u; c < cols; c++) st(y0 + c, ld(x0 + c) - m - l);
+    for (uint c = 0u; c < cols; c++) st(y0 + c, ld(0u, x0 + c) - m - l);
   } else {
     float inv = 1.0 / s;
-    for (uint c = 0u; c < cols; c++) st(y0 + c, exp(ld(x0 + c) - m) * inv);
+    for (uint c = 0u; c < cols; c++) st(y0 + c, exp(ld(0u, x0 + c) - m) * inv);
   }
 }

@@ -5,5 +5,5 @@
 void main() {
   uint i = gid();
   if (i >= pc.u[0]) return;
-  st(pc.u[3] + i, act(ld(pc.u[2] + i), pc.u[4], pf(5), pf(6)));
+  st(pc.u[3] + i, act(ld(0u, pc.u[2] + i), pc.u[4], pf(5), pf(6)));
 }

@@ -32,14 +32,14 @@ void main() {
   uint x0 = pc.u[2] + nc * H * W;
   float sh = pf(10u), sw = pf(11u);
   if (pc.u[8] == 0u) {
-    st(pc.u[3] + i, ld(x0 + nearest(oh, H, OH, sh) * W + nearest(ow, W, OW, sw)));
+    st(pc.u[3] + i, ld(0u, x0 + nearest(oh, H, OH, sh) * W + nearest(ow, W, OW, sw)));
     return;
   }
   bool align = pc.u[9] != 0u;
   float lh, lw;
   uint h0 = tap(oh, H, sh, align, lh), w0 = tap(ow, W, sw, align, lw);
   uint h1 = h0 + (h0 < H - 1u ? 1u : 0u), w1 = w0 + (w0 < W - 1u ? 1u : 0u);
-  float v00 = ld(x0 + h0 * W + w0), v01 = ld(x0 + h0 * W + w1);
-  float v10 = ld(x0 + h1 * W + w0), v11 = ld(x0 + h1 * W + w1);
+  float v00 = ld(0u, x0 + h0 * W + w0), v01 = ld(0u, x0 + h0 * W + w1);
+  float v10 = ld(0u, x0 + h1 * W + w0), v11 = ld(0u, x0 + h1 * W + w1);
   st(pc.u[3] + i, (1.0 - lh) * ((1.0 - lw) * v00 + lw * v01) + lh * ((1.0 - lw) * v10 + lw * v11));
 }

@@ -6,9 +6,13 @@ tensor lives in one arena at an element offset, tensors no operator uses togethe
 (:meth:`_Tensors.offsets`); a copy whose source is a tensor is an alias (its output shares the
 source's storage); constants are appended after the operators and uploaded once at init.
 
-``storage`` (:data:`STORAGE`) is the element type of the arena and the weights: ``"f32"``, or
-``"f16"`` (IEEE halves, the weights rounded to nearest even here; a constant beyond f16's range
-raises Unsupported, so its operator stays portable).
+``storage`` (:data:`STORAGE`) chooses each tensor's element type (blob version 3: per tensor):
+``"f32"`` stores every tensor as f32; ``"f16"`` is mixed storage: IEEE halves for the weight
+matrices of convolutions and linears (rounded to nearest even here; one beyond f16's range
+raises Unsupported, so its operator stays portable) and for the activations, except the
+activations of ``keep_f32`` (ids of TensorSpec roots: what the partitioner's rule keeps f32,
+:func:`ember.backends.vulkan.partition.f32_activations`); the other constants (biases, norm
+parameters, scalars) stay f32.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ from ember.backends.cpu.blob import ACT, BIN
 from ember.backends.cpu.lowering import Const, Op, Unsupported
 from ember.passes.ir import TensorSpec
 
-MAGIC, VERSION = 0x4B564D45, 2
-HEADER_WORDS = 9  # emv_header
+MAGIC, VERSION = 0x4B564D45, 3
+HEADER_WORDS = 8  # emv_header
+TENSOR_WORDS = 8  # emv_tensor
 # storage types (emv_format.h EMV_STORAGE_*): name -> (code, numpy element type)
 STORAGE = {"f32": (0, "<f4"), "f16": (1, "<f2")}
+F32, F16 = STORAGE["f32"][0], STORAGE["f16"][0]
 NONE = 0xFFFFFFFF
 MAX_DIMS = 4
 OPS = {
@@ -81,13 +87,14 @@ class _Tensors:
 
     def __init__(self) -> None:
         self.index: dict[int, int] = {}
-        self.rows: list[tuple[int, int, tuple[int, ...]]] = []  # block, weight, shape
+        self.rows: list[tuple[int, tuple[int, ...]]] = []  # block, shape
         self.storage: dict[int, int] = {}  # id(root or Const) -> block
         self.size: list[int] = []  # per block: elements
         self.span: list[list[int]] = []  # per block: [first, last] operator using it
+        self.const: dict[int, np.ndarray] = {}  # block -> a constant's values (f32)
+        self.mat: dict[int, bool] = {}  # constant block -> every use is a conv/linear weight
+        self.roots: dict[int, set[int]] = {}  # activation block -> ids of the roots it stores
         self.now = -1  # the operator being written (-1: the inputs, before every operator)
-        self.weights: list[np.ndarray] = []
-        self.n_weights = 0
         self.keep: list[Any] = []  # keeps keyed objects alive (ids stay unique)
 
     def _block(self, key: int, n: int, forever: bool = False) -> int:
@@ -97,44 +104,60 @@ class _Tensors:
             self.span.append([-1, FOREVER] if forever else [self.now, self.now])
         return self.storage[key]
 
+    def storages(self, storage: str, keep_f32: set[int]) -> list[int]:
+        """Each block's storage code: everything f32 for ``"f32"``; for ``"f16"`` (mixed) f16
+        for the conv / linear weight matrices and for the activations whose roots are not in
+        ``keep_f32``, f32 for the other constants and those activations."""
+        if storage == "f32":
+            return [F32] * len(self.size)
+        return [
+            (F16 if self.mat[b] else F32)
+            if b in self.const
+            else (F32 if self.roots.get(b, set()) & keep_f32 else F16)
+            for b in range(len(self.size))
+        ]
+
     def _touch(self, block: int) -> None:
         sp = self.span[block]
         sp[0], sp[1] = min(sp[0], self.now), max(sp[1], self.now)
 
-    def of(self, v: Any, io: bool = False) -> int:
+    def of(self, v: Any, io: bool = False, mat: bool = False) -> int:
         """The tensor index of a TensorSpec or Const (added on first use); marks its storage
         used by the current operator. ``io``: a delegate input or output, whose shape only
         counts by its element count (one above 4-d is written as 1-d: no operator reads it as
-        such, only its views)."""
+        such, only its views). ``mat``: this use is a conv / linear weight matrix (a constant
+        every use of which is one may be stored as f16)."""
         if id(v) in self.index:
-            self._touch(self.rows[self.index[id(v)]][0])
+            block = self.rows[self.index[id(v)]][0]
+            self._touch(block)
+            if block in self.mat:
+                self.mat[block] &= mat
             return self.index[id(v)]
         self.keep.append(v)
         if isinstance(v, Const):
             arr = np.ascontiguousarray(v.arr, dtype=np.float32)
             shape = tuple(int(d) for d in arr.shape)
             block = self._block(id(v), arr.size, forever=True)
-            weight = self.n_weights
-            self.weights.append(arr.reshape(-1))
-            self.n_weights += arr.size
-            return self._add(v, block, weight, shape)
+            self.const[block], self.mat[block] = arr.reshape(-1), mat
+            return self._add(v, block, shape)
         if not isinstance(v, TensorSpec):
             raise Unsupported(f"operand {type(v).__name__}")
         r = v.root()
         self.keep.append(r)
         block = self._block(id(r), math.prod(r.shape))
+        self.roots.setdefault(block, set()).add(id(r))
         self._touch(block)
         shape = tuple(int(d) for d in v.shape)
         if io and len(shape) > MAX_DIMS:
             shape = (math.prod(shape),)
-        return self._add(v, block, NONE, shape)
+        return self._add(v, block, shape)
 
     def view_of(self, spec: TensorSpec, shape: tuple[int, ...]) -> int:
         """A further tensor entry with ``spec``'s storage and ``shape`` (same element count)."""
         self.of(spec)
         key = object()
         self.keep.append(key)
-        return self._add(key, self.storage[id(spec.root())], NONE, shape)
+        return self._add(key, self.storage[id(spec.root())], shape)
 
     def alias(self, out: TensorSpec, src: Any) -> None:
         """``out`` (not yet stored) shares ``src``'s storage."""
@@ -145,24 +168,29 @@ class _Tensors:
         key = id(src) if isinstance(src, Const) else id(src.root())
         self.keep.append(r)
         self.storage[id(r)] = self.storage[key]
+        if self.storage[key] in self.mat:  # a constant seen through a copy: keep it f32
+            self.mat[self.storage[key]] = False
+        else:  # one block, one storage: f32 if any of its roots is kept f32
+            self.roots[self.storage[key]].add(id(r))
 
-    def _add(self, v: Any, block: int, weight: int, shape: tuple[int, ...]) -> int:
+    def _add(self, v: Any, block: int, shape: tuple[int, ...]) -> int:
         if len(shape) > MAX_DIMS:
             raise Unsupported(f"rank {len(shape)} tensor (the backend takes up to 4-d)")
         if any(d < 1 for d in shape) or math.prod(shape) >= 2**31:
             raise Unsupported("empty or too large tensor")
         self.index[id(v)] = len(self.rows)
-        self.rows.append((block, weight, shape))
+        self.rows.append((block, shape))
         return self.index[id(v)]
 
-    def offsets(self) -> list[int]:
-        """Each block's arena offset (elements): first fit in order of first use, sharing space
+    def offsets(self, nbytes: list[int]) -> list[int]:
+        """Each block's arena offset in bytes (``nbytes``: each block's size, a multiple of 4,
+        so every offset is 4-byte aligned): first fit in order of first use, sharing space
         between blocks no operator uses together (an operator's inputs and outputs overlap in
         time, so they never share)."""
         placed: list[tuple[int, int, int, int]] = []  # offset, size, first, last
         off = [0] * len(self.size)
-        for b in sorted(range(len(self.size)), key=lambda b: (self.span[b][0], -self.size[b])):
-            f, la, n = self.span[b][0], self.span[b][1], self.size[b]
+        for b in sorted(range(len(self.size)), key=lambda b: (self.span[b][0], -nbytes[b])):
+            f, la, n = self.span[b][0], self.span[b][1], nbytes[b]
             busy = sorted((o, o + sz) for o, sz, f2, l2 in placed if not (l2 < f or la < f2))
             at = 0
             for lo, hi in busy:
@@ -211,19 +239,13 @@ def _pack_op(op: Op, T: _Tensors) -> list[bytes]:
         return [_op("binary", [T.of(x), T.of(y)], out, [op.ip[0]], [])]
     if k == "linear":
         a, fp = _act(op)
-        return [
-            _op(
-                "linear",
-                [T.of(i) if i is not None else None for i in op.ins],
-                out,
-                [*op.ip[:6], a],
-                fp,
-            )
-        ]
+        x, w, b = op.ins
+        ins = [T.of(x), T.of(w, mat=True), None if b is None else T.of(b)]
+        return [_op("linear", ins, out, [*op.ip[:6], a], fp)]
     if k == "conv2d":
         at = op.attrs
         a, fp = _act(op)
-        w = T.of(Const(np.asarray(at["w"], dtype=np.float32)))
+        w = T.of(Const(np.asarray(at["w"], dtype=np.float32)), mat=True)
         b = None if at["b"] is None else T.of(Const(np.asarray(at["b"], dtype=np.float32)))
         ip = [*at["stride"], *at["pad"], *at["dil"], at["groups"], a]
         return [_op("conv2d", [T.of(op.ins[0]), w, b], out, ip, fp)]
@@ -282,18 +304,36 @@ def _pack_op(op: Op, T: _Tensors) -> list[bytes]:
 
 
 def arena_bytes(blob: bytes) -> int:
-    """The size of a blob's device arena in bytes (arena_elems times its storage's size)."""
-    elems, _, storage = struct.unpack_from("<3I", blob, 24)
-    return int(elems) * (2 if storage == STORAGE["f16"][0] else 4)
+    """The size of a blob's device arena in bytes (its header's arena_bytes)."""
+    return int(struct.unpack_from("<I", blob, 24)[0])
+
+
+def tensor_table(blob: bytes) -> tuple[list[tuple[int, int, int, int]], list[int], list[int]]:
+    """A blob's tensors as (byte offset, weight byte offset or NONE, elements, storage code),
+    and its input and output tensor indices (for tests and reports; no validation)."""
+    n_t, _, n_in, n_out = struct.unpack_from("<4I", blob, 8)
+    rows = []
+    for i in range(n_t):
+        off, w, nd, *sizes, st = struct.unpack_from("<8I", blob, 4 * (HEADER_WORDS + 8 * i))
+        rows.append((off, w, math.prod(sizes[:nd]), st))
+    at = 4 * (HEADER_WORDS + TENSOR_WORDS * n_t)
+    io = list(struct.unpack_from(f"<{n_in + n_out}I", blob, at))
+    return rows, io[:n_in], io[n_in:]
 
 
 def build_blob(
-    ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec], storage: str = "f32"
+    ops: list[Op],
+    inputs: list[TensorSpec],
+    outputs: list[TensorSpec],
+    storage: str = "f32",
+    keep_f32: set[int] | None = None,
 ) -> bytes:
     """The blob of ``ops`` reading ``inputs`` and producing ``outputs`` (delegate argument
-    order), its tensors stored as ``storage`` (:data:`STORAGE`). Raises Unsupported for what
-    the format cannot express."""
-    code, etype = STORAGE[storage]
+    order), its tensors stored as ``storage`` says (:data:`STORAGE`; ``"f16"``: mixed, with the
+    activations whose root ids are in ``keep_f32`` kept f32). Raises Unsupported for what the
+    format cannot express."""
+    if storage not in STORAGE:
+        raise ValueError(f"storage {storage!r}")
     T = _Tensors()
     in_idx = [T.of(s, io=True) for s in inputs]
     body: list[bytes] = []
@@ -304,22 +344,33 @@ def build_blob(
     out_idx = [T.of(s, io=True) for s in outputs]
     if not out_idx:
         raise Unsupported("a run with no outputs")
-    off = T.offsets()
-    rows = [(off[b], w, shape) for b, w, shape in T.rows]
-    # arena_elems is the end of the last tensor (emv_format.h)
-    top = max(o + math.prod(shape) for o, _, shape in rows)
+    codes = T.storages(storage, keep_f32 or set())
+    esize = [2 if c == F16 else 4 for c in codes]
+    off = T.offsets([(max(n, 1) * e + 3) & ~3 for n, e in zip(T.size, esize, strict=True)])
+    # the weights: f32 constants first, then f16 ones (each aligned to its element size)
+    wparts: list[bytes] = []
+    woff: dict[int, int] = {}
+    nw = 0
+    for want in (F32, F16):
+        for b, arr in T.const.items():
+            if codes[b] != want:
+                continue
+            with np.errstate(over="ignore"):
+                h = arr.astype(STORAGE["f16" if want == F16 else "f32"][1])
+            if bool((np.isinf(h) & np.isfinite(arr)).any()):
+                raise Unsupported("a weight matrix beyond f16's range (f16 storage)")
+            woff[b] = nw
+            wparts.append(h.tobytes())
+            nw += len(wparts[-1])
+    rows = [(off[b], woff.get(b, NONE), shape, codes[b]) for b, shape in T.rows]
+    # arena_bytes is the end of the last tensor (emv_format.h)
+    top = max(o + math.prod(shape) * (2 if c == F16 else 4) for o, _, shape, c in rows)
     n = (len(T.rows), len(body), len(in_idx), len(out_idx))
-    head = struct.pack("<9I", MAGIC, VERSION, *n, top, T.n_weights, code)
+    head = struct.pack("<8I", MAGIC, VERSION, *n, top, nw)
     tens = b"".join(
-        struct.pack("<7I", off, w, len(shape), *shape, *([0] * (MAX_DIMS - len(shape))))
-        + struct.pack("<I", 0)
-        for off, w, shape in rows
+        struct.pack("<7I", o, w, len(shape), *shape, *([0] * (MAX_DIMS - len(shape))))
+        + struct.pack("<I", c)
+        for o, w, shape, c in rows
     )
     args = struct.pack(f"<{len(in_idx) + len(out_idx)}I", *in_idx, *out_idx)
-    w = np.concatenate(T.weights) if T.weights else np.zeros(0, np.float32)
-    with np.errstate(over="ignore"):
-        h = w.astype(etype)
-    if bool((np.isinf(h) & np.isfinite(w)).any()):
-        raise Unsupported(f"a constant beyond {storage}'s range ({storage} storage)")
-    weights = h.tobytes()
-    return head + tens + args + b"".join(body) + weights
+    return head + tens + args + b"".join(body) + b"".join(wparts)

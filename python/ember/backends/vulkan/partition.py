@@ -10,8 +10,10 @@ the convolution before it, the hardswish / hardsigmoid / silu decompositions rec
 activations fused into the conv or linear before them); a run whose blob
 fails the runtime's own validation (``em_vulkan_blob_check``) or raises is split in two until
 each part delegates or stays portable (the run machinery is :mod:`ember.backends.runs`, shared
-with the CPU backend). ``storage="f16"`` writes blobs whose tensors the device stores as
-halves (weights rounded to nearest even at export; backends/vulkan/README.md).
+with the CPU backend). ``storage="f16"`` writes blobs with mixed storage
+(backends/vulkan/README.md): the conv / linear weight matrices as halves (rounded to nearest
+even at export), the other constants as f32, and each activation as f16 unless
+:func:`f32_activations` keeps it f32.
 """
 
 from __future__ import annotations
@@ -26,7 +28,17 @@ from typing import Any
 import numpy as np
 
 from ember.backends.cpu.fusion import _fold_bn, _hard_patterns, _silu, _Uses
-from ember.backends.cpu.lowering import Op, Unsupported, _const_arr, _f32, _f32x, _num, _operand, _t
+from ember.backends.cpu.lowering import (
+    COPIES,
+    Op,
+    Unsupported,
+    _const_arr,
+    _f32,
+    _f32x,
+    _num,
+    _operand,
+    _t,
+)
 from ember.backends.cpu.lowering import lower as cpu_lower
 from ember.backends.cpu.partition import _fold_constant_permutes
 from ember.backends.delegate import DelegateInstr
@@ -41,6 +53,42 @@ BACKEND_ID = "EmberVulkanBackend"
 # device supports (the runtime binds the arena as one storage buffer), so that a file loads on
 # any device. A run above it is split.
 MAX_ARENA_BYTES = 1 << 27
+
+# The mixed-storage rule of vulkan_storage="f16" (f32_activations): the operators whose outputs
+# seed the f32 activations, and those whose inputs are kept f32 too.
+F32_SEEDS = {"aten::native_layer_norm.out", "aten::_softmax.out", "aten::_log_softmax.out"}
+F32_INPUTS = {"aten::native_layer_norm.out"}
+# False: every activation f16 under vulkan_storage="f16" (the rule off; for measurements)
+MIXED_RULE = True
+
+
+def _roots(args: list[Arg]) -> set[int]:
+    return {id(t.root()) for a in args for t in a.tensors()}
+
+
+def f32_activations(ir: MethodIR) -> set[int]:
+    """The ids of the TensorSpec roots that ``vulkan_storage="f16"`` keeps f32, over the whole
+    method (delegate boundaries do not matter): a layer norm's input (the residual stream of a
+    transformer; back through copies), then everything computed from a layer norm's or
+    softmax's output or from a tensor already kept, directly or through any other operators.
+    A network without layer norm or softmax (the CNNs) keeps every activation f16; in a
+    transformer the activations after its first layer norm stay f32 (the measurements:
+    bench/results/vulkan_zoo_lavapipe_2026-12-03.md)."""
+    if not MIXED_RULE:
+        return set()
+    instrs = [i for i in ir.instrs if isinstance(i, KernelInstr)]
+    keep: set[int] = set()
+    for ins in reversed(instrs):
+        outs = _roots(ins.outputs)
+        if ins.kernel in F32_INPUTS:
+            keep |= {id(t.root()) for t in ins.args[0].tensors()}
+        elif ins.kernel in COPIES and outs & keep:
+            keep |= _roots(ins.args) - outs
+    for ins in instrs:
+        outs = _roots(ins.outputs)
+        if ins.kernel in F32_SEEDS or (_roots(ins.args) - outs) & keep:
+            keep |= outs
+    return keep
 
 
 def _lower_gemm(ins: KernelInstr) -> Op:
@@ -243,6 +291,7 @@ class _Runs(Runs):
     def __init__(self, ir: MethodIR, check: Any, storage: str = "f32") -> None:
         super().__init__(ir)
         self.check, self.storage = check, storage
+        self.keep_f32 = f32_activations(ir) if storage == "f16" else set()
 
     def lower_instr(self, ins: KernelInstr, only_here: Callable[[TensorSpec], bool]) -> Op:
         return lower(ins, only_here)
@@ -254,7 +303,7 @@ class _Runs(Runs):
     def make_delegate(
         self, ops: list[Op], inputs: list[TensorSpec], outputs: list[TensorSpec], i: int, j: int
     ) -> DelegateInstr:
-        data = build_blob(ops, inputs, outputs, self.storage)
+        data = build_blob(ops, inputs, outputs, self.storage, self.keep_f32)
         arena = arena_bytes(data)
         if arena > MAX_ARENA_BYTES:
             raise Unsupported(f"arena of {arena} bytes above {MAX_ARENA_BYTES} (split)")
