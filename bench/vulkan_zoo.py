@@ -12,7 +12,12 @@ Prints a Markdown table headed by the Vulkan device (and whether it has 16-bit s
 host CPU (bench/report.py). ``--emulate`` adds a table of what f16 rounding alone costs each
 model, in eager PyTorch (no Vulkan): the exported program (the ATen operators Ember runs, attention
 decomposed) run with its weights rounded to f16, with every operator's f32 output rounded to f16
-(what f16 storage does to activations), and both, each error measured as above.
+(what f16 storage does to activations), and both, each error measured as above. ``--rules``
+adds the table of mixed-storage rules (:data:`RULES`), emulated the same way: each rule says
+which activations stay f32 and which constants are rounded (the conv / matmul weight matrices
+always; the other constants, biases and norm parameters, or not), the embedding tables never
+(they run portable, in f32); ``prop`` is the rule ``vulkan_storage="f16"`` implements
+(python/ember/backends/vulkan/partition.py f32_activations).
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ def row(name: str, storage: str, iters: int) -> str:
         want = m(*inputs)
     want = want[0] if isinstance(want, (tuple, list)) else want
     prog = ember.export(m, inputs, backend="vulkan", vulkan_storage=storage)
+    arena = arena_summary(prog)
     report = prog._irs["forward"].partition_report
     share = sum(d.delegated for d in report) / max(len(report), 1)
     rt = RuntimeProgram(prog.buffer)
@@ -84,7 +90,34 @@ def row(name: str, storage: str, iters: int) -> str:
     portable = sorted({d.kernel for d in report if not d.delegated})
     return (
         f"| {name} | {storage} | {100 * share:.1f} % | {err:.1e} | {l2:.1e} | {1e3 * min(t):.1f} | "
-        f"{', '.join(portable) or '-'} |"
+        f"{arena} | {', '.join(portable) or '-'} |"
+    )
+
+
+def arena_summary(prog: object) -> str:
+    """The delegates' device arenas: total MB, and the share of its bytes stored as f32 among
+    the weights and among the activations (each activation block counted once, by offset)."""
+    from ember.backends.delegate import DelegateInstr
+    from ember.backends.vulkan.blob import arena_bytes, tensor_table
+
+    total = wf32 = wall = af32 = aall = 0
+    for d in prog._irs["forward"].instrs:  # type: ignore[attr-defined]
+        if not isinstance(d, DelegateInstr) or d.backend_id != "EmberVulkanBackend":
+            continue
+        total += arena_bytes(d.processed)
+        blocks: dict[int, tuple[int, int]] = {}
+        for off, w, n, st in tensor_table(d.processed)[0]:
+            nb = n * (2 if st else 4)
+            if w != 0xFFFFFFFF:
+                wall += nb
+                wf32 += nb if st == 0 else 0
+            elif nb > blocks.get(off, (0, 0))[0]:
+                blocks[off] = (nb, st)
+        aall += sum(nb for nb, _ in blocks.values())
+        af32 += sum(nb for nb, st in blocks.values() if st == 0)
+    return (
+        f"{total / 1e6:.2f} MB (f32: weights {100 * wf32 / max(wall, 1):.1f} %, "
+        f"activations {100 * af32 / max(aall, 1):.0f} %)"
     )
 
 
@@ -110,6 +143,141 @@ class _RoundOutputs(TorchDispatchMode):
         if isinstance(out, torch.Tensor) and not func.is_view and out.dtype == torch.float32:
             out = out.half().float()
         return out
+
+
+MATMUL = {"aten.addmm.default", "aten.mm.default", "aten.bmm.default", "aten.convolution.default"}
+COPY = {"aten.clone.default", "aten._to_copy.default"}
+LN, SM = "aten.native_layer_norm.default", "aten._softmax.default"
+SKIP = {"aten._assert_tensor_metadata.default"}
+# name -> (rounds the non-matrix constants, which activations stay f32)
+RULES: dict[str, tuple[bool, str]] = {
+    "all f16": (True, "none"),
+    "weights only (every activation f32)": (False, "all"),
+    "layer norm in/out": (True, "ln"),
+    "layer norm in/out, vectors f32": (False, "ln"),
+    "layer norm + softmax in/out, vectors f32": (False, "ln_sm"),
+    "+ linear outputs, vectors f32": (False, "ln_sm_lin"),
+    "all but attention internals, vectors f32": (False, "notattn"),
+    "prop (implemented), vectors f16": (True, "prop"),
+    "prop (implemented)": (False, "prop"),
+}
+
+
+class _Mixed(TorchDispatchMode):
+    """Records the exported program's operator calls (``plan`` None: producer / consumer
+    edges between non-view calls, copies transparent), or replays them rounding to f16 the
+    outputs of the calls ``plan`` marks and the constants a rule rounds."""
+
+    def __init__(self, consts: list[torch.Tensor], vectors: bool, plan: list[bool] | None) -> None:
+        super().__init__()
+        self.keep = list(consts)
+        self.const = {id(t) for t in consts}
+        self.vectors, self.plan, self.k = vectors, plan, 0
+        self.prod: dict[int, int] = {}
+        self.funcs: list[str] = []
+        self.consumers: list[set[str]] = []
+        self.ins: list[set[int]] = []
+
+    def _const(self, name: str, t: object) -> object:
+        if not isinstance(t, torch.Tensor) or id(t) not in self.const or t.dtype != torch.float32:
+            return t
+        if name == "aten.embedding.default" or not (
+            (name in MATMUL and t.dim() >= 2) or self.vectors
+        ):
+            return t
+        return t.half().float()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        kwargs, name = kwargs or {}, str(func)
+        flat = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        if flat and all(id(t) in self.const for t in flat):
+            out = func(*args, **kwargs)
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor):
+                    self.keep.append(t)
+                    self.const.add(id(t))
+            return out
+        if self.plan is not None:
+            args = tuple(self._const(name, a) for a in args)
+        out = func(*args, **kwargs)
+        if func.is_view or name in SKIP:
+            return out
+        k = self.k
+        self.k += 1
+        if self.plan is None:
+            self.funcs.append(name)
+            self.consumers.append(set())
+            self.ins.append(set())
+            for t in flat:
+                p = self.prod.get(t.untyped_storage().data_ptr())
+                if p is not None:
+                    self.consumers[p].add(name)
+                    self.ins[k].add(p)
+            o = tree_flatten(out)[0]
+            if o and isinstance(o[0], torch.Tensor):
+                self.keep.append(o[0])
+                src = self.prod.get(flat[0].untyped_storage().data_ptr()) if flat else None
+                self.prod[o[0].untyped_storage().data_ptr()] = (
+                    src if name in COPY and src is not None else k
+                )
+            return out
+        if not self.plan[k]:
+            return out
+        if isinstance(out, torch.Tensor) and out.dtype == torch.float32:
+            return out.half().float()
+        if isinstance(out, tuple) and name == LN:
+            return (out[0].half().float(), *out[1:])
+        return out
+
+
+def _kept_f32(rec: _Mixed, acts: str) -> set[int]:
+    """The calls whose outputs a rule keeps f32."""
+    f, c = rec.funcs, rec.consumers
+    n = range(len(f))
+    ln = {k for k in n if f[k] == LN or LN in c[k]}
+    sm = {k for k in n if f[k] == SM or SM in c[k]}
+    lin = {k for k in n if f[k] in ("aten.addmm.default", "aten.mm.default")}
+    attn = {"aten.bmm.default", SM, "aten.where.self", "aten.mul.Scalar", "aten.div.Tensor"}
+    if acts == "prop":
+        keep = {p for k in n if f[k] == LN for p in rec.ins[k]}
+        for k in n:
+            if f[k] in (LN, SM) or rec.ins[k] & keep:
+                keep.add(k)
+        return keep
+    return {
+        "none": set(),
+        "all": set(n),
+        "ln": ln,
+        "ln_sm": ln | sm,
+        "ln_sm_lin": ln | sm | lin,
+        "notattn": {k for k in n if f[k] not in attn},
+    }[acts]
+
+
+def rules_row(name: str) -> str:
+    from zoo.models import build
+
+    import ember
+
+    m, inputs = build(name)
+    with torch.inference_mode():
+        want = m(*inputs)
+    want = want[0] if isinstance(want, (tuple, list)) else want
+    base = ember.export(m, inputs, backend=None)._exported["forward"].module()
+    rec = _Mixed([*base.parameters(), *base.buffers()], False, None)
+    with torch.no_grad(), rec:
+        base(*inputs)
+    cells = []
+    for vectors, acts in RULES.values():
+        keep = _kept_f32(rec, acts)
+        mod = copy.deepcopy(base)
+        plan = [k not in keep for k in range(len(rec.funcs))]
+        with torch.no_grad(), _Mixed([*mod.parameters(), *mod.buffers()], vectors, plan):
+            got = mod(*inputs)
+        got = got[0] if isinstance(got, (tuple, list)) else got
+        err = float((got - want).abs().max() / want.abs().max().clamp_min(1e-12))
+        cells.append(f"{err:.1e} ({100 * len(keep) / max(len(plan), 1):.0f} %)")
+    return f"| {name} | " + " | ".join(cells) + " |"
 
 
 def emulation_row(name: str) -> str:
@@ -145,6 +313,7 @@ def main() -> None:
     )
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--emulate", action="store_true", help="also the eager f16-rounding table")
+    ap.add_argument("--rules", action="store_true", help="also the mixed-storage rules table")
     ap.add_argument(
         "--f32-arena",
         action="store_true",
@@ -165,8 +334,8 @@ def main() -> None:
         f"; host CPU: {cpu_name()}",
         "",
         "| model | storage | instructions on Vulkan | max abs error / max abs eager "
-        "| L2 error / L2 eager | ms (min) | portable |",
-        "|---|---|---|---|---|---|---|",
+        "| L2 error / L2 eager | ms (min) | arena | portable |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name in a.models.split(","):
         for storage in filter(None, a.storage.split(",")):
@@ -176,7 +345,7 @@ def main() -> None:
                     out[-1] = out[-1].replace("| f16 |", "| f16 weights, f32 arena |", 1)
             except Exception as e:  # one model's failure is a row, not the end of the table
                 out.append(
-                    f"| {name} | {storage} | failed: {type(e).__name__}: {str(e)[:120]} | | | | |"
+                    f"| {name} | {storage} | failed: {type(e).__name__}: {str(e)[:120]} | | | | | |"
                 )
             print(out[-1], file=sys.stderr, flush=True)
     if a.emulate:
@@ -192,6 +361,21 @@ def main() -> None:
                 out.append(emulation_row(name))
             except Exception as e:
                 out.append(f"| {name} | failed: {type(e).__name__}: {str(e)[:120]} | | |")
+            print(out[-1], file=sys.stderr, flush=True)
+    if a.rules:
+        out += [
+            "",
+            "Mixed-storage rules in eager PyTorch (max abs error / max abs eager; in brackets the "
+            "share of operator outputs kept f32):",
+            "",
+            "| model | " + " | ".join(RULES) + " |",
+            "|---" * (len(RULES) + 1) + "|",
+        ]
+        for name in a.models.split(","):
+            try:
+                out.append(rules_row(name))
+            except Exception as e:
+                out.append(f"| {name} | failed: {type(e).__name__}: {str(e)[:120]} |")
             print(out[-1], file=sys.stderr, flush=True)
     sys.stdout.write("\n".join(out) + "\n")
 
