@@ -135,7 +135,7 @@ static void record_op(const em_backend_exec_ctx *ctx, const emc_delegate *d, uin
 
 /* em_cpu_backend_options, read by each delegate's init. */
 static atomic_bool opt_no_fuse, opt_profile;
-static atomic_int opt_q8_winograd;
+static atomic_int opt_q8_winograd, opt_q8_pointwise;
 
 em_status em_cpu_backend_configure(const em_cpu_backend_options *opts) {
   if (!opts) return EM_ERR_INVALID_ARGUMENT;
@@ -144,6 +144,7 @@ em_status em_cpu_backend_configure(const em_cpu_backend_options *opts) {
   atomic_store_explicit(&opt_no_fuse, opts->no_fuse, memory_order_relaxed);
   atomic_store_explicit(&opt_profile, opts->profile, memory_order_relaxed);
   atomic_store_explicit(&opt_q8_winograd, opts->q8_winograd, memory_order_relaxed);
+  atomic_store_explicit(&opt_q8_pointwise, opts->q8_pointwise, memory_order_relaxed);
   return EM_OK;
 }
 
@@ -181,6 +182,9 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   memset(d, 0, sizeof *d);
   d->cfg = cfg, d->q8_gemm = em_q8_gemm_for(cfg->isa), d->q8_quant = em_q8_quant_for(cfg->isa),
   d->q8_pack = em_q8_pack_for(cfg->isa), d->q8_dw = em_q8_dw_for(cfg->isa),
+  d->q8_pw = atomic_load_explicit(&opt_q8_pointwise, memory_order_relaxed) < 0
+                 ? NULL
+                 : em_q8_pw_for(cfg->isa);
   d->q8_nr = em_q8_gemm_nr_for(cfg->isa), d->n_tensors = h.n_tensors, d->n_ops = h.n_ops,
   d->n_inputs = h.n_inputs;
   d->n_outputs = h.n_outputs, d->t = ts, d->ops = ops, d->arg_need = need, d->arena = arena;
@@ -214,6 +218,8 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   for (uint32_t i = 0; i < h.n_ops; i++)
     if (!emc_op_check(d, &ops[i], why, sizeof why))
       FAIL(EM_ERR_INVALID_PROGRAM, "operator %u (kind %u): %s", i, ops[i].kind, why);
+  pst = emc_q8_pw_prepare(d, al, why, sizeof why);
+  if (pst != EM_OK) FAIL(pst, "%s", why);
   d->fused = em_allocator_alloc(al, h.n_ops ? h.n_ops : 1, 16);
   if (!d->fused)
     FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method allocator too small for the delegate");
@@ -276,11 +282,12 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
       const emc_op *op = &d->ops[i];
       const emc_rt_tensor *y = &d->t[op->out[0]];
       const emc_conv_params cp = emc_conv_params_of(op); /* a conv's path, as init chose it */
-      const char *path = op->kind != EMC_OP_CONV2D ? ""
-                         : cp.q8_id >= 0           ? " (int8)"
-                         : cp.winograd == 4        ? " (winograd 4)"
-                         : cp.winograd == 2        ? " (winograd 2)"
-                                                   : "";
+      const char *path = op->kind != EMC_OP_CONV2D     ? ""
+                         : d->q8_pw_w && d->q8_pw_w[i] ? " (int8 pointwise)"
+                         : cp.q8_id >= 0               ? " (int8)"
+                         : cp.winograd == 4            ? " (winograd 4)"
+                         : cp.winograd == 2            ? " (winograd 2)"
+                                                       : "";
       em_log(EM_LOG_INFO, __FILE__, __LINE__,
              "emc op %3u kind %2u act %2u ip[%d %d %d %d %d %d] out %lld: %8.3f ms%s", i, op->kind,
              op->act, op->ip[0], op->ip[1], op->ip[2], op->ip[3], op->ip[4], op->ip[5],

@@ -38,6 +38,7 @@ typedef struct emc_delegate {
   em_q8_quant_fn q8_quant; /* ... their input quantizer (em_q8_quant_for) */
   em_q8_pack_fn q8_pack;   /* ... their panel packer (em_q8_pack_for) */
   em_q8_dw_fn q8_dw;       /* ... and the int8 depthwise convs' row (em_q8_dw_for) */
+  em_q8_pw_fn q8_pw;       /* ... the pointwise ones' pixel-major tile, NULL: none / off */
   uint32_t n_tensors, n_ops, n_inputs, n_outputs;
   emc_rt_tensor *t;  /* [n_tensors] */
   emc_op *ops;       /* [n_ops], copied from the blob (aligned) */
@@ -46,9 +47,11 @@ typedef struct emc_delegate {
   uint64_t arena_nbytes;
   void *amx_ws; /* AMX GEMM workspace, amx_slots slots (cfg->amx only; else NULL) */
   int amx_slots;
-  atomic_flag *amx_busy; /* [amx_slots]: a slot in use (by any GEMM of this delegate) */
-  uint8_t *fused;        /* [n_ops]: n > 1 where ops i to i + n - 1 run as one (emc_run_chain) */
-  bool profile;          /* em_cpu_backend_options.profile when this delegate was initialized */
+  atomic_flag *amx_busy;  /* [amx_slots]: a slot in use (by any GEMM of this delegate) */
+  uint8_t *fused;         /* [n_ops]: n > 1 where ops i to i + n - 1 run as one (emc_run_chain) */
+  bool profile;           /* em_cpu_backend_options.profile when this delegate was initialized */
+  const int8_t **q8_pw_w; /* [n_ops] or NULL: the repacked weights of each pointwise int8 conv
+                             that takes the pixel-major tile (emc_q8_pw_prepare), else NULL */
 } emc_delegate;
 
 /*
@@ -67,6 +70,13 @@ bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why
  */
 em_status emc_wino_pack_at_load(emc_delegate *d, emc_op *ops, bool q8_wino, em_allocator *al,
                                 char *why, size_t why_n);
+
+/*
+ * With d->q8_pw, repacks the weights of every validated pointwise int8 conv with u8 on both sides
+ * (cpu_op_qpw.c) into the pixel-major tile's layout in memory from al and points d->q8_pw_w at
+ * them; those convs then run on that tile. Run at init after the operators are checked.
+ */
+em_status emc_q8_pw_prepare(emc_delegate *d, em_allocator *al, char *why, size_t why_n);
 
 /* Runs one validated operator on the pool (cpu_ops.c dispatches to its family's file). */
 em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *pool);

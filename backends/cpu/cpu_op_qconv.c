@@ -296,6 +296,11 @@ void emc_run_conv_q8(const emc_delegate *d, const emc_op *op, em_threadpool *poo
     run_dwconv_q8(d, op, pool);
     return;
   }
+  const int8_t *pw = d->q8_pw_w ? d->q8_pw_w[op - d->ops] : NULL;
+  if (pw) { /* pointwise, u8 both sides: the pixel-major tile (cpu_op_qpw.c) */
+    emc_run_conv_q8_pw(d, op, pw, pool);
+    return;
+  }
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   const int64_t n = xt->sizes[0], cin = xt->sizes[1], h = xt->sizes[2], wd = xt->sizes[3];
   const int64_t co = yt->sizes[1], ow = yt->sizes[3], npix = yt->sizes[2] * ow;

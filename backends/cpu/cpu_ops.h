@@ -297,6 +297,9 @@ em_status emc_run_conv(const emc_delegate *d, const emc_op *op, em_threadpool *p
 bool emc_check_conv_q8(const emc_delegate *d, const emc_op *op, const emc_rt_tensor *w, int64_t cin,
                        int64_t co, int64_t npix, char *why, size_t why_n);
 void emc_run_conv_q8(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
+/* A pointwise int8 conv on the pixel-major tile (cpu_op_qpw.c), w its repacked weights. */
+void emc_run_conv_q8_pw(const emc_delegate *d, const emc_op *op, const int8_t *w,
+                        em_threadpool *pool);
 
 /* Depthwise conv2d (cpu_op_dwconv.c): the checks after emc_check_conv's common ones (w the
  * weights, cin and co the input's and output's channels), and the run of the whole op. */

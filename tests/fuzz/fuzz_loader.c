@@ -8,7 +8,9 @@
  * corpus: every kind of file the project makes (tests/fixtures, tests/fixtures/alias,
  * tests/fixtures/vulkan, build/fixtures/executorch). The CPU backend's q8_winograd option
  * alternates with the input's size, so int8 convs with a Winograd alternative reach both their
- * int8 run and the transform of their int8 weights at init on any CPU.
+ * int8 run and the transform of their int8 weights at init on any CPU; its q8_pointwise option
+ * alternates too (the pixel-major tile of pointwise int8 convs and its weight repacking, or the
+ * panel path).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stddef.h>
@@ -33,7 +35,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     try_exec_rounds = 2;
     ready = 1;
   }
-  const em_cpu_backend_options opts = {NULL, false, false, (size & 1) ? 1 : -1};
+  const em_cpu_backend_options opts = {NULL, false, false, (size & 1) ? 1 : -1,
+                                       (size & 2) ? 0 : -1};
   (void)em_cpu_backend_configure(&opts);
   try_stats s = {0, 0, 0, 0};
   try_program(data, size, &s);

@@ -56,6 +56,9 @@ def _calibrated(
 ) -> tuple[torch.export.ExportedProgram, tuple]:
     """m quantized by ``quantize_exported`` on 4 seeded batches of ``shape``, and a test input."""
     torch.manual_seed(0)
+    for mod in m.modules():  # seeded weights: whether a conv's output becomes a u8 link
+        if hasattr(mod, "reset_parameters"):  # depends on its calibrated ranges
+            mod.reset_parameters()
     m = m.eval()
     g = torch.Generator().manual_seed(seed)
     cal = [(torch.randn(*shape, generator=g) * gain,) for _ in range(4)]
@@ -134,9 +137,9 @@ def test_int8_choice_within_one_step_of_portable(programs, choice) -> None:
     int8 = _run(prog, inputs)
     configure_cpu_backend(q8_winograd=0)
     auto = _run(prog, inputs)
-    configure_cpu_backend(q8_winograd=1)
-    wino = _run(prog, inputs)
-    assert torch.equal(auto, int8) and not torch.equal(auto, wino)
+    assert torch.equal(auto, int8)
+    # (the Winograd choice's output may equal the int8 one: its f32 conv outputs are
+    # fake-quantized again; test_choice_through_the_cli_switch checks the path each conv takes)
 
 
 def test_choice_through_the_cli_switch(programs, tmp_path) -> None:

@@ -1,0 +1,127 @@
+/*
+ * q8_pw__avx512vnni.c — the pixel-major int8 tile of the pointwise int8 convs (1x1, stride 1, no
+ * padding, u8 channels-last input and output: EMC_CONV_Q8 with both EMC_Q8_U8 links), AVX-512
+ * VNNI.
+ *
+ * The panel path (q8_gemm_6x16__avx512vnni.c) computes weight rows by pixel columns: the input
+ * is first packed into column panels, and a u8 output is transposed back into channels last.
+ * For a 1x1 conv both are pure data movement, and on MobileNet-class layers (K = 16..160) they
+ * cost as much as the products. Here the tile is 8 pixels by 32 channels: per group of 4 input
+ * channels, each pixel's 4 bytes are broadcast straight from the channels-last input and
+ * multiplied (vpdpbusd) with two vectors of 16 channels' weights ([kq][16][4] per 16-channel
+ * block, repacked at init); the accumulators already hold each pixel's channels side by side, so
+ * the epilogue quantizes and stores them as they are. No packing, no transpose, one parallel
+ * phase per conv.
+ *
+ * Same bytes as the panel path: exact int32 sums, then (acc - corr) * scale + bias (a multiply and
+ * an add, two roundings), then the output quantizer's steps in em_q8_quant_ukernel__avx512vnni's
+ * order.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "cpu_ukernels.h"
+
+enum { PW_MR = 8 }; /* pixels per tile */
+
+/* The output quantizer's constants, loaded once (stores through uint8_t pointers may alias the
+ * parameters, so the compiler would reload them at every store otherwise). */
+typedef struct pw_quant {
+  __m512 xlo, xhi, inv, tlo, thi, zp, lo, hi;
+} pw_quant;
+
+/* acc's 16 channels of one pixel: (acc - corr) * scale + bias, quantized as the panel path's
+ * output quantizer does (em_q8_quant_ukernel__avx512vnni's steps; its round-to-nearest-even by
+ * adding and subtracting 1.5 * 2^23 equals vrndscaleps's on the clamped range), stored as
+ * `keep`'s bytes at y. */
+static inline __attribute__((always_inline)) void pw_store(__m512i acc, __m512i corr, __m512 scale,
+                                                           __m512 bias, const pw_quant *q,
+                                                           uint8_t *y, __mmask16 keep) {
+  __m512 t = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc, corr)); /* wraps, no UB */
+  t = _mm512_add_ps(_mm512_mul_ps(t, scale), bias);
+  t = _mm512_min_ps(q->xhi, _mm512_max_ps(q->xlo, t));
+  t = _mm512_mul_ps(t, q->inv);
+  t = _mm512_min_ps(_mm512_max_ps(t, q->tlo), q->thi);
+  t = _mm512_add_ps(_mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), q->zp);
+  t = _mm512_min_ps(_mm512_max_ps(t, q->lo), q->hi);
+  _mm512_mask_storeu_epi8(y, (__mmask64)keep,
+                          _mm512_castsi128_si512(_mm512_cvtepi32_epi8(_mm512_cvttps_epi32(t))));
+}
+
+static inline __m512i bcast4(const uint8_t *p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *x, size_t xs,
+                                  const int8_t *w, const int32_t *corr, const float *scale,
+                                  const float *bias, uint8_t *y, size_t ys,
+                                  const em_q8_quant_params *p) {
+  /* Pixels past np read the last one (their results are not stored): the loop stays fixed. */
+  const uint8_t *xp[PW_MR];
+  for (size_t i = 0; i < PW_MR; i++) xp[i] = x + (i < np ? i : np - 1) * xs;
+  const int8_t *w2 = w + kq * 64; /* the second block of 16 channels (read when nc > 16) */
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+          a7 = a0;
+  __m512i b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
+  if (nc > 16) {
+    for (size_t q = 0; q < kq; q++) {
+      const __m512i u = _mm512_loadu_si512((const void *)(w + q * 64));
+      const __m512i v = _mm512_loadu_si512((const void *)(w2 + q * 64));
+      __m512i s = bcast4(xp[0] + 4 * q);
+      a0 = _mm512_dpbusd_epi32(a0, s, u), b0 = _mm512_dpbusd_epi32(b0, s, v);
+      s = bcast4(xp[1] + 4 * q);
+      a1 = _mm512_dpbusd_epi32(a1, s, u), b1 = _mm512_dpbusd_epi32(b1, s, v);
+      s = bcast4(xp[2] + 4 * q);
+      a2 = _mm512_dpbusd_epi32(a2, s, u), b2 = _mm512_dpbusd_epi32(b2, s, v);
+      s = bcast4(xp[3] + 4 * q);
+      a3 = _mm512_dpbusd_epi32(a3, s, u), b3 = _mm512_dpbusd_epi32(b3, s, v);
+      s = bcast4(xp[4] + 4 * q);
+      a4 = _mm512_dpbusd_epi32(a4, s, u), b4 = _mm512_dpbusd_epi32(b4, s, v);
+      s = bcast4(xp[5] + 4 * q);
+      a5 = _mm512_dpbusd_epi32(a5, s, u), b5 = _mm512_dpbusd_epi32(b5, s, v);
+      s = bcast4(xp[6] + 4 * q);
+      a6 = _mm512_dpbusd_epi32(a6, s, u), b6 = _mm512_dpbusd_epi32(b6, s, v);
+      s = bcast4(xp[7] + 4 * q);
+      a7 = _mm512_dpbusd_epi32(a7, s, u), b7 = _mm512_dpbusd_epi32(b7, s, v);
+    }
+  } else {
+    for (size_t q = 0; q < kq; q++) {
+      const __m512i u = _mm512_loadu_si512((const void *)(w + q * 64));
+      a0 = _mm512_dpbusd_epi32(a0, bcast4(xp[0] + 4 * q), u);
+      a1 = _mm512_dpbusd_epi32(a1, bcast4(xp[1] + 4 * q), u);
+      a2 = _mm512_dpbusd_epi32(a2, bcast4(xp[2] + 4 * q), u);
+      a3 = _mm512_dpbusd_epi32(a3, bcast4(xp[3] + 4 * q), u);
+      a4 = _mm512_dpbusd_epi32(a4, bcast4(xp[4] + 4 * q), u);
+      a5 = _mm512_dpbusd_epi32(a5, bcast4(xp[5] + 4 * q), u);
+      a6 = _mm512_dpbusd_epi32(a6, bcast4(xp[6] + 4 * q), u);
+      a7 = _mm512_dpbusd_epi32(a7, bcast4(xp[7] + 4 * q), u);
+    }
+  }
+  const pw_quant qc = {_mm512_set1_ps(p->xlo),
+                       _mm512_set1_ps(p->xhi),
+                       _mm512_set1_ps(p->inv),
+                       _mm512_set1_ps(p->lo - p->zp - 1.0f),
+                       _mm512_set1_ps(p->hi - p->zp + 1.0f),
+                       _mm512_set1_ps(p->zp),
+                       _mm512_set1_ps(p->lo),
+                       _mm512_set1_ps(p->hi)};
+  const __m512i acc_a[PW_MR] = {a0, a1, a2, a3, a4, a5, a6, a7};
+  const __m512i acc_b[PW_MR] = {b0, b1, b2, b3, b4, b5, b6, b7};
+  const __mmask16 ka = (__mmask16)(nc >= 16 ? 0xFFFFu : (1u << nc) - 1u);
+  const __m512i ca = _mm512_maskz_loadu_epi32(ka, corr);
+  const __m512 sa = _mm512_maskz_loadu_ps(ka, scale);
+  const __m512 ba = bias ? _mm512_maskz_loadu_ps(ka, bias) : _mm512_setzero_ps();
+  for (size_t i = 0; i < np && i < PW_MR; i++) pw_store(acc_a[i], ca, sa, ba, &qc, y + i * ys, ka);
+  if (nc > 16) {
+    const __mmask16 kb = (__mmask16)(nc >= 32 ? 0xFFFFu : (1u << (nc - 16)) - 1u);
+    const __m512i cb = _mm512_maskz_loadu_epi32(kb, corr + 16);
+    const __m512 sb = _mm512_maskz_loadu_ps(kb, scale + 16);
+    const __m512 bb = bias ? _mm512_maskz_loadu_ps(kb, bias + 16) : _mm512_setzero_ps();
+    for (size_t i = 0; i < np && i < PW_MR; i++)
+      pw_store(acc_b[i], cb, sb, bb, &qc, y + i * ys + 16, kb);
+  }
+}
+#endif

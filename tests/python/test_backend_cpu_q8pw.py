@@ -1,0 +1,126 @@
+"""Pointwise int8 convs on the pixel-major tile (backends/cpu/cpu_op_qpw.c, em_q8_pw_fn).
+
+A 1x1, stride-1 int8 conv whose output is u8 channels last (EMC_Q8_U8_OUT) runs on a tile of
+pixels by output channels that reads the input's channels where they are (u8 channels last, or
+f32 planes quantized into channels last first) and stores each pixel's channels where they go,
+instead of packing column panels and transposing the result. It must give the same bytes as the
+panel path. Checked here with the backend's ``q8_pointwise`` option forcing each path, on a
+graph with both input kinds, output channels below, at and past the tile's 16 / 32 (tails of
+the channel blocks and masks), 99-pixel maps (a tail of the 8-pixel tile) and a batch of 2, at 1
+and 2 threads; and the backend profile names the path each conv took.
+
+Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_q8pw.py
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
+from backend_cpu_common import _run
+from torch import nn
+
+import ember
+from ember._lib import configure_cpu_backend, lib, repo_root
+from ember.quant.pt2e import quantize_exported
+
+
+class _Pointwise(nn.Module):
+    """u8 -> 1x1 -> u8 (40 channels: a full 32 block and an 8-channel tail), a depthwise conv,
+    a projection read in f32 by a residual add, then 1x1 convs from that f32 sum (70 channels:
+    two blocks and a 6-channel tail; 13: one partial block) and between u8 links (33 <- 70)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 18, 3, padding=1)
+        self.expand = nn.Conv2d(18, 40, 1)
+        self.dw = nn.Conv2d(40, 40, 3, padding=1, groups=40)
+        self.project = nn.Conv2d(40, 18, 1)
+        self.wide = nn.Conv2d(18, 70, 1)
+        self.narrow = nn.Conv2d(70, 33, 1)
+        self.few = nn.Conv2d(33, 13, 1)
+        self.head = nn.Conv2d(13, 7, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = torch.nn.functional.relu6(self.stem(x))
+        y = self.project(torch.relu(self.dw(torch.relu(self.expand(s))))) + s
+        z = torch.relu(self.few(torch.relu(self.narrow(torch.relu(self.wide(y))))))
+        return self.head(z)
+
+
+@pytest.fixture(scope="module")
+def program() -> tuple[ember.Program, tuple]:
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(3)
+    shape = (2, 3, 9, 11)
+    cal = [(torch.randn(*shape, generator=g) * 2.0,) for _ in range(4)]
+    ep = quantize_exported(_Pointwise().eval(), cal[0], cal, progress=False)
+    inputs = (torch.randn(*shape, generator=g) * 2.0,)
+    return ember.export(ep, inputs, backend="cpu"), inputs
+
+
+@pytest.fixture()
+def choice() -> Iterator[None]:
+    yield
+    configure_cpu_backend(q8_pointwise=0)
+
+
+def _has_tile() -> bool:
+    f = lib().em_cpu_backend_isa
+    f.restype = ctypes.c_char_p
+    return f() in (b"avx512f", b"amx") and _vnni()
+
+
+def _vnni() -> bool:
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    return "avx512_vnni" in flags and "avx512bw" in flags
+
+
+def _paths(pte: str, pointwise: str) -> list[str]:
+    env = dict(os.environ, EMBER_CPU_PROFILE="1", EMBER_CPU_Q8_POINTWISE=pointwise)
+    cmd = [str(repo_root() / "build" / "ember"), "run", pte, "--iters", "1"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return [ln.rsplit("ms", 1)[1].strip() for ln in r.stderr.splitlines() if "kind  1" in ln]
+
+
+def test_both_paths_give_the_same_bytes(program, choice) -> None:
+    prog, inputs = program
+    outs = {}
+    for force in (-1, 0):
+        configure_cpu_backend(q8_pointwise=force)
+        outs[force] = [_run(prog, inputs, th) for th in (1, 2)]
+    for th in range(2):
+        assert torch.equal(outs[-1][th], outs[0][th]), (outs[-1][th] - outs[0][th]).abs().max()
+    assert torch.equal(outs[0][0], outs[0][1])
+
+
+def test_the_profile_names_the_path(program, tmp_path) -> None:
+    prog, _ = program
+    pte = tmp_path / "m.pte"
+    prog.save(pte)
+    off = _paths(str(pte), "0")
+    assert off and all(p == "(int8)" for p in off), off
+    on = _paths(str(pte), "")
+    if not _has_tile():
+        assert on == off  # no pixel-major tile on this ISA: the panel path runs them
+        pytest.skip("no AVX-512 VNNI: the panel path runs every int8 conv")
+    # stem, expand (f32 in), dw, project (f32 out), wide (f32 in), narrow, few, head (f32 out)
+    assert on == [
+        "(int8)",
+        "(int8 pointwise)",
+        "(int8)",
+        "(int8)",
+        "(int8 pointwise)",
+        "(int8 pointwise)",
+        "(int8 pointwise)",
+        "(int8)",
+    ], on
