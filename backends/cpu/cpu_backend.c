@@ -135,7 +135,7 @@ static void record_op(const em_backend_exec_ctx *ctx, const emc_delegate *d, uin
 
 /* em_cpu_backend_options, read by each delegate's init. */
 static atomic_bool opt_no_fuse, opt_profile;
-static atomic_int opt_q8_winograd, opt_q8_pointwise;
+static atomic_int opt_q8_winograd, opt_q8_pixel_major;
 
 em_status em_cpu_backend_configure(const em_cpu_backend_options *opts) {
   if (!opts) return EM_ERR_INVALID_ARGUMENT;
@@ -144,7 +144,7 @@ em_status em_cpu_backend_configure(const em_cpu_backend_options *opts) {
   atomic_store_explicit(&opt_no_fuse, opts->no_fuse, memory_order_relaxed);
   atomic_store_explicit(&opt_profile, opts->profile, memory_order_relaxed);
   atomic_store_explicit(&opt_q8_winograd, opts->q8_winograd, memory_order_relaxed);
-  atomic_store_explicit(&opt_q8_pointwise, opts->q8_pointwise, memory_order_relaxed);
+  atomic_store_explicit(&opt_q8_pixel_major, opts->q8_pixel_major, memory_order_relaxed);
   return EM_OK;
 }
 
@@ -182,7 +182,7 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   memset(d, 0, sizeof *d);
   d->cfg = cfg, d->q8_gemm = em_q8_gemm_for(cfg->isa), d->q8_quant = em_q8_quant_for(cfg->isa),
   d->q8_pack = em_q8_pack_for(cfg->isa), d->q8_dw = em_q8_dw_for(cfg->isa),
-  d->q8_pw = atomic_load_explicit(&opt_q8_pointwise, memory_order_relaxed) < 0
+  d->q8_pw = atomic_load_explicit(&opt_q8_pixel_major, memory_order_relaxed) < 0
                  ? NULL
                  : em_q8_pw_for(cfg->isa);
   d->q8_nr = em_q8_gemm_nr_for(cfg->isa), d->n_tensors = h.n_tensors, d->n_ops = h.n_ops,
@@ -283,7 +283,7 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
       const emc_rt_tensor *y = &d->t[op->out[0]];
       const emc_conv_params cp = emc_conv_params_of(op); /* a conv's path, as init chose it */
       const char *path = op->kind != EMC_OP_CONV2D     ? ""
-                         : d->q8_pw_w && d->q8_pw_w[i] ? " (int8 pointwise)"
+                         : d->q8_pw_w && d->q8_pw_w[i] ? " (int8 pixel-major)"
                          : cp.q8_id >= 0               ? " (int8)"
                          : cp.winograd == 4            ? " (winograd 4)"
                          : cp.winograd == 2            ? " (winograd 2)"

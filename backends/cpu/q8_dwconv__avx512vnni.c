@@ -54,6 +54,38 @@ void em_q8_dwconv_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, const em_
     const __mmask16 k = (__mmask16)((1u << m) - 1u);
     q.corr = _mm512_loadu_ps(corr + c), q.scale = _mm512_loadu_ps(scale + c);
     q.bias = _mm512_loadu_ps(bias + c);
+    if (kh == 3 && kw == 3 && (step == dx || step == 2 * dx)) {
+      /* Windows that share input columns (stride 1 or 2 with dilation 1 across, or stride =
+       * dilation): each column's three u8 rows are widened once and kept for the next window
+       * (stride 1: two of its three columns, stride 2: one), not three times. */
+      __m512 wv[9];
+      for (int t = 0; t < 9; t++) wv[t] = _mm512_loadu_ps(w + (size_t)t * cw + c);
+      const uint8_t *s = in + c;
+      __m512 a0 = ld16(k, s), a1 = ld16(k, s + dy), a2 = ld16(k, s + 2 * dy);
+      __m512 b0 = a0, b1 = a1, b2 = a2;
+      if (step == dx)
+        b0 = ld16(k, s + dx), b1 = ld16(k, s + dy + dx), b2 = ld16(k, s + 2 * dy + dx);
+      for (size_t o = 0; o < ow; o++) {
+        const uint8_t *sc = s + o * step + 2 * dx; /* the window's last column */
+        if (step != dx) {
+          const uint8_t *sb = sc - dx;
+          b0 = ld16(k, sb), b1 = ld16(k, sb + dy), b2 = ld16(k, sb + 2 * dy);
+        }
+        const __m512 c0 = ld16(k, sc), c1 = ld16(k, sc + dy), c2 = ld16(k, sc + 2 * dy);
+        const __m512 r0 =
+            _mm512_fmadd_ps(c0, wv[2], _mm512_fmadd_ps(b0, wv[1], _mm512_mul_ps(a0, wv[0])));
+        const __m512 r1 =
+            _mm512_fmadd_ps(c1, wv[5], _mm512_fmadd_ps(b1, wv[4], _mm512_mul_ps(a1, wv[3])));
+        const __m512 r2 =
+            _mm512_fmadd_ps(c2, wv[8], _mm512_fmadd_ps(b2, wv[7], _mm512_mul_ps(a2, wv[6])));
+        store_q8(&q, _mm512_add_ps(_mm512_add_ps(r0, r1), r2), out + o * cpo + c, k);
+        if (step == dx)
+          a0 = b0, a1 = b1, a2 = b2, b0 = c0, b1 = c1, b2 = c2;
+        else
+          a0 = c0, a1 = c1, a2 = c2;
+      }
+      continue;
+    }
     if (kh == 3 && kw == 3) {
       __m512 wv[9];
       for (int t = 0; t < 9; t++) wv[t] = _mm512_loadu_ps(w + (size_t)t * cw + c);

@@ -1,17 +1,16 @@
 /*
- * q8_pw__avx512vnni.c — the pixel-major int8 tile of the pointwise int8 convs (1x1, stride 1, no
- * padding, u8 channels-last input and output: EMC_CONV_Q8 with both EMC_Q8_U8 links), AVX-512
- * VNNI.
+ * q8_pw__avx512vnni.c — the pixel-major int8 tile of the int8 convs with a u8 channels-last
+ * output (EMC_CONV_Q8 with EMC_Q8_U8_OUT, ungrouped), AVX-512 VNNI.
  *
  * The panel path (q8_gemm_6x16__avx512vnni.c) computes weight rows by pixel columns: the input
- * is first packed into column panels, and a u8 output is transposed back into channels last.
- * For a 1x1 conv both are pure data movement, and on MobileNet-class layers (K = 16..160) they
- * cost as much as the products. Here the tile is 8 pixels by 32 channels: per group of 4 input
- * channels, each pixel's 4 bytes are broadcast straight from the channels-last input and
- * multiplied (vpdpbusd) with two vectors of 16 channels' weights ([kq][16][4] per 16-channel
- * block, repacked at init); the accumulators already hold each pixel's channels side by side, so
- * the epilogue quantizes and stores them as they are. No packing, no transpose, one parallel
- * phase per conv.
+ * is first gathered into im2col column panels, and a u8 output is transposed back into channels
+ * last. Both are pure data movement, and on MobileNet-class layers (K = 16..160, or the 3-channel
+ * stem) they cost as much as the products. Here the tile is 8 pixels by 32 channels: per group
+ * of 4 depths (a tap's 4 channels), each pixel's 4 bytes are broadcast straight from the
+ * channels-last image (the window's origin plus the group's offset) and multiplied (vpdpbusd)
+ * with two vectors of 16 channels' weights ([kq][16][4] per 16-channel block, repacked at
+ * init); the accumulators already hold each pixel's channels side by side, so the epilogue
+ * quantizes and stores them as they are. No im2col, no transpose.
  *
  * Same bytes as the panel path: exact int32 sums, then (acc - corr) * scale + bias (a multiply and
  * an add, two roundings), then the output quantizer's steps in em_q8_quant_ukernel__avx512vnni's
@@ -19,6 +18,7 @@
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "cpu_ukernels.h"
@@ -55,49 +55,51 @@ static inline __m512i bcast4(const uint8_t *p) {
   return _mm512_set1_epi32(v);
 }
 
-void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *x, size_t xs,
-                                  const int8_t *w, const int32_t *corr, const float *scale,
-                                  const float *bias, uint8_t *y, size_t ys,
+void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *const *x,
+                                  const int32_t *qoff, const int8_t *w, const int32_t *corr,
+                                  const float *scale, const float *bias, uint8_t *y, size_t ys,
                                   const em_q8_quant_params *p) {
   /* Pixels past np read the last one (their results are not stored): the loop stays fixed. */
   const uint8_t *xp[PW_MR];
-  for (size_t i = 0; i < PW_MR; i++) xp[i] = x + (i < np ? i : np - 1) * xs;
+  for (size_t i = 0; i < PW_MR; i++) xp[i] = x[i < np ? i : np - 1];
   const int8_t *w2 = w + kq * 64; /* the second block of 16 channels (read when nc > 16) */
   __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
           a7 = a0;
   __m512i b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
   if (nc > 16) {
     for (size_t q = 0; q < kq; q++) {
+      const ptrdiff_t o = qoff[q];
       const __m512i u = _mm512_loadu_si512((const void *)(w + q * 64));
       const __m512i v = _mm512_loadu_si512((const void *)(w2 + q * 64));
-      __m512i s = bcast4(xp[0] + 4 * q);
+      __m512i s = bcast4(xp[0] + o);
       a0 = _mm512_dpbusd_epi32(a0, s, u), b0 = _mm512_dpbusd_epi32(b0, s, v);
-      s = bcast4(xp[1] + 4 * q);
+      s = bcast4(xp[1] + o);
       a1 = _mm512_dpbusd_epi32(a1, s, u), b1 = _mm512_dpbusd_epi32(b1, s, v);
-      s = bcast4(xp[2] + 4 * q);
+      s = bcast4(xp[2] + o);
       a2 = _mm512_dpbusd_epi32(a2, s, u), b2 = _mm512_dpbusd_epi32(b2, s, v);
-      s = bcast4(xp[3] + 4 * q);
+      s = bcast4(xp[3] + o);
       a3 = _mm512_dpbusd_epi32(a3, s, u), b3 = _mm512_dpbusd_epi32(b3, s, v);
-      s = bcast4(xp[4] + 4 * q);
+      s = bcast4(xp[4] + o);
       a4 = _mm512_dpbusd_epi32(a4, s, u), b4 = _mm512_dpbusd_epi32(b4, s, v);
-      s = bcast4(xp[5] + 4 * q);
+      s = bcast4(xp[5] + o);
       a5 = _mm512_dpbusd_epi32(a5, s, u), b5 = _mm512_dpbusd_epi32(b5, s, v);
-      s = bcast4(xp[6] + 4 * q);
+      s = bcast4(xp[6] + o);
       a6 = _mm512_dpbusd_epi32(a6, s, u), b6 = _mm512_dpbusd_epi32(b6, s, v);
-      s = bcast4(xp[7] + 4 * q);
+      s = bcast4(xp[7] + o);
       a7 = _mm512_dpbusd_epi32(a7, s, u), b7 = _mm512_dpbusd_epi32(b7, s, v);
     }
   } else {
     for (size_t q = 0; q < kq; q++) {
+      const ptrdiff_t o = qoff[q];
       const __m512i u = _mm512_loadu_si512((const void *)(w + q * 64));
-      a0 = _mm512_dpbusd_epi32(a0, bcast4(xp[0] + 4 * q), u);
-      a1 = _mm512_dpbusd_epi32(a1, bcast4(xp[1] + 4 * q), u);
-      a2 = _mm512_dpbusd_epi32(a2, bcast4(xp[2] + 4 * q), u);
-      a3 = _mm512_dpbusd_epi32(a3, bcast4(xp[3] + 4 * q), u);
-      a4 = _mm512_dpbusd_epi32(a4, bcast4(xp[4] + 4 * q), u);
-      a5 = _mm512_dpbusd_epi32(a5, bcast4(xp[5] + 4 * q), u);
-      a6 = _mm512_dpbusd_epi32(a6, bcast4(xp[6] + 4 * q), u);
-      a7 = _mm512_dpbusd_epi32(a7, bcast4(xp[7] + 4 * q), u);
+      a0 = _mm512_dpbusd_epi32(a0, bcast4(xp[0] + o), u);
+      a1 = _mm512_dpbusd_epi32(a1, bcast4(xp[1] + o), u);
+      a2 = _mm512_dpbusd_epi32(a2, bcast4(xp[2] + o), u);
+      a3 = _mm512_dpbusd_epi32(a3, bcast4(xp[3] + o), u);
+      a4 = _mm512_dpbusd_epi32(a4, bcast4(xp[4] + o), u);
+      a5 = _mm512_dpbusd_epi32(a5, bcast4(xp[5] + o), u);
+      a6 = _mm512_dpbusd_epi32(a6, bcast4(xp[6] + o), u);
+      a7 = _mm512_dpbusd_epi32(a7, bcast4(xp[7] + o), u);
     }
   }
   const pw_quant qc = {_mm512_set1_ps(p->xlo),

@@ -444,8 +444,9 @@ static void test_q8_pack(const em_cpu_config *cfg) {
 }
 
 /* The int8 depthwise row (em_q8_dw_for the ISA) against the portable row, byte for byte: 3x3
- * (the register path) and other kernels, channel counts around 16, strides and dilations,
- * channels-last strides wider than the channels, a clamp before the quantization or none. */
+ * (the register paths: windows sharing columns at stride 1 or 2, and the others) and other
+ * kernels, channel counts around 16, strides and dilations (1/1, 2/2, 2/1, 1/2), channels-last
+ * strides wider than the channels, a clamp before the quantization or none. */
 static void test_q8_dw(const em_cpu_config *cfg) {
   enum { IMG = 20000, MAXW = 25 * 48, OUT = 4096 };
   static uint8_t in[IMG], got[OUT], want[OUT];
@@ -456,8 +457,9 @@ static void test_q8_dw(const em_cpu_config *cfg) {
   int bad = 0;
   for (size_t ci = 0; ci < sizeof chs / sizeof chs[0]; ci++)
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
-      for (int variant = 0; variant < 2; variant++) {
-        const size_t ch = chs[ci], cp = (ch + 3) / 4 * 4 + 4 * (size_t)variant;
+      for (int variant = 0; variant < 4; variant++) {
+        static const size_t steps[] = {1, 2, 2, 1}, dxs[] = {1, 2, 1, 2};
+        const size_t ch = chs[ci], cp = (ch + 3) / 4 * 4 + 4 * (size_t)(variant & 1);
         const size_t cw = (ch + 15) / 16 * 16, kh = ks[ki][0], kw = ks[ki][1];
         for (size_t i = 0; i < kh * kw * cw; i++) w[i] = (float)(rand() % 256 - 128);
         for (size_t c = 0; c < cw; c++)
@@ -468,15 +470,15 @@ static void test_q8_dw(const em_cpu_config *cfg) {
                              .kh = kh,
                              .kw = kw,
                              .cw = cw,
-                             .step = (1 + (size_t)variant) * cp,
+                             .step = steps[variant] * cp,
                              .dy = 11 * cp,
-                             .dx = (1 + (size_t)variant) * cp,
+                             .dx = dxs[variant] * cp,
                              .w = w,
                              .corr = corr,
                              .scale = scale,
                              .bias = bias,
-                             .oq = {40.0f, 120.0f, 0.0f, 255.0f, variant ? 0.0f : -INFINITY,
-                                    variant ? 3.0f : INFINITY}};
+                             .oq = {40.0f, 120.0f, 0.0f, 255.0f, variant & 1 ? 0.0f : -INFINITY,
+                                    variant & 1 ? 3.0f : INFINITY}};
         memset(got, 0x5A, sizeof got), memset(want, 0x5A, sizeof want);
         fn(in, got, &p);
         em_q8_dwconv_ukernel__scalar(in, want, &p);

@@ -8,9 +8,9 @@
  * corpus: every kind of file the project makes (tests/fixtures, tests/fixtures/alias,
  * tests/fixtures/vulkan, build/fixtures/executorch). The CPU backend's q8_winograd option
  * alternates with the input's size, so int8 convs with a Winograd alternative reach both their
- * int8 run and the transform of their int8 weights at init on any CPU; its q8_pointwise option
- * alternates too (the pixel-major tile of pointwise int8 convs and its weight repacking, or the
- * panel path).
+ * int8 run and the transform of their int8 weights at init on any CPU; its q8_pixel_major option
+ * alternates too (the pixel-major tile of int8 convs with a u8 output and its weight repacking,
+ * or the panel path).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stddef.h>

@@ -4,7 +4,7 @@ A 1x1, stride-1 int8 conv whose output is u8 channels last (EMC_Q8_U8_OUT) runs 
 pixels by output channels that reads the input's channels where they are (u8 channels last, or
 f32 planes quantized into channels last first) and stores each pixel's channels where they go,
 instead of packing column panels and transposing the result. It must give the same bytes as the
-panel path. Checked here with the backend's ``q8_pointwise`` option forcing each path, on a
+panel path. Checked here with the backend's ``q8_pixel_major`` option forcing each path, on a
 graph with both input kinds, output channels below, at and past the tile's 16 / 32 (tails of
 the channel blocks and masks), 99-pixel maps (a tail of the 8-pixel tile) and a batch of 2, at 1
 and 2 threads; and the backend profile names the path each conv took.
@@ -30,36 +30,42 @@ from ember._lib import configure_cpu_backend, lib, repo_root
 from ember.quant.pt2e import quantize_exported
 
 
-class _Pointwise(nn.Module):
-    """u8 -> 1x1 -> u8 (40 channels: a full 32 block and an 8-channel tail), a depthwise conv,
-    a projection read in f32 by a residual add, then 1x1 convs from that f32 sum (70 channels:
-    two blocks and a 6-channel tail; 13: one partial block) and between u8 links (33 <- 70)."""
+class _Net(nn.Module):
+    """Int8 convs with u8 outputs of every kind the pixel-major tile takes: a strided, padded 3x3
+    on the f32 input (3 channels, padded to 4), 1x1s from an f32 residual sum (70 channels: two
+    32-channel blocks and a 6-channel tail) and between u8 links (40: a block and an 8-channel
+    tail; 33; 13: one partial block), a strided padded 3x3 and a dilated one on u8 inputs; and
+    the convs it leaves to the panel path (an f32 output, a depthwise one)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.stem = nn.Conv2d(3, 18, 3, padding=1)
+        self.pre = nn.Conv2d(3, 5, 3, stride=2, padding=1)
+        self.stem = nn.Conv2d(5, 18, 3, padding=1)
         self.expand = nn.Conv2d(18, 40, 1)
         self.dw = nn.Conv2d(40, 40, 3, padding=1, groups=40)
         self.project = nn.Conv2d(40, 18, 1)
         self.wide = nn.Conv2d(18, 70, 1)
         self.narrow = nn.Conv2d(70, 33, 1)
         self.few = nn.Conv2d(33, 13, 1)
-        self.head = nn.Conv2d(13, 7, 3)
+        self.strided = nn.Conv2d(13, 24, 3, stride=2, padding=1)
+        self.dilated = nn.Conv2d(24, 20, 3, padding=2, dilation=2)
+        self.head = nn.Conv2d(20, 7, 3)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s = torch.nn.functional.relu6(self.stem(x))
-        y = self.project(torch.relu(self.dw(torch.relu(self.expand(s))))) + s
-        z = torch.relu(self.few(torch.relu(self.narrow(torch.relu(self.wide(y))))))
-        return self.head(z)
+        relu = torch.relu
+        s = torch.nn.functional.relu6(self.stem(relu(self.pre(x))))
+        y = self.project(relu(self.dw(relu(self.expand(s))))) + s
+        z = relu(self.few(relu(self.narrow(relu(self.wide(y))))))
+        return self.head(relu(self.dilated(relu(self.strided(z)))))
 
 
 @pytest.fixture(scope="module")
 def program() -> tuple[ember.Program, tuple]:
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(3)
-    shape = (2, 3, 9, 11)
+    shape = (2, 3, 17, 21)
     cal = [(torch.randn(*shape, generator=g) * 2.0,) for _ in range(4)]
-    ep = quantize_exported(_Pointwise().eval(), cal[0], cal, progress=False)
+    ep = quantize_exported(_Net().eval(), cal[0], cal, progress=False)
     inputs = (torch.randn(*shape, generator=g) * 2.0,)
     return ember.export(ep, inputs, backend="cpu"), inputs
 
@@ -67,7 +73,7 @@ def program() -> tuple[ember.Program, tuple]:
 @pytest.fixture()
 def choice() -> Iterator[None]:
     yield
-    configure_cpu_backend(q8_pointwise=0)
+    configure_cpu_backend(q8_pixel_major=0)
 
 
 def _has_tile() -> bool:
@@ -85,7 +91,7 @@ def _vnni() -> bool:
 
 
 def _paths(pte: str, pointwise: str) -> list[str]:
-    env = dict(os.environ, EMBER_CPU_PROFILE="1", EMBER_CPU_Q8_POINTWISE=pointwise)
+    env = dict(os.environ, EMBER_CPU_PROFILE="1", EMBER_CPU_Q8_PIXEL_MAJOR=pointwise)
     cmd = [str(repo_root() / "build" / "ember"), "run", pte, "--iters", "1"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -96,7 +102,7 @@ def test_both_paths_give_the_same_bytes(program, choice) -> None:
     prog, inputs = program
     outs = {}
     for force in (-1, 0):
-        configure_cpu_backend(q8_pointwise=force)
+        configure_cpu_backend(q8_pixel_major=force)
         outs[force] = [_run(prog, inputs, th) for th in (1, 2)]
     for th in range(2):
         assert torch.equal(outs[-1][th], outs[0][th]), (outs[-1][th] - outs[0][th]).abs().max()
@@ -113,14 +119,7 @@ def test_the_profile_names_the_path(program, tmp_path) -> None:
     if not _has_tile():
         assert on == off  # no pixel-major tile on this ISA: the panel path runs them
         pytest.skip("no AVX-512 VNNI: the panel path runs every int8 conv")
-    # stem, expand (f32 in), dw, project (f32 out), wide (f32 in), narrow, few, head (f32 out)
-    assert on == [
-        "(int8)",
-        "(int8 pointwise)",
-        "(int8)",
-        "(int8)",
-        "(int8 pointwise)",
-        "(int8 pointwise)",
-        "(int8 pointwise)",
-        "(int8)",
-    ], on
+    pm, panel = "(int8 pixel-major)", "(int8)"
+    # pre, stem (f32 out), expand, dw, project (f32 out), wide, narrow, few, strided, dilated,
+    # head (f32 out)
+    assert on == [pm, panel, pm, panel, panel, pm, pm, pm, pm, pm, panel], on
