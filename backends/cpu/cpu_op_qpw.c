@@ -1,7 +1,8 @@
 /*
- * cpu_op_qpw.c — int8 convs with a u8 output on the pixel-major tile (d->q8_pw, em_q8_pw_fn):
- * EMC_CONV_Q8 with EMC_Q8_U8_OUT, ungrouped, not depthwise, no residual, any kernel, stride,
- * padding and dilation; the input in u8 channels last (EMC_Q8_U8_IN) or in f32 planes.
+ * cpu_op_qpw.c — int8 convs on the pixel-major tile (d->q8_pw, em_q8_pw_fn): EMC_CONV_Q8,
+ * ungrouped, not depthwise, any kernel, stride, padding and dilation; the input in u8 channels
+ * last (EMC_Q8_U8_IN) or in f32 planes; the output in u8 channels last (EMC_Q8_U8_OUT) or in f32
+ * planes (then with the panel path's clamp and activation per row, as it does); no residual.
  *
  * Such a conv is a GEMM of the output's pixels (rows) by the weights over the window's depths.
  * The panel path (cpu_op_qconv.c) gathers the input into im2col column panels, runs weight rows
@@ -9,7 +10,8 @@
  * pixel's window where it lies in the channels-last image (an origin per pixel, an offset per
  * group of 4 depths) and writes its output channels where they go. Per image: the input's u8
  * image (an f32 input quantized into it, a padded u8 one copied into it, an unpadded u8 one
- * read in place), then one parallel phase of tiles. The weights, stored in the panel path's
+ * read in place), then one parallel phase of tiles (each job finishing its f32 rows while they
+ * are in cache). The weights, stored in the panel path's
  * layout ([row panels of 6][kq][6][4], depths in (ky, kx, channel) order), are repacked once at
  * init into blocks of 16 channels ([kq][16][4]), with the groups' offsets in the padded image,
  * in memory from the method allocator. Same bytes as the panel path
@@ -22,12 +24,13 @@ enum {
   PW_NC = 32     /* channels a tile call takes */
 };
 
-/* Whether op (validated) is an int8 conv with a u8 output the tile takes. */
+/* Whether op (validated) is an int8 conv the tile takes (one with a residual stays on the panel
+ * path: the exporter fuses none into int8 convs, whose outputs a fake-quant reads). */
 static bool pw_takes(const emc_op *op) {
   if (op->kind != EMC_OP_CONV2D) return false;
   const emc_conv_params p = emc_conv_params_of(op);
   return p.q8_id >= 0 && !p.depthwise && p.groups == 1 && p.winograd == 0 && p.wino_at_load == 0 &&
-         (p.q8_u8 & EMC_Q8_U8_OUT) && op->in[3] < 0;
+         op->in[3] < 0;
 }
 
 /* Input channels padded to a multiple of 4, as the panel path's u8 images. */
@@ -90,9 +93,12 @@ em_status emc_q8_pw_prepare(emc_delegate *d, em_allocator *al, char *why, size_t
 }
 
 typedef struct pw_job {
+  const emc_delegate *d;
+  const emc_op *op;
   em_q8_pw_fn tile;
   const uint8_t *src; /* the image's u8 values channels last, [hp][wp][cp] */
-  uint8_t *y;         /* [npix][cpo] */
+  uint8_t *y;         /* a u8 output: [npix][cpo]; else NULL */
+  float *yf;          /* an f32 output: [co][npix]; else NULL */
   const int8_t *w;
   const int32_t *qoff, *corr;
   const float *scale, *bias;
@@ -115,8 +121,22 @@ static void pw_jobs(void *ctx, int64_t begin, int64_t end) {
       const uint8_t *x[8];
       for (size_t k = 0; k < np; k++) /* the windows' origins */
         x[k] = j->src + ((i + k) / j->ow * j->sh * j->wp + (i + k) % j->ow * j->sw) * j->cp;
-      j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias,
-              j->y + i * j->cpo + c0, j->cpo, &j->oq);
+      if (j->yf)
+        j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias, NULL, 0, &j->oq,
+                j->yf + c0 * j->npix + i, j->npix);
+      else
+        j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias,
+                j->y + i * j->cpo + c0, j->cpo, &j->oq, NULL, 0);
+    }
+    if (!j->yf) continue;
+    /* the f32 rows' clamp and activation, as the panel path's q8_tiles */
+    const em_cpu_config *cfg = j->d->cfg;
+    const uint32_t act = post_act(j->op);
+    const size_t p0 = pc * PW_CHUNK;
+    for (size_t r = c0; r < c0 + nc; r++) {
+      float *row = j->yf + r * j->npix + p0;
+      if (j->op->act == EMC_ACT_CLAMP) cfg->vact(p1 - p0, row, row, EMC_ACT_CLAMP, j->op->fp);
+      if (act) cfg->vact(p1 - p0, row, row, act, j->op->fp);
     }
   }
 }
@@ -149,7 +169,9 @@ void emc_run_conv_q8_pw(const emc_delegate *d, const emc_op *op, const int8_t *w
   const size_t ow = (size_t)yt->sizes[3], npix = (size_t)yt->sizes[2] * ow, kq = pw_kq(d, op);
   const float *table = data_of(d, (int32_t)p.q8_id), *f = op->fp;
   const float off = f[EMC_ACT_FP_QMIN] < 0.0f ? 128.0f : 0.0f;
-  pw_job j = {.tile = d->q8_pw,
+  pw_job j = {.d = d,
+              .op = op,
+              .tile = d->q8_pw,
               .w = w,
               .qoff = (const int32_t *)(const void *)(w + emc_div_up(co, 16) * kq * 64),
               .corr = (const int32_t *)(const void *)(table + co),
@@ -169,6 +191,7 @@ void emc_run_conv_q8_pw(const emc_delegate *d, const emc_op *op, const int8_t *w
                      f[EMC_ACT_FP_QMAX] + off, f[EMC_ACT_FP_MIN], f[EMC_ACT_FP_MAX]}};
   uint8_t *img = d->arena + p.scratch_off; /* the scratch holds more than the image */
   const bool in_u8 = (p.q8_u8 & EMC_Q8_U8_IN) != 0, padded = p.ph || p.pw;
+  const bool out_u8 = (p.q8_u8 & EMC_Q8_U8_OUT) != 0;
   pw_quant_job qj = {
       .quant = d->q8_quant,
       .img = img,
@@ -197,7 +220,10 @@ void emc_run_conv_q8_pw(const emc_delegate *d, const emc_op *op, const int8_t *w
       par_for(pool, (int64_t)h, pw_quant, &qj, (int64_t)(8 * cin * h * wd));
       j.src = img;
     }
-    j.y = (uint8_t *)(void *)yt->data + b * npix * j.cpo;
+    if (out_u8)
+      j.y = (uint8_t *)(void *)yt->data + b * npix * j.cpo;
+    else
+      j.yf = yt->data + b * co * npix;
     par_for(pool, jobs, pw_jobs, &j, (int64_t)(co * npix * kq * 4));
   }
 }

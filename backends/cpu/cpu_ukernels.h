@@ -275,23 +275,24 @@ void em_q8_pack16_ukernel__avx512vnni(const uint8_t *const *src, size_t off, siz
 em_q8_pack_fn em_q8_pack_for(const char *isa);
 
 /*
- * The pixel-major tile of an int8 conv with a u8 channels-last output: for pixel i < np (<= 8)
- * and channel c < nc (<= 32), acc = exact int32 sum over q < kq, j < 4 of
+ * The pixel-major tile of an int8 conv (a u8 channels-last output, or f32 planes): for pixel
+ * i < np (<= 8) and channel c < nc (<= 32), acc = exact int32 sum over q < kq, j < 4 of
  * x[i][qoff[q] + j] (u8: x[i] is the pixel's window origin in the channels-last image, qoff[q]
  * the byte offset of depth group q, a tap's 4 channels) * w[(c / 16) * kq * 64 + q * 64 +
  * (c % 16) * 4 + j] (int8: blocks of 16 channels, [kq][16][4] each), y = (acc - corr[c]) *
  * scale[c] + bias[c] (bias may be NULL; a multiply and an add, two roundings), and
- * y[i * ys + c] = y quantized by p (as em_q8_quant_fn). The same bytes as the panel path
- * (em_q8_gemm_fn, then the quantizer).
+ * y[i * ys + c] = y quantized by p (as em_q8_quant_fn); or, with yf, yf[c * yfs + i] = y (f32
+ * planes; y and p unused). The same values as the panel path (em_q8_gemm_fn, then the
+ * quantizer).
  */
 typedef void (*em_q8_pw_fn)(size_t np, size_t nc, size_t kq, const uint8_t *const *x,
                             const int32_t *qoff, const int8_t *w, const int32_t *corr,
                             const float *scale, const float *bias, uint8_t *y, size_t ys,
-                            const em_q8_quant_params *p);
+                            const em_q8_quant_params *p, float *yf, size_t yfs);
 void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *const *x,
                                   const int32_t *qoff, const int8_t *w, const int32_t *corr,
                                   const float *scale, const float *bias, uint8_t *y, size_t ys,
-                                  const em_q8_quant_params *p);
+                                  const em_q8_quant_params *p, float *yf, size_t yfs);
 /* The pixel-major tile that goes with em_q8_gemm_for(isa), or NULL where there is none (the
  * panel path runs every int8 conv). */
 em_q8_pw_fn em_q8_pw_for(const char *isa);

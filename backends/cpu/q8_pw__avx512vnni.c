@@ -1,6 +1,6 @@
 /*
  * q8_pw__avx512vnni.c — the pixel-major int8 tile of the int8 convs with a u8 channels-last
- * output (EMC_CONV_Q8 with EMC_Q8_U8_OUT, ungrouped), AVX-512 VNNI.
+ * output (EMC_CONV_Q8 with EMC_Q8_U8_OUT) or an f32 one, ungrouped, AVX-512 VNNI.
  *
  * The panel path (q8_gemm_6x16__avx512vnni.c) computes weight rows by pixel columns: the input
  * is first gathered into im2col column panels, and a u8 output is transposed back into channels
@@ -10,7 +10,8 @@
  * channels-last image (the window's origin plus the group's offset) and multiplied (vpdpbusd)
  * with two vectors of 16 channels' weights ([kq][16][4] per 16-channel block, repacked at
  * init); the accumulators already hold each pixel's channels side by side, so the epilogue
- * quantizes and stores them as they are. No im2col, no transpose.
+ * quantizes and stores them as they are. No im2col, no transpose. An f32 output (planes, for an
+ * f32 reader) is stored through an 8 x 16 transpose in registers instead.
  *
  * Same bytes as the panel path: exact int32 sums, then (acc - corr) * scale + bias (a multiply and
  * an add, two roundings), then the output quantizer's steps in em_q8_quant_ukernel__avx512vnni's
@@ -25,6 +26,53 @@
 
 enum { PW_MR = 8 }; /* pixels per tile */
 
+/* Pixel i's 16 channels (v[i], i < 8) stored planar: channel c < nc of pixel i at y[c * ys + i].
+ * Eight pixels by a transpose in registers (two rounds of in-lane shuffles, then each channel's
+ * two 4-pixel halves out of its 128-bit lanes); fewer through a block on the stack. */
+static inline __attribute__((always_inline)) void pw_store_f32(const __m512 v[PW_MR], size_t np,
+                                                               size_t nc, float *y, size_t ys) {
+  if (np < PW_MR) {
+    float blk[PW_MR][16];
+    for (size_t i = 0; i < PW_MR; i++) _mm512_storeu_ps(blk[i], v[i]);
+    for (size_t c = 0; c < nc; c++)
+      for (size_t i = 0; i < np; i++) y[c * ys + i] = blk[i][c];
+    return;
+  }
+  const __m512 t0 = _mm512_unpacklo_ps(v[0], v[1]), t1 = _mm512_unpackhi_ps(v[0], v[1]);
+  const __m512 t2 = _mm512_unpacklo_ps(v[2], v[3]), t3 = _mm512_unpackhi_ps(v[2], v[3]);
+  const __m512 t4 = _mm512_unpacklo_ps(v[4], v[5]), t5 = _mm512_unpackhi_ps(v[4], v[5]);
+  const __m512 t6 = _mm512_unpacklo_ps(v[6], v[7]), t7 = _mm512_unpackhi_ps(v[6], v[7]);
+  /* u[k] (u[4 + k]): in lane l, pixels 0-3 (4-7) of channel 4 l + k */
+  const __m512 u[8] = {_mm512_shuffle_ps(t0, t2, 0x44), _mm512_shuffle_ps(t0, t2, 0xEE),
+                       _mm512_shuffle_ps(t1, t3, 0x44), _mm512_shuffle_ps(t1, t3, 0xEE),
+                       _mm512_shuffle_ps(t4, t6, 0x44), _mm512_shuffle_ps(t4, t6, 0xEE),
+                       _mm512_shuffle_ps(t5, t7, 0x44), _mm512_shuffle_ps(t5, t7, 0xEE)};
+  for (size_t k = 0; k < 4 && k < nc; k++) {
+    float *r = y + k * ys;
+    _mm_storeu_ps(r, _mm512_castps512_ps128(u[k]));
+    _mm_storeu_ps(r + 4, _mm512_castps512_ps128(u[4 + k]));
+    if (4 + k < nc) {
+      _mm_storeu_ps(r + 4 * ys, _mm512_extractf32x4_ps(u[k], 1));
+      _mm_storeu_ps(r + 4 * ys + 4, _mm512_extractf32x4_ps(u[4 + k], 1));
+    }
+    if (8 + k < nc) {
+      _mm_storeu_ps(r + 8 * ys, _mm512_extractf32x4_ps(u[k], 2));
+      _mm_storeu_ps(r + 8 * ys + 4, _mm512_extractf32x4_ps(u[4 + k], 2));
+    }
+    if (12 + k < nc) {
+      _mm_storeu_ps(r + 12 * ys, _mm512_extractf32x4_ps(u[k], 3));
+      _mm_storeu_ps(r + 12 * ys + 4, _mm512_extractf32x4_ps(u[4 + k], 3));
+    }
+  }
+}
+
+/* (acc - corr) * scale + bias of one pixel's 16 channels, as the panel path's epilogue. */
+static inline __attribute__((always_inline)) __m512 pw_value(__m512i acc, __m512i corr,
+                                                             __m512 scale, __m512 bias) {
+  const __m512 t = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc, corr)); /* wraps, no UB */
+  return _mm512_add_ps(_mm512_mul_ps(t, scale), bias);
+}
+
 /* The output quantizer's constants, loaded once (stores through uint8_t pointers may alias the
  * parameters, so the compiler would reload them at every store otherwise). */
 typedef struct pw_quant {
@@ -38,8 +86,7 @@ typedef struct pw_quant {
 static inline __attribute__((always_inline)) void pw_store(__m512i acc, __m512i corr, __m512 scale,
                                                            __m512 bias, const pw_quant *q,
                                                            uint8_t *y, __mmask16 keep) {
-  __m512 t = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc, corr)); /* wraps, no UB */
-  t = _mm512_add_ps(_mm512_mul_ps(t, scale), bias);
+  __m512 t = pw_value(acc, corr, scale, bias);
   t = _mm512_min_ps(q->xhi, _mm512_max_ps(q->xlo, t));
   t = _mm512_mul_ps(t, q->inv);
   t = _mm512_min_ps(_mm512_max_ps(t, q->tlo), q->thi);
@@ -58,7 +105,7 @@ static inline __m512i bcast4(const uint8_t *p) {
 void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *const *x,
                                   const int32_t *qoff, const int8_t *w, const int32_t *corr,
                                   const float *scale, const float *bias, uint8_t *y, size_t ys,
-                                  const em_q8_quant_params *p) {
+                                  const em_q8_quant_params *p, float *yf, size_t yfs) {
   /* Pixels past np read the last one (their results are not stored): the loop stays fixed. */
   const uint8_t *xp[PW_MR];
   for (size_t i = 0; i < PW_MR; i++) xp[i] = x[i < np ? i : np - 1];
@@ -102,6 +149,26 @@ void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t
       a7 = _mm512_dpbusd_epi32(a7, bcast4(xp[7] + o), u);
     }
   }
+  const __m512i acc_a[PW_MR] = {a0, a1, a2, a3, a4, a5, a6, a7};
+  const __m512i acc_b[PW_MR] = {b0, b1, b2, b3, b4, b5, b6, b7};
+  const __mmask16 ka = (__mmask16)(nc >= 16 ? 0xFFFFu : (1u << nc) - 1u);
+  const __m512i ca = _mm512_maskz_loadu_epi32(ka, corr);
+  const __m512 sa = _mm512_maskz_loadu_ps(ka, scale);
+  const __m512 ba = bias ? _mm512_maskz_loadu_ps(ka, bias) : _mm512_setzero_ps();
+  const __mmask16 kb = (__mmask16)(nc >= 32 ? 0xFFFFu : nc > 16 ? (1u << (nc - 16)) - 1u : 0u);
+  if (yf) { /* f32 planes */
+    __m512 v[PW_MR];
+    for (size_t i = 0; i < PW_MR; i++) v[i] = pw_value(acc_a[i], ca, sa, ba);
+    pw_store_f32(v, np, nc < 16 ? nc : 16, yf, yfs);
+    if (nc > 16) {
+      const __m512i cb = _mm512_maskz_loadu_epi32(kb, corr + 16);
+      const __m512 sb = _mm512_maskz_loadu_ps(kb, scale + 16);
+      const __m512 bb = bias ? _mm512_maskz_loadu_ps(kb, bias + 16) : _mm512_setzero_ps();
+      for (size_t i = 0; i < PW_MR; i++) v[i] = pw_value(acc_b[i], cb, sb, bb);
+      pw_store_f32(v, np, nc - 16, yf + 16 * yfs, yfs);
+    }
+    return;
+  }
   const pw_quant qc = {_mm512_set1_ps(p->xlo),
                        _mm512_set1_ps(p->xhi),
                        _mm512_set1_ps(p->inv),
@@ -110,15 +177,8 @@ void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t
                        _mm512_set1_ps(p->zp),
                        _mm512_set1_ps(p->lo),
                        _mm512_set1_ps(p->hi)};
-  const __m512i acc_a[PW_MR] = {a0, a1, a2, a3, a4, a5, a6, a7};
-  const __m512i acc_b[PW_MR] = {b0, b1, b2, b3, b4, b5, b6, b7};
-  const __mmask16 ka = (__mmask16)(nc >= 16 ? 0xFFFFu : (1u << nc) - 1u);
-  const __m512i ca = _mm512_maskz_loadu_epi32(ka, corr);
-  const __m512 sa = _mm512_maskz_loadu_ps(ka, scale);
-  const __m512 ba = bias ? _mm512_maskz_loadu_ps(ka, bias) : _mm512_setzero_ps();
   for (size_t i = 0; i < np && i < PW_MR; i++) pw_store(acc_a[i], ca, sa, ba, &qc, y + i * ys, ka);
   if (nc > 16) {
-    const __mmask16 kb = (__mmask16)(nc >= 32 ? 0xFFFFu : (1u << (nc - 16)) - 1u);
     const __m512i cb = _mm512_maskz_loadu_epi32(kb, corr + 16);
     const __m512 sb = _mm512_maskz_loadu_ps(kb, scale + 16);
     const __m512 bb = bias ? _mm512_maskz_loadu_ps(kb, bias + 16) : _mm512_setzero_ps();

@@ -120,6 +120,6 @@ def test_the_profile_names_the_path(program, tmp_path) -> None:
         assert on == off  # no pixel-major tile on this ISA: the panel path runs them
         pytest.skip("no AVX-512 VNNI: the panel path runs every int8 conv")
     pm, panel = "(int8 pixel-major)", "(int8)"
-    # pre, stem (f32 out), expand, dw, project (f32 out), wide, narrow, few, strided, dilated,
-    # head (f32 out)
-    assert on == [pm, panel, pm, panel, panel, pm, pm, pm, pm, pm, panel], on
+    # pre, stem (f32 out), expand, dw (depthwise: panel), project (f32 out), wide, narrow, few,
+    # strided, dilated, head (f32 out)
+    assert on == [pm, pm, pm, panel, pm, pm, pm, pm, pm, pm, pm], on
