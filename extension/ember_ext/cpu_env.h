@@ -10,8 +10,8 @@
  *   EMBER_CPU_PROFILE=1                          log each operator's time at INFO
  *   EMBER_CPU_Q8_WINOGRAD=1|0                    int8 3x3 convs with a Winograd alternative:
  *                                                always f32 Winograd (1) or always int8 (0)
- *   EMBER_CPU_Q8_PIXEL_MAJOR=0                   int8 convs with a u8 output on the panel
- *                                                path, not the pixel-major tile (A/B runs)
+ *   EMBER_CPU_Q8_PIXEL_MAJOR=0                   int8 convs on the panel path, not the
+ *                                                pixel-major tile (A/B runs)
  *
  * Returns the status of em_cpu_backend_configure (EM_ERR_NOT_SUPPORTED: the ISA is unknown or
  * this CPU lacks it; the best one stays chosen).

@@ -43,7 +43,7 @@ typedef struct em_cpu_backend_options {
      (int8: faster on every CPU measured, Zen 4 and Zen 5), 1 always runs them as f32 Winograd,
      -1 always in int8. */
   int q8_winograd;
-  /* Int8 convs with a u8 output (ungrouped): 0 the default (the pixel-major tile, no im2col
+  /* Ungrouped int8 convs (no fused residual): 0 the default (the pixel-major tile, no im2col
      panels, where the ISA has one: AVX-512 VNNI), -1 always the panel path (A/B runs, tests). */
   int q8_pixel_major;
 } em_cpu_backend_options;

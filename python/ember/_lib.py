@@ -210,7 +210,7 @@ def configure_cpu_backend(
     ``EMBER_CPU_PROFILE``, ``EMBER_CPU_Q8_WINOGRAD`` and ``EMBER_CPU_Q8_PIXEL_MAJOR`` onto this
     once). ``q8_winograd``: int8 3x3 convs stored with a Winograd alternative run as f32
     Winograd (1), in int8 (-1), or as the default (0: int8, the faster on every CPU measured).
-    ``q8_pixel_major``: int8 convs with a u8 output run on the pixel-major tile where the ISA
+    ``q8_pixel_major``: ungrouped int8 convs run on the pixel-major tile where the ISA
     has one (0, the default) or always on the panel path (-1). An ISA this CPU
     lacks raises ``ValueError``."""
     L = L or lib()
