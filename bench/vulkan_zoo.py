@@ -29,6 +29,7 @@ import ctypes
 import logging
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -348,6 +349,16 @@ def main() -> None:
                     f"| {name} | {storage} | failed: {type(e).__name__}: {str(e)[:120]} | | | | | |"
                 )
             print(out[-1], file=sys.stderr, flush=True)
+
+    def model_rows(make: Callable[[str], str], blanks: str) -> None:
+        """One row per model from ``make`` (a failure is a row, not the end of the table)."""
+        for name in a.models.split(","):
+            try:
+                out.append(make(name))
+            except Exception as e:
+                out.append(f"| {name} | failed: {type(e).__name__}: {str(e)[:120]} |{blanks}")
+            print(out[-1], file=sys.stderr, flush=True)
+
     if a.emulate:
         out += [
             "",
@@ -356,12 +367,7 @@ def main() -> None:
             "| model | f16 weights | f16 activations | both |",
             "|---|---|---|---|",
         ]
-        for name in a.models.split(","):
-            try:
-                out.append(emulation_row(name))
-            except Exception as e:
-                out.append(f"| {name} | failed: {type(e).__name__}: {str(e)[:120]} | | |")
-            print(out[-1], file=sys.stderr, flush=True)
+        model_rows(emulation_row, " | |")
     if a.rules:
         out += [
             "",
@@ -371,12 +377,7 @@ def main() -> None:
             "| model | " + " | ".join(RULES) + " |",
             "|---" * (len(RULES) + 1) + "|",
         ]
-        for name in a.models.split(","):
-            try:
-                out.append(rules_row(name))
-            except Exception as e:
-                out.append(f"| {name} | failed: {type(e).__name__}: {str(e)[:120]} |")
-            print(out[-1], file=sys.stderr, flush=True)
+        model_rows(rules_row, "")
     sys.stdout.write("\n".join(out) + "\n")
 
 
