@@ -12,6 +12,8 @@
  *   ./linear_q_bench [threads...]            (default: 1 2; EMBER_CPU_ISA caps the ISA)
  *   LQ_1B=1 ./linear_q_bench 1               (Llama-3.2-1B's shapes; LQ_PAIRS=0/1 forces the
  *                                             decode tile's row order for an A/B)
+ *   LQ_F16=1 (f16 scales and offsets, as the LLM exports store them: the folded decode),
+ *   LQ_HOT=1 (one copy of the weights: cache-resident where they fit, the kernel's compute rate)
  */
 #define _POSIX_C_SOURCE 199309L
 #include <immintrin.h>
@@ -143,7 +145,8 @@ static double run_case(kind kd, int64_t gs, int64_t m, int64_t n, int64_t k, em_
                   : kd == Q4 || kd == Q4A ? (size_t)(n * k / 2)
                                           : (size_t)(n * k);
   int64_t groups = gs ? k / gs : 1;
-  size_t sbytes = kd == F32 ? 0 : (size_t)(n * groups * 4) * (kd == Q4A ? 2 : 1);
+  const int f16 = getenv("LQ_F16") != NULL && kd != F32; /* LQ_F16=1: f16 scales (offsets) */
+  size_t sbytes = kd == F32 ? 0 : (size_t)(n * groups * (f16 ? 2 : 4)) * (kd == Q4A ? 2 : 1);
   size_t per = (wbytes + sbytes + 63) / 64 * 64;
   size_t copies = getenv("LQ_HOT") ? 1 : ((size_t)256 << 20) / per + 1;
   uint8_t *wmem = aligned_alloc(64, per * copies);
@@ -152,6 +155,8 @@ static double run_case(kind kd, int64_t gs, int64_t m, int64_t n, int64_t k, em_
     if (kd == F32)
       for (size_t i = 0; i < wbytes / 4; i++)
         ((float *)(wmem + c * per))[i] = 0.01f * (float)(i % 7);
+    else if (f16)
+      for (size_t i = 0; i < sbytes / 2; i++) ((uint16_t *)(wmem + c * per + wbytes))[i] = 0x211F;
     else
       for (size_t i = 0; i < sbytes / 4; i++) ((float *)(wmem + c * per + wbytes))[i] = 0.01f;
   float *x = aligned_alloc(64, (size_t)(m * k * 4)), *y = aligned_alloc(64, (size_t)(m * n * 4));
@@ -187,8 +192,9 @@ static double run_case(kind kd, int64_t gs, int64_t m, int64_t n, int64_t k, em_
       } else {
         int q4 = kd == Q4 || kd == Q4A;
         bt_init(&bw, wc, q4 ? EM_DTYPE_U8 : EM_DTYPE_I8, 2, n, q4 ? k / 2 : k);
-        bt_init(&bs, wc + wbytes, EM_DTYPE_F32, gs ? 2 : 1, n, groups);
-        bt_init(&bo, wc + wbytes + sbytes / 2, EM_DTYPE_F32, gs ? 2 : 1, n, groups);
+        const int sdt = f16 ? EM_DTYPE_F16 : EM_DTYPE_F32;
+        bt_init(&bs, wc + wbytes, sdt, gs ? 2 : 1, n, groups);
+        bt_init(&bo, wc + wbytes + sbytes / 2, sdt, gs ? 2 : 1, n, groups);
         v[0] = ev_tensor(&bx), v[1] = ev_tensor(&bw), v[2] = ev_tensor(&bs), v[3] = ev_int(gs);
         v[4] = ev_none(), v[5] = kd == Q4A ? ev_tensor(&bo) : ev_none(), v[6] = ev_tensor(&by);
         v[7] = v[6];

@@ -44,6 +44,7 @@ LAYERS: dict[str, list[tuple[str, ...]]] = {
             "kernels/quantized/linear_q8.c",
             "kernels/quantized/linear_q_gemm__avx2.c",
             "kernels/quantized/linear_q_gemm__avx512vnni.c",
+            "kernels/quantized/linear_q_prefill__avx512vnni.c",
         ),
     ],
 }
