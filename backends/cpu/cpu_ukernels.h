@@ -254,6 +254,38 @@ typedef struct em_q8_quant_params {
 } em_q8_quant_params;
 typedef void (*em_q8_quant_fn)(size_t c, size_t n, const float *x, size_t xs, uint8_t *y, size_t ys,
                                const em_q8_quant_params *p);
+
+/* The u8 value of x under p, step for step as EMC_ACT_FAKEQUANT: the reference every ISA's
+ * quantizer and int8 epilogue reproduces. */
+static inline uint8_t em_q8_quant1(float x, const em_q8_quant_params *p) {
+  const float zp = p->zp, lo = p->lo, hi = p->hi;
+  const float tlo = lo - zp - 1.0f, thi = hi - zp + 1.0f, magic = 12582912.0f;
+  x = x < p->xlo ? p->xlo : x; /* as EMC_ACT_FAKEQUANT's clamp: NaN stays NaN */
+  x = x > p->xhi ? p->xhi : x;
+  float t = x * p->inv;
+  t = t >= tlo ? t : tlo; /* keeps |t| small for the rounding trick */
+  t = t <= thi ? t : thi;
+  float r = ((t + magic) - magic) + zp;
+  r = r >= lo ? r : lo; /* NaN: lo */
+  r = r <= hi ? r : hi;
+  return (uint8_t)(int32_t)r;
+}
+
+/*
+ * The bounds of the SIMD epilogues' short form of em_q8_quant1: with u = x * inv (one rounding,
+ * as there), em_q8_quant1(x) == max(rne(clamp(u, *flo, *fhi)) + zp, lo) for every x, where
+ * *flo = em_q8_quant1(xlo) - zp and *fhi = em_q8_quant1(xhi) - zp, clamp(u, a, b) =
+ * min(b, max(a, u)) keeping NaN, and rne of NaN is INT32_MIN (vcvtps2dq). Why: every step after
+ * the activation's clamp is non-decreasing in x, so clamping x to [xlo, xhi] first is clamping
+ * the result to [q(xlo), q(xhi)]; those are integers, so the clamp moves before the rounding;
+ * with it the value is in [lo, hi] already, and NaN, which the reference sends to lo, reaches
+ * the last max as INT32_MIN + zp. Two clamps and the rounding trick become one clamp and one
+ * conversion: 4 vector operations fewer per 16 outputs.
+ */
+static inline void em_q8_quant_bounds(const em_q8_quant_params *p, float *flo, float *fhi) {
+  *flo = (float)em_q8_quant1(p->xlo, p) - p->zp;
+  *fhi = (float)em_q8_quant1(p->xhi, p) - p->zp;
+}
 void em_q8_quant_ukernel__scalar(size_t c, size_t n, const float *x, size_t xs, uint8_t *y,
                                  size_t ys, const em_q8_quant_params *p);
 void em_q8_quant_ukernel__avx2(size_t c, size_t n, const float *x, size_t xs, uint8_t *y, size_t ys,

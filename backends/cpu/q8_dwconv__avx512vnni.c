@@ -3,9 +3,10 @@
  * cpu_ukernels.h) with AVX-512: 16 channels at a time, each tap's 16 inputs (u8 values widened
  * to f32 once, by the caller) multiply-added with the tap's int8 weights (exact: the products
  * and sums are integers below 2^24, so any order gives the same sum), then the scale, bias and
- * the output's quantization in the steps of q8_quant1, so the bytes are the portable row's
- * (q8_gemm_impl.h). 3x3 kernels keep their 9 weight vectors in registers and sum each row of
- * taps on its own chain. Compiled with the VNNI file's flags; uses AVX-512 F only.
+ * the output's quantization (em_q8_quant1's bytes, in em_q8_quant_bounds's short form), so the
+ * bytes are the portable row's (q8_gemm_impl.h). 3x3 kernels keep their 9 weight vectors in
+ * registers and sum each row of taps on its own chain. Compiled with the VNNI file's flags; uses
+ * AVX-512 F only.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -19,19 +20,19 @@ static inline __attribute__((always_inline)) __m512 ld16(__mmask16 k, const uint
 }
 
 typedef struct q8_out {
-  __m512 corr, scale, bias, xlo, xhi, inv, tlo, thi, magic, zp, lo, hi;
+  __m512 corr, scale, bias, inv, flo, fhi; /* em_q8_quant_bounds */
+  __m512i zp, lo;
 } q8_out;
 
-/* y = (acc - corr) * scale + bias, quantized as q8_quant1, 16 bytes stored under mask k. */
+/* y = (acc - corr) * scale + bias, quantized to em_q8_quant1's bytes (in em_q8_quant_bounds's
+ * short form), 16 bytes stored under mask k. */
 static inline __attribute__((always_inline)) void store_q8(const q8_out *q, __m512 acc,
                                                            uint8_t *dst, __mmask16 k) {
   __m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(acc, q->corr), q->scale), q->bias);
-  t = _mm512_min_ps(q->xhi, _mm512_max_ps(q->xlo, t)); /* NaN stays, as q8_quant1 */
-  t = _mm512_mul_ps(t, q->inv);
-  t = _mm512_min_ps(_mm512_max_ps(t, q->tlo), q->thi);
-  t = _mm512_add_ps(_mm512_sub_ps(_mm512_add_ps(t, q->magic), q->magic), q->zp);
-  t = _mm512_min_ps(_mm512_max_ps(t, q->lo), q->hi);
-  _mm512_mask_cvtepi32_storeu_epi8(dst, k, _mm512_cvttps_epi32(t));
+  t = _mm512_min_ps(q->fhi, _mm512_max_ps(q->flo, _mm512_mul_ps(t, q->inv))); /* NaN stays */
+  __m512i r = _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  r = _mm512_max_epi32(_mm512_add_epi32(r, q->zp), q->lo); /* NaN: lo */
+  _mm512_mask_cvtepi32_storeu_epi8(dst, k, r);
 }
 
 void em_q8_dwconv_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, const em_q8_dw_params *p) {
@@ -40,15 +41,13 @@ void em_q8_dwconv_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, const em_
   const size_t step = p->step, dy = p->dy, dx = p->dx;
   const float *w = p->w, *corr = p->corr, *scale = p->scale, *bias = p->bias;
   const em_q8_quant_params oq = p->oq;
-  q8_out q = {.xlo = _mm512_set1_ps(oq.xlo),
-              .xhi = _mm512_set1_ps(oq.xhi),
-              .inv = _mm512_set1_ps(oq.inv),
-              .tlo = _mm512_set1_ps(oq.lo - oq.zp - 1.0f),
-              .thi = _mm512_set1_ps(oq.hi - oq.zp + 1.0f),
-              .magic = _mm512_set1_ps(12582912.0f),
-              .zp = _mm512_set1_ps(oq.zp),
-              .lo = _mm512_set1_ps(oq.lo),
-              .hi = _mm512_set1_ps(oq.hi)};
+  float flo, fhi;
+  em_q8_quant_bounds(&oq, &flo, &fhi);
+  q8_out q = {.inv = _mm512_set1_ps(oq.inv),
+              .flo = _mm512_set1_ps(flo),
+              .fhi = _mm512_set1_ps(fhi),
+              .zp = _mm512_set1_epi32((int32_t)oq.zp),
+              .lo = _mm512_set1_epi32((int32_t)oq.lo)};
   for (size_t c = 0; c < ch; c += 16) {
     const size_t m = ch - c < 16 ? ch - c : 16;
     const __mmask16 k = (__mmask16)((1u << m) - 1u);

@@ -51,17 +51,15 @@ static inline __attribute__((always_inline)) void transpose16x16_u8(__m128i r[16
 }
 
 /* Planes to channels last (cpu_ukernels.h) in blocks of 16 channels by 16 pixels: each channel's
- * 16 values quantized in one vector (the steps of q8_quant1, in the same order, so the same
- * bytes), narrowed to 16 bytes, the block transposed and each pixel's 16 channels stored at
- * once (a last block of fewer than 16 channels stores only its own bytes). */
+ * 16 values quantized in one vector (em_q8_quant1's bytes, in em_q8_quant_bounds's short form),
+ * narrowed to 16 bytes, the block transposed and each pixel's 16 channels stored at once (a last
+ * block of fewer than 16 channels stores only its own bytes). */
 void em_q8_quant_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t xs, uint8_t *y,
                                      size_t ys, const em_q8_quant_params *p) {
-  const __m512 inv = _mm512_set1_ps(p->inv), zp = _mm512_set1_ps(p->zp);
-  const __m512 lo = _mm512_set1_ps(p->lo), hi = _mm512_set1_ps(p->hi);
-  const __m512 tlo = _mm512_set1_ps(p->lo - p->zp - 1.0f),
-               thi = _mm512_set1_ps(p->hi - p->zp + 1.0f);
-  const __m512 magic = _mm512_set1_ps(12582912.0f);
-  const __m512 xlo = _mm512_set1_ps(p->xlo), xhi = _mm512_set1_ps(p->xhi);
+  float fl, fh;
+  em_q8_quant_bounds(p, &fl, &fh);
+  const __m512 inv = _mm512_set1_ps(p->inv), flo = _mm512_set1_ps(fl), fhi = _mm512_set1_ps(fh);
+  const __m512i zp = _mm512_set1_epi32((int32_t)p->zp), lo = _mm512_set1_epi32((int32_t)p->lo);
   size_t ch = 0;
   for (; ch < c; ch += 16) { /* the last block: rem < 16 channels, the other rows unused */
     const size_t rem = c - ch < 16 ? c - ch : 16;
@@ -76,12 +74,10 @@ void em_q8_quant_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t 
           continue;
         }
         __m512 t = _mm512_maskz_loadu_ps(k, x + (ch + j) * xs + i);
-        t = _mm512_min_ps(xhi, _mm512_max_ps(xlo, t)); /* (xlo, NaN) -> NaN, as q8_quant1 */
-        t = _mm512_mul_ps(t, inv);
-        t = _mm512_min_ps(_mm512_max_ps(t, tlo), thi); /* max(NaN, tlo) = tlo, as q8_quant1 */
-        t = _mm512_add_ps(_mm512_sub_ps(_mm512_add_ps(t, magic), magic), zp);
-        t = _mm512_min_ps(_mm512_max_ps(t, lo), hi);
-        r[j] = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(t));
+        t = _mm512_min_ps(fhi, _mm512_max_ps(flo, _mm512_mul_ps(t, inv))); /* NaN stays */
+        __m512i v = _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v = _mm512_max_epi32(_mm512_add_epi32(v, zp), lo); /* NaN: INT32_MIN + zp -> lo */
+        r[j] = _mm512_cvtepi32_epi8(v);
       }
       transpose16x16_u8(r);
       for (size_t j = 0; j < m; j++) /* rem bytes: the ones past c are not this call's */

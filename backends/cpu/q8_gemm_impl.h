@@ -18,28 +18,12 @@
 #define EM_Q8_CAT2(a, b) a##b
 #define EM_Q8_CAT(a, b)  EM_Q8_CAT2(a, b)
 
-/* The u8 value of x (q8_quant_params), rounded step for step as EMC_ACT_FAKEQUANT. */
-static inline uint8_t EM_Q8_CAT(q8_quant1_, EM_ISA)(float x, const em_q8_quant_params *p) {
-  const float zp = p->zp, lo = p->lo, hi = p->hi;
-  const float tlo = lo - zp - 1.0f, thi = hi - zp + 1.0f, magic = 12582912.0f;
-  x = x < p->xlo ? p->xlo : x; /* as EMC_ACT_FAKEQUANT's clamp: NaN stays NaN */
-  x = x > p->xhi ? p->xhi : x;
-  float t = x * p->inv;
-  t = t >= tlo ? t : tlo; /* keeps |t| small for the rounding trick */
-  t = t <= thi ? t : thi;
-  float r = ((t + magic) - magic) + zp;
-  r = r >= lo ? r : lo; /* NaN: lo */
-  r = r <= hi ? r : hi;
-  return (uint8_t)(int32_t)r;
-}
-
 #ifndef EM_Q8_NO_QUANT /* the ISA file has its own quantizer */
 /* Planes to channels last (cpu_ukernels.h): one plane at a time, its bytes spread ys apart. */
 void EM_Q8_CAT(em_q8_quant_ukernel__, EM_ISA)(size_t c, size_t n, const float *x, size_t xs,
                                               uint8_t *y, size_t ys, const em_q8_quant_params *p) {
   for (size_t ch = 0; ch < c; ch++)
-    for (size_t i = 0; i < n; i++)
-      y[i * ys + ch] = EM_Q8_CAT(q8_quant1_, EM_ISA)(x[ch * xs + i], p);
+    for (size_t i = 0; i < n; i++) y[i * ys + ch] = em_q8_quant1(x[ch * xs + i], p);
 }
 #endif /* EM_Q8_NO_QUANT */
 
@@ -61,7 +45,7 @@ void EM_Q8_CAT(em_q8_dwconv_ukernel__, EM_ISA)(const uint8_t *in, uint8_t *out,
           acc +=
               in[o * p->step + ky * p->dy + kx * p->dx + c] * p->w[(ky * p->kw + kx) * p->cw + c];
       const float y = (acc - p->corr[c]) * p->scale[c] + p->bias[c];
-      out[o * p->cpo + c] = EM_Q8_CAT(q8_quant1_, EM_ISA)(y, &p->oq);
+      out[o * p->cpo + c] = em_q8_quant1(y, &p->oq);
     }
 }
 #endif /* EM_Q8_NO_DW */

@@ -73,27 +73,32 @@ static inline __attribute__((always_inline)) __m512 pw_value(__m512i acc, __m512
   return _mm512_add_ps(_mm512_mul_ps(t, scale), bias);
 }
 
-/* The output quantizer's constants, loaded once (stores through uint8_t pointers may alias the
- * parameters, so the compiler would reload them at every store otherwise). */
+/* The output quantizer's constants (em_q8_quant_bounds), loaded once (stores through uint8_t
+ * pointers may alias the parameters, so the compiler would reload them at every store
+ * otherwise). */
 typedef struct pw_quant {
-  __m512 xlo, xhi, inv, tlo, thi, zp, lo, hi;
+  __m512 inv, flo, fhi;
+  __m512i zp, lo;
 } pw_quant;
 
+static inline pw_quant pw_quant_of(const em_q8_quant_params *p) {
+  float flo, fhi;
+  em_q8_quant_bounds(p, &flo, &fhi);
+  return (pw_quant){_mm512_set1_ps(p->inv), _mm512_set1_ps(flo), _mm512_set1_ps(fhi),
+                    _mm512_set1_epi32((int32_t)p->zp), _mm512_set1_epi32((int32_t)p->lo)};
+}
+
 /* acc's 16 channels of one pixel: (acc - corr) * scale + bias, quantized as the panel path's
- * output quantizer does (em_q8_quant_ukernel__avx512vnni's steps; its round-to-nearest-even by
- * adding and subtracting 1.5 * 2^23 equals vrndscaleps's on the clamped range), stored as
+ * output quantizer does (em_q8_quant1's bytes, in em_q8_quant_bounds's short form), stored as
  * `keep`'s bytes at y. */
 static inline __attribute__((always_inline)) void pw_store(__m512i acc, __m512i corr, __m512 scale,
                                                            __m512 bias, const pw_quant *q,
                                                            uint8_t *y, __mmask16 keep) {
-  __m512 t = pw_value(acc, corr, scale, bias);
-  t = _mm512_min_ps(q->xhi, _mm512_max_ps(q->xlo, t));
-  t = _mm512_mul_ps(t, q->inv);
-  t = _mm512_min_ps(_mm512_max_ps(t, q->tlo), q->thi);
-  t = _mm512_add_ps(_mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), q->zp);
-  t = _mm512_min_ps(_mm512_max_ps(t, q->lo), q->hi);
-  _mm512_mask_storeu_epi8(y, (__mmask64)keep,
-                          _mm512_castsi128_si512(_mm512_cvtepi32_epi8(_mm512_cvttps_epi32(t))));
+  __m512 t = _mm512_mul_ps(pw_value(acc, corr, scale, bias), q->inv);
+  t = _mm512_min_ps(q->fhi, _mm512_max_ps(q->flo, t)); /* NaN stays */
+  __m512i r = _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  r = _mm512_max_epi32(_mm512_add_epi32(r, q->zp), q->lo); /* NaN: lo */
+  _mm512_mask_storeu_epi8(y, (__mmask64)keep, _mm512_castsi128_si512(_mm512_cvtepi32_epi8(r)));
 }
 
 static inline __m512i bcast4(const uint8_t *p) {
@@ -169,14 +174,7 @@ void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t
     }
     return;
   }
-  const pw_quant qc = {_mm512_set1_ps(p->xlo),
-                       _mm512_set1_ps(p->xhi),
-                       _mm512_set1_ps(p->inv),
-                       _mm512_set1_ps(p->lo - p->zp - 1.0f),
-                       _mm512_set1_ps(p->hi - p->zp + 1.0f),
-                       _mm512_set1_ps(p->zp),
-                       _mm512_set1_ps(p->lo),
-                       _mm512_set1_ps(p->hi)};
+  const pw_quant qc = pw_quant_of(p);
   for (size_t i = 0; i < np && i < PW_MR; i++) pw_store(acc_a[i], ca, sa, ba, &qc, y + i * ys, ka);
   if (nc > 16) {
     const __m512i cb = _mm512_maskz_loadu_epi32(kb, corr + 16);

@@ -492,7 +492,70 @@ static void test_q8_dw(const em_cpu_config *cfg) {
       }
 }
 
+/* The pixel-major int8 tile (em_q8_pw_for the ISA, where there is one) against sums and the
+ * reference quantizer written here (em_q8_quant1 of (acc - corr) * scale + bias, two roundings):
+ * pixel counts 1-8, channel counts around its two 16-channel blocks, depth groups read at any
+ * offset of each pixel, quantizers with and without a clamp whose bounds land inside the u8
+ * range (zp above lo, a relu6 narrower than the range) and the f32-planes output; bytes past nc
+ * left alone. */
+static void test_q8_pw(const em_cpu_config *cfg) {
+  enum { PIX = 8, STRIDE = 96, MAXQ = 9, YS = 40 };
+  static uint8_t img[PIX * STRIDE], y[PIX * YS];
+  static int8_t w[2 * MAXQ * 64];
+  static int32_t qoff[MAXQ], corr[32];
+  static float scale[32], bias[32], yf[32 * PIX];
+  static const size_t nps[] = {1, 5, 8}, ncs[] = {3, 16, 17, 32}, kqs[] = {1, 4, 9};
+  static const em_q8_quant_params ps[] = {{0.05f, 7.0f, 0.0f, 255.0f, -INFINITY, INFINITY},
+                                          {0.02f, 130.0f, 0.0f, 255.0f, 0.0f, 6.0f},
+                                          {0.5f, 0.0f, 0.0f, 255.0f, 0.0f, INFINITY}};
+  const em_q8_pw_fn fn = em_q8_pw_for(cfg->isa);
+  if (!fn) return;
+  for (size_t i = 0; i < sizeof img; i++) img[i] = (uint8_t)rand();
+  for (size_t i = 0; i < sizeof w; i++) w[i] = (int8_t)(rand() % 256 - 128);
+  int bad = 0;
+  for (size_t a = 0; a < sizeof nps / sizeof nps[0]; a++)
+    for (size_t b = 0; b < sizeof ncs / sizeof ncs[0]; b++)
+      for (size_t kc = 0; kc < sizeof kqs / sizeof kqs[0]; kc++)
+        for (size_t pi = 0; pi <= sizeof ps / sizeof ps[0]; pi++) { /* pi == 3: f32 planes */
+          const size_t np = nps[a], nc = ncs[b], kq = kqs[kc];
+          const uint8_t *x[PIX];
+          for (size_t i = 0; i < PIX; i++) x[i] = img + (size_t)(rand() % PIX) * STRIDE;
+          for (size_t q = 0; q < kq; q++) qoff[q] = (int32_t)(rand() % (STRIDE / 4)) * 4;
+          for (size_t c = 0; c < 32; c++)
+            corr[c] = rand() % 4000 - 2000, scale[c] = frand() * 2.0f, bias[c] = frand() * 50.0f;
+          const em_q8_quant_params *p = pi < 3 ? &ps[pi] : &ps[0];
+          memset(y, 0x5A, sizeof y);
+          fn(np, nc, kq, x, qoff, w, corr, scale, bias, y, YS, p, pi < 3 ? NULL : yf, PIX);
+          for (size_t i = 0; i < np && bad < 5; i++)
+            for (size_t c = 0; c < nc && bad < 5; c++) {
+              int32_t acc = 0;
+              for (size_t q = 0; q < kq; q++)
+                for (size_t t = 0; t < 4; t++)
+                  acc += x[i][qoff[q] + t] * w[(c / 16) * kq * 64 + q * 64 + c % 16 * 4 + t];
+              const float d = (float)(acc - corr[c]);
+              const float m = d * scale[c];
+              const float v = m + bias[c]; /* two roundings, as the tile */
+              const bool ok = pi < 3 ? y[i * YS + c] == em_q8_quant1(v, p) : yf[c * PIX + i] == v;
+              if (!ok) {
+                bad++;
+                CHECK(0, "%s q8 pw np=%zu nc=%zu kq=%zu params %zu: pixel %zu channel %zu",
+                      cfg->isa, np, nc, kq, pi, i, c);
+              }
+            }
+          for (size_t i = 0; i < np && pi < 3 && bad < 5; i++)
+            for (size_t c = nc; c < YS; c++)
+              if (y[i * YS + c] != 0x5A) {
+                bad++;
+                CHECK(0, "%s q8 pw np=%zu nc=%zu: byte %zu of pixel %zu written", cfg->isa, np, nc,
+                      c, i);
+                break;
+              }
+          if (!bad) g_pass++;
+        }
+}
+
 static void test_isa(const em_cpu_config *cfg) {
+  test_q8_pw(cfg);
   test_q8_dw(cfg);
   test_gemm(cfg);
   test_q8_gemm(cfg);
