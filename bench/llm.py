@@ -22,10 +22,11 @@ each thread count the runtimes run interleaved, round by round, each in its own 
 
 ``--model 1b`` runs the same comparison on a Llama of Llama-3.2-1B's shape with seeded random
 weights (bench/llm_1b.py: one F16 GGUF made once under ~/.cache/ember-bench/1b/, llama.cpp's Q4_0
-quantized from it, Ember's variants exported from it: by default 4w32h and 4w32sh:o4, the latter
-at Q4_0's 4.5 bits per weight; ``--with-et`` adds stock ExecuTorch's 8da4w,
-off by default for this size), 4-bit only, after checking that Ember and llama.cpp compute the
-same logits from it; the table adds peak RSS against file + KV cache.
+quantized from it (its default recipe: the tied table at a higher precision) and Q4_0 pure (every
+matrix Q4_0, the like of Ember's 4w32sh:o4), Ember's variants exported from it: by default 4w32h
+and 4w32sh:o4, the latter at Q4_0's 4.5 bits per weight; ``--with-et`` adds stock ExecuTorch's
+8da4w, off by default for this size), 4-bit only, after checking that Ember and llama.cpp compute
+the same logits from it; the table adds peak RSS against file + KV cache.
 
     .venv/bin/python bench/llm.py --model 1b [--seed 0] [--with-et] [--threads 1 2] [--rounds 3]
 
@@ -213,13 +214,17 @@ def prepare_1b(seed: int, with_et: bool) -> dict:
     if not q4.exists():
         log.info("quantizing %s with llama.cpp", q4)
         llm_1b.quantize(f16, q4, "Q4_0")
+    q4p = d / "llama1b-q4_0-pure.gguf"
+    if not q4p.exists():  # every matrix Q4_0, the table too: the like of Ember's 4w32sh:o4
+        log.info("quantizing %s with llama.cpp (pure)", q4p)
+        llm_1b.quantize(f16, q4p, "Q4_0", pure=True)
     tk = tokenizer_file()
     if not tk.exists():
         sys.path.insert(0, str(ROOT / "python"))
         from ember.llm import Tokenizer
 
         Tokenizer.load(f16).save_compact(tk)
-    files: dict = {"Q4_0": str(q4)}
+    files: dict = {"Q4_0": str(q4), "Q4_0 pure": str(q4p)}
     if with_et:
         et = d / "llama1b-et-8da4w.pte"
         if not et.exists():
@@ -545,7 +550,7 @@ def rss_lines(files: dict, runs: dict, threads: list[int]) -> list[str]:
     counts."""
     import llm_1b
 
-    kv = {"Q4_0": llm_1b.LLAMA_1B.kv_cache_bytes(512, 2)}
+    kv = {k: llm_1b.LLAMA_1B.kv_cache_bytes(512, 2) for k in ("Q4_0", "Q4_0 pure")}
     for key in files:
         if is_ember(key):
             kv[key] = llm_1b.LLAMA_1B.kv_cache_bytes(512, kv_bytes_per_elem(key[4:]))

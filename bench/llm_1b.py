@@ -163,8 +163,9 @@ def write_gguf(
     tmp.replace(path)
 
 
-def quantize(src: Path, dst: Path, ggml_type: str, threads: int = 2) -> None:
-    """``dst`` from ``src`` by llama.cpp's own quantizer (its default recipe for the type)."""
+def quantize(src: Path, dst: Path, ggml_type: str, threads: int = 2, pure: bool = False) -> None:
+    """``dst`` from ``src`` by llama.cpp's own quantizer (its default recipe for the type; with
+    ``pure``, every matrix in that type, the tied embedding / output table included)."""
     import ctypes
 
     import llama_cpp
@@ -172,6 +173,7 @@ def quantize(src: Path, dst: Path, ggml_type: str, threads: int = 2) -> None:
     p = llama_cpp.llama_model_quantize_default_params()
     p.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ggml_type}")
     p.nthread = threads
+    p.pure = pure
     tmp = Path(str(dst) + ".part")
     rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(p))
     if rc != 0:
