@@ -247,6 +247,30 @@ static void q8_dw_rows(void *ctx, int64_t begin, int64_t end) {
                 &j->q);
 }
 
+typedef struct q8_pad_job {
+  const uint8_t *x; /* one image, [h][w][cp] */
+  uint8_t *img;     /* its zero-point padded copy, [h + 2 ph][w + 2 pw][cp] */
+  int64_t h, w, cp, ph, pw;
+  int zp;
+} q8_pad_job;
+
+/* Rows [begin, end) of the padded image: the zero point around, the image's row inside. */
+static void q8_pad_rows(void *ctx, int64_t begin, int64_t end) {
+  const q8_pad_job *j = ctx;
+  const size_t wp = (size_t)(j->w + 2 * j->pw), cp = (size_t)j->cp;
+  for (int64_t r = begin; r < end; r++) {
+    uint8_t *dst = j->img + (size_t)r * wp * cp;
+    const int64_t y = r - j->ph;
+    if (y < 0 || y >= j->h) {
+      memset(dst, j->zp, wp * cp);
+      continue;
+    }
+    memset(dst, j->zp, (size_t)j->pw * cp);
+    memcpy(dst + (size_t)j->pw * cp, j->x + (size_t)(y * j->w) * cp, (size_t)j->w * cp);
+    memset(dst + (size_t)(j->pw + j->w) * cp, j->zp, (size_t)j->pw * cp);
+  }
+}
+
 /* An int8 depthwise conv (checked by check_dwconv_q8): u8 in, u8 out, rows on the pool. */
 static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   const emc_conv_params p = emc_conv_params_of(op);
@@ -279,14 +303,13 @@ static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool
   for (int64_t b = 0; b < n; b++) {
     const uint8_t *xb = (const uint8_t *)(const void *)xt->data + (size_t)(b * h * wd * cp);
     j.src = xb;
-    if (p.ph || p.pw) { /* the rows into the zero-point padded image */
-      memset(img, (int)p.q8_zp, (size_t)(hp * wp * cp));
-      for (int64_t y = 0; y < h; y++)
-        memcpy(img + ((y + p.ph) * wp + p.pw) * cp, xb + y * wd * cp, (size_t)(wd * cp));
+    if (p.ph || p.pw) { /* the rows into the zero-point padded image, split as the rows below */
+      q8_pad_job pj = {xb, img, h, wd, cp, p.ph, p.pw, (int)p.q8_zp};
+      par_for_static(pool, hp, q8_pad_rows, &pj, oh * ow * c * kk * 2);
       j.src = img;
     }
     j.out = (uint8_t *)(void *)yt->data + (size_t)(b * oh * ow * cp);
-    par_for(pool, oh, q8_dw_rows, &j, oh * ow * c * kk * 2);
+    par_for_static(pool, oh, q8_dw_rows, &j, oh * ow * c * kk * 2);
   }
 }
 

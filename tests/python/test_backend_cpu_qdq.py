@@ -277,6 +277,40 @@ def test_int8_conv_geometries(geom: tuple[int, ...]) -> None:
         assert (diff > 0).float().mean().item() <= 0.02
 
 
+# Depthwise (channels, kernel, stride, padding, dilation, map): the zero-point padded image built
+# in row bands on the pool, rows split the same way; channels past and below the 16-lane blocks.
+_DW_GEOMS = [
+    (24, 3, 1, 1, 1, 14),
+    (40, 3, 2, 1, 1, 15),
+    (17, 5, 1, 2, 1, 9),
+    (32, 3, 1, 2, 2, 7),
+    (48, 3, 1, 0, 1, 10),
+]
+
+
+@pytest.mark.parametrize(
+    "geom", _DW_GEOMS, ids=[f"dw{g[0]}-k{g[1]}s{g[2]}p{g[3]}" for g in _DW_GEOMS]
+)
+def test_int8_depthwise_geometries(geom: tuple[int, ...]) -> None:
+    c, k, s, p, d, hw = geom
+    m = nn.Sequential(  # between two 1x1 convs (u8 in and out), its zero point far from 0
+        nn.Conv2d(c, c, 1),
+        nn.Conv2d(c, c, k, stride=s, padding=p, dilation=d, groups=c),
+        nn.ReLU6(),
+        nn.Conv2d(c, c, 1),
+    )
+    ep, inputs = _quantized(m, (2, c, hw, hw))
+    prog = ember.export(ep, inputs, backend="cpu")
+    assert _q8_convs(prog) == (3, 3)
+    plain = ember.export(ep, inputs, backend=None)
+    step = _out_scale(plain)
+    want = _run(plain, inputs)
+    for th in (1, 2, 3):
+        diff = (_run(prog, inputs, th) - want).abs()
+        assert diff.max().item() <= step * 1.001, (th, diff.max().item(), step)
+        assert (diff > 0).float().mean().item() <= 0.02
+
+
 def test_int8_convs_same_bits_on_every_isa(tmp_path) -> None:
     """The int8 tiles of every ISA (AVX-512 VNNI, AVX2, scalar) give the same bits."""
     m = nn.Sequential(
