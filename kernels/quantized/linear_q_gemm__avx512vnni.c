@@ -289,6 +289,25 @@ tile_1x8(int bits, int offs, int half, int fold, size_t nc, const uint8_t *a, co
  * weight stream (EM_QL_PAIRS_MAX_ACT_BYTES). Per column the arithmetic and its order are those of
  * tile_1x8, so both give the same bits. */
 
+/* pair_1x2's prefetches for chunk c (byte offset off): its share of the scale (offset) lines
+ * `ahead` pairs on, and two lines of that pair's weights in address order (into L2 when to_l2). */
+static inline __attribute__((always_inline)) void pair_prefetch(size_t c, size_t off, int offs,
+                                                                const char *pfs, const char *pfo,
+                                                                const uint8_t *pf, size_t ws_lines,
+                                                                size_t ws_per, int to_l2) {
+  for (size_t i = c * ws_per; i < (c + 1) * ws_per && i < ws_lines; i++) {
+    _mm_prefetch(pfs + i * 64, _MM_HINT_T0);
+    if (offs) _mm_prefetch(pfo + i * 64, _MM_HINT_T0);
+  }
+  if (to_l2) {
+    _mm_prefetch((const char *)(pf + 2 * off), _MM_HINT_T1);
+    _mm_prefetch((const char *)(pf + 2 * off + 64), _MM_HINT_T1);
+  } else {
+    _mm_prefetch((const char *)(pf + 2 * off), _MM_HINT_T0);
+    _mm_prefetch((const char *)(pf + 2 * off + 64), _MM_HINT_T0);
+  }
+}
+
 /* The folded decode's whole blocks of 16 groups (1 << sh chunks, every byte in the row: no masks)
  * for pair_1x2: the same operations in the same order as its chunk loop, so the same bits, with
  * the per-chunk bookkeeping (masks, the block test, the group index, the scale prefetch loop)
@@ -309,7 +328,6 @@ pair_fold_blocks(int bits, int offs, const uint8_t *a, const uint8_t *w0, const 
   __m512i idx[8];
   for (size_t cc = 0; cc < cpl; cc++)
     idx[cc] = _mm512_add_epi32(gidx, _mm512_set1_epi32((int)(cc << (4 - sh))));
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
   const uint16_t *s016 = (const uint16_t *)(const void *)s0;
   const uint16_t *s116 = (const uint16_t *)(const void *)s1;
   const uint16_t *o016 = (const uint16_t *)(const void *)o0;
@@ -332,34 +350,13 @@ pair_fold_blocks(int bits, int offs, const uint8_t *a, const uint8_t *w0, const 
     sv1 = _mm512_mul_ps(sv1, sb);
     for (size_t cc = 0; cc < cpl; cc++) {
       const size_t off = (cb + cc) * 64;
-      for (size_t i = (cb + cc) * ws_per; i < (cb + cc + 1) * ws_per && i < ws_lines; i++) {
-        _mm_prefetch(pfs + i * 64, _MM_HINT_T0);
-        if (offs) _mm_prefetch(pfo + i * 64, _MM_HINT_T0);
-      }
-      if (to_l2) {
-        _mm_prefetch((const char *)(pf + 2 * off), _MM_HINT_T1);
-        _mm_prefetch((const char *)(pf + 2 * off + 64), _MM_HINT_T1);
-      } else {
-        _mm_prefetch((const char *)(pf + 2 * off), _MM_HINT_T0);
-        _mm_prefetch((const char *)(pf + 2 * off + 64), _MM_HINT_T0);
-      }
+      pair_prefetch(cb + cc, off, offs, pfs, pfo, pf, ws_lines, ws_per, to_l2);
       const __m512i a0 = _mm512_load_si512(a + off);
       const __m512i a1 = bits == 4 ? _mm512_load_si512(a + p->off_a1 + off) : a0;
-      const __m512i v0 = _mm512_loadu_si512(w0 + off), v1 = _mm512_loadu_si512(w1 + off);
       __m512i lo, hi;
-      if (bits == 4) {
-        lo = _mm512_and_si512(v0, m4);
-        hi = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4);
-      } else {
-        lo = hi = _mm512_xor_si512(v0, _mm512_set1_epi8((char)0x80));
-      }
+      decode(bits, w0 + off, ~(__mmask64)0, &lo, &hi);
       c0 = mac_fold(bits, c0, a0, a1, lo, hi, _mm512_permutexvar_ps(idx[cc], sv0));
-      if (bits == 4) {
-        lo = _mm512_and_si512(v1, m4);
-        hi = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);
-      } else {
-        lo = hi = _mm512_xor_si512(v1, _mm512_set1_epi8((char)0x80));
-      }
+      decode(bits, w1 + off, ~(__mmask64)0, &lo, &hi);
       c1 = mac_fold(bits, c1, a0, a1, lo, hi, _mm512_permutexvar_ps(idx[cc], sv1));
     }
   }
@@ -437,17 +434,7 @@ pair_1x2(int bits, int offs, int half, int fold, const uint8_t *a, const uint8_t
       }
       idx = _mm512_add_epi32(gidx, _mm512_set1_epi32((int)(cc << (4 - sh))));
     }
-    for (size_t i = c * ws_per; i < (c + 1) * ws_per && i < ws_lines; i++) {
-      _mm_prefetch(pfs + i * 64, _MM_HINT_T0);
-      if (offs) _mm_prefetch(pfo + i * 64, _MM_HINT_T0);
-    }
-    if (to_l2) {
-      _mm_prefetch((const char *)(pf + 2 * off), _MM_HINT_T1);
-      _mm_prefetch((const char *)(pf + 2 * off + 64), _MM_HINT_T1);
-    } else {
-      _mm_prefetch((const char *)(pf + 2 * off), _MM_HINT_T0);
-      _mm_prefetch((const char *)(pf + 2 * off + 64), _MM_HINT_T0);
-    }
+    pair_prefetch(c, off, offs, pfs, pfo, pf, ws_lines, ws_per, to_l2);
     __mmask64 mask = chunk_mask(c, p, &lanes);
     const __m512i a0 = _mm512_load_si512(a + off);
     const __m512i a1 = bits == 4 ? _mm512_load_si512(a + p->off_a1 + off) : a0;
