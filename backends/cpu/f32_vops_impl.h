@@ -102,20 +102,39 @@ void EM_NAME(em_f32_vaffine_minmax_ukernel__)(size_t n, const float *x, float s,
 }
 #endif /* EM_VOPS_OWN_ELEMENTWISE */
 
-/* EMC_ACT_FAKEQUANT on n floats (y may be x). */
-static inline void vx_fakequant_row(size_t n, const float *x, float *y, const float *fp) {
-  const float lo = fp[EMC_ACT_FP_MIN], hi = fp[EMC_ACT_FP_MAX], inv = fp[EMC_ACT_FP_INV_SCALE];
-  const float s = fp[EMC_ACT_FP_SCALE], zp = fp[EMC_ACT_FP_ZP];
-  const float qmin = fp[EMC_ACT_FP_QMIN], qmax = fp[EMC_ACT_FP_QMAX];
-  /* Round half to even by the 1.5 * 2^23 trick (exact for |t| < 2^22, which the clamp to one
-   * step past the quantized range keeps; a clamped t still lands outside [qmin, qmax]). */
+/* The quantized level of one value under EMC_ACT_FAKEQUANT's parameters, step for step as the
+ * portable quantize: the clamp, the scaling, rounding half to even by the 1.5 * 2^23 trick (exact
+ * for |t| < 2^22, which the clamp to one step past the quantized range keeps), the zero point
+ * and the range (NaN: qmin). */
+static inline float vx_fq_level(float v, const float *fp) {
+  const float zp = fp[EMC_ACT_FP_ZP], qmin = fp[EMC_ACT_FP_QMIN], qmax = fp[EMC_ACT_FP_QMAX];
   const float tlo = qmin - zp - 1.0f, thi = qmax - zp + 1.0f, magic = 12582912.0f;
+  const float t = vx_clampf(
+      vx_clampf(v, fp[EMC_ACT_FP_MIN], fp[EMC_ACT_FP_MAX]) * fp[EMC_ACT_FP_INV_SCALE], tlo, thi);
+  float q = ((t + magic) - magic) + zp;
+  q = q >= qmin ? q : qmin;
+  return q <= qmax ? q : qmax;
+}
+
+/*
+ * EMC_ACT_FAKEQUANT on n floats (y may be x): (vx_fq_level(x) - zp) * scale, in a short form
+ * with the same values. Every step after the clamp to [min, max] is non-decreasing in x, so
+ * that clamp is a clamp of the level to [level(min), level(max)], integers, which moves before
+ * the rounding: t = x * inv clamped to those levels less zp (NaN stays), rounded, then NaN sent
+ * to qmin - zp by the last comparison. Five operations a value instead of ten.
+ */
+static inline void vx_fakequant_row(size_t n, const float *x, float *y, const float *fp) {
+  const float inv = fp[EMC_ACT_FP_INV_SCALE], s = fp[EMC_ACT_FP_SCALE], zp = fp[EMC_ACT_FP_ZP];
+  const float flo = vx_fq_level(fp[EMC_ACT_FP_MIN], fp) - zp;
+  const float fhi = vx_fq_level(fp[EMC_ACT_FP_MAX], fp) - zp;
+  const float rlo = fp[EMC_ACT_FP_QMIN] - zp, magic = 12582912.0f;
   for (size_t i = 0; i < n; i++) {
-    float t = vx_clampf(vx_clampf(x[i], lo, hi) * inv, tlo, thi);
-    float q = ((t + magic) - magic) + zp;
-    q = q >= qmin ? q : qmin; /* NaN: qmin, as the portable quantize */
-    q = q <= qmax ? q : qmax;
-    y[i] = (q - zp) * s;
+    float t = x[i] * inv;
+    t = t < flo ? flo : t; /* NaN stays */
+    t = t > fhi ? fhi : t;
+    float r = (t + magic) - magic;
+    r = r >= rlo ? r : rlo; /* NaN: qmin - zp */
+    y[i] = r * s;
   }
 }
 

@@ -171,7 +171,50 @@ static void test_elementwise(const em_cpu_config *cfg) {
   }
 }
 
+/* EMC_ACT_FAKEQUANT against the portable quantize's steps written out here (clamp, scale, round
+ * half to even, zero point, range with NaN to qmin, dequantize), bit for bit: values at the
+ * rounding ties, past the clamp and the range, +-1e30, infinities and NaN, under clamps inside
+ * the quantized range (relu6-like, one-sided, none) and an inverted one. */
+static void test_fakequant_special(const em_cpu_config *cfg) {
+  enum { N = 4096 };
+  static float x[N], y[N];
+  /* min, max, scale, 1 / scale, zero point, qmin, qmax (fp[2] unused) */
+  static const float fps[][8] = {{0.0f, 6.0f, 0.0f, 0.05f, 20.0f, 3.0f, -128.0f, 127.0f},
+                                 {-INFINITY, INFINITY, 0.0f, 0.5f, 2.0f, -7.0f, -128.0f, 127.0f},
+                                 {-1.5f, INFINITY, 0.0f, 0.01f, 100.0f, 0.0f, 0.0f, 255.0f},
+                                 {2.0f, -2.0f, 0.0f, 0.1f, 10.0f, 1.0f, -20.0f, 12.0f}};
+  int bad = 0;
+  for (size_t f = 0; f < sizeof fps / sizeof fps[0]; f++) {
+    const float *fp = fps[f];
+    for (size_t i = 0; i < N; i++) {
+      const int kind = rand() % 16;
+      x[i] = kind == 0   ? (float)(rand() % 600 - 300) * 0.5f * fp[EMC_ACT_FP_SCALE] /* ties */
+             : kind == 1 ? (rand() % 2 ? 1e30f : -1e30f)
+             : kind == 2 ? (rand() % 2 ? INFINITY : -INFINITY)
+             : kind == 3 ? NAN
+                         : 20.0f * frand();
+    }
+    cfg->vact(N, x, y, EMC_ACT_FAKEQUANT, fp);
+    for (size_t i = 0; i < N && bad < 5; i++) {
+      float v = x[i] < fp[0] ? fp[0] : x[i]; /* NaN stays */
+      v = v > fp[1] ? fp[1] : v;
+      const float zp = fp[EMC_ACT_FP_ZP], qmin = fp[EMC_ACT_FP_QMIN], qmax = fp[EMC_ACT_FP_QMAX];
+      float q = nearbyintf(v * fp[EMC_ACT_FP_INV_SCALE]) + zp;
+      q = q >= qmin ? q : qmin; /* NaN: qmin */
+      q = q <= qmax ? q : qmax;
+      const float want = (q - zp) * fp[EMC_ACT_FP_SCALE];
+      if (memcmp(&y[i], &want, sizeof want) != 0) {
+        bad++;
+        CHECK(0, "%s fakequant params %zu: x = %g gives %g, want %g", cfg->isa, f, (double)x[i],
+              (double)y[i], (double)want);
+      }
+    }
+  }
+  if (!bad) g_pass++;
+}
+
 static void test_isa(const em_cpu_config *cfg) {
+  test_fakequant_special(cfg);
   test_copy_stride2(cfg);
   test_transpose(cfg);
   test_elementwise(cfg);
