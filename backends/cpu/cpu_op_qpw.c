@@ -133,10 +133,12 @@ static void pw_jobs(void *ctx, int64_t begin, int64_t end) {
     const em_cpu_config *cfg = j->d->cfg;
     const uint32_t act = post_act(j->op);
     const size_t p0 = pc * PW_CHUNK;
-    for (size_t r = c0; r < c0 + nc; r++) {
+    /* rows of the whole image lie end to end (a linear layer's: one pixel): one call for all */
+    const size_t len = p1 - p0 == j->npix ? nc * j->npix : p1 - p0;
+    for (size_t r = c0; r < c0 + nc; r += len / (p1 - p0)) {
       float *row = j->yf + r * j->npix + p0;
-      if (j->op->act == EMC_ACT_CLAMP) cfg->vact(p1 - p0, row, row, EMC_ACT_CLAMP, j->op->fp);
-      if (act) cfg->vact(p1 - p0, row, row, act, j->op->fp);
+      if (j->op->act == EMC_ACT_CLAMP) cfg->vact(len, row, row, EMC_ACT_CLAMP, j->op->fp);
+      if (act) cfg->vact(len, row, row, act, j->op->fp);
     }
   }
 }

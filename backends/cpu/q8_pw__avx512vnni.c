@@ -118,7 +118,26 @@ void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t
   __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
           a7 = a0;
   __m512i b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
-  if (nc > 16) {
+  if (np == 1) { /* one pixel (a linear layer's row): two chains a block, not eight pixels' */
+    const uint8_t *x0 = xp[0];
+    size_t q = 0;
+    for (; q + 2 <= kq; q += 2) {
+      const __m512i s = bcast4(x0 + qoff[q]), t = bcast4(x0 + qoff[q + 1]);
+      a0 = _mm512_dpbusd_epi32(a0, s, _mm512_loadu_si512((const void *)(w + q * 64)));
+      a1 = _mm512_dpbusd_epi32(a1, t, _mm512_loadu_si512((const void *)(w + q * 64 + 64)));
+      if (nc > 16) {
+        b0 = _mm512_dpbusd_epi32(b0, s, _mm512_loadu_si512((const void *)(w2 + q * 64)));
+        b1 = _mm512_dpbusd_epi32(b1, t, _mm512_loadu_si512((const void *)(w2 + q * 64 + 64)));
+      }
+    }
+    if (q < kq) {
+      const __m512i s = bcast4(x0 + qoff[q]);
+      a0 = _mm512_dpbusd_epi32(a0, s, _mm512_loadu_si512((const void *)(w + q * 64)));
+      if (nc > 16) b0 = _mm512_dpbusd_epi32(b0, s, _mm512_loadu_si512((const void *)(w2 + q * 64)));
+    }
+    a0 = _mm512_add_epi32(a0, a1), b0 = _mm512_add_epi32(b0, b1); /* int32 sums: exact */
+    a1 = b1 = _mm512_setzero_si512();
+  } else if (nc > 16) {
     for (size_t q = 0; q < kq; q++) {
       const ptrdiff_t o = qoff[q];
       const __m512i u = _mm512_loadu_si512((const void *)(w + q * 64));

@@ -311,6 +311,38 @@ def test_int8_depthwise_geometries(geom: tuple[int, ...]) -> None:
     _within_a_step_of_portable(ep, inputs, prog, (1, 2, 3))
 
 
+class _Head(nn.Module):
+    """MobileNetV3's classifier: conv, global pooling, linear, hardswish, linear. Widths that are
+    not multiples of 4 (the u8 rows' padding), 16 or 32 (the tile's channel blocks), and an odd
+    number of 4-depth groups (the one-pixel loop's tail)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(8, 50, 3, padding=1)
+        self.l1, self.l2 = nn.Linear(50, 100), nn.Linear(100, 37)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.conv(x)).mean((2, 3))
+        return self.l2(F.hardswish(self.l1(y)))
+
+
+def test_int8_linear_layers(tmp_path) -> None:  # noqa: ANN001
+    """A one-row linear layer with int8 weights and a fake-quantized input runs as an int8 1x1
+    conv over a 1x1 image: within a step of the portable run at 1-3 threads, the same bits on
+    every ISA; with two rows it stays an f32 product (the int8 conv would read the weights once
+    a row)."""
+    ep, inputs = _quantized(_Head(), (1, 8, 9, 9))
+    prog = ember.export(ep, inputs, backend="cpu")
+    assert _q8_convs(prog) == (3, 3)
+    _within_a_step_of_portable(ep, inputs, prog, (1, 2, 3))
+    outs = _run_per_isa(prog, inputs[0], tmp_path, (None, "avx2", "scalar"))
+    assert torch.equal(outs[None], outs["avx2"]) and torch.equal(outs[None], outs["scalar"])
+    ep2, inputs2 = _quantized(_Head(), (2, 8, 9, 9))
+    prog2 = ember.export(ep2, inputs2, backend="cpu")
+    assert _q8_convs(prog2) == (1, 1)
+    _within_a_step_of_portable(ep2, inputs2, prog2, (1, 2))
+
+
 def test_int8_convs_same_bits_on_every_isa(tmp_path) -> None:
     """The int8 tiles of every ISA (AVX-512 VNNI, AVX2, scalar) give the same bits."""
     m = nn.Sequential(
@@ -364,7 +396,8 @@ def test_stock_xnnpack_quantizer_graph_takes_int8_convs() -> None:
         prepared(torch.randn(1, 8, 16, 16))
     converted = convert_pt2e(prepared)
     prog = ember.export(converted, (x,))
-    assert _q8_convs(prog)[1] >= 1, _q8_convs(prog)
+    # both convs and the linear layer (its [n, k] weight read through a transpose)
+    assert _q8_convs(prog) == (3, 3), _q8_convs(prog)
     assert not any(k.startswith("quantized_decomposed::") for k in _outside(prog)), _outside(prog)
     plain = ember.export(converted, (x,), backend=None)
     got, want = _run(prog, (x,)), _run(plain, (x,))

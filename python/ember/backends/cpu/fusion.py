@@ -498,6 +498,41 @@ def _fuse_softmax_input(ops: list[Op], u: _Uses) -> None:
         sm.ip = sm.ip[:4] + [int(scaled), rows if mask is not None else 0]
 
 
+def _linear_q8(ops: list[Op], u: _Uses) -> None:
+    """A one-row linear layer with int8 weights (``lin_wq``: the partitioner kept them through
+    the weight's transpose) whose input a fake-quant wrote becomes a 1x1 conv over a 1x1 image
+    with those weights, for :func:`_conv_q8` to run in int8: a CNN's classifier (MobileNetV3's
+    two, ResNet's and MobileNetV2's one) reads its weights once per inference, so a quarter of
+    the bytes is most of the time. Its row and output are seen as [1, k, 1, 1] and [1, n, 1, 1]
+    (views of the same storage). Only one row: the int8 conv runs image by image, and rows as
+    images would read the weights once per row."""
+    for g in [o for o in ops if o.kind == "gemm" and "lin_wq" in o.attrs]:
+        x, y = g.ins[0], g.outs[0]
+        p = u.producer(x)
+        if (
+            len(g.ins) != 3
+            or len(g.outs) != 1
+            or not isinstance(x, TensorSpec)
+            or p is None
+            or p.act not in ("fakequant", "hardswish_fq")
+        ):
+            continue
+        wq, s, wf, b = g.attrs.pop("lin_wq")
+        n, k = wq.shape
+        x4 = TensorSpec(f"{x.name}.image", x.dtype, (1, k, 1, 1), base=x)
+        y4 = TensorSpec(f"{y.name}.image", y.dtype, (1, n, 1, 1), base=y)
+        g.kind, g.ins, g.outs, g.ip = "conv2d", [x4], [y4], []
+        g.attrs = dict(
+            w=np.ascontiguousarray(wf.T).reshape(n, k, 1, 1),
+            b=b,
+            stride=[1, 1],
+            pad=[0, 0],
+            dil=[1, 1],
+            groups=1,
+            wq=(wq.reshape(n, k, 1, 1), s),
+        )
+
+
 def _conv_q8(ops: list[Op], u: _Uses) -> None:
     """A conv with int8 weights (``wq``: the partitioner folded their dequantize) whose input a
     fake-quant wrote runs in int8 (blob EMC_CONV_Q8): the input's qparams go to ``q8``, and the

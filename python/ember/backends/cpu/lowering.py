@@ -280,10 +280,23 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
             else _operand(m2)
         )
         ins_ = [m1, bop, None if bias is None else _operand(bias)]
+        attrs: dict[str, Any] = {}
+        q = getattr(m2, "int8_weight_t", None)  # a linear layer's int8 weight, [n, k]
+        ba = None if bias is None else _const_arr(bias)
+        if (
+            q is not None
+            and b_packed
+            and m == 1
+            and len(m1.shape) == 2
+            and tuple(q[0].shape) == (n, kk)
+            and (bias is None or ba is not None)
+        ):
+            attrs["lin_wq"] = (q[0].numpy(), q[1].numpy(), m2c.reshape(kk, n), ba)
         return Op(
             "gemm",
             ins_,
             [out],
+            attrs=attrs,
             ip=[
                 batch,
                 m,

@@ -42,6 +42,7 @@ from ember.backends.cpu.fusion import (  # noqa: F401
     _fuse_residual,
     _fuse_softmax_input,
     _hard_patterns,
+    _linear_q8,
     _merge_clamps,
     _see_through_copies,
     _silu,
@@ -97,8 +98,12 @@ def _fold_constant_permutes(ir: MethodIR) -> None:
             if out.root() is out and out.kind != MUTABLE:
                 src = ins.args[0].value
                 out.kind = CONSTANT
-                out.data = src.data.permute(*[int(d) for d in ins.args[1].value]).contiguous()
+                perm = [int(d) for d in ins.args[1].value]
+                out.data = src.data.permute(*perm).contiguous()
                 out.fqn = None
+                q = getattr(src, "int8_weight", None)
+                if q is not None and perm == [1, 0]:  # a linear layer's int8 weight, transposed
+                    out.int8_weight_t = q  # type: ignore[attr-defined]
                 continue
         kept.append(ins)
     ir.instrs = kept
@@ -190,9 +195,26 @@ def _fold_weight_dequant(ir: MethodIR) -> None:
 def _remember_int8(out: TensorSpec, ins: KernelInstr, vals: list[Any]) -> None:
     """Keeps a folded weight's int8 values and per-output-channel scales on its spec
     (``int8_weight``), for the int8 convs (EMC_CONV_Q8): symmetric int8 (zero points 0), one
-    scale per row of axis 0 or one for the whole tensor."""
+    scale per row of axis 0 or one for the whole tensor. A 2-d weight with its scales along axis
+    1 (Ember's quantizer stores a linear layer's weight as addmm reads it, [k, n]) is kept
+    transposed instead (``int8_weight_t``: [n, k], a scale per row), as linear layers read it
+    (:func:`_fold_constant_permutes` gives PT2E's [n, k] weights the same through their
+    transpose)."""
     q, a = vals[0], ins.args
     if q.dtype != torch.int8 or q.dim() < 1:
+        return
+    zps = vals[2]
+    if (
+        ins.kernel.endswith("per_channel.out")
+        and q.dim() == 2
+        and a[3].kind == "int"
+        and int(a[3].value) == 1
+        and vals[1] is not None
+        and vals[1].numel() == q.shape[1]
+        and (zps is None or not bool((zps != 0).any()))
+    ):
+        s1 = vals[1].detach().to(torch.float32).reshape(-1)
+        out.int8_weight_t = (q.detach().t().contiguous(), s1)  # type: ignore[attr-defined]
         return
     if ins.kernel.endswith("per_channel.out"):
         scales, zps = vals[1], vals[2]
@@ -369,6 +391,7 @@ _FUSIONS: tuple[Any, ...] = (
     "_fuse_residual",
     "_fuse_plane_means",
     "_fuse_input_scale",
+    "_linear_q8",
     "_conv_q8",
     "_dwconv_q8",
     "_conv_q8_u8",
