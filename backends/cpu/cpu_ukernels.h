@@ -168,6 +168,11 @@ typedef void (*em_f32_transpose_fn)(size_t rows, size_t cols, const float *x, si
 EM_VOPS_DECL(avx512f)
 /* y[i] = gelu(x[i]) (erf form), the AVX-512 vact's GELU row (f32_rows__avx512f.c). */
 void em_f32_gelu_row__avx512f(size_t n, const float *x, float *y);
+
+/* EMC_ACT_HARDSWISH_FQ on n floats (y may be x), the AVX-512 vact's row (f32_rows__avx512f.c):
+ * the steps of f32_vops_impl.h's vx_hardswish_fq_row in intrinsics, the same values. k: 1 /
+ * scale, scale, then the levels' bounds less the zero point: level(min), level(max), qmin. */
+void em_f32_hardswish_fq_row__avx512f(size_t n, const float *x, float *y, const float k[5]);
 void em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const float *in,
                                                  const float *w, float bias, float *out,
                                                  const em_minmax_params *p);

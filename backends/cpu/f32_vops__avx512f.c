@@ -10,4 +10,5 @@
 #define EM_VOPS_OWN_GEMV6     1
 #define EM_VOPS_OWN_TRANSPOSE 1 /* f32_transpose__avx512f.c */
 #define EM_VOPS_GELU_ROW      em_f32_gelu_row__avx512f
+#define EM_VOPS_HSFQ_ROW      em_f32_hardswish_fq_row__avx512f
 #include "f32_vops_impl.h"

@@ -87,6 +87,24 @@ static void test_hardswish_fq_bits(const em_cpu_config *cfg) {
   for (size_t i = 0; i < N; i++) bad += y[i] != (float)ref_act(EMC_ACT_HARDSWISH_FQ, x[i], fp);
   CHECK(bad == 0, "%s hardswish_fq: %d of %d values differ from the portable steps", cfg->isa, bad,
         N);
+  /* where the division's refinement could part from it: infinities, NaN, past FLT_MAX / 6,
+   * subnormal quotients (under a 1 / scale of 1e30, the exporter's bound), zeros; 19 values (a
+   * tail past 16 lanes), under two parameter sets */
+  static const float sp[19] = {INFINITY, -INFINITY, NAN,     3.4e38f, -3.4e38f, 1e38f, 6e37f,
+                               1e-39f,   -1e-39f,   3e-38f,  1e-45f,  0.0f,     -0.0f, -3.0f,
+                               3.0f,     -1.5f,     2.9999f, 1e-30f,  -2.0e-38f};
+  const float fp2[8] = {-INFINITY, INFINITY, 0.0f, 1e30f, 1e-30f, 5.0f, -128.0f, 127.0f};
+  const float *fps[2] = {fp, fp2};
+  for (int k = 0; k < 2; k++) {
+    float ys[19];
+    cfg->vact(19, sp, ys, EMC_ACT_HARDSWISH_FQ, fps[k]);
+    for (size_t i = 0; i < 19; i++) {
+      const float want = (float)ref_act(EMC_ACT_HARDSWISH_FQ, sp[i], fps[k]);
+      CHECK(ys[i] == want || (ys[i] != ys[i] && want != want),
+            "%s hardswish_fq(%g), parameters %d: %g, want %g", cfg->isa, (double)sp[i], k,
+            (double)ys[i], (double)want);
+    }
+  }
 }
 
 static void test_elementwise(const em_cpu_config *cfg) {
