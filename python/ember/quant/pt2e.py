@@ -68,6 +68,9 @@ _BMM = aten.bmm.default
 _BINARY = (aten.add.Tensor, aten.mul.Tensor)
 _CAT = aten.cat.default
 _MAXPOOL = (aten.max_pool2d_with_indices.default, aten.max_pool2d.default)
+#: A constant pad keeps its input's qparams (its value joins the observed range), as a max pool
+#: does: a pad then a conv (TensorFlow's "same" padding, EfficientNet) stays one int8 link.
+_PAD = aten.constant_pad_nd.default
 _POOL = (
     aten.avg_pool2d.default,
     aten._adaptive_avg_pool2d.default,
@@ -331,6 +334,11 @@ def _annotate(gm: fx.GraphModule, dynamic: bool) -> _Plan:
             plan.add(n.args[0])
             plan.add(out)
             plan.share([n.args[0], out])
+            continue
+        elif t == _PAD:
+            plan.add(n.args[0])
+            plan.add(n)
+            plan.share([n.args[0], n])
             continue
         elif t in _POOL:
             plan.add(n.args[0])

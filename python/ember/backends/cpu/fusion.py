@@ -234,6 +234,60 @@ def _fuse_acts(ops: list[Op], u: _Uses) -> None:
         _absorb(ops, act, p)
 
 
+def _fold_pads(ops: list[Op], u: _Uses) -> None:
+    """A zero pad of a 4-d map, the same on both sides of each spatial dim, that only convs
+    which pad nothing read becomes their padding (EfficientNet's explicit pads before every
+    depthwise conv: a pass over the map each, and the conv no longer sees an int8 producer).
+    First, a fake-quant after a pad that changes nothing goes: the pad's input is on the same
+    int8 grid (its producer's fake-quant has these qparams; the quantizer shares a pad's qparams
+    with its input) and 0 is on it (zero point in range), so every value passes unchanged."""
+    for f in [o for o in ops if o.kind == "unary" and o.act == "fakequant"]:
+        p = u.producer(f.ins[0])
+        if p is None or p.kind != "pad" or p.fp[2] != 0.0 or list(f.fp[:2]) != [-INF, INF]:
+            continue
+        pp = u.producer(p.ins[0])
+        zp, qmin, qmax = f.fp[5:8]
+        y = f.outs[0]
+        if (
+            pp is None
+            or pp.act not in ("fakequant", "hardswish_fq")
+            or list(pp.fp[3:8]) != list(f.fp[3:8])
+            or not qmin <= zp <= qmax
+            or id(y.root()) in u.external
+            or any(i.root() is y.root() and i is not y for r in u.consumers(y) for i in r.ins)
+        ):
+            continue
+        for r in u.consumers(y):
+            r.ins = [p.outs[0] if i is y else i for i in r.ins]
+        _absorb(ops, f, p)
+    for p in [o for o in ops if o.kind == "pad"]:
+        _, h, w, top, bottom, left, right = p.ip
+        x, y = p.ins[0], p.outs[0]
+        readers = u.consumers(y)
+        if (
+            top != bottom
+            or left != right
+            or p.fp[2] != 0.0
+            or p.act != "none"
+            or len(x.shape) != 4
+            or tuple(x.shape[2:]) != (h, w)
+            or id(y.root()) in u.external
+            or not readers
+            or any(
+                r.kind != "conv2d"
+                or r.ins[0] is not y
+                or list(r.attrs["pad"]) != [0, 0]
+                or any(i is not None and i.root() is y.root() for i in r.ins[1:])
+                for r in readers
+            )
+        ):
+            continue
+        for r in readers:
+            r.ins = [x, *r.ins[1:]]
+            r.attrs["pad"] = [top, left]
+        _absorb(ops, p, readers[0])
+
+
 def _depthwise(op: Op) -> bool:
     w = op.attrs["w"]
     return op.attrs["groups"] == w.shape[0] and w.shape[1] == 1
@@ -544,11 +598,17 @@ def _conv_q8(ops: list[Op], u: _Uses) -> None:
     2.7 ms, ResNet-50 21 -> 16, MobileNetV3-Small 1.30 -> 1.10 against the earlier rule that
     kept depths under 64 and 1x1 convs under 256 channels in f32, measured on Zen 4 with the
     slower quantizer). Where the f32 path would be a Winograd F(4x4) the packer adds that
-    Winograd conv as the alternative a CPU may prefer (EMC_CONV_Q8_WINO)."""
+    Winograd conv as the alternative a CPU may prefer (EMC_CONV_Q8_WINO). The fake-quant may
+    be one step back, through a zero pad (an asymmetric one :func:`_fold_pads` leaves: the
+    padded values are on the same grid when 0 is)."""
     for conv in [o for o in ops if o.kind == "conv2d" and "wq" in o.attrs]:
         a = conv.attrs
         x = conv.ins[0]
         p = u.producer(x)
+        via_pad = p is not None and p.kind == "pad" and p.fp[2] == 0.0 and p.act == "none"
+        if via_pad:
+            x = p.ins[0]
+            p = u.producer(x)
         if (
             a["groups"] != 1
             or _depthwise(conv)
@@ -564,7 +624,7 @@ def _conv_q8(ops: list[Op], u: _Uses) -> None:
         inv, scale, zp, qmin, qmax = (float(v) for v in p.fp[3:8])
         off = 128 if qmin < 0 else 0
         lo, hi, z = int(qmin) + off, int(qmax) + off, int(zp) + off
-        if not (0 <= lo <= hi <= 255 and 0 <= z <= 255):
+        if not (0 <= lo <= hi <= 255 and 0 <= z <= 255) or (via_pad and not qmin <= zp <= qmax):
             continue
         a["q8"] = dict(inv=inv, scale=scale, zp=z, lo=lo, hi=hi)
 

@@ -399,6 +399,8 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         outer = math.prod(out.shape[:dim])
         rows = [math.prod(x.shape[dim:]) for x in xs]
         return Op("cat", [_operand(x) for x in xs], [out], ip=[outer, len(xs), *rows])
+    if k == "aten::constant_pad_nd.out":
+        return _lower_pad(_f32x(a[0]), a, out)
     if k == "aten::slice_copy.Tensor_out":
         x = _f32x(a[0])
         nd = len(x.shape)
@@ -418,6 +420,25 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
             ip=[math.prod(x.shape[:dim]), n, math.prod(x.shape[dim + 1 :]), start, step, length],
         )
     raise Unsupported(k)
+
+
+def _lower_pad(x: TensorSpec, a: list[Arg], out: TensorSpec) -> Op:
+    """A constant pad of the last one or two dims, none negative (a crop), as EMC_OP_PAD:
+    [outer, h, w] -> [outer, top + h + bottom, left + w + right] (TensorFlow's "same" padding in
+    EfficientNet: an asymmetric pad before each strided conv)."""
+    pad = _ints(a[1])
+    value = _num(a[2])
+    nd = len(x.shape)
+    if value is None or len(pad) not in (2, 4) or min(pad) < 0 or nd < len(pad) // 2:
+        raise Unsupported("pad of more than the last two dims, or a crop")
+    left, right = pad[0], pad[1]
+    top, bottom = (pad[2], pad[3]) if len(pad) == 4 else (0, 0)
+    w = x.shape[-1]
+    h = x.shape[-2] if len(pad) == 4 else 1
+    outer = math.prod(x.shape[: nd - len(pad) // 2])
+    if math.prod(out.shape) != outer * (h + top + bottom) * (w + left + right):
+        raise Unsupported("pad shape")
+    return Op("pad", [x], [out], ip=[outer, h, w, top, bottom, left, right], fp=[-INF, INF, value])
 
 
 def _pool_fits(x: TensorSpec, kernel: list[int], pad: list[int], dil: list[int]) -> None:
