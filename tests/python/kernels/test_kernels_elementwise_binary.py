@@ -549,6 +549,29 @@ case(
 )
 
 
+def _cmp_ties(name: str, shape_b: tuple[int, ...], scalar: bool) -> Builder:
+    """f32 comparisons at ties, signed zeros, infinities and NaN (the dense f32 loop: one
+    operand the same shape, one element, or a Scalar), 67 elements (no multiple of a vector)."""
+
+    def build(g: torch.Generator) -> Call:
+        vals = torch.tensor([0.0, -0.0, 1.0, -1.0, 0.5, float("nan"), float("inf"), -float("inf")])
+        a = vals[torch.randint(0, 8, (67,), generator=g)]
+        if scalar:
+            return single(
+                f"aten::{name}.Scalar_out", [a, 0.5], lambda: getattr(A, name).Scalar(a, 0.5)
+            )
+        b = vals[torch.randint(0, 8, shape_b, generator=g)]
+        return single(f"aten::{name}.Tensor_out", [a, b], lambda: getattr(A, name).Tensor(a, b))
+
+    return build
+
+
+for _c in ("eq", "ne", "lt", "le", "gt", "ge"):
+    case(f"{_c}-f32-ties-same", _cmp_ties(_c, (67,), False))
+    case(f"{_c}-f32-ties-one", _cmp_ties(_c, (1,), False))
+    case(f"{_c}-f32-ties-scalar", _cmp_ties(_c, (), True))
+
+
 @pytest.mark.parametrize("dtype", [F16, BF16])
 @pytest.mark.parametrize("op", ["eq", "ge", "lt", "fmod", "remainder"])
 def test_scalar_is_cast_to_reduced_common_dtype(op: str, dtype: torch.dtype) -> None:
