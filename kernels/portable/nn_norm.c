@@ -350,6 +350,43 @@ em_status em_native_layer_norm_out(em_kernel_ctx *ctx, em_evalue **args) {
   return EM_OK;
 }
 
+/* native_group_norm over contiguous f32 input and output: the generic loop's steps and double
+ * arithmetic, with the floats read and written in place (the generic loop's per-element strided
+ * offsets and dtype switches took ~35 ns an element: 9 ms for a 1x64x64x64 map). */
+static void group_norm_f32(const float *x, float *y, const em_tensor *w, const em_tensor *b,
+                           em_tensor *mo, em_tensor *ro, int64_t N, int64_t C, int64_t HxW,
+                           int64_t G, double eps) {
+  const int64_t cg = C / G, D = cg * HxW;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t g = 0; g < G; g++) {
+      const int64_t base = (n * C + g * cg) * HxW;
+      const float *xg = x + base;
+      double mean = 0.0, var = 0.0;
+      for (int64_t j = 0; j < D; j++) mean += xg[j];
+      mean = D ? mean / (double)D : 0.0;
+      for (int64_t j = 0; j < D; j++) {
+        double d = xg[j] - mean;
+        var += d * d;
+      }
+      var = D ? var / (double)D : 0.0;
+      double rstd = 1.0 / sqrt(var + eps);
+      em_store_f64(mo->data, mo->dtype, n * mo->strides[0] + g * mo->strides[1], mean);
+      em_store_f64(ro->data, ro->dtype, n * ro->strides[0] + g * ro->strides[1], rstd);
+      for (int64_t k = 0; k < cg; k++) {
+        const int64_t c = g * cg + k;
+        const double wc = w ? ld(w, c) : 1.0, bc = b ? ld(b, c) : 0.0;
+        const float *xc = xg + k * HxW;
+        float *yc = y + base + k * HxW;
+        for (int64_t j = 0; j < HxW; j++) {
+          double v = (xc[j] - mean) * rstd;
+          if (w) v *= wc;
+          if (b) v += bc;
+          yc[j] = (float)v;
+        }
+      }
+    }
+}
+
 /*
  * aten::native_group_norm.out(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C,
  *   SymInt HxW, int group, float eps, *, out0, out1, out2)
@@ -380,6 +417,10 @@ em_status em_native_group_norm_out(em_kernel_ctx *ctx, em_evalue **args) {
   EM_KTRY(em_resize_out(ctx, mo, ssz, 2));
   EM_KTRY(em_resize_out(ctx, ro, ssz, 2));
   int64_t cg = C / G, D = cg * HxW; /* elements per (n, group), contiguous in logical order */
+  if (x->dtype == EM_DTYPE_F32 && nn_is_contiguous(x) && nn_is_contiguous(out)) {
+    group_norm_f32(x->data, out->data, w, b, mo, ro, N, C, HxW, G, eps);
+    return EM_OK;
+  }
   for (int64_t n = 0; n < N; n++)
     for (int64_t g = 0; g < G; g++) {
       int64_t base = (n * C + g * cg) * HxW;
