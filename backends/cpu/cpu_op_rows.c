@@ -17,7 +17,15 @@ bool emc_check_mean(const emc_delegate *d, const emc_op *op, char *why, size_t w
 bool emc_check_softmax(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
   const emc_softmax_params p = emc_softmax_params_of(op);
   const int64_t rows = p.rows, cols = p.cols, mask_rows = p.mask_rows;
-  if (rows < 0 || cols < 1 || p.inner != 1) WHY("softmax: bad shape");
+  int64_t n;
+  if (rows < 0 || cols < 1 || p.inner < 1 || __builtin_mul_overflow(rows, cols, &n) ||
+      __builtin_mul_overflow(n, p.inner, &n))
+    WHY("softmax: bad shape");
+  if (p.inner > 1 && (p.scaled || op->in[1] >= 0))
+    WHY("softmax: scale or mask on a softmax over a non-last dim");
+  if (p.inner > 1 && tensor_at(d, op->in[0]) && tensor_at(d, op->out[0]) &&
+      out_shared(tensor_at(d, op->in[0]), tensor_at(d, op->out[0])))
+    WHY("softmax over a non-last dim: input and output overlap");
   if (p.log != 0 && p.log != 1) WHY("softmax: log flag %lld is not 0 or 1", (long long)p.log);
   if (p.scaled != 0 && p.scaled != 1)
     WHY("softmax: scale flag %lld is not 0 or 1", (long long)p.scaled);
@@ -36,7 +44,44 @@ bool emc_check_softmax(const emc_delegate *d, const emc_op *op, char *why, size_
   } else if (mask_rows != 0) {
     WHY("softmax: mask rows %lld without a mask", (long long)mask_rows);
   }
-  return check_rows(d, op, rows * cols, rows * cols, why, why_n);
+  return check_rows(d, op, n, n, why, why_n);
+}
+
+/* Softmax (log-softmax) over the middle of one [cols, inner] block (a non-last dim): the
+ * steps of the portable f32 softmax per column, 64 columns at a time (the max, x - max through
+ * the ISA's exp into y with the sums, then y / sum or (x - max) - log(sum)), reading rows. */
+static void softmax_columns(const em_cpu_config *cfg, const float *x, float *y, int64_t cols,
+                            int64_t inner, bool log_sm, const float *fp) {
+  enum { SB = 64 };
+  float m[SB], s[SB];
+  for (int64_t i0 = 0; i0 < inner; i0 += SB) {
+    const int64_t nb = inner - i0 < SB ? inner - i0 : SB;
+    for (int64_t i = 0; i < nb; i++) m[i] = -INFINITY, s[i] = 0.0f;
+    for (int64_t l = 0; l < cols; l++) {
+      const float *xr = x + l * inner + i0;
+      for (int64_t i = 0; i < nb; i++) {
+        const float v = xr[i];
+        m[i] = (v != v || m[i] != m[i]) ? NAN : fmaxf(m[i], v);
+      }
+    }
+    for (int64_t l = 0; l < cols; l++) {
+      const float *xr = x + l * inner + i0;
+      float *yr = y + l * inner + i0;
+      for (int64_t i = 0; i < nb; i++) yr[i] = xr[i] - m[i];
+      cfg->vact((size_t)nb, yr, yr, EMC_ACT_EXP, fp);
+      for (int64_t i = 0; i < nb; i++) s[i] += yr[i];
+    }
+    if (log_sm)
+      for (int64_t i = 0; i < nb; i++) s[i] = logf(s[i]);
+    for (int64_t l = 0; l < cols; l++) {
+      const float *xr = x + l * inner + i0;
+      float *yr = y + l * inner + i0;
+      if (log_sm)
+        for (int64_t i = 0; i < nb; i++) yr[i] = (xr[i] - m[i]) - s[i];
+      else
+        for (int64_t i = 0; i < nb; i++) yr[i] /= s[i];
+    }
+  }
 }
 
 bool emc_check_norm(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
@@ -126,6 +171,12 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
       break;
     }
     case EMC_OP_SOFTMAX: {
+      if (j->sm.inner > 1) { /* over a non-last dim: a [cols, inner] block */
+        const int64_t inner = j->sm.inner;
+        softmax_columns(d->cfg, x + r * cols * inner, y + r * cols * inner, cols, inner,
+                        j->sm.log != 0, op->fp);
+        break;
+      }
       /* x * scale + mask into the output row, in L1; then the softmax there, in place */
       const em_minmax_params none = {-INFINITY, INFINITY};
       const float *xr = x + r * cols;

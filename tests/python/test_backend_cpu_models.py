@@ -165,6 +165,43 @@ def test_softmax_scale_and_mask_are_checked() -> None:
             _runtime()(bytes(bad)).run("forward", list(x))
 
 
+class _SoftmaxDim(torch.nn.Module):
+    def __init__(self, dim: int, log: bool) -> None:
+        super().__init__()
+        self.dim, self.log = dim, log
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (torch.log_softmax if self.log else torch.softmax)(x * 1.5, self.dim)
+
+
+@pytest.mark.parametrize(
+    ("shape", "dim"),
+    [((1, 19, 6, 12), 1), ((2, 3, 70), 1), ((5, 7, 3, 9), 0), ((4, 130, 3), -2), ((2, 5), 0)],
+)
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_softmax_over_a_non_last_dim(shape: tuple, dim: int, log: bool) -> None:
+    """softmax / log-softmax over a non-last dim (a segmentation head's channels) runs in the
+    backend as [rows, cols, inner] blocks, 64 columns at a time (more than 64 inner columns, and
+    fewer), against eager: with -inf entries and a column holding a NaN."""
+    torch.manual_seed(0)
+    x = torch.randn(*shape)
+    flat = x.view(-1)
+    flat[1], flat[-2] = float("-inf"), float("nan")
+    m = _SoftmaxDim(dim, log).eval()
+    prog = ember.export(m, (x,), backend="cpu")
+    assert not _outside(prog) and _n_delegates(prog) == 1
+    base, recs = _op_table(prog.buffer)
+    i = next(j for j, r in enumerate(recs) if r[0] == 8)
+    inner = struct.unpack_from("<24i", prog.buffer, base + 160 * i + 32)[2]
+    assert inner == (x[(0,) * (dim % x.dim() + 1)].numel() if dim % x.dim() < x.dim() - 1 else 1)
+    for th in (1, 2):
+        torch.testing.assert_close(_run(prog, (x,), th), m(x), rtol=1e-5, atol=1e-6, equal_nan=True)
+    bad = bytearray(prog.buffer)  # a scale on such a softmax fails at load
+    struct.pack_into("<i", bad, base + 160 * i + 32 + 4 * 4, 1)
+    with pytest.raises(Exception, match="softmax"):
+        _runtime()(bytes(bad)).run("forward", [x])
+
+
 def test_bert_layer_from_transformers() -> None:
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)

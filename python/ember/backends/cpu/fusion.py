@@ -511,7 +511,9 @@ def _fuse_softmax_input(ops: list[Op], u: _Uses) -> None:
     (Hugging Face's eager attention) are then read and written once instead of three times. Each
     row is scaled and masked into the output row, in L1, then the softmax runs in place; the same
     two roundings as the separate ops, so the same bits."""
-    for sm in [o for o in ops if o.kind == "softmax" and len(o.ins) == 1 and o.ip[3] == 0]:
+    for sm in [
+        o for o in ops if o.kind == "softmax" and len(o.ins) == 1 and o.ip[3] == 0 and o.ip[2] == 1
+    ]:
         x, consumer = sm.ins[0], sm
         mask, rows = None, 0
         p = u.producer(x)

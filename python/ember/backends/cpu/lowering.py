@@ -356,15 +356,13 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
     if k in ("aten::_softmax.out", "aten::_log_softmax.out"):
         x = _f32x(a[0])
         nd = len(x.shape)
-        if nd == 0 or int(a[1].value) % nd != nd - 1:
-            raise Unsupported("softmax over a non-last dim")
-        cols = x.shape[-1]
-        return Op(
-            "softmax",
-            [x],
-            [out],
-            ip=[math.prod(x.shape) // cols, cols, 1, int(k == "aten::_log_softmax.out")],
-        )
+        if nd == 0:
+            raise Unsupported("softmax of a 0-d tensor")
+        dim = int(a[1].value) % nd  # a non-last dim: [rows, cols, inner], columns at once
+        rows, cols, inner = math.prod(x.shape[:dim]), x.shape[dim], math.prod(x.shape[dim + 1 :])
+        if cols < 1:
+            raise Unsupported("softmax over an empty dim")
+        return Op("softmax", [x], [out], ip=[rows, cols, inner, int(k == "aten::_log_softmax.out")])
     if k == "aten::native_layer_norm.out":
         x = _f32x(a[0])
         if not (only_here(_out(ins, 1)) and only_here(_out(ins, 2))):
