@@ -211,6 +211,54 @@ static void add_elem(char *dst, const char *src, int dt) {
   }
 }
 
+/* Advances a row-major counter over B (bidx) with the sources' offsets (boff) and the R
+ * offset (ob, strides bo). */
+static void adv_next_b(const adv *a, int64_t *bidx, int64_t *boff, int64_t *ob, const int64_t *bo) {
+  for (int32_t j = a->nb - 1; j >= 0; j--) {
+    for (int32_t i = 0; i < a->n_src; i++) boff[i] += a->src[i].bstr[j];
+    *ob += bo[j];
+    if (++bidx[j] < a->bsizes[j]) break;
+    for (int32_t i = 0; i < a->n_src; i++) boff[i] -= a->src[i].bstr[j] * a->bsizes[j];
+    *ob -= bo[j] * a->bsizes[j];
+    bidx[j] = 0;
+  }
+}
+
+/* One element of es (1, 2, 4 or 8) bytes. */
+static inline void copy_es(char *dst, const char *src, size_t es) {
+  switch (es) {
+  case 1: memcpy(dst, src, 1); break;
+  case 2: memcpy(dst, src, 2); break;
+  case 4: memcpy(dst, src, 4); break;
+  default: memcpy(dst, src, 8); break;
+  }
+}
+
+/*
+ * ADV_GATHER when every index position picks one element (no free dims after the indexed
+ * block) and free dims come before it (planes): each position's offset is found once and its
+ * element copied for every plane, instead of the position's indices read again per plane (a
+ * reflection pad's index over H and W took ~15 ns an element).
+ */
+static em_status gather_elems(em_kernel_ctx *ctx, adv *a, char *tgt, const int64_t *tstr, char *oth,
+                              const int64_t *ostr, const int64_t *pre_sizes, const int64_t *pre_t,
+                              int64_t n_pre, int64_t n_b, size_t es) {
+  const int64_t *bo = ostr + a->n_pre;
+  int64_t bidx[EM_MAX_DIM] = {0}, boff[EM_MAX_DIM] = {0}, ob = 0;
+  for (int64_t b = 0; b < n_b; b++) {
+    int64_t toff;
+    EM_KTRY(adv_offset(ctx, a, boff, tstr, &toff));
+    em_shape_iter pit;
+    em_shape_iter_init(&pit, pre_sizes, a->n_pre);
+    em_shape_iter_add(&pit, pre_t);
+    em_shape_iter_add(&pit, ostr);
+    for (int64_t p = 0; p < n_pre; p++, em_shape_iter_next(&pit))
+      copy_es(em_shape_at(oth, pit.off[1] + ob, es), em_shape_at(tgt, pit.off[0] + toff, es), es);
+    adv_next_b(a, bidx, boff, &ob, bo);
+  }
+  return EM_OK;
+}
+
 /*
  * Walks R. `tgt` is the indexed tensor (strides tstr over self dims); `oth` is
  * the tensor laid out as R (strides ostr over R's dims): the output of index,
@@ -235,6 +283,9 @@ static em_status adv_run(em_kernel_ctx *ctx, adv *a, adv_mode mode, char *tgt, c
   int64_t n_b = em_shape_numel(a->bsizes, a->nb);
   int64_t n_post = em_shape_numel(post_sizes, a->n_post);
   if (mode != ADV_CHECK && n_post == 0) return EM_OK;
+  if (mode == ADV_GATHER && a->n_post == 0 && n_pre > 1 &&
+      (es == 1 || es == 2 || es == 4 || es == 8))
+    return gather_elems(ctx, a, tgt, tstr, oth, ostr, pre_sizes, pre_t, n_pre, n_b, es);
   em_shape_iter pit;
   em_shape_iter_init(&pit, pre_sizes, a->n_pre);
   em_shape_iter_add(&pit, pre_t);
@@ -258,15 +309,7 @@ static em_status adv_run(em_kernel_ctx *ctx, adv *a, adv_mode mode, char *tgt, c
         for (int64_t i = 0; i < n_post; i++, em_shape_iter_next(&it))
           add_elem(t + it.off[0] * (int64_t)es, o + it.off[1] * (int64_t)es, dt);
       }
-      /* Next B position: row-major counter over bsizes. */
-      for (int32_t j = a->nb - 1; j >= 0; j--) {
-        for (int32_t i = 0; i < a->n_src; i++) boff[i] += a->src[i].bstr[j];
-        ob += bo[j];
-        if (++bidx[j] < a->bsizes[j]) break;
-        for (int32_t i = 0; i < a->n_src; i++) boff[i] -= a->src[i].bstr[j] * a->bsizes[j];
-        ob -= bo[j] * a->bsizes[j];
-        bidx[j] = 0;
-      }
+      adv_next_b(a, bidx, boff, &ob, bo); /* next B position: row-major over bsizes */
     }
   }
   return EM_OK;
