@@ -31,6 +31,10 @@ bool emc_check_conv(const emc_delegate *d, const emc_op *op, char *why, size_t w
   if (!is_const(w) || (b && !is_const(b))) WHY("conv2d: weights and bias must be constants");
   if (!params_nonneg(op, EMC_CONV_N_PARAMS, why, why_n)) return false;
   const emc_conv_params p = emc_conv_params_of(op);
+  if (p.scratch_off + p.scratch_nbytes > (int64_t)d->arena_nbytes)
+    WHY("conv2d: scratch [%lld, +%lld) past the %llu-byte arena", (long long)p.scratch_off,
+        (long long)p.scratch_nbytes, (unsigned long long)d->arena_nbytes);
+  if (!scratch_apart(d, op, why, why_n)) return false;
   int64_t g = p.groups, kh = p.kh, kw = p.kw;
   if (g < 1 || kh < 1 || kw < 1 || p.sh < 1 || p.sw < 1 || p.dh < 1 || p.dw < 1)
     WHY("conv2d: groups, kernel, stride and dilation must be >= 1");

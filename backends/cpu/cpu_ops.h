@@ -184,6 +184,23 @@ static inline bool scratch_holds(const emc_delegate *d, const emc_conv_params *p
   return true;
 }
 
+/* Whether op's scratch [scratch_off, +scratch_nbytes) stays clear of the arena tensors it reads
+ * and writes (input, residual, outputs): a path copies between them (a fuzzed blob that put the
+ * scratch over the input made the int8 conv's padded copy overlap its source). */
+static inline bool scratch_apart(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_conv_params p = emc_conv_params_of(op);
+  if (p.scratch_nbytes <= 0) return true;
+  const uint8_t *s0 = d->arena + p.scratch_off, *s1 = s0 + p.scratch_nbytes;
+  const int32_t ids[4] = {op->in[0], op->in[3], op->out[0], op->out[1]};
+  for (int i = 0; i < 4; i++) {
+    const emc_rt_tensor *t = ids[i] >= 0 ? tensor_at(d, ids[i]) : NULL;
+    if (!t || t->storage != EMC_ARENA) continue;
+    const uint8_t *t0 = (const uint8_t *)t->data, *t1 = t0 + t->numel * (int64_t)sizeof(float);
+    if (t0 < s1 && s0 < t1) WHY("conv2d: scratch overlaps tensor %d", ids[i]);
+  }
+  return true;
+}
+
 /* ---- conv geometry shared by the conv paths and the chains --------------------------------- */
 
 /* A conv op's window over an h x w input and an oh x ow output, as a depthwise conv's params. */
