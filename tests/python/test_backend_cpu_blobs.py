@@ -205,3 +205,36 @@ def test_blob_random_corruption_never_crashes(small_program) -> None:
             pos = rng.randrange(at, end)
             bad[pos] = rng.randrange(256)
         _load_and_run(bytes(bad), x)
+
+
+def test_blob_conv_scratch_is_checked() -> None:
+    """A conv's scratch (ip[EMC_CONV_SCRATCH_OFF], ip[EMC_CONV_SCRATCH_NBYTES]) may not overlap
+    the arena tensors it reads or writes, nor run past the arena: each bad blob fails at load
+    naming the scratch (the CI fuzzer once put an int8 conv's scratch over its u8 input)."""
+
+    class Two(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Conv2d(4, 8, 3, padding=1)
+            self.b = nn.Conv2d(8, 8, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(F.relu(self.a(x))) * 2.0
+
+    x = torch.randn(1, 4, 7, 7)
+    buf, base, recs = _exported_table(Two(), x)
+    at, _ = _blob_span(buf)
+    tensors_off = at + struct.unpack_from("<Q", buf, at + 32)[0]
+    conv = next(
+        i
+        for i, r in enumerate(recs)
+        if r[0] == 1 and struct.unpack_from("<I", buf, tensors_off + 48 * r[2])[0] == B.ARENA
+    )
+    x_off = struct.unpack_from("<Q", buf, tensors_off + 48 * recs[conv][2] + 8)[0]
+    ip_at = base + 160 * conv + 32
+    nbytes = struct.unpack_from("<i", buf, ip_at + 4 * (B.CONV_SCRATCH_OFF + 1))[0]
+    assert nbytes > 0
+    bad = _patched(buf, ip_at + 4 * B.CONV_SCRATCH_OFF, x_off)  # over its input
+    assert "scratch" in _load_and_run(bad, x)
+    bad = _patched(buf, ip_at + 4 * B.CONV_SCRATCH_OFF, 1 << 30)  # past the arena
+    assert "scratch" in _load_and_run(bad, x)
