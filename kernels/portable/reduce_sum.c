@@ -89,9 +89,48 @@ static bool run_additive_f32_rows(const ew_reduce *rp, const em_tensor *in, em_t
   return true;
 }
 
+enum { COLS_BLOCK = 64 }; /* outputs run_additive_f32_cols sums side by side */
+
+/*
+ * sum/mean of f32 into f32 over one strided run per output when neighbouring outputs read
+ * neighbouring elements (a middle dim of a contiguous tensor: mean(x, 1) over channels): blocks
+ * of 64 outputs summed side by side, each in double over its run in order, so the same values as
+ * the generic loop, which walked each output's strided run alone (~5 ns an element). False when
+ * the layout does not allow it, and nothing was written.
+ */
+static bool run_additive_f32_cols(const ew_reduce *rp, const em_tensor *in, em_tensor *out,
+                                  int kind) {
+  if (kind == R_PROD || in->dtype != EM_DTYPE_F32 || out->dtype != EM_DTYPE_F32) return false;
+  ew_reduce r = *rp;
+  ew_iter it;
+  ew_reduce_inner(&r, &it, 0);
+  const int32_t od = r.outer.dim - 1;
+  if (it.numel == 0 || it.dim != 1 || od < 0 || r.outer.strides[0][od] != 1 ||
+      r.outer.strides[1][od] != 1 || r.outer.sizes[od] < 2)
+    return false;
+  const int64_t n = it.numel, s = it.strides[0][0], inner = r.outer.sizes[od];
+  const float *src = (const float *)in->data;
+  float *dst = (float *)out->data;
+  double acc[COLS_BLOCK];
+  for (int64_t o = 0; o < r.out_numel; o += inner) { /* r.outer at the row's first output */
+    const float *x = src + r.outer.off[0];
+    float *y = dst + r.outer.off[1];
+    for (int64_t i0 = 0; i0 < inner; i0 += COLS_BLOCK) {
+      const int64_t nb = inner - i0 < COLS_BLOCK ? inner - i0 : COLS_BLOCK;
+      for (int64_t i = 0; i < nb; i++) acc[i] = 0.0;
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < nb; i++) acc[i] += (double)x[j * s + i0 + i];
+      for (int64_t i = 0; i < nb; i++)
+        y[i0 + i] = (float)(kind == R_MEAN ? acc[i] / (double)n : acc[i]);
+    }
+    for (int64_t i = 0; i < inner; i++) ew_iter_next(&r.outer);
+  }
+  return true;
+}
+
 /* Sum/prod/mean of in over the planned dims into out, accumulating in out's dtype domain. */
 static void run_additive(const ew_reduce *rp, const em_tensor *in, em_tensor *out, int kind) {
-  if (run_additive_f32_rows(rp, in, out, kind)) return;
+  if (run_additive_f32_rows(rp, in, out, kind) || run_additive_f32_cols(rp, in, out, kind)) return;
   ew_reduce r = *rp;
   int od = out->dtype;
   bool fp = em_dtype_is_float(od);

@@ -82,3 +82,18 @@ def test_group_norm(affine: bool) -> None:
         torch.nn.init.normal_(gn.bias)
     x = torch.randn(2, 12, 5, 7) * 3 + 1
     torch.testing.assert_close(_portable(gn, x), gn(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mean", [False, True], ids=["sum", "mean"])
+def test_sum_over_a_middle_dim(mean: bool) -> None:
+    """sum / mean of f32 over a middle dim (outputs summed side by side, past one block of 64):
+    each output in double over its run in order, rounded once, as the generic loop."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 7, 70) * 1e3
+    f = (lambda t: t.mean(1)) if mean else (lambda t: t.sum(1))
+    got = _portable(f, x)
+    want = torch.zeros(2, 70, dtype=torch.float64)
+    for j in range(7):  # the generic loop's order
+        want += x[:, j].double()
+    want = (want / 7 if mean else want).float()
+    assert torch.equal(got, want)
