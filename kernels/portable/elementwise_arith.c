@@ -140,6 +140,18 @@ static ew_val f_mul(const ew_val *x, ew_op *op) {
 
 static ew_val f_fmod(const ew_val *x, ew_op *op);
 static ew_val f_pow(const ew_val *x, ew_op *op);
+static ew_val f_maxmin(const ew_val *x, ew_op *op);
+
+/* f_maxmin on f32 operands: NaN (the constant) when either is NaN, else the larger (mode 0) or
+ * smaller one, as the generic loop's double comparison picks it. */
+static inline float maxmin_f32(float a, float b, int mode) {
+  if (a != a || b != b) return NAN;
+  return mode ? (a < b ? a : b) : (a > b ? a : b);
+}
+static float f32_maxmin(const float *x, const ew_op *op) {
+  return maxmin_f32(x[0], x[1], op->mode);
+}
+EW_F32_ROW_BINARY(row_maxmin, maxmin_f32(A, B, op->mode))
 
 /* f_pow on f32 operands rounded to f32, as the generic loop computes it; x ** 2 is a * a (the
  * double square of a float is exact, so one rounding of either gives the same float). */
@@ -165,6 +177,10 @@ static em_status binary(em_kernel_ctx *ctx, em_evalue **args, ew_fn fn, bool flo
   if (fn == f_mul) {
     op.f32 = f32_mul;
     op.f32_row = row_mul;
+    op.f32_row_cheap = true;
+  } else if (fn == f_maxmin) {
+    op.f32 = f32_maxmin;
+    op.f32_row = row_maxmin;
     op.f32_row_cheap = true;
   } else if (fn == f_pow) {
     op.f32 = f32_pow;

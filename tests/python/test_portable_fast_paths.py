@@ -97,3 +97,19 @@ def test_sum_over_a_middle_dim(mean: bool) -> None:
         want += x[:, j].double()
     want = (want / 7 if mean else want).float()
     assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("fn", [torch.maximum, torch.minimum], ids=["maximum", "minimum"])
+def test_maximum_minimum_f32(fn: Callable) -> None:
+    """maximum / minimum of f32 (the row path: same shape, and broadcast along a middle dim)
+    with NaN, infinities and signed zeros, against eager."""
+    vals = torch.tensor([0.0, -0.0, 1.5, -2.0, float("nan"), float("inf"), -float("inf")])
+    g = torch.Generator().manual_seed(0)
+    x = vals[torch.randint(0, 7, (2, 5, 3, 11), generator=g)]
+    m = vals[torch.randint(0, 7, (2, 1, 3, 11), generator=g)]
+    got = _portable(lambda t: fn(t, t.flip(3)), x)
+    assert torch.allclose(got, fn(x, x.flip(3)), rtol=0, atol=0, equal_nan=True)
+    got = _portable(lambda t: fn(t, t[:, :1] * 0.5), x)
+    assert torch.allclose(got, fn(x, x[:, :1] * 0.5), rtol=0, atol=0, equal_nan=True)
+    got = _portable(lambda t: fn(t, m), x)
+    assert torch.allclose(got, fn(x, m), rtol=0, atol=0, equal_nan=True)
