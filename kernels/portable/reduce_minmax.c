@@ -59,6 +59,39 @@ static void run_best(ew_reduce *r, const em_tensor *in, em_tensor *vals, int val
   }
 }
 
+/*
+ * amax / amin of f32 over one run per output when neighbouring outputs read neighbouring
+ * elements (a middle dim of a contiguous tensor): the outputs of a row side by side, each taking
+ * better_f's best over its run in order (NaN once seen stays), the values run_best gives (which
+ * walked each output's run alone, ~6 ns an element). False when the layout does not allow it,
+ * and nothing was written.
+ */
+static bool best_f32_cols(const ew_reduce *rp, const em_tensor *in, em_tensor *out, bool is_max) {
+  if (in->dtype != EM_DTYPE_F32 || out->dtype != EM_DTYPE_F32) return false;
+  ew_reduce r = *rp;
+  ew_iter it;
+  ew_reduce_inner(&r, &it, 0);
+  const int32_t od = r.outer.dim - 1;
+  if (it.numel == 0 || it.dim != 1 || od < 0 || r.outer.strides[0][od] != 1 ||
+      r.outer.strides[1][od] != 1 || r.outer.sizes[od] < 2)
+    return false;
+  const int64_t n = it.numel, s = it.strides[0][0], inner = r.outer.sizes[od];
+  const float *src = (const float *)in->data;
+  float *dst = (float *)out->data;
+  for (int64_t o = 0; o < r.out_numel; o += inner) { /* r.outer at the row's first output */
+    const float *x = src + r.outer.off[0];
+    float *y = dst + r.outer.off[1];
+    for (int64_t i = 0; i < inner; i++) y[i] = x[i];
+    for (int64_t j = 1; j < n; j++)
+      for (int64_t i = 0; i < inner; i++) {
+        const float v = x[j * s + i], b = y[i];
+        if (b == b && (v != v || (is_max ? v > b : v < b))) y[i] = v;
+      }
+    for (int64_t i = 0; i < inner; i++) ew_iter_next(&r.outer);
+  }
+  return true;
+}
+
 /* amax / amin: [self, dim list, keepdim, out, out]. */
 static em_status amaxmin(em_kernel_ctx *ctx, em_evalue **args, bool is_max) {
   EW_TENSOR_ARG(self, ctx, args, 0);
@@ -73,7 +106,7 @@ static em_status amaxmin(em_kernel_ctx *ctx, em_evalue **args, bool is_max) {
   ew_reduce r;
   EM_KTRY(plan_mask(ctx, self, mask, keepdim, &out, 1, &r));
   EM_KCHECK(ctx, self->numel > 0 || r.out_numel == 0, "empty input");
-  run_best(&r, self, out, 1, NULL, 0, is_max);
+  if (!best_f32_cols(&r, self, out, is_max)) run_best(&r, self, out, 1, NULL, 0, is_max);
   return EM_OK;
 }
 

@@ -113,3 +113,15 @@ def test_maximum_minimum_f32(fn: Callable) -> None:
     assert torch.allclose(got, fn(x, x[:, :1] * 0.5), rtol=0, atol=0, equal_nan=True)
     got = _portable(lambda t: fn(t, m), x)
     assert torch.allclose(got, fn(x, m), rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("fn", [torch.amax, torch.amin], ids=["amax", "amin"])
+def test_amax_amin_over_a_middle_dim(fn: Callable) -> None:
+    """amax / amin of f32 over a middle dim (outputs side by side) with NaN, infinities and
+    signed zeros, against eager."""
+    vals = torch.tensor([0.0, -0.0, 1.5, -2.0, float("nan"), float("inf"), -float("inf")])
+    g = torch.Generator().manual_seed(1)
+    x = vals[torch.randint(0, 7, (2, 4, 70), generator=g)]
+    x[:, :, :40] = torch.randn(2, 4, 40, generator=g)  # columns without specials too
+    got = _portable(lambda t: fn(t, 1), x)
+    assert torch.allclose(got, fn(x, 1), rtol=0, atol=0, equal_nan=True)
