@@ -512,7 +512,9 @@ def _fuse_softmax_input(ops: list[Op], u: _Uses) -> None:
     row is scaled and masked into the output row, in L1, then the softmax runs in place; the same
     two roundings as the separate ops, so the same bits."""
     for sm in [
-        o for o in ops if o.kind == "softmax" and len(o.ins) == 1 and o.ip[3] == 0 and o.ip[2] == 1
+        o
+        for o in ops
+        if o.kind == "softmax" and len(o.ins) == 1 and o.ip[3] == 0 and o.attrs.get("last", True)
     ]:
         x, consumer = sm.ins[0], sm
         mask, rows = None, 0

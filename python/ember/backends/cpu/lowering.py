@@ -362,7 +362,13 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         rows, cols, inner = math.prod(x.shape[:dim]), x.shape[dim], math.prod(x.shape[dim + 1 :])
         if cols < 1:
             raise Unsupported("softmax over an empty dim")
-        return Op("softmax", [x], [out], ip=[rows, cols, inner, int(k == "aten::_log_softmax.out")])
+        return Op(
+            "softmax",
+            [x],
+            [out],
+            ip=[rows, cols, inner, int(k == "aten::_log_softmax.out")],
+            attrs=dict(last=dim == nd - 1),  # (only then may a scale and mask fuse into it)
+        )
     if k == "aten::native_layer_norm.out":
         x = _f32x(a[0])
         if not (only_here(_out(ins, 1)) and only_here(_out(ins, 2))):
