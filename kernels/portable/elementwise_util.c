@@ -588,6 +588,17 @@ void ew_reduce_inner(const ew_reduce *r, ew_iter *it, int64_t base) {
   it->off[0] = base;
 }
 
+bool ew_reduce_cols(const ew_reduce *r, int64_t *n, int64_t *s, int64_t *inner) {
+  ew_iter it;
+  ew_reduce_inner(r, &it, 0);
+  const int32_t od = r->outer.dim - 1;
+  if (it.numel == 0 || it.dim != 1 || od < 0 || r->outer.strides[0][od] != 1 ||
+      r->outer.strides[1][od] != 1 || r->outer.sizes[od] < 2)
+    return false;
+  *n = it.numel, *s = it.strides[0][0], *inner = r->outer.sizes[od];
+  return true;
+}
+
 /* ---- argument helpers ---- */
 
 bool ew_is_scalar(const em_evalue *v) {

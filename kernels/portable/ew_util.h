@@ -330,6 +330,12 @@ void ew_reduce_init(ew_reduce *r, const em_tensor *in, const bool *mask, em_tens
 /* Starts an inner walk over the reduced dims from input offset base. */
 void ew_reduce_inner(const ew_reduce *r, ew_iter *it, int64_t base);
 
+/* Whether each output of r (input operand 0, output operand 1) reduces one run of n input
+ * elements at stride s, and the outputs of a row (the innermost outer dim, inner >= 2 of them)
+ * read neighbouring elements and are written side by side: a reduction over a middle dim of a
+ * contiguous tensor, whose outputs a kernel may compute a row at a time. */
+bool ew_reduce_cols(const ew_reduce *r, int64_t *n, int64_t *s, int64_t *inner);
+
 /* ---- argument helpers ---- */
 
 /* True for Int, Double and Bool values. */

@@ -69,13 +69,8 @@ static void run_best(ew_reduce *r, const em_tensor *in, em_tensor *vals, int val
 static bool best_f32_cols(const ew_reduce *rp, const em_tensor *in, em_tensor *out, bool is_max) {
   if (in->dtype != EM_DTYPE_F32 || out->dtype != EM_DTYPE_F32) return false;
   ew_reduce r = *rp;
-  ew_iter it;
-  ew_reduce_inner(&r, &it, 0);
-  const int32_t od = r.outer.dim - 1;
-  if (it.numel == 0 || it.dim != 1 || od < 0 || r.outer.strides[0][od] != 1 ||
-      r.outer.strides[1][od] != 1 || r.outer.sizes[od] < 2)
-    return false;
-  const int64_t n = it.numel, s = it.strides[0][0], inner = r.outer.sizes[od];
+  int64_t n, s, inner;
+  if (!ew_reduce_cols(&r, &n, &s, &inner)) return false;
   const float *src = (const float *)in->data;
   float *dst = (float *)out->data;
   for (int64_t o = 0; o < r.out_numel; o += inner) { /* r.outer at the row's first output */

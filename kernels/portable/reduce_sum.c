@@ -102,13 +102,8 @@ static bool run_additive_f32_cols(const ew_reduce *rp, const em_tensor *in, em_t
                                   int kind) {
   if (kind == R_PROD || in->dtype != EM_DTYPE_F32 || out->dtype != EM_DTYPE_F32) return false;
   ew_reduce r = *rp;
-  ew_iter it;
-  ew_reduce_inner(&r, &it, 0);
-  const int32_t od = r.outer.dim - 1;
-  if (it.numel == 0 || it.dim != 1 || od < 0 || r.outer.strides[0][od] != 1 ||
-      r.outer.strides[1][od] != 1 || r.outer.sizes[od] < 2)
-    return false;
-  const int64_t n = it.numel, s = it.strides[0][0], inner = r.outer.sizes[od];
+  int64_t n, s, inner;
+  if (!ew_reduce_cols(&r, &n, &s, &inner)) return false;
   const float *src = (const float *)in->data;
   float *dst = (float *)out->data;
   double acc[COLS_BLOCK];
