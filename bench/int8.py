@@ -1,7 +1,16 @@
-"""Int8 benchmark (issue 31): Ember's static int8 against ExecuTorch + XNNPACK int8 and ONNX
-Runtime int8 on the CNNs of the zoo (bench/models.py), batch 1, median latency in ms.
+"""Int8 benchmark (issue 31): Ember's int8 against ExecuTorch + XNNPACK int8 and ONNX Runtime
+int8 on the zoo (bench/models.py), batch 1, median latency in ms.
 
-For each model the same float model is quantized by each runtime's own tool, calibrated on the
+Each model takes one of two forms, chosen by name (``DYNAMIC_MODELS``):
+
+- **static** int8 (the CNNs: every model not in ``DYNAMIC_MODELS``): convolutions, linears and
+  their activations int8, activation ranges calibrated ahead of time;
+- **dynamic** int8 linears (``DYNAMIC_MODELS`` = the transformers ``minilm_l6`` and ``vit_b16``):
+  only the linear layers (matmuls with a constant weight) are quantized, int8 per-channel
+  weights, activations quantized per row / token (Ember, XNNPACK) or per tensor (ORT) at run
+  time; no calibration. The report says which form each model used.
+
+Static form: the same float model is quantized by each runtime's own tool, calibrated on the
 same 8 seeded random batches of the model's input shape:
 
 - ``ember_f32``: ``ember.export(model, inputs)`` (default backend), the float reference;
@@ -17,13 +26,29 @@ same 8 seeded random batches of the model's input shape:
   ``onnxruntime.quantization.quantize_static`` in QDQ format, per-channel weights, activations
   QInt8 / QUInt8 and weights QInt8 (bench/run.py's ort runner: ``intra_op_num_threads = N``).
 
+Dynamic form (no calibration data):
+
+- ``ember_f32``: as above;
+- ``ember_int8``: ``ember.quant.pt2e.quantize_exported(model, inputs, None, dynamic=True)``
+  (int8 per-channel linear weights, activations ``choose_qparams_per_token_asymmetric`` /
+  ``quantize_per_token`` at run time), then ``ember.export`` (default backend);
+- ``et_xnnpack_int8``: ``XNNPACKQuantizer`` with
+  ``get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)``, ``prepare_pt2e``
+  / two calls with the example inputs / ``convert_pt2e``, ``XnnpackPartitioner``; the report
+  notes how much of the graph XNNPACK took (``get_delegation_info``);
+- ``ort_dyn``: the float ONNX model (``quant_pre_process`` as above), then
+  ``onnxruntime.quantization.quantize_dynamic(per_channel=True, weight_type=QInt8,
+  op_types_to_quantize=["MatMul"])``: the linears' MatMuls with int8 per-channel weights,
+  activations u8 per tensor at run time (``DynamicQuantizeLinear``; ORT's only dynamic form),
+  the ``ort_s8s8`` / ``ort_u8s8`` rows replaced by this one.
+
 Every runtime runs in its own process; runtimes are interleaved round by round and each round's
 timed runs pooled (as bench/run.py). Also reported: each int8 program's max |y - y_eager|
 against the float model's eager output on the test input (a sanity check: quantization error,
 not accuracy), Ember int8 ÷ Ember f32 and Ember int8 ÷ the best int8 peer. A peer that cannot
 quantize or lower a model gets its error text in its cell.
 
-    .venv/bin/python bench/int8.py [--models mobilenet_v2 mobilenet_v3_small resnet18]
+    .venv/bin/python bench/int8.py [--models mobilenet_v2 mobilenet_v3_small resnet18 minilm_l6]
                                    [--threads 1 2] [--rounds 3] [--runs 5] [--warmup 2]
                                    [--quick] [--out bench/results/int8_DATE.md]
 
@@ -55,18 +80,37 @@ log = logging.getLogger("bench.int8")
 OUT = brun.OUT / "int8"
 PY = sys.executable
 CALIB_BATCHES = 8
-RUNTIMES = ["ember_f32", "ember_int8", "et_xnnpack_int8", "ort_s8s8", "ort_u8s8"]
-INT8_PEERS = ["et_xnnpack_int8", "ort_s8s8", "ort_u8s8"]
+#: the models quantized in the dynamic form (int8 linears, activations quantized at run time)
+DYNAMIC_MODELS = {"minilm_l6", "vit_b16"}
+STATIC_RUNTIMES = ["ember_f32", "ember_int8", "et_xnnpack_int8", "ort_s8s8", "ort_u8s8"]
+DYNAMIC_RUNTIMES = ["ember_f32", "ember_int8", "et_xnnpack_int8", "ort_dyn"]
+RUNTIMES = ["ember_f32", "ember_int8", "et_xnnpack_int8", "ort_s8s8", "ort_u8s8", "ort_dyn"]
+INT8_PEERS = ["et_xnnpack_int8", "ort_s8s8", "ort_u8s8", "ort_dyn"]
 # the runtime name bench/run.py's worker knows each peer by (it reads <dir>/<name>.pte, or
 # <dir>/model.onnx for "ort")
-PEER_RUNNER = {"et_xnnpack_int8": "et_xnnpack", "ort_s8s8": "ort", "ort_u8s8": "ort"}
+PEER_RUNNER = {
+    "et_xnnpack_int8": "et_xnnpack",
+    "ort_s8s8": "ort",
+    "ort_u8s8": "ort",
+    "ort_dyn": "ort",
+}
 LABEL = {
     "ember_f32": "Ember f32",
     "ember_int8": "Ember int8",
     "et_xnnpack_int8": "ET+XNNPACK int8",
     "ort_s8s8": "ORT int8 S8S8",
     "ort_u8s8": "ORT int8 U8S8",
+    "ort_dyn": "ORT int8 dynamic",
 }
+
+
+def runtimes_of(model: str) -> list[str]:
+    """The runtimes measured on `model`: its form's (static or dynamic)."""
+    return DYNAMIC_RUNTIMES if model in DYNAMIC_MODELS else STATIC_RUNTIMES
+
+
+def form_of(model: str) -> str:
+    return "dynamic" if model in DYNAMIC_MODELS else "static"
 
 
 def _err(e: BaseException) -> str:
@@ -77,7 +121,8 @@ def _err(e: BaseException) -> str:
 def prepare(model: str, runtimes: list[str]) -> dict[str, Any]:
     """Quantizes and exports zoo model `model` for every runtime of `runtimes` into
     out/bench/int8/`model`/<runtime>/, each directory with the test input (io.pt, as
-    bench/run.py's worker reads it); returns {"files": sizes, "errors": texts, "export_s"}."""
+    bench/run.py's worker reads it); returns {"files": sizes, "errors": texts, "export_s",
+    "notes": texts}. The model's form (``DYNAMIC_MODELS``) picks static or dynamic quantization."""
     import numpy as np
     import torch
 
@@ -86,14 +131,25 @@ def prepare(model: str, runtimes: list[str]) -> dict[str, Any]:
 
     base = OUT / model
     m, inputs = ZOO[model]()
+    if len(inputs) != 1:  # io.pt and bench/run.py's workers carry one input
+        raise ValueError(f"{model}: {len(inputs)} inputs, this benchmark feeds one")
     x = inputs[0]
+    dynamic = model in DYNAMIC_MODELS
     with torch.inference_mode():
         ref = m(*inputs)
     g = torch.Generator().manual_seed(1)
-    calib = [tuple(torch.randn(t.shape, generator=g) for t in inputs) for _ in range(CALIB_BATCHES)]
+    # static calibration batches (float inputs); the dynamic form calibrates nothing (ExecuTorch's
+    # prepare_pt2e / convert_pt2e still want a call, given the example inputs)
+    calib = (
+        [inputs, inputs]
+        if dynamic
+        else [
+            tuple(torch.randn(t.shape, generator=g) for t in inputs) for _ in range(CALIB_BATCHES)
+        ]
+    )
     base.mkdir(parents=True, exist_ok=True)
     np.save(base / "ref.npy", ref.detach().numpy())
-    info: dict[str, Any] = {"files": {}, "errors": {}, "export_s": {}}
+    info: dict[str, Any] = {"files": {}, "errors": {}, "export_s": {}, "notes": {}}
 
     def record(rt: str, name: str, fn: Any) -> None:
         d = base / rt
@@ -117,8 +173,25 @@ def prepare(model: str, runtimes: list[str]) -> dict[str, Any]:
             ember.export(m, inputs).save(p)
 
         def ember_int8(p: Path) -> None:
-            ep = ember.quant.pt2e.quantize_exported(m, inputs, calib, progress=False)
-            ember.export(ep, inputs).save(p)
+            if dynamic:
+                ep = ember.quant.pt2e.quantize_exported(
+                    m, inputs, None, dynamic=True, progress=False
+                )
+            else:
+                ep = ember.quant.pt2e.quantize_exported(m, inputs, calib, progress=False)
+            s = ember.quant.pt2e.summarize(ep)
+            prog = ember.export(ep, inputs)
+            # what the exported program still runs of the Q/DQ graph (its instruction list): a
+            # weight dequantize that the exporter folded into a float constant is not there
+            kernels = [ln.split()[1] for ln in prog.explain().splitlines()[1:] if ln.strip()]
+            dq_w = sum("dequantize_per_channel" in k for k in kernels)
+            q_act = sum(k.startswith("quantized_decomposed::quantize") for k in kernels)
+            info["notes"]["ember_int8"] = (
+                f"quantizer: {s.weights} int8 weights, {s.quantize} activation quantize ops; "
+                f"exported program: {len(kernels)} instructions, {dq_w} weight "
+                f"dequantize_per_channel, {q_act} activation quantize"
+            )
+            prog.save(p)
 
         if "ember_f32" in runtimes:
             record("ember_f32", "ember.pte", ember_f32)
@@ -134,11 +207,12 @@ def prepare(model: str, runtimes: list[str]) -> dict[str, Any]:
                 XNNPACKQuantizer,
                 get_symmetric_quantization_config,
             )
+            from executorch.devtools.backend_debug import get_delegation_info
             from executorch.exir import to_edge_transform_and_lower
             from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
             q = XNNPACKQuantizer().set_global(
-                get_symmetric_quantization_config(is_per_channel=True)
+                get_symmetric_quantization_config(is_per_channel=True, is_dynamic=dynamic)
             )
             prepared = prepare_pt2e(torch.export.export(m, inputs).module(), q)
             with torch.no_grad():
@@ -146,18 +220,39 @@ def prepare(model: str, runtimes: list[str]) -> dict[str, Any]:
                     prepared(*b)
             converted = convert_pt2e(prepared)
             ep = torch.export.export(converted, inputs)
-            prog = to_edge_transform_and_lower(
-                ep, partitioner=[XnnpackPartitioner()]
-            ).to_executorch()
+            qops = [
+                n
+                for n in ep.graph.nodes
+                if n.op == "call_function" and "choose_qparams" in str(n.target)
+            ]
+            edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+            d = get_delegation_info(edge.exported_program().graph_module)
+            left = sorted(
+                f"{k} x{v.non_delegated}"
+                for k, v in d.delegation_by_operator.items()
+                if v.non_delegated
+            )
+            info["notes"]["et_xnnpack_int8"] = (
+                (f"{len(qops)} dynamic activation quantizers, " if dynamic else "")
+                + f"{d.num_delegated_subgraphs} XNNPACK subgraphs, {d.num_delegated_nodes} nodes "
+                f"delegated, {d.num_non_delegated_nodes} not"
+                + (f" ({', '.join(left)})" if left else "")
+            )
+            if d.num_delegated_subgraphs == 0:
+                raise RuntimeError("XnnpackPartitioner delegated nothing")
+            if dynamic and not qops:
+                raise RuntimeError("XNNPACKQuantizer inserted no dynamic quantization")
+            prog = edge.to_executorch()
             p.write_bytes(prog.buffer)
 
         record("et_xnnpack_int8", "et_xnnpack.pte", et_int8)
-    ort_rts = [rt for rt in ("ort_s8s8", "ort_u8s8") if rt in runtimes]
+    ort_rts = [rt for rt in ("ort_s8s8", "ort_u8s8", "ort_dyn") if rt in runtimes]
     if ort_rts:
         from onnxruntime.quantization import (
             CalibrationDataReader,
             QuantFormat,
             QuantType,
+            quantize_dynamic,
             quantize_static,
         )
         from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -204,9 +299,32 @@ def prepare(model: str, runtimes: list[str]) -> dict[str, Any]:
 
             return fn
 
+        def ort_dyn(p: Path) -> None:
+            import onnx
+
+            if f32_err:
+                raise RuntimeError(f32_err)
+            # the linears' MatMuls only (as Ember and XNNPACK quantize only linears): int8
+            # per-channel weights, activations u8 per tensor at run time (DynamicQuantizeLinear)
+            quantize_dynamic(
+                str(f32),
+                str(p),
+                op_types_to_quantize=["MatMul"],
+                per_channel=True,
+                weight_type=QuantType.QInt8,
+            )
+            ops: dict[str, int] = {}
+            for n in onnx.load(str(p), load_external_data=False).graph.node:
+                ops[n.op_type] = ops.get(n.op_type, 0) + 1
+            info["notes"]["ort_dyn"] = ", ".join(
+                f"{ops.get(k, 0)} {k}" for k in ("MatMulInteger", "DynamicQuantizeLinear", "MatMul")
+            )
+            if not ops.get("MatMulInteger"):
+                raise RuntimeError("quantize_dynamic quantized no MatMul")
+
         acts = {"ort_s8s8": QuantType.QInt8, "ort_u8s8": QuantType.QUInt8}
         for rt in ort_rts:
-            record(rt, "model.onnx", ort_int8(acts[rt]))
+            record(rt, "model.onnx", ort_dyn if rt == "ort_dyn" else ort_int8(acts[rt]))
     return info
 
 
@@ -276,30 +394,35 @@ def _cell(text: str) -> str:
 
 
 def run_model(model: str, a: argparse.Namespace) -> list[dict[str, Any]]:
-    """Prepares `model` (or reuses its exports) and times every runtime at every thread count;
-    one row per thread count."""
+    """Prepares `model` (or reuses its exports) and times every runtime of its form
+    (:func:`runtimes_of`) at every thread count; one row per thread count."""
+    rts = runtimes_of(model)
     cached = OUT / model / "prep.json"
     if a.reuse and cached.exists():
         prep = json.loads(cached.read_text())
     else:
-        log.info("[%s] quantizing and exporting for %s", model, ", ".join(RUNTIMES))
+        log.info(
+            "[%s] %s int8: quantizing and exporting for %s", model, form_of(model), ", ".join(rts)
+        )
         r = subprocess.run(
             [PY, __file__, "--prepare", model], capture_output=True, text=True, timeout=3600
         )
         lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
         if r.returncode != 0 or not lines:
             msg = _cell((r.stderr.strip().splitlines() or ["failed"])[-1][:160])
-            prep = {"files": {}, "errors": dict.fromkeys(RUNTIMES, "prepare: " + msg)}
+            prep = {"files": {}, "errors": dict.fromkeys(rts, "prepare: " + msg)}
         else:
             prep = json.loads(lines[-1])
             cached.write_text(json.dumps(prep))
     for rt, e in prep["errors"].items():
         log.info("[%s] %s: %s", model, rt, e)
+    for rt, n in prep.get("notes", {}).items():
+        log.info("[%s] %s: %s", model, rt, n)
     rows = []
     for th in a.threads:
-        res: dict[str, dict[str, Any]] = {rt: {"times_ms": []} for rt in RUNTIMES}
+        res: dict[str, dict[str, Any]] = {rt: {"times_ms": []} for rt in rts}
         for rnd in range(a.rounds):
-            for rt in RUNTIMES:
+            for rt in rts:
                 if rt in prep["errors"]:
                     res[rt]["error"] = "export: " + prep["errors"][rt]
                     continue
@@ -311,8 +434,14 @@ def run_model(model: str, a: argparse.Namespace) -> list[dict[str, Any]]:
                 else:
                     res[rt]["times_ms"] += m["times_ms"]
             log.info("[%s] threads=%d round %d/%d done", model, th, rnd + 1, a.rounds)
-        row: dict[str, Any] = {"model": model, "threads": th, "sizes": prep["files"]}
-        for rt in RUNTIMES:
+        row: dict[str, Any] = {
+            "model": model,
+            "threads": th,
+            "form": form_of(model),
+            "sizes": prep["files"],
+            "notes": prep.get("notes", {}),
+        }
+        for rt in rts:
             v = res[rt]
             if v["times_ms"] and "error" not in v:
                 row[rt] = statistics.median(v["times_ms"])
@@ -325,7 +454,11 @@ def run_model(model: str, a: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def _ms(row: dict[str, Any], rt: str) -> str:
-    return f"{row[rt]:.2f}" if rt in row else f"error: {row[rt + ':error']}"
+    if rt in row:
+        return f"{row[rt]:.2f}"
+    if rt + ":error" in row:
+        return f"error: {row[rt + ':error']}"
+    return "n/a"  # not a runtime of this model's form
 
 
 def _diff(row: dict[str, Any], rt: str) -> str:
@@ -333,28 +466,37 @@ def _diff(row: dict[str, Any], rt: str) -> str:
     return "—" if v is None else f"{v:.3g}"
 
 
+def columns(rows: list[dict[str, Any]]) -> list[str]:
+    """The runtimes of the models in `rows` (RUNTIMES order): a static-only report keeps its
+    five columns, a dynamic-only one its four."""
+    used = {rt for r in rows for rt in runtimes_of(r["model"])}
+    return [rt for rt in RUNTIMES if rt in used]
+
+
 def table(rows: list[dict[str, Any]]) -> list[str]:
+    cols = columns(rows)
+    peers_of = [rt for rt in INT8_PEERS if rt in cols]
     head = (
-        "| model | threads | "
-        + " | ".join(LABEL[rt] for rt in RUNTIMES)
+        "| model | int8 form | threads | "
+        + " | ".join(LABEL[rt] for rt in cols)
         + " | Ember int8 ÷ f32 | Ember int8 ÷ best int8 peer | "
-        + " | ".join(f"max abs diff {LABEL[rt]}" for rt in ["ember_f32", "ember_int8", *INT8_PEERS])
+        + " | ".join(f"max abs diff {LABEL[rt]}" for rt in ["ember_f32", "ember_int8", *peers_of])
         + " | max abs eager |"
     )
-    lines = [head, "|---|---:|" + "---:|" * (len(RUNTIMES) + 2 + len(INT8_PEERS) + 3)]
+    lines = [head, "|---|---|---:|" + "---:|" * (len(cols) + 2 + len(peers_of) + 3)]
     import numpy as np
 
     for r in rows:
-        peers = [r[rt] for rt in INT8_PEERS if rt in r]
+        peers = [r[rt] for rt in peers_of if rt in r]
         best = min(peers) if peers else None
         q, f = r.get("ember_int8"), r.get("ember_f32")
         ref = OUT / r["model"] / "ref.npy"
         scale = f"{float(np.abs(np.load(ref)).max()):.3g}" if ref.exists() else "—"
-        cells = [r["model"], str(r["threads"])]
-        cells += [_ms(r, rt) for rt in RUNTIMES]
+        cells = [r["model"], r["form"], str(r["threads"])]
+        cells += [_ms(r, rt) for rt in cols]
         cells.append(f"{q / f:.2f}" if q and f else "—")
         cells.append(f"{q / best:.2f}" if q and best else "—")
-        cells += [_diff(r, rt) for rt in ["ember_f32", "ember_int8", *INT8_PEERS]]
+        cells += [_diff(r, rt) for rt in ["ember_f32", "ember_int8", *peers_of]]
         cells.append(scale)
         lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -381,7 +523,7 @@ def main() -> None:
         print(json.dumps(ember_worker(rt, model, int(th), int(wu), int(runs))))
         return
     if a.prepare:
-        print(json.dumps(prepare(a.prepare, RUNTIMES)))
+        print(json.dumps(prepare(a.prepare, runtimes_of(a.prepare))))
         return
     if a.quick:
         a.rounds, a.runs, a.warmup = 1, 3, 1
@@ -394,32 +536,57 @@ def main() -> None:
         f"CPU: {cpu_name()}, {os.cpu_count()} CPUs. Timings from a shared 2-vCPU host are noisy: "
         "compare runtimes within a row, not across runs.\n\n"
         f"Median latency in ms of {a.rounds} interleaved round(s) of {a.runs} timed runs "
-        f"({a.warmup} warm-up) per runtime, batch 1, one process per runtime and round. Every "
-        f"int8 program is calibrated on the same {CALIB_BATCHES} seeded random batches. Ember: "
-        "`ember.export` (default backend) of the float model and of "
+        f"({a.warmup} warm-up) per runtime, batch 1, one process per runtime and round. "
+        "`int8 form` says how each model was quantized (bench/int8.py's `DYNAMIC_MODELS`).\n\n"
+        f"**static** (CNNs): every int8 program is calibrated on the same {CALIB_BATCHES} seeded "
+        "random batches. Ember: `ember.export` (default backend) of the float model and of "
         "`ember.quant.pt2e.quantize_exported` (static int8), run by "
         "`ember.runtime.RuntimeProgram(buffer, threads=N)`. ET+XNNPACK int8: ExecuTorch "
         "`XNNPACKQuantizer` (`get_symmetric_quantization_config(is_per_channel=True)`, PT2E), "
         "`XnnpackPartitioner`. ORT int8: `quant_pre_process`, then `quantize_static`, QDQ, "
         "per-channel, activations "
-        "QInt8 (S8S8) or QUInt8 (U8S8), weights QInt8, `intra_op_num_threads = N`. "
-        "`best int8 peer` = the fastest of ET+XNNPACK int8 and the two ORT int8 models. "
+        "QInt8 (S8S8) or QUInt8 (U8S8), weights QInt8, `intra_op_num_threads = N`.\n\n"
+        "**dynamic** (transformers): only the linear layers int8, per-channel int8 weights, "
+        "activations quantized at run time, no calibration. Ember: `quantize_exported(..., "
+        "dynamic=True)` (activations per token, asymmetric int8). ET+XNNPACK int8: "
+        "`get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)` (XNNPACK's "
+        "dynamically quantized fully-connected: activations per row, asymmetric int8). ORT int8 "
+        "dynamic: `quant_pre_process`, then `quantize_dynamic(per_channel=True, "
+        "weight_type=QInt8, op_types_to_quantize=['MatMul'])` (MatMulInteger: activations u8 "
+        "per tensor, ORT's only dynamic form); `n/a`: not a runtime of that form.\n\n"
+        "`best int8 peer` = the fastest of the model's ET+XNNPACK and ORT int8 programs. "
         "`max abs diff` = max |y - y_eager| of each program's output against the float model's "
         "eager output on the test input (a sanity check of the quantized program, not an "
         "accuracy figure: random weights and inputs); `max abs eager` = max |y_eager|, its scale."
     )
     lines = table(rows)
+    cols = columns(rows)
     lines += [
         "",
         "File sizes in MB (`—`: no file):",
         "",
-        "| model | " + " | ".join(LABEL[rt] for rt in RUNTIMES) + " |",
-        "|---|" + "---:|" * len(RUNTIMES),
+        "| model | " + " | ".join(LABEL[rt] for rt in cols) + " |",
+        "|---|" + "---:|" * len(cols),
     ]
-    for r in rows:
-        if r["threads"] == a.threads[0]:
-            mb = [f"{r['sizes'][rt] / 1e6:.1f}" if rt in r["sizes"] else "—" for rt in RUNTIMES]
-            lines.append(f"| {r['model']} | " + " | ".join(mb) + " |")
+    firsts = [r for r in rows if r["threads"] == a.threads[0]]
+    for r in firsts:
+        mb = [f"{r['sizes'][rt] / 1e6:.1f}" if rt in r["sizes"] else "—" for rt in cols]
+        lines.append(f"| {r['model']} | " + " | ".join(mb) + " |")
+    notes = [
+        f"- {r['model']} ({r['form']}), {LABEL[rt]}: {n}"
+        for r in firsts
+        for rt, n in r.get("notes", {}).items()
+    ]
+    for r in firsts:  # an int8 file about as large as the float one holds float weights
+        sz = r["sizes"]
+        if "ember_int8" in sz and "ember_f32" in sz and sz["ember_int8"] > 0.9 * sz["ember_f32"]:
+            notes.append(
+                f"- {r['model']}: Ember int8's file ({sz['ember_int8'] / 1e6:.1f} MB) is as "
+                f"large as Ember f32's ({sz['ember_f32'] / 1e6:.1f} MB): its weights are "
+                "stored in f32, not int8"
+            )
+    if notes:
+        lines += ["", "Quantized graphs:", "", *notes]
     title = "Int8 benchmark (Ember, ExecuTorch + XNNPACK, ONNX Runtime)"
     write_report(title, explanation, lines, None)
     out.parent.mkdir(parents=True, exist_ok=True)
