@@ -75,9 +75,9 @@ static em_status bind_tensor(emc_delegate *d, const emc_header *h, const uint8_t
  * the delegate debug ids of profile events are built from them, and the ETRecord's delegate
  * map is keyed by the same strings. */
 static const char *const kind_names[EMC_OP_KIND_END] = {
-    "?",         "conv2d", "gemm",           "binary",    "unary",   "maxpool2d",
-    "avgpool2d", "mean",   "softmax",        "layernorm", "permute", "copy",
-    "cat",       "slice",  "channel_affine", "rmsnorm",   "tokenfq", "pad"};
+    "?",       "conv2d",    "gemm",    "binary", "unary", "maxpool2d", "avgpool2d",      "mean",
+    "softmax", "layernorm", "permute", "copy",   "cat",   "slice",     "channel_affine", "rmsnorm",
+    "tokenfq", "pad",       "dqlinear"};
 
 /* Appends s to p (bounded by end); returns the new end of the text. */
 static char *put_str(char *p, const char *end, const char *s) {
@@ -182,6 +182,7 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   memset(d, 0, sizeof *d);
   d->cfg = cfg, d->q8_gemm = em_q8_gemm_for(cfg->isa), d->q8_quant = em_q8_quant_for(cfg->isa),
   d->q8_pack = em_q8_pack_for(cfg->isa), d->q8_dw = em_q8_dw_for(cfg->isa),
+  d->q8_dq = em_q8_dq_for(cfg->isa), d->q8_rowq = em_q8_rowq_for(cfg->isa),
   d->q8_pw = atomic_load_explicit(&opt_q8_pixel_major, memory_order_relaxed) < 0
                  ? NULL
                  : em_q8_pw_for(cfg->isa);

@@ -139,3 +139,23 @@ em_q8_pack_fn em_q8_pack_for(const char *isa) {
   (void)isa;
   return em_q8_pack16_ukernel__scalar;
 }
+
+em_q8_dq_fn em_q8_dq_for(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  const em_q8_gemm_fn g = em_q8_gemm_for(isa);
+  if (g == em_q8_gemm_6x32_ukernel__avx512vnni) return em_q8_dq_ukernel__avx512vnni;
+  if (g == em_q8_gemm_6x16_ukernel__avx2) return em_q8_dq_ukernel__avx2;
+#endif
+  (void)isa;
+  return em_q8_dq_ukernel__scalar;
+}
+
+em_q8_rowq_fn em_q8_rowq_for(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  const em_q8_gemm_fn g = em_q8_gemm_for(isa);
+  if (g == em_q8_gemm_6x32_ukernel__avx512vnni) return em_q8_rowq_ukernel__avx512vnni;
+  if (g == em_q8_gemm_6x16_ukernel__avx2) return em_q8_rowq_ukernel__avx2;
+#endif
+  (void)isa;
+  return em_q8_rowq_ukernel__scalar;
+}

@@ -114,15 +114,9 @@ static void token_fq_row(const float *x, float *y, int64_t n) {
     if (v < mn || v != v) mn = v;
     if (v > mx || v != v) mx = v;
   }
-  const double qmin = -128, qmax = 127, eps = 1.1920928955078125e-07; /* finfo(f32).eps */
-  const double mneg = mn < 0 ? mn : 0, mpos = mx > 0 ? mx : 0;
-  double scale = (float)((double)(float)(mpos - mneg) / (qmax - qmin));
-  scale = (float)(scale < eps ? eps : scale);
-  const double dmin = (float)(mneg / scale), dmax = (float)(mpos / scale);
-  const double emin = (float)(qmin + dmin), emax = (float)(qmax + dmax);
-  double zp = (double)(float)(emin + emax) > 0 ? (double)(float)(qmin - dmin)
-                                               : (double)(float)(qmax - dmax);
-  zp = zp < qmin ? qmin : zp > qmax ? qmax : zp;
+  const double qmin = -128, qmax = 127;
+  double scale, zp;
+  em_q8_token_qparams(mn, mx, &scale, &zp);
   /* a NaN zero point (an infinite value in the row): INT64_MIN, as the portable kernel */
   const int64_t z = zp != zp ? INT64_MIN : (int64_t)nearbyint(zp);
   const double inv = 1.0 / scale, zd = (double)z;

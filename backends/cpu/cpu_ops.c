@@ -10,6 +10,7 @@
  *   max / avg pool    cpu_op_pool.c
  *   mean, softmax, layer / RMS norm, per-token fake-quant   cpu_op_rows.c
  *   permute, cat, slice, pad                 cpu_op_shape.c
+ *   dynamic int8 linear                      cpu_op_dqlinear.c
  *   fused chains      cpu_op_chain.c (emc_fuse_chain, emc_run_chain)
  */
 #include "cpu_ops.h"
@@ -40,6 +41,7 @@ bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why
   case EMC_OP_SLICE: return emc_check_slice(d, op, why, why_n);
   case EMC_OP_PAD: return emc_check_pad(d, op, why, why_n);
   case EMC_OP_CHANNEL_AFFINE: return emc_check_affine(d, op, why, why_n);
+  case EMC_OP_DQ_LINEAR: return emc_check_dq_linear(d, op, why, why_n);
   default: WHY("unknown operator kind %u", op->kind);
   }
 }
@@ -63,6 +65,7 @@ em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *poo
   case EMC_OP_SLICE: return emc_run_slice(d, op);
   case EMC_OP_PAD: return emc_run_pad(d, op, pool);
   case EMC_OP_CHANNEL_AFFINE: return emc_run_affine(d, op, pool);
+  case EMC_OP_DQ_LINEAR: return emc_run_dq_linear(d, op, pool);
   default: return EM_ERR_INVALID_PROGRAM;
   }
 }

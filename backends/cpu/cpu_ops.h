@@ -364,6 +364,9 @@ em_status emc_run_pool(const emc_delegate *d, const emc_op *op, em_threadpool *p
 /* Row operators (cpu_op_rows.c): mean, softmax, layer and RMS norm (one run for all). */
 bool emc_check_mean(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 bool emc_check_softmax(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
+/* Dynamic int8 linear layers (cpu_op_dqlinear.c). */
+bool emc_check_dq_linear(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
+em_status emc_run_dq_linear(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 bool emc_check_token_fq(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 bool emc_check_norm(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_rows(const emc_delegate *d, const emc_op *op, em_threadpool *pool);

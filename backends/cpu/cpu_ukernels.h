@@ -358,6 +358,65 @@ void em_q8_dwconv_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, const em_
 /* The depthwise row kernel that goes with em_q8_gemm_for(isa). */
 em_q8_dw_fn em_q8_dw_for(const char *isa);
 
+/*
+ * The qparams of one row of a dynamic int8 linear's input (EMC_OP_DQ_LINEAR, EMC_OP_TOKEN_FQ) from
+ * its finite minimum and maximum, as quantized_decomposed's choose_qparams_per_token_asymmetric
+ * computes them for an f32 input (each step rounded to f32, then kept as an f64 scale and a zero
+ * point clamped to [-128, 127]; *zp is NaN only when mn or mx is not finite).
+ */
+static inline void em_q8_token_qparams(double mn, double mx, double *scale, double *zp) {
+  const double qmin = -128, qmax = 127, eps = 1.1920928955078125e-07; /* finfo(f32).eps */
+  const double mneg = mn < 0 ? mn : 0, mpos = mx > 0 ? mx : 0;
+  double s = (float)((double)(float)(mpos - mneg) / (qmax - qmin));
+  s = (float)(s < eps ? eps : s);
+  const double dmin = (float)(mneg / s), dmax = (float)(mpos / s);
+  const double emin = (float)(qmin + dmin), emax = (float)(qmax + dmax);
+  double z = (double)(float)(emin + emax) > 0 ? (double)(float)(qmin - dmin)
+                                              : (double)(float)(qmax - dmax);
+  *scale = s, *zp = z < qmin ? qmin : z > qmax ? qmax : z;
+}
+
+/*
+ * One row of a dynamic int8 linear's input (EMC_OP_DQ_LINEAR): with em_q8_token_qparams of its k
+ * values' minimum and maximum, q = clamp(nearbyint(x * (1 / scale) + zp), -128, 127) in f64 (the
+ * int8 values of quantize_per_token), stored as q + 128 at a[0, k) and zp + 128 at a[k, kp) (kp:
+ * k rounded up to 4); *za = zp + 128, *s = (float)scale. A row holding an infinity or a NaN gets
+ * *s = NaN, *za = 0 and zero bytes: all its outputs are NaN. Every ISA's kernel gives the same.
+ */
+typedef void (*em_q8_rowq_fn)(size_t k, const float *x, uint8_t *a, int32_t *za, float *s);
+void em_q8_rowq_ukernel__scalar(size_t k, const float *x, uint8_t *a, int32_t *za, float *s);
+void em_q8_rowq_ukernel__avx2(size_t k, const float *x, uint8_t *a, int32_t *za, float *s);
+void em_q8_rowq_ukernel__avx512vnni(size_t k, const float *x, uint8_t *a, int32_t *za, float *s);
+
+/*
+ * The dynamic int8 linear's tile: rows i < np (<= 8) of a (u8 rows as em_q8_rowq_fn writes them,
+ * `as` bytes apart) by channels c < nc (<= 32) of w (int8, blocks of 16 channels of [kq][16][4]
+ * bytes, the second block kq * 64 bytes after the first): acc = the exact int32 sum over kq * 4
+ * depths of a[i][k] * w[c][k], then y[i * ys + c] = (float)(acc - za[i] * wsum[c]) * (s[i] *
+ * ws[c]) (+ bias[c] when bias is not NULL), each operation rounded once. wsum[c] is the sum of
+ * channel c's weights, so the first factor is the exact sum of (q - zp) * w. Every ISA's kernel
+ * gives the same bits.
+ */
+typedef void (*em_q8_dq_fn)(size_t np, size_t nc, size_t kq, const uint8_t *a, size_t as,
+                            const int8_t *w, const int32_t *wsum, const float *ws,
+                            const float *bias, const int32_t *za, const float *s, float *y,
+                            size_t ys);
+void em_q8_dq_ukernel__scalar(size_t np, size_t nc, size_t kq, const uint8_t *a, size_t as,
+                              const int8_t *w, const int32_t *wsum, const float *ws,
+                              const float *bias, const int32_t *za, const float *s, float *y,
+                              size_t ys);
+void em_q8_dq_ukernel__avx2(size_t np, size_t nc, size_t kq, const uint8_t *a, size_t as,
+                            const int8_t *w, const int32_t *wsum, const float *ws,
+                            const float *bias, const int32_t *za, const float *s, float *y,
+                            size_t ys);
+void em_q8_dq_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *a, size_t as,
+                                  const int8_t *w, const int32_t *wsum, const float *ws,
+                                  const float *bias, const int32_t *za, const float *s, float *y,
+                                  size_t ys);
+/* The dynamic int8 linear's tile and row quantizer for configuration isa on this CPU. */
+em_q8_dq_fn em_q8_dq_for(const char *isa);
+em_q8_rowq_fn em_q8_rowq_for(const char *isa);
+
 /* The kernels of one ISA. */
 typedef struct em_cpu_config {
   const char *isa;

@@ -34,8 +34,8 @@
  * 7: softmax input scale and mask (older: zero / -1 there); 8: EMC_ACT_FAKEQUANT, EMC_CONV_Q8
  * (older: zero there); 9: EMC_CONV_WINO_AT_LOAD (older: zero there), EMC_OP_TOKEN_FQ;
  * 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8 (older: zero there); 11: EMC_ACT_HARDSWISH_FQ;
- * 12: EMC_OP_PAD */
-#define EMC_VERSION    12u
+ * 12: EMC_OP_PAD; 13: EMC_OP_DQ_LINEAR */
+#define EMC_VERSION    13u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -87,6 +87,7 @@ enum emc_op_kind {
   EMC_OP_RMSNORM = 15,        /* in: x, weight|-1; ip: rows, cols; fp[0] eps                */
   EMC_OP_TOKEN_FQ = 16,       /* in: x; ip: rows, cols: per-token int8 fake-quant (version 9) */
   EMC_OP_PAD = 17,            /* in: x [outer, h, w]; constant pad of the last two dims (v 12) */
+  EMC_OP_DQ_LINEAR = 18,      /* in: x [M, K], int8 w, bias|-1, residual|-1: dynamic int8 (v 13) */
   EMC_OP_KIND_END
 };
 
@@ -184,6 +185,23 @@ enum {
   EMC_GEMM_A_PACKED,
   EMC_GEMM_B_PACKED
 };
+/*
+ * Dynamic int8 linear ip[] slots (EMC_OP_DQ_LINEAR, version 13): y [M, N] = x [M, K] @ W^T + bias
+ * with x quantized per row at run time as quantized_decomposed's
+ * choose_qparams_per_token_asymmetric and quantize_per_token (em_q8_rowq_fn) and W int8 with a
+ * scale per output channel. in[1] holds the int8 weights in blocks of 16 channels, [ceil(N /
+ * 16)][ceil(K / 4)][16][4] bytes (zero past N and K); EMC_DQL_TABLE is 1 + the id of a constant of
+ * 2 * N words: N f32 weight scales, then N int32 sums of each channel's weights. Then y = (sum (q -
+ * zp) * w) * (s_row * s_w) + bias, the residual (in[3]) added and the activation applied as for
+ * gemm. K is at most 65536.
+ *
+ * The quantized rows are an arena tensor of at least R = ceil(M * kp / 64) * 64 + 8 * M bytes
+ * (kp = ceil(K / 4) * 4): [M][kp] u8 rows, then from byte ceil(M * kp / 64) * 64 the M int32 zero
+ * points and M f32 scales. With EMC_DQL_QUANTIZED 0 the op quantizes in[0] (f32 x) into out[1];
+ * with 1, in[0] is such a tensor an earlier dq linear wrote (linears reading one activation, as a
+ * transformer's Q, K and V projections, quantize it once).
+ */
+enum { EMC_DQL_M, EMC_DQL_K, EMC_DQL_N, EMC_DQL_TABLE, EMC_DQL_QUANTIZED };
 /* Pool ip[] slots (avg adds count_include_pad, divisor_override). */
 enum {
   EMC_POOL_KH,
@@ -250,7 +268,8 @@ enum {
   EMC_POOL_N_PARAMS = EMC_POOL_DIVISOR + 1,
   EMC_SLICE_N_PARAMS = EMC_SLICE_OUT_LEN + 1,
   EMC_PAD_N_PARAMS = EMC_PAD_RIGHT + 1,
-  EMC_AFFINE_N_PARAMS = EMC_AFFINE_INNER + 1
+  EMC_AFFINE_N_PARAMS = EMC_AFFINE_INNER + 1,
+  EMC_DQL_N_PARAMS = EMC_DQL_QUANTIZED + 1
 };
 
 enum emc_binary {
@@ -403,6 +422,22 @@ static inline emc_gemm_params emc_gemm_params_of(const emc_op *op) {
                            .b_bstride = ip[EMC_GEMM_B_BSTRIDE],
                            .a_packed = ip[EMC_GEMM_A_PACKED],
                            .b_packed = ip[EMC_GEMM_B_PACKED]};
+}
+
+/* dynamic int8 linear (EMC_OP_DQ_LINEAR). */
+typedef struct emc_dql_params {
+  int64_t m, k, n;   /* EMC_DQL_M, _K, _N: x [m, k], y [m, n] */
+  int64_t table_id;  /* EMC_DQL_TABLE - 1: the channel table's tensor id */
+  int64_t quantized; /* EMC_DQL_QUANTIZED: 1 when in[0] holds quantized rows, 0: f32 x */
+} emc_dql_params;
+
+static inline emc_dql_params emc_dql_params_of(const emc_op *op) {
+  const int32_t *ip = op->ip;
+  return (emc_dql_params){.m = ip[EMC_DQL_M],
+                          .k = ip[EMC_DQL_K],
+                          .n = ip[EMC_DQL_N],
+                          .table_id = (int64_t)ip[EMC_DQL_TABLE] - 1,
+                          .quantized = ip[EMC_DQL_QUANTIZED]};
 }
 
 /* max / avg pool (EMC_OP_MAXPOOL2D, EMC_OP_AVGPOOL2D). */

@@ -3,7 +3,8 @@ input through choose_qparams_per_token_asymmetric -> quantize_per_token -> dequa
 in EmberCpuBackend: the three operators become one float ``tokenfq`` op (EMC_OP_TOKEN_FQ) that
 repeats the portable kernels' arithmetic, so a lone one is bit-exact with the portable run and
 with eager PyTorch's own operators (constant rows, ties, huge and tiny values, infinities, NaN
-included), and a quantized MLP runs wholly in the backend.
+included), and a quantized MLP runs wholly in the backend (its linears as dynamic int8 linears,
+EMC_OP_DQ_LINEAR, which quantize their rows themselves).
 
 Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_dynq.py
 """
@@ -26,6 +27,7 @@ from ember.runtime import RuntimeProgram
 
 qd = torch.ops.quantized_decomposed
 TOKEN_FQ = 16  # EMC_OP_TOKEN_FQ
+DQ_LINEAR = 18  # EMC_OP_DQ_LINEAR
 
 
 class _TokenFq(nn.Module):
@@ -98,7 +100,8 @@ def test_dynamic_int8_mlp_runs_in_the_backend() -> None:
     q = quantize_exported(m, (x,), None, dynamic=True, progress=False)
     prog = ember.export(q, (x,))  # backend="auto": the CPU backend takes Q/DQ graphs
     assert _n_delegates(prog) == 1 and not _outside(prog), _outside(prog)
-    assert _op_kinds(prog).count(TOKEN_FQ) == 2
+    # each linear a dynamic int8 linear that quantizes its rows itself (test_backend_cpu_dqlinear)
+    assert _op_kinds(prog).count(DQ_LINEAR) == 2 and TOKEN_FQ not in _op_kinds(prog)
     plain = ember.export(q, (x,), backend=None)
     x2 = torch.randn(2, 7, 64) * 2
     want = RuntimeProgram(plain.buffer).run("forward", [x2])[0]

@@ -141,14 +141,16 @@ class Runs(abc.ABC):
         produced = {id(o.root()) for op in ops for o in op.outs}
         external = {r for r in produced if (self.refs.get(r, set()) - run) or r in self.out_roots}
         self.fuse(ops, external)
-        # Inputs: roots read but not produced in the run; outputs: produced roots read outside.
+        # Inputs: roots read but not produced in the run (a fusion may add tensors of its own,
+        # as the dynamic int8 linears' quantized rows); outputs: produced roots read outside.
+        made = produced | {id(o.root()) for op in ops for o in op.outs}
         inputs: list[TensorSpec] = []
         seen: set[int] = set()
         for op in ops:
             for v in op.ins:
                 if isinstance(v, TensorSpec):
                     r = v.root()
-                    if id(r) not in produced and id(r) not in seen:
+                    if id(r) not in made and id(r) not in seen:
                         seen.add(id(r))
                         inputs.append(r)
         outputs: list[TensorSpec] = []

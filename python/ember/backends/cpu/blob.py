@@ -16,8 +16,8 @@ import numpy as np
 MAGIC = b"EMC1"
 # 4: residual in[3] of conv2d and gemm; 5: EMC_CONV_PAIRS; 6: EMC_CONV_IN_SCALE; 7: softmax
 # input scale and mask; 8: int8 convs; 9: Winograd at load, per-token fake-quant;
-# 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8; 11: EMC_ACT_HARDSWISH_FQ; 12: pad
-VERSION = 12
+# 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8; 11: EMC_ACT_HARDSWISH_FQ; 12: pad; 13: dynamic int8 linear
+VERSION = 13
 MAX_DIMS = 6
 MR = 6
 ALIGN = 64
@@ -42,6 +42,7 @@ OP = {
     "rmsnorm": 15,
     "tokenfq": 16,
     "pad": 17,
+    "dqlinear": 18,
 }
 BIN = {"add": 0, "sub": 1, "mul": 2, "div": 3, "rsub": 4}
 ACT = {

@@ -568,7 +568,10 @@ def _linear_q8(ops: list[Op], u: _Uses) -> None:
         x, y = g.ins[0], g.outs[0]
         p = u.producer(x)
         if (
-            len(g.ins) != 3
+            g.ip[1] != 1  # M
+            or not isinstance(x, TensorSpec)
+            or len(x.shape) != 2
+            or len(g.ins) != 3
             or len(g.outs) != 1
             or not isinstance(x, TensorSpec)
             or p is None
@@ -589,6 +592,61 @@ def _linear_q8(ops: list[Op], u: _Uses) -> None:
             groups=1,
             wq=(wq.reshape(n, k, 1, 1), s),
         )
+
+
+def _linear_dq8(ops: list[Op], u: _Uses) -> None:
+    """A linear layer with int8 weights (``lin_wq``) whose input a per-token fake-quant
+    (``tokenfq``: PT2E's dynamic quantization) wrote becomes a dynamic int8 linear (blob
+    EMC_OP_DQ_LINEAR): it reads the fake-quant's input and quantizes each row itself into u8 (the
+    same int8 values), then sums int8 products exactly, so the file stores the int8 weights (a
+    quarter of the f32 bytes) and the products run on ``vpdpbusd``. It keeps the gemm's residual
+    and activation. The fake-quant goes when nothing else reads it. Weights in blocks of 16
+    channels, [ceil(N/16)][ceil(K/4)][16][4] bytes; the table N weight scales, then N int32
+    weight sums. The first dq linear of an activation writes its quantized rows to an arena
+    tensor (out[1]); later ones of the same activation (a transformer's K and V projections after
+    Q) read them instead (EMC_DQL_QUANTIZED)."""
+    rows: dict[tuple[int, int], TensorSpec] = {}
+    for g in [o for o in ops if o.kind == "gemm" and "lin_wq" in o.attrs]:
+        x = g.ins[0]
+        p = u.producer(x)
+        batch, m, k, n = g.ip[:4]
+        if (
+            p is None
+            or p.kind != "tokenfq"
+            or batch != 1
+            or len(g.ins) not in (3, 4)
+            or len(g.outs) != 1
+            or g.ip[7] != 1  # B packed: a constant weight
+            or not any(o.root() is x.root() for o in p.outs[:1])
+            or math.prod(p.outs[0].shape) != m * k
+            or p.ip[1] != k
+            or k > 65536
+        ):
+            continue
+        wq, s, _, b = g.attrs.pop("lin_wq")
+        kq, blocks = -(-k // 4), -(-n // 16)
+        w = np.zeros((blocks * 16, kq * 4), dtype=np.int8)
+        w[:n, :k] = wq
+        packed = np.ascontiguousarray(w.reshape(blocks, 16, kq, 4).transpose(0, 2, 1, 3))
+        wsum = wq.astype(np.int64).sum(1).astype(np.int32)
+        table = np.concatenate([np.asarray(s, dtype=np.float32).reshape(-1), wsum.view(np.float32)])
+        bias, res = g.ins[2], g.ins[3] if len(g.ins) == 4 else None
+        src = p.ins[0]
+        key = (id(src.root()), k)
+        q = rows.get(key)
+        if q is None:
+            nbytes = B.align_up(m * kq * 4, B.ALIGN) + 8 * m
+            q = TensorSpec(f"{src.name}.q8rows", src.dtype, (-(-nbytes // 4),))
+            rows[key] = q
+            g.ins, g.outs = [src], [g.outs[0], q]
+        else:
+            g.ins = [q]
+        g.kind = "dqlinear"
+        g.ins += [Const(packed.reshape(-1).view(np.float32)), bias, res]
+        g.ip = [m, k, n, 0, int(g.ins[0] is q)]
+        g.attrs = dict(table=table)
+        if not u.consumers(p.outs[0]) and id(p.outs[0].root()) not in u.external:
+            _absorb(ops, p, g)
 
 
 def _conv_q8(ops: list[Op], u: _Uses) -> None:

@@ -281,13 +281,12 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         )
         ins_ = [m1, bop, None if bias is None else _operand(bias)]
         attrs: dict[str, Any] = {}
-        q = getattr(m2, "int8_weight_t", None)  # a linear layer's int8 weight, [n, k]
+        # a linear layer's int8 weight, [n, k], for fusion._linear_q8 / _linear_dq8
+        q = getattr(m2, "int8_weight_t", None)
         ba = None if bias is None else _const_arr(bias)
         if (
             q is not None
             and b_packed
-            and m == 1
-            and len(m1.shape) == 2
             and tuple(q[0].shape) == (n, kk)
             and (bias is None or ba is not None)
         ):

@@ -442,6 +442,17 @@ def build_blob(
                 scratch=pc.scratch,
                 reads=[scale] if scale >= 0 else [],
             )
+        elif op.kind == "dqlinear":  # EMC_DQL_*: M, K, N, 1 + the channel table's id, quantized
+            ip = list(op.ip)
+            ip[3] = g.const(op.attrs["table"]) + 1
+            bop = B.BOp(
+                "dqlinear",
+                [tid(i) for i in op.ins],
+                [tid(o) for o in op.outs],
+                ip=ip,
+                fp=list(op.fp),
+                act=op.act,
+            )
         else:
             bop = B.BOp(
                 op.kind,

@@ -1,0 +1,136 @@
+/*
+ * cpu_op_dqlinear.c — dynamic int8 linear layers (EMC_OP_DQ_LINEAR): a transformer's linear with
+ * int8 weights whose input PT2E quantizes per token at run time (choose_qparams_per_token_
+ * asymmetric, quantize_per_token, dequantize_per_token before a linear with dequantized int8
+ * weights), run as an int8 product: each row of x quantized into u8 with its own zero point and
+ * scale (d->q8_rowq, the same int8 values as the three operators), then tiles of 8 rows by 32
+ * channels (d->q8_dq: exact int32 sums, then (sum - zp * wsum) * (s_row * s_w) + bias), each
+ * tile's rows finished while they are in cache (residual, clamp, activation as for gemm). The
+ * quantized rows go to an arena tensor (out[1]) that later dq linears of the same activation read
+ * instead of quantizing it again (EMC_DQL_QUANTIZED).
+ *
+ * Two parallel phases: the rows' quantization, then jobs of up to 64 rows by 32 channels
+ * (consecutive jobs share a block of weights).
+ */
+#include "cpu_ops.h"
+
+enum {
+  DQL_MR = 8,    /* rows per tile call */
+  DQL_NC = 32,   /* channels per tile call */
+  DQL_CHUNK = 64 /* rows per job */
+};
+
+/* Bytes of the u8 rows of the quantized rows' tensor (the zero points and scales follow). */
+static size_t dql_rows_bytes(const emc_dql_params *p) {
+  return ((size_t)p->m * (size_t)((p->k + 3) / 4 * 4) + 63) / 64 * 64;
+}
+
+/* Whether t is an arena tensor that holds op's quantized rows and overlaps none of the others
+ * (ids[n]). */
+static bool dql_rows_ok(const emc_delegate *d, const emc_dql_params *p, const emc_rt_tensor *t,
+                        const int32_t *ids, int n, char *why, size_t why_n) {
+  const uint64_t need = dql_rows_bytes(p) + (uint64_t)p->m * 8;
+  if (!t || t->storage != EMC_ARENA || (uint64_t)t->numel * sizeof(float) < need)
+    WHY("dq linear: quantized rows not an arena tensor of at least %llu bytes",
+        (unsigned long long)need);
+  if (((uintptr_t)t->data - (uintptr_t)d->arena) % 64) WHY("dq linear: quantized rows unaligned");
+  for (int i = 0; i < n; i++) {
+    const emc_rt_tensor *o = ids[i] >= 0 ? tensor_at(d, ids[i]) : NULL;
+    if (o && out_shared(t, o)) WHY("dq linear: quantized rows overlap tensor %d", ids[i]);
+  }
+  return true;
+}
+
+bool emc_check_dq_linear(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  if (!params_nonneg(op, EMC_DQL_N_PARAMS, why, why_n)) return false;
+  const emc_dql_params p = emc_dql_params_of(op);
+  const emc_rt_tensor *x = tensor_at(d, op->in[0]), *w = tensor_at(d, op->in[1]);
+  const emc_rt_tensor *bias = op->in[2] < 0 ? NULL : tensor_at(d, op->in[2]);
+  const emc_rt_tensor *tab = p.table_id < 0 ? NULL : tensor_at(d, (int32_t)p.table_id);
+  const emc_rt_tensor *y = tensor_at(d, op->out[0]);
+  if (!x || !w || !y || !tab || (op->in[2] >= 0 && !bias)) WHY("dq linear: bad tensor id");
+  if (p.m < 1 || p.k < 1 || p.n < 1 || p.k > 65536)
+    WHY("dq linear: M %lld, K %lld, N %lld (each at least 1, K at most 65536)", (long long)p.m,
+        (long long)p.k, (long long)p.n);
+  if (p.quantized > 1) WHY("dq linear: quantized flag %lld", (long long)p.quantized);
+  if ((!p.quantized && x->numel != p.m * p.k) || y->numel != p.m * p.n)
+    WHY("dq linear: x has %lld elements, y %lld; expected %lld and %lld", (long long)x->numel,
+        (long long)y->numel, (long long)(p.m * p.k), (long long)(p.m * p.n));
+  const int32_t others[3] = {op->in[0], op->in[3], op->out[0]};
+  if (p.quantized ? !dql_rows_ok(d, &p, x, others + 1, 2, why, why_n)
+                  : !dql_rows_ok(d, &p, tensor_at(d, op->out[1]), others, 3, why, why_n))
+    return false;
+  if (!is_const(w) || !is_const(tab)) WHY("dq linear: weights or channel table not constant");
+  const int64_t wbytes = (p.n + 15) / 16 * ((p.k + 3) / 4) * 64;
+  if (w->numel * (int64_t)sizeof(float) < wbytes)
+    WHY("dq linear: weights have %lld bytes, expected %lld",
+        (long long)(w->numel * (int64_t)sizeof(float)), (long long)wbytes);
+  if (tab->numel < 2 * p.n)
+    WHY("dq linear: channel table has %lld words, expected %lld", (long long)tab->numel,
+        (long long)(2 * p.n));
+  if (bias && bias->numel != p.n) WHY("dq linear: bias has %lld elements", (long long)bias->numel);
+  return check_residual(d, op, why, why_n) && check_act(op, why, why_n);
+}
+
+typedef struct dql_run {
+  const emc_delegate *d;
+  const emc_op *op;
+  const float *x, *ws, *bias, *res;
+  const int8_t *w;
+  const int32_t *wsum;
+  uint8_t *a;
+  int32_t *za;
+  float *s, *y;
+  size_t m, k, n, kq;
+  int64_t row_blocks;
+  em_minmax_params mm;
+} dql_run;
+
+static void dql_quant(void *ctx, int64_t begin, int64_t end) {
+  const dql_run *r = ctx;
+  for (int64_t i = begin; i < end; i++)
+    r->d->q8_rowq(r->k, r->x + (size_t)i * r->k, r->a + (size_t)i * r->kq * 4, r->za + i, r->s + i);
+}
+
+static void dql_tiles(void *ctx, int64_t begin, int64_t end) {
+  const dql_run *r = ctx;
+  const em_cpu_config *cfg = r->d->cfg;
+  const uint32_t act = r->res ? post_act(r->op) : r->op->act;
+  for (int64_t j = begin; j < end; j++) {
+    const size_t n0 = (size_t)(j / r->row_blocks) * DQL_NC;
+    const size_t r0 = (size_t)(j % r->row_blocks) * DQL_CHUNK;
+    const size_t nc = r->n - n0 < DQL_NC ? r->n - n0 : DQL_NC;
+    const size_t r1 = r->m - r0 < DQL_CHUNK ? r->m : r0 + DQL_CHUNK;
+    const int8_t *wb = r->w + n0 / 16 * r->kq * 64;
+    for (size_t i = r0; i < r1; i += DQL_MR) {
+      const size_t np = r1 - i < DQL_MR ? r1 - i : DQL_MR;
+      r->d->q8_dq(np, nc, r->kq, r->a + i * r->kq * 4, r->kq * 4, wb, r->wsum + n0, r->ws + n0,
+                  r->bias ? r->bias + n0 : NULL, r->za + i, r->s + i, r->y + i * r->n + n0, r->n);
+      for (size_t row = i; row < i + np; row++) {
+        float *yr = r->y + row * r->n + n0;
+        if (r->res) cfg->vbin[EMC_BIN_ADD](nc, yr, r->res + row * r->n + n0, yr, &r->mm);
+        if (act) cfg->vact(nc, yr, yr, act, r->op->fp);
+      }
+    }
+  }
+}
+
+em_status emc_run_dq_linear(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const emc_dql_params p = emc_dql_params_of(op);
+  const float *tab = d->t[p.table_id].data;
+  dql_run r = {.d = d, .op = op, .m = (size_t)p.m, .k = (size_t)p.k, .n = (size_t)p.n};
+  r.kq = (r.k + 3) / 4;
+  r.x = data_of(d, op->in[0]), r.y = data_of(d, op->out[0]);
+  r.w = (const int8_t *)(const void *)data_of(d, op->in[1]);
+  r.bias = data_of(d, op->in[2]), r.res = data_of(d, op->in[3]);
+  r.ws = tab, r.wsum = (const int32_t *)(const void *)(tab + r.n);
+  r.a = (uint8_t *)(void *)data_of(d, p.quantized ? op->in[0] : op->out[1]);
+  r.za = (int32_t *)(void *)(r.a + dql_rows_bytes(&p));
+  r.s = (float *)(void *)(r.za + r.m);
+  r.row_blocks = (int64_t)emc_div_up(r.m, DQL_CHUNK);
+  r.mm = clamp_of(op);
+  if (!p.quantized) par_for(pool, (int64_t)r.m, dql_quant, &r, (int64_t)(r.m * r.k) * 4);
+  par_for(pool, (int64_t)emc_div_up(r.n, DQL_NC) * r.row_blocks, dql_tiles, &r,
+          (int64_t)(r.m * r.n * r.k));
+  return EM_OK;
+}

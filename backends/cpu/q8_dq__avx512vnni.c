@@ -1,0 +1,147 @@
+/*
+ * q8_dq__avx512vnni.c — the dynamic int8 linear layers' kernels (EMC_OP_DQ_LINEAR;
+ * cpu_ukernels.h has their contracts) with AVX-512 VNNI.
+ *
+ * The row quantizer finds the row's minimum and maximum 16 values at a time, then quantizes 8
+ * at a time in f64 (the steps of quantize_per_token) and stores the u8 bytes. The tile is the
+ * int8 convs' pixel-major one (q8_pw__avx512vnni.c) with rows for pixels: 8 rows by 32
+ * channels, per group of 4 depths each row's 4 bytes broadcast and multiplied (vpdpbusd) with
+ * two vectors of 16 channels' weights, so each row's channels are already side by side for an
+ * f32 row-major store; its epilogue takes each row's zero point and scale. Same bits as
+ * q8_dq_impl.h.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "cpu_ukernels.h"
+
+enum { DQ_MR = 8 }; /* rows per tile */
+
+void em_q8_rowq_ukernel__avx512vnni(size_t k, const float *x, uint8_t *a, int32_t *za, float *s) {
+  const size_t kp = (k + 3) / 4 * 4;
+  __m512 mn = _mm512_set1_ps(INFINITY), mx = _mm512_set1_ps(-INFINITY);
+  const __m512 zero = _mm512_setzero_ps();
+  __mmask16 bad = 0;
+  for (size_t j = 0; j < k; j += 16) {
+    const __mmask16 m = (__mmask16)(k - j >= 16 ? 0xFFFFu : (1u << (k - j)) - 1u);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + j);
+    bad |= _mm512_mask_cmp_ps_mask(m, _mm512_sub_ps(v, v), zero, _CMP_NEQ_UQ); /* inf, NaN */
+    mn = _mm512_mask_min_ps(mn, m, mn, v);
+    mx = _mm512_mask_max_ps(mx, m, mx, v);
+  }
+  if (bad) {
+    memset(a, 0, kp);
+    *za = 0, *s = NAN;
+    return;
+  }
+  double scale, zp;
+  em_q8_token_qparams(_mm512_reduce_min_ps(mn), _mm512_reduce_max_ps(mx), &scale, &zp);
+  const double zr = nearbyint(zp);
+  const __m512d inv = _mm512_set1_pd(1.0 / scale), zd = _mm512_set1_pd(zr);
+  const __m512d lo = _mm512_set1_pd(-128.0), hi = _mm512_set1_pd(127.0);
+  const __m512i off = _mm512_set1_epi32(128);
+  for (size_t j = 0; j < k; j += 16) {
+    const size_t r = k - j >= 16 ? 16 : k - j;
+    const __m512 v = _mm512_maskz_loadu_ps((__mmask16)((1u << r) - 1u), x + j);
+    const __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    const __m512d d1 =
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m512d q0 = _mm512_add_pd(_mm512_mul_pd(d0, inv), zd);
+    __m512d q1 = _mm512_add_pd(_mm512_mul_pd(d1, inv), zd);
+    q0 = _mm512_roundscale_pd(q0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q1 = _mm512_roundscale_pd(q1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q0 = _mm512_min_pd(hi, _mm512_max_pd(lo, q0));
+    q1 = _mm512_min_pd(hi, _mm512_max_pd(lo, q1));
+    __m512i qi = _mm512_castsi256_si512(_mm512_cvtpd_epi32(q0));
+    qi = _mm512_inserti64x4(qi, _mm512_cvtpd_epi32(q1), 1);
+    const __m128i b = _mm512_cvtepi32_epi8(_mm512_add_epi32(qi, off));
+    _mm512_mask_storeu_epi8(a + j, (__mmask64)((1ull << r) - 1u), _mm512_castsi128_si512(b));
+  }
+  for (size_t j = k; j < kp; j++) a[j] = (uint8_t)((int32_t)zr + 128);
+  *za = (int32_t)zr + 128, *s = (float)scale;
+}
+
+static inline __m512i bcast4(const uint8_t *p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+/* Row i's 16 channels: (acc - za * wsum) * (s * ws) (+ bias), `keep`'s lanes stored at y. */
+static inline __attribute__((always_inline)) void dq_store(__m512i acc, __m512i wsum, __m512 ws,
+                                                           const float *bias, __m512 bv, int32_t za,
+                                                           float s, float *y, __mmask16 keep) {
+  const __m512i t = _mm512_sub_epi32(acc, _mm512_mullo_epi32(_mm512_set1_epi32(za), wsum));
+  __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(_mm512_set1_ps(s), ws));
+  if (bias) v = _mm512_add_ps(v, bv);
+  _mm512_mask_storeu_ps(y, keep, v);
+}
+
+void em_q8_dq_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *a, size_t as,
+                                  const int8_t *w, const int32_t *wsum, const float *ws,
+                                  const float *bias, const int32_t *za, const float *s, float *y,
+                                  size_t ys) {
+  /* Rows past np read the last one (their results are not stored): the loop stays fixed. */
+  const uint8_t *xp[DQ_MR];
+  for (size_t i = 0; i < DQ_MR; i++) xp[i] = a + (i < np ? i : np - 1) * as;
+  const int8_t *w2 = w + kq * 64; /* the second block of 16 channels (read when nc > 16) */
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+          a7 = a0;
+  __m512i b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
+  if (nc > 16) {
+    for (size_t q = 0; q < kq; q++) {
+      const size_t o = q * 4;
+      const __m512i u = _mm512_loadu_si512((const void *)(w + q * 64));
+      const __m512i v = _mm512_loadu_si512((const void *)(w2 + q * 64));
+      __m512i t = bcast4(xp[0] + o);
+      a0 = _mm512_dpbusd_epi32(a0, t, u), b0 = _mm512_dpbusd_epi32(b0, t, v);
+      t = bcast4(xp[1] + o);
+      a1 = _mm512_dpbusd_epi32(a1, t, u), b1 = _mm512_dpbusd_epi32(b1, t, v);
+      t = bcast4(xp[2] + o);
+      a2 = _mm512_dpbusd_epi32(a2, t, u), b2 = _mm512_dpbusd_epi32(b2, t, v);
+      t = bcast4(xp[3] + o);
+      a3 = _mm512_dpbusd_epi32(a3, t, u), b3 = _mm512_dpbusd_epi32(b3, t, v);
+      t = bcast4(xp[4] + o);
+      a4 = _mm512_dpbusd_epi32(a4, t, u), b4 = _mm512_dpbusd_epi32(b4, t, v);
+      t = bcast4(xp[5] + o);
+      a5 = _mm512_dpbusd_epi32(a5, t, u), b5 = _mm512_dpbusd_epi32(b5, t, v);
+      t = bcast4(xp[6] + o);
+      a6 = _mm512_dpbusd_epi32(a6, t, u), b6 = _mm512_dpbusd_epi32(b6, t, v);
+      t = bcast4(xp[7] + o);
+      a7 = _mm512_dpbusd_epi32(a7, t, u), b7 = _mm512_dpbusd_epi32(b7, t, v);
+    }
+  } else {
+    for (size_t q = 0; q < kq; q++) {
+      const size_t o = q * 4;
+      const __m512i u = _mm512_loadu_si512((const void *)(w + q * 64));
+      a0 = _mm512_dpbusd_epi32(a0, bcast4(xp[0] + o), u);
+      a1 = _mm512_dpbusd_epi32(a1, bcast4(xp[1] + o), u);
+      a2 = _mm512_dpbusd_epi32(a2, bcast4(xp[2] + o), u);
+      a3 = _mm512_dpbusd_epi32(a3, bcast4(xp[3] + o), u);
+      a4 = _mm512_dpbusd_epi32(a4, bcast4(xp[4] + o), u);
+      a5 = _mm512_dpbusd_epi32(a5, bcast4(xp[5] + o), u);
+      a6 = _mm512_dpbusd_epi32(a6, bcast4(xp[6] + o), u);
+      a7 = _mm512_dpbusd_epi32(a7, bcast4(xp[7] + o), u);
+    }
+  }
+  const __m512i acc_a[DQ_MR] = {a0, a1, a2, a3, a4, a5, a6, a7};
+  const __m512i acc_b[DQ_MR] = {b0, b1, b2, b3, b4, b5, b6, b7};
+  const __mmask16 ka = (__mmask16)(nc >= 16 ? 0xFFFFu : (1u << nc) - 1u);
+  const __m512i sa = _mm512_maskz_loadu_epi32(ka, wsum);
+  const __m512 wa = _mm512_maskz_loadu_ps(ka, ws);
+  const __m512 ba = bias ? _mm512_maskz_loadu_ps(ka, bias) : _mm512_setzero_ps();
+  for (size_t i = 0; i < np && i < DQ_MR; i++)
+    dq_store(acc_a[i], sa, wa, bias, ba, za[i], s[i], y + i * ys, ka);
+  if (nc > 16) {
+    const __mmask16 kb = (__mmask16)(nc >= 32 ? 0xFFFFu : (1u << (nc - 16)) - 1u);
+    const __m512i sb = _mm512_maskz_loadu_epi32(kb, wsum + 16);
+    const __m512 wb = _mm512_maskz_loadu_ps(kb, ws + 16);
+    const __m512 bb = bias ? _mm512_maskz_loadu_ps(kb, bias + 16) : _mm512_setzero_ps();
+    for (size_t i = 0; i < np && i < DQ_MR; i++)
+      dq_store(acc_b[i], sb, wb, bias, bb, za[i], s[i], y + i * ys + 16, kb);
+  }
+}
+#endif

@@ -1,0 +1,194 @@
+"""Dynamic int8 linear layers in EmberCpuBackend (blob EMC_OP_DQ_LINEAR): a linear with int8
+per-channel weights whose input PT2E's dynamic quantization fake-quantizes per token runs as an
+int8 product — each row quantized into u8 with its own qparams, exact int32 sums, then one scale
+per row and channel. Checked against the same int8 values summed in float64 (a few f32 roundings
+apart), against the portable run, across threads and ISAs (the same bits), on shapes with tails
+(K not a multiple of 4, N not of 16 or 32, rows not of 8), with residuals and activations, with
+rows holding infinities or NaN (their outputs NaN), and the runtime refusing a bad blob.
+
+Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_dqlinear.py
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+import torch
+import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
+from backend_cpu_common import _n_delegates, _outside, _run_per_isa
+from torch import nn
+
+import ember
+from ember.backends.check import runtime_check
+from ember.backends.delegate import DelegateInstr
+from ember.quant.pt2e import quantize_exported
+from ember.runtime import RuntimeProgram
+
+qd = torch.ops.quantized_decomposed
+DQ_LINEAR, TOKEN_FQ, GEMM = 18, 16, 2  # EMC_OP_DQ_LINEAR, EMC_OP_TOKEN_FQ, EMC_OP_GEMM
+
+
+def _ops(prog: ember.Program) -> list[tuple[int, int, tuple[int, ...]]]:
+    """(kind, blob offset of the op, ip[0:5]) of every op of every delegate's blob."""
+    out = []
+    for ins in prog._irs["forward"].instrs:
+        if isinstance(ins, DelegateInstr):
+            blob = bytes(ins.processed)
+            n_ops = struct.unpack_from("<I", blob, 12)[0]
+            off = struct.unpack_from("<Q", blob, 40)[0]
+            for i in range(n_ops):
+                at = off + 160 * i
+                ip = struct.unpack_from("<5i", blob, at + 32)
+                out.append((struct.unpack_from("<I", blob, at)[0], at, ip))
+    return out
+
+
+class _DqLinear(nn.Module):
+    """x -> per-token Q/DQ -> linear with dequantized int8 weights (+ residual, activation)."""
+
+    def __init__(self, k: int, n: int, act: str = "none", residual: bool = False) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(k * 1000 + n)
+        self.register_buffer("wq", torch.randint(-127, 128, (n, k), generator=g, dtype=torch.int8))
+        self.register_buffer("ws", torch.rand(n, generator=g) * 0.02 + 1e-3)
+        self.register_buffer("zp", torch.zeros(n, dtype=torch.int64))
+        self.register_buffer("b", torch.randn(n, generator=g))
+        self.act, self.residual = act, residual
+
+    def quantized_input(self, x: torch.Tensor) -> torch.Tensor:
+        s, z = qd.choose_qparams_per_token_asymmetric(x, torch.int8)
+        q = qd.quantize_per_token(x, s, z, -128, 127, torch.int8)
+        return qd.dequantize_per_token(q, s, z, -128, 127, torch.int8, torch.float32)
+
+    def weight(self) -> torch.Tensor:
+        return qd.dequantize_per_channel(self.wq, self.ws, self.zp, 0, -127, 127, torch.int8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = nn.functional.linear(self.quantized_input(x), self.weight(), self.b)
+        if self.residual:
+            y = y + x[..., : y.shape[-1]] * 0.5
+        if self.act == "gelu":
+            y = nn.functional.gelu(y)
+        elif self.act == "relu":
+            y = torch.relu(y)
+        return y
+
+    def exact(self, x: torch.Tensor) -> torch.Tensor:
+        """The product of the same int8 values in float64 (no bias, residual or activation)."""
+        s, z = qd.choose_qparams_per_token_asymmetric(x, torch.int8)
+        q = qd.quantize_per_token(x, s, z, -128, 127, torch.int8)
+        xd = (q.double() - z.double()) * s.double()
+        return xd @ (self.wq.double() * self.ws.double()[:, None]).T
+
+
+SHAPES = [(1, 5, 3), (9, 37, 19), (13, 64, 50), (16, 100, 32), (3, 8, 1), (67, 130, 70)]
+
+
+@pytest.mark.parametrize("rows,k,n", SHAPES)
+def test_dq_linear_is_the_int8_product(rows: int, k: int, n: int) -> None:
+    m = _DqLinear(k, n).eval()
+    x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows)) * 3
+    prog = ember.export(m, (x,), backend="cpu")
+    kinds = [o[0] for o in _ops(prog)]
+    assert kinds.count(DQ_LINEAR) == 1 and TOKEN_FQ not in kinds and GEMM not in kinds, kinds
+    assert not _outside(prog), _outside(prog)
+    x2 = torch.randn(rows, k, generator=torch.Generator().manual_seed(7)) * 2
+    outs = [RuntimeProgram(prog.buffer, threads=t).run("forward", [x2])[0] for t in (1, 2, 3)]
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+    exact = m.exact(x2)
+    got = outs[0].double() - m.b.double()  # the bias add: one more rounding of the sum
+    bound = 4 * 2.0**-24 * (exact.abs() + m.b.double().abs()) + 1e-30
+    assert ((got - exact).abs() <= bound).all(), ((got - exact).abs() / bound).max()
+    plain = ember.export(m, (x,), backend=None)
+    want = RuntimeProgram(plain.buffer).run("forward", [x2])[0]
+    torch.testing.assert_close(outs[0], want, rtol=1e-4, atol=1e-4 * float(want.abs().max()))
+
+
+def test_dq_linear_residual_activation_and_hostile_rows() -> None:
+    m = _DqLinear(40, 24, act="gelu", residual=True).eval()
+    x = torch.randn(12, 40, generator=torch.Generator().manual_seed(0)) * 3
+    x[1] = 0.0  # all zeros: the eps scale
+    x[2] = 2.5  # a constant row
+    x[3, :20] = 1e-30
+    x[4] = torch.linspace(-1, 1, 40)  # ties after scaling
+    x[5, 3] = 2e30  # a huge value: the rest round to the zero point
+    x[6] = -torch.rand(40)  # negative only
+    x[7] = torch.rand(40) + 5  # positive only
+    x[8, 0], x[9, 5], x[10, 7] = float("inf"), -float("inf"), float("nan")
+    prog = ember.export(m, (x,), backend="cpu")
+    assert [o[0] for o in _ops(prog)].count(DQ_LINEAR) == 1
+    plain = ember.export(m, (x,), backend=None)
+    want = RuntimeProgram(plain.buffer).run("forward", [x])[0]
+    got = RuntimeProgram(prog.buffer, threads=2).run("forward", [x])[0]
+    fin = torch.tensor([i not in (8, 9, 10) for i in range(12)])
+    torch.testing.assert_close(got[fin], want[fin], rtol=1e-4, atol=1e-4, equal_nan=True)
+    torch.testing.assert_close(got[fin], m(x)[fin], rtol=1e-4, atol=1e-4, equal_nan=True)
+    assert torch.isnan(got[~fin]).all()
+
+
+def test_dq_linear_same_bits_on_every_isa(tmp_path) -> None:  # noqa: ANN001
+    m = _DqLinear(130, 70, act="relu").eval()
+    x = torch.randn(67, 130, generator=torch.Generator().manual_seed(3))
+    prog = ember.export(m, (x,), backend="cpu")
+    x[1], x[2], x[3, :9] = 0.0, 2.5, 1e-30  # zeros, a constant row, tiny values
+    x[4, 7], x[5, 0], x[6, 100] = float("inf"), float("nan"), 1e30
+    outs = _run_per_isa(prog, x, tmp_path, (None, "avx2", "scalar"), threads=2)
+    for isa in ("avx2", "scalar"):
+        torch.testing.assert_close(outs[isa], outs[None], rtol=0, atol=0, equal_nan=True)
+
+
+class _Block(nn.Module):
+    """A transformer-ish block: Q, K, V projections of one input (one shared per-token
+    fake-quant), an output projection with a residual, an MLP with GELU."""
+
+    def __init__(self, d: int = 48) -> None:
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = torch.softmax(self.q(x) @ self.k(x).transpose(-1, -2) / 7.0, dim=-1) @ self.v(x)
+        h = x + self.o(a)
+        return h + self.down(nn.functional.gelu(self.up(h)))
+
+
+def test_dynamic_quantizer_block_runs_dq_linears() -> None:
+    """ember.quantize's dynamic int8 (and its file: int8 weights, not f32) on a transformer-ish
+    block: every linear a dq linear in one delegate, K and V reading the rows Q quantized, within
+    the quantization's tolerance of the portable run."""
+    torch.manual_seed(0)
+    m = _Block().eval()
+    x = torch.randn(1, 20, 48)
+    q = quantize_exported(m, (x,), None, dynamic=True, progress=False)
+    prog = ember.export(q, (x,))
+    kinds = [o[0] for o in _ops(prog)]
+    assert kinds.count(DQ_LINEAR) == 6 and GEMM in kinds, kinds  # attention's products stay f32
+    assert not _outside(prog) and _n_delegates(prog) == 1, _outside(prog)
+    shared = [o[2][4] for o in _ops(prog) if o[0] == DQ_LINEAR]  # EMC_DQL_QUANTIZED
+    assert shared == [0, 1, 1, 0, 0, 0], shared
+    f32 = ember.export(m, (x,))
+    assert len(prog.buffer) < 0.4 * len(f32.buffer), (len(prog.buffer), len(f32.buffer))
+    plain = ember.export(q, (x,), backend=None)
+    x2 = torch.randn(1, 20, 48) * 2
+    want = RuntimeProgram(plain.buffer).run("forward", [x2])[0]
+    got = RuntimeProgram(prog.buffer, threads=2).run("forward", [x2])[0]
+    torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(got, m(x2), rtol=0.05, atol=0.05)
+
+
+def test_runtime_refuses_bad_dq_linear() -> None:
+    m = _DqLinear(37, 19).eval()
+    prog = ember.export(m, (torch.randn(9, 37),), backend="cpu")
+    d = next(i for i in prog._irs["forward"].instrs if isinstance(i, DelegateInstr))
+    blob = bytearray(d.processed)
+    at = next(o[1] for o in _ops(prog) if o[0] == DQ_LINEAR)
+    arena = 1 << 20
+    assert runtime_check("EmberCpuBackend", bytes(blob), arena) is None
+    # M, K, N that do not match the tensors, a K past 65536, no table, an f32 input read as
+    # quantized rows, a bad flag
+    for slot, value in ((0, 10), (1, 36), (2, 20), (1, 70000), (3, 0), (4, 1), (4, 2)):
+        bad = bytearray(blob)
+        struct.pack_into("<i", bad, at + 32 + 4 * slot, value)
+        why = runtime_check("EmberCpuBackend", bytes(bad), arena)
+        assert why is not None and "dq linear" in why, (slot, value, why)
