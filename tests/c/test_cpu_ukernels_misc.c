@@ -1,7 +1,9 @@
 /*
  * test_cpu_ukernels_misc.c — the remaining EmberCpuBackend micro-kernels of every ISA this CPU
  * runs (AVX-512F, AVX2+FMA, NEON, scalar): elementwise rows and activations, copy_stride2 and
- * the matrix transpose, against double-precision references; then the ISA choice:
+ * the matrix transpose, against double-precision references;
+ * the dynamic int8 linears' row quantizer and tile against the scalar ones (the same bytes and
+ * bits, rows near rounding ties included); then the ISA choice:
  * EMBER_CPU_ISA forces an ISA the CPU runs and is refused for one it does not, and
  * em_cpu_backend_configure refuses an unknown ISA without changing the choice.
  * GEMMs: test_cpu_ukernels_gemm.c; convolutions and pooling: test_cpu_ukernels_conv.c.
@@ -231,12 +233,70 @@ static void test_fakequant_special(const em_cpu_config *cfg) {
   if (!bad) g_pass++;
 }
 
+/* A 24-bit pseudo-random integer from *s (a seeded LCG). */
+static uint32_t lcg(uint32_t *s) {
+  *s = *s * 1664525u + 1013904223u;
+  return *s >> 8;
+}
+
+/* The dynamic int8 linear's row quantizer (em_q8_rowq_for) and tile (em_q8_dq_for) of cfg's ISA
+ * give the scalar ones' bytes and bits: rows of random scales, constant rows, rows whose values
+ * land on or an ulp off half-integer steps (the AVX-512 quantizer's f64 fallback), rows with an
+ * infinity or a NaN; tiles of 1-8 rows by 1-32 channels, K not a multiple of 4. */
+static void test_dq_linear(const em_cpu_config *cfg) {
+  enum { K = 77, KP = 80, KQ = 20, ROWS = 8, CH = 32 };
+  const em_q8_rowq_fn rowq = em_q8_rowq_for(cfg->isa);
+  const em_q8_dq_fn dq = em_q8_dq_for(cfg->isa);
+  static uint8_t a[ROWS * KP], b[ROWS * KP];
+  static int8_t w[2 * KQ * 64];
+  int32_t za[ROWS], zb[ROWS], wsum[CH];
+  float sa[ROWS], sb[ROWS], ws[CH], bias[CH], x[K], ya[ROWS * CH], yb[ROWS * CH];
+  uint32_t seed = 12345;
+  int bad = 0;
+  for (int it = 0; it < 20000; it++) {
+    const int r = it % ROWS, mode = it % 5;
+    const float sc = powf(10.0f, (float)((int)(lcg(&seed) % 13) - 6));
+    for (int j = 0; j < K; j++) {
+      const float u = (float)(lcg(&seed) % 100000) / 50000.0f - 1.0f;
+      x[j] = mode == 0 ? u * sc : mode == 1 ? u * sc + 0.3f * sc : 2.5f;
+      if (mode >= 3) /* min -1, max 1: scale 2 / 255, zero point 0: on half-integer steps */
+        x[j] = ((float)(lcg(&seed) % 255) - 126.5f) * (2.0f / 255) * (mode == 4 ? 0.999f : 1.0f);
+    }
+    if (mode >= 3) x[0] = -1.0f, x[1] = 1.0f;
+    if (it % 97 == 0) x[lcg(&seed) % K] = it % 2 ? INFINITY : NAN;
+    rowq(K, x, a + r * KP, &za[r], &sa[r]);
+    em_q8_rowq_ukernel__scalar(K, x, b + r * KP, &zb[r], &sb[r]);
+    if (memcmp(a + r * KP, b + r * KP, KP) || za[r] != zb[r] || memcmp(&sa[r], &sb[r], 4)) bad++;
+  }
+  CHECK(bad == 0, "%s dq row quantizer: %d of 20000 rows differ from the scalar one", cfg->isa,
+        bad);
+  for (size_t i = 0; i < sizeof w; i++) w[i] = (int8_t)((int)(lcg(&seed) % 255) - 127);
+  for (int c = 0; c < CH; c++) {
+    int32_t t = 0;
+    for (int k = 0; k < KP; k++) t += w[(c / 16) * KQ * 64 + (k / 4) * 64 + (c % 16) * 4 + k % 4];
+    wsum[c] = t, ws[c] = 1e-3f * (float)(1 + c), bias[c] = 0.25f * (float)(c - 16);
+  }
+  int tiles_bad = 0;
+  for (size_t np = 1; np <= ROWS; np++)
+    for (size_t nc = 1; nc <= CH; nc += (nc < 17 ? 1 : 5)) {
+      memset(ya, 0, sizeof ya), memset(yb, 0, sizeof yb);
+      dq(np, nc, KQ, b, KP, w, wsum, ws, nc % 2 ? bias : NULL, zb, sb, ya, CH);
+      em_q8_dq_ukernel__scalar(np, nc, KQ, b, KP, w, wsum, ws, nc % 2 ? bias : NULL, zb, sb, yb,
+                               CH);
+      for (size_t i = 0; i < ROWS * CH; i++)
+        if (memcmp(&ya[i], &yb[i], 4) && !(ya[i] != ya[i] && yb[i] != yb[i])) tiles_bad++;
+    }
+  CHECK(tiles_bad == 0, "%s dq tile: %d values differ from the scalar tile", cfg->isa, tiles_bad);
+  if (!bad && !tiles_bad) g_pass++;
+}
+
 static void test_isa(const em_cpu_config *cfg) {
   test_fakequant_special(cfg);
   test_copy_stride2(cfg);
   test_transpose(cfg);
   test_elementwise(cfg);
   test_hardswish_fq_bits(cfg);
+  test_dq_linear(cfg);
 }
 
 int main(void) {

@@ -133,6 +133,10 @@ def test_dq_linear_same_bits_on_every_isa(tmp_path) -> None:  # noqa: ANN001
     prog = ember.export(m, (x,), backend="cpu")
     x[1], x[2], x[3, :9] = 0.0, 2.5, 1e-30  # zeros, a constant row, tiny values
     x[4, 7], x[5, 0], x[6, 100] = float("inf"), float("nan"), 1e30
+    x[7] = torch.linspace(-1, 1, 130)  # ties after scaling: the f32 quantizer's f64 fallback
+    # min -1, max 1: scale 2 / 255, zero point 0, so these land on (or an ulp off) half-integers
+    x[8] = torch.cat([torch.tensor([-1.0, 1.0]), (torch.arange(128) - 63.5) * (2.0 / 255)])
+    x[9] = x[8] * 0.999  # and just past them
     outs = _run_per_isa(prog, x, tmp_path, (None, "avx2", "scalar"), threads=2)
     for isa in ("avx2", "scalar"):
         torch.testing.assert_close(outs[isa], outs[None], rtol=0, atol=0, equal_nan=True)
