@@ -7,7 +7,8 @@
  * channels (d->q8_dq: exact int32 sums, then (sum - zp * wsum) * (s_row * s_w) + bias), each
  * tile's rows finished while they are in cache (residual, clamp, activation as for gemm). The
  * quantized rows go to an arena tensor (out[1]) that later dq linears of the same activation read
- * instead of quantizing it again (EMC_DQL_QUANTIZED).
+ * instead of quantizing it again (EMC_DQL_QUANTIZED); attention's Q, K and V projections may
+ * write their heads apart (EMC_DQL_HEAD_DIM), so no permute runs after them.
  *
  * Two parallel phases: the rows' quantization, then jobs of up to 64 rows by 32 channels
  * (consecutive jobs share a block of weights).
@@ -53,6 +54,9 @@ bool emc_check_dq_linear(const emc_delegate *d, const emc_op *op, char *why, siz
     WHY("dq linear: M %lld, K %lld, N %lld (each at least 1, K at most 65536)", (long long)p.m,
         (long long)p.k, (long long)p.n);
   if (p.quantized > 1) WHY("dq linear: quantized flag %lld", (long long)p.quantized);
+  if (p.head_dim && (p.head_dim % 32 || p.n % p.head_dim || op->in[3] >= 0))
+    WHY("dq linear: head dim %lld (a multiple of 32 dividing N %lld, no residual)",
+        (long long)p.head_dim, (long long)p.n);
   if ((!p.quantized && x->numel != p.m * p.k) || y->numel != p.m * p.n)
     WHY("dq linear: x has %lld elements, y %lld; expected %lld and %lld", (long long)x->numel,
         (long long)y->numel, (long long)(p.m * p.k), (long long)(p.m * p.n));
@@ -81,7 +85,7 @@ typedef struct dql_run {
   uint8_t *a;
   int32_t *za;
   float *s, *y;
-  size_t m, k, n, kq;
+  size_t m, k, n, kq, hd;
   int64_t row_blocks;
   em_minmax_params mm;
 } dql_run;
@@ -102,12 +106,15 @@ static void dql_tiles(void *ctx, int64_t begin, int64_t end) {
     const size_t nc = r->n - n0 < DQL_NC ? r->n - n0 : DQL_NC;
     const size_t r1 = r->m - r0 < DQL_CHUNK ? r->m : r0 + DQL_CHUNK;
     const int8_t *wb = r->w + n0 / 16 * r->kq * 64;
+    /* row-major [M][N], or head-major [N / hd][M][hd] (a tile's 32 channels in one head) */
+    float *yb = r->hd ? r->y + n0 / r->hd * r->m * r->hd + n0 % r->hd : r->y + n0;
+    const size_t ys = r->hd ? r->hd : r->n;
     for (size_t i = r0; i < r1; i += DQL_MR) {
       const size_t np = r1 - i < DQL_MR ? r1 - i : DQL_MR;
       r->d->q8_dq(np, nc, r->kq, r->a + i * r->kq * 4, r->kq * 4, wb, r->wsum + n0, r->ws + n0,
-                  r->bias ? r->bias + n0 : NULL, r->za + i, r->s + i, r->y + i * r->n + n0, r->n);
+                  r->bias ? r->bias + n0 : NULL, r->za + i, r->s + i, yb + i * ys, ys);
       for (size_t row = i; row < i + np; row++) {
-        float *yr = r->y + row * r->n + n0;
+        float *yr = yb + row * ys;
         if (r->res) cfg->vbin[EMC_BIN_ADD](nc, yr, r->res + row * r->n + n0, yr, &r->mm);
         if (act) cfg->vact(nc, yr, yr, act, r->op->fp);
       }
@@ -119,7 +126,7 @@ em_status emc_run_dq_linear(const emc_delegate *d, const emc_op *op, em_threadpo
   const emc_dql_params p = emc_dql_params_of(op);
   const float *tab = d->t[p.table_id].data;
   dql_run r = {.d = d, .op = op, .m = (size_t)p.m, .k = (size_t)p.k, .n = (size_t)p.n};
-  r.kq = (r.k + 3) / 4;
+  r.kq = (r.k + 3) / 4, r.hd = (size_t)p.head_dim;
   r.x = data_of(d, op->in[0]), r.y = data_of(d, op->out[0]);
   r.w = (const int8_t *)(const void *)data_of(d, op->in[1]);
   r.bias = data_of(d, op->in[2]), r.res = data_of(d, op->in[3]);

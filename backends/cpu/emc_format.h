@@ -200,8 +200,11 @@ enum {
  * points and M f32 scales. With EMC_DQL_QUANTIZED 0 the op quantizes in[0] (f32 x) into out[1];
  * with 1, in[0] is such a tensor an earlier dq linear wrote (linears reading one activation, as a
  * transformer's Q, K and V projections, quantize it once).
+ *
+ * EMC_DQL_HEAD_DIM: 0, or D (a multiple of 32 dividing N; no residual): y is written head-major,
+ * [N / D][M][D] (the permute of attention's heads, [M, H, D] -> [H, M, D], done as it is stored).
  */
-enum { EMC_DQL_M, EMC_DQL_K, EMC_DQL_N, EMC_DQL_TABLE, EMC_DQL_QUANTIZED };
+enum { EMC_DQL_M, EMC_DQL_K, EMC_DQL_N, EMC_DQL_TABLE, EMC_DQL_QUANTIZED, EMC_DQL_HEAD_DIM };
 /* Pool ip[] slots (avg adds count_include_pad, divisor_override). */
 enum {
   EMC_POOL_KH,
@@ -269,7 +272,7 @@ enum {
   EMC_SLICE_N_PARAMS = EMC_SLICE_OUT_LEN + 1,
   EMC_PAD_N_PARAMS = EMC_PAD_RIGHT + 1,
   EMC_AFFINE_N_PARAMS = EMC_AFFINE_INNER + 1,
-  EMC_DQL_N_PARAMS = EMC_DQL_QUANTIZED + 1
+  EMC_DQL_N_PARAMS = EMC_DQL_HEAD_DIM + 1
 };
 
 enum emc_binary {
@@ -429,6 +432,7 @@ typedef struct emc_dql_params {
   int64_t m, k, n;   /* EMC_DQL_M, _K, _N: x [m, k], y [m, n] */
   int64_t table_id;  /* EMC_DQL_TABLE - 1: the channel table's tensor id */
   int64_t quantized; /* EMC_DQL_QUANTIZED: 1 when in[0] holds quantized rows, 0: f32 x */
+  int64_t head_dim;  /* EMC_DQL_HEAD_DIM: D for a head-major output, 0: row-major */
 } emc_dql_params;
 
 static inline emc_dql_params emc_dql_params_of(const emc_op *op) {
@@ -437,7 +441,8 @@ static inline emc_dql_params emc_dql_params_of(const emc_op *op) {
                           .k = ip[EMC_DQL_K],
                           .n = ip[EMC_DQL_N],
                           .table_id = (int64_t)ip[EMC_DQL_TABLE] - 1,
-                          .quantized = ip[EMC_DQL_QUANTIZED]};
+                          .quantized = ip[EMC_DQL_QUANTIZED],
+                          .head_dim = ip[EMC_DQL_HEAD_DIM]};
 }
 
 /* max / avg pool (EMC_OP_MAXPOOL2D, EMC_OP_AVGPOOL2D). */

@@ -30,7 +30,7 @@ DQ_LINEAR, TOKEN_FQ, GEMM = 18, 16, 2  # EMC_OP_DQ_LINEAR, EMC_OP_TOKEN_FQ, EMC_
 
 
 def _ops(prog: ember.Program) -> list[tuple[int, int, tuple[int, ...]]]:
-    """(kind, blob offset of the op, ip[0:5]) of every op of every delegate's blob."""
+    """(kind, blob offset of the op, ip[0:6]) of every op of every delegate's blob."""
     out = []
     for ins in prog._irs["forward"].instrs:
         if isinstance(ins, DelegateInstr):
@@ -39,7 +39,7 @@ def _ops(prog: ember.Program) -> list[tuple[int, int, tuple[int, ...]]]:
             off = struct.unpack_from("<Q", blob, 40)[0]
             for i in range(n_ops):
                 at = off + 160 * i
-                ip = struct.unpack_from("<5i", blob, at + 32)
+                ip = struct.unpack_from("<6i", blob, at + 32)
                 out.append((struct.unpack_from("<I", blob, at)[0], at, ip))
     return out
 
@@ -181,6 +181,44 @@ def test_dynamic_quantizer_block_runs_dq_linears() -> None:
     torch.testing.assert_close(got, m(x2), rtol=0.05, atol=0.05)
 
 
+class _Heads(nn.Module):
+    """Multi-head attention as Hugging Face writes it: each projection viewed as [1, T, H, D] and
+    permuted to [1, H, T, D]."""
+
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.h = heads
+
+    def split(self, y: torch.Tensor) -> torch.Tensor:
+        return y.view(1, y.shape[1], self.h, -1).permute(0, 2, 1, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.split(self.q(x)), self.split(self.k(x)), self.split(self.v(x))
+        a = torch.softmax(q @ k.transpose(-1, -2) * 0.125, dim=-1) @ v
+        return self.o(a.permute(0, 2, 1, 3).reshape(x.shape)) + x
+
+
+@pytest.mark.parametrize("d,heads,fused", [(128, 2, True), (96, 3, True), (64, 4, False)])
+def test_dq_linears_write_heads_apart(d: int, heads: int, fused: bool) -> None:
+    """Q, K and V projections whose outputs are permuted into heads of a multiple of 32 write them
+    head-major (EMC_DQL_HEAD_DIM) and the permutes go; heads of 16 keep their permutes."""
+    torch.manual_seed(0)
+    m = _Heads(d, heads).eval()
+    x = torch.randn(1, 21, d)
+    q = quantize_exported(m, (x,), None, dynamic=True, progress=False)
+    prog = ember.export(q, (x,))
+    dq = [o[2] for o in _ops(prog) if o[0] == DQ_LINEAR]
+    assert len(dq) == 4 and not _outside(prog), (dq, _outside(prog))
+    assert [ip[5] for ip in dq] == ([d // heads] * 3 if fused else [0] * 3) + [0], dq
+    plain = ember.export(q, (x,), backend=None)
+    x2 = torch.randn(1, 21, d)
+    want = RuntimeProgram(plain.buffer).run("forward", [x2])[0]
+    for t in (1, 2):
+        got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x2])[0]
+        torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
+
+
 def test_runtime_refuses_bad_dq_linear() -> None:
     m = _DqLinear(37, 19).eval()
     prog = ember.export(m, (torch.randn(9, 37),), backend="cpu")
@@ -190,8 +228,9 @@ def test_runtime_refuses_bad_dq_linear() -> None:
     arena = 1 << 20
     assert runtime_check("EmberCpuBackend", bytes(blob), arena) is None
     # M, K, N that do not match the tensors, a K past 65536, no table, an f32 input read as
-    # quantized rows, a bad flag
-    for slot, value in ((0, 10), (1, 36), (2, 20), (1, 70000), (3, 0), (4, 1), (4, 2)):
+    # quantized rows, a bad flag, head dims not a multiple of 32 or not dividing N
+    bad_slots = ((0, 10), (1, 36), (2, 20), (1, 70000), (3, 0), (4, 1), (4, 2), (5, 16), (5, 32))
+    for slot, value in bad_slots:
         bad = bytearray(blob)
         struct.pack_into("<i", bad, at + 32 + 4 * slot, value)
         why = runtime_check("EmberCpuBackend", bytes(bad), arena)

@@ -643,10 +643,43 @@ def _linear_dq8(ops: list[Op], u: _Uses) -> None:
             g.ins = [q]
         g.kind = "dqlinear"
         g.ins += [Const(packed.reshape(-1).view(np.float32)), bias, res]
-        g.ip = [m, k, n, 0, int(g.ins[0] is q)]
+        g.ip = [m, k, n, 0, int(g.ins[0] is q), 0]
         g.attrs = dict(table=table)
         if not u.consumers(p.outs[0]) and id(p.outs[0].root()) not in u.external:
             _absorb(ops, p, g)
+
+
+def _dq_heads(ops: list[Op], u: _Uses) -> None:
+    """A permute of a dynamic int8 linear's output seen as attention's heads, [1, M, H, D] ->
+    [1, H, M, D] (or [M, H, D] -> [H, M, D]), read by nothing else, goes: the linear stores its
+    output head-major as it writes it (EMC_DQL_HEAD_DIM = D, a multiple of 32 so each 32-channel
+    tile lies in one head). A transformer's Q, K and V projections: one pass over each fewer,
+    and none on a single thread between two split over the threads."""
+    for pm in [o for o in ops if o.kind == "permute"]:
+        x = pm.ins[0]
+        p = u.producer(x)
+        if p is None or p.kind != "dqlinear" or p.ins[3] is not None or p.ip[5]:
+            continue
+        shape, perm = tuple(x.shape), list(pm.ip[: len(x.shape)])
+        if len(shape) == 4 and shape[0] == 1 and perm == [0, 2, 1, 3]:
+            mm, h, d = shape[1:]
+        elif len(shape) == 3 and perm == [1, 0, 2]:
+            mm, h, d = shape
+        else:
+            continue
+        m, _, n = p.ip[:3]
+        if (
+            mm != m
+            or h * d != n
+            or d % 32
+            or x.root() is not p.outs[0].root()
+            or not u.private(x, pm)
+            or math.prod(pm.outs[0].shape) != m * n
+        ):
+            continue
+        p.outs[0] = pm.outs[0]
+        p.ip[5] = d
+        _absorb(ops, pm, p)
 
 
 def _conv_q8(ops: list[Op], u: _Uses) -> None:

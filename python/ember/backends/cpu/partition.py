@@ -33,6 +33,7 @@ from ember.backends.cpu import packing  # noqa: F401  (tests set packing.WINO_SM
 from ember.backends.cpu.fusion import (  # noqa: F401
     _conv_q8,
     _conv_q8_u8,
+    _dq_heads,
     _dwconv_q8,
     _fake_quant,
     _fold_bn,
@@ -396,6 +397,7 @@ _FUSIONS: tuple[Any, ...] = (
     "_fuse_input_scale",
     "_linear_q8",
     "_linear_dq8",
+    "_dq_heads",
     "_conv_q8",
     "_dwconv_q8",
     "_conv_q8_u8",
