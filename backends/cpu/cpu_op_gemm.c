@@ -24,6 +24,8 @@ bool emc_check_gemm(const emc_delegate *d, const emc_op *op, char *why, size_t w
     WHY("gemm: output has %lld elements, expected %lld", (long long)y->numel,
         (long long)(batch * m * n));
   if (bias && bias->numel != n) WHY("gemm: bias has %lld elements", (long long)bias->numel);
+  if (p.c_heads > 1 || (p.c_heads && op->in[3] >= 0))
+    WHY("gemm: interleaved output flag %lld (0 or 1, no residual)", (long long)p.c_heads);
   return check_residual(d, op, why, why_n) && check_act(op, why, why_n);
 }
 
@@ -72,7 +74,10 @@ static void gemm_batch(void *ctx, int64_t begin, int64_t end) {
     j.a = a + bi * p.a_bstride, j.a_packed = (int)p.a_packed;
     j.a_rs = j.a_packed ? 1 : k, j.a_ks = j.a_packed ? EMC_MR : 1;
     j.b = b + bi * p.b_bstride, j.ldb = n, j.b_packed = (int)p.b_packed;
-    j.c = y + bi * (int64_t)(m * n), j.ldc = n;
+    if (p.c_heads) /* row r of product bi at y[(r * batch + bi) * n] */
+      j.c = y + bi * (int64_t)n, j.ldc = (size_t)p.batch * n;
+    else
+      j.c = y + bi * (int64_t)(m * n), j.ldc = n;
     j.res = op->in[3] >= 0 ? data_of(d, op->in[3]) + bi * (int64_t)(m * n) : NULL, j.ldr = n;
     j.bias_n = data_of(d, op->in[2]);
     j.mm = clamp_of(op), j.act = post_act(op), j.fp = op->fp;

@@ -174,7 +174,10 @@ enum {
 enum { EMC_Q8_U8_IN = 1, EMC_Q8_U8_OUT = 2 };
 /* Conv2d fp[] slot (version 8, with EMC_CONV_Q8): 1 / the input's scale. */
 enum { EMC_CONV_FP_Q8_INV = 2 };
-/* GEMM ip[] slots: batch, M, K, N, element strides between batches of A and B (0 = shared). */
+/* GEMM ip[] slots: batch, M, K, N, element strides between batches of A and B (0 = shared);
+ * version 13: EMC_GEMM_C_HEADS 1 writes out[b] interleaved, row r of product b at
+ * y[(r * batch + b) * N] ([M, batch, N]: attention's heads back into rows as they are stored;
+ * no residual), 0 (older: zero there) one product after the other. */
 enum {
   EMC_GEMM_BATCH,
   EMC_GEMM_M,
@@ -183,7 +186,8 @@ enum {
   EMC_GEMM_A_BSTRIDE,
   EMC_GEMM_B_BSTRIDE,
   EMC_GEMM_A_PACKED,
-  EMC_GEMM_B_PACKED
+  EMC_GEMM_B_PACKED,
+  EMC_GEMM_C_HEADS
 };
 /*
  * Dynamic int8 linear ip[] slots (EMC_OP_DQ_LINEAR, version 13): y [M, N] = x [M, K] @ W^T + bias
@@ -267,7 +271,7 @@ enum { EMC_AFFINE_N, EMC_AFFINE_C, EMC_AFFINE_INNER };
 /* How many slots from ip[0] on a kind's check requires to be non-negative (params_nonneg). */
 enum {
   EMC_CONV_N_PARAMS = EMC_CONV_Q8_U8 + 1,
-  EMC_GEMM_N_PARAMS = EMC_GEMM_B_PACKED + 1,
+  EMC_GEMM_N_PARAMS = EMC_GEMM_C_HEADS + 1,
   EMC_POOL_N_PARAMS = EMC_POOL_DIVISOR + 1,
   EMC_SLICE_N_PARAMS = EMC_SLICE_OUT_LEN + 1,
   EMC_PAD_N_PARAMS = EMC_PAD_RIGHT + 1,
@@ -413,6 +417,7 @@ typedef struct emc_gemm_params {
   int64_t b_bstride; /* EMC_GEMM_B_BSTRIDE: the same for B */
   int64_t a_packed;  /* EMC_GEMM_A_PACKED: 1 when A is in 6-row panels */
   int64_t b_packed;  /* EMC_GEMM_B_PACKED: 1 when B is in 16-column panels */
+  int64_t c_heads;   /* EMC_GEMM_C_HEADS: 1 when the products' rows interleave, [M, batch, N] */
 } emc_gemm_params;
 
 static inline emc_gemm_params emc_gemm_params_of(const emc_op *op) {
@@ -424,7 +429,8 @@ static inline emc_gemm_params emc_gemm_params_of(const emc_op *op) {
                            .a_bstride = ip[EMC_GEMM_A_BSTRIDE],
                            .b_bstride = ip[EMC_GEMM_B_BSTRIDE],
                            .a_packed = ip[EMC_GEMM_A_PACKED],
-                           .b_packed = ip[EMC_GEMM_B_PACKED]};
+                           .b_packed = ip[EMC_GEMM_B_PACKED],
+                           .c_heads = ip[EMC_GEMM_C_HEADS]};
 }
 
 /* dynamic int8 linear (EMC_OP_DQ_LINEAR). */

@@ -30,7 +30,7 @@ DQ_LINEAR, TOKEN_FQ, GEMM = 18, 16, 2  # EMC_OP_DQ_LINEAR, EMC_OP_TOKEN_FQ, EMC_
 
 
 def _ops(prog: ember.Program) -> list[tuple[int, int, tuple[int, ...]]]:
-    """(kind, blob offset of the op, ip[0:6]) of every op of every delegate's blob."""
+    """(kind, blob offset of the op, ip[0:9]) of every op of every delegate's blob."""
     out = []
     for ins in prog._irs["forward"].instrs:
         if isinstance(ins, DelegateInstr):
@@ -39,7 +39,7 @@ def _ops(prog: ember.Program) -> list[tuple[int, int, tuple[int, ...]]]:
             off = struct.unpack_from("<Q", blob, 40)[0]
             for i in range(n_ops):
                 at = off + 160 * i
-                ip = struct.unpack_from("<6i", blob, at + 32)
+                ip = struct.unpack_from("<9i", blob, at + 32)
                 out.append((struct.unpack_from("<I", blob, at)[0], at, ip))
     return out
 
@@ -211,12 +211,28 @@ def test_dq_linears_write_heads_apart(d: int, heads: int, fused: bool) -> None:
     dq = [o[2] for o in _ops(prog) if o[0] == DQ_LINEAR]
     assert len(dq) == 4 and not _outside(prog), (dq, _outside(prog))
     assert [ip[5] for ip in dq] == ([d // heads] * 3 if fused else [0] * 3) + [0], dq
+    # softmax x V writes its heads' rows interleaved (EMC_GEMM_C_HEADS) for the output linear
+    assert [o[2][8] for o in _ops(prog) if o[0] == GEMM] == [0, 1]
     plain = ember.export(q, (x,), backend=None)
     x2 = torch.randn(1, 21, d)
     want = RuntimeProgram(plain.buffer).run("forward", [x2])[0]
     for t in (1, 2):
         got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x2])[0]
         torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("t", [1, 2])
+def test_f32_attention_heads_interleaved(t: int) -> None:
+    """The f32 attention of _Heads: softmax x V (12 products) writes its rows interleaved, [T, H,
+    D], instead of a permute after it; the same values as eager."""
+    torch.manual_seed(1)
+    m = _Heads(96, 12).eval()
+    x = torch.randn(1, 37, 96)
+    prog = ember.export(m, (x,), backend="cpu")
+    gemms = [o[2] for o in _ops(prog) if o[0] == GEMM]
+    assert [ip[8] for ip in gemms if ip[0] == 12] == [0, 1], gemms
+    got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x])[0]
+    torch.testing.assert_close(got, m(x), rtol=1e-5, atol=1e-5)
 
 
 def test_runtime_refuses_bad_dq_linear() -> None:

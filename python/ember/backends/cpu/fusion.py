@@ -682,6 +682,38 @@ def _dq_heads(ops: list[Op], u: _Uses) -> None:
         _absorb(ops, pm, p)
 
 
+def _gemm_heads(ops: list[Op], u: _Uses) -> None:
+    """A permute [1, H, M, D] -> [1, M, H, D] (or [H, M, D] -> [M, H, D]) of a batched gemm's
+    output (H products of [M, D]: attention's softmax x V), read by nothing else, goes: the gemm
+    writes its products' rows interleaved (EMC_GEMM_C_HEADS), as the linear after it reads
+    them. No residual."""
+    for pm in [o for o in ops if o.kind == "permute"]:
+        x = pm.ins[0]
+        p = u.producer(x)
+        if p is None or p.kind != "gemm" or len(p.ins) != 3 or len(p.ip) < 9 or p.ip[8]:
+            continue
+        shape, perm = tuple(x.shape), list(pm.ip[: len(x.shape)])
+        if len(shape) == 4 and shape[0] == 1 and perm == [0, 2, 1, 3]:
+            h, mm, d = shape[1:]
+        elif len(shape) == 3 and perm == [1, 0, 2]:
+            h, mm, d = shape
+        else:
+            continue
+        batch, m, _, n = p.ip[:4]
+        if (
+            (batch, m, n) != (h, mm, d)
+            or batch < 2
+            or len(p.outs) != 1
+            or x.root() is not p.outs[0].root()
+            or not u.private(x, pm)
+            or math.prod(pm.outs[0].shape) != batch * m * n
+        ):
+            continue
+        p.outs[0] = pm.outs[0]
+        p.ip[8] = 1
+        _absorb(ops, pm, p)
+
+
 def _conv_q8(ops: list[Op], u: _Uses) -> None:
     """A conv with int8 weights (``wq``: the partitioner folded their dequantize) whose input a
     fake-quant wrote runs in int8 (blob EMC_CONV_Q8): the input's qparams go to ``q8``, and the

@@ -305,6 +305,7 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
                 kk * n if batch > 1 else 0,
                 0,
                 int(b_packed),
+                0,  # EMC_GEMM_C_HEADS (fusion._gemm_heads)
             ],
         )
     if k == "aten::max_pool2d_with_indices.out":
