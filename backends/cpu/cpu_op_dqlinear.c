@@ -57,6 +57,9 @@ bool emc_check_dq_linear(const emc_delegate *d, const emc_op *op, char *why, siz
   if (p.head_dim && (p.head_dim % 32 || p.n % p.head_dim || op->in[3] >= 0))
     WHY("dq linear: head dim %lld (a multiple of 32 dividing N %lld, no residual)",
         (long long)p.head_dim, (long long)p.n);
+  if (p.head_t > 1 || (p.head_t && (!p.head_dim || op->act)))
+    WHY("dq linear: transposed heads flag %lld (0 or 1, with a head dim, no activation)",
+        (long long)p.head_t);
   if ((!p.quantized && x->numel != p.m * p.k) || y->numel != p.m * p.n)
     WHY("dq linear: x has %lld elements, y %lld; expected %lld and %lld", (long long)x->numel,
         (long long)y->numel, (long long)(p.m * p.k), (long long)(p.m * p.n));
@@ -85,7 +88,7 @@ typedef struct dql_run {
   uint8_t *a;
   int32_t *za;
   float *s, *y;
-  size_t m, k, n, kq, hd;
+  size_t m, k, n, kq, hd, ht;
   int64_t row_blocks;
   em_minmax_params mm;
 } dql_run;
@@ -106,14 +109,17 @@ static void dql_tiles(void *ctx, int64_t begin, int64_t end) {
     const size_t nc = r->n - n0 < DQL_NC ? r->n - n0 : DQL_NC;
     const size_t r1 = r->m - r0 < DQL_CHUNK ? r->m : r0 + DQL_CHUNK;
     const int8_t *wb = r->w + n0 / 16 * r->kq * 64;
-    /* row-major [M][N], or head-major [N / hd][M][hd] (a tile's 32 channels in one head) */
-    float *yb = r->hd ? r->y + n0 / r->hd * r->m * r->hd + n0 % r->hd : r->y + n0;
-    const size_t ys = r->hd ? r->hd : r->n;
+    /* row-major [M][N], head-major [N / hd][M][hd] (a tile's 32 channels in one head), or
+     * transposed heads [N / hd][hd][M] (channels m apart, rows adjacent) */
+    float *yb = r->ht   ? r->y + n0 / r->hd * r->m * r->hd + n0 % r->hd * r->m
+                : r->hd ? r->y + n0 / r->hd * r->m * r->hd + n0 % r->hd
+                        : r->y + n0;
+    const size_t ys = r->ht ? 1 : r->hd ? r->hd : r->n, cs = r->ht ? r->m : 1;
     for (size_t i = r0; i < r1; i += DQL_MR) {
       const size_t np = r1 - i < DQL_MR ? r1 - i : DQL_MR;
       r->d->q8_dq(np, nc, r->kq, r->a + i * r->kq * 4, r->kq * 4, wb, r->wsum + n0, r->ws + n0,
-                  r->bias ? r->bias + n0 : NULL, r->za + i, r->s + i, yb + i * ys, ys);
-      for (size_t row = i; row < i + np; row++) {
+                  r->bias ? r->bias + n0 : NULL, r->za + i, r->s + i, yb + i * ys, ys, cs);
+      for (size_t row = i; row < i + np && !r->ht; row++) {
         float *yr = yb + row * ys;
         if (r->res) cfg->vbin[EMC_BIN_ADD](nc, yr, r->res + row * r->n + n0, yr, &r->mm);
         if (act) cfg->vact(nc, yr, yr, act, r->op->fp);
@@ -126,7 +132,7 @@ em_status emc_run_dq_linear(const emc_delegate *d, const emc_op *op, em_threadpo
   const emc_dql_params p = emc_dql_params_of(op);
   const float *tab = d->t[p.table_id].data;
   dql_run r = {.d = d, .op = op, .m = (size_t)p.m, .k = (size_t)p.k, .n = (size_t)p.n};
-  r.kq = (r.k + 3) / 4, r.hd = (size_t)p.head_dim;
+  r.kq = (r.k + 3) / 4, r.hd = (size_t)p.head_dim, r.ht = (size_t)p.head_t;
   r.x = data_of(d, op->in[0]), r.y = data_of(d, op->out[0]);
   r.w = (const int8_t *)(const void *)data_of(d, op->in[1]);
   r.bias = data_of(d, op->in[2]), r.res = data_of(d, op->in[3]);

@@ -206,9 +206,19 @@ enum {
  * transformer's Q, K and V projections, quantize it once).
  *
  * EMC_DQL_HEAD_DIM: 0, or D (a multiple of 32 dividing N; no residual): y is written head-major,
- * [N / D][M][D] (the permute of attention's heads, [M, H, D] -> [H, M, D], done as it is stored).
+ * [N / D][M][D] (the permute of attention's heads, [M, H, D] -> [H, M, D], done as it is stored);
+ * with EMC_DQL_HEAD_T 1 (and no activation) each head transposed, [N / D][D][M] (attention's
+ * K^T as the product Q K^T reads it).
  */
-enum { EMC_DQL_M, EMC_DQL_K, EMC_DQL_N, EMC_DQL_TABLE, EMC_DQL_QUANTIZED, EMC_DQL_HEAD_DIM };
+enum {
+  EMC_DQL_M,
+  EMC_DQL_K,
+  EMC_DQL_N,
+  EMC_DQL_TABLE,
+  EMC_DQL_QUANTIZED,
+  EMC_DQL_HEAD_DIM,
+  EMC_DQL_HEAD_T
+};
 /* Pool ip[] slots (avg adds count_include_pad, divisor_override). */
 enum {
   EMC_POOL_KH,
@@ -276,7 +286,7 @@ enum {
   EMC_SLICE_N_PARAMS = EMC_SLICE_OUT_LEN + 1,
   EMC_PAD_N_PARAMS = EMC_PAD_RIGHT + 1,
   EMC_AFFINE_N_PARAMS = EMC_AFFINE_INNER + 1,
-  EMC_DQL_N_PARAMS = EMC_DQL_HEAD_DIM + 1
+  EMC_DQL_N_PARAMS = EMC_DQL_HEAD_T + 1
 };
 
 enum emc_binary {
@@ -439,6 +449,7 @@ typedef struct emc_dql_params {
   int64_t table_id;  /* EMC_DQL_TABLE - 1: the channel table's tensor id */
   int64_t quantized; /* EMC_DQL_QUANTIZED: 1 when in[0] holds quantized rows, 0: f32 x */
   int64_t head_dim;  /* EMC_DQL_HEAD_DIM: D for a head-major output, 0: row-major */
+  int64_t head_t;    /* EMC_DQL_HEAD_T: 1 when each head is stored transposed, [D][M] */
 } emc_dql_params;
 
 static inline emc_dql_params emc_dql_params_of(const emc_op *op) {
@@ -448,7 +459,8 @@ static inline emc_dql_params emc_dql_params_of(const emc_op *op) {
                           .n = ip[EMC_DQL_N],
                           .table_id = (int64_t)ip[EMC_DQL_TABLE] - 1,
                           .quantized = ip[EMC_DQL_QUANTIZED],
-                          .head_dim = ip[EMC_DQL_HEAD_DIM]};
+                          .head_dim = ip[EMC_DQL_HEAD_DIM],
+                          .head_t = ip[EMC_DQL_HEAD_T]};
 }
 
 /* max / avg pool (EMC_OP_MAXPOOL2D, EMC_OP_AVGPOOL2D). */

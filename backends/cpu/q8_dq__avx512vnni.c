@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cpu_ukernels.h"
+#include "q8_store8__avx512.h"
 
 enum { DQ_MR = 8 }; /* rows per tile */
 
@@ -80,26 +81,44 @@ void em_q8_rowq_ukernel__avx512vnni(size_t k, const float *x, uint8_t *a, int32_
   *za = (int32_t)zr + 128, *s = (float)scale;
 }
 
+/* Row i's 16 channels: (acc - za * wsum) * (s * ws) (+ bias). */
+static inline __attribute__((always_inline)) __m512
+dq_value(__m512i acc, __m512i wsum, __m512 ws, const float *bias, __m512 bv, int32_t za, float s) {
+  const __m512i t = _mm512_sub_epi32(acc, _mm512_mullo_epi32(_mm512_set1_epi32(za), wsum));
+  __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(_mm512_set1_ps(s), ws));
+  return bias ? _mm512_add_ps(v, bv) : v;
+}
+
+/* One block of 16 channels (nc of them) of the tile's rows: row-major (cs 1, rows ys apart) or
+ * transposed (channels cs apart, rows adjacent). */
+static inline __attribute__((always_inline)) void
+dq_block(const __m512i acc[DQ_MR], size_t np, size_t nc, const int32_t *wsum, const float *ws,
+         const float *bias, const int32_t *za, const float *s, float *y, size_t ys, size_t cs) {
+  const __mmask16 k = (__mmask16)(nc >= 16 ? 0xFFFFu : (1u << nc) - 1u);
+  const __m512i sv = _mm512_maskz_loadu_epi32(k, wsum);
+  const __m512 wv = _mm512_maskz_loadu_ps(k, ws);
+  const __m512 bv = bias ? _mm512_maskz_loadu_ps(k, bias) : _mm512_setzero_ps();
+  if (cs == 1) {
+    for (size_t i = 0; i < np && i < DQ_MR; i++)
+      _mm512_mask_storeu_ps(y + i * ys, k, dq_value(acc[i], sv, wv, bias, bv, za[i], s[i]));
+    return;
+  }
+  __m512 v[DQ_MR];
+  for (size_t i = 0; i < DQ_MR; i++) /* rows past np: the last row's (not stored) */
+    v[i] = dq_value(acc[i], sv, wv, bias, bv, za[i < np ? i : np - 1], s[i < np ? i : np - 1]);
+  q8_store8_planes(v, np, nc < 16 ? nc : 16, y, cs);
+}
+
 static inline __m512i bcast4(const uint8_t *p) {
   int32_t v;
   memcpy(&v, p, 4);
   return _mm512_set1_epi32(v);
 }
 
-/* Row i's 16 channels: (acc - za * wsum) * (s * ws) (+ bias), `keep`'s lanes stored at y. */
-static inline __attribute__((always_inline)) void dq_store(__m512i acc, __m512i wsum, __m512 ws,
-                                                           const float *bias, __m512 bv, int32_t za,
-                                                           float s, float *y, __mmask16 keep) {
-  const __m512i t = _mm512_sub_epi32(acc, _mm512_mullo_epi32(_mm512_set1_epi32(za), wsum));
-  __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(_mm512_set1_ps(s), ws));
-  if (bias) v = _mm512_add_ps(v, bv);
-  _mm512_mask_storeu_ps(y, keep, v);
-}
-
 void em_q8_dq_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *a, size_t as,
                                   const int8_t *w, const int32_t *wsum, const float *ws,
                                   const float *bias, const int32_t *za, const float *s, float *y,
-                                  size_t ys) {
+                                  size_t ys, size_t cs) {
   /* Rows past np read the last one (their results are not stored): the loop stays fixed. */
   const uint8_t *xp[DQ_MR];
   for (size_t i = 0; i < DQ_MR; i++) xp[i] = a + (i < np ? i : np - 1) * as;
@@ -145,19 +164,9 @@ void em_q8_dq_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t
   }
   const __m512i acc_a[DQ_MR] = {a0, a1, a2, a3, a4, a5, a6, a7};
   const __m512i acc_b[DQ_MR] = {b0, b1, b2, b3, b4, b5, b6, b7};
-  const __mmask16 ka = (__mmask16)(nc >= 16 ? 0xFFFFu : (1u << nc) - 1u);
-  const __m512i sa = _mm512_maskz_loadu_epi32(ka, wsum);
-  const __m512 wa = _mm512_maskz_loadu_ps(ka, ws);
-  const __m512 ba = bias ? _mm512_maskz_loadu_ps(ka, bias) : _mm512_setzero_ps();
-  for (size_t i = 0; i < np && i < DQ_MR; i++)
-    dq_store(acc_a[i], sa, wa, bias, ba, za[i], s[i], y + i * ys, ka);
-  if (nc > 16) {
-    const __mmask16 kb = (__mmask16)(nc >= 32 ? 0xFFFFu : (1u << (nc - 16)) - 1u);
-    const __m512i sb = _mm512_maskz_loadu_epi32(kb, wsum + 16);
-    const __m512 wb = _mm512_maskz_loadu_ps(kb, ws + 16);
-    const __m512 bb = bias ? _mm512_maskz_loadu_ps(kb, bias + 16) : _mm512_setzero_ps();
-    for (size_t i = 0; i < np && i < DQ_MR; i++)
-      dq_store(acc_b[i], sb, wb, bias, bb, za[i], s[i], y + i * ys + 16, kb);
-  }
+  dq_block(acc_a, np, nc, wsum, ws, bias, za, s, y, ys, cs);
+  if (nc > 16)
+    dq_block(acc_b, np, nc - 16, wsum + 16, ws + 16, bias ? bias + 16 : NULL, za, s, y + 16 * cs,
+             ys, cs);
 }
 #endif

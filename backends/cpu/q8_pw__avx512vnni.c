@@ -23,48 +23,9 @@
 #include <string.h>
 
 #include "cpu_ukernels.h"
+#include "q8_store8__avx512.h"
 
 enum { PW_MR = 8 }; /* pixels per tile */
-
-/* Pixel i's 16 channels (v[i], i < 8) stored planar: channel c < nc of pixel i at y[c * ys + i].
- * Eight pixels by a transpose in registers (two rounds of in-lane shuffles, then each channel's
- * two 4-pixel halves out of its 128-bit lanes); fewer through a block on the stack. */
-static inline __attribute__((always_inline)) void pw_store_f32(const __m512 v[PW_MR], size_t np,
-                                                               size_t nc, float *y, size_t ys) {
-  if (np < PW_MR) {
-    float blk[PW_MR][16];
-    for (size_t i = 0; i < PW_MR; i++) _mm512_storeu_ps(blk[i], v[i]);
-    for (size_t c = 0; c < nc; c++)
-      for (size_t i = 0; i < np; i++) y[c * ys + i] = blk[i][c];
-    return;
-  }
-  const __m512 t0 = _mm512_unpacklo_ps(v[0], v[1]), t1 = _mm512_unpackhi_ps(v[0], v[1]);
-  const __m512 t2 = _mm512_unpacklo_ps(v[2], v[3]), t3 = _mm512_unpackhi_ps(v[2], v[3]);
-  const __m512 t4 = _mm512_unpacklo_ps(v[4], v[5]), t5 = _mm512_unpackhi_ps(v[4], v[5]);
-  const __m512 t6 = _mm512_unpacklo_ps(v[6], v[7]), t7 = _mm512_unpackhi_ps(v[6], v[7]);
-  /* u[k] (u[4 + k]): in lane l, pixels 0-3 (4-7) of channel 4 l + k */
-  const __m512 u[8] = {_mm512_shuffle_ps(t0, t2, 0x44), _mm512_shuffle_ps(t0, t2, 0xEE),
-                       _mm512_shuffle_ps(t1, t3, 0x44), _mm512_shuffle_ps(t1, t3, 0xEE),
-                       _mm512_shuffle_ps(t4, t6, 0x44), _mm512_shuffle_ps(t4, t6, 0xEE),
-                       _mm512_shuffle_ps(t5, t7, 0x44), _mm512_shuffle_ps(t5, t7, 0xEE)};
-  for (size_t k = 0; k < 4 && k < nc; k++) {
-    float *r = y + k * ys;
-    _mm_storeu_ps(r, _mm512_castps512_ps128(u[k]));
-    _mm_storeu_ps(r + 4, _mm512_castps512_ps128(u[4 + k]));
-    if (4 + k < nc) {
-      _mm_storeu_ps(r + 4 * ys, _mm512_extractf32x4_ps(u[k], 1));
-      _mm_storeu_ps(r + 4 * ys + 4, _mm512_extractf32x4_ps(u[4 + k], 1));
-    }
-    if (8 + k < nc) {
-      _mm_storeu_ps(r + 8 * ys, _mm512_extractf32x4_ps(u[k], 2));
-      _mm_storeu_ps(r + 8 * ys + 4, _mm512_extractf32x4_ps(u[4 + k], 2));
-    }
-    if (12 + k < nc) {
-      _mm_storeu_ps(r + 12 * ys, _mm512_extractf32x4_ps(u[k], 3));
-      _mm_storeu_ps(r + 12 * ys + 4, _mm512_extractf32x4_ps(u[4 + k], 3));
-    }
-  }
-}
 
 /* (acc - corr) * scale + bias of one pixel's 16 channels, as the panel path's epilogue. */
 static inline __attribute__((always_inline)) __m512 pw_value(__m512i acc, __m512i corr,
@@ -183,13 +144,13 @@ void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t
   if (yf) { /* f32 planes */
     __m512 v[PW_MR];
     for (size_t i = 0; i < PW_MR; i++) v[i] = pw_value(acc_a[i], ca, sa, ba);
-    pw_store_f32(v, np, nc < 16 ? nc : 16, yf, yfs);
+    q8_store8_planes(v, np, nc < 16 ? nc : 16, yf, yfs);
     if (nc > 16) {
       const __m512i cb = _mm512_maskz_loadu_epi32(kb, corr + 16);
       const __m512 sb = _mm512_maskz_loadu_ps(kb, scale + 16);
       const __m512 bb = bias ? _mm512_maskz_loadu_ps(kb, bias + 16) : _mm512_setzero_ps();
       for (size_t i = 0; i < PW_MR; i++) v[i] = pw_value(acc_b[i], cb, sb, bb);
-      pw_store_f32(v, np, nc - 16, yf + 16 * yfs, yfs);
+      q8_store8_planes(v, np, nc - 16, yf + 16 * yfs, yfs);
     }
     return;
   }

@@ -242,7 +242,8 @@ static uint32_t lcg(uint32_t *s) {
 /* The dynamic int8 linear's row quantizer (em_q8_rowq_for) and tile (em_q8_dq_for) of cfg's ISA
  * give the scalar ones' bytes and bits: rows of random scales, constant rows, rows whose values
  * land on or an ulp off half-integer steps (the AVX-512 quantizer's f64 fallback), rows with an
- * infinity or a NaN; tiles of 1-8 rows by 1-32 channels, K not a multiple of 4. */
+ * infinity or a NaN; tiles of 1-8 rows by 1-32 channels, K not a multiple of 4, stored row-major
+ * and transposed. */
 static void test_dq_linear(const em_cpu_config *cfg) {
   enum { K = 77, KP = 80, KQ = 20, ROWS = 8, CH = 32 };
   const em_q8_rowq_fn rowq = em_q8_rowq_for(cfg->isa);
@@ -280,9 +281,10 @@ static void test_dq_linear(const em_cpu_config *cfg) {
   for (size_t np = 1; np <= ROWS; np++)
     for (size_t nc = 1; nc <= CH; nc += (nc < 17 ? 1 : 5)) {
       memset(ya, 0, sizeof ya), memset(yb, 0, sizeof yb);
-      dq(np, nc, KQ, b, KP, w, wsum, ws, nc % 2 ? bias : NULL, zb, sb, ya, CH);
-      em_q8_dq_ukernel__scalar(np, nc, KQ, b, KP, w, wsum, ws, nc % 2 ? bias : NULL, zb, sb, yb,
-                               CH);
+      const size_t ys = nc % 3 ? CH : 1, cs = nc % 3 ? 1 : ROWS; /* row-major or transposed */
+      dq(np, nc, KQ, b, KP, w, wsum, ws, nc % 2 ? bias : NULL, zb, sb, ya, ys, cs);
+      em_q8_dq_ukernel__scalar(np, nc, KQ, b, KP, w, wsum, ws, nc % 2 ? bias : NULL, zb, sb, yb, ys,
+                               cs);
       for (size_t i = 0; i < ROWS * CH; i++)
         if (memcmp(&ya[i], &yb[i], 4) && !(ya[i] != ya[i] && yb[i] != yb[i])) tiles_bad++;
     }

@@ -26,7 +26,8 @@ from ember.quant.pt2e import quantize_exported
 from ember.runtime import RuntimeProgram
 
 qd = torch.ops.quantized_decomposed
-DQ_LINEAR, TOKEN_FQ, GEMM = 18, 16, 2  # EMC_OP_DQ_LINEAR, EMC_OP_TOKEN_FQ, EMC_OP_GEMM
+# EMC_OP_DQ_LINEAR, EMC_OP_TOKEN_FQ, EMC_OP_GEMM, EMC_OP_PERMUTE
+DQ_LINEAR, TOKEN_FQ, GEMM, PERMUTE = 18, 16, 2, 10
 
 
 def _ops(prog: ember.Program) -> list[tuple[int, int, tuple[int, ...]]]:
@@ -211,6 +212,8 @@ def test_dq_linears_write_heads_apart(d: int, heads: int, fused: bool) -> None:
     dq = [o[2] for o in _ops(prog) if o[0] == DQ_LINEAR]
     assert len(dq) == 4 and not _outside(prog), (dq, _outside(prog))
     assert [ip[5] for ip in dq] == ([d // heads] * 3 if fused else [0] * 3) + [0], dq
+    assert [ip[6] for ip in dq] == [0, int(fused), 0, 0], dq  # K^T: K's heads transposed
+    assert (PERMUTE in [o[0] for o in _ops(prog)]) != fused
     # softmax x V writes its heads' rows interleaved (EMC_GEMM_C_HEADS) for the output linear
     assert [o[2][8] for o in _ops(prog) if o[0] == GEMM] == [0, 1]
     plain = ember.export(q, (x,), backend=None)
@@ -244,8 +247,11 @@ def test_runtime_refuses_bad_dq_linear() -> None:
     arena = 1 << 20
     assert runtime_check("EmberCpuBackend", bytes(blob), arena) is None
     # M, K, N that do not match the tensors, a K past 65536, no table, an f32 input read as
-    # quantized rows, a bad flag, head dims not a multiple of 32 or not dividing N
-    bad_slots = ((0, 10), (1, 36), (2, 20), (1, 70000), (3, 0), (4, 1), (4, 2), (5, 16), (5, 32))
+    # quantized rows, a bad flag, head dims not a multiple of 32 or not dividing N, transposed
+    # heads without a head dim
+    bad_slots = (
+        (0, 10), (1, 36), (2, 20), (1, 70000), (3, 0), (4, 1), (4, 2), (5, 16), (5, 32), (6, 1)
+    )  # fmt: skip
     for slot, value in bad_slots:
         bad = bytearray(blob)
         struct.pack_into("<i", bad, at + 32 + 4 * slot, value)

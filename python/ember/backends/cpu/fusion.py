@@ -643,7 +643,7 @@ def _linear_dq8(ops: list[Op], u: _Uses) -> None:
             g.ins = [q]
         g.kind = "dqlinear"
         g.ins += [Const(packed.reshape(-1).view(np.float32)), bias, res]
-        g.ip = [m, k, n, 0, int(g.ins[0] is q), 0]
+        g.ip = [m, k, n, 0, int(g.ins[0] is q), 0, 0]
         g.attrs = dict(table=table)
         if not u.consumers(p.outs[0]) and id(p.outs[0].root()) not in u.external:
             _absorb(ops, p, g)
@@ -654,7 +654,8 @@ def _dq_heads(ops: list[Op], u: _Uses) -> None:
     [1, H, M, D] (or [M, H, D] -> [H, M, D]), read by nothing else, goes: the linear stores its
     output head-major as it writes it (EMC_DQL_HEAD_DIM = D, a multiple of 32 so each 32-channel
     tile lies in one head). A transformer's Q, K and V projections: one pass over each fewer,
-    and none on a single thread between two split over the threads."""
+    and none on a single thread between two split over the threads. A transpose of each head
+    after that (K^T) goes the same way (EMC_DQL_HEAD_T: each head stored [D, M])."""
     for pm in [o for o in ops if o.kind == "permute"]:
         x = pm.ins[0]
         p = u.producer(x)
@@ -679,6 +680,30 @@ def _dq_heads(ops: list[Op], u: _Uses) -> None:
             continue
         p.outs[0] = pm.outs[0]
         p.ip[5] = d
+        _absorb(ops, pm, p)
+    # then a transpose of each head ([1, H, M, D] -> [1, H, D, M]: attention's K^T) of such a
+    # linear without an activation: its heads stored transposed (EMC_DQL_HEAD_T)
+    for pm in [o for o in ops if o.kind == "permute"]:
+        x = pm.ins[0]
+        p = u.producer(x)
+        if p is None or p.kind != "dqlinear" or not p.ip[5] or p.ip[6] or p.act != "none":
+            continue
+        shape, perm = tuple(x.shape), list(pm.ip[: len(x.shape)])
+        if not (
+            (len(shape) == 4 and shape[0] == 1 and perm == [0, 1, 3, 2])
+            or (len(shape) == 3 and perm == [0, 2, 1])
+        ):
+            continue
+        if (
+            shape[-1] != p.ip[5]
+            or shape[-2] != p.ip[0]
+            or x.root() is not p.outs[0].root()
+            or not u.private(x, pm)
+            or math.prod(pm.outs[0].shape) != p.ip[0] * p.ip[2]
+        ):
+            continue
+        p.outs[0] = pm.outs[0]
+        p.ip[6] = 1
         _absorb(ops, pm, p)
 
 
