@@ -175,6 +175,12 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
       const em_minmax_params none = {-INFINITY, INFINITY};
       const float *xr = x + r * cols;
       float *yr = y + r * cols;
+      const float *mask =
+          op->in[1] >= 0 ? data_of(d, op->in[1]) + (r % j->sm.mask_rows) * cols : NULL;
+      if (d->cfg->softmax_sm && (j->sm.scaled || mask)) { /* the same bits in three passes */
+        d->cfg->softmax_sm((size_t)cols, xr, j->sm.scaled ? &j->sm.scale : NULL, mask, yr);
+        break;
+      }
       if (j->sm.scaled) {
         d->cfg->vbinc[EMC_BIN_MUL]((size_t)cols, xr, &j->sm.scale, yr, &none);
         xr = yr;

@@ -96,6 +96,12 @@ typedef void (*em_f32_maxpool_fn)(const em_pool_params *q, const float *x, float
 typedef void (*em_f32_copy_fn)(size_t n, const float *x, float *y);
 /* One softmax row (log_softmax when `log`). */
 typedef void (*em_f32_softmax_fn)(size_t n, const float *x, float *y, int log);
+/* One softmax row of x * *scale + mask (scale, mask: NULL when absent), the bits of the multiply
+ * and the add written out and then em_f32_softmax_fn's row. */
+typedef void (*em_f32_softmax_sm_fn)(size_t n, const float *x, const float *scale,
+                                     const float *mask, float *y);
+void em_f32_softmax_sm_ukernel__avx512f(size_t n, const float *x, const float *scale,
+                                        const float *mask, float *y);
 /* One layer-norm row (rms-norm when `rms`); w / b may be NULL. */
 typedef void (*em_f32_norm_fn)(size_t n, const float *x, const float *w, const float *b, float eps,
                                int rms, float *y);
@@ -439,6 +445,7 @@ typedef struct em_cpu_config {
   em_f32_conv_smallc_fn conv_smallc; /* NULL: stems go through im2col and the GEMM */
   em_f32_dwconv_c16_fn dwconv_c16;   /* NULL: depthwise convs go plane by plane (dwconv) */
   em_f32_transpose_fn transpose;
+  em_f32_softmax_sm_fn softmax_sm; /* NULL: a scaled / masked softmax multiplies and adds first */
 } em_cpu_config;
 
 /* The best configuration this CPU runs under the library's ISA cap (include/ember/cpu.h). */

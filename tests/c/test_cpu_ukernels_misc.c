@@ -233,6 +233,36 @@ static void test_fakequant_special(const em_cpu_config *cfg) {
   if (!bad) g_pass++;
 }
 
+/* The scaled / masked softmax row (cfg->softmax_sm, where the ISA has one) gives the bits of the
+ * multiply, the add and the softmax row it replaces: lengths around the vector width, NaN,
+ * infinities, -0 and masked-out (-inf, -1e9) columns, each of scale and mask alone and both. */
+static void test_softmax_sm(const em_cpu_config *cfg) {
+  if (!cfg->softmax_sm) return;
+  enum { N = 70 };
+  float x[N], mask[N], want[N], got[N];
+  const em_minmax_params none = {-INFINITY, INFINITY};
+  const float scale = 0.17677669f;
+  int bad = 0;
+  for (size_t n = 1; n <= N; n++)
+    for (int form = 1; form < 4; form++) {
+      for (size_t i = 0; i < n; i++) {
+        x[i] = 6.0f * frand(), mask[i] = i % 5 == 0 ? -1e9f : 3.0f * frand(); /* a bias */
+        if (n % 7 == 0 && i == n / 2) x[i] = n % 2 ? NAN : INFINITY;
+        if (i == 1) x[i] = -0.0f, mask[i] = -INFINITY;
+      }
+      const float *sp = form & 1 ? &scale : NULL, *mp = form & 2 ? mask : NULL;
+      const float *xr = x;
+      if (sp) cfg->vbinc[EMC_BIN_MUL](n, xr, sp, want, &none), xr = want;
+      if (mp) cfg->vbin[EMC_BIN_ADD](n, xr, mp, want, &none), xr = want;
+      cfg->softmax(n, xr, want, 0);
+      cfg->softmax_sm(n, x, sp, mp, got);
+      for (size_t i = 0; i < n; i++)
+        if (memcmp(&want[i], &got[i], 4) && !(want[i] != want[i] && got[i] != got[i])) bad++;
+    }
+  CHECK(bad == 0, "%s softmax_sm: %d values differ from multiply, add, softmax", cfg->isa, bad);
+  if (!bad) g_pass++;
+}
+
 /* A 24-bit pseudo-random integer from *s (a seeded LCG). */
 static uint32_t lcg(uint32_t *s) {
   *s = *s * 1664525u + 1013904223u;
@@ -299,6 +329,7 @@ static void test_isa(const em_cpu_config *cfg) {
   test_elementwise(cfg);
   test_hardswish_fq_bits(cfg);
   test_dq_linear(cfg);
+  test_softmax_sm(cfg);
 }
 
 int main(void) {
