@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "cpu_ukernels.h"
-#include "q8_store8__avx512.h"
+#include "q8_tile8__avx512.h"
 
 enum { DQ_MR = 8 }; /* rows per tile */
 
@@ -109,12 +109,6 @@ dq_block(const __m512i acc[DQ_MR], size_t np, size_t nc, const int32_t *wsum, co
   q8_store8_planes(v, np, nc < 16 ? nc : 16, y, cs);
 }
 
-static inline __m512i bcast4(const uint8_t *p) {
-  int32_t v;
-  memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 void em_q8_dq_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *a, size_t as,
                                   const int8_t *w, const int32_t *wsum, const float *ws,
                                   const float *bias, const int32_t *za, const float *s, float *y,
@@ -122,48 +116,8 @@ void em_q8_dq_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t
   /* Rows past np read the last one (their results are not stored): the loop stays fixed. */
   const uint8_t *xp[DQ_MR];
   for (size_t i = 0; i < DQ_MR; i++) xp[i] = a + (i < np ? i : np - 1) * as;
-  const int8_t *w2 = w + kq * 64; /* the second block of 16 channels (read when nc > 16) */
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-          a7 = a0;
-  __m512i b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
-  if (nc > 16) {
-    for (size_t q = 0; q < kq; q++) {
-      const size_t o = q * 4;
-      const __m512i u = _mm512_loadu_si512((const void *)(w + q * 64));
-      const __m512i v = _mm512_loadu_si512((const void *)(w2 + q * 64));
-      __m512i t = bcast4(xp[0] + o);
-      a0 = _mm512_dpbusd_epi32(a0, t, u), b0 = _mm512_dpbusd_epi32(b0, t, v);
-      t = bcast4(xp[1] + o);
-      a1 = _mm512_dpbusd_epi32(a1, t, u), b1 = _mm512_dpbusd_epi32(b1, t, v);
-      t = bcast4(xp[2] + o);
-      a2 = _mm512_dpbusd_epi32(a2, t, u), b2 = _mm512_dpbusd_epi32(b2, t, v);
-      t = bcast4(xp[3] + o);
-      a3 = _mm512_dpbusd_epi32(a3, t, u), b3 = _mm512_dpbusd_epi32(b3, t, v);
-      t = bcast4(xp[4] + o);
-      a4 = _mm512_dpbusd_epi32(a4, t, u), b4 = _mm512_dpbusd_epi32(b4, t, v);
-      t = bcast4(xp[5] + o);
-      a5 = _mm512_dpbusd_epi32(a5, t, u), b5 = _mm512_dpbusd_epi32(b5, t, v);
-      t = bcast4(xp[6] + o);
-      a6 = _mm512_dpbusd_epi32(a6, t, u), b6 = _mm512_dpbusd_epi32(b6, t, v);
-      t = bcast4(xp[7] + o);
-      a7 = _mm512_dpbusd_epi32(a7, t, u), b7 = _mm512_dpbusd_epi32(b7, t, v);
-    }
-  } else {
-    for (size_t q = 0; q < kq; q++) {
-      const size_t o = q * 4;
-      const __m512i u = _mm512_loadu_si512((const void *)(w + q * 64));
-      a0 = _mm512_dpbusd_epi32(a0, bcast4(xp[0] + o), u);
-      a1 = _mm512_dpbusd_epi32(a1, bcast4(xp[1] + o), u);
-      a2 = _mm512_dpbusd_epi32(a2, bcast4(xp[2] + o), u);
-      a3 = _mm512_dpbusd_epi32(a3, bcast4(xp[3] + o), u);
-      a4 = _mm512_dpbusd_epi32(a4, bcast4(xp[4] + o), u);
-      a5 = _mm512_dpbusd_epi32(a5, bcast4(xp[5] + o), u);
-      a6 = _mm512_dpbusd_epi32(a6, bcast4(xp[6] + o), u);
-      a7 = _mm512_dpbusd_epi32(a7, bcast4(xp[7] + o), u);
-    }
-  }
-  const __m512i acc_a[DQ_MR] = {a0, a1, a2, a3, a4, a5, a6, a7};
-  const __m512i acc_b[DQ_MR] = {b0, b1, b2, b3, b4, b5, b6, b7};
+  __m512i acc_a[DQ_MR], acc_b[DQ_MR];
+  q8_tile8_sums(xp, NULL, kq, w, nc > 16, acc_a, acc_b);
   dq_block(acc_a, np, nc, wsum, ws, bias, za, s, y, ys, cs);
   if (nc > 16)
     dq_block(acc_b, np, nc - 16, wsum + 16, ws + 16, bias ? bias + 16 : NULL, za, s, y + 16 * cs,

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "cpu_ukernels.h"
-#include "q8_store8__avx512.h"
+#include "q8_tile8__avx512.h"
 
 enum { PW_MR = 8 }; /* pixels per tile */
 
@@ -62,80 +62,11 @@ static inline __attribute__((always_inline)) void pw_store(__m512i acc, __m512i 
   _mm512_mask_storeu_epi8(y, (__mmask64)keep, _mm512_castsi128_si512(_mm512_cvtepi32_epi8(r)));
 }
 
-static inline __m512i bcast4(const uint8_t *p) {
-  int32_t v;
-  memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
-void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *const *x,
-                                  const int32_t *qoff, const int8_t *w, const int32_t *corr,
-                                  const float *scale, const float *bias, uint8_t *y, size_t ys,
-                                  const em_q8_quant_params *p, float *yf, size_t yfs) {
-  /* Pixels past np read the last one (their results are not stored): the loop stays fixed. */
-  const uint8_t *xp[PW_MR];
-  for (size_t i = 0; i < PW_MR; i++) xp[i] = x[i < np ? i : np - 1];
-  const int8_t *w2 = w + kq * 64; /* the second block of 16 channels (read when nc > 16) */
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-          a7 = a0;
-  __m512i b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
-  if (np == 1) { /* one pixel (a linear layer's row): two chains a block, not eight pixels' */
-    const uint8_t *x0 = xp[0];
-    size_t q = 0;
-    for (; q + 2 <= kq; q += 2) {
-      const __m512i s = bcast4(x0 + qoff[q]), t = bcast4(x0 + qoff[q + 1]);
-      a0 = _mm512_dpbusd_epi32(a0, s, _mm512_loadu_si512((const void *)(w + q * 64)));
-      a1 = _mm512_dpbusd_epi32(a1, t, _mm512_loadu_si512((const void *)(w + q * 64 + 64)));
-      if (nc > 16) {
-        b0 = _mm512_dpbusd_epi32(b0, s, _mm512_loadu_si512((const void *)(w2 + q * 64)));
-        b1 = _mm512_dpbusd_epi32(b1, t, _mm512_loadu_si512((const void *)(w2 + q * 64 + 64)));
-      }
-    }
-    if (q < kq) {
-      const __m512i s = bcast4(x0 + qoff[q]);
-      a0 = _mm512_dpbusd_epi32(a0, s, _mm512_loadu_si512((const void *)(w + q * 64)));
-      if (nc > 16) b0 = _mm512_dpbusd_epi32(b0, s, _mm512_loadu_si512((const void *)(w2 + q * 64)));
-    }
-    a0 = _mm512_add_epi32(a0, a1), b0 = _mm512_add_epi32(b0, b1); /* int32 sums: exact */
-    a1 = b1 = _mm512_setzero_si512();
-  } else if (nc > 16) {
-    for (size_t q = 0; q < kq; q++) {
-      const ptrdiff_t o = qoff[q];
-      const __m512i u = _mm512_loadu_si512((const void *)(w + q * 64));
-      const __m512i v = _mm512_loadu_si512((const void *)(w2 + q * 64));
-      __m512i s = bcast4(xp[0] + o);
-      a0 = _mm512_dpbusd_epi32(a0, s, u), b0 = _mm512_dpbusd_epi32(b0, s, v);
-      s = bcast4(xp[1] + o);
-      a1 = _mm512_dpbusd_epi32(a1, s, u), b1 = _mm512_dpbusd_epi32(b1, s, v);
-      s = bcast4(xp[2] + o);
-      a2 = _mm512_dpbusd_epi32(a2, s, u), b2 = _mm512_dpbusd_epi32(b2, s, v);
-      s = bcast4(xp[3] + o);
-      a3 = _mm512_dpbusd_epi32(a3, s, u), b3 = _mm512_dpbusd_epi32(b3, s, v);
-      s = bcast4(xp[4] + o);
-      a4 = _mm512_dpbusd_epi32(a4, s, u), b4 = _mm512_dpbusd_epi32(b4, s, v);
-      s = bcast4(xp[5] + o);
-      a5 = _mm512_dpbusd_epi32(a5, s, u), b5 = _mm512_dpbusd_epi32(b5, s, v);
-      s = bcast4(xp[6] + o);
-      a6 = _mm512_dpbusd_epi32(a6, s, u), b6 = _mm512_dpbusd_epi32(b6, s, v);
-      s = bcast4(xp[7] + o);
-      a7 = _mm512_dpbusd_epi32(a7, s, u), b7 = _mm512_dpbusd_epi32(b7, s, v);
-    }
-  } else {
-    for (size_t q = 0; q < kq; q++) {
-      const ptrdiff_t o = qoff[q];
-      const __m512i u = _mm512_loadu_si512((const void *)(w + q * 64));
-      a0 = _mm512_dpbusd_epi32(a0, bcast4(xp[0] + o), u);
-      a1 = _mm512_dpbusd_epi32(a1, bcast4(xp[1] + o), u);
-      a2 = _mm512_dpbusd_epi32(a2, bcast4(xp[2] + o), u);
-      a3 = _mm512_dpbusd_epi32(a3, bcast4(xp[3] + o), u);
-      a4 = _mm512_dpbusd_epi32(a4, bcast4(xp[4] + o), u);
-      a5 = _mm512_dpbusd_epi32(a5, bcast4(xp[5] + o), u);
-      a6 = _mm512_dpbusd_epi32(a6, bcast4(xp[6] + o), u);
-      a7 = _mm512_dpbusd_epi32(a7, bcast4(xp[7] + o), u);
-    }
-  }
-  const __m512i acc_a[PW_MR] = {a0, a1, a2, a3, a4, a5, a6, a7};
-  const __m512i acc_b[PW_MR] = {b0, b1, b2, b3, b4, b5, b6, b7};
+/* The epilogue of the tile's sums: f32 planes (yf) or u8 channels last (y). */
+static inline __attribute__((always_inline)) void
+pw_finish(const __m512i acc_a[PW_MR], const __m512i acc_b[PW_MR], size_t np, size_t nc,
+          const int32_t *corr, const float *scale, const float *bias, uint8_t *y, size_t ys,
+          const em_q8_quant_params *p, float *yf, size_t yfs) {
   const __mmask16 ka = (__mmask16)(nc >= 16 ? 0xFFFFu : (1u << nc) - 1u);
   const __m512i ca = _mm512_maskz_loadu_epi32(ka, corr);
   const __m512 sa = _mm512_maskz_loadu_ps(ka, scale);
@@ -164,4 +95,43 @@ void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t
       pw_store(acc_b[i], cb, sb, bb, &qc, y + i * ys + 16, kb);
   }
 }
+
+void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *const *x,
+                                  const int32_t *qoff, const int8_t *w, const int32_t *corr,
+                                  const float *scale, const float *bias, uint8_t *y, size_t ys,
+                                  const em_q8_quant_params *p, float *yf, size_t yfs) {
+  /* Pixels past np read the last one (their results are not stored): the loop stays fixed. */
+  const uint8_t *xp[PW_MR];
+  for (size_t i = 0; i < PW_MR; i++) xp[i] = x[i < np ? i : np - 1];
+  if (np == 1) { /* one pixel (a linear layer's row): two chains a block, not eight pixels' */
+    const int8_t *w2 = w + kq * 64; /* the second block of 16 channels (read when nc > 16) */
+    const __m512i z = _mm512_setzero_si512();
+    __m512i a0 = z, a1 = z, b0 = z, b1 = z;
+    const uint8_t *x0 = xp[0];
+    size_t q = 0;
+    for (; q + 2 <= kq; q += 2) {
+      const __m512i s = q8_bcast4(x0 + qoff[q]), t = q8_bcast4(x0 + qoff[q + 1]);
+      a0 = _mm512_dpbusd_epi32(a0, s, _mm512_loadu_si512((const void *)(w + q * 64)));
+      a1 = _mm512_dpbusd_epi32(a1, t, _mm512_loadu_si512((const void *)(w + q * 64 + 64)));
+      if (nc > 16) {
+        b0 = _mm512_dpbusd_epi32(b0, s, _mm512_loadu_si512((const void *)(w2 + q * 64)));
+        b1 = _mm512_dpbusd_epi32(b1, t, _mm512_loadu_si512((const void *)(w2 + q * 64 + 64)));
+      }
+    }
+    if (q < kq) {
+      const __m512i s = q8_bcast4(x0 + qoff[q]);
+      a0 = _mm512_dpbusd_epi32(a0, s, _mm512_loadu_si512((const void *)(w + q * 64)));
+      if (nc > 16) b0 = _mm512_dpbusd_epi32(b0, s, _mm512_loadu_si512((const void *)(w2 + q * 64)));
+    }
+    /* int32 sums: exact */
+    const __m512i acc_a[PW_MR] = {_mm512_add_epi32(a0, a1), z, z, z, z, z, z, z};
+    const __m512i acc_b[PW_MR] = {_mm512_add_epi32(b0, b1), z, z, z, z, z, z, z};
+    pw_finish(acc_a, acc_b, np, nc, corr, scale, bias, y, ys, p, yf, yfs);
+    return;
+  }
+  __m512i acc_a[PW_MR], acc_b[PW_MR];
+  q8_tile8_sums(xp, qoff, kq, w, nc > 16, acc_a, acc_b);
+  pw_finish(acc_a, acc_b, np, nc, corr, scale, bias, y, ys, p, yf, yfs);
+}
+
 #endif

@@ -141,6 +141,21 @@ def _op_table(buf: bytes) -> tuple[int, list[tuple[int, ...]]]:
     return base, [struct.unpack_from("<II4i2i", buf, base + 160 * i) for i in range(n_ops)]
 
 
+def _blob_ops(prog: ember.Program) -> list[tuple[int, int, tuple[int, ...]]]:
+    """(kind, blob offset of the op, ip[0:9]) of every op of every delegate's blob."""
+    out = []
+    for ins in prog._irs["forward"].instrs:
+        if isinstance(ins, DelegateInstr):
+            blob = bytes(ins.processed)
+            n_ops = struct.unpack_from("<I", blob, 12)[0]
+            off = struct.unpack_from("<Q", blob, 40)[0]
+            for i in range(n_ops):
+                at = off + 160 * i
+                ip = struct.unpack_from("<9i", blob, at + 32)
+                out.append((struct.unpack_from("<I", blob, at)[0], at, ip))
+    return out
+
+
 def _conv_ops(buf: bytes, every_blob: bool = False) -> list[tuple[int, ...]]:
     """The ip[] slots of every conv2d operator in the program's first EMC blob (or in all)."""
     found = []

@@ -16,6 +16,7 @@ import struct
 import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
+from backend_cpu_common import _blob_ops as _ops
 from backend_cpu_common import _n_delegates, _outside, _run_per_isa
 from torch import nn
 
@@ -28,21 +29,6 @@ from ember.runtime import RuntimeProgram
 qd = torch.ops.quantized_decomposed
 # EMC_OP_DQ_LINEAR, EMC_OP_TOKEN_FQ, EMC_OP_GEMM, EMC_OP_PERMUTE
 DQ_LINEAR, TOKEN_FQ, GEMM, PERMUTE = 18, 16, 2, 10
-
-
-def _ops(prog: ember.Program) -> list[tuple[int, int, tuple[int, ...]]]:
-    """(kind, blob offset of the op, ip[0:9]) of every op of every delegate's blob."""
-    out = []
-    for ins in prog._irs["forward"].instrs:
-        if isinstance(ins, DelegateInstr):
-            blob = bytes(ins.processed)
-            n_ops = struct.unpack_from("<I", blob, 12)[0]
-            off = struct.unpack_from("<Q", blob, 40)[0]
-            for i in range(n_ops):
-                at = off + 160 * i
-                ip = struct.unpack_from("<9i", blob, at + 32)
-                out.append((struct.unpack_from("<I", blob, at)[0], at, ip))
-    return out
 
 
 class _DqLinear(nn.Module):

@@ -16,7 +16,7 @@ import struct
 import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
-from backend_cpu_common import _n_delegates, _outside
+from backend_cpu_common import _blob_ops, _n_delegates, _outside
 from torch import nn
 
 import ember
@@ -57,14 +57,7 @@ def _hostile() -> torch.Tensor:
 
 
 def _op_kinds(prog: ember.Program) -> list[int]:
-    kinds = []
-    for ins in prog._irs["forward"].instrs:
-        if isinstance(ins, DelegateInstr):
-            blob = bytes(ins.processed)
-            n_ops = struct.unpack_from("<I", blob, 12)[0]
-            ops_off = struct.unpack_from("<Q", blob, 40)[0]
-            kinds += [struct.unpack_from("<I", blob, ops_off + 160 * i)[0] for i in range(n_ops)]
-    return kinds
+    return [o[0] for o in _blob_ops(prog)]
 
 
 def test_token_fake_quant_bit_exact() -> None:

@@ -649,6 +649,17 @@ def _linear_dq8(ops: list[Op], u: _Uses) -> None:
             _absorb(ops, p, g)
 
 
+def _swap_heads(pm: Op) -> tuple[int, int, int] | None:
+    """The input's last three dims (a, b, d) when permute ``pm`` swaps the two before the last,
+    [1, a, b, d] -> [1, b, a, d] or [a, b, d] -> [b, a, d] (attention's heads in or out)."""
+    shape, perm = tuple(pm.ins[0].shape), list(pm.ip[: len(pm.ins[0].shape)])
+    if len(shape) == 4 and shape[0] == 1 and perm == [0, 2, 1, 3]:
+        return shape[1], shape[2], shape[3]
+    if len(shape) == 3 and perm == [1, 0, 2]:
+        return shape[0], shape[1], shape[2]
+    return None
+
+
 def _dq_heads(ops: list[Op], u: _Uses) -> None:
     """A permute of a dynamic int8 linear's output seen as attention's heads, [1, M, H, D] ->
     [1, H, M, D] (or [M, H, D] -> [H, M, D]), read by nothing else, goes: the linear stores its
@@ -661,13 +672,10 @@ def _dq_heads(ops: list[Op], u: _Uses) -> None:
         p = u.producer(x)
         if p is None or p.kind != "dqlinear" or p.ins[3] is not None or p.ip[5]:
             continue
-        shape, perm = tuple(x.shape), list(pm.ip[: len(x.shape)])
-        if len(shape) == 4 and shape[0] == 1 and perm == [0, 2, 1, 3]:
-            mm, h, d = shape[1:]
-        elif len(shape) == 3 and perm == [1, 0, 2]:
-            mm, h, d = shape
-        else:
+        dims = _swap_heads(pm)
+        if dims is None:
             continue
+        mm, h, d = dims
         m, _, n = p.ip[:3]
         if (
             mm != m
@@ -717,13 +725,10 @@ def _gemm_heads(ops: list[Op], u: _Uses) -> None:
         p = u.producer(x)
         if p is None or p.kind != "gemm" or len(p.ins) != 3 or len(p.ip) < 9 or p.ip[8]:
             continue
-        shape, perm = tuple(x.shape), list(pm.ip[: len(x.shape)])
-        if len(shape) == 4 and shape[0] == 1 and perm == [0, 2, 1, 3]:
-            h, mm, d = shape[1:]
-        elif len(shape) == 3 and perm == [1, 0, 2]:
-            h, mm, d = shape
-        else:
+        dims = _swap_heads(pm)
+        if dims is None:
             continue
+        h, mm, d = dims
         batch, m, _, n = p.ip[:4]
         if (
             (batch, m, n) != (h, mm, d)
