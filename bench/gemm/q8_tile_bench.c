@@ -10,6 +10,12 @@
  * thread CPU time (one thread), so time spent descheduled on a shared machine does not count.
  * The packing and the requantization of the input are not in the figure (the tile only).
  *
+ * Also the dynamic int8 linears' tile (em_q8_dq_ukernel__avx512vnni, EMC_OP_DQ_LINEAR) on the
+ * same problem seen as a linear layer: N rows (tokens) by M output channels over K, 8 rows by 32
+ * channels a call in the operator's order (a block of 32 channels, then its rows in chunks of
+ * 64), the row-major f32 output and its per-row epilogue included; and its row quantizer
+ * (em_q8_rowq_ukernel__avx512vnni) over the N rows of K floats, in ns per value.
+ *
  *   cc -O2 -mavx512f -mavx512bw -mavx512vnni -Iinclude -Ibackends/cpu \
  *      bench/gemm/q8_tile_bench.c build/libember.a -lm -lpthread -o q8_tile_bench
  *   ./q8_tile_bench [M N K] [rounds]
@@ -67,7 +73,18 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < mp * kq * 24; i++) a[i] = (int8_t)(rand() % 255 - 127);
   for (size_t i = 0; i < np * kq * 64; i++) b[i] = (uint8_t)(rand() % 256);
   for (size_t i = 0; i < mp * 6; i++) scale[i] = 1e-4f;
-  double best_peak = 0, best[2] = {0, 0};
+  /* the dynamic int8 linear: weights in 16-channel blocks, N rows of K floats quantized */
+  const size_t mb = (m + 15) / 16, kp = kq * 4;
+  int8_t *wq = aligned_alloc(64, mb * kq * 64 + 64);
+  uint8_t *rows = aligned_alloc(64, n * kp + 64);
+  float *x = malloc(n * k * sizeof(float)), *y = malloc(n * m * sizeof(float));
+  float *ws = malloc(mb * 16 * sizeof(float)), *rs = malloc(n * sizeof(float));
+  int32_t *wsum = calloc(mb * 16, sizeof(int32_t)), *za = malloc(n * sizeof(int32_t));
+  if (!wq || !rows || !x || !y || !ws || !rs || !wsum || !za) return 1;
+  for (size_t i = 0; i < mb * kq * 64; i++) wq[i] = (int8_t)(rand() % 255 - 127);
+  for (size_t i = 0; i < n * k; i++) x[i] = (float)(rand() % 2001 - 1000) * 1e-3f;
+  for (size_t i = 0; i < mb * 16; i++) ws[i] = 1e-3f;
+  double best_peak = 0, best[2] = {0, 0}, best_dq = 0, best_q = 1e9;
   for (int r = 0; r < rounds; r++) {
     const double p = vnni_peak(2000000);
     if (p > best_peak) best_peak = p;
@@ -88,11 +105,30 @@ int main(int argc, char **argv) {
       const double g = (double)m * (double)n * (double)(kq * 4) / (now() - t0);
       if (g > best[wide]) best[wide] = g;
     }
+    double t0 = now();
+    for (size_t i = 0; i < n; i++)
+      em_q8_rowq_ukernel__avx512vnni(k, x + i * k, rows + i * kp, za + i, rs + i);
+    const double tq = (now() - t0) / (double)(n * k);
+    if (tq < best_q) best_q = tq;
+    t0 = now();
+    for (size_t c0 = 0; c0 < m; c0 += 32)
+      for (size_t r0 = 0; r0 < n; r0 += 8) {
+        const size_t nc = m - c0 < 32 ? m - c0 : 32, nr = n - r0 < 8 ? n - r0 : 8;
+        em_q8_dq_ukernel__avx512vnni(nr, nc, kq, rows + r0 * kp, kp, wq + c0 / 16 * kq * 64,
+                                     wsum + c0, ws + c0, NULL, za + r0, rs + r0, y + r0 * m + c0, m,
+                                     1);
+      }
+    const double g = (double)m * (double)n * (double)(kq * 4) / (now() - t0);
+    if (g > best_dq) best_dq = g;
   }
   printf("VNNI peak %.1f GMAC/s (1 thread); M=%zu N=%zu K=%zu: 6x16 tile %.1f GMAC/s = %.0f %%, "
          "6x32 tile %.1f GMAC/s = %.0f %% of peak\n",
          best_peak * 1e-9, m, n, k, best[0] * 1e-9, 100.0 * best[0] / best_peak, best[1] * 1e-9,
          100.0 * best[1] / best_peak);
+  printf("  as a linear layer (%zu rows, %zu channels): dq tile %.1f GMAC/s = %.0f %% of peak; "
+         "row quantizer %.3f ns per value\n",
+         n, m, best_dq * 1e-9, 100.0 * best_dq / best_peak, best_q * 1e9);
   free(a), free(b), free(c), free(scale), free(corr);
+  free(wq), free(rows), free(x), free(y), free(ws), free(rs), free(wsum), free(za);
   return 0;
 }
