@@ -281,7 +281,7 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         )
         ins_ = [m1, bop, None if bias is None else _operand(bias)]
         attrs: dict[str, Any] = {}
-        # a linear layer's int8 weight, [n, k], for fusion._linear_q8 / _linear_dq8
+        # a linear layer's int8 weight, [n, k], for fusion_q8._linear_q8 / _linear_dq8
         q = getattr(m2, "int8_weight_t", None)
         ba = None if bias is None else _const_arr(bias)
         if (
@@ -305,7 +305,7 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
                 kk * n if batch > 1 else 0,
                 0,
                 int(b_packed),
-                0,  # EMC_GEMM_C_HEADS (fusion._gemm_heads)
+                0,  # EMC_GEMM_C_HEADS (fusion_q8._gemm_heads)
             ],
         )
     if k == "aten::max_pool2d_with_indices.out":

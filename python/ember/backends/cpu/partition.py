@@ -31,10 +31,6 @@ from ember.backends.cpu import packing  # noqa: F401  (tests set packing.WINO_SM
 # The fusion passes are looked up here by name (_FUSIONS), and lower / build_blob through this
 # module's globals, so a test can replace any one of them.
 from ember.backends.cpu.fusion import (  # noqa: F401
-    _conv_q8,
-    _conv_q8_u8,
-    _dq_heads,
-    _dwconv_q8,
     _fake_quant,
     _fold_bn,
     _fold_pads,
@@ -43,15 +39,21 @@ from ember.backends.cpu.fusion import (  # noqa: F401
     _fuse_plane_means,
     _fuse_residual,
     _fuse_softmax_input,
-    _gemm_heads,
     _hard_patterns,
-    _linear_dq8,
-    _linear_q8,
     _merge_clamps,
     _see_through_copies,
     _silu,
     _token_fake_quant,
     _Uses,
+)
+from ember.backends.cpu.fusion_q8 import (  # noqa: F401
+    _conv_q8,
+    _conv_q8_u8,
+    _dq_heads,
+    _dwconv_q8,
+    _gemm_heads,
+    _linear_dq8,
+    _linear_q8,
 )
 from ember.backends.cpu.lowering import (  # noqa: F401
     DEQUANTIZE,

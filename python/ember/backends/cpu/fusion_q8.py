@@ -1,0 +1,322 @@
+"""EmberCpuBackend fusion passes that choose int8 operators and head layouts, run after those
+of :mod:`ember.backends.cpu.fusion` (same conventions: each edits ``ops`` in place and only
+fuses what nothing outside the run reads): int8 linears and convs over fake-quantized inputs,
+the dynamic int8 linears behind per-token Q/DQ, and attention's head permutes folded into the
+products around them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ember.backends.cpu import blob as B
+from ember.backends.cpu.fusion import _absorb, _depthwise, _Uses
+from ember.backends.cpu.lowering import Const, Op
+from ember.passes.ir import TensorSpec
+
+
+def _linear_q8(ops: list[Op], u: _Uses) -> None:
+    """A one-row linear layer with int8 weights (``lin_wq``: the partitioner kept them through
+    the weight's transpose) whose input a fake-quant wrote becomes a 1x1 conv over a 1x1 image
+    with those weights, for :func:`_conv_q8` to run in int8: a CNN's classifier (MobileNetV3's
+    two, ResNet's and MobileNetV2's one) reads its weights once per inference, so a quarter of
+    the bytes is most of the time. Its row and output are seen as [1, k, 1, 1] and [1, n, 1, 1]
+    (views of the same storage). Only one row: the int8 conv runs image by image, and rows as
+    images would read the weights once per row."""
+    for g in [o for o in ops if o.kind == "gemm" and "lin_wq" in o.attrs]:
+        x, y = g.ins[0], g.outs[0]
+        p = u.producer(x)
+        if (
+            g.ip[1] != 1  # M
+            or not isinstance(x, TensorSpec)
+            or len(x.shape) != 2
+            or len(g.ins) != 3
+            or len(g.outs) != 1
+            or not isinstance(x, TensorSpec)
+            or p is None
+            or p.act not in ("fakequant", "hardswish_fq")
+        ):
+            continue
+        wq, s, wf, b = g.attrs.pop("lin_wq")
+        n, k = wq.shape
+        x4 = TensorSpec(f"{x.name}.image", x.dtype, (1, k, 1, 1), base=x)
+        y4 = TensorSpec(f"{y.name}.image", y.dtype, (1, n, 1, 1), base=y)
+        g.kind, g.ins, g.outs, g.ip = "conv2d", [x4], [y4], []
+        g.attrs = dict(
+            w=np.ascontiguousarray(wf.T).reshape(n, k, 1, 1),
+            b=b,
+            stride=[1, 1],
+            pad=[0, 0],
+            dil=[1, 1],
+            groups=1,
+            wq=(wq.reshape(n, k, 1, 1), s),
+        )
+
+
+def _linear_dq8(ops: list[Op], u: _Uses) -> None:
+    """A linear layer with int8 weights (``lin_wq``) whose input a per-token fake-quant
+    (``tokenfq``: PT2E's dynamic quantization) wrote becomes a dynamic int8 linear (blob
+    EMC_OP_DQ_LINEAR): it reads the fake-quant's input and quantizes each row itself into u8 (the
+    same int8 values), then sums int8 products exactly, so the file stores the int8 weights (a
+    quarter of the f32 bytes) and the products run on ``vpdpbusd``. It keeps the gemm's residual
+    and activation. The fake-quant goes when nothing else reads it. Weights in blocks of 16
+    channels, [ceil(N/16)][ceil(K/4)][16][4] bytes; the table N weight scales, then N int32
+    weight sums. The first dq linear of an activation writes its quantized rows to an arena
+    tensor (out[1]); later ones of the same activation (a transformer's K and V projections after
+    Q) read them instead (EMC_DQL_QUANTIZED)."""
+    rows: dict[tuple[int, int], TensorSpec] = {}
+    for g in [o for o in ops if o.kind == "gemm" and "lin_wq" in o.attrs]:
+        x = g.ins[0]
+        p = u.producer(x)
+        batch, m, k, n = g.ip[:4]
+        if (
+            p is None
+            or p.kind != "tokenfq"
+            or batch != 1
+            or len(g.ins) not in (3, 4)
+            or len(g.outs) != 1
+            or g.ip[7] != 1  # B packed: a constant weight
+            or not any(o.root() is x.root() for o in p.outs[:1])
+            or math.prod(p.outs[0].shape) != m * k
+            or p.ip[1] != k
+            or k > 65536
+        ):
+            continue
+        wq, s, _, b = g.attrs.pop("lin_wq")
+        kq, blocks = -(-k // 4), -(-n // 16)
+        w = np.zeros((blocks * 16, kq * 4), dtype=np.int8)
+        w[:n, :k] = wq
+        packed = np.ascontiguousarray(w.reshape(blocks, 16, kq, 4).transpose(0, 2, 1, 3))
+        wsum = wq.astype(np.int64).sum(1).astype(np.int32)
+        table = np.concatenate([np.asarray(s, dtype=np.float32).reshape(-1), wsum.view(np.float32)])
+        bias, res = g.ins[2], g.ins[3] if len(g.ins) == 4 else None
+        src = p.ins[0]
+        key = (id(src.root()), k)
+        q = rows.get(key)
+        if q is None:
+            nbytes = B.align_up(m * kq * 4, B.ALIGN) + 8 * m
+            q = TensorSpec(f"{src.name}.q8rows", src.dtype, (-(-nbytes // 4),))
+            rows[key] = q
+            g.ins, g.outs = [src], [g.outs[0], q]
+        else:
+            g.ins = [q]
+        g.kind = "dqlinear"
+        g.ins += [Const(packed.reshape(-1).view(np.float32)), bias, res]
+        g.ip = [m, k, n, 0, int(g.ins[0] is q), 0, 0]
+        g.attrs = dict(table=table)
+        if not u.consumers(p.outs[0]) and id(p.outs[0].root()) not in u.external:
+            _absorb(ops, p, g)
+
+
+def _swap_heads(pm: Op) -> tuple[int, int, int] | None:
+    """The input's last three dims (a, b, d) when permute ``pm`` swaps the two before the last,
+    [1, a, b, d] -> [1, b, a, d] or [a, b, d] -> [b, a, d] (attention's heads in or out)."""
+    shape, perm = tuple(pm.ins[0].shape), list(pm.ip[: len(pm.ins[0].shape)])
+    if len(shape) == 4 and shape[0] == 1 and perm == [0, 2, 1, 3]:
+        return shape[1], shape[2], shape[3]
+    if len(shape) == 3 and perm == [1, 0, 2]:
+        return shape[0], shape[1], shape[2]
+    return None
+
+
+def _dq_heads(ops: list[Op], u: _Uses) -> None:
+    """A permute of a dynamic int8 linear's output seen as attention's heads, [1, M, H, D] ->
+    [1, H, M, D] (or [M, H, D] -> [H, M, D]), read by nothing else, goes: the linear stores its
+    output head-major as it writes it (EMC_DQL_HEAD_DIM = D, a multiple of 32 so each 32-channel
+    tile lies in one head). A transformer's Q, K and V projections: one pass over each fewer,
+    and none on a single thread between two split over the threads. A transpose of each head
+    after that (K^T) goes the same way (EMC_DQL_HEAD_T: each head stored [D, M])."""
+    for pm in [o for o in ops if o.kind == "permute"]:
+        x = pm.ins[0]
+        p = u.producer(x)
+        if p is None or p.kind != "dqlinear" or p.ins[3] is not None or p.ip[5]:
+            continue
+        dims = _swap_heads(pm)
+        if dims is None:
+            continue
+        mm, h, d = dims
+        m, _, n = p.ip[:3]
+        if (
+            mm != m
+            or h * d != n
+            or d % 32
+            or x.root() is not p.outs[0].root()
+            or not u.private(x, pm)
+            or math.prod(pm.outs[0].shape) != m * n
+        ):
+            continue
+        p.outs[0] = pm.outs[0]
+        p.ip[5] = d
+        _absorb(ops, pm, p)
+    # then a transpose of each head ([1, H, M, D] -> [1, H, D, M]: attention's K^T) of such a
+    # linear without an activation: its heads stored transposed (EMC_DQL_HEAD_T)
+    for pm in [o for o in ops if o.kind == "permute"]:
+        x = pm.ins[0]
+        p = u.producer(x)
+        if p is None or p.kind != "dqlinear" or not p.ip[5] or p.ip[6] or p.act != "none":
+            continue
+        shape, perm = tuple(x.shape), list(pm.ip[: len(x.shape)])
+        if not (
+            (len(shape) == 4 and shape[0] == 1 and perm == [0, 1, 3, 2])
+            or (len(shape) == 3 and perm == [0, 2, 1])
+        ):
+            continue
+        if (
+            shape[-1] != p.ip[5]
+            or shape[-2] != p.ip[0]
+            or x.root() is not p.outs[0].root()
+            or not u.private(x, pm)
+            or math.prod(pm.outs[0].shape) != p.ip[0] * p.ip[2]
+        ):
+            continue
+        p.outs[0] = pm.outs[0]
+        p.ip[6] = 1
+        _absorb(ops, pm, p)
+
+
+def _gemm_heads(ops: list[Op], u: _Uses) -> None:
+    """A permute [1, H, M, D] -> [1, M, H, D] (or [H, M, D] -> [M, H, D]) of a batched gemm's
+    output (H products of [M, D]: attention's softmax x V), read by nothing else, goes: the gemm
+    writes its products' rows interleaved (EMC_GEMM_C_HEADS), as the linear after it reads
+    them. No residual."""
+    for pm in [o for o in ops if o.kind == "permute"]:
+        x = pm.ins[0]
+        p = u.producer(x)
+        if p is None or p.kind != "gemm" or len(p.ins) != 3 or len(p.ip) < 9 or p.ip[8]:
+            continue
+        dims = _swap_heads(pm)
+        if dims is None:
+            continue
+        h, mm, d = dims
+        batch, m, _, n = p.ip[:4]
+        if (
+            (batch, m, n) != (h, mm, d)
+            or batch < 2
+            or len(p.outs) != 1
+            or x.root() is not p.outs[0].root()
+            or not u.private(x, pm)
+            or math.prod(pm.outs[0].shape) != batch * m * n
+        ):
+            continue
+        p.outs[0] = pm.outs[0]
+        p.ip[8] = 1
+        _absorb(ops, pm, p)
+
+
+def _conv_q8(ops: list[Op], u: _Uses) -> None:
+    """A conv with int8 weights (``wq``: the partitioner folded their dequantize) whose input a
+    fake-quant wrote runs in int8 (blob EMC_CONV_Q8): the input's qparams go to ``q8``, and the
+    packer stores the int8 weights (not f32 ones) with a per-channel table. Ungrouped convs that
+    are not depthwise and take no input scale or plane means; the input's quantized values must
+    map into u8 (int8 ranges shift by 128, uint8 ones stay). Every such conv, shallow and 1x1
+    ones included: with the input quantized and transposed in 16x16 blocks and the panels
+    packed by word transposes, int8 beats f32 on each (Zen 5, 1 thread: int8 MobileNetV2 4.3 ->
+    2.7 ms, ResNet-50 21 -> 16, MobileNetV3-Small 1.30 -> 1.10 against the earlier rule that
+    kept depths under 64 and 1x1 convs under 256 channels in f32, measured on Zen 4 with the
+    slower quantizer). Where the f32 path would be a Winograd F(4x4) the packer adds that
+    Winograd conv as the alternative a CPU may prefer (EMC_CONV_Q8_WINO). The fake-quant may
+    be one step back, through a zero pad (an asymmetric one :func:`_fold_pads` leaves: the
+    padded values are on the same grid when 0 is)."""
+    for conv in [o for o in ops if o.kind == "conv2d" and "wq" in o.attrs]:
+        a = conv.attrs
+        x = conv.ins[0]
+        p = u.producer(x)
+        via_pad = p is not None and p.kind == "pad" and p.fp[2] == 0.0 and p.act == "none"
+        if via_pad:
+            x = p.ins[0]
+            p = u.producer(x)
+        if (
+            a["groups"] != 1
+            or _depthwise(conv)
+            or a.get("in_scale") is not None
+            or len(conv.outs) != 1
+            or p is None
+            or p.act not in ("fakequant", "hardswish_fq")
+            or not any(o.root() is x.root() for o in p.outs[:1])
+            or math.prod(p.outs[0].shape) != math.prod(x.shape)
+            or a["w"].shape[1] * a["w"].shape[2] * a["w"].shape[3] > 65536
+        ):
+            continue
+        inv, scale, zp, qmin, qmax = (float(v) for v in p.fp[3:8])
+        off = 128 if qmin < 0 else 0
+        lo, hi, z = int(qmin) + off, int(qmax) + off, int(zp) + off
+        if not (0 <= lo <= hi <= 255 and 0 <= z <= 255) or (via_pad and not qmin <= zp <= qmax):
+            continue
+        a["q8"] = dict(inv=inv, scale=scale, zp=z, lo=lo, hi=hi)
+
+
+def _dwconv_q8(ops: list[Op], u: _Uses) -> None:
+    """A depthwise conv with int8 weights (one channel per group) between int8 convs becomes an
+    int8 depthwise conv (blob EMC_CONV_Q8 with EMC_CONV_DEPTHWISE) on u8 activations: its input
+    a fake-quant conv wrote, its output fake-quantized, no residual or plane means. It runs on
+    u8 only, so :func:`_conv_q8_u8` keeps it int8 only where both its tensors become u8 links
+    (MobileNetV2's blocks: expansion -> depthwise -> projection)."""
+    for conv in [o for o in ops if o.kind == "conv2d" and "wq" in o.attrs and _depthwise(o)]:
+        x = conv.ins[0]
+        p = u.producer(x)
+        if (
+            conv.act != "fakequant"
+            or len(conv.ins) != 1
+            or len(conv.outs) != 1
+            or conv.attrs.get("in_scale") is not None
+            or conv.attrs["w"].shape[0] != x.shape[1]
+            or conv.attrs["w"].shape[2] * conv.attrs["w"].shape[3] > 256
+            or p is None
+            or p.kind != "conv2d"
+            or "q8" not in p.attrs
+            or p.act != "fakequant"
+        ):
+            continue
+        inv, scale, zp, qmin, qmax = (float(v) for v in p.fp[3:8])
+        off = 128 if qmin < 0 else 0
+        lo, hi, z = int(qmin) + off, int(qmax) + off, int(zp) + off
+        if 0 <= lo <= hi <= 255 and 0 <= z <= 255:
+            conv.attrs["q8"] = dict(inv=inv, scale=scale, zp=z, lo=lo, hi=hi)
+            conv.attrs["q8dw"] = True
+
+
+def _conv_q8_u8(ops: list[Op], u: _Uses) -> None:
+    """An int8 conv whose fake-quantized output only int8 convs read (as their input, in this
+    run) writes it as u8 values channels last, and they read those (blob EMC_CONV_Q8_U8): the
+    value never exists in f32, and neither the fake-quant's pass over it nor the readers'
+    quantization runs. The bytes are the ones the readers would have made (each reader's q8
+    comes from this very fake-quant). Not for outputs with a residual or read outside the run.
+    An int8 depthwise conv (:func:`_dwconv_q8`) left without a u8 link on either side goes back
+    to f32, and the links are made again without it."""
+    while True:
+        convs = [o for o in ops if o.kind == "conv2d" and "q8" in o.attrs]
+        for c in convs:
+            c.attrs.pop("q8_in", None), c.attrs.pop("q8_out", None)
+        for conv in convs:
+            y = conv.outs[0]
+            if conv.act != "fakequant" or len(conv.ins) > 1 or len(y.shape) != 4:
+                continue
+            readers = u.consumers(y)
+            if (
+                id(y.root()) in u.external
+                or not readers
+                or any(
+                    r.kind != "conv2d"
+                    or "q8" not in r.attrs
+                    or len(r.ins) != 1
+                    or r.ins[0].root() is not y.root()
+                    or tuple(r.ins[0].shape) != tuple(y.shape)
+                    for r in readers
+                )
+            ):
+                continue
+            conv.attrs["q8_out"] = True
+            for r in readers:
+                r.attrs["q8_in"] = True
+        loose = [
+            c
+            for c in convs
+            if c.attrs.get("q8dw") and not (c.attrs.get("q8_in") and c.attrs.get("q8_out"))
+        ]
+        if not loose:
+            return
+        for c in loose:
+            for k in ("q8", "q8dw", "q8_in", "q8_out"):
+                c.attrs.pop(k, None)
