@@ -42,8 +42,12 @@ bool emc_check_conv(const emc_delegate *d, const emc_op *op, char *why, size_t w
   if (y->sizes[0] != n || cin % g || co % g || cin == 0 || co == 0)
     WHY("conv2d: channels %lld -> %lld do not split into %lld groups", (long long)cin,
         (long long)co, (long long)g);
-  int64_t oh = conv_out(x->sizes[2], kh, p.sh, p.ph, p.dh);
-  int64_t ow = conv_out(x->sizes[3], kw, p.sw, p.pw, p.dw);
+  if ((p.eh || p.ew) && !(p.depthwise && p.q8_id >= 0))
+    WHY("conv2d: %lld / %lld more zero rows / columns after than before: only int8 depthwise "
+        "convs pad asymmetrically",
+        (long long)p.eh, (long long)p.ew);
+  int64_t oh = conv_out(x->sizes[2] + p.eh, kh, p.sh, p.ph, p.dh);
+  int64_t ow = conv_out(x->sizes[3] + p.ew, kw, p.sw, p.pw, p.dw);
   if (oh != y->sizes[2] || ow != y->sizes[3])
     WHY("conv2d: output %lldx%lld, expected %lldx%lld", (long long)y->sizes[2],
         (long long)y->sizes[3], (long long)oh, (long long)ow);

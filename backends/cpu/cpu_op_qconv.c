@@ -78,9 +78,10 @@ static bool check_dwconv_q8(const emc_delegate *d, const emc_op *op, const emc_r
     WHY("conv2d: int8 depthwise table or weights of %lld / %lld words, expected %lld / %lld",
         (long long)t->numel, (long long)w->numel, (long long)(3 * cw), (long long)(kk * cw));
   if (!q8_io_checks(d, op, &p, why, why_n)) return false;
-  const uint64_t img = (uint64_t)q8_cp(cin) * (uint64_t)(x->sizes[2] + 2 * p.ph) *
-                       (uint64_t)(x->sizes[3] + 2 * p.pw);
-  return scratch_holds(d, &p, p.ph || p.pw ? img : 0, "int8 depthwise image", why, why_n);
+  const uint64_t img = (uint64_t)q8_cp(cin) * (uint64_t)(x->sizes[2] + 2 * p.ph + p.eh) *
+                       (uint64_t)(x->sizes[3] + 2 * p.pw + p.ew);
+  return scratch_holds(d, &p, p.ph || p.pw || p.eh || p.ew ? img : 0, "int8 depthwise image", why,
+                       why_n);
 }
 
 bool emc_check_conv_q8(const emc_delegate *d, const emc_op *op, const emc_rt_tensor *w, int64_t cin,
@@ -249,15 +250,15 @@ static void q8_dw_rows(void *ctx, int64_t begin, int64_t end) {
 
 typedef struct q8_pad_job {
   const uint8_t *x; /* one image, [h][w][cp] */
-  uint8_t *img;     /* its zero-point padded copy, [h + 2 ph][w + 2 pw][cp] */
-  int64_t h, w, cp, ph, pw;
+  uint8_t *img;     /* its zero-point padded copy, [h + 2 ph + eh][w + 2 pw + ew][cp] */
+  int64_t h, w, cp, ph, pw, ew;
   int zp;
 } q8_pad_job;
 
 /* Rows [begin, end) of the padded image: the zero point around, the image's row inside. */
 static void q8_pad_rows(void *ctx, int64_t begin, int64_t end) {
   const q8_pad_job *j = ctx;
-  const size_t wp = (size_t)(j->w + 2 * j->pw), cp = (size_t)j->cp;
+  const size_t wp = (size_t)(j->w + 2 * j->pw + j->ew), cp = (size_t)j->cp;
   for (int64_t r = begin; r < end; r++) {
     uint8_t *dst = j->img + (size_t)r * wp * cp;
     const int64_t y = r - j->ph;
@@ -267,7 +268,7 @@ static void q8_pad_rows(void *ctx, int64_t begin, int64_t end) {
     }
     memset(dst, j->zp, (size_t)j->pw * cp);
     memcpy(dst + (size_t)j->pw * cp, j->x + (size_t)(y * j->w) * cp, (size_t)j->w * cp);
-    memset(dst + (size_t)(j->pw + j->w) * cp, j->zp, (size_t)j->pw * cp);
+    memset(dst + (size_t)(j->pw + j->w) * cp, j->zp, (size_t)(j->pw + j->ew) * cp);
   }
 }
 
@@ -277,7 +278,8 @@ static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   const int64_t n = xt->sizes[0], c = xt->sizes[1], h = xt->sizes[2], wd = xt->sizes[3];
   const int64_t oh = yt->sizes[2], ow = yt->sizes[3], cp = q8_cp(c);
-  const int64_t hp = h + 2 * p.ph, wp = wd + 2 * p.pw, kk = p.kh * p.kw, cw = (c + 15) / 16 * 16;
+  const int64_t hp = h + 2 * p.ph + p.eh, wp = wd + 2 * p.pw + p.ew, kk = p.kh * p.kw;
+  const int64_t cw = (c + 15) / 16 * 16;
   const float *table = data_of(d, (int32_t)p.q8_id), *f = op->fp;
   const float off = f[EMC_ACT_FP_QMIN] < 0.0f ? 128.0f : 0.0f;
   uint8_t *img = d->arena + p.scratch_off;
@@ -303,8 +305,8 @@ static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool
   for (int64_t b = 0; b < n; b++) {
     const uint8_t *xb = (const uint8_t *)(const void *)xt->data + (size_t)(b * h * wd * cp);
     j.src = xb;
-    if (p.ph || p.pw) { /* the rows into the zero-point padded image, split as the rows below */
-      q8_pad_job pj = {xb, img, h, wd, cp, p.ph, p.pw, (int)p.q8_zp};
+    if (p.ph || p.pw || p.eh || p.ew) { /* the rows into the zero-point padded image */
+      q8_pad_job pj = {xb, img, h, wd, cp, p.ph, p.pw, p.ew, (int)p.q8_zp};
       par_for_static(pool, hp, q8_pad_rows, &pj, oh * ow * c * kk * 2);
       j.src = img;
     }

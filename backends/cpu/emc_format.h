@@ -34,8 +34,9 @@
  * 7: softmax input scale and mask (older: zero / -1 there); 8: EMC_ACT_FAKEQUANT, EMC_CONV_Q8
  * (older: zero there); 9: EMC_CONV_WINO_AT_LOAD (older: zero there), EMC_OP_TOKEN_FQ;
  * 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8 (older: zero there); 11: EMC_ACT_HARDSWISH_FQ;
- * 12: EMC_OP_PAD; 13: EMC_OP_DQ_LINEAR */
-#define EMC_VERSION    13u
+ * 12: EMC_OP_PAD; 13: EMC_OP_DQ_LINEAR; 14: asymmetric padding of int8 depthwise convs (the
+ * high bits of EMC_CONV_PH / PW; older: zero there) */
+#define EMC_VERSION    14u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -98,6 +99,9 @@ enum {
   EMC_CONV_KW,
   EMC_CONV_SH,
   EMC_CONV_SW,
+  /* Zero rows (columns) before the input, bits 0..15, and as many after plus bits 16..30 (version
+   * 14: TensorFlow's "same" padding, one more after than before at stride 2; only int8
+   * depthwise convs take a nonzero extra, older blobs have none). */
   EMC_CONV_PH,
   EMC_CONV_PW,
   EMC_CONV_DH,
@@ -372,7 +376,8 @@ typedef struct emc_conv_params {
   int64_t groups;         /* EMC_CONV_GROUPS: input and output channels split into this many */
   int64_t kh, kw;         /* EMC_CONV_KH, EMC_CONV_KW: kernel height and width */
   int64_t sh, sw;         /* EMC_CONV_SH, EMC_CONV_SW: stride */
-  int64_t ph, pw;         /* EMC_CONV_PH, EMC_CONV_PW: zero padding, each side */
+  int64_t ph, pw;         /* EMC_CONV_PH, EMC_CONV_PW: zero padding before (and after) */
+  int64_t eh, ew;         /* their high bits: the extra zero rows / columns after */
   int64_t dh, dw;         /* EMC_CONV_DH, EMC_CONV_DW: dilation */
   int64_t depthwise;      /* EMC_CONV_DEPTHWISE: 1 for one plane per channel (per-plane path) */
   int64_t scratch_off;    /* EMC_CONV_SCRATCH_OFF: the scratch's byte offset in the arena */
@@ -397,8 +402,10 @@ static inline emc_conv_params emc_conv_params_of(const emc_op *op) {
                            .kw = ip[EMC_CONV_KW],
                            .sh = ip[EMC_CONV_SH],
                            .sw = ip[EMC_CONV_SW],
-                           .ph = ip[EMC_CONV_PH],
-                           .pw = ip[EMC_CONV_PW],
+                           .ph = ip[EMC_CONV_PH] & 0xFFFF,
+                           .pw = ip[EMC_CONV_PW] & 0xFFFF,
+                           .eh = (ip[EMC_CONV_PH] >> 16) & 0x7FFF,
+                           .ew = (ip[EMC_CONV_PW] >> 16) & 0x7FFF,
                            .dh = ip[EMC_CONV_DH],
                            .dw = ip[EMC_CONV_DW],
                            .depthwise = ip[EMC_CONV_DEPTHWISE],

@@ -322,7 +322,59 @@ static void test_dq_linear(const em_cpu_config *cfg) {
   if (!bad && !tiles_bad) g_pass++;
 }
 
+/* The int8 depthwise conv's output row (em_q8_dw_for) of cfg's ISA gives the scalar row's bytes:
+ * 3x3, 5x5 (the blocked path: outputs 4 at a time, then the rest), 7x3 and 2x5 windows at
+ * strides 1-3 and dilations 1-2, 1-41 channels (masked tails), rows of 1-13 outputs, u8 inputs
+ * over the full range and int8 weights, an output zero point and range of the int8 form. */
+static void test_q8_dwconv(const em_cpu_config *cfg) {
+  enum { CMAX = 41, CP = 44, CW = 48, W = 48, KMAX = 7 };
+  static const size_t shapes[][2] = {{3, 3}, {5, 5}, {7, 3}, {2, 5}};
+  const em_q8_dw_fn dw = em_q8_dw_for(cfg->isa);
+  static uint8_t in[KMAX * 2 * W * CP], ya[13 * CP], yb[13 * CP];
+  static float w[KMAX * KMAX * CW], tab[3 * CW];
+  uint32_t seed = 777;
+  int bad = 0, runs = 0;
+  for (size_t i = 0; i < sizeof in; i++) in[i] = (uint8_t)(lcg(&seed) % 256);
+  for (size_t i = 0; i < KMAX * KMAX * CW; i++) w[i] = (float)((int)(lcg(&seed) % 255) - 127);
+  for (size_t c = 0; c < CW; c++) {
+    tab[c] = 1e-4f * (float)(1 + c % 7);                    /* scale */
+    tab[CW + c] = (float)((int)(lcg(&seed) % 2001) - 1000); /* corr */
+    tab[2 * CW + c] = 0.125f * (float)((int)c - 20);        /* bias */
+  }
+  for (size_t sh = 0; sh < 4; sh++)
+    for (size_t st = 1; st <= 3; st++)
+      for (size_t dil = 1; dil <= 2; dil++)
+        for (size_t ch = 1; ch <= CMAX; ch += 4)
+          for (size_t ow = 1; ow <= 13; ow += 3) {
+            const size_t kh = shapes[sh][0], kw = shapes[sh][1];
+            em_q8_dw_params p = {.ow = ow,
+                                 .ch = ch,
+                                 .cpo = CP,
+                                 .kh = kh,
+                                 .kw = kw,
+                                 .cw = CW,
+                                 .step = st * CP,
+                                 .dy = dil * W * CP,
+                                 .dx = dil * CP,
+                                 .w = w,
+                                 .scale = tab,
+                                 .corr = tab + CW,
+                                 .bias = tab + 2 * CW,
+                                 .oq = {40.0f, 3.0f, 0.0f, 255.0f, -1e30f, 1e30f}};
+            if ((ow - 1) * st + (kw - 1) * dil >= W) continue;
+            memset(ya, 0xAB, sizeof ya), memset(yb, 0xAB, sizeof yb);
+            dw(in, ya, &p);
+            em_q8_dwconv_ukernel__scalar(in, yb, &p);
+            bad += memcmp(ya, yb, sizeof ya) != 0;
+            runs++;
+          }
+  CHECK(runs > 500 && bad == 0, "%s int8 depthwise row: %d of %d rows differ from the scalar row",
+        cfg->isa, bad, runs);
+  if (!bad) g_pass++;
+}
+
 static void test_isa(const em_cpu_config *cfg) {
+  test_q8_dwconv(cfg);
   test_fakequant_special(cfg);
   test_copy_stride2(cfg);
   test_transpose(cfg);

@@ -11,25 +11,33 @@ Checked here:
   left), an asymmetric one stays a pad op; both match eager;
 - int8 (Ember's quantizer shares a pad's qparams with its input): the fake-quant after a pad
   goes, symmetric pads fold, and the convs behind pads stay int8 (the depthwise ones between
-  int8 links too), within one output step of the portable run.
+  int8 links too), within one output step of the portable run; an asymmetric pad before an
+  int8 depthwise conv between u8 links becomes that conv's own padding (blob version 14: more
+  zero rows / columns after than before), the same bits on every ISA; where the conv does not
+  stay int8 the pad op stays; the extra refused on any other conv.
 
 Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_pad.py
 """
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 import torch.nn.functional as F
-from backend_cpu_common import _n_delegates, _op_table, _outside, _run
+from backend_cpu_common import _n_delegates, _op_table, _outside, _run, _run_per_isa
 from torch import nn
 
 import ember
 import ember.backends.cpu.blob as B
+from ember.backends.check import runtime_check
 from ember.backends.cpu.blob import conv_counts
 from ember.backends.delegate import DelegateInstr
 from ember.quant.pt2e import quantize_exported
+
+_IP = 32  # byte offset of ip[] in an operator record (kind, act, in[4], out[2])
 
 
 class _Pads(nn.Module):
@@ -106,21 +114,18 @@ def test_symmetric_pad_folds_into_conv() -> None:
         torch.testing.assert_close(_run(prog, (x,), th), m(x), rtol=1e-5, atol=1e-5)
 
 
-def test_int8_convs_behind_pads() -> None:
+def _calibrated(m: nn.Module, shape: tuple[int, ...]) -> tuple[ember.Program, ember.Program, tuple]:
     torch.manual_seed(0)
-    m = _SameConvs().eval()
+    m = m.eval()
     g = torch.Generator().manual_seed(1)
-    cal = [(torch.randn(1, 3, 17, 17, generator=g),) for _ in range(4)]
+    cal = [(torch.randn(*shape, generator=g),) for _ in range(4)]
     ep = quantize_exported(m, cal[0], cal, progress=False)
-    x = (torch.randn(1, 3, 17, 17, generator=g),)
-    prog = ember.export(ep, x, backend="cpu")
-    plain = ember.export(ep, x, backend=None)
-    assert _n_delegates(prog) == 1 and not _outside(prog), _outside(prog)
-    assert _pad_ops(prog) == 1
-    blobs = [i.processed for i in prog._irs["forward"].instrs if isinstance(i, DelegateInstr)]
-    # every conv int8 but the stride-2 depthwise behind the asymmetric pad (int8 depthwise convs
-    # read u8 links only)
-    assert conv_counts(blobs[0]) == (5, 4), conv_counts(blobs[0])
+    x = (torch.randn(*shape, generator=g),)
+    return ember.export(ep, x, backend="cpu"), ember.export(ep, x, backend=None), x
+
+
+def _within_one_step(prog: ember.Program, plain: ember.Program, x: tuple) -> None:
+    """Every output within one output step of the portable run's, at most 2 % of them off."""
     scales = [
         float(i.args[1].value)
         for i in plain._irs["forward"].instrs
@@ -131,3 +136,76 @@ def test_int8_convs_behind_pads() -> None:
         diff = (_run(prog, x, th) - want).abs()
         assert diff.max().item() <= scales[-1] * 1.001, (th, diff.max().item())
         assert (diff > 0).float().mean().item() <= 0.02
+
+
+def _dw_pads(prog: ember.Program) -> list[tuple[int, int]]:
+    """The (EMC_CONV_PH, EMC_CONV_PW) slots of the program's int8 depthwise convs."""
+    base, recs = _op_table(prog.buffer)
+    out = []
+    for i, r in enumerate(recs):
+        ip = struct.unpack_from("<24i", prog.buffer, base + 160 * i + _IP)
+        if r[0] == 1 and ip[9] and ip[B.CONV_Q8]:  # EMC_OP_CONV2D, EMC_CONV_DEPTHWISE, int8
+            out.append((ip[5], ip[6]))
+    return out
+
+
+def test_int8_convs_behind_pads() -> None:
+    """Both pads go: the symmetric one into its conv, the asymmetric one (1 before, 2 after) into
+    the int8 depthwise conv between u8 links (blob version 14: 1 + (1 << 16) in each pad slot);
+    every conv int8, within one output step of the portable run."""
+    prog, plain, x = _calibrated(_SameConvs(), (1, 3, 17, 17))
+    assert _n_delegates(prog) == 1 and not _outside(prog), _outside(prog)
+    assert _pad_ops(prog) == 0
+    blobs = [i.processed for i in prog._irs["forward"].instrs if isinstance(i, DelegateInstr)]
+    assert conv_counts(blobs[0]) == (5, 5), conv_counts(blobs[0])
+    assert sorted(_dw_pads(prog)) == [(1, 1), (1 + (1 << 16), 1 + (1 << 16))], _dw_pads(prog)
+    _within_one_step(prog, plain, x)
+
+
+class _StridedSame(nn.Module):
+    """EfficientNet-Lite0's stride-2 stages: 1x1 expansion, "same" pad (0 before and 1 after at
+    3x3, 1 and 2 at 5x5; odd and even maps), depthwise, 1x1 projection; channels not multiples
+    of 16; a third block whose depthwise output a sigmoid reads (not a u8 link: its pad op comes
+    back and the conv runs in f32)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.e1, self.d1 = nn.Conv2d(3, 20, 1), nn.Conv2d(20, 20, 3, stride=2, groups=20)
+        self.p1, self.e2 = nn.Conv2d(20, 12, 1), nn.Conv2d(12, 36, 1)
+        self.d2, self.p2 = nn.Conv2d(36, 36, 5, stride=2, groups=36), nn.Conv2d(36, 16, 1)
+        self.d3 = nn.Conv2d(16, 16, 3, stride=2, groups=16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        r6 = F.relu6
+        y = self.p1(r6(self.d1(F.pad(r6(self.e1(x)), [0, 1, 0, 1]))))
+        y = self.p2(r6(self.d2(F.pad(r6(self.e2(y)), [1, 2, 1, 2]))))
+        return torch.sigmoid(self.d3(F.pad(y, [0, 1, 0, 1])))
+
+
+@pytest.mark.parametrize("hw", [(23, 23), (20, 26)], ids=["odd", "even"])
+def test_strided_same_pads_into_int8_depthwise(hw: tuple[int, int], tmp_path) -> None:
+    prog, plain, x = _calibrated(_StridedSame(), (1, 3, *hw))
+    assert _n_delegates(prog) == 1 and not _outside(prog), _outside(prog)
+    assert _pad_ops(prog) == 1  # the third block's: its conv stays f32
+    assert sorted(_dw_pads(prog)) == [(1 << 16, 1 << 16), (1 + (1 << 16), 1 + (1 << 16))]
+    _within_one_step(prog, plain, x)
+    outs = _run_per_isa(prog, x[0], tmp_path, (None, "avx2", "scalar"))
+    assert torch.equal(outs[None], outs["avx2"]) and torch.equal(outs[None], outs["scalar"])
+
+
+def test_asymmetric_pad_refused_outside_int8_depthwise() -> None:
+    """Extra padding after on an f32 conv (or beyond what the map allows) is refused by name."""
+    prog, _, _ = _calibrated(_StridedSame(), (1, 3, 23, 23))
+    blob = next(i for i in prog._irs["forward"].instrs if isinstance(i, DelegateInstr)).processed
+    base, recs = _op_table(blob)
+    f32 = next(
+        i
+        for i, r in enumerate(recs)
+        if r[0] == 1 and struct.unpack_from("<24i", blob, base + 160 * i + _IP)[B.CONV_Q8] == 0
+    )
+    bad = bytearray(blob)
+    at = base + 160 * f32 + _IP + 4 * 5  # EMC_CONV_PH
+    struct.pack_into("<i", bad, at, struct.unpack_from("<i", blob, at)[0] + (1 << 16))
+    assert runtime_check("EmberCpuBackend", blob, 1 << 24) is None
+    why = runtime_check("EmberCpuBackend", bytes(bad), 1 << 24)
+    assert why and "only int8 depthwise convs pad asymmetrically" in why, why

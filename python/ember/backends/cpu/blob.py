@@ -16,8 +16,9 @@ import numpy as np
 MAGIC = b"EMC1"
 # 4: residual in[3] of conv2d and gemm; 5: EMC_CONV_PAIRS; 6: EMC_CONV_IN_SCALE; 7: softmax
 # input scale and mask; 8: int8 convs; 9: Winograd at load, per-token fake-quant;
-# 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8; 11: EMC_ACT_HARDSWISH_FQ; 12: pad; 13: dynamic int8 linear
-VERSION = 13
+# 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8; 11: EMC_ACT_HARDSWISH_FQ; 12: pad; 13: dynamic int8 linear;
+# 14: asymmetric padding of int8 depthwise convs (extra after, in the pad slots' bits 16..30)
+VERSION = 14
 MAX_DIMS = 6
 MR = 6
 ALIGN = 64

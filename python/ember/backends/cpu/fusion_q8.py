@@ -252,10 +252,17 @@ def _dwconv_q8(ops: list[Op], u: _Uses) -> None:
     int8 depthwise conv (blob EMC_CONV_Q8 with EMC_CONV_DEPTHWISE) on u8 activations: its input
     a fake-quant conv wrote, its output fake-quantized, no residual or plane means. It runs on
     u8 only, so :func:`_conv_q8_u8` keeps it int8 only where both its tensors become u8 links
-    (MobileNetV2's blocks: expansion -> depthwise -> projection)."""
+    (MobileNetV2's blocks: expansion -> depthwise -> projection). An asymmetric zero pad between
+    (EfficientNet's stride-2 "same" padding) becomes its own padding, more after than before
+    (``pad_extra``, blob version 14): the u8 link then skips the pad's pass over an f32 map;
+    :func:`_conv_q8_u8` puts the pad op back if the conv does not stay int8."""
     for conv in [o for o in ops if o.kind == "conv2d" and "wq" in o.attrs and _depthwise(o)]:
         x = conv.ins[0]
         p = u.producer(x)
+        pad = _asymmetric_pad(conv, p, u)
+        if pad is not None:
+            x = pad.ins[0]
+            p = u.producer(x)
         if (
             conv.act != "fakequant"
             or len(conv.ins) != 1
@@ -272,9 +279,38 @@ def _dwconv_q8(ops: list[Op], u: _Uses) -> None:
         inv, scale, zp, qmin, qmax = (float(v) for v in p.fp[3:8])
         off = 128 if qmin < 0 else 0
         lo, hi, z = int(qmin) + off, int(qmax) + off, int(zp) + off
-        if 0 <= lo <= hi <= 255 and 0 <= z <= 255:
+        if 0 <= lo <= hi <= 255 and 0 <= z <= 255 and (pad is None or lo <= z <= hi):
             conv.attrs["q8"] = dict(inv=inv, scale=scale, zp=z, lo=lo, hi=hi)
             conv.attrs["q8dw"] = True
+            if pad is not None:  # the conv pads itself (version 14); the pad op waits aside
+                _, _, _, top, bottom, left, right = pad.ip
+                conv.ins[0] = x
+                conv.attrs.update(pad=[top, left], pad_extra=[bottom - top, right - left])
+                conv.attrs["q8pad"] = pad
+                _absorb(ops, pad, conv)
+
+
+def _asymmetric_pad(conv: Op, p: Op | None, u: _Uses) -> Op | None:
+    """The zero pad a depthwise conv that pads nothing reads, when only that conv reads it and it
+    pads at least as much after as before (TensorFlow's "same" padding at stride 2, which
+    :func:`_fold_pads` leaves as a pad op), the input's zero point among the int8 values so the
+    padded u8 image holds the same values."""
+    if p is None or p.kind != "pad" or p.fp[2] != 0.0 or p.act != "none":
+        return None
+    _, h, w, top, bottom, left, right = p.ip
+    x, y = p.ins[0], p.outs[0]
+    ok = (
+        len(x.shape) == 4
+        and tuple(x.shape[2:]) == (h, w)
+        and list(conv.attrs["pad"]) == [0, 0]
+        and 0 <= top <= bottom < top + 32768
+        and 0 <= left <= right < left + 32768
+        and max(top, left) < 65536
+        and id(y.root()) not in u.external
+        and u.consumers(y) == [conv]
+        and conv.ins[0] is y
+    )
+    return p if ok else None
 
 
 def _conv_q8_u8(ops: list[Op], u: _Uses) -> None:
@@ -320,3 +356,10 @@ def _conv_q8_u8(ops: list[Op], u: _Uses) -> None:
         for c in loose:
             for k in ("q8", "q8dw", "q8_in", "q8_out"):
                 c.attrs.pop(k, None)
+            if "q8pad" in c.attrs:  # its pad op comes back (f32 convs pad symmetrically)
+                pad = c.attrs.pop("q8pad")
+                c.attrs.pop("pad_extra")
+                c.attrs["pad"] = [0, 0]
+                c.ins[0] = pad.outs[0]
+                ops.insert(ops.index(c), pad)
+                c.nodes[:] = [n for n in c.nodes if n not in pad.nodes]

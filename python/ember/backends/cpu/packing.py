@@ -93,8 +93,9 @@ def _pack_dwconv_q8(op: Op, out: TensorSpec) -> PackedConv:
     if b is not None:
         table[2, :co] = np.asarray(b, dtype=np.float32).reshape(-1)
     ph, pw = op.attrs["pad"]
+    eh, ew = op.attrs.get("pad_extra", (0, 0))  # zero rows / columns more after than before
     h, w_ = op.ins[0].shape[2], op.ins[0].shape[3]
-    scratch = (h + 2 * ph) * (w_ + 2 * pw) * cp if ph or pw else 0
+    scratch = (h + 2 * ph + eh) * (w_ + 2 * pw + ew) * cp if ph or pw or eh or ew else 0
     return PackedConv(w.reshape(-1), True, scratch, q8_table=table.reshape(-1))
 
 
@@ -407,7 +408,7 @@ def build_blob(
                 a["w"].shape[2],
                 a["w"].shape[3],
                 *a["stride"],
-                *a["pad"],
+                *(q + (e << 16) for q, e in zip(a["pad"], a.get("pad_extra", (0, 0)), strict=True)),
                 *a["dil"],
                 int(pc.depthwise),
                 0,
