@@ -16,12 +16,45 @@ static bool broadcasts_to(const emc_rt_tensor *x, const emc_rt_tensor *y) {
   return true;
 }
 
+/* An int8 add on u8 activations (EMC_BINARY_Q8): its tensors, table and fake-quant. */
+static bool check_add_q8(const emc_delegate *d, const emc_op *op, const emc_binary_params *p,
+                         char *why, size_t why_n) {
+  const emc_rt_tensor *a = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
+  const emc_rt_tensor *b = op->in[1] < 0 ? NULL : tensor_at(d, op->in[1]);
+  const emc_rt_tensor *t = p->q8_table_id < 0 ? NULL : tensor_at(d, (int32_t)p->q8_table_id);
+  if (p->q8 != 1 || p->op != EMC_BIN_ADD || !b || !t)
+    WHY("binary: an int8 form (flag %lld) is an add of two tensors with a table", (long long)p->q8);
+  if (y->ndim != 4 || a->ndim != 4 || b->ndim != 4)
+    WHY("binary: an int8 add's tensors must be 4-d");
+  for (int i = 0; i < 4; i++)
+    if (a->sizes[i] != y->sizes[i] || b->sizes[i] != y->sizes[i])
+      WHY("binary: an int8 add's operands and output differ in shape");
+  if (a->storage != EMC_ARENA || b->storage != EMC_ARENA || y->storage != EMC_ARENA)
+    WHY("binary: an int8 add's u8 tensors must be in the backend's arena");
+  if (!is_const(t) || t->numel < 4) WHY("binary: an int8 add's table is not a constant of 4");
+  const float *q = t->data;
+  for (int i = 0; i < 2; i++)
+    if (!(q[2 * i] > 0.0f && q[2 * i] <= 3.4e38f && q[2 * i + 1] >= 0.0f &&
+          q[2 * i + 1] <= 255.0f && q[2 * i + 1] == (float)(int)q[2 * i + 1]))
+      WHY("binary: an int8 add's operand %d scale %g / zero point %g", i, (double)q[2 * i],
+          (double)q[2 * i + 1]);
+  if (op->act != EMC_ACT_FAKEQUANT) WHY("binary: an int8 add's output needs a fake-quant");
+  if (!check_act(op, why, why_n)) return false;
+  const float qmin = op->fp[EMC_ACT_FP_QMIN], off = qmin < 0.0f ? 128.0f : 0.0f;
+  if (!(qmin + off >= 0.0f && op->fp[EMC_ACT_FP_QMAX] + off <= 255.0f &&
+        op->fp[EMC_ACT_FP_ZP] + off >= 0.0f && op->fp[EMC_ACT_FP_ZP] + off <= 255.0f))
+    WHY("binary: an int8 add's output range [%g, %g] does not map into [0, 255]", (double)qmin,
+        (double)op->fp[EMC_ACT_FP_QMAX]);
+  return true;
+}
+
 bool emc_check_binary(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
   const emc_rt_tensor *a = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
   const emc_rt_tensor *b = op->in[1] < 0 ? NULL : tensor_at(d, op->in[1]);
   const emc_binary_params p = emc_binary_params_of(op);
   if (!a || !y || (op->in[1] >= 0 && !b)) WHY("binary: bad tensor id");
   if (p.op < 0 || p.op > EMC_BIN_RSUB) WHY("binary: unknown operation %lld", (long long)p.op);
+  if (p.q8 || p.q8_table_id >= 0) return check_add_q8(d, op, &p, why, why_n);
   if (!broadcasts_to(a, y) || (b && !broadcasts_to(b, y)))
     WHY("binary: operands do not broadcast to the output");
   return check_act(op, why, why_n);
@@ -97,9 +130,56 @@ static void bcast_strides(const emc_rt_tensor *x, const emc_rt_tensor *y, int64_
   }
 }
 
+typedef struct add_q8_job {
+  const emc_delegate *d;
+  const uint8_t *a, *b;
+  uint8_t *y;
+  size_t c, cp; /* channels, bytes between pixels */
+  em_q8_add_params q;
+} add_q8_job;
+
+static void add_q8_rows(void *ctx, int64_t begin, int64_t end) {
+  const add_q8_job *j = ctx;
+  const size_t o = (size_t)begin * j->cp;
+  if (j->c == j->cp) { /* no channel padding: one run */
+    j->d->q8_add((size_t)(end - begin) * j->c, j->a + o, j->b + o, j->y + o, &j->q);
+    return;
+  }
+  for (int64_t px = begin; px < end; px++) {
+    const size_t at = (size_t)px * j->cp;
+    j->d->q8_add(j->c, j->a + at, j->b + at, j->y + at, &j->q);
+  }
+}
+
+/* An int8 add on u8 activations (checked by check_add_q8): pixels on the pool. */
+static void run_add_q8(const emc_delegate *d, const emc_op *op, const emc_binary_params *p,
+                       em_threadpool *pool) {
+  const emc_rt_tensor *yt = &d->t[op->out[0]];
+  const float *q = d->t[p->q8_table_id].data, *f = op->fp;
+  const float off = f[EMC_ACT_FP_QMIN] < 0.0f ? 128.0f : 0.0f;
+  const int64_t c = yt->sizes[1], npix = yt->sizes[0] * yt->sizes[2] * yt->sizes[3];
+  add_q8_job j = {d,
+                  (const uint8_t *)(const void *)d->t[op->in[0]].data,
+                  (const uint8_t *)(const void *)d->t[op->in[1]].data,
+                  (uint8_t *)(void *)yt->data,
+                  (size_t)c,
+                  (size_t)(c + 3) / 4 * 4,
+                  {q[0],
+                   q[1],
+                   q[2],
+                   q[3],
+                   {f[EMC_ACT_FP_INV_SCALE], f[EMC_ACT_FP_ZP] + off, f[EMC_ACT_FP_QMIN] + off,
+                    f[EMC_ACT_FP_QMAX] + off, f[EMC_ACT_FP_MIN], f[EMC_ACT_FP_MAX]}}};
+  par_for_mem(pool, npix, add_q8_rows, &j, npix * c);
+}
+
 em_status emc_run_binary(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   const emc_rt_tensor *at = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   const emc_binary_params p = emc_binary_params_of(op);
+  if (p.q8) {
+    run_add_q8(d, op, &p, pool);
+    return EM_OK;
+  }
   bin_job j = {0};
   j.d = d, j.op = op, j.a = at->data, j.y = yt->data, j.mm = clamp_of(op), j.scalar = p.scalar;
   j.bop = (int)p.op;

@@ -29,7 +29,51 @@ bool emc_check_pool(const emc_delegate *d, const emc_op *op, char *why, size_t w
           "padding %lld",
           (long long)out, (long long)in, (long long)k, (long long)st, (long long)p);
   }
+  if (pp.q8) {
+    if (pp.q8 != 1 || op->kind != EMC_OP_MAXPOOL2D || op->act != EMC_ACT_FAKEQUANT ||
+        x->storage != EMC_ARENA || y->storage != EMC_ARENA)
+      WHY("pool: a u8 pool (flag %lld) is a max pool with a fake-quant, in the backend's arena",
+          (long long)pp.q8);
+  }
   return check_act(op, why, why_n);
+}
+
+typedef struct pool_q8_job {
+  const uint8_t *x; /* [n][h][w][cp] */
+  uint8_t *y;       /* [n][oh][ow][cp] */
+  int64_t h, w, oh, ow, c, cp;
+  emc_pool2d_params p;
+} pool_q8_job;
+
+/* Output rows [begin, end) (of every image: n * oh) of a u8 max pool: each output pixel's C
+ * bytes the largest over the window's taps inside the map (padding never wins in torch). */
+static void pool_q8_rows(void *ctx, int64_t begin, int64_t end) {
+  const pool_q8_job *j = ctx;
+  const emc_pool2d_params *pp = &j->p;
+  const size_t c = (size_t)j->c, cp = (size_t)j->cp;
+  for (int64_t r = begin; r < end; r++) {
+    const int64_t b = r / j->oh, oy = r % j->oh, y0 = oy * pp->sh - pp->ph;
+    const uint8_t *xb = j->x + (size_t)(b * j->h * j->w) * cp;
+    uint8_t *yr = j->y + (size_t)(r * j->ow) * cp;
+    for (int64_t ox = 0; ox < j->ow; ox++) {
+      const int64_t x0 = ox * pp->sw - pp->pw;
+      uint8_t *o = yr + (size_t)ox * cp;
+      bool first = true;
+      for (int64_t ky = 0; ky < pp->kh; ky++) {
+        const int64_t iy = y0 + ky * pp->dh;
+        if (iy < 0 || iy >= j->h) continue;
+        for (int64_t kx = 0; kx < pp->kw; kx++) {
+          const int64_t ix = x0 + kx * pp->dw;
+          if (ix < 0 || ix >= j->w) continue;
+          const uint8_t *v = xb + (size_t)(iy * j->w + ix) * cp;
+          if (first)
+            memcpy(o, v, c), first = false;
+          else
+            for (size_t i = 0; i < c; i++) o[i] = v[i] > o[i] ? v[i] : o[i];
+        }
+      }
+    }
+  }
 }
 
 typedef struct pool_job {
@@ -101,6 +145,20 @@ static void maxpool_planes(void *ctx, int64_t begin, int64_t end) {
 
 em_status emc_run_pool(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
+  if (emc_pool2d_params_of(op).q8) {
+    const int64_t c = xt->sizes[1];
+    pool_q8_job q = {(const uint8_t *)(const void *)xt->data,
+                     (uint8_t *)(void *)yt->data,
+                     xt->sizes[2],
+                     xt->sizes[3],
+                     yt->sizes[2],
+                     yt->sizes[3],
+                     c,
+                     (c + 3) / 4 * 4,
+                     emc_pool2d_params_of(op)};
+    par_for(pool, yt->sizes[0] * q.oh, pool_q8_rows, &q, yt->numel * q.p.kh * q.p.kw);
+    return EM_OK;
+  }
   pool_job j = {d,
                 op,
                 xt->data,

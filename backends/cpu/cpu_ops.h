@@ -234,7 +234,7 @@ static inline em_pool_params pool_geom_of(const emc_pool2d_params *p, int64_t h,
 static inline bool pool_separable(const emc_op *op, int64_t w, int64_t ow) {
   const emc_pool2d_params p = emc_pool2d_params_of(op);
   const int64_t span = (ow - 1) * p.sw + p.kw;
-  return op->kind == EMC_OP_MAXPOOL2D && p.dh == 1 && p.dw == 1 && ow > 0 &&
+  return op->kind == EMC_OP_MAXPOOL2D && !p.q8 && p.dh == 1 && p.dw == 1 && ow > 0 &&
          span <= EM_POOL_ROW_MAX && p.pw + w <= EM_POOL_ROW_MAX;
 }
 

@@ -364,6 +364,24 @@ void em_q8_dwconv_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, const em_
 /* The depthwise row kernel that goes with em_q8_gemm_for(isa). */
 em_q8_dw_fn em_q8_dw_for(const char *isa);
 
+/* An int8 add's n u8 values (EMC_BINARY_Q8): y[i] = em_q8_quant1(ta + tb, &oq), ta = (a[i] - za)
+ * * sa and tb = (b[i] - zb) * sb each rounded once (the f32 fake-quant values the u8 values
+ * stand for), never contracted into an FMA. */
+typedef struct em_q8_add_params {
+  float sa, za, sb, zb;
+  em_q8_quant_params oq;
+} em_q8_add_params;
+typedef void (*em_q8_add_fn)(size_t n, const uint8_t *a, const uint8_t *b, uint8_t *y,
+                             const em_q8_add_params *p);
+void em_q8_add_ukernel__scalar(size_t n, const uint8_t *a, const uint8_t *b, uint8_t *y,
+                               const em_q8_add_params *p);
+void em_q8_add_ukernel__avx2(size_t n, const uint8_t *a, const uint8_t *b, uint8_t *y,
+                             const em_q8_add_params *p);
+void em_q8_add_ukernel__avx512vnni(size_t n, const uint8_t *a, const uint8_t *b, uint8_t *y,
+                                   const em_q8_add_params *p);
+/* The add row that goes with em_q8_gemm_for(isa). */
+em_q8_add_fn em_q8_add_for(const char *isa);
+
 /*
  * The qparams of one row of a dynamic int8 linear's input (EMC_OP_DQ_LINEAR, EMC_OP_TOKEN_FQ) from
  * its finite minimum and maximum, as quantized_decomposed's choose_qparams_per_token_asymmetric

@@ -35,7 +35,7 @@
  * (older: zero there); 9: EMC_CONV_WINO_AT_LOAD (older: zero there), EMC_OP_TOKEN_FQ;
  * 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8 (older: zero there); 11: EMC_ACT_HARDSWISH_FQ;
  * 12: EMC_OP_PAD; 13: EMC_OP_DQ_LINEAR; 14: asymmetric padding of int8 depthwise convs (the
- * high bits of EMC_CONV_PH / PW; older: zero there) */
+ * high bits of EMC_CONV_PH / PW; older: zero there), EMC_BINARY_Q8, EMC_POOL_Q8 */
 #define EMC_VERSION    14u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
@@ -234,10 +234,21 @@ enum {
   EMC_POOL_DH,
   EMC_POOL_DW,
   EMC_POOL_INCLUDE_PAD,
-  EMC_POOL_DIVISOR
+  EMC_POOL_DIVISOR,
+  /* Version 14 (older: zero there): 1 for a max pool of u8 values channels last, in and out
+   * [N][H][W][cp] bytes in the arena (cp = C rounded up to 4), its act the fake-quant of its
+   * input's own qparams (the max of the levels is the level of the max: the bytes are the
+   * f32 pool's levels); 0: f32. */
+  EMC_POOL_Q8
 };
-/* Binary ip[] slot: the emc_binary operation; fp[] slot: b when in[1] is -1. */
-enum { EMC_BINARY_OP };
+/* Binary ip[] slots: the emc_binary operation; version 14 (older: zero there): EMC_BINARY_Q8 1
+ * for an int8 add on u8 activations channels last (in[0], in[1] and out[0] the same 4-d shape,
+ * [N][H][W][cp] bytes in the arena, cp = C rounded up to 4, no broadcasting): y = the
+ * fake-quant (the act, EMC_ACT_FAKEQUANT, its range mapped into [0, 255] as for int8 convs' u8
+ * outputs) of (a - zp_a) * s_a + (b - zp_b) * s_b, each term exactly the f32 fake-quant value
+ * its u8 stands for; EMC_BINARY_Q8_TABLE: 1 + the id of a constant [s_a, zp_a, s_b, zp_b] (the
+ * zero points of the u8 values). fp[] slot: b when in[1] is -1. */
+enum { EMC_BINARY_OP, EMC_BINARY_Q8, EMC_BINARY_Q8_TABLE };
 enum { EMC_BINARY_FP_SCALAR = 2 };
 /* Mean ip[] slots: x is [outer, len, inner] (inner 0 reads as 1), y [outer, inner]. */
 enum { EMC_MEAN_OUTER, EMC_MEAN_LEN, EMC_MEAN_INNER };
@@ -286,7 +297,7 @@ enum { EMC_AFFINE_N, EMC_AFFINE_C, EMC_AFFINE_INNER };
 enum {
   EMC_CONV_N_PARAMS = EMC_CONV_Q8_U8 + 1,
   EMC_GEMM_N_PARAMS = EMC_GEMM_C_HEADS + 1,
-  EMC_POOL_N_PARAMS = EMC_POOL_DIVISOR + 1,
+  EMC_POOL_N_PARAMS = EMC_POOL_Q8 + 1,
   EMC_SLICE_N_PARAMS = EMC_SLICE_OUT_LEN + 1,
   EMC_PAD_N_PARAMS = EMC_PAD_RIGHT + 1,
   EMC_AFFINE_N_PARAMS = EMC_AFFINE_INNER + 1,
@@ -478,6 +489,7 @@ typedef struct emc_pool2d_params {
   int64_t dh, dw;      /* EMC_POOL_DH, EMC_POOL_DW: dilation */
   int64_t include_pad; /* EMC_POOL_INCLUDE_PAD: avg pool counts the padding (count_include_pad) */
   int64_t divisor;     /* EMC_POOL_DIVISOR: avg pool's divisor_override, 0: none */
+  int64_t q8;          /* EMC_POOL_Q8: 1 for a max pool of u8 values channels last */
 } emc_pool2d_params;
 
 static inline emc_pool2d_params emc_pool2d_params_of(const emc_op *op) {
@@ -491,17 +503,23 @@ static inline emc_pool2d_params emc_pool2d_params_of(const emc_op *op) {
                              .dh = ip[EMC_POOL_DH],
                              .dw = ip[EMC_POOL_DW],
                              .include_pad = ip[EMC_POOL_INCLUDE_PAD],
-                             .divisor = ip[EMC_POOL_DIVISOR]};
+                             .divisor = ip[EMC_POOL_DIVISOR],
+                             .q8 = ip[EMC_POOL_Q8]};
 }
 
 /* binary (EMC_OP_BINARY). */
 typedef struct emc_binary_params {
-  int64_t op;   /* EMC_BINARY_OP: an emc_binary */
-  float scalar; /* fp[EMC_BINARY_FP_SCALAR]: b when in[1] is -1 */
+  int64_t op;          /* EMC_BINARY_OP: an emc_binary */
+  int64_t q8;          /* EMC_BINARY_Q8: 1 for an int8 add on u8 activations */
+  int64_t q8_table_id; /* EMC_BINARY_Q8_TABLE - 1: its [s_a, zp_a, s_b, zp_b], -1: none */
+  float scalar;        /* fp[EMC_BINARY_FP_SCALAR]: b when in[1] is -1 */
 } emc_binary_params;
 
 static inline emc_binary_params emc_binary_params_of(const emc_op *op) {
-  return (emc_binary_params){.op = op->ip[EMC_BINARY_OP], .scalar = op->fp[EMC_BINARY_FP_SCALAR]};
+  return (emc_binary_params){.op = op->ip[EMC_BINARY_OP],
+                             .q8 = op->ip[EMC_BINARY_Q8],
+                             .q8_table_id = (int64_t)op->ip[EMC_BINARY_Q8_TABLE] - 1,
+                             .scalar = op->fp[EMC_BINARY_FP_SCALAR]};
 }
 
 /* mean (EMC_OP_MEAN): [outer, len, inner] -> [outer, inner]. */

@@ -5,8 +5,9 @@
  * and sums are integers below 2^24, so any order gives the same sum), then the scale, bias and
  * the output's quantization (em_q8_quant1's bytes, in em_q8_quant_bounds's short form), so the
  * bytes are the portable row's (q8_gemm_impl.h). 3x3 kernels keep their 9 weight vectors in
- * registers and sum each row of taps on its own chain. Compiled with the VNNI file's flags; uses
- * AVX-512 F only.
+ * registers and sum each row of taps on its own chain; 5x5 ones widen each input column once
+ * for four outputs. Also the int8 add's row (em_q8_add_params: each operand dequantized, the sum
+ * quantized by the same epilogue). Compiled with the VNNI file's flags; uses AVX-512 F only.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -144,6 +145,29 @@ static inline __attribute__((always_inline)) void dw_chans(const uint8_t *in, ui
         acc = _mm512_fmadd_ps(ld16(k, s + ky * dy + kx * dx, FULL),
                               _mm512_loadu_ps(w + (ky * kw + kx) * cw + c), acc);
     store_q8(&q, acc, out + o * cpo + c, k);
+  }
+}
+
+void em_q8_add_ukernel__avx512vnni(size_t n, const uint8_t *a, const uint8_t *b, uint8_t *y,
+                                   const em_q8_add_params *p) {
+  em_q8_quant_params oq = p->oq;
+  float flo, fhi;
+  em_q8_quant_bounds(&oq, &flo, &fhi);
+  const q8_out q = {.corr = _mm512_setzero_ps(),
+                    .scale = _mm512_set1_ps(1.0f),
+                    .bias = _mm512_setzero_ps(),
+                    .inv = _mm512_set1_ps(oq.inv),
+                    .flo = _mm512_set1_ps(flo),
+                    .fhi = _mm512_set1_ps(fhi),
+                    .zp = _mm512_set1_epi32((int32_t)oq.zp),
+                    .lo = _mm512_set1_epi32((int32_t)oq.lo)};
+  const __m512 sa = _mm512_set1_ps(p->sa), za = _mm512_set1_ps(p->za);
+  const __m512 sb = _mm512_set1_ps(p->sb), zb = _mm512_set1_ps(p->zb);
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+    const __m512 ta = _mm512_mul_ps(_mm512_sub_ps(ld16(k, a + i, 0), za), sa);
+    const __m512 tb = _mm512_mul_ps(_mm512_sub_ps(ld16(k, b + i, 0), zb), sb);
+    store_q8(&q, _mm512_add_ps(ta, tb), y + i, k); /* ((t - 0) * 1 + 0: t itself) */
   }
 }
 

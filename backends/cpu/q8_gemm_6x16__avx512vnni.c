@@ -23,6 +23,7 @@
 #define EM_Q8_NO_QUANT 1
 #define EM_Q8_NO_PACK  1
 #define EM_Q8_NO_DW    1  /* q8_dwconv__avx512vnni.c */
+#define EM_Q8_NO_ADD   1  /* q8_dwconv__avx512vnni.c */
 #include "q8_gemm_impl.h" /* q8_pack_groups_avx512vnni, for the tails */
 
 /* 16 rows of 16 bytes transposed: r[i][j] <- r[j][i] (four rounds of interleaves, each pairing

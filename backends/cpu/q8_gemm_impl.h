@@ -50,6 +50,17 @@ void EM_Q8_CAT(em_q8_dwconv_ukernel__, EM_ISA)(const uint8_t *in, uint8_t *out,
 }
 #endif /* EM_Q8_NO_DW */
 
+#ifndef EM_Q8_NO_ADD /* the ISA file has its own add row */
+void EM_Q8_CAT(em_q8_add_ukernel__, EM_ISA)(size_t n, const uint8_t *a, const uint8_t *b,
+                                            uint8_t *y, const em_q8_add_params *p) {
+  for (size_t i = 0; i < n; i++) {
+    const float ta = ((float)a[i] - p->za) * p->sa; /* (statements apart: never contracted) */
+    const float tb = ((float)b[i] - p->zb) * p->sb;
+    y[i] = em_q8_quant1(ta + tb, &p->oq);
+  }
+}
+#endif /* EM_Q8_NO_ADD */
+
 #ifndef EM_Q8_NO_PACK /* the ISA file has its own packer */
 void EM_Q8_CAT(em_q8_pack16_ukernel__, EM_ISA)(const uint8_t *const *src, size_t off, size_t cq,
                                                uint8_t *dst) {

@@ -373,8 +373,44 @@ static void test_q8_dwconv(const em_cpu_config *cfg) {
   if (!bad) g_pass++;
 }
 
+/* The int8 add's row (em_q8_add_for) of cfg's ISA against the definition, every pair of u8
+ * operands (lengths 1-65536: masked tails), under qparams of odd scales with and without a
+ * ReLU clamp: each term rounded once (a fused multiply-add fails this), then em_q8_quant1. */
+static void test_q8_add(const em_cpu_config *cfg) {
+  enum { N = 65536 };
+  static uint8_t a[N], b[N], y[N];
+  const em_q8_add_fn add = em_q8_add_for(cfg->isa);
+  static const em_q8_add_params ps[] = {
+      {0.0371f, 131.0f, 0.0123f, 7.0f, {1.0f / 0.0413f, 0.0f, 0.0f, 255.0f, 0.0f, 1e30f}},
+      {0.00917f, 128.0f, 0.0211f, 140.0f, {1.0f / 0.0307f, 119.0f, 0.0f, 255.0f, -1e30f, 1e30f}},
+      {1.7e-3f, 3.0f, 9.1e-2f, 255.0f, {1.0f / 0.05f, 128.0f, 1.0f, 254.0f, -1e30f, 1e30f}},
+  };
+  for (size_t i = 0; i < N; i++) a[i] = (uint8_t)(i & 255), b[i] = (uint8_t)(i >> 8);
+  int bad = 0;
+  for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+    const em_q8_add_params *p = &ps[k];
+    for (size_t n = 1; n <= N; n = n < 40 ? n + 1 : n * 4) {
+      memset(y, 0xEE, sizeof y);
+      add(n, a, b, y, p);
+      for (size_t i = 0; i < n; i++) {
+        volatile float ta = ((float)a[i] - p->za) * p->sa, tb = ((float)b[i] - p->zb) * p->sb;
+        if (y[i] != em_q8_quant1(ta + tb, &p->oq)) bad++;
+      }
+      if (n < N && y[n] != 0xEE) bad++; /* nothing past n */
+    }
+    add(N, a, b, y, p);
+    for (size_t i = 0; i < N; i++) {
+      volatile float ta = ((float)a[i] - p->za) * p->sa, tb = ((float)b[i] - p->zb) * p->sb;
+      if (y[i] != em_q8_quant1(ta + tb, &p->oq)) bad++;
+    }
+  }
+  CHECK(bad == 0, "%s int8 add row: %d values differ from the definition", cfg->isa, bad);
+  if (!bad) g_pass++;
+}
+
 static void test_isa(const em_cpu_config *cfg) {
   test_q8_dwconv(cfg);
+  test_q8_add(cfg);
   test_fakequant_special(cfg);
   test_copy_stride2(cfg);
   test_transpose(cfg);

@@ -28,6 +28,7 @@ from torch import nn
 
 import ember
 import ember.backends.cpu.blob as B
+import ember.backends.cpu.fusion_q8 as fusion_q8
 import ember.backends.cpu.partition as partition
 from ember._lib import configure_cpu_backend
 from ember.quant.pt2e import quantize_exported
@@ -69,7 +70,15 @@ def _calibrated(
 @pytest.fixture(scope="module")
 def programs() -> tuple[ember.Program, ember.Program, ember.Program, tuple]:
     ep, inputs = _calibrated(_Net(), (1, 3, 28, 28), 1)
-    prog = ember.export(ep, inputs, backend="cpu")
+    # (an int8 add on u8 links, EMC_BINARY_Q8, pins the convs beside it to int8: with it off
+    # the residual add stays f32 and the Winograd choice applies to both 28x28 convs)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(fusion_q8, "_add_q8_candidate", lambda a: False)
+    try:
+        prog = ember.export(ep, inputs, backend="cpu")
+    finally:
+        mp.undo()
+    pinned = ember.export(ep, inputs, backend="cpu")
     orig = partition._conv_q8  # (the fusion passes are looked up there by name)
     partition._conv_q8 = lambda ops, u: None  # f32 convs from the dequantized weights
     try:
@@ -78,6 +87,11 @@ def programs() -> tuple[ember.Program, ember.Program, ember.Program, tuple]:
         partition._conv_q8 = orig
     assert sum(ip[B.CONV_Q8] > 0 for _, ip in _conv_ips(f32.buffer)) == 0
     plain = ember.export(ep, inputs, backend=None)
+    configure_cpu_backend(q8_winograd=1)  # the u8 add keeps its convs int8: the same bits
+    try:
+        assert torch.equal(_run(pinned, inputs), _run(prog, inputs))
+    finally:
+        configure_cpu_backend(q8_winograd=0)
     return prog, f32, plain, inputs
 
 

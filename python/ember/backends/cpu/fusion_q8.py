@@ -313,46 +313,112 @@ def _asymmetric_pad(conv: Op, p: Op | None, u: _Uses) -> Op | None:
     return p if ok else None
 
 
+def _u8_form(op: Op) -> tuple[float, int] | None:
+    """The scale and u8 zero point of an op's fake-quantized output when its range maps into u8
+    (int8 ranges shift by 128)."""
+    _, scale, zp, qmin, qmax = (float(v) for v in op.fp[3:8])
+    off = 128 if qmin < 0 else 0
+    if not (0 <= qmin + off <= qmax + off <= 255 and 0 <= zp + off <= 255):
+        return None
+    return scale, int(zp) + off
+
+
+def _add_q8_candidate(a: Op) -> bool:
+    """An add of two distinct 4-d tensors of its output's shape, fake-quantized into u8's range:
+    it may run on u8 operands (EMC_BINARY_Q8) if both are u8 links and so is its output."""
+    y = a.outs[0] if len(a.outs) == 1 else None
+    return (
+        a.kind == "binary"
+        and a.ip[:1] == [B.BIN["add"]]
+        and a.act == "fakequant"
+        and y is not None
+        and len(y.shape) == 4
+        and len(a.ins) == 2
+        and all(isinstance(i, TensorSpec) and tuple(i.shape) == tuple(y.shape) for i in a.ins)
+        and a.ins[0].root() is not a.ins[1].root()
+        and _u8_form(a) is not None
+    )
+
+
+def _pool_q8_candidate(p: Op, u: _Uses) -> bool:
+    """A max pool fake-quantized with its producer's own qparams (PT2E shares them; its clamp no
+    tighter): on u8 levels it is the same max (EMC_POOL_Q8) if both its sides are u8 links."""
+    q = u.producer(p.ins[0]) if p.kind == "maxpool2d" and len(p.ins) == 1 else None
+    return (
+        q is not None
+        and p.act == "fakequant"
+        and q.act == "fakequant"
+        and len(p.outs) == 1
+        and len(p.outs[0].shape) == 4
+        and list(q.fp[3:8]) == list(p.fp[3:8])
+        and p.fp[0] <= q.fp[0]
+        and p.fp[1] >= q.fp[1]
+        and _u8_form(p) is not None
+    )
+
+
 def _conv_q8_u8(ops: list[Op], u: _Uses) -> None:
     """An int8 conv whose fake-quantized output only int8 convs read (as their input, in this
     run) writes it as u8 values channels last, and they read those (blob EMC_CONV_Q8_U8): the
     value never exists in f32, and neither the fake-quant's pass over it nor the readers'
     quantization runs. The bytes are the ones the readers would have made (each reader's q8
     comes from this very fake-quant). Not for outputs with a residual or read outside the run.
-    An int8 depthwise conv (:func:`_dwconv_q8`) left without a u8 link on either side goes back
-    to f32, and the links are made again without it."""
+    A fake-quantized residual add (ResNet's blocks) joins the links when both its operands and
+    its output are u8 links (EMC_BINARY_Q8: each u8 dequantized to exactly its f32 fake-quant
+    value, added, fake-quantized into u8), so the blocks' outputs never exist in f32 either; so
+    does a max pool with its input's qparams (ResNet's stem, EMC_POOL_Q8). An int8 depthwise
+    conv (:func:`_dwconv_q8`), add or pool left without a u8 link on any side goes back to f32,
+    and the links are made again without it."""
+    adds = [o for o in ops if _add_q8_candidate(o)]
+    pools = [o for o in ops if _pool_q8_candidate(o, u)]
     while True:
         convs = [o for o in ops if o.kind == "conv2d" and "q8" in o.attrs]
-        for c in convs:
-            c.attrs.pop("q8_in", None), c.attrs.pop("q8_out", None)
-        for conv in convs:
-            y = conv.outs[0]
-            if conv.act != "fakequant" or len(conv.ins) > 1 or len(y.shape) != 4:
-                continue
+        for c in convs + adds + pools:
+            for k in ("q8_in", "q8_out", "q8_ins"):
+                c.attrs.pop(k, None)
+        writers = [
+            c
+            for c in convs
+            if c.act == "fakequant" and len(c.ins) == 1 and len(c.outs[0].shape) == 4
+        ]
+        for w in writers + adds + pools:
+            y = w.outs[0]
             readers = u.consumers(y)
-            if (
-                id(y.root()) in u.external
-                or not readers
-                or any(
-                    r.kind != "conv2d"
-                    or "q8" not in r.attrs
-                    or len(r.ins) != 1
-                    or r.ins[0].root() is not y.root()
-                    or tuple(r.ins[0].shape) != tuple(y.shape)
-                    for r in readers
-                )
-            ):
+            if id(y.root()) in u.external or not readers:
                 continue
-            conv.attrs["q8_out"] = True
+            links = []
             for r in readers:
-                r.attrs["q8_in"] = True
+                if (r.kind == "conv2d" and "q8" in r.attrs and len(r.ins) == 1) or any(
+                    r is q for q in pools
+                ):
+                    at = 0
+                elif any(r is a for a in adds):
+                    at = next(i for i, x in enumerate(r.ins) if x.root() is y.root())
+                else:
+                    break
+                if r.ins[at].root() is not y.root() or tuple(r.ins[at].shape) != tuple(y.shape):
+                    break
+                links.append((r, at))
+            else:
+                w.attrs["q8_out"] = True
+                for r, at in links:
+                    if r.kind != "binary":
+                        r.attrs["q8_in"] = True
+                    else:
+                        r.attrs.setdefault("q8_ins", set()).add(at)
         loose = [
             c
             for c in convs
             if c.attrs.get("q8dw") and not (c.attrs.get("q8_in") and c.attrs.get("q8_out"))
         ]
-        if not loose:
-            return
+        loose_adds = [
+            a for a in adds if not (a.attrs.get("q8_out") and a.attrs.get("q8_ins") == {0, 1})
+        ]
+        loose_pools = [q for q in pools if not (q.attrs.get("q8_in") and q.attrs.get("q8_out"))]
+        if not loose and not loose_adds and not loose_pools:
+            break
+        adds = [a for a in adds if not any(a is b for b in loose_adds)]
+        pools = [q for q in pools if not any(q is b for b in loose_pools)]
         for c in loose:
             for k in ("q8", "q8dw", "q8_in", "q8_out"):
                 c.attrs.pop(k, None)
@@ -363,3 +429,12 @@ def _conv_q8_u8(ops: list[Op], u: _Uses) -> None:
                 c.ins[0] = pad.outs[0]
                 ops.insert(ops.index(c), pad)
                 c.nodes[:] = [n for n in c.nodes if n not in pad.nodes]
+    for a in [o for o in ops if o.kind in ("binary", "maxpool2d")]:
+        for k in ("q8_in", "q8_out", "q8_ins"):
+            a.attrs.pop(k, None)
+    for q in pools:  # EMC_POOL_Q8
+        q.ip = [*q.ip[:10], 1]
+    for a in adds:  # each operand's scale and u8 zero point: its producer's fake-quant
+        forms = [_u8_form(u.producer(x)) for x in a.ins]
+        a.attrs["q8add"] = np.array([v for f in forms for v in f], dtype=np.float32)
+        a.ip = [a.ip[0], 1, 0]

@@ -455,11 +455,14 @@ def build_blob(
                 act=op.act,
             )
         else:
+            ip = list(op.ip)
+            if op.kind == "binary" and "q8add" in op.attrs:  # EMC_BINARY_Q8, _Q8_TABLE
+                ip[2] = g.const(op.attrs["q8add"]) + 1
             bop = B.BOp(
                 op.kind,
                 [tid(i) for i in op.ins],
                 [tid(o) for o in op.outs],
-                ip=list(op.ip),
+                ip=ip,
                 fp=list(op.fp),
                 act=op.act,
             )
