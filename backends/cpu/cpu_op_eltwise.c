@@ -170,7 +170,7 @@ static void run_add_q8(const emc_delegate *d, const emc_op *op, const emc_binary
                    q[3],
                    {f[EMC_ACT_FP_INV_SCALE], f[EMC_ACT_FP_ZP] + off, f[EMC_ACT_FP_QMIN] + off,
                     f[EMC_ACT_FP_QMAX] + off, f[EMC_ACT_FP_MIN], f[EMC_ACT_FP_MAX]}}};
-  par_for_mem(pool, npix, add_q8_rows, &j, npix * c);
+  par_for(pool, npix, add_q8_rows, &j, npix * c * 4); /* ~20 operations per 16 values */
 }
 
 em_status emc_run_binary(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {

@@ -238,14 +238,25 @@ typedef struct q8_dw_job {
   const uint8_t *src; /* the (padded) u8 input of one image */
   uint8_t *out;       /* its u8 output, [oh][ow][cpo] */
   size_t row, sh;     /* floats per input row; stride down */
+  size_t blocks;      /* channel blocks of DW_BLOCK a row is split into (1: whole rows) */
   em_q8_dw_params q;
 } q8_dw_job;
 
+enum { DW_BLOCK = 64 }; /* channels of a job when rows are too few to split the work */
+
+/* Jobs [begin, end): output row job / blocks, its channel block job % blocks (a block is the row
+ * kernel on those channels: its pointers moved to them, the tables' stride kept). */
 static void q8_dw_rows(void *ctx, int64_t begin, int64_t end) {
   const q8_dw_job *j = ctx;
-  for (int64_t oy = begin; oy < end; oy++)
-    j->d->q8_dw(j->src + (size_t)oy * j->sh * j->row, j->out + (size_t)oy * j->q.ow * j->q.cpo,
-                &j->q);
+  for (int64_t job = begin; job < end; job++) {
+    const size_t oy = (size_t)job / j->blocks, c0 = (size_t)job % j->blocks * DW_BLOCK;
+    em_q8_dw_params q = j->q;
+    if (j->blocks > 1) {
+      q.ch = q.ch - c0 < DW_BLOCK ? q.ch - c0 : DW_BLOCK;
+      q.w += c0, q.scale += c0, q.corr += c0, q.bias += c0;
+    }
+    j->d->q8_dw(j->src + oy * j->sh * j->row + c0, j->out + oy * j->q.ow * j->q.cpo + c0, &q);
+  }
 }
 
 typedef struct q8_pad_job {
@@ -287,6 +298,8 @@ static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool
       .d = d,
       .row = (size_t)(wp * cp),
       .sh = (size_t)p.sh,
+      /* few rows (EfficientNet's 7x7 maps of 672-1152 channels): rows by channel blocks */
+      .blocks = oh < 16 && c > DW_BLOCK ? (size_t)((c + DW_BLOCK - 1) / DW_BLOCK) : 1,
       .q = {.ow = (size_t)ow,
             .ch = (size_t)c,
             .cpo = (size_t)cp,
@@ -311,7 +324,7 @@ static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool
       j.src = img;
     }
     j.out = (uint8_t *)(void *)yt->data + (size_t)(b * oh * ow * cp);
-    par_for_static(pool, oh, q8_dw_rows, &j, oh * ow * c * kk * 2);
+    par_for_static(pool, oh * (int64_t)j.blocks, q8_dw_rows, &j, oh * ow * c * kk * 2);
   }
 }
 

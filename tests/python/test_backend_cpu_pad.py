@@ -165,14 +165,14 @@ def test_int8_convs_behind_pads() -> None:
 class _StridedSame(nn.Module):
     """EfficientNet-Lite0's stride-2 stages: 1x1 expansion, "same" pad (0 before and 1 after at
     3x3, 1 and 2 at 5x5; odd and even maps), depthwise, 1x1 projection; channels not multiples
-    of 16; a third block whose depthwise output a sigmoid reads (not a u8 link: its pad op comes
+    of 16 (80 on a 5-row map: rows split by channel blocks of 64); a third block whose depthwise output a sigmoid reads (not a u8 link: its pad op comes
     back and the conv runs in f32)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.e1, self.d1 = nn.Conv2d(3, 20, 1), nn.Conv2d(20, 20, 3, stride=2, groups=20)
-        self.p1, self.e2 = nn.Conv2d(20, 12, 1), nn.Conv2d(12, 36, 1)
-        self.d2, self.p2 = nn.Conv2d(36, 36, 5, stride=2, groups=36), nn.Conv2d(36, 16, 1)
+        self.p1, self.e2 = nn.Conv2d(20, 12, 1), nn.Conv2d(12, 80, 1)
+        self.d2, self.p2 = nn.Conv2d(80, 80, 5, stride=2, groups=80), nn.Conv2d(80, 16, 1)
         self.d3 = nn.Conv2d(16, 16, 3, stride=2, groups=16)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
