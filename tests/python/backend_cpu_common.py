@@ -212,3 +212,26 @@ def _run_per_isa(
         assert r.returncode == 0, r.stderr[-2000:]
         outs[isa] = torch.load(y)
     return outs
+
+
+def _out_step(plain: ember.Program) -> float:
+    """The scale of the program's last per-tensor dequantize: one quantization step of its
+    output."""
+    return [
+        float(i.args[1].value)
+        for i in plain._irs["forward"].instrs
+        if getattr(i, "kernel", "").startswith("quantized_decomposed::dequantize_per_tensor")
+    ][-1]
+
+
+def _assert_within_one_step(
+    prog: ember.Program, plain: ember.Program, inputs: tuple, threads: tuple[int, ...] = (1, 2)
+) -> None:
+    """Every output of prog within one output step of the portable program's (the int8 paths
+    sum in another order: a value an ulp from a rounding boundary may land one step apart), at
+    most 2 % of them off, at each thread count."""
+    step, want = _out_step(plain), _run(plain, inputs)
+    for th in threads:
+        diff = (_run(prog, inputs, th) - want).abs()
+        assert diff.max().item() <= step * 1.001, (th, diff.max().item(), step)
+        assert (diff > 0).float().mean().item() <= 0.02, th

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
-from backend_cpu_common import _op_table, _run, _run_per_isa
+from backend_cpu_common import _assert_within_one_step, _op_table, _run, _run_per_isa
 from torch import nn
 
 import ember
@@ -87,15 +87,7 @@ def test_same_bits_as_the_ops_one_by_one(programs) -> None:
 
 def test_within_one_step_of_portable(programs) -> None:
     prog, _, plain, inputs = programs
-    step = [
-        float(i.args[1].value)
-        for i in plain._irs["forward"].instrs
-        if getattr(i, "kernel", "").startswith("quantized_decomposed::dequantize_per_tensor")
-    ][-1]
-    want = _run(plain, inputs)
-    diff = (_run(prog, inputs) - want).abs()
-    assert diff.max().item() <= step * 1.001, (diff.max().item(), step)
-    assert (diff > 0).float().mean().item() <= 0.02
+    _assert_within_one_step(prog, plain, inputs, (1,))
 
 
 def test_same_bits_on_every_isa(programs, tmp_path) -> None:

@@ -27,7 +27,14 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 import torch.nn.functional as F
-from backend_cpu_common import _n_delegates, _op_table, _outside, _run, _run_per_isa
+from backend_cpu_common import (
+    _assert_within_one_step,
+    _n_delegates,
+    _op_table,
+    _outside,
+    _run,
+    _run_per_isa,
+)
 from torch import nn
 
 import ember
@@ -124,20 +131,6 @@ def _calibrated(m: nn.Module, shape: tuple[int, ...]) -> tuple[ember.Program, em
     return ember.export(ep, x, backend="cpu"), ember.export(ep, x, backend=None), x
 
 
-def _within_one_step(prog: ember.Program, plain: ember.Program, x: tuple) -> None:
-    """Every output within one output step of the portable run's, at most 2 % of them off."""
-    scales = [
-        float(i.args[1].value)
-        for i in plain._irs["forward"].instrs
-        if getattr(i, "kernel", "").startswith("quantized_decomposed::dequantize_per_tensor")
-    ]
-    want = _run(plain, x)
-    for th in (1, 2):
-        diff = (_run(prog, x, th) - want).abs()
-        assert diff.max().item() <= scales[-1] * 1.001, (th, diff.max().item())
-        assert (diff > 0).float().mean().item() <= 0.02
-
-
 def _dw_pads(prog: ember.Program) -> list[tuple[int, int]]:
     """The (EMC_CONV_PH, EMC_CONV_PW) slots of the program's int8 depthwise convs."""
     base, recs = _op_table(prog.buffer)
@@ -159,14 +152,15 @@ def test_int8_convs_behind_pads() -> None:
     blobs = [i.processed for i in prog._irs["forward"].instrs if isinstance(i, DelegateInstr)]
     assert conv_counts(blobs[0]) == (5, 5), conv_counts(blobs[0])
     assert sorted(_dw_pads(prog)) == [(1, 1), (1 + (1 << 16), 1 + (1 << 16))], _dw_pads(prog)
-    _within_one_step(prog, plain, x)
+    _assert_within_one_step(prog, plain, x)
 
 
 class _StridedSame(nn.Module):
     """EfficientNet-Lite0's stride-2 stages: 1x1 expansion, "same" pad (0 before and 1 after at
     3x3, 1 and 2 at 5x5; odd and even maps), depthwise, 1x1 projection; channels not multiples
-    of 16 (80 on a 5-row map: rows split by channel blocks of 64); a third block whose depthwise output a sigmoid reads (not a u8 link: its pad op comes
-    back and the conv runs in f32)."""
+    of 16 (80 on a 5-row map: rows split by channel blocks of 64); a third block whose
+    depthwise output a sigmoid reads (not a u8 link: its pad op comes back and the conv runs in
+    f32)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -188,7 +182,7 @@ def test_strided_same_pads_into_int8_depthwise(hw: tuple[int, int], tmp_path) ->
     assert _n_delegates(prog) == 1 and not _outside(prog), _outside(prog)
     assert _pad_ops(prog) == 1  # the third block's: its conv stays f32
     assert sorted(_dw_pads(prog)) == [(1 << 16, 1 << 16), (1 + (1 << 16), 1 + (1 << 16))]
-    _within_one_step(prog, plain, x)
+    _assert_within_one_step(prog, plain, x)
     outs = _run_per_isa(prog, x[0], tmp_path, (None, "avx2", "scalar"))
     assert torch.equal(outs[None], outs["avx2"]) and torch.equal(outs[None], outs["scalar"])
 

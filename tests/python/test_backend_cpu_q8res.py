@@ -26,7 +26,7 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 import torch.nn.functional as F
-from backend_cpu_common import _op_table, _run, _run_per_isa
+from backend_cpu_common import _assert_within_one_step, _op_table, _run, _run_per_isa
 from torch import nn
 
 import ember
@@ -128,16 +128,9 @@ def test_f32_reader_keeps_its_links_f32() -> None:
 
 def test_same_bits_as_f32_links(progs) -> None:
     prog, f32_links, plain, x = progs
-    step = [
-        float(i.args[1].value)
-        for i in plain._irs["forward"].instrs
-        if getattr(i, "kernel", "").startswith("quantized_decomposed::dequantize_per_tensor")
-    ][-1]
-    want = _run(plain, x)
     for th in (1, 2):
-        got = _run(prog, x, th)
-        assert torch.equal(got, _run(f32_links, x, th)), th
-        assert (got - want).abs().max().item() <= step * 1.001
+        assert torch.equal(_run(prog, x, th), _run(f32_links, x, th)), th
+    _assert_within_one_step(prog, plain, x)
 
 
 def test_same_bits_on_every_isa(progs, tmp_path) -> None:

@@ -23,7 +23,15 @@ from collections.abc import Iterator
 import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
-from backend_cpu_common import _blob_span, _load_and_run, _op_table, _run, _run_per_isa
+from backend_cpu_common import (
+    _assert_within_one_step,
+    _blob_span,
+    _load_and_run,
+    _op_table,
+    _out_step,
+    _run,
+    _run_per_isa,
+)
 from torch import nn
 
 import ember
@@ -135,12 +143,7 @@ def test_winograd_choice_is_bit_identical_to_f32_convs(programs, choice) -> None
 
 def test_int8_choice_within_one_step_of_portable(programs, choice) -> None:
     prog, f32, plain, inputs = programs
-    ir = plain._irs["forward"]
-    step = [
-        float(i.args[1].value)
-        for i in ir.instrs
-        if getattr(i, "kernel", "").startswith("quantized_decomposed::dequantize_per_tensor")
-    ][-1]
+    step = _out_step(plain)
     configure_cpu_backend(q8_winograd=-1)
     want = _run(plain, inputs)
     for th in (1, 2):
@@ -310,16 +313,7 @@ def test_int8_depthwise_runs_on_u8(inverted) -> None:
 
 def test_int8_depthwise_within_one_step_of_portable(inverted) -> None:
     prog, plain, inputs = inverted
-    step = [
-        float(i.args[1].value)
-        for i in plain._irs["forward"].instrs
-        if getattr(i, "kernel", "").startswith("quantized_decomposed::dequantize_per_tensor")
-    ][-1]
-    want = _run(plain, inputs)
-    for th in (1, 2):
-        diff = (_run(prog, inputs, th) - want).abs()
-        assert diff.max().item() <= step * 1.001, (diff.max().item(), step)
-        assert (diff > 0).float().mean().item() <= 0.02
+    _assert_within_one_step(prog, plain, inputs)
 
 
 def test_int8_depthwise_same_bits_on_every_isa(inverted, tmp_path) -> None:

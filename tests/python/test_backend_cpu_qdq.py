@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 import torch.nn.functional as F
-from backend_cpu_common import _n_delegates, _outside, _run, _run_per_isa
+from backend_cpu_common import _n_delegates, _out_step, _outside, _run, _run_per_isa
 from torch import nn
 
 import ember
@@ -143,13 +143,7 @@ def _quantized(m: nn.Module, shape: tuple[int, ...]) -> tuple[torch.export.Expor
 
 def _out_scale(prog: ember.Program) -> float:
     """The scale of the last dequantize before the output (one quantization step there)."""
-    ir = prog._irs["forward"]
-    scales = [
-        float(i.args[1].value)
-        for i in ir.instrs
-        if getattr(i, "kernel", "").startswith("quantized_decomposed::dequantize_per_tensor")
-    ]
-    return scales[-1]
+    return _out_step(prog)
 
 
 @pytest.mark.parametrize(
