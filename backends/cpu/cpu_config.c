@@ -160,6 +160,16 @@ em_q8_dq_fn em_q8_dq_for(const char *isa) {
   return em_q8_dq_ukernel__scalar;
 }
 
+em_q8_rowt_fn em_q8_rowt_for(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  const em_q8_gemm_fn g = em_q8_gemm_for(isa);
+  if (g == em_q8_gemm_6x32_ukernel__avx512vnni) return em_q8_rowt_ukernel__avx512vnni;
+  if (g == em_q8_gemm_6x16_ukernel__avx2) return em_q8_rowt_ukernel__avx2;
+#endif
+  (void)isa;
+  return em_q8_rowt_ukernel__scalar;
+}
+
 em_q8_rowq_fn em_q8_rowq_for(const char *isa) {
 #if defined(__x86_64__) || defined(__i386__)
   const em_q8_gemm_fn g = em_q8_gemm_for(isa);

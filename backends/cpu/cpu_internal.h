@@ -42,6 +42,7 @@ typedef struct emc_delegate {
   em_q8_pw_fn q8_pw;       /* ... the pointwise ones' pixel-major tile, NULL: none / off */
   em_q8_dq_fn q8_dq;       /* the dynamic int8 linears' tile (em_q8_dq_for) */
   em_q8_rowq_fn q8_rowq;   /* ... and their row quantizer (em_q8_rowq_for) */
+  em_q8_rowt_fn q8_rowt;   /* ... under one set of qparams (em_q8_rowt_for) */
   uint32_t n_tensors, n_ops, n_inputs, n_outputs;
   emc_rt_tensor *t;  /* [n_tensors] */
   emc_op *ops;       /* [n_ops], copied from the blob (aligned) */

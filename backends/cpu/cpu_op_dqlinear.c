@@ -11,7 +11,10 @@
  * write their heads apart (EMC_DQL_HEAD_DIM), so no permute runs after them.
  *
  * Two parallel phases: the rows' quantization, then jobs of up to 64 rows by 32 channels
- * (consecutive jobs share a block of weights).
+ * (consecutive jobs share a block of weights). Rows under one set of qparams (EMC_DQL_ROWQ: PT2E's
+ * dynamic per-tensor form, as ExecuTorch's XNNPACKQuantizer writes it, or a static fake-quant
+ * before the linear) take a first pass for the per-tensor minimum and maximum (dynamic) and the
+ * same tile.
  */
 #include "cpu_ops.h"
 
@@ -40,6 +43,28 @@ static bool dql_rows_ok(const emc_delegate *d, const emc_dql_params *p, const em
     if (o && out_shared(t, o)) WHY("dq linear: quantized rows overlap tensor %d", ids[i]);
   }
   return true;
+}
+
+enum { DQL_TAIL = 5 }; /* words of the table after its 2 * N with EMC_DQL_ROWQ 1 or 2 */
+
+/* The table's tail (emc_format.h): word i of the 5 after the 2 * N. */
+static float tail_f32(const emc_dql_params *p, const float *tab, int i) {
+  return tab[2 * p->n + i];
+}
+static int32_t tail_i32(const emc_dql_params *p, const float *tab, int i) {
+  int32_t v;
+  memcpy(&v, tab + 2 * p->n + i, sizeof v);
+  return v;
+}
+
+static bool dql_tail_ok(const emc_dql_params *p, const float *tab) {
+  const int32_t qmin = tail_i32(p, tab, 0), qmax = tail_i32(p, tab, 1);
+  const float sc = tail_f32(p, tab, 2);
+  if (qmin < -128 || qmax > 127 || qmin >= qmax || !(sc > 0.0f && sc < INFINITY)) return false;
+  if (p->rowq == EMC_DQL_PER_TENSOR) return true;
+  const int32_t zp = tail_i32(p, tab, 3);
+  const float inv = tail_f32(p, tab, 4);
+  return zp >= qmin && zp <= qmax && inv > 0.0f && inv < INFINITY;
 }
 
 bool emc_check_dq_linear(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
@@ -72,9 +97,14 @@ bool emc_check_dq_linear(const emc_delegate *d, const emc_op *op, char *why, siz
   if (w->numel * (int64_t)sizeof(float) < wbytes)
     WHY("dq linear: weights have %lld bytes, expected %lld",
         (long long)(w->numel * (int64_t)sizeof(float)), (long long)wbytes);
-  if (tab->numel < 2 * p.n)
+  if (p.rowq > EMC_DQL_STATIC) WHY("dq linear: row quantization %lld", (long long)p.rowq);
+  const int64_t words = 2 * p.n + (p.rowq ? DQL_TAIL : 0);
+  if (tab->numel < words)
     WHY("dq linear: channel table has %lld words, expected %lld", (long long)tab->numel,
-        (long long)(2 * p.n));
+        (long long)words);
+  if (p.rowq && !dql_tail_ok(&p, tab->data))
+    WHY("dq linear: per-tensor qparams out of range (qmin < qmax within [-128, 127], a finite "
+        "positive eps or scale, a zero point within the range)");
   if (bias && bias->numel != p.n) WHY("dq linear: bias has %lld elements", (long long)bias->numel);
   return check_residual(d, op, why, why_n) && check_act(op, why, why_n);
 }
@@ -91,12 +121,48 @@ typedef struct dql_run {
   size_t m, k, n, kq, hd, ht;
   int64_t row_blocks;
   em_minmax_params mm;
+  em_q8_rowt_params tq; /* EMC_DQL_PER_TENSOR / _STATIC: the rows' qparams */
+  float scale;          /* ... and their scale */
 } dql_run;
 
 static void dql_quant(void *ctx, int64_t begin, int64_t end) {
   const dql_run *r = ctx;
   for (int64_t i = begin; i < end; i++)
     r->d->q8_rowq(r->k, r->x + (size_t)i * r->k, r->a + (size_t)i * r->kq * 4, r->za + i, r->s + i);
+}
+
+/* Per-tensor rows, first pass: each row's minimum (in s) and maximum (in za's bytes). */
+static void dql_minmax(void *ctx, int64_t begin, int64_t end) {
+  const dql_run *r = ctx;
+  for (int64_t i = begin; i < end; i++) {
+    float mx;
+    r->d->q8_rowt(r->k, r->x + (size_t)i * r->k, NULL, NULL, r->s + i, &mx);
+    memcpy(r->za + i, &mx, sizeof mx);
+  }
+}
+
+/* Rows under one set of qparams (r->tq). */
+static void dql_quant_fixed(void *ctx, int64_t begin, int64_t end) {
+  const dql_run *r = ctx;
+  for (int64_t i = begin; i < end; i++)
+    r->d->q8_rowt(r->k, r->x + (size_t)i * r->k, r->a + (size_t)i * r->kq * 4, &r->tq, NULL, NULL);
+}
+
+/* The qparams of x as a whole from the rows' minima and maxima (dql_minmax). */
+static void dql_tensor_qparams(dql_run *r, const float *tab, const emc_dql_params *p) {
+  double mn = INFINITY, mx = -INFINITY;
+  for (size_t i = 0; i < r->m; i++) { /* as the portable kernel's scan: a NaN sticks */
+    float hi;
+    memcpy(&hi, r->za + i, sizeof hi);
+    const double lo = r->s[i];
+    if (mn == mn && (lo < mn || lo != lo)) mn = lo;
+    if (mx == mx && (hi > mx || hi != hi)) mx = hi;
+  }
+  double scale, zp;
+  em_q8_tensor_qparams(mn, mx, tail_i32(p, tab, 0), tail_i32(p, tab, 1), tail_f32(p, tab, 2),
+                       &scale, &zp);
+  r->tq.inv = (float)(1.0 / scale), r->tq.zp = (float)zp;
+  r->scale = isfinite(scale) ? (float)scale : NAN;
 }
 
 static void dql_tiles(void *ctx, int64_t begin, int64_t end) {
@@ -142,7 +208,20 @@ em_status emc_run_dq_linear(const emc_delegate *d, const emc_op *op, em_threadpo
   r.s = (float *)(void *)(r.za + r.m);
   r.row_blocks = (int64_t)emc_div_up(r.m, DQL_CHUNK);
   r.mm = clamp_of(op);
-  if (!p.quantized) par_for(pool, (int64_t)r.m, dql_quant, &r, (int64_t)(r.m * r.k) * 4);
+  if (!p.quantized && p.rowq == EMC_DQL_PER_TOKEN)
+    par_for(pool, (int64_t)r.m, dql_quant, &r, (int64_t)(r.m * r.k) * 4);
+  else if (!p.quantized) {
+    r.tq.qmin = (float)tail_i32(&p, tab, 0), r.tq.qmax = (float)tail_i32(&p, tab, 1);
+    if (p.rowq == EMC_DQL_PER_TENSOR) {
+      par_for(pool, (int64_t)r.m, dql_minmax, &r, (int64_t)(r.m * r.k));
+      dql_tensor_qparams(&r, tab, &p);
+    } else {
+      r.tq.inv = tail_f32(&p, tab, 4), r.tq.zp = (float)tail_i32(&p, tab, 3);
+      r.scale = tail_f32(&p, tab, 2);
+    }
+    par_for(pool, (int64_t)r.m, dql_quant_fixed, &r, (int64_t)(r.m * r.k) * 2);
+    for (size_t i = 0; i < r.m; i++) r.za[i] = (int32_t)r.tq.zp + 128, r.s[i] = r.scale;
+  }
   par_for(pool, (int64_t)emc_div_up(r.n, DQL_NC) * r.row_blocks, dql_tiles, &r,
           (int64_t)(r.m * r.n * r.k));
   return EM_OK;

@@ -19,6 +19,7 @@
 #ifndef EMBER_BACKENDS_CPU_UKERNELS_H
 #define EMBER_BACKENDS_CPU_UKERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -437,9 +438,47 @@ void em_q8_dq_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t
                                   const int8_t *w, const int32_t *wsum, const float *ws,
                                   const float *bias, const int32_t *za, const float *s, float *y,
                                   size_t ys, size_t cs);
-/* The dynamic int8 linear's tile and row quantizer for configuration isa on this CPU. */
+/*
+ * A dynamic int8 linear's rows under one set of qparams (EMC_DQL_ROWQ per tensor or static): with
+ * a NULL, *mn and *mx get the minimum and maximum of x[0, k) (both NaN when one is NaN;
+ * infinities count); otherwise q = clamp(nearbyint(x * p->inv) + p->zp, p->qmin, p->qmax), each
+ * step in f32 and a NaN giving qmin (quantize_per_tensor's steps for an f32 input), is stored as q
+ * + 128 at a[0, k) and p->zp + 128 at a[k, kp). Every ISA's kernel gives the same.
+ */
+typedef struct em_q8_rowt_params {
+  float inv, zp, qmin, qmax; /* 1 / scale (f32), zero point, range within [-128, 127] */
+} em_q8_rowt_params;
+typedef void (*em_q8_rowt_fn)(size_t k, const float *x, uint8_t *a, const em_q8_rowt_params *p,
+                              float *mn, float *mx);
+void em_q8_rowt_ukernel__scalar(size_t k, const float *x, uint8_t *a, const em_q8_rowt_params *p,
+                                float *mn, float *mx);
+void em_q8_rowt_ukernel__avx2(size_t k, const float *x, uint8_t *a, const em_q8_rowt_params *p,
+                              float *mn, float *mx);
+void em_q8_rowt_ukernel__avx512vnni(size_t k, const float *x, uint8_t *a,
+                                    const em_q8_rowt_params *p, float *mn, float *mx);
+
+/*
+ * The per-tensor qparams of quantized_decomposed's choose_qparams.tensor for an f32 input whose
+ * minimum and maximum are mn and mx (NaN when the input holds one), as the portable kernel
+ * computes them (kernels/portable/quant_affine.c: each step rounded to f32, eps rounded to f32,
+ * the zero point qmin - round(min(mn, 0) / scale) clamped to [qmin, qmax]).
+ */
+static inline void em_q8_tensor_qparams(double mn, double mx, double qmin, double qmax, double eps,
+                                        double *scale, double *zp) {
+  const double mneg = mn < 0 ? mn : 0, mpos = mx > 0 ? mx : 0, e = (float)eps;
+  double s = (float)((double)(float)(mpos - mneg) / (qmax - qmin));
+  s = (float)(s > e ? s : e);
+  const double r = nearbyint((double)(float)(mneg / s));
+  /* -inf / inf is NaN: the portable kernel's int32 wrap of qmin + INT32_MIN, then the clamp */
+  const double z =
+      r == r ? qmin - r : (double)(int32_t)(uint32_t)((uint64_t)(int64_t)qmin + 2147483648u);
+  *scale = s, *zp = z < qmin ? qmin : z > qmax ? qmax : z;
+}
+
+/* The dynamic int8 linear's tile and row quantizers for configuration isa on this CPU. */
 em_q8_dq_fn em_q8_dq_for(const char *isa);
 em_q8_rowq_fn em_q8_rowq_for(const char *isa);
+em_q8_rowt_fn em_q8_rowt_for(const char *isa);
 
 /* The kernels of one ISA. */
 typedef struct em_cpu_config {

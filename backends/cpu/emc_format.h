@@ -35,8 +35,9 @@
  * (older: zero there); 9: EMC_CONV_WINO_AT_LOAD (older: zero there), EMC_OP_TOKEN_FQ;
  * 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8 (older: zero there); 11: EMC_ACT_HARDSWISH_FQ;
  * 12: EMC_OP_PAD; 13: EMC_OP_DQ_LINEAR; 14: asymmetric padding of int8 depthwise convs (the
- * high bits of EMC_CONV_PH / PW; older: zero there), EMC_BINARY_Q8, EMC_POOL_Q8 */
-#define EMC_VERSION    14u
+ * high bits of EMC_CONV_PH / PW; older: zero there), EMC_BINARY_Q8, EMC_POOL_Q8; 15: EMC_DQL_ROWQ
+ * (older: zero there) */
+#define EMC_VERSION    15u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -213,6 +214,15 @@ enum {
  * [N / D][M][D] (the permute of attention's heads, [M, H, D] -> [H, M, D], done as it is stored);
  * with EMC_DQL_HEAD_T 1 (and no activation) each head transposed, [N / D][D][M] (attention's
  * K^T as the product Q K^T reads it).
+ *
+ * EMC_DQL_ROWQ (version 15): how x's rows are quantized. 0 (EMC_DQL_PER_TOKEN): per row, as above;
+ * 1 (EMC_DQL_PER_TENSOR): with one scale and zero point for all of x, as quantized_decomposed's
+ * choose_qparams.tensor (em_q8_tensor_qparams of x's minimum and maximum) and
+ * quantize_per_tensor.tensor compute them (em_q8_rowt_fn; a non-finite scale makes every output
+ * NaN); 2 (EMC_DQL_STATIC): with constant ones (x is the output of a static fake-quant with them,
+ * so the rows get its int8 values back). Either way the table holds 5 more words after its 2 * N:
+ * qmin, qmax (int32, -128 <= qmin < qmax <= 127), then eps (1) or the f32 scale (2), the int32 zero
+ * point (2) and the f32 1 / scale (2).
  */
 enum {
   EMC_DQL_M,
@@ -221,8 +231,10 @@ enum {
   EMC_DQL_TABLE,
   EMC_DQL_QUANTIZED,
   EMC_DQL_HEAD_DIM,
-  EMC_DQL_HEAD_T
+  EMC_DQL_HEAD_T,
+  EMC_DQL_ROWQ
 };
+enum { EMC_DQL_PER_TOKEN, EMC_DQL_PER_TENSOR, EMC_DQL_STATIC }; /* EMC_DQL_ROWQ values */
 /* Pool ip[] slots (avg adds count_include_pad, divisor_override). */
 enum {
   EMC_POOL_KH,
@@ -301,7 +313,7 @@ enum {
   EMC_SLICE_N_PARAMS = EMC_SLICE_OUT_LEN + 1,
   EMC_PAD_N_PARAMS = EMC_PAD_RIGHT + 1,
   EMC_AFFINE_N_PARAMS = EMC_AFFINE_INNER + 1,
-  EMC_DQL_N_PARAMS = EMC_DQL_HEAD_T + 1
+  EMC_DQL_N_PARAMS = EMC_DQL_ROWQ + 1
 };
 
 enum emc_binary {
@@ -468,6 +480,7 @@ typedef struct emc_dql_params {
   int64_t quantized; /* EMC_DQL_QUANTIZED: 1 when in[0] holds quantized rows, 0: f32 x */
   int64_t head_dim;  /* EMC_DQL_HEAD_DIM: D for a head-major output, 0: row-major */
   int64_t head_t;    /* EMC_DQL_HEAD_T: 1 when each head is stored transposed, [D][M] */
+  int64_t rowq;      /* EMC_DQL_ROWQ: EMC_DQL_PER_TOKEN, _PER_TENSOR or _STATIC */
 } emc_dql_params;
 
 static inline emc_dql_params emc_dql_params_of(const emc_op *op) {
@@ -478,7 +491,8 @@ static inline emc_dql_params emc_dql_params_of(const emc_op *op) {
                           .table_id = (int64_t)ip[EMC_DQL_TABLE] - 1,
                           .quantized = ip[EMC_DQL_QUANTIZED],
                           .head_dim = ip[EMC_DQL_HEAD_DIM],
-                          .head_t = ip[EMC_DQL_HEAD_T]};
+                          .head_t = ip[EMC_DQL_HEAD_T],
+                          .rowq = ip[EMC_DQL_ROWQ]};
 }
 
 /* max / avg pool (EMC_OP_MAXPOOL2D, EMC_OP_AVGPOOL2D). */

@@ -81,6 +81,37 @@ void em_q8_rowq_ukernel__avx512vnni(size_t k, const float *x, uint8_t *a, int32_
   *za = (int32_t)zr + 128, *s = (float)scale;
 }
 
+void em_q8_rowt_ukernel__avx512vnni(size_t k, const float *x, uint8_t *a,
+                                    const em_q8_rowt_params *p, float *mn, float *mx) {
+  if (!a) {
+    __m512 lo = _mm512_set1_ps(INFINITY), hi = _mm512_set1_ps(-INFINITY);
+    __mmask16 nan = 0;
+    for (size_t j = 0; j < k; j += 16) {
+      const __mmask16 m = (__mmask16)(k - j >= 16 ? 0xFFFFu : (1u << (k - j)) - 1u);
+      const __m512 v = _mm512_maskz_loadu_ps(m, x + j);
+      nan |= _mm512_mask_cmp_ps_mask(m, v, v, _CMP_UNORD_Q);
+      lo = _mm512_mask_min_ps(lo, m, lo, v);
+      hi = _mm512_mask_max_ps(hi, m, hi, v);
+    }
+    *mn = nan ? NAN : _mm512_reduce_min_ps(lo), *mx = nan ? NAN : _mm512_reduce_max_ps(hi);
+    return;
+  }
+  const __m512 inv = _mm512_set1_ps(p->inv), zp = _mm512_set1_ps(p->zp);
+  const __m512 qmin = _mm512_set1_ps(p->qmin), qmax = _mm512_set1_ps(p->qmax);
+  const __m512i off = _mm512_set1_epi32(128);
+  for (size_t j = 0; j < k; j += 16) {
+    const size_t r = k - j >= 16 ? 16 : k - j;
+    const __m512 v = _mm512_maskz_loadu_ps((__mmask16)((1u << r) - 1u), x + j);
+    __m512 t =
+        _mm512_roundscale_ps(_mm512_mul_ps(v, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    t = _mm512_max_ps(_mm512_add_ps(t, zp), qmin); /* NaN: the second operand, qmin */
+    const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_min_ps(t, qmax)), off);
+    _mm512_mask_storeu_epi8(a + j, (__mmask64)((1ull << r) - 1u),
+                            _mm512_castsi128_si512(_mm512_cvtepi32_epi8(q)));
+  }
+  for (size_t j = k; j < (k + 3) / 4 * 4; j++) a[j] = (uint8_t)((int32_t)p->zp + 128);
+}
+
 /* Row i's 16 channels: (acc - za * wsum) * (s * ws) (+ bias). */
 static inline __attribute__((always_inline)) __m512
 dq_value(__m512i acc, __m512i wsum, __m512 ws, const float *bias, __m512 bv, int32_t za, float s) {

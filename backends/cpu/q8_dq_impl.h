@@ -45,6 +45,30 @@ void EM_DQ_CAT(em_q8_rowq_ukernel__, EM_ISA)(size_t k, const float *x, uint8_t *
   *za = (int32_t)zd + 128, *s = (float)scale;
 }
 
+void EM_DQ_CAT(em_q8_rowt_ukernel__, EM_ISA)(size_t k, const float *x, uint8_t *a,
+                                             const em_q8_rowt_params *p, float *mn, float *mx) {
+  if (!a) {
+    float lo = INFINITY, hi = -INFINITY;
+    int nan = 0;
+    for (size_t j = 0; j < k; j++) {
+      const float v = x[j];
+      nan |= v != v;
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+    }
+    *mn = nan ? NAN : lo, *mx = nan ? NAN : hi;
+    return;
+  }
+  const float inv = p->inv, zp = p->zp, qmin = p->qmin, qmax = p->qmax;
+  for (size_t j = 0; j < k; j++) {
+    const float t = x[j] * inv;
+    float v = nearbyintf(t) + zp;
+    v = v != v ? qmin : v < qmin ? qmin : v > qmax ? qmax : v;
+    a[j] = (uint8_t)((int32_t)v + 128);
+  }
+  for (size_t j = k; j < (k + 3) / 4 * 4; j++) a[j] = (uint8_t)((int32_t)zp + 128);
+}
+
 void EM_DQ_CAT(em_q8_dq_ukernel__, EM_ISA)(size_t np, size_t nc, size_t kq, const uint8_t *a,
                                            size_t as, const int8_t *w, const int32_t *wsum,
                                            const float *ws, const float *bias, const int32_t *za,

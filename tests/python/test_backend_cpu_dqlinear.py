@@ -210,33 +210,6 @@ def test_dq_linears_write_heads_apart(d: int, heads: int, fused: bool) -> None:
         torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
 
 
-def test_stock_xnnpack_dynamic_quantizer_graph_runs() -> None:
-    """A graph quantized by PT2E with ExecuTorch's XNNPACKQuantizer in its dynamic form
-    (choose_qparams.tensor, then quantize / dequantize with tensor qparams: one scale per
-    activation) exports and runs as it is: its Q/DQ on the portable kernels (the same bits as
-    eager), the linears in the backend, within f32 rounding of eager."""
-    pytest.importorskip("torchao")
-    xq = pytest.importorskip("executorch.backends.xnnpack.quantizer.xnnpack_quantizer")
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-    torch.manual_seed(0)
-    m = _Block().eval()
-    x = torch.randn(1, 20, 48)
-    cfg = xq.get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)
-    prepared = prepare_pt2e(
-        torch.export.export(m, (x,)).module(), xq.XNNPACKQuantizer().set_global(cfg)
-    )
-    prepared(x)
-    converted = convert_pt2e(prepared)
-    ep = torch.export.export(converted, (x,))
-    prog = ember.export(ep, (x,))
-    assert "quantized_decomposed::choose_qparams.Tensor_out" in _outside(prog)
-    assert [o[0] for o in _ops(prog)].count(GEMM) >= 6
-    x2 = torch.randn(1, 20, 48) * 2
-    got = RuntimeProgram(prog.buffer, threads=2).run("forward", [x2])[0]
-    torch.testing.assert_close(got, converted(x2), rtol=1e-5, atol=1e-5)
-
-
 @pytest.mark.parametrize("t", [1, 2])
 def test_f32_attention_heads_interleaved(t: int) -> None:
     """The f32 attention of _Heads: softmax x V (12 products) writes its rows interleaved, [T, H,

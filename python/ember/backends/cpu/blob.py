@@ -17,8 +17,10 @@ MAGIC = b"EMC1"
 # 4: residual in[3] of conv2d and gemm; 5: EMC_CONV_PAIRS; 6: EMC_CONV_IN_SCALE; 7: softmax
 # input scale and mask; 8: int8 convs; 9: Winograd at load, per-token fake-quant;
 # 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8; 11: EMC_ACT_HARDSWISH_FQ; 12: pad; 13: dynamic int8 linear;
-# 14: asymmetric padding of int8 depthwise convs (extra after, in the pad slots' bits 16..30)
-VERSION = 14
+# 14: asymmetric padding of int8 depthwise convs (extra after, in the pad slots' bits 16..30);
+# 15: EMC_DQL_ROWQ (dynamic int8 linears' rows per tensor or under a static fake-quant's qparams)
+VERSION = 15
+DQL_PER_TOKEN, DQL_PER_TENSOR, DQL_STATIC = 0, 1, 2  # EMC_DQL_ROWQ
 MAX_DIMS = 6
 MR = 6
 ALIGN = 64

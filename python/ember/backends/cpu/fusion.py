@@ -122,6 +122,41 @@ def _token_fake_quant(ops: list[Op], u: _Uses) -> None:
         raise Unsupported("per-token Q/DQ whose parts are apart")
 
 
+def _tensor_fake_quant(ops: list[Op], u: _Uses) -> None:
+    """Dynamic per-tensor quantization of an activation — ``tc_choose`` (one scale and zero
+    point for the whole tensor), ``tc_quant`` and ``tc_dequant`` with them, ExecuTorch's
+    XNNPACKQuantizer's dynamic form — becomes one float ``tensorfq`` op (attrs ``q``: qmin, qmax,
+    eps) with the three's nodes. It has no blob form of its own: :func:`fusion_q8._linear_dq8`
+    takes it into the dynamic int8 linears that read it, and one left over makes the run split.
+    A part read outside the three, or without the others, is Unsupported."""
+    for d in [o for o in ops if o.kind == "tc_dequant"]:
+        q = u.producer(d.ins[0])
+        c = u.producer(d.ins[1])
+        if (
+            q is None
+            or q.kind != "tc_quant"
+            or c is None
+            or c.kind != "tc_choose"
+            or q.attrs["q"] != d.attrs["q"]
+            or q.attrs["q"] != c.attrs["q"][:2]
+            or any(a.root() is not b.root() for a, b in zip(q.ins[1:], d.ins[1:], strict=True))
+            or [o.root() for o in c.outs] != [i.root() for i in q.ins[1:]]
+            or c.ins[0].root() is not q.ins[0].root()
+            or not u.private(d.ins[0], d)
+            or any(
+                id(o.root()) in u.external or any(r not in (q, d) for r in u.consumers(o))
+                for o in c.outs
+            )
+        ):
+            raise Unsupported("per-tensor dynamic Q/DQ whose parts are apart")
+        d.kind, d.ins, d.attrs = "tensorfq", [q.ins[0]], dict(q=c.attrs["q"])
+        d.nodes = [*c.nodes, *q.nodes, *(n for n in d.nodes if n not in c.nodes + q.nodes)]
+        _absorb(ops, q, None)
+        _absorb(ops, c, None)
+    if any(o.kind in ("tc_choose", "tc_quant") for o in ops):
+        raise Unsupported("per-tensor dynamic Q/DQ whose parts are apart")
+
+
 def _see_through_copies(ops: list[Op], u: _Uses) -> None:
     """A copy (clone, expand, view or dtype no-op: the same elements in the same order) read
     only inside the run, as the very tensor it wrote: its readers take its source instead and

@@ -13,7 +13,7 @@ import numpy as np
 
 from ember.backends.cpu import blob as B
 from ember.backends.cpu.fusion import _absorb, _depthwise, _Uses
-from ember.backends.cpu.lowering import Const, Op
+from ember.backends.cpu.lowering import Const, Op, Unsupported
 from ember.passes.ir import TensorSpec
 
 
@@ -66,34 +66,38 @@ def _linear_dq8(ops: list[Op], u: _Uses) -> None:
     weight sums. The first dq linear of an activation writes its quantized rows to an arena
     tensor (out[1]); later ones of the same activation (a transformer's K and V projections after
     Q) read them instead (EMC_DQL_QUANTIZED)."""
-    rows: dict[tuple[int, int], TensorSpec] = {}
+    rows: dict[tuple[int, int, tuple[float, ...]], TensorSpec] = {}
     for g in [o for o in ops if o.kind == "gemm" and "lin_wq" in o.attrs]:
         x = g.ins[0]
         p = u.producer(x)
         batch, m, k, n = g.ip[:4]
+        rowq = _rowq(p, x)
         if (
             p is None
-            or p.kind != "tokenfq"
+            or rowq is None
             or batch != 1
             or len(g.ins) not in (3, 4)
             or len(g.outs) != 1
             or g.ip[7] != 1  # B packed: a constant weight
             or not any(o.root() is x.root() for o in p.outs[:1])
             or math.prod(p.outs[0].shape) != m * k
-            or p.ip[1] != k
+            or (p.kind == "tokenfq" and p.ip[1] != k)
             or k > 65536
         ):
             continue
+        mode, tail = rowq
         wq, s, _, b = g.attrs.pop("lin_wq")
         kq, blocks = -(-k // 4), -(-n // 16)
         w = np.zeros((blocks * 16, kq * 4), dtype=np.int8)
         w[:n, :k] = wq
         packed = np.ascontiguousarray(w.reshape(blocks, 16, kq, 4).transpose(0, 2, 1, 3))
         wsum = wq.astype(np.int64).sum(1).astype(np.int32)
-        table = np.concatenate([np.asarray(s, dtype=np.float32).reshape(-1), wsum.view(np.float32)])
+        table = np.concatenate(
+            [np.asarray(s, dtype=np.float32).reshape(-1), wsum.view(np.float32), tail]
+        )
         bias, res = g.ins[2], g.ins[3] if len(g.ins) == 4 else None
-        src = p.ins[0]
-        key = (id(src.root()), k)
+        src = p.ins[0] if mode != B.DQL_STATIC else x
+        key = (id(src.root()), k, tuple(tail.view(np.int32).tolist()))
         q = rows.get(key)
         if q is None:
             nbytes = B.align_up(m * kq * 4, B.ALIGN) + 8 * m
@@ -104,10 +108,47 @@ def _linear_dq8(ops: list[Op], u: _Uses) -> None:
             g.ins = [q]
         g.kind = "dqlinear"
         g.ins += [Const(packed.reshape(-1).view(np.float32)), bias, res]
-        g.ip = [m, k, n, 0, int(g.ins[0] is q), 0, 0]
+        g.ip = [m, k, n, 0, int(g.ins[0] is q), 0, 0, mode]
         g.attrs = dict(table=table)
-        if not u.consumers(p.outs[0]) and id(p.outs[0].root()) not in u.external:
+        if (
+            mode != B.DQL_STATIC
+            and not u.consumers(p.outs[0])
+            and id(p.outs[0].root()) not in u.external
+        ):
             _absorb(ops, p, g)
+    if any(o.kind == "tensorfq" for o in ops):
+        raise Unsupported("a per-tensor dynamic Q/DQ read by other than int8 linears")
+
+
+def _rowq(p: Op | None, x: TensorSpec) -> tuple[int, np.ndarray] | None:
+    """How a dynamic int8 linear reading ``x`` (written by ``p``) quantizes its rows
+    (EMC_DQL_ROWQ) and the table's tail of 5 words for it: per token behind a ``tokenfq``; per
+    tensor behind a ``tensorfq`` (qmin, qmax, eps); static behind an int8 fake-quant over all of
+    ``x`` (qmin, qmax, scale, zero point, 1 / scale; a uint8 range shifted by -128 onto int8's:
+    the same stored bytes); None otherwise."""
+    if p is None:
+        return None
+    if p.kind == "tokenfq":
+        return B.DQL_PER_TOKEN, np.zeros(0, dtype=np.float32)
+    words = np.zeros(5, dtype=np.float32)
+    ints = words.view(np.int32)
+    if p.kind == "tensorfq":
+        qmin, qmax, eps = p.attrs["q"]
+        ints[0], ints[1], words[2] = qmin, qmax, eps
+        return B.DQL_PER_TENSOR, words
+    if (
+        p.act not in ("fakequant", "hardswish_fq")
+        or not any(o.root() is x.root() for o in p.outs[:1])
+        or math.prod(p.outs[0].shape) != math.prod(x.shape)
+    ):
+        return None
+    inv, scale, zp, qmin, qmax = (float(v) for v in p.fp[3:8])
+    shift = 128 if qmin >= 0 else 0
+    lo, hi, z = int(qmin) - shift, int(qmax) - shift, int(zp) - shift
+    if not (-128 <= lo < hi <= 127 and lo <= z <= hi and 0 < scale < 1e30 and 0 < inv < 1e30):
+        return None
+    ints[0], ints[1], words[2], ints[3], words[4] = lo, hi, scale, z, inv
+    return B.DQL_STATIC, words
 
 
 def _swap_heads(pm: Op) -> tuple[int, int, int] | None:

@@ -169,6 +169,8 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
     if not ins.outputs or not all(o.kind == "tensor" for o in ins.outputs):
         raise Unsupported("no tensor output")
     out = _out(ins)
+    if k == CHOOSE_PER_TENSOR or (k in QDQ and dynamic_qdq(ins)):
+        return _lower_tensor_qdq(ins)
     if k in QDQ:
         return _lower_qdq(ins)
     if k in TOKEN_QDQ:
@@ -495,6 +497,20 @@ CHOOSE_PER_TOKEN = "quantized_decomposed::choose_qparams_per_token_asymmetric.ou
 QUANTIZE_PER_TOKEN = "quantized_decomposed::quantize_per_token.out"
 DEQUANTIZE_PER_TOKEN = "quantized_decomposed::dequantize_per_token.out"
 TOKEN_QDQ = (CHOOSE_PER_TOKEN, QUANTIZE_PER_TOKEN, DEQUANTIZE_PER_TOKEN)
+# Dynamic per-tensor quantization (ExecuTorch's XNNPACKQuantizer, is_dynamic=True): qparams from
+# choose_qparams.tensor feed the Tensor forms of the pair (fusion._tensor_fake_quant).
+CHOOSE_PER_TENSOR = "quantized_decomposed::choose_qparams.Tensor_out"
+
+
+def dynamic_qdq(ins: KernelInstr) -> bool:
+    """Whether a per-tensor quantize or dequantize takes its qparams from tensors computed at run
+    time (not constants)."""
+    a = ins.args
+    return (
+        ins.kernel.endswith(".Tensor_out")
+        and len(a) > 2
+        and any(x.kind == "tensor" and x.value.kind != CONSTANT for x in a[1:3])
+    )
 
 
 def _qparam(a: Arg, what: str, integer: bool) -> float:
@@ -555,6 +571,43 @@ def _lower_qdq(ins: KernelInstr) -> Op:
     if x.dtype not in _INT8_TYPES.values() or x.kind == CONSTANT or not _f32(out):
         raise Unsupported("dequantize of a constant or to a non-f32 output")
     return Op("dequant", [x], [out], attrs=dict(q=q))
+
+
+def _lower_tensor_qdq(ins: KernelInstr) -> Op:
+    """One of dynamic per-tensor quantization's three operators (``tc_choose``: choose_qparams
+    .tensor into an f64 scale and an int64 zero point of one element each; ``tc_quant`` /
+    ``tc_dequant``: the pair with those tensors as qparams), f32 activations and int8 in a range
+    within [-128, 127]. They exist only until the fusion passes join them and hand the result to
+    a dynamic int8 linear (fusion._tensor_fake_quant, fusion_q8._linear_dq8); one left over makes
+    the run split."""
+    a = ins.args
+    x = _t(a[0])
+    if x.dynamic or any(o.value.dynamic for o in ins.outputs):
+        raise Unsupported("per-tensor dynamic Q/DQ with dynamic shapes")
+    if ins.kernel == CHOOSE_PER_TENSOR:
+        s, z = _out(ins, 0), _out(ins, 1)
+        ok = all(v.kind == "int" for v in a[1:3]) and a[3].kind in ("double", "int")
+        if not ok or a[4].kind != "int" or int(a[4].value) != 1:  # ScalarType int8
+            raise Unsupported("per-tensor qparams other than int8 with constant range and eps")
+        qmin, qmax, eps = int(a[1].value), int(a[2].value), float(a[3].value)
+        if not (-128 <= qmin < qmax <= 127 and 0 < eps < 1e30):
+            raise Unsupported("per-tensor qparams range or eps out of bounds")
+        if not _f32(x) or s.dtype != torch.float64 or z.dtype != torch.int64:
+            raise Unsupported("per-tensor qparams other than f32 -> f64 scale, int64 zero point")
+        return Op("tc_choose", [x], [s, z], attrs=dict(q=(qmin, qmax, eps)))
+    s, z, out = _t(a[1]), _t(a[2]), _out(ins)
+    if s.dtype != torch.float64 or z.dtype != torch.int64 or tuple(x.shape) != tuple(out.shape):
+        raise Unsupported("per-tensor dynamic Q/DQ with other qparam dtypes")
+    if not (a[3].kind == a[4].kind == a[5].kind == "int") or int(a[5].value) != 1:
+        raise Unsupported("per-tensor dynamic Q/DQ other than int8 with a constant range")
+    rng = (int(a[3].value), int(a[4].value))
+    if ins.kernel in QUANTIZE:
+        if not _f32(x) or out.dtype != torch.int8:
+            raise Unsupported("per-tensor dynamic quantize other than f32 -> int8")
+        return Op("tc_quant", [x, s, z], [out], attrs=dict(q=rng))
+    if x.dtype != torch.int8 or not _f32(out):
+        raise Unsupported("per-tensor dynamic dequantize other than int8 -> f32")
+    return Op("tc_dequant", [x, s, z], [out], attrs=dict(q=rng))
 
 
 def _lower_token_qdq(ins: KernelInstr) -> Op:

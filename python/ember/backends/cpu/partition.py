@@ -43,6 +43,7 @@ from ember.backends.cpu.fusion import (  # noqa: F401
     _merge_clamps,
     _see_through_copies,
     _silu,
+    _tensor_fake_quant,
     _token_fake_quant,
     _Uses,
 )
@@ -63,6 +64,7 @@ from ember.backends.cpu.lowering import (  # noqa: F401
     Const,
     Op,
     Unsupported,
+    dynamic_qdq,
     lower,
     qparams_of,
 )
@@ -253,7 +255,10 @@ def _pair_qdq(runs: _Runs, lowered: list[bool]) -> None:
     writer = {
         root_of(ins): i
         for i, ins in enumerate(instrs)
-        if isinstance(ins, KernelInstr) and ins.kernel in QUANTIZE and ins.outputs
+        if isinstance(ins, KernelInstr)
+        and ins.kernel in QUANTIZE
+        and ins.outputs
+        and not dynamic_qdq(ins)
     }
     changed = True
     while changed:
@@ -263,7 +268,7 @@ def _pair_qdq(runs: _Runs, lowered: list[bool]) -> None:
             r += int(not lowered[i])
             run.append(r)
         for i, ins in enumerate(instrs):
-            if not lowered[i] or getattr(ins, "kernel", "") not in QDQ:
+            if not lowered[i] or getattr(ins, "kernel", "") not in QDQ or dynamic_qdq(ins):
                 continue
             if ins.kernel in QUANTIZE:
                 root = root_of(ins)
@@ -386,6 +391,7 @@ def delegate_debug_ids(op_info: list[tuple[str, list[str]]]) -> dict[str, list[s
 _FUSIONS: tuple[Any, ...] = (
     "_fake_quant",
     "_token_fake_quant",
+    "_tensor_fake_quant",
     "_see_through_copies",
     "_fold_bn",
     "_merge_clamps",
