@@ -17,6 +17,8 @@ same 8 seeded random batches of the model's input shape:
 - ``ember_int8``: ``ember.quant.pt2e.quantize_exported`` (static int8, min/max), then
   ``ember.export`` (default backend: EmberCpuBackend takes the Q/DQ graph); both Ember programs
   run through ``ember.runtime.RuntimeProgram(buffer, threads=N)``;
+- ``ember_xnnq``: the graph of the ``et_xnnpack_int8`` column (ExecuTorch's quantizer) exported
+  by ``ember.export`` as it is: the same quantization, Ember's kernels (both forms);
 - ``et_xnnpack_int8``: ExecuTorch's PT2E flow, ``XNNPACKQuantizer`` with
   ``get_symmetric_quantization_config(is_per_channel=True)``, ``prepare_pt2e`` / calibration /
   ``convert_pt2e``, lowered with ``XnnpackPartitioner`` (bench/run.py's et_xnnpack runner:
@@ -82,9 +84,24 @@ PY = sys.executable
 CALIB_BATCHES = 8
 #: the models quantized in the dynamic form (int8 linears, activations quantized at run time)
 DYNAMIC_MODELS = {"minilm_l6", "vit_b16"}
-STATIC_RUNTIMES = ["ember_f32", "ember_int8", "et_xnnpack_int8", "ort_s8s8", "ort_u8s8"]
-DYNAMIC_RUNTIMES = ["ember_f32", "ember_int8", "et_xnnpack_int8", "ort_dyn"]
-RUNTIMES = ["ember_f32", "ember_int8", "et_xnnpack_int8", "ort_s8s8", "ort_u8s8", "ort_dyn"]
+STATIC_RUNTIMES = [
+    "ember_f32",
+    "ember_int8",
+    "ember_xnnq",
+    "et_xnnpack_int8",
+    "ort_s8s8",
+    "ort_u8s8",
+]
+DYNAMIC_RUNTIMES = ["ember_f32", "ember_int8", "ember_xnnq", "et_xnnpack_int8", "ort_dyn"]
+RUNTIMES = [
+    "ember_f32",
+    "ember_int8",
+    "ember_xnnq",
+    "et_xnnpack_int8",
+    "ort_s8s8",
+    "ort_u8s8",
+    "ort_dyn",
+]
 INT8_PEERS = ["et_xnnpack_int8", "ort_s8s8", "ort_u8s8", "ort_dyn"]
 # the runtime name bench/run.py's worker knows each peer by (it reads <dir>/<name>.pte, or
 # <dir>/model.onnx for "ort")
@@ -97,6 +114,7 @@ PEER_RUNNER = {
 LABEL = {
     "ember_f32": "Ember f32",
     "ember_int8": "Ember int8",
+    "ember_xnnq": "Ember int8 (XNNPACKQuantizer graph)",
     "et_xnnpack_int8": "ET+XNNPACK int8",
     "ort_s8s8": "ORT int8 S8S8",
     "ort_u8s8": "ORT int8 U8S8",
@@ -197,18 +215,16 @@ def prepare(model: str, runtimes: list[str]) -> dict[str, Any]:
             record("ember_f32", "ember.pte", ember_f32)
         if "ember_int8" in runtimes:
             record("ember_int8", "ember.pte", ember_int8)
-    if "et_xnnpack_int8" in runtimes:
+    xnnq: list[Any] = []
 
-        def et_int8(p: Path) -> None:
-            from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
-                XnnpackPartitioner,
-            )
+    def xnnpack_quantized() -> Any:
+        """The model quantized by ExecuTorch's XNNPACKQuantizer through PT2E (exported once, for
+        ExecuTorch and for Ember alike)."""
+        if not xnnq:
             from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
                 XNNPACKQuantizer,
                 get_symmetric_quantization_config,
             )
-            from executorch.devtools.backend_debug import get_delegation_info
-            from executorch.exir import to_edge_transform_and_lower
             from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
             q = XNNPACKQuantizer().set_global(
@@ -218,8 +234,34 @@ def prepare(model: str, runtimes: list[str]) -> dict[str, Any]:
             with torch.no_grad():
                 for b in calib:
                     prepared(*b)
-            converted = convert_pt2e(prepared)
-            ep = torch.export.export(converted, inputs)
+            xnnq.append(torch.export.export(convert_pt2e(prepared), inputs))
+        return xnnq[0]
+
+    if "ember_xnnq" in runtimes:
+
+        def ember_xnnq(p: Path) -> None:
+            import ember
+
+            prog = ember.export(xnnpack_quantized(), inputs)
+            portable = [ln.split()[1] for ln in prog.explain().splitlines()[1:] if "portable" in ln]
+            qdq = sum(k.startswith("quantized_decomposed::") for k in portable)
+            info["notes"]["ember_xnnq"] = (
+                f"the ET+XNNPACK column's quantized graph through ember.export: {len(portable)} "
+                f"portable instructions, {qdq} of them Q/DQ"
+            )
+            prog.save(p)
+
+        record("ember_xnnq", "ember.pte", ember_xnnq)
+    if "et_xnnpack_int8" in runtimes:
+
+        def et_int8(p: Path) -> None:
+            from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+                XnnpackPartitioner,
+            )
+            from executorch.devtools.backend_debug import get_delegation_info
+            from executorch.exir import to_edge_transform_and_lower
+
+            ep = xnnpack_quantized()
             qops = [
                 n
                 for n in ep.graph.nodes
@@ -554,6 +596,9 @@ def main() -> None:
         "dynamic: `quant_pre_process`, then `quantize_dynamic(per_channel=True, "
         "weight_type=QInt8, op_types_to_quantize=['MatMul'])` (MatMulInteger: activations u8 "
         "per tensor, ORT's only dynamic form); `n/a`: not a runtime of that form.\n\n"
+        "Ember int8 (XNNPACKQuantizer graph): the very graph the ET+XNNPACK column runs (its "
+        "PT2E quantization, static or dynamic per tensor), exported by `ember.export` as it "
+        "is: the same quantization, Ember's kernels.\n\n"
         "`best int8 peer` = the fastest of the model's ET+XNNPACK and ORT int8 programs. "
         "`max abs diff` = max |y - y_eager| of each program's output against the float model's "
         "eager output on the test input (a sanity check of the quantized program, not an "

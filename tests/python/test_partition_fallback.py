@@ -213,3 +213,78 @@ def test_unsupported_output_types_are_named_with_their_path() -> None:
 
     with pytest.raises(UnsupportedValueError, match=r"Box at output\.b\[1\]"):
         ember.export(Boxed(), (torch.randn(3),), backend=None)
+
+
+class _MaskBetween(torch.nn.Module):
+    """f32 work, then integer mask arithmetic the CPU backend declines (it reads only the
+    input ids), then more f32 work that uses the mask: the mask moves above the first f32 run,
+    so both runs are one delegate. With ``dependent`` the portable op reads the first run's
+    output, so it cannot move and the runs stay apart."""
+
+    def __init__(self, dependent: bool) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+        self.dependent = dependent
+
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.a(x))
+        src = (h > 0).to(torch.int64).sum(-1, keepdim=True) if self.dependent else ids
+        keep = torch.arange(16).unsqueeze(0) < src  # int64 / bool: stays portable
+        return self.b(h * keep.to(h.dtype))
+
+
+@pytest.mark.parametrize("dependent", [False, True])
+def test_portable_ops_move_above_a_run_they_commute_with(dependent: bool) -> None:
+    torch.manual_seed(0)
+    m = _MaskBetween(dependent).eval()
+    x, ids = torch.randn(4, 16), torch.tensor([[3], [16], [0], [9]])
+    prog = ember.export(m, (x, ids))
+    report = prog._irs["forward"].partition_report
+    portable = [d.kernel for d in report if not d.delegated]
+    assert portable, prog.explain()
+    assert _n_delegates(prog) == (2 if dependent else 1), prog.explain()
+    if not dependent:  # the portable ops come first, then the one delegate
+        first = [d.delegated for d in report]
+        assert first == sorted(first), first
+    _check(prog, m, x, ids)
+    _check(prog, m, torch.randn(4, 16), torch.tensor([[1], [5], [16], [2]]))
+
+
+def test_hoisting_keeps_order_dependencies_and_state() -> None:
+    """The hoist on a hand-made instruction list: a portable op that reads a lowered op's
+    output, writes what a lowered op reads, or touches mutable state stays where it is; an
+    independent one moves above the whole run, before a dependent one's place."""
+    from ember.backends.runs import hoist_portable
+    from ember.passes.ir import MUTABLE, Arg, KernelInstr, MethodIR, TensorSpec
+
+    def spec(name: str, kind: str = "activation") -> TensorSpec:
+        return TensorSpec(name, torch.float32, (4,), kind=kind)
+
+    def call(name: str, ins: list[TensorSpec], out: TensorSpec) -> KernelInstr:
+        args = [Arg("tensor", t) for t in ins] + [Arg("tensor", out)]
+        return KernelInstr(name, args, outputs=[args[-1]])
+
+    x, a, b, c, d, e = (spec(n) for n in "xabcde")
+    st = spec("state", MUTABLE)
+    instrs = [
+        call("L0", [x], a),  # lowered
+        call("L1", [a], b),  # lowered
+        call("P_indep", [x], c),  # portable, commutes: moves up
+        call("P_dep", [b], d),  # portable, reads L1: stays
+        call("L2", [d], e),  # lowered
+        call("P_state", [x], st),  # portable, mutable state: stays
+    ]
+    ir = MethodIR("forward", None, instrs=list(instrs))
+    lowered = [True, True, False, False, True, False]
+    assert hoist_portable(ir, lowered)
+    assert [i.kernel for i in ir.instrs] == ["P_indep", "L0", "L1", "P_dep", "L2", "P_state"]
+    assert lowered == [False, True, True, False, True, False]
+    assert not hoist_portable(ir, lowered)  # nothing more moves
+
+    # a portable op writing a root the run reads (an out= buffer reused): it stays after it
+    y = spec("y")
+    ir = MethodIR("forward", None, instrs=[call("L0", [x], a), call("L1", [a, y], b)])
+    ir.instrs.append(call("P_war", [x], y))
+    lowered = [True, True, False]
+    assert not hoist_portable(ir, lowered)
+    assert [i.kernel for i in ir.instrs] == ["L0", "L1", "P_war"]

@@ -23,7 +23,7 @@ from typing import Any
 from ember.backends.cpu.lowering import Op, Unsupported
 from ember.backends.delegate import DelegateInstr
 from ember.errors import user_source_line
-from ember.passes.ir import KernelInstr, MethodIR, TensorSpec, instr_args
+from ember.passes.ir import MUTABLE, KernelInstr, MethodIR, TensorSpec, instr_args
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +211,67 @@ class Runs(abc.ABC):
             self.decide(t, True, f"{self.backend_id} delegate {n}")
         out.append(d)
         return private
+
+
+def _roots(ins: KernelInstr) -> tuple[set[int], set[int], bool]:
+    """(roots ``ins`` reads or writes, roots it writes, whether one is mutable state or a move
+    target: such an instruction keeps its place)."""
+    every: set[int] = set()
+    pinned = False
+    for a in ins.args:
+        for t in a.tensors():
+            r = t.root()
+            every.add(id(r))
+            pinned |= r.kind == MUTABLE or bool(r.move_target)
+    written = {id(t.root()) for a in ins.outputs for t in a.tensors()}
+    return every, written, pinned
+
+
+def hoist_portable(ir: MethodIR, lowered: list[bool]) -> bool:
+    """Moves each instruction that stays portable above the run of lowered instructions just
+    before it when it commutes with the whole run (it reads nothing the run writes, the run
+    reads and writes nothing it writes, neither touches mutable state), so the runs on either
+    side of it join into one delegate: a transformer's attention-mask arithmetic between its
+    embedding's layer norm and the first projections no longer cuts the graph there. Only
+    kernel calls move, never across control flow; the relative order of the moved instructions
+    and of the lowered ones is kept. Reorders ``ir.instrs`` and ``lowered`` in place; returns
+    whether anything moved."""
+    instrs = ir.instrs
+    order: list[int] = []
+    block = 0  # where the trailing run of lowered instructions starts in `order`
+    info: dict[int, tuple[set[int], set[int], bool]] = {}
+
+    def roots(k: int) -> tuple[set[int], set[int], bool]:
+        if k not in info:
+            info[k] = _roots(instrs[k])
+        return info[k]
+
+    for k, ins in enumerate(instrs):
+        if not isinstance(ins, KernelInstr) or isinstance(ins, DelegateInstr):
+            order.append(k)
+            block = len(order)
+            continue
+        if lowered[k]:
+            order.append(k)
+            continue
+        every, written, pinned = roots(k)
+        ok = not pinned and block < len(order)
+        for j in order[block:] if ok else ():
+            e2, w2, p2 = roots(j)
+            if p2 or w2 & every or written & e2:
+                ok = False
+                break
+        if ok:
+            order.insert(block, k)
+            block += 1
+        else:
+            order.append(k)
+            block = len(order)
+    if order == list(range(len(instrs))):
+        return False
+    ir.instrs = [instrs[k] for k in order]
+    lowered[:] = [lowered[k] for k in order]
+    return True
 
 
 def partition_runs(ir: MethodIR, runs: Runs, lowered: list[bool]) -> int:

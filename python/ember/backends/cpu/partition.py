@@ -70,7 +70,12 @@ from ember.backends.cpu.lowering import (  # noqa: F401
 )
 from ember.backends.cpu.packing import _bf16_pairs, _conv_transposed, build_blob  # noqa: F401
 from ember.backends.delegate import DelegateInstr
-from ember.backends.runs import Decision, Runs, partition_runs  # noqa: F401  (Decision: re-export)
+from ember.backends.runs import (  # noqa: F401  (Decision: re-export)
+    Decision,
+    Runs,
+    hoist_portable,
+    partition_runs,
+)
 from ember.backends.runs import Refused as _Refused
 from ember.passes.ir import (
     CONSTANT,
@@ -434,6 +439,9 @@ def partition_cpu(
         raise ValueError(f"pack={pack!r}: expected one of {', '.join(PACK_MODES)}")
     runs = _Runs(ir, pairs, check, pack)
     lowered = [runs.lower(i) is not None for i in range(len(ir.instrs))]
+    if hoist_portable(ir, lowered):  # the runs join: index anew
+        runs = _Runs(ir, pairs, check, pack)
+        lowered = [runs.lower(i) is not None for i in range(len(ir.instrs))]
     _pair_qdq(runs, lowered)
     n_deleg = partition_runs(ir, runs, lowered)
     log.info("cpu backend: %d delegate(s) in %s", n_deleg, ir.name)
