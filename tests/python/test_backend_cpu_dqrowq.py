@@ -292,3 +292,42 @@ def test_runtime_refuses_bad_row_qparams(monkeypatch, caplog, slot: int, value: 
     prog = ember.export(m.eval(), (torch.randn(9, 37),), backend="cpu")
     assert DQ_LINEAR not in [o[0] for o in _ops(prog)]
     assert "per-tensor qparams out of range" in caplog.text
+
+
+class _Mixed(nn.Module):
+    """Two per-tensor dynamic Q/DQ of one activation: one read by a product of two activations
+    (not an int8 linear), one by an int8 linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = _TensorDq(24, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(x * 2.0)
+        s, z = qd.choose_qparams.tensor(y, -128, 127, 2.0**-12, torch.int8)
+        q = qd.quantize_per_tensor.tensor(y, s, z, -128, 127, torch.int8)
+        a = qd.dequantize_per_tensor.tensor(q, s, z, -128, 127, torch.int8) @ y.t()
+        return self.lin(y) + a.mean(-1, keepdim=True)
+
+
+def test_per_tensor_qdq_not_read_by_int8_linears_stays_portable(caplog) -> None:  # noqa: ANN001
+    """The chain read by a product of activations stays portable from the start (its three
+    parts and nothing else), so no run is split around it (a split may cut other chains from
+    their linears) and the other chain's linear is still a dq linear."""
+    m = _Mixed().eval()
+    x = torch.randn(10, 24, generator=torch.Generator().manual_seed(5))
+    caplog.set_level(logging.INFO)
+    prog = ember.export(m, (x,), backend="cpu")
+    assert "split in two" not in caplog.text
+    assert sorted(_outside(prog)) == sorted(
+        [
+            "quantized_decomposed::choose_qparams.Tensor_out",
+            "quantized_decomposed::quantize_per_tensor.Tensor_out",
+            "quantized_decomposed::dequantize_per_tensor.Tensor_out",
+        ]
+    ), _outside(prog)
+    assert _rowq_slots(prog) == [PER_TENSOR]
+    x2 = torch.randn(10, 24, generator=torch.Generator().manual_seed(6))
+    want = _portable(m, x, x2)
+    got = RuntimeProgram(prog.buffer, threads=2).run("forward", [x2])[0]
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * float(want.abs().max()))

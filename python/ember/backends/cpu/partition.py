@@ -247,6 +247,75 @@ def _remember_int8(out: TensorSpec, ins: KernelInstr, vals: list[Any]) -> None:
     out.int8_weight = (q.detach().contiguous(), s)  # type: ignore[attr-defined]
 
 
+def _run_ids(lowered: list[bool]) -> list[int]:
+    """Each instruction's run number (a portable instruction starts a new one)."""
+    run, r = [], 0
+    for low in lowered:
+        r += int(not low)
+        run.append(r)
+    return run
+
+
+_LINEAR_KERNELS = {"aten::addmm.out": (1, 2), "aten::mm.out": (0, 1)}  # (activation, weight)
+
+
+def _keep_tensor_qdq(runs: _Runs, lowered: list[bool]) -> bool:
+    """A per-tensor dynamic Q/DQ (choose_qparams.tensor, then the quantize / dequantize pair with
+    its tensors) stays in the backend only when its three parts and every reader of its result
+    are lowered in one run, each reader a linear layer's product with a constant int8 weight:
+    what :func:`fusion_q8._linear_dq8` takes. Otherwise the three stay portable from the start
+    (a convolution's, one cut from its linears by a portable op), so the run's fusion does not
+    fail on them: a failing run is split in two, and the halves may cut other chains apart.
+    Returns whether it changed anything."""
+    instrs = runs.instrs
+    writer: dict[int, int] = {}
+    for i, ins in enumerate(instrs):
+        if isinstance(ins, KernelInstr):
+            for o in ins.outputs:
+                for t in o.tensors():
+                    writer.setdefault(id(t.root()), i)
+    changed = False
+    run = _run_ids(lowered)
+
+    def linear_of(j: int, root: int, i: int) -> bool:
+        ins = instrs[j]
+        slots = _LINEAR_KERNELS.get(getattr(ins, "kernel", ""))
+        if slots is None or not lowered[j] or run[j] != run[i]:
+            return False
+        x, w = (ins.args[k] for k in slots)
+        return (
+            x.kind == "tensor"
+            and id(x.value.root()) == root
+            and w.kind == "tensor"
+            and w.value.kind == CONSTANT
+            and getattr(w.value, "int8_weight_t", None) is not None
+        )
+
+    for i, ins in enumerate(instrs):
+        if not (isinstance(ins, KernelInstr) and ins.kernel in DEQUANTIZE and dynamic_qdq(ins)):
+            continue
+        q = writer.get(id(ins.args[0].value.root()))
+        c = writer.get(id(ins.args[1].value.root())) if ins.args[1].kind == "tensor" else None
+        parts = [p for p in (c, q, i) if p is not None]
+        out = id(ins.outputs[0].value.root())
+        ok = (
+            len(parts) == 3
+            and all(lowered[p] and run[p] == run[i] for p in parts)
+            and out not in runs.out_roots
+            and all(linear_of(j, out, i) for j in runs.refs.get(out, set()) - {i})
+        )
+        if not ok and any(lowered[p] for p in parts):
+            for p in parts:
+                if lowered[p]:
+                    lowered[p] = False
+                    runs.decide(
+                        p, False, "per-tensor dynamic Q/DQ not read by int8 linears of its run"
+                    )
+            changed = True
+            run = _run_ids(lowered)
+    return changed
+
+
 def _pair_qdq(runs: _Runs, lowered: list[bool]) -> None:
     """Keeps each int8 Q/DQ pair on one side of the delegate boundary: a quantize stays in the
     backend only when every reader is a dequantize of the same qparams lowered in its run, and
@@ -442,6 +511,8 @@ def partition_cpu(
     if hoist_portable(ir, lowered):  # the runs join: index anew
         runs = _Runs(ir, pairs, check, pack)
         lowered = [runs.lower(i) is not None for i in range(len(ir.instrs))]
+    while _keep_tensor_qdq(runs, lowered):
+        pass
     _pair_qdq(runs, lowered)
     n_deleg = partition_runs(ir, runs, lowered)
     log.info("cpu backend: %d delegate(s) in %s", n_deleg, ir.name)
