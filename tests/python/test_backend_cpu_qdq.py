@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 import torch.nn.functional as F
-from backend_cpu_common import _n_delegates, _out_step, _outside, _run, _run_per_isa
+from backend_cpu_common import _n_delegates, _out_step, _outside, _run, _run_per_isa, _seed_bn
 from torch import nn
 
 import ember
@@ -397,3 +397,53 @@ def test_stock_xnnpack_quantizer_graph_takes_int8_convs() -> None:
     got, want = _run(prog, (x,)), _run(plain, (x,))
     step = _out_scale(plain)
     assert (got - want).abs().max().item() <= step * 1.001
+
+
+class _InvertedResidual(nn.Module):
+    """MobileNetV2's block: 1x1 expansion, 3x3 depthwise, 1x1 projection (BN, ReLU6), residual."""
+
+    def __init__(self, c: int = 16, e: int = 48) -> None:
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(c, e, 1, bias=False),
+            nn.BatchNorm2d(e),
+            nn.ReLU6(),
+            nn.Conv2d(e, e, 3, padding=1, groups=e, bias=False),
+            nn.BatchNorm2d(e),
+            nn.ReLU6(),
+            nn.Conv2d(e, c, 1, bias=False),
+            nn.BatchNorm2d(c),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x)
+
+
+def test_stock_xnnpack_quantizer_relu6_block_runs_int8_depthwise() -> None:
+    """XNNPACKQuantizer puts a Q/DQ after each conv and another of the same qparams after its
+    ReLU6 (hardtanh shares them): the second folds into the first (fusion_q8._merge_fake_quants),
+    so the depthwise conv between two int8 convs runs in int8 too (without the fold it stays
+    f32), within one output step of the portable run."""
+    pytest.importorskip("torchao")
+    xq = pytest.importorskip("executorch.backends.xnnpack.quantizer.xnnpack_quantizer")
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    torch.manual_seed(0)
+    model = _seed_bn(_InvertedResidual()).eval()
+    x = torch.randn(1, 16, 14, 14)
+    quantizer = xq.XNNPACKQuantizer().set_global(
+        xq.get_symmetric_quantization_config(is_per_channel=True)
+    )
+    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
+    for _ in range(4):
+        prepared(torch.randn(1, 16, 14, 14))
+    converted = convert_pt2e(prepared)
+    prog = ember.export(converted, (x,))
+    assert _q8_convs(prog) == (3, 3), _q8_convs(prog)
+    plain = ember.export(converted, (x,), backend=None)
+    step = _out_scale(plain)
+    for t in (1, 2):
+        x2 = torch.randn(1, 16, 14, 14, generator=torch.Generator().manual_seed(t))
+        got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x2])[0]
+        want = RuntimeProgram(plain.buffer).run("forward", [x2])[0]
+        assert (got - want).abs().max().item() <= step * 1.001

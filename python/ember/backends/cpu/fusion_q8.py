@@ -17,6 +17,33 @@ from ember.backends.cpu.lowering import Const, Op, Unsupported
 from ember.passes.ir import TensorSpec
 
 
+def _merge_fake_quants(ops: list[Op], u: _Uses) -> None:
+    """A clamping fake-quant unary (PT2E's Q/DQ after a ReLU6 that shares its input's qparams:
+    XNNPACKQuantizer's form of conv -> Q/DQ -> hardtanh -> Q/DQ) that alone reads an op whose
+    own activation is a fake-quant with the same qparams goes, that op clamping first: with r(x)
+    = the rounded level of x (monotone) and v(q) its value (r(v(q)) = q), fq(clamp(fq(y))) =
+    fq(clamp(y)) for every finite y. The int8 fusions after it then see conv -> fake-quant ->
+    conv, as Ember's quantizer writes it, and find the u8 links. (A NaN y gives qmin's value
+    instead of the clamp's.)"""
+    for f in [o for o in ops if o.kind == "unary" and o.act == "fakequant"]:
+        p = u.producer(f.ins[0])
+        if (
+            p is None
+            or p is f
+            or p.act != "fakequant"
+            or len(p.outs) != 1
+            or len(f.outs) != 1
+            or f.ins[0] is not p.outs[0]
+            or list(p.fp[3:8]) != list(f.fp[3:8])
+            or max(p.fp[0], f.fp[0]) > min(p.fp[1], f.fp[1])
+            or not u.private(f.ins[0], f)
+        ):
+            continue
+        p.fp[0], p.fp[1] = max(p.fp[0], f.fp[0]), min(p.fp[1], f.fp[1])
+        p.outs = [f.outs[0]]
+        _absorb(ops, f, p)
+
+
 def _linear_q8(ops: list[Op], u: _Uses) -> None:
     """A one-row linear layer with int8 weights (``lin_wq``: the partitioner kept them through
     the weight's transpose) whose input a fake-quant wrote becomes a 1x1 conv over a 1x1 image

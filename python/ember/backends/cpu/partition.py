@@ -55,6 +55,7 @@ from ember.backends.cpu.fusion_q8 import (  # noqa: F401
     _gemm_heads,
     _linear_dq8,
     _linear_q8,
+    _merge_fake_quants,
 )
 from ember.backends.cpu.lowering import (  # noqa: F401
     DEQUANTIZE,
@@ -478,6 +479,7 @@ _FUSIONS: tuple[Any, ...] = (
     "_fuse_residual",
     "_fuse_plane_means",
     "_fuse_input_scale",
+    "_merge_fake_quants",
     "_linear_q8",
     "_linear_dq8",
     "_dq_heads",
