@@ -235,3 +235,18 @@ def _assert_within_one_step(
         diff = (_run(prog, inputs, th) - want).abs()
         assert diff.max().item() <= step * 1.001, (th, diff.max().item(), step)
         assert (diff > 0).float().mean().item() <= 0.02, th
+
+
+class _Block(nn.Module):
+    """A transformer-ish block: Q, K, V projections of one input, an output projection with a
+    residual, an MLP with GELU (the dq linear tests quantize it)."""
+
+    def __init__(self, d: int = 48) -> None:
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = torch.softmax(self.q(x) @ self.k(x).transpose(-1, -2) / 7.0, dim=-1) @ self.v(x)
+        h = x + self.o(a)
+        return h + self.down(nn.functional.gelu(self.up(h)))

@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 from backend_cpu_common import _blob_ops as _ops
-from backend_cpu_common import _n_delegates, _outside, _run_per_isa
+from backend_cpu_common import _Block, _n_delegates, _outside, _run_per_isa
 from torch import nn
 
 import ember
@@ -148,21 +148,6 @@ def test_shared_rows_same_bits_on_every_isa(mode: str, tmp_path) -> None:  # noq
     outs = _run_per_isa(prog, x, tmp_path, (None, "avx2", "scalar"), threads=2)
     for isa in ("avx2", "scalar"):
         torch.testing.assert_close(outs[isa], outs[None], rtol=0, atol=0, equal_nan=True)
-
-
-class _Block(nn.Module):
-    """A transformer-ish block: Q, K, V projections of one input, an output projection with a
-    residual, an MLP with GELU."""
-
-    def __init__(self, d: int = 48) -> None:
-        super().__init__()
-        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
-        self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        a = torch.softmax(self.q(x) @ self.k(x).transpose(-1, -2) / 7.0, dim=-1) @ self.v(x)
-        h = x + self.o(a)
-        return h + self.down(nn.functional.gelu(self.up(h)))
 
 
 def test_static_int8_block_runs_dq_linears() -> None:

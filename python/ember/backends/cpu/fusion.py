@@ -88,20 +88,22 @@ def _fake_quant(ops: list[Op], u: _Uses) -> None:
             _absorb(ops, p, f)
 
 
-def _token_fake_quant(ops: list[Op], u: _Uses) -> None:
-    """Dynamic per-token quantization of an activation — ``tq_choose`` (its per-row scale and
-    zero point), ``tq_quant`` and ``tq_dequant`` with those qparams — becomes one float
-    ``tokenfq`` op (EMC_OP_TOKEN_FQ: each row's qparams and round trip through int8, step for
-    step as the portable kernels). The qparams and the int8 tensor never exist in the backend;
-    one read outside the three, or a part without the others, is Unsupported (the run splits)."""
-    for d in [o for o in ops if o.kind == "tq_dequant"]:
+def _dynamic_chains(ops: list[Op], u: _Uses, prefix: str, what: str) -> list[tuple[Op, ...]]:
+    """The (choose, quantize, dequantize) triples of dynamic quantization, ops ``<prefix>_choose``,
+    ``<prefix>_quant`` and ``<prefix>_dequant``: the dequantize reads the quantize's output and
+    the choose's qparams, which nothing else reads, and the quantize the choose's input with
+    them. A part without the others, or read outside the three, is Unsupported ("``what``
+    whose parts are apart": the run splits)."""
+    chains = []
+    for d in [o for o in ops if o.kind == f"{prefix}_dequant"]:
         q = u.producer(d.ins[0])
         c = u.producer(d.ins[1])
         if (
             q is None
-            or q.kind != "tq_quant"
+            or q.kind != f"{prefix}_quant"
             or c is None
-            or c.kind != "tq_choose"
+            or c.kind != f"{prefix}_choose"
+            or q.attrs.get("q") != d.attrs.get("q")
             or any(a.root() is not b.root() for a, b in zip(q.ins[1:], d.ins[1:], strict=True))
             or [o.root() for o in c.outs] != [i.root() for i in q.ins[1:]]
             or c.ins[0].root() is not q.ins[0].root()
@@ -111,15 +113,31 @@ def _token_fake_quant(ops: list[Op], u: _Uses) -> None:
                 for o in c.outs
             )
         ):
-            raise Unsupported("per-token Q/DQ whose parts are apart")
+            raise Unsupported(f"{what} whose parts are apart")
+        chains.append((c, q, d))
+    if sum(o.kind in (f"{prefix}_choose", f"{prefix}_quant") for o in ops) != 2 * len(chains):
+        raise Unsupported(f"{what} whose parts are apart")
+    return chains
+
+
+def _join_chain(ops: list[Op], c: Op, q: Op, d: Op) -> None:
+    """``d`` takes the FX nodes of ``c`` and ``q`` (in the graph's order), which go."""
+    d.nodes = [*c.nodes, *q.nodes, *(n for n in d.nodes if n not in c.nodes + q.nodes)]
+    _absorb(ops, q, None)
+    _absorb(ops, c, None)
+
+
+def _token_fake_quant(ops: list[Op], u: _Uses) -> None:
+    """Dynamic per-token quantization of an activation — ``tq_choose`` (its per-row scale and
+    zero point), ``tq_quant`` and ``tq_dequant`` with those qparams — becomes one float
+    ``tokenfq`` op (EMC_OP_TOKEN_FQ: each row's qparams and round trip through int8, step for
+    step as the portable kernels). The qparams and the int8 tensor never exist in the backend;
+    one read outside the three, or a part without the others, is Unsupported (the run splits)."""
+    for c, q, d in _dynamic_chains(ops, u, "tq", "per-token Q/DQ"):
         x = q.ins[0]
         rows = int(np.prod(x.shape[:-1])) if len(x.shape) > 1 else 1
         d.kind, d.ins, d.ip = "tokenfq", [x], [rows, int(x.shape[-1])]
-        d.nodes = [*c.nodes, *q.nodes, *(n for n in d.nodes if n not in c.nodes + q.nodes)]
-        _absorb(ops, q, None)
-        _absorb(ops, c, None)
-    if any(o.kind in ("tq_choose", "tq_quant") for o in ops):
-        raise Unsupported("per-token Q/DQ whose parts are apart")
+        _join_chain(ops, c, q, d)
 
 
 def _tensor_fake_quant(ops: list[Op], u: _Uses) -> None:
@@ -127,34 +145,14 @@ def _tensor_fake_quant(ops: list[Op], u: _Uses) -> None:
     point for the whole tensor), ``tc_quant`` and ``tc_dequant`` with them, ExecuTorch's
     XNNPACKQuantizer's dynamic form — becomes one float ``tensorfq`` op (attrs ``q``: qmin, qmax,
     eps) with the three's nodes. It has no blob form of its own: :func:`fusion_q8._linear_dq8`
-    takes it into the dynamic int8 linears that read it, and one left over makes the run split.
-    A part read outside the three, or without the others, is Unsupported."""
-    for d in [o for o in ops if o.kind == "tc_dequant"]:
-        q = u.producer(d.ins[0])
-        c = u.producer(d.ins[1])
-        if (
-            q is None
-            or q.kind != "tc_quant"
-            or c is None
-            or c.kind != "tc_choose"
-            or q.attrs["q"] != d.attrs["q"]
-            or q.attrs["q"] != c.attrs["q"][:2]
-            or any(a.root() is not b.root() for a, b in zip(q.ins[1:], d.ins[1:], strict=True))
-            or [o.root() for o in c.outs] != [i.root() for i in q.ins[1:]]
-            or c.ins[0].root() is not q.ins[0].root()
-            or not u.private(d.ins[0], d)
-            or any(
-                id(o.root()) in u.external or any(r not in (q, d) for r in u.consumers(o))
-                for o in c.outs
-            )
-        ):
-            raise Unsupported("per-tensor dynamic Q/DQ whose parts are apart")
+    takes it into the dynamic int8 linears that read it (partition._keep_tensor_qdq keeps only
+    such chains in a run). A part read outside the three, or without the others, is
+    Unsupported."""
+    for c, q, d in _dynamic_chains(ops, u, "tc", "per-tensor dynamic Q/DQ"):
+        if q.attrs["q"] != c.attrs["q"][:2]:
+            raise Unsupported("per-tensor dynamic Q/DQ with two ranges")
         d.kind, d.ins, d.attrs = "tensorfq", [q.ins[0]], dict(q=c.attrs["q"])
-        d.nodes = [*c.nodes, *q.nodes, *(n for n in d.nodes if n not in c.nodes + q.nodes)]
-        _absorb(ops, q, None)
-        _absorb(ops, c, None)
-    if any(o.kind in ("tc_choose", "tc_quant") for o in ops):
-        raise Unsupported("per-tensor dynamic Q/DQ whose parts are apart")
+        _join_chain(ops, c, q, d)
 
 
 def _see_through_copies(ops: list[Op], u: _Uses) -> None:
