@@ -93,15 +93,7 @@ STATIC_RUNTIMES = [
     "ort_u8s8",
 ]
 DYNAMIC_RUNTIMES = ["ember_f32", "ember_int8", "ember_xnnq", "et_xnnpack_int8", "ort_dyn"]
-RUNTIMES = [
-    "ember_f32",
-    "ember_int8",
-    "ember_xnnq",
-    "et_xnnpack_int8",
-    "ort_s8s8",
-    "ort_u8s8",
-    "ort_dyn",
-]
+RUNTIMES = STATIC_RUNTIMES + [rt for rt in DYNAMIC_RUNTIMES if rt not in STATIC_RUNTIMES]
 INT8_PEERS = ["et_xnnpack_int8", "ort_s8s8", "ort_u8s8", "ort_dyn"]
 # the runtime name bench/run.py's worker knows each peer by (it reads <dir>/<name>.pte, or
 # <dir>/model.onnx for "ort")

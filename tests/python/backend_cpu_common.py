@@ -156,6 +156,26 @@ def _blob_ops(prog: ember.Program) -> list[tuple[int, int, tuple[int, ...]]]:
     return out
 
 
+def _patched_ip_checks(
+    prog: ember.Program, kind: int, patches: list[tuple[int, int]]
+) -> list[tuple[int, int, str | None]]:
+    """The runtime's check of the program's first delegate blob (a 1 MiB arena) with ip slot
+    ``slot`` of its first op of ``kind`` set to ``value``, one patch at a time: (slot, value,
+    the refusal or None). The unpatched blob must pass."""
+    from ember.backends.check import runtime_check
+
+    d = next(i for i in prog._irs["forward"].instrs if isinstance(i, DelegateInstr))
+    blob = bytes(d.processed)
+    at = next(o[1] for o in _blob_ops(prog) if o[0] == kind)
+    assert runtime_check("EmberCpuBackend", blob, 1 << 20) is None
+    out = []
+    for slot, value in patches:
+        bad = bytearray(blob)
+        struct.pack_into("<i", bad, at + 32 + 4 * slot, value)
+        out.append((slot, value, runtime_check("EmberCpuBackend", bytes(bad), 1 << 20)))
+    return out
+
+
 def _conv_ops(buf: bytes, every_blob: bool = False) -> list[tuple[int, ...]]:
     """The ip[] slots of every conv2d operator in the program's first EMC blob (or in all)."""
     found = []

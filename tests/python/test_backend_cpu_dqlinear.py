@@ -11,18 +11,14 @@ Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_dqlinear.py
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 from backend_cpu_common import _blob_ops as _ops
-from backend_cpu_common import _Block, _n_delegates, _outside, _run_per_isa
+from backend_cpu_common import _Block, _n_delegates, _outside, _patched_ip_checks, _run_per_isa
 from torch import nn
 
 import ember
-from ember.backends.check import runtime_check
-from ember.backends.delegate import DelegateInstr
 from ember.quant.pt2e import quantize_exported
 from ember.runtime import RuntimeProgram
 
@@ -212,19 +208,11 @@ def test_f32_attention_heads_interleaved(t: int) -> None:
 def test_runtime_refuses_bad_dq_linear() -> None:
     m = _DqLinear(37, 19).eval()
     prog = ember.export(m, (torch.randn(9, 37),), backend="cpu")
-    d = next(i for i in prog._irs["forward"].instrs if isinstance(i, DelegateInstr))
-    blob = bytearray(d.processed)
-    at = next(o[1] for o in _ops(prog) if o[0] == DQ_LINEAR)
-    arena = 1 << 20
-    assert runtime_check("EmberCpuBackend", bytes(blob), arena) is None
     # M, K, N that do not match the tensors, a K past 65536, no table, an f32 input read as
     # quantized rows, a bad flag, head dims not a multiple of 32 or not dividing N, transposed
     # heads without a head dim
-    bad_slots = (
+    bad_slots = [
         (0, 10), (1, 36), (2, 20), (1, 70000), (3, 0), (4, 1), (4, 2), (5, 16), (5, 32), (6, 1)
-    )  # fmt: skip
-    for slot, value in bad_slots:
-        bad = bytearray(blob)
-        struct.pack_into("<i", bad, at + 32 + 4 * slot, value)
-        why = runtime_check("EmberCpuBackend", bytes(bad), arena)
+    ]  # fmt: skip
+    for slot, value, why in _patched_ip_checks(prog, DQ_LINEAR, bad_slots):
         assert why is not None and "dq linear" in why, (slot, value, why)

@@ -13,18 +13,15 @@ Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_dqrowq.py
 from __future__ import annotations
 
 import logging
-import struct
 
 import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 from backend_cpu_common import _blob_ops as _ops
-from backend_cpu_common import _Block, _n_delegates, _outside, _run_per_isa
+from backend_cpu_common import _Block, _n_delegates, _outside, _patched_ip_checks, _run_per_isa
 from torch import nn
 
 import ember
-from ember.backends.check import runtime_check
-from ember.backends.delegate import DelegateInstr
 from ember.quant.pt2e import quantize_exported
 from ember.runtime import RuntimeProgram
 
@@ -234,18 +231,9 @@ def test_stock_xnnpack_dynamic_quantizer_graph_runs_int8() -> None:
 
 
 def test_runtime_refuses_bad_row_modes() -> None:
-    m = _TensorDq(37, 19).eval()
-    prog = ember.export(m, (torch.randn(9, 37),), backend="cpu")
-    d = next(i for i in prog._irs["forward"].instrs if isinstance(i, DelegateInstr))
-    blob = bytearray(d.processed)
-    at = next(o[1] for o in _ops(prog) if o[0] == DQ_LINEAR)
-    arena = 1 << 20
-    assert runtime_check("EmberCpuBackend", bytes(blob), arena) is None
-    for value in (3, 7, -1):
-        bad = bytearray(blob)
-        struct.pack_into("<i", bad, at + 32 + 4 * ROWQ, value)
-        why = runtime_check("EmberCpuBackend", bytes(bad), arena)
-        assert why is not None and ("dq linear" in why or "parameter 7" in why), (value, why)
+    prog = ember.export(_TensorDq(37, 19).eval(), (torch.randn(9, 37),), backend="cpu")
+    for slot, value, why in _patched_ip_checks(prog, DQ_LINEAR, [(ROWQ, 3), (ROWQ, 7), (ROWQ, -1)]):
+        assert why is not None and ("dq linear" in why or "parameter 7" in why), (slot, value, why)
 
 
 @pytest.mark.parametrize(
