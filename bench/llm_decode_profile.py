@@ -12,7 +12,8 @@ time and share only.
 
 ``--pte FILE --label TEXT`` profiles another LLM ``.pte`` the same way (e.g. the 1B-shaped
 model ``bench/llm.py --model 1b`` exports); the token and position inputs are written beside
-this script's other outputs.
+this script's other outputs. ``--pos N`` decodes at KV position N instead of 100 (a long chat:
+attention reads N + 1 cache rows per layer; N must be below the file's cache length).
 """
 
 from __future__ import annotations
@@ -59,12 +60,14 @@ def weight_bytes(pte: Path, pos: int) -> dict[str, int]:
     return out
 
 
-def profile(exe: Path, pte: Path, threads: int, iters: int) -> tuple[float, list[tuple]]:
+def profile(
+    exe: Path, pte: Path, threads: int, iters: int, pos: int = 100
+) -> tuple[float, list[tuple]]:
     import numpy as np
 
     OUT.mkdir(parents=True, exist_ok=True)
     np.save(OUT / "tok.npy", np.array([[1234]], dtype=np.int64))
-    np.save(OUT / "pos.npy", np.array([100], dtype=np.int64))
+    np.save(OUT / "pos.npy", np.array([pos], dtype=np.int64))
     ins = ["--input", str(OUT / "tok.npy"), "--input", str(OUT / "pos.npy")]
     cmd = [str(exe), "run", str(pte), *ins, "--iters", str(iters), "--threads", str(threads)]
     cmd.append("--profile")
@@ -87,18 +90,19 @@ def main() -> None:
     ap.add_argument("--md", type=Path)
     ap.add_argument("--pte", type=Path, help="another LLM .pte (default: SmolLM2 4w32)")
     ap.add_argument("--label", default="SmolLM2-135M 4w32", help="the model's name in the text")
+    ap.add_argument("--pos", type=int, default=100, help="the KV position decoded at")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     pte = args.pte or OUT / "smollm2_4w32.pte"
     if not pte.exists():
         raise SystemExit(f"{pte} is missing: run bench/devtools_overhead.py first (it exports it)")
-    wb = weight_bytes(pte, 100)
+    wb = weight_bytes(pte, args.pos)
     cpu = cpu_name()
-    lines = [f"CPU: {cpu}. {args.label}, one decode token at position 100, "
+    lines = [f"CPU: {cpu}. {args.label}, one decode token at position {args.pos}, "
              f"`ember run --profile`, {args.iters} iterations.", ""]  # fmt: skip
     for t in args.threads:
         bw = membw(t, OUT)
-        med, rows = profile(args.ember, pte, t, args.iters)
+        med, rows = profile(args.ember, pte, t, args.iters, args.pos)
         total_w = sum(wb.values())
         bound_ms = total_w / (bw * 1e9) * 1e3
         lines += [

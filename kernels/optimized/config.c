@@ -25,10 +25,11 @@
 
 /* Indexed by avx2_fma | avx512f << 1. */
 static const em_portable_fast_config tables[4] = {
-    {"none", GEMM_NONE, GATE_NONE, NULL, NULL},
-    {"avx2", GEMM_AVX2, GATE_NONE, em_sdpa_heads__avx2, NULL},
-    {"avx512f", GEMM_NONE, GATE_AVX512F, NULL, em_sdpa_heads_d16__avx512f},
-    {"avx512f", GEMM_AVX2, GATE_AVX512F, em_sdpa_heads__avx2, em_sdpa_heads_d16__avx512f},
+    {"none", GEMM_NONE, GATE_NONE, NULL, NULL, NULL},
+    {"avx2", GEMM_AVX2, GATE_NONE, em_sdpa_heads__avx2, NULL, NULL},
+    {"avx512f", GEMM_NONE, GATE_AVX512F, NULL, em_sdpa_heads_d16__avx512f, em_sdpa_split__avx512f},
+    {"avx512f", GEMM_AVX2, GATE_AVX512F, em_sdpa_heads__avx2, em_sdpa_heads_d16__avx512f,
+     em_sdpa_split__avx512f},
 };
 
 const em_portable_fast_config *em_portable_fast_config_get(void) {
@@ -36,7 +37,7 @@ const em_portable_fast_config *em_portable_fast_config_get(void) {
   return &tables[(f->avx2_fma ? 1 : 0) | (f->avx512f ? 2 : 0)];
 }
 #else
-static const em_portable_fast_config none = {"none", NULL, NULL, NULL, NULL,
+static const em_portable_fast_config none = {"none", NULL, NULL, NULL, NULL, NULL,
                                              NULL,   NULL, NULL, NULL, NULL};
 
 const em_portable_fast_config *em_portable_fast_config_get(void) { return &none; }

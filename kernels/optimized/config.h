@@ -35,6 +35,9 @@ void em_sdpa_heads__avx2(void *arg, int64_t begin, int64_t end);
 /* sdpa_heads__avx512f.c: D == Dv, D % 16 == 0, D <= 256, no mask; query row and output in
  * registers, the softmax 16 scores at a time with the vmath_exp.h recipe. */
 void em_sdpa_heads_d16__avx512f(void *arg, int64_t begin, int64_t end);
+/* sdpa_heads__avx512f.c: tasks of an sdpa_split_job (llama_attention.h): decode with the keys
+ * split, each kv head's rows read once for the query heads that share it. */
+void em_sdpa_split__avx512f(void *arg, int64_t begin, int64_t end);
 
 #ifdef __cplusplus
 }

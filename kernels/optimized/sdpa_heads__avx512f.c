@@ -21,13 +21,14 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 load16(co
 }
 
 /* Row r (64 values) of a cache at base (rows `stride` bytes apart, n rows in use) as f32,
- * prefetching the row SDPA_PREFETCH_ROWS on. */
+ * prefetching every line of the row SDPA_PREFETCH_ROWS on (an f16 row's second line too: SmolLM2
+ * at position 1000, Zen 4, 1 thread: 7.10 -> 6.95 ms a token). */
 __attribute__((target("avx512f"), always_inline)) static inline void
 row64(const char *base, int64_t r, int64_t stride, int64_t n, int kv16, __m512 x[4]) {
   const char *row = base + r * stride;
   if (r + SDPA_PREFETCH_ROWS < n) {
-    _mm_prefetch(row + SDPA_PREFETCH_ROWS * stride, _MM_HINT_T0);
-    if (!kv16) _mm_prefetch(row + SDPA_PREFETCH_ROWS * stride + 128, _MM_HINT_T0);
+    const char *ahead = row + SDPA_PREFETCH_ROWS * stride;
+    for (int64_t i = 0; i < 64 * (kv16 ? 2 : 4); i += 64) _mm_prefetch(ahead + i, _MM_HINT_T0);
   }
   for (int i = 0; i < 4; i++) x[i] = load16(row, 16 * i, kv16);
 }
@@ -246,4 +247,116 @@ __attribute__((target("avx512f"))) void em_sdpa_heads_d16__avx512f(void *arg, in
     heads(j, begin, end, 1, 0);
   else
     heads(j, begin, end, 0, 0);
+}
+
+/* ---- decode with the keys split (sdpa_split_job) ---- */
+
+/* The largest of sc[0, n), 16 at a time (NaN never wins; -inf when nothing beats it). */
+__attribute__((target("avx512f"), always_inline)) static inline float max_row(const float *sc,
+                                                                              int64_t n) {
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  int64_t r = 0;
+  for (; r + 16 <= n; r += 16) m = _mm512_max_ps(_mm512_loadu_ps(sc + r), m);
+  if (r < n) {
+    const __mmask16 k = (__mmask16)((1u << (n - r)) - 1);
+    m = _mm512_mask_max_ps(m, k, _mm512_maskz_loadu_ps(k, sc + r), m);
+  }
+  return _mm512_reduce_max_ps(m);
+}
+
+/* Query heads h0 .. h0 + G - 1 (G <= 4, a literal), which share the kv rows at kb / vb (ks / vs
+ * bytes apart), against keys [0, len) of a chunk: four key rows converted once for the G heads,
+ * each head's four dot products reduced together (sum4); a row past len repeats the last and
+ * its score is dropped. Then each head's softmax over the chunk, and every value row once for
+ * the G heads' sums. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+split_group(const sdpa_split_job *j, int64_t b, int64_t h0, int G, const char *kb, const char *vb,
+            int64_t ks, int64_t vs, int64_t len, float *sc, float *part, int kv16) {
+  const sdpa_args *a = j->a;
+  const int64_t cl = j->clen;
+  const __m512 scale = _mm512_set1_ps((float)a->scale);
+  __m512 qv[4][4];
+  for (int g = 0; g < G; g++) {
+    const float *qp = (const float *)a->q->data + sdpa_off4(a->q, b, 0, h0 + g, 0);
+    for (int i = 0; i < 4; i++) qv[g][i] = _mm512_mul_ps(_mm512_loadu_ps(qp + 16 * i), scale);
+  }
+  for (int64_t r = 0; r < len; r += 4) {
+    __m512 kx[4][4];
+    for (int64_t u = 0; u < 4; u++) row64(kb, r + u < len ? r + u : len - 1, ks, len, kv16, kx[u]);
+    for (int g = 0; g < G; g++) {
+      __m512 acc[4];
+      for (int u = 0; u < 4; u++)
+        acc[u] =
+            _mm512_fmadd_ps(qv[g][3], kx[u][3],
+                            _mm512_fmadd_ps(qv[g][2], kx[u][2],
+                                            _mm512_fmadd_ps(qv[g][1], kx[u][1],
+                                                            _mm512_mul_ps(qv[g][0], kx[u][0]))));
+      const __m128 x = sum4(acc[0], acc[1], acc[2], acc[3]);
+      if (r + 4 <= len) {
+        _mm_storeu_ps(sc + g * cl + r, x);
+      } else {
+        float t[4];
+        _mm_storeu_ps(t, x);
+        for (int64_t u = 0; u < len - r; u++) sc[g * cl + r + u] = t[u];
+      }
+    }
+  }
+  float mx[4], sum[4];
+  for (int g = 0; g < G; g++) {
+    float *sg = sc + g * cl;
+    mx[g] = max_row(sg, len);
+    sum[g] = mx[g] > -INFINITY ? _mm512_reduce_add_ps(exp_row(sg, len, mx[g])) : 0.0f;
+  }
+  __m512 ov[4][4];
+  for (int g = 0; g < 4; g++)
+    for (int i = 0; i < 4; i++) ov[g][i] = _mm512_setzero_ps();
+  for (int64_t r = 0; r < len; r++) {
+    __m512 vx[4];
+    row64(vb, r, vs, len, kv16, vx);
+    for (int g = 0; g < G; g++) {
+      const __m512 p = _mm512_set1_ps(sc[g * cl + r]);
+      for (int i = 0; i < 4; i++) ov[g][i] = _mm512_fmadd_ps(p, vx[i], ov[g][i]);
+    }
+  }
+  for (int g = 0; g < G; g++) {
+    float *o = part + (h0 + g) * SDPA_PART;
+    for (int i = 0; i < 4; i++) _mm512_storeu_ps(o + 16 * i, ov[g][i]);
+    o[SDPA_SPLIT_D] = mx[g];
+    o[SDPA_SPLIT_D + 1] = sum[g];
+  }
+}
+
+__attribute__((target("avx512f"), always_inline)) static inline void
+split_tasks(const sdpa_split_job *j, int64_t begin, int64_t end, int kv16) {
+  const sdpa_args *a = j->a;
+  const int64_t rep = a->Hq / a->Hkv, es = kv16 ? 2 : 4;
+  const int64_t ks = a->k->strides[1] * es, vs = a->v->strides[1] * es; /* bytes between rows */
+  for (int64_t t = begin; t < end; t++) {
+    const int64_t b = t / j->chunks, k0 = t % j->chunks * j->clen;
+    const int64_t len = a->n_keys - k0 < j->clen ? a->n_keys - k0 : j->clen;
+    float *sc = j->scores + t * a->Hq * j->clen, *part = j->part + t * a->Hq * SDPA_PART;
+    for (int64_t hk = 0; hk < a->Hkv; hk++) {
+      const char *kb = (const char *)a->k->data + sdpa_off4(a->k, b, k0, hk, 0) * es;
+      const char *vb = (const char *)a->v->data + sdpa_off4(a->v, b, k0, hk, 0) * es;
+      for (int64_t g0 = 0; g0 < rep; g0 += 4) {
+        const int64_t h0 = hk * rep + g0, left = rep - g0;
+        float *sg = sc + h0 * j->clen;
+        switch (left >= 4 ? 4 : (int)left) {
+        case 1: split_group(j, b, h0, 1, kb, vb, ks, vs, len, sg, part, kv16); break;
+        case 2: split_group(j, b, h0, 2, kb, vb, ks, vs, len, sg, part, kv16); break;
+        case 3: split_group(j, b, h0, 3, kb, vb, ks, vs, len, sg, part, kv16); break;
+        default: split_group(j, b, h0, 4, kb, vb, ks, vs, len, sg, part, kv16); break;
+        }
+      }
+    }
+  }
+}
+
+__attribute__((target("avx512f"))) void em_sdpa_split__avx512f(void *arg, int64_t begin,
+                                                               int64_t end) {
+  const sdpa_split_job *j = arg;
+  if (j->a->kv_f16)
+    split_tasks(j, begin, end, 1);
+  else
+    split_tasks(j, begin, end, 0);
 }

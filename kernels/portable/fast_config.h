@@ -54,6 +54,8 @@ typedef struct em_portable_fast_config {
   em_parallel_fn sdpa_heads;     /* any head dims */
   em_parallel_fn sdpa_heads_d16; /* only D == Dv, D % 16 == 0, D <= 256, no mask; reads f16
                                     caches too (sdpa_args.kv_f16) */
+  em_parallel_fn sdpa_split;     /* tasks of an sdpa_split_job (one query row, D == Dv == 64, no
+                                    mask; f16 caches too) */
 } em_portable_fast_config;
 
 #if defined(EMBER_OPTIMIZED_KERNELS) && EMBER_OPTIMIZED_KERNELS
@@ -66,7 +68,7 @@ const em_portable_fast_config *em_portable_fast_config_get(void);
 #else
 /* The optimized layer is not built: every entry NULL. */
 static inline const em_portable_fast_config *em_portable_fast_config_get(void) {
-  static const em_portable_fast_config none = {"none", NULL, NULL, NULL, NULL,
+  static const em_portable_fast_config none = {"none", NULL, NULL, NULL, NULL, NULL,
                                                NULL,   NULL, NULL, NULL, NULL};
   return &none;
 }

@@ -16,8 +16,10 @@
  * otherwise a scalar reference path in double. An f16 KV cache: f32 query and out with f16
  * key / value caches (an Ember extension of the schema, which wants one dtype), computed as the
  * f32 op on the caches' f32 values: by the optimized d16 task straight from the f16 rows where
- * it applies, else on f32 copies of the visible rows. The head task is plain C here
- * (llama_attention.h); AVX2+FMA and AVX-512F bodies of it come from the
+ * it applies, else on f32 copies of the visible rows. A decode row (one query row, head dim 64, no
+ * mask) takes the optimized layer's split task where it has one: the keys in chunks over the pool,
+ * each kv head's rows read once for all its query heads, the chunks merged (sdpa_split). The head
+ * task is plain C here (llama_attention.h); AVX2+FMA and AVX-512F bodies of it come from the
  * optional optimized layer when its table has them (kernels/optimized/,
  * portable/fast_config.h).
  */
@@ -113,8 +115,71 @@ static bool inner_contiguous(const sdpa_args *a) {
          a->out->strides[3] == 1;
 }
 
+/* Least keys of a chunk in the split decode, and chunks per thread (a thread the host slows
+ * leaves the other some to take): one thread splits 96 keys or more in two, two threads 101
+ * keys (SmolLM2 at position 100) in three. */
+#define SDPA_SPLIT_MIN_KEYS   48
+#define SDPA_SPLIT_PER_THREAD 2
+
+/*
+ * Decode (one query row, D == Dv == 64, no mask, contiguous head dims) through the optimized
+ * layer's split task: the keys in chunks over the pool, every query head of a kv head in one
+ * pass over its rows (an f16 cache row converted once for them, not once per query head), then
+ * the chunks' partials merged here: with m the largest chunk maximum, out = sum_c e^(m_c - m)
+ * o_c / sum_c e^(m_c - m) l_c (one chunk: o / l). Returns false, having written nothing, where
+ * it does not apply, the scratch does not fit, or a chunk's scores have no maximum (every one
+ * -inf or NaN): the head path then decides.
+ */
+static bool sdpa_split(em_kernel_ctx *ctx, const sdpa_args *a) {
+  const em_portable_fast_config *cfg = em_portable_fast_config_get();
+  if (!cfg->sdpa_split || a->S != 1 || a->mask || a->D != SDPA_SPLIT_D || a->Dv != SDPA_SPLIT_D ||
+      !inner_contiguous(a) || a->n_keys < 1)
+    return false;
+  em_threadpool *pool = ctx ? ctx->pool : NULL;
+  int64_t chunks = (int64_t)em_threadpool_size(pool) * SDPA_SPLIT_PER_THREAD;
+  const int64_t most = (a->n_keys + SDPA_SPLIT_MIN_KEYS - 1) / SDPA_SPLIT_MIN_KEYS;
+  if (chunks > most) chunks = most;
+  const int64_t clen = (a->n_keys + chunks - 1) / chunks;
+  chunks = (a->n_keys + clen - 1) / clen; /* none empty */
+  const int64_t tasks = a->B * chunks;
+  size_t mark = nn_temp_mark(ctx);
+  float *scores = nn_temp(ctx, tasks * a->Hq * clen, sizeof(float));
+  float *part = nn_temp(ctx, tasks * a->Hq * SDPA_PART, sizeof(float));
+  if (!scores || !part) {
+    nn_temp_release(ctx, mark);
+    return false;
+  }
+  sdpa_split_job j = {a, scores, part, chunks, clen};
+  em_parallel_for(pool, tasks, cfg->sdpa_split, &j);
+  bool ok = true;
+  for (int64_t i = 0; i < tasks * a->Hq && ok; i++)
+    ok = part[i * SDPA_PART + SDPA_SPLIT_D] > -INFINITY;
+  for (int64_t b = 0; b < a->B && ok; b++)
+    for (int64_t h = 0; h < a->Hq; h++) {
+      const float *p0 = part + (b * chunks * a->Hq + h) * SDPA_PART;
+      float m = p0[SDPA_SPLIT_D], l = 0.0f, w[SDPA_SPLIT_D];
+      for (int64_t c = 1; c < chunks; c++) {
+        const float mc = p0[c * a->Hq * SDPA_PART + SDPA_SPLIT_D];
+        m = mc > m ? mc : m;
+      }
+      for (int d = 0; d < SDPA_SPLIT_D; d++) w[d] = 0.0f;
+      for (int64_t c = 0; c < chunks; c++) {
+        const float *pc = p0 + c * a->Hq * SDPA_PART;
+        const float e = chunks == 1 ? 1.0f : expf(pc[SDPA_SPLIT_D] - m);
+        l += e * pc[SDPA_SPLIT_D + 1];
+        for (int d = 0; d < SDPA_SPLIT_D; d++) w[d] += e * pc[d];
+      }
+      const float inv = 1.0f / l;
+      float *o = (float *)a->out->data + sdpa_off4(a->out, b, 0, h, 0);
+      for (int d = 0; d < SDPA_SPLIT_D; d++) o[d] = w[d] * inv;
+    }
+  nn_temp_release(ctx, mark);
+  return ok;
+}
+
 /* EM_ERR_MEMORY_ALLOCATION_FAILED (nothing logged) when the scores do not fit the scratch. */
 static em_status sdpa_f32_heads(em_kernel_ctx *ctx, const sdpa_args *a) {
+  if (sdpa_split(ctx, a)) return EM_OK;
   int64_t tasks = a->B * a->Hq, rows = a->S >= SDPA_QB ? SDPA_QB : 1;
   float *scratch = nn_temp(ctx, tasks * rows * (a->n_keys ? a->n_keys : 1), sizeof(float));
   if (!scratch) return EM_ERR_MEMORY_ALLOCATION_FAILED;
