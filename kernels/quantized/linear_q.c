@@ -87,14 +87,15 @@ em_status em_linear_q_force_pairs(int mode) {
   return EM_OK;
 }
 
-/* Whether a decode call with rows of kbytes weight bytes streams them in pairs: on Zen 4 when the
- * packed activations each pair re-reads (a0, a1 folded; + corr, sl otherwise) stay in L1. */
+/* Whether a decode call with rows of kbytes weight bytes streams them in pairs: on Zen 4 for rows
+ * of EM_QL_PAIRS_MIN_ROW_BYTES or more when the packed activations each pair re-reads (a0, a1
+ * folded; + corr, sl otherwise) stay in L1. */
 static int use_pairs(const em_qlinear_config *cfg, int bits, size_t kbytes, int fold) {
   if (!cfg->decode_pairs) return 0;
   int mode = atomic_load_explicit(&forced_pairs, memory_order_acquire);
   if (mode >= 0) return mode;
 #if defined(EMBER_LINEAR_Q_X86)
-  return em_cpu_features_get()->avx512_split &&
+  return em_cpu_features_get()->avx512_split && kbytes >= EM_QL_PAIRS_MIN_ROW_BYTES &&
          em_qpair_act_bytes(bits, kbytes, fold) <= EM_QL_PAIRS_MAX_ACT_BYTES;
 #else
   (void)bits, (void)kbytes, (void)fold;

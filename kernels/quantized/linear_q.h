@@ -158,8 +158,9 @@ em_status em_linear_q_force_isa(const char *isa);
 /*
  * Forces the decode micro-kernel's row order (tests and benchmarks; not thread-safe against
  * running kernels): 1 streams weight rows in pairs wherever the ISA can, 0 never, -1 restores the
- * automatic choice (pairs on CPUs that execute AVX-512 as two halves, Zen 4, while the packed
- * activations a pair re-reads fit in EM_QL_PAIRS_MAX_ACT_BYTES). Any other value:
+ * automatic choice (pairs on CPUs that execute AVX-512 as two halves, Zen 4, for rows of at least
+ * EM_QL_PAIRS_MIN_ROW_BYTES while the packed activations a pair re-reads fit in
+ * EM_QL_PAIRS_MAX_ACT_BYTES). Any other value:
  * EM_ERR_INVALID_ARGUMENT.
  */
 em_status em_linear_q_force_pairs(int mode);
@@ -168,6 +169,12 @@ em_status em_linear_q_force_pairs(int mode);
  * stream in pairs: beyond it they no longer stay in L1 beside the weight stream (measured on
  * Zen 4: K = 8192 q4 unfolded, 16 KiB a pass, is slower in pairs; folded, 8 KiB, faster). */
 #define EM_QL_PAIRS_MAX_ACT_BYTES 8192
+/* Fewest weight bytes a row must have for the automatic choice to stream in pairs: shorter rows
+ * run faster through the eight-row tile, which loads each chunk's activations once for eight rows
+ * (measured on Zen 4, 1 thread, f16 scales, weights from DRAM, pairs / eight rows: SmolLM2's
+ * 288-byte q4 rows, K = 576, 16.6-17.9 / 19.2-20.4 GB/s; its 768-byte ones, K = 1536, 21.3-22.0 /
+ * 16.2-19.9; 576-byte q8 rows mixed, within 10 % either way, left in pairs). */
+#define EM_QL_PAIRS_MIN_ROW_BYTES 512
 /* Past this many, the pairs' weight prefetches go to L2 instead of L1, which then keeps the
  * activations (measured on Zen 4: K = 8192 q4 folded, 8 KiB, 19 -> 23 GB/s; K = 2048, 2-6 KiB,
  * faster into L1). */
