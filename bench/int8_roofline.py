@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.report import build_c_bench, write_report  # noqa: E402
+from bench.report import bar_cells, build_c_bench, write_report  # noqa: E402
 
 OUT = ROOT / "out" / "bench"
 PEERS = ("ET+XNNPACK int8", "ORT int8 S8S8", "ORT int8 U8S8", "ORT int8 dynamic")
@@ -156,12 +156,9 @@ def table(
         if not peers or ember is None:
             log.warning("%s at %d threads: no peer or no Ember int8 median, skipped", name, t)
             continue
-        best_rt, best = min(peers.items(), key=lambda kv: kv[1])
-        bar = factor * best
         out.append(
-            f"| {name} | {t} | {g8:.2f} | {g32:.2f} | {floor:.2f} | {best:.2f} ({best_rt}) "
-            f"| {bar:.2f} | **{bar / floor:.2f}** | {ember:.2f} | {100 * floor / ember:.0f} % "
-            f"| {100 * floor / best:.0f} % |"
+            f"| {name} | {t} | {g8:.2f} | {g32:.2f} | {floor:.2f} | "
+            + bar_cells(floor, peers, factor, ember)
         )
     return out
 

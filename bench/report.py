@@ -62,6 +62,19 @@ def write_report(title: str, explanation: str, rows: list[str], out: Path | None
         sys.stdout.write(text)
 
 
+def bar_cells(floor: float, peers: dict[str, float], factor: float, ember: float | None) -> str:
+    """The roofline tables' last six cells (bench/roofline.py, bench/int8_roofline.py): the best
+    peer's median (and which), the bar (``factor`` x it), bar / floor, Ember's median, and the
+    share of the floor Ember and the best peer reach ("-" where Ember has no median)."""
+    best_rt, best = min(peers.items(), key=lambda kv: kv[1])
+    bar = factor * best
+    em = "- | -" if ember is None else f"{ember:.2f} | {100 * floor / ember:.0f} %"
+    return (
+        f"{best:.2f} ({best_rt}) | {bar:.2f} | **{bar / floor:.2f}** | {em} "
+        f"| {100 * floor / best:.0f} % |"
+    )
+
+
 def cpu_name() -> str:
     """The host CPU's model name (/proc/cpuinfo), with its family and model numbers and, for the
     hosts this project meets, the microarchitecture (a VM may show only "AMD EPYC"), for the

@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.report import build_c_bench, write_report  # noqa: E402
+from bench.report import bar_cells, build_c_bench, write_report  # noqa: E402
 
 OUT = ROOT / "out" / "bench"
 PEERS = ("et_xnnpack", "ort", "eager")
@@ -110,14 +110,10 @@ def table(
             if not peers:
                 log.warning("%s at %d threads: no peer in the table, skipped", name, t)
                 continue
-            best_rt, best = min(peers.items(), key=lambda kv: kv[1])
-            bar = factor * best
             ember = zoo.get((name, t, "ember"))
             out.append(
-                f"| {name} | {t} | {g:.2f} | {floor:.2f} | {best:.2f} ({best_rt}) | {bar:.2f} "
-                f"| **{bar / floor:.2f}** | {'-' if ember is None else f'{ember:.2f}'} "
-                f"| {'-' if ember is None else f'{100 * floor / ember:.0f} %'} "
-                f"| {100 * floor / best:.0f} % |"
+                f"| {name} | {t} | {g:.2f} | {floor:.2f} | "
+                + bar_cells(floor, peers, factor, ember)
             )
     return out
 

@@ -197,6 +197,23 @@ class SmallCNN(torch.nn.Module):
         return self.fc(y.flatten(1))
 
 
+def xnnpack_static(model: torch.nn.Module, x: torch.Tensor, calib: int) -> torch.nn.Module:
+    """``model`` quantized by ExecuTorch's XNNPACKQuantizer through PyTorch's PT2E flow as a user
+    would (static, per-channel symmetric): exported, prepared, run on ``calib`` random batches
+    shaped like ``x``, converted. Skips the test without torchao or executorch."""
+    pytest.importorskip("torchao")
+    xq = pytest.importorskip("executorch.backends.xnnpack.quantizer.xnnpack_quantizer")
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    quantizer = xq.XNNPACKQuantizer().set_global(
+        xq.get_symmetric_quantization_config(is_per_channel=True)
+    )
+    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
+    for _ in range(calib):
+        prepared(torch.randn(x.shape))
+    return convert_pt2e(prepared)
+
+
 def randomize_bn(m: torch.nn.Module) -> torch.nn.Module:
     """Give batchnorm layers non-trivial statistics; eval mode."""
     with torch.no_grad():

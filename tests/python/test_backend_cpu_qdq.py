@@ -20,6 +20,7 @@ import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 import torch.nn.functional as F
 from backend_cpu_common import _n_delegates, _out_step, _outside, _run, _run_per_isa, _seed_bn
+from conftest import xnnpack_static
 from torch import nn
 
 import ember
@@ -367,10 +368,6 @@ def test_stock_xnnpack_quantizer_graph_takes_int8_convs() -> None:
     """A graph quantized by PyTorch's PT2E flow with ExecuTorch's XNNPACKQuantizer (the user's
     code, not Ember's quantizer) gets the fake-quants and int8 convs too, within one output
     step of the portable run."""
-    pytest.importorskip("torchao")
-    xq = pytest.importorskip("executorch.backends.xnnpack.quantizer.xnnpack_quantizer")
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
     torch.manual_seed(0)
     model = nn.Sequential(
         nn.Conv2d(8, 32, 3, padding=1),
@@ -382,13 +379,7 @@ def test_stock_xnnpack_quantizer_graph_takes_int8_convs() -> None:
         nn.Linear(24 * 7 * 7, 10),
     ).eval()
     x = torch.randn(1, 8, 16, 16)
-    quantizer = xq.XNNPACKQuantizer().set_global(
-        xq.get_symmetric_quantization_config(is_per_channel=True)
-    )
-    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
-    for _ in range(4):
-        prepared(torch.randn(1, 8, 16, 16))
-    converted = convert_pt2e(prepared)
+    converted = xnnpack_static(model, x, 4)
     prog = ember.export(converted, (x,))
     # both convs and the linear layer (its [n, k] weight read through a transpose)
     assert _q8_convs(prog) == (3, 3), _q8_convs(prog)
@@ -424,20 +415,10 @@ def test_stock_xnnpack_quantizer_relu6_block_runs_int8_depthwise() -> None:
     ReLU6 (hardtanh shares them): the second folds into the first (fusion_q8._merge_fake_quants),
     so the depthwise conv between two int8 convs runs in int8 too (without the fold it stays
     f32), within one output step of the portable run."""
-    pytest.importorskip("torchao")
-    xq = pytest.importorskip("executorch.backends.xnnpack.quantizer.xnnpack_quantizer")
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
     torch.manual_seed(0)
     model = _seed_bn(_InvertedResidual()).eval()
     x = torch.randn(1, 16, 14, 14)
-    quantizer = xq.XNNPACKQuantizer().set_global(
-        xq.get_symmetric_quantization_config(is_per_channel=True)
-    )
-    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
-    for _ in range(4):
-        prepared(torch.randn(1, 16, 14, 14))
-    converted = convert_pt2e(prepared)
+    converted = xnnpack_static(model, x, 4)
     prog = ember.export(converted, (x,))
     assert _q8_convs(prog) == (3, 3), _q8_convs(prog)
     plain = ember.export(converted, (x,), backend=None)

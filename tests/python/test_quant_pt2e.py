@@ -9,7 +9,7 @@ import logging
 
 import pytest
 import torch
-from conftest import EmberMethod, randomize_bn
+from conftest import EmberMethod, randomize_bn, xnnpack_static
 from torch import nn
 
 import ember
@@ -242,23 +242,13 @@ def test_zoo_mobilenet_v2_all_residual_adds() -> None:
 
 
 def test_pt2e_xnnpack_quantized_graph_passes_through() -> None:
-    pytest.importorskip("torchao")
-    xq = pytest.importorskip("executorch.backends.xnnpack.quantizer.xnnpack_quantizer")
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
     torch.manual_seed(0)
     model = randomize_bn(nn.Sequential(
         nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
         nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.Flatten(), nn.Linear(8 * 8 * 8, 10),
     ))  # fmt: skip
     x = torch.randn(1, 3, 8, 8)
-    quantizer = xq.XNNPACKQuantizer().set_global(
-        xq.get_symmetric_quantization_config(is_per_channel=True)
-    )
-    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
-    for _ in range(3):
-        prepared(torch.randn(1, 3, 8, 8))
-    converted = convert_pt2e(prepared)
+    converted = xnnpack_static(model, x, 3)
     qdq = (qd.quantize_per_tensor.default, qd.dequantize_per_tensor.default,
            qd.dequantize_per_channel.default)  # fmt: skip
     before = sum(n.op == "call_function" and n.target in qdq for n in converted.graph.nodes)
