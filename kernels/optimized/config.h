@@ -36,7 +36,8 @@ void em_sdpa_heads__avx2(void *arg, int64_t begin, int64_t end);
  * registers, the softmax 16 scores at a time with the vmath_exp.h recipe. */
 void em_sdpa_heads_d16__avx512f(void *arg, int64_t begin, int64_t end);
 /* sdpa_heads__avx512f.c: tasks of an sdpa_split_job (llama_attention.h): decode with the keys
- * split, each kv head's rows read once for the query heads that share it. */
+ * split (head dim 64 or 128), each kv head's rows read once for the query heads that share it
+ * (up to four at a time at 64, two at 128). */
 void em_sdpa_split__avx512f(void *arg, int64_t begin, int64_t end);
 
 #ifdef __cplusplus

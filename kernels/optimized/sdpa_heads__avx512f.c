@@ -321,8 +321,83 @@ split_group(const sdpa_split_job *j, int64_t b, int64_t h0, int G, const char *k
   for (int g = 0; g < G; g++) {
     float *o = part + (h0 + g) * SDPA_PART;
     for (int i = 0; i < 4; i++) _mm512_storeu_ps(o + 16 * i, ov[g][i]);
-    o[SDPA_SPLIT_D] = mx[g];
-    o[SDPA_SPLIT_D + 1] = sum[g];
+    o[SDPA_SPLIT_M] = mx[g];
+    o[SDPA_SPLIT_M + 1] = sum[g];
+  }
+}
+
+/* split_group for D = 128 (G <= 2 heads: their queries, four rows' sums and the value sums stay
+ * in registers): each key row read 16 values at a time, every piece converted once for the G
+ * heads and four rows, each head's four dot products reduced together (sum4); then the same
+ * softmax and value pass as split_group's. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+split_group128(const sdpa_split_job *j, int64_t b, int64_t h0, int G, const char *kb,
+               const char *vb, int64_t ks, int64_t vs, int64_t len, float *sc, float *part,
+               int kv16) {
+  const sdpa_args *a = j->a;
+  const int64_t cl = j->clen, es = kv16 ? 2 : 4;
+  const __m512 scale = _mm512_set1_ps((float)a->scale);
+  __m512 qv[2][8];
+  for (int g = 0; g < G; g++) {
+    const float *qp = (const float *)a->q->data + sdpa_off4(a->q, b, 0, h0 + g, 0);
+    for (int i = 0; i < 8; i++) qv[g][i] = _mm512_mul_ps(_mm512_loadu_ps(qp + 16 * i), scale);
+  }
+  for (int64_t r = 0; r < len; r += 4) {
+    const char *row[4];
+    for (int64_t u = 0; u < 4; u++) {
+      const int64_t rr = r + u < len ? r + u : len - 1;
+      row[u] = kb + rr * ks;
+      if (rr + SDPA_PREFETCH_ROWS < len)
+        for (int64_t i = 0; i < 128 * es; i += 64)
+          _mm_prefetch(row[u] + SDPA_PREFETCH_ROWS * ks + i, _MM_HINT_T0);
+    }
+    __m512 acc[2][4];
+    for (int u = 0; u < 4; u++) {
+      const __m512 k0 = load16(row[u], 0, kv16);
+      for (int g = 0; g < G; g++) acc[g][u] = _mm512_mul_ps(qv[g][0], k0);
+    }
+    for (int i = 1; i < 8; i++)
+      for (int u = 0; u < 4; u++) {
+        const __m512 ki = load16(row[u], 16 * i, kv16);
+        for (int g = 0; g < G; g++) acc[g][u] = _mm512_fmadd_ps(qv[g][i], ki, acc[g][u]);
+      }
+    for (int g = 0; g < G; g++) {
+      const __m128 x = sum4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+      if (r + 4 <= len) {
+        _mm_storeu_ps(sc + g * cl + r, x);
+      } else {
+        float t[4];
+        _mm_storeu_ps(t, x);
+        for (int64_t u = 0; u < len - r; u++) sc[g * cl + r + u] = t[u];
+      }
+    }
+  }
+  float mx[2], sum[2];
+  for (int g = 0; g < G; g++) {
+    float *sg = sc + g * cl;
+    mx[g] = max_row(sg, len);
+    sum[g] = mx[g] > -INFINITY ? _mm512_reduce_add_ps(exp_row(sg, len, mx[g])) : 0.0f;
+  }
+  __m512 ov[2][8];
+  for (int g = 0; g < 2; g++)
+    for (int i = 0; i < 8; i++) ov[g][i] = _mm512_setzero_ps();
+  for (int64_t r = 0; r < len; r++) {
+    const char *row = vb + r * vs;
+    if (r + SDPA_PREFETCH_ROWS < len)
+      for (int64_t i = 0; i < 128 * es; i += 64)
+        _mm_prefetch(row + SDPA_PREFETCH_ROWS * vs + i, _MM_HINT_T0);
+    __m512 p[2];
+    for (int g = 0; g < G; g++) p[g] = _mm512_set1_ps(sc[g * cl + r]);
+    for (int i = 0; i < 8; i++) {
+      const __m512 vx = load16(row, 16 * i, kv16);
+      for (int g = 0; g < G; g++) ov[g][i] = _mm512_fmadd_ps(p[g], vx, ov[g][i]);
+    }
+  }
+  for (int g = 0; g < G; g++) {
+    float *o = part + (h0 + g) * SDPA_PART;
+    for (int i = 0; i < 8; i++) _mm512_storeu_ps(o + 16 * i, ov[g][i]);
+    o[SDPA_SPLIT_M] = mx[g];
+    o[SDPA_SPLIT_M + 1] = sum[g];
   }
 }
 
@@ -338,6 +413,17 @@ split_tasks(const sdpa_split_job *j, int64_t begin, int64_t end, int kv16) {
     for (int64_t hk = 0; hk < a->Hkv; hk++) {
       const char *kb = (const char *)a->k->data + sdpa_off4(a->k, b, k0, hk, 0) * es;
       const char *vb = (const char *)a->v->data + sdpa_off4(a->v, b, k0, hk, 0) * es;
+      if (a->D == 128) { /* query heads two at a time */
+        for (int64_t g0 = 0; g0 < rep; g0 += 2) {
+          const int64_t h0 = hk * rep + g0;
+          float *sg = sc + h0 * j->clen;
+          if (rep - g0 >= 2)
+            split_group128(j, b, h0, 2, kb, vb, ks, vs, len, sg, part, kv16);
+          else
+            split_group128(j, b, h0, 1, kb, vb, ks, vs, len, sg, part, kv16);
+        }
+        continue;
+      }
       for (int64_t g0 = 0; g0 < rep; g0 += 4) {
         const int64_t h0 = hk * rep + g0, left = rep - g0;
         float *sg = sc + h0 * j->clen;

@@ -122,7 +122,7 @@ static bool inner_contiguous(const sdpa_args *a) {
 #define SDPA_SPLIT_PER_THREAD 2
 
 /*
- * Decode (one query row, D == Dv == 64, no mask, contiguous head dims) through the optimized
+ * Decode (one query row, D == Dv, 64 or 128, no mask, contiguous head dims) through the optimized
  * layer's split task: the keys in chunks over the pool, every query head of a kv head in one
  * pass over its rows (an f16 cache row converted once for them, not once per query head), then
  * the chunks' partials merged here: with m the largest chunk maximum, out = sum_c e^(m_c - m)
@@ -132,7 +132,7 @@ static bool inner_contiguous(const sdpa_args *a) {
  */
 static bool sdpa_split(em_kernel_ctx *ctx, const sdpa_args *a) {
   const em_portable_fast_config *cfg = em_portable_fast_config_get();
-  if (!cfg->sdpa_split || a->S != 1 || a->mask || a->D != SDPA_SPLIT_D || a->Dv != SDPA_SPLIT_D ||
+  if (!cfg->sdpa_split || a->S != 1 || a->mask || (a->D != 64 && a->D != 128) || a->Dv != a->D ||
       !inner_contiguous(a) || a->n_keys < 1)
     return false;
   em_threadpool *pool = ctx ? ctx->pool : NULL;
@@ -141,7 +141,7 @@ static bool sdpa_split(em_kernel_ctx *ctx, const sdpa_args *a) {
   if (chunks > most) chunks = most;
   const int64_t clen = (a->n_keys + chunks - 1) / chunks;
   chunks = (a->n_keys + clen - 1) / clen; /* none empty */
-  const int64_t tasks = a->B * chunks;
+  const int64_t tasks = a->B * chunks, D = a->D;
   size_t mark = nn_temp_mark(ctx);
   float *scores = nn_temp(ctx, tasks * a->Hq * clen, sizeof(float));
   float *part = nn_temp(ctx, tasks * a->Hq * SDPA_PART, sizeof(float));
@@ -153,25 +153,25 @@ static bool sdpa_split(em_kernel_ctx *ctx, const sdpa_args *a) {
   em_parallel_for(pool, tasks, cfg->sdpa_split, &j);
   bool ok = true;
   for (int64_t i = 0; i < tasks * a->Hq && ok; i++)
-    ok = part[i * SDPA_PART + SDPA_SPLIT_D] > -INFINITY;
+    ok = part[i * SDPA_PART + SDPA_SPLIT_M] > -INFINITY;
   for (int64_t b = 0; b < a->B && ok; b++)
     for (int64_t h = 0; h < a->Hq; h++) {
       const float *p0 = part + (b * chunks * a->Hq + h) * SDPA_PART;
-      float m = p0[SDPA_SPLIT_D], l = 0.0f, w[SDPA_SPLIT_D];
+      float m = p0[SDPA_SPLIT_M], l = 0.0f, w[SDPA_SPLIT_M];
       for (int64_t c = 1; c < chunks; c++) {
-        const float mc = p0[c * a->Hq * SDPA_PART + SDPA_SPLIT_D];
+        const float mc = p0[c * a->Hq * SDPA_PART + SDPA_SPLIT_M];
         m = mc > m ? mc : m;
       }
-      for (int d = 0; d < SDPA_SPLIT_D; d++) w[d] = 0.0f;
+      for (int64_t d = 0; d < D; d++) w[d] = 0.0f;
       for (int64_t c = 0; c < chunks; c++) {
         const float *pc = p0 + c * a->Hq * SDPA_PART;
-        const float e = chunks == 1 ? 1.0f : expf(pc[SDPA_SPLIT_D] - m);
-        l += e * pc[SDPA_SPLIT_D + 1];
-        for (int d = 0; d < SDPA_SPLIT_D; d++) w[d] += e * pc[d];
+        const float e = chunks == 1 ? 1.0f : expf(pc[SDPA_SPLIT_M] - m);
+        l += e * pc[SDPA_SPLIT_M + 1];
+        for (int64_t d = 0; d < D; d++) w[d] += e * pc[d];
       }
       const float inv = 1.0f / l;
       float *o = (float *)a->out->data + sdpa_off4(a->out, b, 0, h, 0);
-      for (int d = 0; d < SDPA_SPLIT_D; d++) o[d] = w[d] * inv;
+      for (int64_t d = 0; d < D; d++) o[d] = w[d] * inv;
     }
   nn_temp_release(ctx, mark);
   return ok;

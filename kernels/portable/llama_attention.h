@@ -55,12 +55,13 @@ typedef struct sdpa_job {
 } sdpa_job;
 
 /*
- * Decode with the keys split (one query row, D == Dv == SDPA_SPLIT_D, no mask): task
+ * Decode with the keys split (one query row, D == Dv, 64 or 128, no mask): task
  * t = b * chunks + c takes keys [c * clen, min(n_keys, (c + 1) * clen)) for every query head of
  * batch b, each kv head's rows read once for all the query heads that share it, and leaves per
  * head an unnormalised partial at part + (t * Hq + h) * SDPA_PART: [0, D) the sum of
- * e^(s_j - m) v_j, [D] the chunk's largest score m (-inf when none beats -inf: the caller then
- * takes the head path), [D + 1] the sum of e^(s_j - m). The caller merges the chunks.
+ * e^(s_j - m) v_j, [SDPA_SPLIT_M] the chunk's largest score m (-inf when none beats -inf: the
+ * caller then takes the head path), [SDPA_SPLIT_M + 1] the sum of e^(s_j - m). The caller merges
+ * the chunks.
  */
 typedef struct sdpa_split_job {
   const sdpa_args *a;
@@ -68,8 +69,8 @@ typedef struct sdpa_split_job {
   float *part;   /* Hq * SDPA_PART floats per task */
   int64_t chunks, clen;
 } sdpa_split_job;
-#define SDPA_SPLIT_D 64
-#define SDPA_PART    (SDPA_SPLIT_D + 16)
+#define SDPA_SPLIT_M 128 /* the largest D the split takes: where a partial's m and l sit */
+#define SDPA_PART    (SDPA_SPLIT_M + 16)
 /* Query rows an optimized head task may score at once (prefill). */
 #define SDPA_QB 4
 

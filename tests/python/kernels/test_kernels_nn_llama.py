@@ -85,30 +85,38 @@ def _(g):
     )
 
 
-# Decode (one query row) with head dim 64 and no mask: on AVX-512 the keys split into chunks
-# (two or more from 96 keys, more with a pool), each kv head's rows read once for the query heads
-# that share it, the chunks merged after. Query heads per kv head 1 to 6 (groups of up to 4),
-# f32 and f16 caches, one key to hundreds, large scores (the merge's rescaling), every key
-# visible or causal.
+# Decode (one query row) with head dim 64 or 128 and no mask: on AVX-512 the keys split into
+# chunks (two or more from 96 keys, more with a pool), each kv head's rows read once for the query
+# heads that share it (groups of up to 4 at D = 64, 2 at D = 128), the chunks merged after. Query
+# heads per kv head 1 to 6, f32 and f16 caches, one key to hundreds, large scores (the merge's
+# rescaling), every key visible or causal. Head dims 96 and 32 take the head path.
+_DECODE = [
+    (64, 1, 9, 3, 200, 99, False),
+    (64, 1, 8, 2, 40, 0, False),
+    (64, 2, 4, 4, 300, 250, False),
+    (64, 1, 6, 1, 129, 128, True),
+    (64, 1, 5, 5, 70, 47, True),
+    (64, 1, 12, 4, 1100, 1023, False),
+    (128, 1, 9, 3, 200, 99, False),
+    (128, 2, 4, 4, 300, 250, False),
+    (128, 1, 6, 1, 129, 128, True),
+    (128, 1, 5, 5, 70, 47, True),
+    (128, 1, 8, 2, 1100, 1023, False),
+    (96, 1, 6, 2, 150, 120, False),
+]
 for kvdt in [F32, F16]:
-    for B, Hq, Hkv, L, start, big in [
-        (1, 9, 3, 200, 99, False),
-        (1, 8, 2, 40, 0, False),
-        (2, 4, 4, 300, 250, False),
-        (1, 6, 1, 129, 128, True),
-        (1, 5, 5, 70, 47, True),
-        (1, 12, 4, 1100, 1023, False),
-    ]:
+    for D, B, Hq, Hkv, L, start, big in _DECODE:
         for mode in ["causal", "none"]:
             for threads in [False, True]:
 
                 @case(
-                    f"custom-sdpa-decode-{kvdt}-{B}x{Hq}x{Hkv}x{L}-{start}-{mode}"
+                    f"custom-sdpa-decode-{kvdt}-d{D}-{B}x{Hq}x{Hkv}x{L}-{start}-{mode}"
                     f"{'-big' if big else ''}{'-pool' if threads else ''}"
                 )
                 def _(
                     g,
                     kvdt=kvdt,
+                    D=D,
                     B=B,
                     Hq=Hq,
                     Hkv=Hkv,
@@ -119,8 +127,8 @@ for kvdt in [F32, F16]:
                     threads=threads,
                 ):
                     hi = 12.0 if big else 2.0
-                    q = rnd((B, 1, Hq, 64), F32, g, lo=-hi, hi=hi)
-                    k, v = rnd((B, L, Hkv, 64), kvdt, g), rnd((B, L, Hkv, 64), kvdt, g)
+                    q = rnd((B, 1, Hq, D), F32, g, lo=-hi, hi=hi)
+                    k, v = rnd((B, L, Hkv, D), kvdt, g), rnd((B, L, Hkv, D), kvdt, g)
                     causal = mode == "causal"
                     exp = sdpa_ref(q, k.float(), v.float(), start, None, causal, None)
                     c = simple(
@@ -136,19 +144,23 @@ for kvdt in [F32, F16]:
 # Hostile decode rows: an infinite query entry (scores +-inf: NaN outputs, as eager) and NaN
 # keys: the split path hands over to the head path, which decides.
 for bad in ["inf", "nan"]:
+    for D in [64, 128]:
 
-    @case(f"custom-sdpa-decode-hostile-{bad}")
-    def _(g, bad=bad):
-        q = rnd((1, 1, 4, 64), F32, g)
-        k, v = rnd((1, 150, 2, 64), F32, g), rnd((1, 150, 2, 64), F32, g)
-        if bad == "inf":
-            q[0, 0, 1, 3] = float("inf")
-        else:
-            k[0, 100:, 0, :] = float("nan")
-        exp = sdpa_ref(q, k, v, 149, None, True, None)
-        return simple(
-            "llama::custom_sdpa.out", [q, k, v, 149, None, 0.0, True, None], exp, tol=(1e-5, 1e-5)
-        )
+        @case(f"custom-sdpa-decode-hostile-{bad}-d{D}")
+        def _(g, bad=bad, D=D):
+            q = rnd((1, 1, 4, D), F32, g)
+            k, v = rnd((1, 150, 2, D), F32, g), rnd((1, 150, 2, D), F32, g)
+            if bad == "inf":
+                q[0, 0, 1, 3] = float("inf")
+            else:
+                k[0, 100:, 0, :] = float("nan")
+            exp = sdpa_ref(q, k, v, 149, None, True, None)
+            return simple(
+                "llama::custom_sdpa.out",
+                [q, k, v, 149, None, 0.0, True, None],
+                exp,
+                tol=(1e-5, 1e-5),
+            )
 
 
 CASES.append(
