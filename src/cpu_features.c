@@ -32,6 +32,8 @@ static void detect(em_cpu_features *f) {
   f->avx512f = __builtin_cpu_supports("avx512f");
   f->avx512bw = f->avx512f && __builtin_cpu_supports("avx512bw");
   f->avx512vnni = f->avx512f && __builtin_cpu_supports("avx512vnni");
+  f->avx512vbmi =
+      f->avx512bw && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi");
   unsigned a, b, c, d;
   if (f->avx512f && __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u /* "Auth"enticAMD */ &&
       __get_cpuid(1, &a, &b, &c, &d)) {
@@ -63,7 +65,8 @@ static void ensure_detected(void) {
       em_cpu_features f = detected;
       if (c >= CAP_AVX512F) f.amx_bf16 = false;
       if (c >= CAP_AVX2)
-        f.avx512f = f.avx512bw = f.avx512vnni = f.avx512bf16 = f.avx512_split = false;
+        f.avx512f = f.avx512bw = f.avx512vnni = f.avx512bf16 = f.avx512_split = f.avx512vbmi =
+            false;
       if (c >= CAP_NEON) f.avx2_fma = false;
       if (c >= CAP_SCALAR) f.neon = false;
       capped[c] = f;

@@ -131,6 +131,22 @@ em_q8_add_fn em_q8_add_for(const char *isa) {
   return em_q8_add_ukernel__scalar;
 }
 
+em_q8_lut_fn em_q8_lut_for(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if ((strcmp(isa, "amx") == 0 || strcmp(isa, "avx512f") == 0) && em_cpu_features_get()->avx512vbmi)
+    return em_q8_lut_ukernel__avx512vbmi;
+#endif
+  (void)isa;
+  return em_q8_lut_ukernel__scalar;
+}
+
+em_q8_lutf_fn em_q8_lutf_for(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (em_q8_lut_for(isa) == em_q8_lut_ukernel__avx512vbmi) return em_q8_lutf_ukernel__avx512vbmi;
+#endif
+  return em_q8_lutf_ukernel__scalar;
+}
+
 em_q8_pw_fn em_q8_pw_for(const char *isa) {
 #if defined(__x86_64__) || defined(__i386__)
   if (em_q8_gemm_for(isa) == em_q8_gemm_6x32_ukernel__avx512vnni)

@@ -39,6 +39,8 @@ typedef struct emc_delegate {
   em_q8_pack_fn q8_pack;   /* ... their panel packer (em_q8_pack_for) */
   em_q8_dw_fn q8_dw;       /* ... and the int8 depthwise convs' row (em_q8_dw_for) */
   em_q8_add_fn q8_add;     /* ... and the int8 adds' row (em_q8_add_for) */
+  em_q8_lut_fn q8_lut;     /* ... and the u8 table lookups' row (em_q8_lut_for) */
+  em_q8_lutf_fn q8_lutf;   /* ... and into f32 planes (em_q8_lutf_for) */
   em_q8_pw_fn q8_pw;       /* ... the pointwise ones' pixel-major tile, NULL: none / off */
   em_q8_dq_fn q8_dq;       /* the dynamic int8 linears' tile (em_q8_dq_for) */
   em_q8_rowq_fn q8_rowq;   /* ... and their row quantizer (em_q8_rowq_for) */

@@ -354,6 +354,9 @@ bool emc_check_binary(const emc_delegate *d, const emc_op *op, char *why, size_t
 em_status emc_run_binary(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 bool emc_check_unary(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_unary(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
+/* A unary on u8 activations as a table (EMC_UNARY_Q8; cpu_op_qlut.c). */
+bool emc_check_unary_q8(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
+em_status emc_run_unary_q8(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 bool emc_check_affine(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_affine(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 

@@ -383,6 +383,24 @@ void em_q8_add_ukernel__avx512vnni(size_t n, const uint8_t *a, const uint8_t *b,
 /* The add row that goes with em_q8_gemm_for(isa). */
 em_q8_add_fn em_q8_add_for(const char *isa);
 
+/* A table lookup's n u8 values (EMC_UNARY_Q8 1): y[i] = t[x[i]], t 256 bytes (y may be x). */
+typedef void (*em_q8_lut_fn)(size_t n, const uint8_t *x, uint8_t *y, const uint8_t *t);
+void em_q8_lut_ukernel__scalar(size_t n, const uint8_t *x, uint8_t *y, const uint8_t *t);
+void em_q8_lut_ukernel__avx512vbmi(size_t n, const uint8_t *x, uint8_t *y, const uint8_t *t);
+/* The lookup row for `isa`: AVX-512 VBMI's where the ISA is an AVX-512 one and the CPU has it
+ * (under the cap), else the scalar loop. */
+em_q8_lut_fn em_q8_lut_for(const char *isa);
+/* A table lookup into f32 planes (EMC_UNARY_Q8 2): for pixels i < n and channels ch < c,
+ * y[ch * ys + i] = ((float)t[x[i * xs + ch]] - zp) * s (the subtraction exact, one rounding). */
+typedef void (*em_q8_lutf_fn)(size_t c, size_t n, const uint8_t *x, size_t xs, float *y, size_t ys,
+                              const uint8_t *t, float zp, float s);
+void em_q8_lutf_ukernel__scalar(size_t c, size_t n, const uint8_t *x, size_t xs, float *y,
+                                size_t ys, const uint8_t *t, float zp, float s);
+void em_q8_lutf_ukernel__avx512vbmi(size_t c, size_t n, const uint8_t *x, size_t xs, float *y,
+                                    size_t ys, const uint8_t *t, float zp, float s);
+/* The planes' lookup for `isa` (chosen as em_q8_lut_for's). */
+em_q8_lutf_fn em_q8_lutf_for(const char *isa);
+
 /*
  * The qparams of one row of a dynamic int8 linear's input (EMC_OP_DQ_LINEAR, EMC_OP_TOKEN_FQ) from
  * its finite minimum and maximum, as quantized_decomposed's choose_qparams_per_token_asymmetric

@@ -225,7 +225,7 @@ static void unlink_u8(emc_op *ops, uint32_t n_ops, uint32_t i) {
 }
 
 /* Whether conv i shares a u8 tensor with an operator that runs on u8 only (an int8 depthwise
- * conv, an int8 add, a u8 max pool): conv i then keeps its int8 form. */
+ * conv, an int8 add, a u8 max pool, a u8 table lookup): conv i then keeps its int8 form. */
 static bool u8_pinned(const emc_op *ops, uint32_t n_ops, uint32_t i) {
   const int32_t u8 = ops[i].ip[EMC_CONV_Q8_U8];
   const int32_t in = (u8 & EMC_Q8_U8_IN) ? ops[i].in[0] : -2;
@@ -235,7 +235,8 @@ static bool u8_pinned(const emc_op *ops, uint32_t n_ops, uint32_t i) {
     const bool u8_only =
         (o->kind == EMC_OP_CONV2D && o->ip[EMC_CONV_DEPTHWISE] && o->ip[EMC_CONV_Q8] > 0) ||
         (o->kind == EMC_OP_BINARY && o->ip[EMC_BINARY_Q8]) ||
-        (o->kind == EMC_OP_MAXPOOL2D && o->ip[EMC_POOL_Q8]);
+        (o->kind == EMC_OP_MAXPOOL2D && o->ip[EMC_POOL_Q8]) ||
+        (o->kind == EMC_OP_UNARY && o->ip[EMC_UNARY_Q8]);
     if (k == i || !u8_only) continue;
     if (o->out[0] == in || o->in[0] == out || (o->kind == EMC_OP_BINARY && o->in[1] == out))
       return true;

@@ -36,8 +36,8 @@
  * 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8 (older: zero there); 11: EMC_ACT_HARDSWISH_FQ;
  * 12: EMC_OP_PAD; 13: EMC_OP_DQ_LINEAR; 14: asymmetric padding of int8 depthwise convs (the
  * high bits of EMC_CONV_PH / PW; older: zero there), EMC_BINARY_Q8, EMC_POOL_Q8; 15: EMC_DQL_ROWQ
- * (older: zero there) */
-#define EMC_VERSION    15u
+ * (older: zero there); 16: EMC_UNARY_Q8 (older: zero there) */
+#define EMC_VERSION    16u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -262,6 +262,14 @@ enum {
  * zero points of the u8 values). fp[] slot: b when in[1] is -1. */
 enum { EMC_BINARY_OP, EMC_BINARY_Q8, EMC_BINARY_Q8_TABLE };
 enum { EMC_BINARY_FP_SCALAR = 2 };
+/* Unary ip[] slots, version 16 (older: zero there): EMC_UNARY_Q8 1 for a table lookup from u8
+ * activations channels last to u8 ones (in[0] and out[0] the same 4-d shape, [N][H][W][cp] bytes
+ * in the arena, cp = C rounded up to 4, the channels past C the output's zero point), 2 from
+ * u8 ones to f32 [N][C][H][W]: y = the act (EMC_ACT_FAKEQUANT or EMC_ACT_HARDSWISH_FQ, u8 out:
+ * its range mapped into [0, 255] as for int8 convs' u8 outputs) of (x - zp) * s, the f32
+ * fake-quant value the u8 x stands for; EMC_UNARY_Q8_TABLE: 1 + the id of a constant [s, zp]
+ * (zp the u8 values' zero point). 0: f32. */
+enum { EMC_UNARY_Q8, EMC_UNARY_Q8_TABLE };
 /* Mean ip[] slots: x is [outer, len, inner] (inner 0 reads as 1), y [outer, inner]. */
 enum { EMC_MEAN_OUTER, EMC_MEAN_LEN, EMC_MEAN_INNER };
 /* Softmax ip[] slots (rows of cols floats; inner must be 1; log 0 / 1; scaled 0 / 1; the mask's
@@ -534,6 +542,17 @@ static inline emc_binary_params emc_binary_params_of(const emc_op *op) {
                              .q8 = op->ip[EMC_BINARY_Q8],
                              .q8_table_id = (int64_t)op->ip[EMC_BINARY_Q8_TABLE] - 1,
                              .scalar = op->fp[EMC_BINARY_FP_SCALAR]};
+}
+
+/* unary (EMC_OP_UNARY). */
+typedef struct emc_unary_params {
+  int64_t q8;          /* EMC_UNARY_Q8: 0 f32, 1 u8 -> u8, 2 u8 -> f32 */
+  int64_t q8_table_id; /* EMC_UNARY_Q8_TABLE - 1: its [s, zp], -1: none */
+} emc_unary_params;
+
+static inline emc_unary_params emc_unary_params_of(const emc_op *op) {
+  return (emc_unary_params){.q8 = op->ip[EMC_UNARY_Q8],
+                            .q8_table_id = (int64_t)op->ip[EMC_UNARY_Q8_TABLE] - 1};
 }
 
 /* mean (EMC_OP_MEAN): [outer, len, inner] -> [outer, inner]. */

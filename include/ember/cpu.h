@@ -37,6 +37,7 @@ typedef struct em_cpu_features {
      for f32 ones (measured, none does today: EmberCpuBackend's int8 3x3 convs beat their f32
      Winograd alternative there too). */
   bool avx512_split;
+  bool avx512vbmi; /* AVX-512 VBMI and VL (vpermi2b: 128-byte table lookups) */
 } em_cpu_features;
 
 /* The features of this CPU under the current cap (detected on the first call; thread-safe). */

@@ -203,9 +203,11 @@ def _run_per_isa(
     tmp_path: Any,
     isas: tuple[str | None, ...],
     threads: int = 1,
+    which: int = 0,
 ) -> dict[str | None, torch.Tensor]:
-    """The program's first output on x in a fresh process per ISA (EMBER_CPU_ISA=isa; None: the
-    best this CPU runs), keyed by isa: the CPU backend's ISA is chosen once per process."""
+    """The program's output `which` (the first by default) on x in a fresh process per ISA
+    (EMBER_CPU_ISA=isa; None: the best this CPU runs), keyed by isa: the CPU backend's ISA is
+    chosen once per process."""
     import os
     import subprocess
     import sys
@@ -220,7 +222,7 @@ def _run_per_isa(
             "import torch; from ember.runtime import RuntimeProgram;"
             f"x = torch.load({str(tmp_path / 'isa_x.pt')!r});"
             f"p = RuntimeProgram(open({str(pte)!r}, 'rb').read(), threads={threads});"
-            f"torch.save(p.run('forward', [x])[0], {str(y)!r})"
+            f"torch.save(p.run('forward', [x])[{which}], {str(y)!r})"
         )
         env = dict(os.environ)
         env.pop("EMBER_CPU_ISA", None)
@@ -270,3 +272,21 @@ class _Block(nn.Module):
         a = torch.softmax(self.q(x) @ self.k(x).transpose(-1, -2) / 7.0, dim=-1) @ self.v(x)
         h = x + self.o(a)
         return h + self.down(nn.functional.gelu(self.up(h)))
+
+
+def _delegate_blob(prog: ember.Program) -> bytes:
+    """The EMC blob of the program's first EmberCpuBackend delegate."""
+    return next(i for i in prog._irs["forward"].instrs if isinstance(i, DelegateInstr)).processed
+
+
+def _assert_refused(blob: bytes, edits: Any, arena: int = 1 << 24) -> None:
+    """The blob loads; each of `edits` ((byte offset, int32 value, words)) written into a copy of
+    it makes the load refuse it with a message containing the words."""
+    from ember.backends.check import runtime_check
+
+    assert runtime_check("EmberCpuBackend", blob, arena) is None
+    for off, value, what in edits:
+        bad = bytearray(blob)
+        struct.pack_into("<i", bad, off, value)
+        why = runtime_check("EmberCpuBackend", bytes(bad), arena)
+        assert why is not None and what in why, (off, value, why)

@@ -26,14 +26,19 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 import torch.nn.functional as F
-from backend_cpu_common import _assert_within_one_step, _op_table, _run, _run_per_isa
+from backend_cpu_common import (
+    _assert_refused,
+    _assert_within_one_step,
+    _delegate_blob,
+    _op_table,
+    _run,
+    _run_per_isa,
+)
 from torch import nn
 
 import ember
 import ember.backends.cpu.blob as B
 import ember.backends.cpu.fusion_q8 as fusion_q8
-from ember.backends.check import runtime_check
-from ember.backends.delegate import DelegateInstr
 from ember.quant.pt2e import quantize_exported
 
 IP = 32  # byte offset of ip[] in an operator record (kind, act, in[4], out[2])
@@ -141,21 +146,16 @@ def test_same_bits_on_every_isa(progs, tmp_path) -> None:
 
 def test_bad_fields_refused(progs) -> None:
     prog, _, _, _ = progs
-    blob = next(i for i in prog._irs["forward"].instrs if isinstance(i, DelegateInstr)).processed
-    arena = 1 << 24
-    assert runtime_check("EmberCpuBackend", blob, arena) is None
+    blob = _delegate_blob(prog)
     ops = _ops(blob)
     add = next(at for k, at, ip in ops if k == B.OP["binary"] and ip[1])
     pool = next(at for k, at, ip in ops if k == B.OP["maxpool2d"])
     # a bad flag, no table, a table that is not a constant of 4, a u8 multiply, a u8 pool flag 2
-    for at, slot, value, what in (
+    edits = [
         (add, 1, 2, "int8 form"),
         (add, 2, 0, "int8 form"),
         (add, 2, 1, "table"),
         (add, 0, B.BIN["mul"], "int8 form"),
         (pool, 10, 2, "u8 pool"),
-    ):
-        bad = bytearray(blob)
-        struct.pack_into("<i", bad, at + 4 * slot, value)
-        why = runtime_check("EmberCpuBackend", bytes(bad), arena)
-        assert why is not None and what in why, (slot, value, why)
+    ]
+    _assert_refused(blob, [(at + 4 * slot, value, what) for at, slot, value, what in edits])

@@ -19,7 +19,7 @@ MAGIC = b"EMC1"
 # 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8; 11: EMC_ACT_HARDSWISH_FQ; 12: pad; 13: dynamic int8 linear;
 # 14: asymmetric padding of int8 depthwise convs (extra after, in the pad slots' bits 16..30);
 # 15: EMC_DQL_ROWQ (dynamic int8 linears' rows per tensor or under a static fake-quant's qparams)
-VERSION = 15
+VERSION = 16
 DQL_PER_TOKEN, DQL_PER_TENSOR, DQL_STATIC = 0, 1, 2  # EMC_DQL_ROWQ
 MAX_DIMS = 6
 MR = 6

@@ -323,7 +323,9 @@ def _dwconv_q8(ops: list[Op], u: _Uses) -> None:
     (MobileNetV2's blocks: expansion -> depthwise -> projection). An asymmetric zero pad between
     (EfficientNet's stride-2 "same" padding) becomes its own padding, more after than before
     (``pad_extra``, blob version 14): the u8 link then skips the pad's pass over an f32 map;
-    :func:`_conv_q8_u8` puts the pad op back if the conv does not stay int8."""
+    :func:`_conv_q8_u8` puts the pad op back if the conv does not stay int8. Its input may also
+    come through a table lookup (:func:`_lut_candidate`: MobileNetV3's hardswish after the
+    expansion) of an int8 conv's output: the lookup's own fake-quant is then the input's."""
     for conv in [o for o in ops if o.kind == "conv2d" and "wq" in o.attrs and _depthwise(o)]:
         x = conv.ins[0]
         p = u.producer(x)
@@ -338,12 +340,10 @@ def _dwconv_q8(ops: list[Op], u: _Uses) -> None:
             or conv.attrs.get("in_scale") is not None
             or conv.attrs["w"].shape[0] != x.shape[1]
             or conv.attrs["w"].shape[2] * conv.attrs["w"].shape[3] > 256
-            or p is None
-            or p.kind != "conv2d"
-            or "q8" not in p.attrs
-            or p.act != "fakequant"
+            or not _u8_source(p, u)
         ):
             continue
+        assert p is not None
         inv, scale, zp, qmin, qmax = (float(v) for v in p.fp[3:8])
         off = 128 if qmin < 0 else 0
         lo, hi, z = int(qmin) + off, int(qmax) + off, int(zp) + off
@@ -356,6 +356,33 @@ def _dwconv_q8(ops: list[Op], u: _Uses) -> None:
                 conv.attrs.update(pad=[top, left], pad_extra=[bottom - top, right - left])
                 conv.attrs["q8pad"] = pad
                 _absorb(ops, pad, conv)
+
+
+def _u8_source(p: Op | None, u: _Uses) -> bool:
+    """Whether ``p`` may write its fake-quantized output as u8 values: an int8 conv (input side
+    settled by :func:`_conv_q8`) fake-quantizing its output, or a table lookup
+    (:func:`_lut_candidate`) of one's output."""
+    if p is not None and _lut_candidate(p):
+        p = u.producer(p.ins[0])
+    return p is not None and p.kind == "conv2d" and "q8" in p.attrs and p.act == "fakequant"
+
+
+def _lut_candidate(op: Op) -> bool:
+    """A unary fake-quant, or hardswish then one (EMC_ACT_HARDSWISH_FQ), over a 4-d tensor: on
+    u8 input levels it is a 256-entry table of u8 output levels (EMC_UNARY_Q8; its range must map
+    into u8), which :func:`_conv_q8_u8` uses where its input is a u8 link: the levels when only
+    int8 ops read its output (form 1), else their f32 values (form 2)."""
+    return (
+        op.kind == "unary"
+        and op.act in ("fakequant", "hardswish_fq")
+        and len(op.ins) == 1
+        and len(op.outs) == 1
+        and isinstance(op.ins[0], TensorSpec)
+        and len(op.ins[0].shape) == 4
+        and tuple(op.ins[0].shape) == tuple(op.outs[0].shape)
+        and op.ins[0].root() is not op.outs[0].root()
+        and _u8_form(op) is not None
+    )
 
 
 def _asymmetric_pad(conv: Op, p: Op | None, u: _Uses) -> Op | None:
@@ -436,12 +463,15 @@ def _conv_q8_u8(ops: list[Op], u: _Uses) -> None:
     value, added, fake-quantized into u8), so the blocks' outputs never exist in f32 either; so
     does a max pool with its input's qparams (ResNet's stem, EMC_POOL_Q8). An int8 depthwise
     conv (:func:`_dwconv_q8`), add or pool left without a u8 link on any side goes back to f32,
-    and the links are made again without it."""
+    and the links are made again without it. A table lookup (:func:`_lut_candidate`) joins on
+    its input side: where that is a u8 link it runs on the levels (EMC_UNARY_Q8), writing u8
+    levels if its output is a u8 link too, else f32 values; without one it stays f32."""
     adds = [o for o in ops if _add_q8_candidate(o)]
     pools = [o for o in ops if _pool_q8_candidate(o, u)]
+    luts = [o for o in ops if _lut_candidate(o)]
     while True:
         convs = [o for o in ops if o.kind == "conv2d" and "q8" in o.attrs]
-        for c in convs + adds + pools:
+        for c in convs + adds + pools + luts:
             for k in ("q8_in", "q8_out", "q8_ins"):
                 c.attrs.pop(k, None)
         writers = [
@@ -449,7 +479,7 @@ def _conv_q8_u8(ops: list[Op], u: _Uses) -> None:
             for c in convs
             if c.act == "fakequant" and len(c.ins) == 1 and len(c.outs[0].shape) == 4
         ]
-        for w in writers + adds + pools:
+        for w in writers + adds + pools + luts:
             y = w.outs[0]
             readers = u.consumers(y)
             if id(y.root()) in u.external or not readers:
@@ -457,7 +487,7 @@ def _conv_q8_u8(ops: list[Op], u: _Uses) -> None:
             links = []
             for r in readers:
                 if (r.kind == "conv2d" and "q8" in r.attrs and len(r.ins) == 1) or any(
-                    r is q for q in pools
+                    r is q for q in pools + luts
                 ):
                     at = 0
                 elif any(r is a for a in adds):
@@ -483,10 +513,12 @@ def _conv_q8_u8(ops: list[Op], u: _Uses) -> None:
             a for a in adds if not (a.attrs.get("q8_out") and a.attrs.get("q8_ins") == {0, 1})
         ]
         loose_pools = [q for q in pools if not (q.attrs.get("q8_in") and q.attrs.get("q8_out"))]
-        if not loose and not loose_adds and not loose_pools:
+        loose_luts = [q for q in luts if not q.attrs.get("q8_in")]
+        if not loose and not loose_adds and not loose_pools and not loose_luts:
             break
         adds = [a for a in adds if not any(a is b for b in loose_adds)]
         pools = [q for q in pools if not any(q is b for b in loose_pools)]
+        luts = [q for q in luts if not any(q is b for b in loose_luts)]
         for c in loose:
             for k in ("q8", "q8dw", "q8_in", "q8_out"):
                 c.attrs.pop(k, None)
@@ -497,7 +529,12 @@ def _conv_q8_u8(ops: list[Op], u: _Uses) -> None:
                 c.ins[0] = pad.outs[0]
                 ops.insert(ops.index(c), pad)
                 c.nodes[:] = [n for n in c.nodes if n not in pad.nodes]
-    for a in [o for o in ops if o.kind in ("binary", "maxpool2d")]:
+    for q in luts:  # EMC_UNARY_Q8 (1: u8 out, 2: f32 out), its input's scale and u8 zero point
+        form = _u8_form(u.producer(q.ins[0]))
+        assert form is not None
+        q.attrs["q8lut"] = np.array(form, dtype=np.float32)
+        q.ip = [1 if q.attrs.get("q8_out") else 2, 0]
+    for a in [o for o in ops if o.kind in ("binary", "maxpool2d", "unary")]:
         for k in ("q8_in", "q8_out", "q8_ins"):
             a.attrs.pop(k, None)
     for q in pools:  # EMC_POOL_Q8

@@ -458,6 +458,8 @@ def build_blob(
             ip = list(op.ip)
             if op.kind == "binary" and "q8add" in op.attrs:  # EMC_BINARY_Q8, _Q8_TABLE
                 ip[2] = g.const(op.attrs["q8add"]) + 1
+            if op.kind == "unary" and "q8lut" in op.attrs:  # EMC_UNARY_Q8, _Q8_TABLE
+                ip[1] = g.const(op.attrs["q8lut"]) + 1
             bop = B.BOp(
                 op.kind,
                 [tid(i) for i in op.ins],
