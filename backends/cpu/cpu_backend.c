@@ -135,7 +135,7 @@ static void record_op(const em_backend_exec_ctx *ctx, const emc_delegate *d, uin
 
 /* em_cpu_backend_options, read by each delegate's init. */
 static atomic_bool opt_no_fuse, opt_profile;
-static atomic_int opt_q8_winograd, opt_q8_pixel_major;
+static atomic_int opt_q8_winograd, opt_q8_pixel_major, opt_threads_adaptive;
 
 em_status em_cpu_backend_configure(const em_cpu_backend_options *opts) {
   if (!opts) return EM_ERR_INVALID_ARGUMENT;
@@ -145,6 +145,7 @@ em_status em_cpu_backend_configure(const em_cpu_backend_options *opts) {
   atomic_store_explicit(&opt_profile, opts->profile, memory_order_relaxed);
   atomic_store_explicit(&opt_q8_winograd, opts->q8_winograd, memory_order_relaxed);
   atomic_store_explicit(&opt_q8_pixel_major, opts->q8_pixel_major, memory_order_relaxed);
+  atomic_store_explicit(&opt_threads_adaptive, opts->threads_adaptive, memory_order_relaxed);
   return EM_OK;
 }
 
@@ -228,6 +229,8 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
     FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method allocator too small for the delegate");
   for (uint32_t i = 0; i < h.n_ops; i++) d->fused[i] = 0;
   d->profile = atomic_load_explicit(&opt_profile, memory_order_relaxed);
+  d->thr.adaptive = atomic_load_explicit(&opt_threads_adaptive, memory_order_relaxed) >= 0;
+  d->thr.choice = -1;
   const bool no_fuse = atomic_load_explicit(&opt_no_fuse, memory_order_relaxed);
   for (uint32_t i = 0; !no_fuse && i + 1 < h.n_ops; i++) {
     const int n = emc_fuse_chain(d, i);
@@ -268,8 +271,8 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
      host preempting the thread), with a pool its wall-clock time (the caller's CPU time would
      leave out what it spends waiting for the other threads). */
   const bool profile = d->profile;
-  const int wall = em_threadpool_size(ctx ? ctx->pool : NULL) > 1;
-  em_threadpool *pool = ctx ? ctx->pool : NULL;
+  em_threadpool *pool = emc_threads_begin(d, ctx ? ctx->pool : NULL);
+  const int wall = em_threadpool_size(pool) > 1;
   const bool trace = ctx && ctx->profiler && ctx->profiler->record;
   for (uint32_t i = 0; i < d->n_ops; i++) {
     uint64_t t0 = profile ? profile_ns(wall) : 0, e0 = trace ? em_now_ns() : 0;
@@ -278,7 +281,10 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
       i += d->fused[i] - 1u; /* all ran: the profile line below is the chain's, under its last */
     } else {
       em_status st = emc_op_run(d, &d->ops[i], pool);
-      if (st != EM_OK) return st;
+      if (st != EM_OK) {
+        d->thr.start = 0; /* a failed execute times nothing */
+        return st;
+      }
       if (trace) record_op(ctx, d, i, 1, e0, em_now_ns());
     }
     if (profile) {
@@ -297,6 +303,7 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
              (long long)y->numel, (double)(profile_ns(wall) - t0) * 1e-6, path);
     }
   }
+  emc_threads_end(d);
   return EM_OK;
 }
 

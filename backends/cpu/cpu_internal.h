@@ -31,6 +31,21 @@ typedef struct emc_rt_tensor {
   int64_t sizes[EMC_MAX_DIMS];
 } emc_rt_tensor;
 
+/* Whether each execute runs on the pool or on the caller alone (cpu_threads.c). */
+#define EMC_THR_TRIALS   5   /* executes timed in each mode while choosing (odd) */
+#define EMC_THR_RECHOOSE 256 /* far executes between two choices */
+typedef struct emc_threads {
+  bool adaptive;      /* em_cpu_backend_options.threads_adaptive >= 0 at init */
+  bool far;           /* the last probe found the hand-off slow */
+  int choice;         /* while far: 0 the pool, 1 the caller alone, -1 choosing */
+  int mode;           /* this execute's (0 / 1) */
+  uint32_t trial;     /* choosing: executes timed so far */
+  uint32_t since;     /* far executes since the last choice */
+  uint64_t probed_at; /* em_now_ns of the last probe (0: none yet) */
+  uint64_t start;     /* this execute's start while choosing, else 0 */
+  uint64_t t[2][EMC_THR_TRIALS];
+} emc_threads;
+
 typedef struct emc_delegate {
   const em_cpu_config *cfg;
   em_q8_gemm_fn q8_gemm;   /* the int8 convs' tile (em_q8_gemm_for cfg's ISA) */
@@ -58,7 +73,16 @@ typedef struct emc_delegate {
   bool profile;           /* em_cpu_backend_options.profile when this delegate was initialized */
   const int8_t **q8_pw_w; /* [n_ops] or NULL: the repacked weights of each pointwise int8 conv
                              that takes the pixel-major tile (emc_q8_pw_prepare), else NULL */
+  emc_threads thr;
 } emc_delegate;
+
+/*
+ * The pool an execute of d runs on: `pool` itself, or NULL (the caller alone) while the pool's
+ * hand-off is slow and the caller alone was measured faster (cpu_threads.c). Pair each call with
+ * emc_threads_end once the execute's operators have run.
+ */
+em_threadpool *emc_threads_begin(emc_delegate *d, em_threadpool *pool);
+void emc_threads_end(emc_delegate *d);
 
 /*
  * Checks op against the bound tensors (ids, shapes, parameters, scratch) so

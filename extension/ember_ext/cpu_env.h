@@ -12,6 +12,8 @@
  *                                                always f32 Winograd (1) or always int8 (0)
  *   EMBER_CPU_Q8_PIXEL_MAJOR=0                   int8 convs on the panel path, not the
  *                                                pixel-major tile (A/B runs)
+ *   EMBER_CPU_THREADS_ADAPTIVE=0                 always run on the pool, even where its
+ *                                                hand-off is slow (A/B runs)
  *
  * Returns the status of em_cpu_backend_configure (EM_ERR_NOT_SUPPORTED: the ISA is unknown or
  * this CPU lacks it; the best one stays chosen).
@@ -26,12 +28,15 @@
 static inline em_status em_cpu_backend_configure_from_env(void) {
   const char *wino = getenv("EMBER_CPU_Q8_WINOGRAD");
   const char *pw = getenv("EMBER_CPU_Q8_PIXEL_MAJOR");
-  em_cpu_backend_options o = {getenv("EMBER_CPU_ISA"), getenv("EMBER_CPU_NO_FUSE") != NULL,
+  const char *ad = getenv("EMBER_CPU_THREADS_ADAPTIVE");
+  em_cpu_backend_options o = {getenv("EMBER_CPU_ISA"),
+                              getenv("EMBER_CPU_NO_FUSE") != NULL,
                               getenv("EMBER_CPU_PROFILE") != NULL,
                               !wino || !*wino ? 0
                               : *wino == '0'  ? -1
                                               : 1,
-                              pw && *pw == '0' ? -1 : 0};
+                              pw && *pw == '0' ? -1 : 0,
+                              ad && *ad == '0' ? -1 : 0};
   em_status st = em_cpu_backend_configure(&o);
   if (st != EM_OK) { /* keep the other switches with the best ISA */
     o.isa = NULL;

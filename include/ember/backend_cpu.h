@@ -46,6 +46,11 @@ typedef struct em_cpu_backend_options {
   /* Ungrouped int8 convs (no fused residual): 0 the default (the pixel-major tile, no im2col
      panels, where the ISA has one: AVX-512 VNNI), -1 always the panel path (A/B runs, tests). */
   int q8_pixel_major;
+  /* With a pool: 0 the default (each delegate probes now and then how fast the pool's threads
+     hand work to each other; where slow, the threads on cores far apart or one core busy with
+     another process, it times its executes with and without the pool and keeps the faster:
+     the same bits either way), -1 always the pool (A/B runs). */
+  int threads_adaptive;
 } em_cpu_backend_options;
 
 /*

@@ -172,6 +172,9 @@ def lib() -> ctypes.CDLL:
             profile="EMBER_CPU_PROFILE" in os.environ,
             q8_winograd=_q8_winograd_env(),
             q8_pixel_major=-1 if os.environ.get("EMBER_CPU_Q8_PIXEL_MAJOR", "")[:1] == "0" else 0,
+            threads_adaptive=-1
+            if os.environ.get("EMBER_CPU_THREADS_ADAPTIVE", "")[:1] == "0"
+            else 0,
             L=L,
         )
     except ValueError as e:
@@ -188,6 +191,7 @@ class EmCpuBackendOptions(ctypes.Structure):
         ("profile", ctypes.c_bool),
         ("q8_winograd", ctypes.c_int),
         ("q8_pixel_major", ctypes.c_int),
+        ("threads_adaptive", ctypes.c_int),
     ]
 
 
@@ -203,25 +207,36 @@ def configure_cpu_backend(
     profile: bool = False,
     q8_winograd: int = 0,
     q8_pixel_major: int = 0,
+    threads_adaptive: int = 0,
     L: Any = None,
 ) -> None:
     """Sets EmberCpuBackend's options for the methods prepared from now on (the library reads
     no environment variable; :func:`lib` maps ``EMBER_CPU_ISA``, ``EMBER_CPU_NO_FUSE``,
-    ``EMBER_CPU_PROFILE``, ``EMBER_CPU_Q8_WINOGRAD`` and ``EMBER_CPU_Q8_PIXEL_MAJOR`` onto this
-    once). ``q8_winograd``: int8 3x3 convs stored with a Winograd alternative run as f32
-    Winograd (1), in int8 (-1), or as the default (0: int8, the faster on every CPU measured).
+    ``EMBER_CPU_PROFILE``, ``EMBER_CPU_Q8_WINOGRAD``, ``EMBER_CPU_Q8_PIXEL_MAJOR`` and
+    ``EMBER_CPU_THREADS_ADAPTIVE`` onto this once). ``q8_winograd``: int8 3x3 convs stored
+    with a Winograd alternative run as f32 Winograd (1), in int8 (-1), or as the default (0:
+    int8, the faster on every CPU measured).
     ``q8_pixel_major``: ungrouped int8 convs run on the pixel-major tile where the ISA
-    has one (0, the default) or always on the panel path (-1). An ISA this CPU
+    has one (0, the default) or always on the panel path (-1). ``threads_adaptive``: with a
+    pool, each delegate runs without it while its threads hand work to each other slowly and the
+    caller alone was measured faster (0, the default), or always on it (-1). An ISA this CPU
     lacks raises ``ValueError``."""
     L = L or lib()
     if not hasattr(L, "em_cpu_backend_configure"):  # a library built before the options API
         return
     opts = EmCpuBackendOptions(
-        isa.encode() if isa else None, no_fuse, profile, q8_winograd, q8_pixel_major
+        isa.encode() if isa else None,
+        no_fuse,
+        profile,
+        q8_winograd,
+        q8_pixel_major,
+        threads_adaptive,
     )
     st = L.em_cpu_backend_configure(ctypes.byref(opts))
     if st != 0:
-        back = EmCpuBackendOptions(None, no_fuse, profile, q8_winograd, q8_pixel_major)
+        back = EmCpuBackendOptions(
+            None, no_fuse, profile, q8_winograd, q8_pixel_major, threads_adaptive
+        )
         L.em_cpu_backend_configure(ctypes.byref(back))
         raise ValueError(f"EmberCpuBackend: ISA {isa!r} is unknown or not on this CPU")
 

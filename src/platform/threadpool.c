@@ -32,12 +32,18 @@ void em_parallel_for(em_threadpool *pool, int64_t n, em_parallel_fn fn, void *ct
 void em_parallel_for_static(em_threadpool *pool, int64_t n, em_parallel_fn fn, void *ctx) {
   em_parallel_for(pool, n, fn, ctx);
 }
+int64_t em_threadpool_handoff_ns(em_threadpool *pool) {
+  (void)pool;
+  return -1;
+}
 
 #else
 
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -272,6 +278,75 @@ void em_parallel_for(em_threadpool *p, int64_t n, em_parallel_fn fn, void *ctx) 
 
 void em_parallel_for_static(em_threadpool *p, int64_t n, em_parallel_fn fn, void *ctx) {
   parallel_run(p, n, fn, ctx, 1);
+}
+
+/* ---- em_threadpool_handoff_ns: ping-pong with worker 1 through one cache line ---- */
+
+#define PROBE_ROUNDS     8
+#define PROBE_TIMEOUT_NS 100000 /* the worker's join, or one answer */
+
+typedef struct probe_job {
+  _Alignas(64) atomic_int ball; /* 2r - 1: the caller's r-th ping; 2r: the worker's answer */
+  atomic_int ready;             /* the worker joined */
+  atomic_int over;              /* the caller is done (or gave up) */
+  atomic_int caller_ran, worker_ran;
+  int64_t ns;
+} probe_job;
+
+/* Spins until *a == want or `over` is set, yielding as the pool's spins do (the other thread may
+ * share this core); false after PROBE_TIMEOUT_NS. */
+static bool wait_for(probe_job *j, atomic_int *a, int want) {
+  const uint64_t t0 = em_now_ns();
+  for (unsigned i = 1;; i++) {
+    if (atomic_load_explicit(a, memory_order_acquire) == want) return true;
+    if (atomic_load_explicit(&j->over, memory_order_acquire)) return false;
+    if (i % 64 == 0 && em_now_ns() - t0 > PROBE_TIMEOUT_NS) return false;
+    if (i % YIELD_EVERY == 0) sched_yield();
+  }
+}
+
+/* Each thread's share of the probe job: the caller (index 0) pings, worker 1 answers, once each
+ * whichever items they claim; other workers do nothing. */
+static void probe_fn(void *ctx, int64_t begin, int64_t end) {
+  (void)begin, (void)end;
+  probe_job *j = ctx;
+  if (t_index == 0) {
+    if (atomic_exchange(&j->caller_ran, 1)) return;
+    j->ns = INT64_MAX;
+    if (wait_for(j, &j->ready, 1)) {
+      uint64_t best = UINT64_MAX, t0 = em_now_ns();
+      int r = 1;
+      for (; r <= PROBE_ROUNDS; r++) {
+        atomic_store_explicit(&j->ball, 2 * r - 1, memory_order_release);
+        if (!wait_for(j, &j->ball, 2 * r)) break;
+        const uint64_t t1 = em_now_ns();
+        best = t1 - t0 < best ? t1 - t0 : best;
+        t0 = t1;
+      }
+      if (r > PROBE_ROUNDS) j->ns = (int64_t)best;
+    }
+    atomic_store_explicit(&j->over, 1, memory_order_release);
+  } else if (t_index == 1) {
+    if (atomic_exchange(&j->worker_ran, 1)) return;
+    atomic_store_explicit(&j->ready, 1, memory_order_release);
+    for (int r = 1; r <= PROBE_ROUNDS; r++) {
+      if (!wait_for(j, &j->ball, 2 * r - 1)) return;
+      atomic_store_explicit(&j->ball, 2 * r, memory_order_release);
+    }
+  }
+}
+
+int64_t em_threadpool_handoff_ns(em_threadpool *p) {
+  if (!p || p->n_threads < 2) return -1;
+  probe_job j;
+  atomic_init(&j.ball, 0);
+  atomic_init(&j.ready, 0);
+  atomic_init(&j.over, 0);
+  atomic_init(&j.caller_ran, 0);
+  atomic_init(&j.worker_ran, 0);
+  j.ns = INT64_MAX;
+  parallel_run(p, p->n_threads, probe_fn, &j, 1);
+  return j.ns;
 }
 
 #endif

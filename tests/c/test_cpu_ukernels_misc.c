@@ -434,14 +434,14 @@ int main(void) {
     CHECK(forced == EM_ERR_NOT_SUPPORTED, "EMBER_CPU_ISA=%s (not on this CPU) was not refused",
           force);
   /* The options struct, as a program sets it: an unknown ISA is refused and changes nothing. */
-  em_cpu_backend_options bad = {"no-such-isa", false, false, 0, 0};
+  em_cpu_backend_options bad = {"no-such-isa", false, false, 0, 0, 0};
   CHECK(em_cpu_backend_configure(&bad) == EM_ERR_NOT_SUPPORTED, "an unknown ISA was accepted");
   CHECK(em_cpu_config_get() == chosen, "a refused configure changed the ISA");
-  em_cpu_backend_options scalar = {"scalar", false, false, 0, 0};
+  em_cpu_backend_options scalar = {"scalar", false, false, 0, 0, 0};
   CHECK(em_cpu_backend_configure(&scalar) == EM_OK, "scalar refused");
   CHECK(strcmp(em_cpu_config_get()->isa, "scalar") == 0, "configure did not force scalar");
   if (chosen) {
-    em_cpu_backend_options back = {chosen->isa, false, false, 0, 0};
+    em_cpu_backend_options back = {chosen->isa, false, false, 0, 0, 0};
     CHECK(em_cpu_backend_configure(&back) == EM_OK, "%s refused", chosen->isa);
   }
   if (chosen) printf("chosen ISA: %s\n", chosen->isa);

@@ -105,7 +105,7 @@ static int sweep_file(const char *path, int *delegated) {
 int main(void) {
   /* No AMX workspace (see the banner), unless EMBER_CPU_ISA says otherwise. */
   if (!getenv("EMBER_CPU_ISA")) {
-    em_cpu_backend_options fma = {"avx512f", false, false, 0, 0};
+    em_cpu_backend_options fma = {"avx512f", false, false, 0, 0, 0};
     (void)em_cpu_backend_configure(&fma); /* refused on a CPU without AVX-512: the best stays */
   } else {
     (void)em_cpu_backend_configure_from_env();

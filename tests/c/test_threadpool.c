@@ -97,12 +97,24 @@ int main(void) {
     }
     CHECK(bad == 0, "%d threads: %d of %d loops ran an index other than once or overlapped",
           threads, bad, loops);
+    /* the hand-off probe: a round trip (or INT64_MAX when the worker did not answer: a loaded
+     * host), the pool still running loops after it, asleep or awake */
+    int answered = 0;
+    for (int k = 0; k < 6; k++) {
+      if (k == 3) pause_ms(5);
+      const int64_t ns = em_threadpool_handoff_ns(pool);
+      CHECK(ns > 0, "%d threads: hand-off %lld ns", threads, (long long)ns);
+      answered += ns > 0 && ns < 1000000;
+      CHECK(run_one(pool, 64, k & 1), "%d threads: a loop after the probe", threads);
+    }
+    CHECK(answered > 0, "%d threads: the worker never answered the probe", threads);
     for (int i = threads; i < 8; i++)
       CHECK(atomic_load(&g_owner[i]) == NULL, "%d threads: a thread had index %d", threads, i);
     em_threadpool_destroy(pool);
   }
   em_threadpool_wake(NULL);
   CHECK(run_one(NULL, 17, 0) && run_one(NULL, 17, 1), "NULL pool runs serially");
+  CHECK(em_threadpool_handoff_ns(NULL) == -1, "a NULL pool's hand-off is -1");
   CHECK(em_threadpool_thread_index() == 0, "the caller's index is 0");
   CHECK(atomic_load(&g_index_bad) == 0,
         "%d chunks ran on a thread whose index was out of range or another thread's",

@@ -35,8 +35,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     try_exec_rounds = 2;
     ready = 1;
   }
-  const em_cpu_backend_options opts = {NULL, false, false, (size & 1) ? 1 : -1,
-                                       (size & 2) ? 0 : -1};
+  const em_cpu_backend_options opts = {
+      NULL, false, false, (size & 1) ? 1 : -1, (size & 2) ? 0 : -1, (size & 4) ? 0 : -1};
   (void)em_cpu_backend_configure(&opts);
   try_stats s = {0, 0, 0, 0};
   try_program(data, size, &s);
