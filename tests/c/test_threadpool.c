@@ -107,6 +107,12 @@ int main(void) {
       answered += ns > 0 && ns < 1000000;
       CHECK(run_one(pool, 64, k & 1), "%d threads: a loop after the probe", threads);
     }
+    /* oversubscribed (more threads than CPUs, other tests running), worker 1 may not run within
+     * a probe's 0.1 ms a few times in a row: one answer in up to 200 tries */
+    for (int k = 0; k < 200 && !answered; k++) {
+      const int64_t ns = em_threadpool_handoff_ns(pool);
+      answered += ns > 0 && ns < 1000000;
+    }
     CHECK(answered > 0, "%d threads: the worker never answered the probe", threads);
     for (int i = threads; i < 8; i++)
       CHECK(atomic_load(&g_owner[i]) == NULL, "%d threads: a thread had index %d", threads, i);
