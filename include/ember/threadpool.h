@@ -58,13 +58,13 @@ int em_threadpool_thread_index(void);
 void em_parallel_for(em_threadpool *pool, int64_t n, em_parallel_fn fn, void *ctx);
 
 /*
- * The round trip between the caller and the pool's first worker, in ns: the fastest of a few
- * ping-pongs through one cache line once the worker has joined (about 50-100 ns between cores
- * that share a cache, several hundred between cores far apart; the fastest, so that one
- * interrupted round does not count). -1 for a NULL pool (or a build without
- * threads); INT64_MAX when the worker did not join or answer within ~0.1 ms (asleep, or its core
- * busy with another thread). Costs about eight round trips; a caller that adapts to the host
- * (EmberCpuBackend: em_cpu_backend_options.threads_adaptive) calls it now and then.
+ * The round trip between the caller and a worker of the pool (the first to join), in ns: the
+ * fastest of a few ping-pongs through one cache line once the worker has joined (about 50-100 ns
+ * between cores that share a cache, several hundred between cores far apart; the fastest, so that
+ * one interrupted round does not count). -1 for a NULL pool (or a build without threads); INT64_MAX
+ * when the worker did not join or answer within ~0.1 ms (asleep, or its core busy with another
+ * thread). Costs about eight round trips; a caller that adapts to the host (EmberCpuBackend:
+ * em_cpu_backend_options.threads_adaptive) calls it now and then.
  */
 int64_t em_threadpool_handoff_ns(em_threadpool *pool);
 

@@ -280,7 +280,7 @@ void em_parallel_for_static(em_threadpool *p, int64_t n, em_parallel_fn fn, void
   parallel_run(p, n, fn, ctx, 1);
 }
 
-/* ---- em_threadpool_handoff_ns: ping-pong with worker 1 through one cache line ---- */
+/* ---- em_threadpool_handoff_ns: ping-pong with a worker through one cache line ---- */
 
 #define PROBE_ROUNDS     8
 #define PROBE_TIMEOUT_NS 100000 /* the worker's join, or one answer */
@@ -305,8 +305,8 @@ static bool wait_for(probe_job *j, atomic_int *a, int want) {
   }
 }
 
-/* Each thread's share of the probe job: the caller (index 0) pings, worker 1 answers, once each
- * whichever items they claim; other workers do nothing. */
+/* Each thread's share of the probe job: the caller (index 0) pings, the first worker to run an
+ * item answers, once each whichever items they claim; other workers do nothing. */
 static void probe_fn(void *ctx, int64_t begin, int64_t end) {
   (void)begin, (void)end;
   probe_job *j = ctx;
@@ -326,7 +326,7 @@ static void probe_fn(void *ctx, int64_t begin, int64_t end) {
       if (r > PROBE_ROUNDS) j->ns = (int64_t)best;
     }
     atomic_store_explicit(&j->over, 1, memory_order_release);
-  } else if (t_index == 1) {
+  } else { /* the first worker to arrive answers (another may have taken worker 1's item) */
     if (atomic_exchange(&j->worker_ran, 1)) return;
     atomic_store_explicit(&j->ready, 1, memory_order_release);
     for (int r = 1; r <= PROBE_ROUNDS; r++) {

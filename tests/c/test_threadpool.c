@@ -107,8 +107,8 @@ int main(void) {
       answered += ns > 0 && ns < 1000000;
       CHECK(run_one(pool, 64, k & 1), "%d threads: a loop after the probe", threads);
     }
-    /* oversubscribed (more threads than CPUs, other tests running), worker 1 may not run within
-     * a probe's 0.1 ms a few times in a row: one answer in up to 200 tries */
+    /* oversubscribed (more threads than CPUs, other tests running), no worker may run within a
+     * probe's 0.1 ms a few times in a row: one answer in up to 200 tries */
     for (int k = 0; k < 200 && !answered; k++) {
       const int64_t ns = em_threadpool_handoff_ns(pool);
       answered += ns > 0 && ns < 1000000;
