@@ -234,6 +234,7 @@ em_status emc_run_binary(const emc_delegate *d, const emc_op *op, em_threadpool 
 /* Unary and copy: in[0] and out[0] have the same number of elements. */
 bool emc_check_unary(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
   const emc_rt_tensor *x = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
+  if (op->kind == EMC_OP_UNARY && !emc_check_unary_pre(op, why, why_n)) return false;
   if (op->kind == EMC_OP_UNARY && (op->ip[EMC_UNARY_Q8] || op->ip[EMC_UNARY_Q8_TABLE]))
     return emc_check_unary_q8(d, op, why, why_n);
   if (!x || !y) WHY("bad tensor id");
@@ -251,6 +252,11 @@ typedef struct act_job {
 
 static void act_chunk(void *ctx, int64_t begin, int64_t end) {
   const act_job *j = ctx;
+  if (j->op->kind == EMC_OP_UNARY && j->op->ip[EMC_UNARY_PRE]) {
+    emc_unary_pre(j->d, j->op, (size_t)(end - begin), j->x + begin, j->y + begin);
+    j->d->cfg->vact((size_t)(end - begin), j->y + begin, j->y + begin, j->op->act, j->op->fp);
+    return;
+  }
   if (j->op->kind == EMC_OP_COPY) {
     if (j->y + begin != j->x + begin)
       memmove(j->y + begin, j->x + begin, (size_t)(end - begin) * sizeof(float));
@@ -264,7 +270,7 @@ static void act_chunk(void *ctx, int64_t begin, int64_t end) {
 em_status emc_run_unary(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   if (op->kind == EMC_OP_UNARY && op->ip[EMC_UNARY_Q8]) return emc_run_unary_q8(d, op, pool);
   act_job j = {d, op, data_of(d, op->in[0]), data_of(d, op->out[0])};
-  if (op->act > 2) /* transcendental: worth threads from a few thousand elements */
+  if (op->act > 2 || op->ip[EMC_UNARY_PRE]) /* transcendental: threads from a few thousand */
     par_for(pool, d->t[op->out[0]].numel, act_chunk, &j, d->t[op->out[0]].numel * 8);
   else
     par_for_mem(pool, d->t[op->out[0]].numel, act_chunk, &j, d->t[op->out[0]].numel);

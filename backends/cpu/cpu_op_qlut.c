@@ -13,6 +13,39 @@
  */
 #include "cpu_ops.h"
 
+bool emc_check_unary_pre(const emc_op *op, char *why, size_t why_n) {
+  const emc_unary_params p = emc_unary_params_of(op);
+  if (p.pre < 0 && !p.times_x) return true;
+  switch (p.pre) {
+  case EMC_ACT_SIGMOID:
+  case EMC_ACT_SILU:
+  case EMC_ACT_GELU:
+  case EMC_ACT_GELU_TANH:
+  case EMC_ACT_TANH:
+  case EMC_ACT_HARDSWISH:
+  case EMC_ACT_HARDSIGMOID: break;
+  default: WHY("unary: a first activation %lld is not one without parameters", (long long)p.pre);
+  }
+  if (p.times_x != 0 && p.times_x != 1) WHY("unary: times-x flag %lld", (long long)p.times_x);
+  if (op->in[1] >= 0) WHY("unary: an activation with a first one reads one tensor");
+  return true;
+}
+
+void emc_unary_pre(const emc_delegate *d, const emc_op *op, size_t n, const float *x, float *y) {
+  const emc_unary_params p = emc_unary_params_of(op);
+  static const float none[8] = {0};
+  if (!p.times_x) {
+    d->cfg->vact(n, x, y, (uint32_t)p.pre, none);
+    return;
+  }
+  float t[256]; /* x * pre(x), the f32 multiply the decomposed graph's mul does; y may be x */
+  for (size_t i0 = 0; i0 < n; i0 += 256) {
+    const size_t m = n - i0 < 256 ? n - i0 : 256;
+    d->cfg->vact(m, x + i0, t, (uint32_t)p.pre, none);
+    for (size_t i = 0; i < m; i++) y[i0 + i] = x[i0 + i] * t[i];
+  }
+}
+
 bool emc_check_unary_q8(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
   const emc_unary_params p = emc_unary_params_of(op);
   const emc_rt_tensor *x = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
@@ -96,7 +129,12 @@ em_status emc_run_unary_q8(const emc_delegate *d, const emc_op *op, em_threadpoo
   /* The 256 values the u8 levels stand for, through the f32 path's own row. */
   float v[256], a[256];
   for (int i = 0; i < 256; i++) v[i] = ((float)i - q[1]) * q[0];
-  d->cfg->vact(256, v, a, op->act, f);
+  if (p.pre >= 0) { /* the first activation (times x), then the act, as the f32 op */
+    emc_unary_pre(d, op, 256, v, a);
+    d->cfg->vact(256, a, a, op->act, f);
+  } else {
+    d->cfg->vact(256, v, a, op->act, f);
+  }
   const int64_t c = yt->sizes[1], plane = yt->sizes[2] * yt->sizes[3];
   const int64_t npix = yt->sizes[0] * plane;
   /* Each answer is (level - zp) * scale, |level - zp| <= 255: times the inverse scale it rounds

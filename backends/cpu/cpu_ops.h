@@ -354,6 +354,10 @@ bool emc_check_binary(const emc_delegate *d, const emc_op *op, char *why, size_t
 em_status emc_run_binary(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 bool emc_check_unary(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_unary(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
+/* A unary's first activation (EMC_UNARY_PRE, cpu_op_qlut.c): its check, and y = pre(x), or
+ * x * pre(x), for n values (y may be x). */
+bool emc_check_unary_pre(const emc_op *op, char *why, size_t why_n);
+void emc_unary_pre(const emc_delegate *d, const emc_op *op, size_t n, const float *x, float *y);
 /* A unary on u8 activations as a table (EMC_UNARY_Q8; cpu_op_qlut.c). */
 bool emc_check_unary_q8(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_unary_q8(const emc_delegate *d, const emc_op *op, em_threadpool *pool);

@@ -268,8 +268,12 @@ enum { EMC_BINARY_FP_SCALAR = 2 };
  * u8 ones to f32 [N][C][H][W]: y = the act (EMC_ACT_FAKEQUANT or EMC_ACT_HARDSWISH_FQ, u8 out:
  * its range mapped into [0, 255] as for int8 convs' u8 outputs) of (x - zp) * s, the f32
  * fake-quant value the u8 x stands for; EMC_UNARY_Q8_TABLE: 1 + the id of a constant [s, zp]
- * (zp the u8 values' zero point). 0: f32. */
-enum { EMC_UNARY_Q8, EMC_UNARY_Q8_TABLE };
+ * (zp the u8 values' zero point). 0: f32. EMC_UNARY_PRE (version 16, either form, f32 too): 1 +
+ * an activation without parameters (sigmoid, SiLU, GELU, GELU tanh, tanh, hardswish,
+ * hardsigmoid) applied to x first, 0: none; EMC_UNARY_PRE_TIMES_X 1: that times x (x * sigmoid(x),
+ * as PT2E's decomposed SiLU multiplies), so the op is act(pre(x)) or act(x * pre(x)): an
+ * activation and the fake-quant after it as one op. */
+enum { EMC_UNARY_Q8, EMC_UNARY_Q8_TABLE, EMC_UNARY_PRE, EMC_UNARY_PRE_TIMES_X };
 /* Mean ip[] slots: x is [outer, len, inner] (inner 0 reads as 1), y [outer, inner]. */
 enum { EMC_MEAN_OUTER, EMC_MEAN_LEN, EMC_MEAN_INNER };
 /* Softmax ip[] slots (rows of cols floats; inner must be 1; log 0 / 1; scaled 0 / 1; the mask's
@@ -548,11 +552,15 @@ static inline emc_binary_params emc_binary_params_of(const emc_op *op) {
 typedef struct emc_unary_params {
   int64_t q8;          /* EMC_UNARY_Q8: 0 f32, 1 u8 -> u8, 2 u8 -> f32 */
   int64_t q8_table_id; /* EMC_UNARY_Q8_TABLE - 1: its [s, zp], -1: none */
+  int64_t pre;         /* EMC_UNARY_PRE - 1: an emc_act applied first, -1: none */
+  int64_t times_x;     /* EMC_UNARY_PRE_TIMES_X */
 } emc_unary_params;
 
 static inline emc_unary_params emc_unary_params_of(const emc_op *op) {
   return (emc_unary_params){.q8 = op->ip[EMC_UNARY_Q8],
-                            .q8_table_id = (int64_t)op->ip[EMC_UNARY_Q8_TABLE] - 1};
+                            .q8_table_id = (int64_t)op->ip[EMC_UNARY_Q8_TABLE] - 1,
+                            .pre = (int64_t)op->ip[EMC_UNARY_PRE] - 1,
+                            .times_x = op->ip[EMC_UNARY_PRE_TIMES_X]};
 }
 
 /* mean (EMC_OP_MEAN): [outer, len, inner] -> [outer, inner]. */

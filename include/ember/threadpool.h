@@ -29,7 +29,8 @@ typedef void (*em_parallel_fn)(void *ctx, int64_t begin, int64_t end);
  */
 em_threadpool *em_threadpool_create(int n_threads);
 
-/* Stops and frees the pool. NULL is a no-op. */
+/* Stops and frees the pool. NULL is a no-op. In the child of a fork after the pool was made
+ * (where its workers do not exist) loops run on the caller and this only frees the memory. */
 void em_threadpool_destroy(em_threadpool *pool);
 
 /*

@@ -67,7 +67,8 @@ typedef struct worker_arg {
 
 struct em_threadpool {
   pthread_t threads[MAX_THREADS];
-  int n_threads; /* including the caller */
+  int n_threads;     /* including the caller */
+  unsigned fork_gen; /* g_fork_gen when created: another value, a fork's child (no workers) */
   pthread_mutex_t mu;
   pthread_cond_t wake;
   pthread_cond_t done;
@@ -136,6 +137,19 @@ static void run_chunks(em_threadpool *p, int self) {
  * 8.0 / 8.4); idle, the same to 0.5 %. */
 #define YIELD_EVERY 1024
 
+/* Forks seen by this process's children: a pool made before a fork has no worker threads in
+ * the child (fork copies only the calling thread), so there it runs loops on the caller and its
+ * destroy frees the memory without joining threads or destroying the copies of locks and
+ * condition variables others were waiting on (that wait never ends: a forked test worker hung in
+ * pthread_cond_destroy finalizing a program its parent had made). */
+static atomic_uint g_fork_gen;
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+static void on_fork_child(void) { atomic_fetch_add(&g_fork_gen, 1u); }
+static void atfork_register(void) { (void)pthread_atfork(NULL, NULL, on_fork_child); }
+static bool pool_alive(const em_threadpool *p) {
+  return atomic_load_explicit(&g_fork_gen, memory_order_relaxed) == p->fork_gen;
+}
+
 /* This thread's index in its pool (em_threadpool_thread_index); callers keep 0. */
 static _Thread_local int t_index;
 
@@ -190,8 +204,10 @@ em_threadpool *em_threadpool_create(int n_threads) {
   }
   if (n_threads > MAX_THREADS) n_threads = MAX_THREADS;
   if (n_threads <= 1) return NULL;
+  (void)pthread_once(&g_atfork_once, atfork_register);
   em_threadpool *p = calloc(1, sizeof *p);
   if (!p) return NULL;
+  p->fork_gen = atomic_load(&g_fork_gen);
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->wake, NULL);
   pthread_cond_init(&p->done, NULL);
@@ -207,6 +223,10 @@ em_threadpool *em_threadpool_create(int n_threads) {
 
 void em_threadpool_destroy(em_threadpool *p) {
   if (!p) return;
+  if (!pool_alive(p)) { /* a fork's child: no threads to stop */
+    free(p);
+    return;
+  }
   pthread_mutex_lock(&p->mu);
   atomic_store(&p->stop, 1);
   pthread_cond_broadcast(&p->wake);
@@ -221,7 +241,7 @@ void em_threadpool_destroy(em_threadpool *p) {
 int em_threadpool_size(const em_threadpool *p) { return p ? p->n_threads : 1; }
 
 void em_threadpool_wake(em_threadpool *p) {
-  if (!p || atomic_load(&p->sleeping) == 0) return;
+  if (!p || !pool_alive(p) || atomic_load(&p->sleeping) == 0) return;
   pthread_mutex_lock(&p->mu);
   atomic_fetch_add(&p->wake_gen, 1);
   pthread_cond_broadcast(&p->wake);
@@ -231,7 +251,7 @@ void em_threadpool_wake(em_threadpool *p) {
 static void parallel_run(em_threadpool *p, int64_t n, em_parallel_fn fn, void *ctx,
                          int64_t parts_per_thread) {
   if (n <= 0) return;
-  if (!p || p->n_threads == 1 || n == 1) {
+  if (!p || p->n_threads == 1 || n == 1 || !pool_alive(p)) {
     fn(ctx, 0, n);
     return;
   }
@@ -337,7 +357,7 @@ static void probe_fn(void *ctx, int64_t begin, int64_t end) {
 }
 
 int64_t em_threadpool_handoff_ns(em_threadpool *p) {
-  if (!p || p->n_threads < 2) return -1;
+  if (!p || p->n_threads < 2 || !pool_alive(p)) return -1;
   probe_job j;
   atomic_init(&j.ball, 0);
   atomic_init(&j.ready, 0);

@@ -7,12 +7,15 @@
  * with no work (em_threadpool_wake) and when the caller finishes a loop before
  * a worker wakes up (tiny loops right after a pause). em_threadpool_thread_index
  * is 0 on the caller and outside pools, and each worker has its own index in
- * [1, size) for the whole run.
+ * [1, size) for the whole run. A pool made before a fork runs loops on the caller in the child
+ * and its destroy returns there (the workers do not exist in the child).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ember/threadpool.h"
 #include "test_util.h"
@@ -77,6 +80,27 @@ static int run_one(em_threadpool *pool, int64_t n, int ranged) {
   return ok;
 }
 
+/* A pool made before a fork, in the child: loops run (on the caller) and destroy returns, with
+ * its workers asleep or spinning in the parent at the fork. 0 when the child exited 0 in time. */
+static int fork_child_ok(int sleep_first) {
+  em_threadpool *pool = em_threadpool_create(2);
+  if (!pool) return 1;
+  for (int r = 0; r < 20; r++) (void)run_one(pool, 64, r & 1);
+  if (sleep_first) pause_ms(5); /* past the spin: the worker waits on the condition variable */
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(10); /* a hang fails the test instead of stalling it */
+    const int ok =
+        run_one(pool, 64, 0) && run_one(pool, 33, 1) && em_threadpool_handoff_ns(pool) == -1;
+    em_threadpool_destroy(pool);
+    _exit(ok ? 0 : 3);
+  }
+  int status = -1;
+  if (pid > 0) waitpid(pid, &status, 0);
+  em_threadpool_destroy(pool);
+  return pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 int main(void) {
   for (int threads = 2; threads <= 4; threads++) {
     reset_owners();
@@ -121,6 +145,8 @@ int main(void) {
   em_threadpool_wake(NULL);
   CHECK(run_one(NULL, 17, 0) && run_one(NULL, 17, 1), "NULL pool runs serially");
   CHECK(em_threadpool_handoff_ns(NULL) == -1, "a NULL pool's hand-off is -1");
+  CHECK(fork_child_ok(0) == 0, "a forked child of a spinning pool hung or failed");
+  CHECK(fork_child_ok(1) == 0, "a forked child of a sleeping pool hung or failed");
   CHECK(em_threadpool_thread_index() == 0, "the caller's index is 0");
   CHECK(atomic_load(&g_index_bad) == 0,
         "%d chunks ran on a thread whose index was out of range or another thread's",

@@ -15,7 +15,10 @@ very bits of the same graph with the lookups off (f32 hardswish rows). Checked h
 - the same bits as the export with the lookups off (a mutation of either form fails this), at 1
   and 2 threads, within one output step of the portable run;
 - the same bits on every ISA (AVX-512 VBMI, AVX2 and scalar rows);
-- bad lookup fields are refused at load, naming what was wrong.
+- bad lookup fields are refused at load, naming what was wrong;
+- sigmoid, GELU, tanh and PT2E's decomposed SiLU (x * sigmoid(x)) before a fake-quant run as one
+  op with the activation first (EMC_UNARY_PRE), a table where their input is a u8 link, the f32
+  op where it is not: the bits of the separate ops on every ISA.
 
 Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_q8lut.py
 """
@@ -208,3 +211,76 @@ def test_every_level_looked_up(tmp_path) -> None:
     for which in (0, 1):  # the VBMI rows against the scalar ones
         outs = _run_per_isa(on, x[0], tmp_path, (None, "avx2", "scalar"), which=which)
         assert torch.equal(outs[None], outs["avx2"]) and torch.equal(outs[None], outs["scalar"])
+
+
+class _Acts(nn.Module):
+    """SiLU (PT2E's x * sigmoid(x)), sigmoid, GELU and tanh between int8 convs (on u8 links: one
+    table each, the activation first), and a sigmoid of the fake-quantized input (no u8 link:
+    the f32 op with the activation first)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 12, 3, padding=1)
+        self.dw = nn.Conv2d(12, 12, 3, padding=1, groups=12)
+        self.b, self.c = nn.Conv2d(12, 20, 1), nn.Conv2d(20, 20, 1)
+        self.d = nn.Conv2d(20, 6, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.silu(self.a(torch.sigmoid(x)))  # silu form 1: the depthwise conv reads it
+        y = torch.sigmoid(self.dw(y))  # form 1 into a 1x1 conv
+        y = F.gelu(self.b(y))  # form 1
+        y = torch.tanh(self.c(y))  # form 2: the mean and the conv
+        return self.d(y) + y.mean((2, 3), keepdim=True)[:, :6]
+
+
+def _export_acts(on: bool) -> tuple[ember.Program, ember.Program, tuple]:
+    import ember.backends.cpu.partition as partition
+
+    torch.manual_seed(0)
+    m = _Acts().eval()
+    g = torch.Generator().manual_seed(2)
+    cal = [(torch.randn(1, 3, 19, 21, generator=g) * 2,) for _ in range(4)]
+    ep = quantize_exported(m, cal[0], cal, progress=False)
+    x = (torch.randn(1, 3, 19, 21, generator=g) * 2,)
+    if on:
+        return ember.export(ep, x, backend="cpu"), ember.export(ep, x, backend=None), x
+    mp = pytest.MonkeyPatch()
+    mp.setattr(partition, "_act_then_fq", lambda ops, u: None)  # (passes looked up by name)
+    try:
+        return ember.export(ep, x, backend="cpu"), ember.export(ep, x, backend=None), x
+    finally:
+        mp.undo()
+
+
+def test_activation_then_fake_quant(tmp_path) -> None:
+    on, plain, x = _export_acts(True)
+    off, _, _ = _export_acts(False)
+    fq = B.ACT["fakequant"]
+    unary = [ip[:4] for k, act, _, ip in _ops(on.buffer) if k == B.OP["unary"] and act == fq]
+    pre = [(ip[0], ip[2] - 1, ip[3]) for ip in unary if ip[2]]
+    sig, silu = B.ACT["sigmoid"], (B.ACT["sigmoid"], 1)
+    assert pre == [
+        (0, sig, 0),  # the input's sigmoid: f32
+        (1, *silu),
+        (1, sig, 0),
+        (1, B.ACT["gelu"], 0),
+        (2, B.ACT["tanh"], 0),
+    ], pre
+    assert not any(ip[2] for k, _, _, ip in _ops(off.buffer) if k == B.OP["unary"])
+    for th in (1, 2):
+        assert torch.equal(_run(on, x, th), _run(off, x, th)), th
+    _assert_within_one_step(on, plain, x)
+    outs = _run_per_isa(on, x[0], tmp_path, (None, "avx2", "scalar"))
+    offs = _run_per_isa(off, x[0], tmp_path, (None, "avx2", "scalar"))
+    for isa in outs:  # on each ISA, the bits of that ISA's f32 rows
+        assert torch.equal(outs[isa], offs[isa]), isa
+    blob = _delegate_blob(on)
+    at = next(a for k, act, a, ip in _ops(blob) if k == B.OP["unary"] and ip[2] and ip[3])
+    _assert_refused(
+        blob,
+        [
+            (at + IP + 8, B.ACT["fakequant"] + 1, "first activation"),
+            (at + IP + 8, B.ACT["clamp"] + 1, "first activation"),
+            (at + IP + 12, 2, "times-x"),
+        ],
+    )

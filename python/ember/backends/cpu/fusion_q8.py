@@ -44,6 +44,55 @@ def _merge_fake_quants(ops: list[Op], u: _Uses) -> None:
         _absorb(ops, f, p)
 
 
+#: Activations without parameters that may run first in a unary (EMC_UNARY_PRE).
+_PRE_ACTS = ("sigmoid", "silu", "gelu", "gelu_tanh", "tanh", "hardswish", "hardsigmoid")
+
+
+def _act_then_fq(ops: list[Op], u: _Uses) -> None:
+    """An activation that alone feeds a plain fake-quant (PT2E's sigmoid / GELU / tanh between
+    Q/DQ pairs) becomes one unary: the fake-quant with that activation first (EMC_UNARY_PRE);
+    so does PT2E's decomposed SiLU, ``x * sigmoid(x)`` fake-quantized (the multiply's operands x
+    and a sigmoid of x that only it reads). The same f32 steps in the same order; on a u8 link
+    the op then becomes a table (:func:`_lut_candidate`)."""
+    for f in [o for o in ops if o.kind == "unary" and o.act == "fakequant"]:
+        p = u.producer(f.ins[0])
+        if (
+            p is None
+            or p.kind != "unary"
+            or p.act not in _PRE_ACTS
+            or "pre" in p.attrs
+            or len(p.ins) != 1
+            or len(p.outs) != 1
+            or f.ins[0] is not p.outs[0]
+            or not u.private(p.outs[0], f)
+        ):
+            continue
+        f.ins = list(p.ins)
+        f.attrs["pre"] = (B.ACT[p.act], 0)
+        _absorb(ops, p, f)
+    for m in [o for o in ops if o.kind == "binary" and o.act == "fakequant"]:
+        if m.ip[:1] != [B.BIN["mul"]] or len(m.ins) != 2 or len(m.outs) != 1:
+            continue
+        for k in (0, 1):
+            x, s = m.ins[k], m.ins[1 - k]
+            p = u.producer(s)
+            if (
+                isinstance(x, TensorSpec)
+                and p is not None
+                and p.kind == "unary"
+                and p.act == "sigmoid"
+                and len(p.ins) == 1
+                and p.ins[0] is x
+                and s is p.outs[0]
+                and tuple(x.shape) == tuple(m.outs[0].shape)
+                and u.private(s, m)
+            ):
+                m.kind, m.ins, m.ip = "unary", [x], []
+                m.attrs["pre"] = (B.ACT["sigmoid"], 1)
+                _absorb(ops, p, m)
+                break
+
+
 def _linear_q8(ops: list[Op], u: _Uses) -> None:
     """A one-row linear layer with int8 weights (``lin_wq``: the partitioner kept them through
     the weight's transpose) whose input a fake-quant wrote becomes a 1x1 conv over a 1x1 image

@@ -460,6 +460,9 @@ def build_blob(
                 ip[2] = g.const(op.attrs["q8add"]) + 1
             if op.kind == "unary" and "q8lut" in op.attrs:  # EMC_UNARY_Q8, _Q8_TABLE
                 ip[1] = g.const(op.attrs["q8lut"]) + 1
+            if op.kind == "unary" and "pre" in op.attrs:  # EMC_UNARY_PRE, _PRE_TIMES_X
+                ip = (ip + [0, 0, 0, 0])[:4] if len(ip) < 4 else ip
+                ip[2], ip[3] = op.attrs["pre"][0] + 1, op.attrs["pre"][1]
             bop = B.BOp(
                 op.kind,
                 [tid(i) for i in op.ins],

@@ -48,6 +48,7 @@ from ember.backends.cpu.fusion import (  # noqa: F401
     _Uses,
 )
 from ember.backends.cpu.fusion_q8 import (  # noqa: F401
+    _act_then_fq,
     _conv_q8,
     _conv_q8_u8,
     _dq_heads,
@@ -480,6 +481,7 @@ _FUSIONS: tuple[Any, ...] = (
     "_fuse_plane_means",
     "_fuse_input_scale",
     "_merge_fake_quants",
+    "_act_then_fq",
     "_linear_q8",
     "_linear_dq8",
     "_dq_heads",
