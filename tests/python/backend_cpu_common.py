@@ -290,3 +290,17 @@ def _assert_refused(blob: bytes, edits: Any, arena: int = 1 << 24) -> None:
         struct.pack_into("<i", bad, off, value)
         why = runtime_check("EmberCpuBackend", bytes(bad), arena)
         assert why is not None and what in why, (off, value, why)
+
+
+def _export_patched(ep: Any, x: tuple, patches: Any = ()) -> tuple[ember.Program, ember.Program]:
+    """``ep`` exported for the CPU backend and for the portable kernels, each (object, name,
+    value) of ``patches`` set meanwhile (a fusion switched off for an A/B of its bits)."""
+    import pytest
+
+    mp = pytest.MonkeyPatch()
+    for obj, name, value in patches:
+        mp.setattr(obj, name, value)
+    try:
+        return ember.export(ep, x, backend="cpu"), ember.export(ep, x, backend=None)
+    finally:
+        mp.undo()

@@ -35,6 +35,7 @@ from backend_cpu_common import (
     _assert_refused,
     _assert_within_one_step,
     _delegate_blob,
+    _export_patched,
     _op_table,
     _run,
     _run_per_isa,
@@ -81,14 +82,8 @@ def _export(lut: bool, batch: int = 1) -> tuple[ember.Program, ember.Program, tu
     cal = [(torch.randn(batch, 3, 37, 37, generator=g) * 2,) for _ in range(4)]
     ep = quantize_exported(m, cal[0], cal, progress=False)
     x = (torch.randn(batch, 3, 37, 37, generator=g) * 2,)
-    if lut:
-        return ember.export(ep, x, backend="cpu"), ember.export(ep, x, backend=None), x
-    mp = pytest.MonkeyPatch()
-    mp.setattr(fusion_q8, "_lut_candidate", lambda op: False)
-    try:
-        return ember.export(ep, x, backend="cpu"), ember.export(ep, x, backend=None), x
-    finally:
-        mp.undo()
+    off = [] if lut else [(fusion_q8, "_lut_candidate", lambda op: False)]
+    return (*_export_patched(ep, x, off), x)
 
 
 @pytest.fixture(scope="module")
@@ -195,13 +190,8 @@ def test_every_level_looked_up(tmp_path) -> None:
     m = _Ramp().eval()
     x = (torch.linspace(-7.0, 7.0, 41 * 43).reshape(1, 1, 41, 43),)
     ep = quantize_exported(m, x, [x], progress=False)
-    on = ember.export(ep, x, backend="cpu")
-    mp = pytest.MonkeyPatch()
-    mp.setattr(fusion_q8, "_lut_candidate", lambda op: False)
-    try:
-        off = ember.export(ep, x, backend="cpu")
-    finally:
-        mp.undo()
+    on, _ = _export_patched(ep, x)
+    off, _ = _export_patched(ep, x, [(fusion_q8, "_lut_candidate", lambda op: False)])
     assert sorted(_luts(on.buffer)) == [1, 2] and _luts(off.buffer) == [0, 0]
     for th in (1, 2):
         a = _runtime()(on.buffer, threads=th).run("forward", list(x))
@@ -242,14 +232,9 @@ def _export_acts(on: bool) -> tuple[ember.Program, ember.Program, tuple]:
     cal = [(torch.randn(1, 3, 19, 21, generator=g) * 2,) for _ in range(4)]
     ep = quantize_exported(m, cal[0], cal, progress=False)
     x = (torch.randn(1, 3, 19, 21, generator=g) * 2,)
-    if on:
-        return ember.export(ep, x, backend="cpu"), ember.export(ep, x, backend=None), x
-    mp = pytest.MonkeyPatch()
-    mp.setattr(partition, "_act_then_fq", lambda ops, u: None)  # (passes looked up by name)
-    try:
-        return ember.export(ep, x, backend="cpu"), ember.export(ep, x, backend=None), x
-    finally:
-        mp.undo()
+    # (the passes are looked up by name in partition)
+    off = [] if on else [(partition, "_act_then_fq", lambda ops, u: None)]
+    return (*_export_patched(ep, x, off), x)
 
 
 def test_activation_then_fake_quant(tmp_path) -> None:

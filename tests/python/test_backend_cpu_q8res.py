@@ -30,6 +30,7 @@ from backend_cpu_common import (
     _assert_refused,
     _assert_within_one_step,
     _delegate_blob,
+    _export_patched,
     _op_table,
     _run,
     _run_per_isa,
@@ -82,15 +83,11 @@ def _export(u8: bool, net: type = _Res) -> tuple[ember.Program, ember.Program, t
     cal = [(torch.randn(1, 3, 37, 37, generator=g),) for _ in range(4)]
     ep = quantize_exported(m, cal[0], cal, progress=False)
     x = (torch.randn(1, 3, 37, 37, generator=g),)
-    if u8:
-        return ember.export(ep, x, backend="cpu"), ember.export(ep, x, backend=None), x
-    mp = pytest.MonkeyPatch()
-    mp.setattr(fusion_q8, "_add_q8_candidate", lambda a: False)
-    mp.setattr(fusion_q8, "_pool_q8_candidate", lambda p, u: False)
-    try:
-        return ember.export(ep, x, backend="cpu"), ember.export(ep, x, backend=None), x
-    finally:
-        mp.undo()
+    off = [
+        (fusion_q8, "_add_q8_candidate", lambda a: False),
+        (fusion_q8, "_pool_q8_candidate", lambda p, u: False),
+    ]
+    return (*_export_patched(ep, x, [] if u8 else off), x)
 
 
 @pytest.fixture(scope="module")
