@@ -304,3 +304,10 @@ def _export_patched(ep: Any, x: tuple, patches: Any = ()) -> tuple[ember.Program
         return ember.export(ep, x, backend="cpu"), ember.export(ep, x, backend=None)
     finally:
         mp.undo()
+
+
+def _assert_same_on_every_isa(prog: ember.Program, x: torch.Tensor, tmp_path: Any) -> None:
+    """The program's first output on x is the same bits with the best ISA this CPU runs, AVX2
+    and scalar rows (a fresh process each, _run_per_isa)."""
+    outs = _run_per_isa(prog, x, tmp_path, (None, "avx2", "scalar"))
+    assert torch.equal(outs[None], outs["avx2"]) and torch.equal(outs[None], outs["scalar"])

@@ -18,7 +18,12 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
-from backend_cpu_common import _assert_within_one_step, _op_table, _run, _run_per_isa
+from backend_cpu_common import (
+    _assert_same_on_every_isa,
+    _assert_within_one_step,
+    _op_table,
+    _run,
+)
 from torch import nn
 
 import ember
@@ -92,5 +97,4 @@ def test_within_one_step_of_portable(programs) -> None:
 
 def test_same_bits_on_every_isa(programs, tmp_path) -> None:
     prog, _, _, inputs = programs
-    outs = _run_per_isa(prog, inputs[0], tmp_path, (None, "avx2", "scalar"))
-    assert torch.equal(outs[None], outs["avx2"]) and torch.equal(outs[None], outs["scalar"])
+    _assert_same_on_every_isa(prog, inputs[0], tmp_path)

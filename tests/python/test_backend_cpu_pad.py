@@ -28,12 +28,12 @@ import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 import torch.nn.functional as F
 from backend_cpu_common import (
+    _assert_same_on_every_isa,
     _assert_within_one_step,
     _n_delegates,
     _op_table,
     _outside,
     _run,
-    _run_per_isa,
 )
 from torch import nn
 
@@ -183,8 +183,7 @@ def test_strided_same_pads_into_int8_depthwise(hw: tuple[int, int], tmp_path) ->
     assert _pad_ops(prog) == 1  # the third block's: its conv stays f32
     assert sorted(_dw_pads(prog)) == [(1 << 16, 1 << 16), (1 + (1 << 16), 1 + (1 << 16))]
     _assert_within_one_step(prog, plain, x)
-    outs = _run_per_isa(prog, x[0], tmp_path, (None, "avx2", "scalar"))
-    assert torch.equal(outs[None], outs["avx2"]) and torch.equal(outs[None], outs["scalar"])
+    _assert_same_on_every_isa(prog, x[0], tmp_path)
 
 
 def test_asymmetric_pad_refused_outside_int8_depthwise() -> None:

@@ -28,12 +28,12 @@ import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_
 import torch.nn.functional as F
 from backend_cpu_common import (
     _assert_refused,
+    _assert_same_on_every_isa,
     _assert_within_one_step,
     _delegate_blob,
     _export_patched,
     _op_table,
     _run,
-    _run_per_isa,
 )
 from torch import nn
 
@@ -137,8 +137,7 @@ def test_same_bits_as_f32_links(progs) -> None:
 
 def test_same_bits_on_every_isa(progs, tmp_path) -> None:
     prog, _, _, x = progs
-    outs = _run_per_isa(prog, x[0], tmp_path, (None, "avx2", "scalar"))
-    assert torch.equal(outs[None], outs["avx2"]) and torch.equal(outs[None], outs["scalar"])
+    _assert_same_on_every_isa(prog, x[0], tmp_path)
 
 
 def test_bad_fields_refused(progs) -> None:

@@ -24,13 +24,13 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 from backend_cpu_common import (
+    _assert_same_on_every_isa,
     _assert_within_one_step,
     _blob_span,
     _load_and_run,
     _op_table,
     _out_step,
     _run,
-    _run_per_isa,
 )
 from torch import nn
 
@@ -318,5 +318,4 @@ def test_int8_depthwise_within_one_step_of_portable(inverted) -> None:
 
 def test_int8_depthwise_same_bits_on_every_isa(inverted, tmp_path) -> None:
     prog, _, inputs = inverted
-    outs = _run_per_isa(prog, inputs[0], tmp_path, (None, "avx2", "scalar"))
-    assert torch.equal(outs[None], outs["avx2"]) and torch.equal(outs[None], outs["scalar"])
+    _assert_same_on_every_isa(prog, inputs[0], tmp_path)

@@ -19,7 +19,14 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 import torch.nn.functional as F
-from backend_cpu_common import _n_delegates, _out_step, _outside, _run, _run_per_isa, _seed_bn
+from backend_cpu_common import (
+    _assert_same_on_every_isa,
+    _n_delegates,
+    _out_step,
+    _outside,
+    _run,
+    _seed_bn,
+)
 from conftest import xnnpack_static
 from torch import nn
 
@@ -330,8 +337,7 @@ def test_int8_linear_layers(tmp_path) -> None:  # noqa: ANN001
     prog = ember.export(ep, inputs, backend="cpu")
     assert _q8_convs(prog) == (3, 3)
     _within_a_step_of_portable(ep, inputs, prog, (1, 2, 3))
-    outs = _run_per_isa(prog, inputs[0], tmp_path, (None, "avx2", "scalar"))
-    assert torch.equal(outs[None], outs["avx2"]) and torch.equal(outs[None], outs["scalar"])
+    _assert_same_on_every_isa(prog, inputs[0], tmp_path)
     ep2, inputs2 = _quantized(_Head(), (2, 8, 9, 9))
     prog2 = ember.export(ep2, inputs2, backend="cpu")
     assert _q8_convs(prog2) == (1, 1)
@@ -350,8 +356,7 @@ def test_int8_convs_same_bits_on_every_isa(tmp_path) -> None:
     ep, inputs = _quantized(m, (1, 8, 21, 21))
     prog = ember.export(ep, inputs, backend="cpu")
     assert _q8_convs(prog) == (3, 3)
-    outs = _run_per_isa(prog, inputs[0], tmp_path, (None, "avx2", "scalar"))
-    assert torch.equal(outs[None], outs["avx2"]) and torch.equal(outs[None], outs["scalar"])
+    _assert_same_on_every_isa(prog, inputs[0], tmp_path)
 
 
 def test_int8_conv_file_is_smaller() -> None:
