@@ -144,6 +144,7 @@ em_q8_lutf_fn em_q8_lutf_for(const char *isa) {
 #if defined(__x86_64__) || defined(__i386__)
   if (em_q8_lut_for(isa) == em_q8_lut_ukernel__avx512vbmi) return em_q8_lutf_ukernel__avx512vbmi;
 #endif
+  (void)isa;
   return em_q8_lutf_ukernel__scalar;
 }
 
