@@ -83,6 +83,8 @@ static int run_one(em_threadpool *pool, int64_t n, int ranged) {
 /* A pool made before a fork, in the child: loops run (on the caller) and destroy returns, with
  * its workers asleep or spinning in the parent at the fork. 0 when the child exited 0 in time. */
 static int fork_child_ok(int sleep_first) {
+  reset_owners(); /* a new pool: new workers own its indices */
+  atomic_store(&g_owner[0], (const void *)&t_tag);
   em_threadpool *pool = em_threadpool_create(2);
   if (!pool) return 1;
   for (int r = 0; r < 20; r++) (void)run_one(pool, 64, r & 1);
