@@ -264,29 +264,6 @@ __attribute__((target("avx512f"), always_inline)) static inline float max_row(co
   return _mm512_reduce_max_ps(m);
 }
 
-/* The four scores x at dst, or the first `left` of them when fewer remain. */
-__attribute__((target("avx512f"), always_inline)) static inline void
-store_scores(float *dst, __m128 x, int64_t left) {
-  if (left >= 4) {
-    _mm_storeu_ps(dst, x);
-    return;
-  }
-  float t[4];
-  _mm_storeu_ps(t, x);
-  for (int64_t u = 0; u < left; u++) dst[u] = t[u];
-}
-
-/* Each of G heads' len scores (rows cl apart) replaced by e^(s - m): m the head's largest
- * (mx[g]), sum[g] their sum (0 when no score beats -inf). */
-__attribute__((target("avx512f"), always_inline)) static inline void
-chunk_softmax(float *sc, int64_t cl, int G, int64_t len, float *mx, float *sum) {
-  for (int g = 0; g < G; g++) {
-    float *sg = sc + g * cl;
-    mx[g] = max_row(sg, len);
-    sum[g] = mx[g] > -INFINITY ? _mm512_reduce_add_ps(exp_row(sg, len, mx[g])) : 0.0f;
-  }
-}
-
 /* Query heads h0 .. h0 + G - 1 (G <= 4, a literal), which share the kv rows at kb / vb (ks / vs
  * bytes apart), against keys [0, len) of a chunk: four key rows converted once for the G heads,
  * each head's four dot products reduced together (sum4); a row past len repeats the last and
@@ -315,11 +292,21 @@ split_group(const sdpa_split_job *j, int64_t b, int64_t h0, int G, const char *k
                                             _mm512_fmadd_ps(qv[g][1], kx[u][1],
                                                             _mm512_mul_ps(qv[g][0], kx[u][0]))));
       const __m128 x = sum4(acc[0], acc[1], acc[2], acc[3]);
-      store_scores(sc + g * cl + r, x, len - r);
+      if (r + 4 <= len) {
+        _mm_storeu_ps(sc + g * cl + r, x);
+      } else {
+        float t[4];
+        _mm_storeu_ps(t, x);
+        for (int64_t u = 0; u < len - r; u++) sc[g * cl + r + u] = t[u];
+      }
     }
   }
   float mx[4], sum[4];
-  chunk_softmax(sc, cl, G, len, mx, sum);
+  for (int g = 0; g < G; g++) {
+    float *sg = sc + g * cl;
+    mx[g] = max_row(sg, len);
+    sum[g] = mx[g] > -INFINITY ? _mm512_reduce_add_ps(exp_row(sg, len, mx[g])) : 0.0f;
+  }
   __m512 ov[4][4];
   for (int g = 0; g < 4; g++)
     for (int i = 0; i < 4; i++) ov[g][i] = _mm512_setzero_ps();
@@ -376,11 +363,21 @@ split_group128(const sdpa_split_job *j, int64_t b, int64_t h0, int G, const char
       }
     for (int g = 0; g < G; g++) {
       const __m128 x = sum4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
-      store_scores(sc + g * cl + r, x, len - r);
+      if (r + 4 <= len) {
+        _mm_storeu_ps(sc + g * cl + r, x);
+      } else {
+        float t[4];
+        _mm_storeu_ps(t, x);
+        for (int64_t u = 0; u < len - r; u++) sc[g * cl + r + u] = t[u];
+      }
     }
   }
   float mx[2], sum[2];
-  chunk_softmax(sc, cl, G, len, mx, sum);
+  for (int g = 0; g < G; g++) {
+    float *sg = sc + g * cl;
+    mx[g] = max_row(sg, len);
+    sum[g] = mx[g] > -INFINITY ? _mm512_reduce_add_ps(exp_row(sg, len, mx[g])) : 0.0f;
+  }
   __m512 ov[2][8];
   for (int g = 0; g < 2; g++)
     for (int i = 0; i < 8; i++) ov[g][i] = _mm512_setzero_ps();
