@@ -58,8 +58,12 @@ def export(
     ``output_bits``); ``None`` keeps f32. ``kv_cache``: ``"f32"`` or ``"f16"``
     (:func:`ember.llm.llama.set_kv_cache_dtype`); ``None``: :data:`DEFAULT_KV_CACHE` with
     ``quant``, f32 without. Returns the ``ember.Program`` (saved to
-    ``out_path`` when given); extra keyword arguments go to ``ember.export`` (``backend``
-    defaults to ``None``, the portable and quantized kernels the LLM operators run on)."""
+    ``out_path`` when given). ``fused_ops`` (a keyword argument of
+    :func:`ember.llm.llama.export`): RMSNorm, RoPE and SwiGLU as Ember's fused operators; by
+    default when ``quant`` is given (the file already needs Ember's runtime), so an f32 file
+    stays stock-ExecuTorch compatible. Other keyword arguments go to ``ember.export``
+    (``backend`` defaults to ``None``, the portable and quantized kernels the LLM operators run
+    on)."""
     import torch
 
     from ember.llm import llama

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ember.llm import custom_ops  # noqa: F401 - registers llama::update_cache / custom_sdpa
+from ember.llm import fused_ops as _fused
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ __all__ = [
     "export",
     "fuse_projections",
     "set_kv_cache_dtype",
+    "use_fused_ops",
 ]
 
 
@@ -73,8 +75,11 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
+        self.fused = False  # one ember::rms_norm (use_fused_ops)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fused:
+            return _fused.rms_norm(x, self.weight, self.eps)
         # x * x rather than x.pow(2): the same values, and an elementwise mul the runtime does fast.
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
 
@@ -109,6 +114,7 @@ class Attention(nn.Module):
         shape = (1, c.max_seq_len, c.n_kv_heads, hd)
         self.register_buffer("k_cache", torch.zeros(shape), persistent=False)
         self.register_buffer("v_cache", torch.zeros(shape), persistent=False)
+        self.fused = False  # RoPE as ember::rope (use_fused_ops)
 
     def forward(
         self,
@@ -130,8 +136,11 @@ class Attention(nn.Module):
             q = self.wq(x).view(B, S, c.n_heads, hd)
             k = self.wk(x).view(B, S, c.n_kv_heads, hd)
             v = self.wv(x).view(B, S, c.n_kv_heads, hd)
-        q = q * cos + _rotate_half(q) * sin
-        k = k * cos + _rotate_half(k) * sin
+        if self.fused:
+            q, k = _fused.rope(q, cos, sin), _fused.rope(k, cos, sin)
+        else:
+            q = q * cos + _rotate_half(q) * sin
+            k = k * cos + _rotate_half(k) * sin
         if self.k_cache.dtype != k.dtype:  # an f16 cache (set_kv_cache_dtype)
             k, v = k.to(self.k_cache.dtype), v.to(self.v_cache.dtype)
         torch.ops.llama.update_cache(k, self.k_cache, start_pos)
@@ -148,8 +157,11 @@ class FeedForward(nn.Module):
         self.w2 = nn.Linear(c.hidden_dim, c.dim, bias=False)  # down
         self.w13: nn.Module | None = None  # gate and up in one matrix (fuse_projections)
         self.hidden_dim = c.hidden_dim
+        self.fused = False  # with w13: ember::swiglu (use_fused_ops)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.w13 is not None and self.fused:
+            return self.w2(_fused.swiglu(self.w13(x)))
         if self.w13 is not None:
             g, u = torch.split(self.w13(x), [self.hidden_dim, self.hidden_dim], dim=-1)
             return self.w2(F.silu(g) * u)
@@ -235,6 +247,26 @@ def fuse_projections(model: Llama) -> Llama:
             f.w13 = _cat_linear([f.w1, f.w3])
             del f.w1, f.w3
     return model
+
+
+def use_fused_ops(model: Llama, on: bool = True) -> Llama:
+    """Has ``model`` call Ember's fused operators (:mod:`ember.llm.fused_ops`: RMSNorm, RoPE and,
+    with fused gate / up projections, SwiGLU each one ``ember::`` operator) or, with ``on``
+    False, their decomposed ATen forms, which stock ExecuTorch also runs. The same values either
+    way, in eager and on Ember's runtime (bit for bit there)."""
+    for m in model.modules():
+        if isinstance(m, (RMSNorm, Attention, FeedForward)):
+            m.fused = on
+    return model
+
+
+def _needs_ember(model: nn.Module) -> bool:
+    """Whether ``model`` already calls operators only Ember's runtime has (its quantized linears
+    and embeddings, :mod:`ember.quant.llm`)."""
+    from ember.quant import llm as qllm
+
+    kinds = (qllm.LinearQ4, qllm.LinearQ8, qllm.EmbeddingQ4, qllm.EmbeddingQ8)
+    return any(isinstance(m, kinds) for m in model.modules())
 
 
 def set_kv_cache_dtype(model: Llama, dtype: torch.dtype) -> Llama:
@@ -492,13 +524,21 @@ class _Const(nn.Module):
         return torch.tensor(self.values, dtype=torch.int64)
 
 
-def export(model: Llama, max_prefill: int = 128, **kwargs):  # type: ignore[no-untyped-def]
+def export(  # type: ignore[no-untyped-def]
+    model: Llama, max_prefill: int = 128, fused_ops: bool | None = None, **kwargs
+):
     """Exports ``model`` with ExecuTorch's LLM-runner methods: forward (prefill up to
     ``max_prefill`` tokens, or one decode token) and the metadata methods. Extra keyword
-    arguments go to ``ember.export``; ``backend`` defaults to ``None`` (portable kernels) here."""
+    arguments go to ``ember.export``; ``backend`` defaults to ``None`` (portable kernels) here.
+
+    ``fused_ops`` (:func:`use_fused_ops`): ``True`` exports RMSNorm, RoPE and SwiGLU as Ember's
+    fused operators (fewer, faster kernels), ``False`` as ATen operators stock ExecuTorch runs
+    too; ``None`` (default): fused when the model already needs Ember's runtime (quantized with
+    :func:`ember.llm.quantize_llm`), else not, so an f32 model's file stays stock-compatible."""
     import ember
 
     c = model.c
+    use_fused_ops(model, _needs_ember(model) if fused_ops is None else fused_ops)
     S = torch.export.Dim("seq", min=1, max=min(max_prefill, c.max_seq_len))
     methods = {
         "forward": (

@@ -366,7 +366,7 @@ def _nn_ops() -> list[tuple[str, int]]:
 for _op, _n in _nn_ops():
     CASES.append((f"garbage-none-{_op}", err(_op, [None] * _n)))
     CASES.append((f"garbage-int-{_op}", err(_op, [1] * _n)))
-    if _op != "aten::mm.out":  # all-[2, 2] tensors is a valid mm call
+    if _op not in ("aten::mm.out", "ember::rope.out"):  # all-[2, 2]: a valid call of these
         CASES.append((f"garbage-tensor-{_op}", err(_op, [torch.ones(2, 2)] * _n)))
 
 
