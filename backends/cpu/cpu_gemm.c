@@ -63,7 +63,7 @@ static void pack_strip(const emc_gemm *g, size_t k0, size_t kc, size_t n0, size_
 static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_t t1, float *buf,
                         int pf_a, size_t s_next, size_t k_next) {
   const size_t nr = g->cfg->nr, ldd = emc_div_up(nr, EMC_NR_PANEL) * EMC_NR_PANEL;
-  const em_minmax_params none = {-INFINITY, INFINITY};
+  const em_minmax_params none = {-INFINITY, INFINITY, 0};
   const size_t kc = emc_min_sz(g->k - k0, g->kcb);
   const int last = k0 + kc == g->k;
   const size_t n0 = s * nr, nc = emc_min_sz(g->n - n0, nr);
@@ -190,6 +190,9 @@ void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
     }
   }
 #endif
+  /* A hardswish after the GEMM in the micro-kernel's stores (no residual between them), not a
+   * pass of vact over each tile after it. */
+  if (g->act == EMC_ACT_HARDSWISH && !g->res && g->cfg->gemm_hswish) g->mm.hswish = 1, g->act = 0;
   g->kcb = k_block(g->k);
   g->mtiles = emc_div_up(g->m, EMC_MR);
   g->strips = emc_div_up(g->n, g->cfg->nr);

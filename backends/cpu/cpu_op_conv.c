@@ -123,7 +123,7 @@ typedef struct scaled_rows {
 static void scaled_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_t nc, float *dst,
                          size_t ldd) {
   const scaled_rows *r = ctx;
-  const em_minmax_params none = {-INFINITY, INFINITY};
+  const em_minmax_params none = {-INFINITY, INFINITY, 0};
   for (size_t k = 0; k < kc; k++)
     r->cfg->vbinc[EMC_BIN_MUL](nc, r->x + (k0 + k) * r->ldx + n0, r->s + k0 + k, dst + k * ldd,
                                &none);
@@ -139,7 +139,7 @@ typedef struct scale_job {
 /* Planes [begin, end) of x scaled in place: x[p] *= s[p]. */
 static void scale_planes(void *ctx, int64_t begin, int64_t end) {
   const scale_job *j = ctx;
-  const em_minmax_params none = {-INFINITY, INFINITY};
+  const em_minmax_params none = {-INFINITY, INFINITY, 0};
   for (int64_t p = begin; p < end; p++)
     j->cfg->vbinc[EMC_BIN_MUL]((size_t)j->plane, j->x + p * j->plane, j->s + p, j->x + p * j->plane,
                                &none);
@@ -164,7 +164,7 @@ typedef struct conv_gemv_job {
 static void conv_gemv(void *ctx, int64_t begin, int64_t end) {
   const conv_gemv_job *j = ctx;
   const em_cpu_config *cfg = j->d->cfg;
-  const em_minmax_params none = {-INFINITY, INFINITY};
+  const em_minmax_params none = {-INFINITY, INFINITY, 0};
   const int64_t per_b = j->g * (int64_t)j->panels;
   for (int64_t i = begin; i < end; i++) {
     const int64_t b = i / per_b, gi = i % per_b / (int64_t)j->panels;
@@ -204,7 +204,7 @@ static void run_conv_t(const emc_delegate *d, const emc_op *op, im2col_job *ij, 
   j.b = data_of(d, op->in[1]), j.b_packed = 1;
   j.c = ct, j.ldc = (size_t)co;
   j.bias_n = data_of(d, op->in[2]);
-  const em_minmax_params none = {-INFINITY, INFINITY};
+  const em_minmax_params none = {-INFINITY, INFINITY, 0};
   j.mm = res ? none : clamp_of(op), j.act = res ? 0 : post_act(op), j.fp = op->fp;
   emc_gemm_run(&j, pool);
   transpose_job tj = {ct, y, npix, co, npix, res, d->cfg, clamp_of(op), post_act(op), op->fp};

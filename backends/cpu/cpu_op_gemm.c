@@ -35,7 +35,7 @@ static void gemv_panels(void *ctx, int64_t begin, int64_t end) {
   for (int64_t pi = begin; pi < end; pi++) {
     size_t n0 = (size_t)pi * EMC_NR_PANEL, nc = j->n - n0 < EMC_NR_PANEL ? j->n - n0 : EMC_NR_PANEL;
     float *c = j->c + n0;
-    const em_minmax_params none = {-INFINITY, INFINITY};
+    const em_minmax_params none = {-INFINITY, INFINITY, 0};
     j->cfg->gemv16(j->k, nc, j->a, j->b + (size_t)pi * j->k * EMC_NR_PANEL,
                    j->bias_n ? j->bias_n + n0 : NULL, c, j->res ? &none : &j->mm);
     if (j->res) j->cfg->vbin[EMC_BIN_ADD](nc, c, j->res + n0, c, &j->mm);

@@ -172,7 +172,7 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
         break;
       }
       /* x * scale + mask into the output row, in L1; then the softmax there, in place */
-      const em_minmax_params none = {-INFINITY, INFINITY};
+      const em_minmax_params none = {-INFINITY, INFINITY, 0};
       const float *xr = x + r * cols;
       float *yr = y + r * cols;
       const float *mask =

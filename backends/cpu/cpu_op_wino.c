@@ -256,7 +256,7 @@ void emc_run_conv_wino(const emc_delegate *d, const emc_op *op, const float *x, 
   j->u_floats = j->transposed ? emc_div_up((size_t)co, EMC_NR_PANEL) * EMC_NR_PANEL * (size_t)cin
                               : emc_div_up((size_t)co, EMC_MR) * EMC_MR * (size_t)cin;
   j->mm = clamp_of(op);
-  j->mm_t = res ? (em_minmax_params){-INFINITY, INFINITY} : j->mm;
+  j->mm_t = res ? (em_minmax_params){-INFINITY, INFINITY, 0} : j->mm;
   const int64_t threads = em_threadpool_size(pool), slots = p.wino_slots;
   /* Part mode: one range of tiles per thread, no barriers, but every thread reads all the
    * filters; phase mode: each block's phases split over the threads (three barriers a block),

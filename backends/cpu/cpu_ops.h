@@ -48,7 +48,7 @@ static inline void gemm_init(emc_gemm *j, const emc_delegate *d) {
 
 /* The op's clamp bounds (none unless its activation is EMC_ACT_CLAMP). */
 static inline em_minmax_params clamp_of(const emc_op *op) {
-  em_minmax_params p = {-INFINITY, INFINITY};
+  em_minmax_params p = {-INFINITY, INFINITY, 0};
   if (op->act == EMC_ACT_CLAMP) p.min = op->fp[EMC_ACT_FP_MIN], p.max = op->fp[EMC_ACT_FP_MAX];
   return p;
 }

@@ -27,6 +27,15 @@
 
 #include "cpu_ukernels.h"
 
+/* x * clamp(x + 3, 0, 6) * (1 / 6), step by step as vact's hardswish row (f32_vops_impl.h): the
+ * same bits, NaN kept (the clamps' second operand is the value, which MAXPS / MINPS return when
+ * either is NaN). */
+static inline __m512 hswish(__m512 x) {
+  __m512 t = _mm512_add_ps(x, _mm512_set1_ps(3.0f));
+  t = _mm512_min_ps(_mm512_set1_ps(6.0f), _mm512_max_ps(_mm512_setzero_ps(), t));
+  return _mm512_mul_ps(_mm512_mul_ps(x, t), _mm512_set1_ps(1.0f / 6.0f));
+}
+
 static inline __mmask16 lane_mask(size_t nc, size_t from) {
   if (nc <= from) return 0;
   size_t n = nc - from;
@@ -172,6 +181,7 @@ EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f) {
   acc[5][0] = v50, acc[5][1] = v51, acc[5][2] = v52, acc[0][3] = v03, acc[1][3] = v13;
   acc[2][3] = v23, acc[3][3] = v33, acc[4][3] = v43, acc[5][3] = v53;
   const __m512 lo = _mm512_set1_ps(p->min), hi = _mm512_set1_ps(p->max);
+  const int hs = p->hswish != 0;
   for (size_t r = 0; r < mr; r++) {
     __m512 v0 = acc[r][0], v1 = acc[r][1], v2 = acc[r][2], v3 = acc[r][3];
     if (accumulate) {
@@ -180,9 +190,12 @@ EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f) {
       v2 = _mm512_add_ps(v2, _mm512_maskz_loadu_ps(k2, cp[r] + 32));
       v3 = _mm512_add_ps(v3, _mm512_maskz_loadu_ps(k3, cp[r] + 48));
     }
-    _mm512_mask_storeu_ps(cp[r], k0, _mm512_min_ps(hi, _mm512_max_ps(lo, v0)));
-    _mm512_mask_storeu_ps(cp[r] + 16, k1, _mm512_min_ps(hi, _mm512_max_ps(lo, v1)));
-    _mm512_mask_storeu_ps(cp[r] + 32, k2, _mm512_min_ps(hi, _mm512_max_ps(lo, v2)));
-    _mm512_mask_storeu_ps(cp[r] + 48, k3, _mm512_min_ps(hi, _mm512_max_ps(lo, v3)));
+    v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0)), v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
+    v2 = _mm512_min_ps(hi, _mm512_max_ps(lo, v2)), v3 = _mm512_min_ps(hi, _mm512_max_ps(lo, v3));
+    if (hs) v0 = hswish(v0), v1 = hswish(v1), v2 = hswish(v2), v3 = hswish(v3);
+    _mm512_mask_storeu_ps(cp[r], k0, v0);
+    _mm512_mask_storeu_ps(cp[r] + 16, k1, v1);
+    _mm512_mask_storeu_ps(cp[r] + 32, k2, v2);
+    _mm512_mask_storeu_ps(cp[r] + 48, k3, v3);
   }
 }

@@ -47,7 +47,7 @@ static void test_dwconv(const em_cpu_config *cfg) {
                               dil};
             for (int64_t i = 0; i < h * wd; i++) in[i] = frand();
             for (int64_t i = 0; i < k * k; i++) w[i] = frand();
-            em_minmax_params p = {-1.5f, 1.5f};
+            em_minmax_params p = {-1.5f, 1.5f, 0};
             cfg->dwconv(&q, in, w, 0.25f, out, &p);
             for (int64_t oy = 0; oy < q.oh; oy++)
               for (int64_t ox = 0; ox < q.ow; ox++) {
@@ -90,7 +90,7 @@ static void test_conv_smallc(const em_cpu_config *cfg) {
             for (int64_t c = 0; c < CO; c++) bias[c] = frand();
             for (int64_t i = 0; i < (CO + 1) * (H + 6) * (W + 6); i++) out[i] = SENTINEL;
             const int64_t oy0 = oh > 4 ? 1 : 0, oy1 = oh > 4 ? oh - 1 : oh;
-            em_minmax_params p = {-2.0f, 2.5f};
+            em_minmax_params p = {-2.0f, 2.5f, 0};
             cfg->conv_smallc(&q, cin, oy0, oy1, in, wb, si % 2 ? NULL : bias, nco, out, &p);
             for (int64_t c = 0; c <= CO; c++)
               for (int64_t oy = 0; oy < oh; oy++)
@@ -140,7 +140,7 @@ static void test_dwconv_small(const em_cpu_config *cfg) {
     for (int64_t i = 0; i < h * wd; i++) in[i] = frand();
     for (int i = 0; i < 25; i++) w[i] = frand();
     for (int64_t i = 0; i < h * wd + 16; i++) out[i] = 1234.0f;
-    em_minmax_params p = {-1.5f, 1.5f};
+    em_minmax_params p = {-1.5f, 1.5f, 0};
     cfg->dwconv(&q, in, w, -0.25f, out, &p);
     for (int64_t oy = 0; oy < h; oy++)
       for (int64_t ox = 0; ox < wd; ox++) {
@@ -185,7 +185,7 @@ static void test_dwconv_c16(const em_cpu_config *cfg) {
             for (size_t i = 0; i < 16 * 25; i++) w[i] = frand();
             for (size_t i = 0; i < 16; i++) bias[i] = frand();
             for (size_t i = 0; i < 16 * OS; i++) out[i] = SENTINEL;
-            em_minmax_params p = {-1.5f, 1.5f};
+            em_minmax_params p = {-1.5f, 1.5f, 0};
             cfg->dwconv_c16(&q, nc, in, IS, w, with_bias ? bias : NULL, out, OS, &p);
             const int64_t n = q.oh * q.ow;
             for (size_t c = 0; c < 16; c++) {
@@ -246,7 +246,7 @@ static void test_dwconv_wide(const em_cpu_config *cfg) {
             for (int64_t i = 0; i < h * wd; i++) in[i] = frand();
             for (int i = 0; i < 25; i++) w[i] = frand();
             for (int64_t i = 0; i < q.oh * q.ow + 16; i++) out[i] = 1234.0f;
-            em_minmax_params p = {-1.5f, 1.5f};
+            em_minmax_params p = {-1.5f, 1.5f, 0};
             cfg->dwconv(&q, in, w, 0.5f, out, &p);
             for (int64_t oy = 0; oy < q.oh; oy++)
               for (int64_t ox = 0; ox < q.ow; ox++) {
@@ -379,7 +379,7 @@ static void test_wino(const em_cpu_config *cfg) {
           for (size_t xi = 0; xi < a * a; xi++)
             if (v[xi * VS + t] != SENTINEL) bad++;
       }
-      const em_minmax_params mmp = {-0.5f, 2.0f};
+      const em_minmax_params mmp = {-0.5f, 2.0f, 0};
       const float bias = 0.25f;
       if (n <= EM_WINO_MAX_TILES) cfg->wino_out(m, n, mm, VS, bias, out, LDR, &mmp);
       for (size_t t = 0; t < n && n <= EM_WINO_MAX_TILES; t++)

@@ -31,7 +31,7 @@ static void test_gemm(const em_cpu_config *cfg) {
             c[i] = (i / LDC < mr && i % LDC < nc) ? frand() : SENTINEL;
           size_t a_rs = packed_a ? 1 : kc, a_ks = packed_a ? EMC_MR : 1;
           size_t ldb = packed_b ? EMC_NR_PANEL : LDB, b_next = packed_b ? kc * EMC_NR_PANEL : 16;
-          em_minmax_params p = {-2.5f, 2.5f};
+          em_minmax_params p = {-2.5f, 2.5f, 0};
           for (size_t m = 0; m < mr; m++)
             for (size_t n = 0; n < nc; n++) {
               double acc = accumulate ? c[m * LDC + n] : (double)bias_m[m] + bias_n[n];
@@ -68,7 +68,7 @@ static void test_gemv16(const em_cpu_config *cfg) {
       for (size_t i = 0; i < kc * 16; i++) b[i] = (i % 16) < nc ? frand() : 0.0f;
       for (size_t i = 0; i < 16; i++) bias[i] = frand();
       y[nc] = SENTINEL;
-      em_minmax_params p = {-3.0f, 3.0f};
+      em_minmax_params p = {-3.0f, 3.0f, 0};
       cfg->gemv16(kc, nc, x, b, bias, y, &p);
       int ok = y[nc] == SENTINEL;
       for (size_t j = 0; j < nc; j++) {
@@ -93,7 +93,7 @@ static void test_gemv6(const em_cpu_config *cfg) {
         for (size_t i = 0; i < kc * 6; i++) a[i] = (i % 6) < mr ? frand() : 0.0f;
         for (size_t i = 0; i < 6; i++) bias[i] = frand();
         y[mr] = SENTINEL;
-        em_minmax_params p = {-2.0f, 2.5f};
+        em_minmax_params p = {-2.0f, 2.5f, 0};
         cfg->gemv6(kc, mr, a, x, with_bias ? bias : NULL, y, &p);
         int ok = y[mr] == SENTINEL;
         for (size_t r = 0; r < mr; r++) {
@@ -139,7 +139,7 @@ static int run_driver_case(const em_cpu_config *cfg, em_threadpool *pool, size_t
   for (size_t kk = 0; kk < k; kk++)
     for (size_t c = 0; c < n; c++) d_bp[(c / 16) * k * 16 + kk * 16 + c % 16] = d_b[kk * n + c];
   for (size_t i = 0; i < m * n + 8; i++) d_c[i] = SENTINEL;
-  const em_minmax_params mm = {-3.0f, 3.0f};
+  const em_minmax_params mm = {-3.0f, 3.0f, 0};
   for (size_t r = 0; r < m; r++)
     for (size_t c = 0; c < n; c++) {
       double acc = (double)d_bm[r] + d_bn[c];

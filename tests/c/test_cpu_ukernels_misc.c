@@ -117,7 +117,7 @@ static void test_elementwise(const em_cpu_config *cfg) {
   for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
     size_t n = ns[ni];
     for (size_t i = 0; i < 128; i++) a[i] = 4 * frand(), b[i] = frand() + 2.0f;
-    em_minmax_params p = {-3.0f, 3.0f};
+    em_minmax_params p = {-3.0f, 3.0f, 0};
     for (int op = 0; op < 4; op++)
       for (int sc = 0; sc < 2; sc++) {
         y[n] = SENTINEL;
@@ -183,7 +183,7 @@ static void test_elementwise(const em_cpu_config *cfg) {
         ok &= close_to(y[i], (a[i] - mean) * rstd * b[i] + (rms ? 0 : b[i + 1]), 1e-5);
       CHECK(ok, "%s norm rms=%d n=%zu", cfg->isa, rms, n);
     }
-    em_minmax_params p2 = {-1.0f, 1.0f};
+    em_minmax_params p2 = {-1.0f, 1.0f, 0};
     cfg->vaffine(n, a, 0.5f, 0.25f, y, &p2);
     int ok = 1;
     for (size_t i = 0; i < n; i++) ok &= close_to(y[i], fmin(fmax(a[i] * 0.5 + 0.25, -1), 1), 1e-6);
@@ -240,7 +240,7 @@ static void test_softmax_sm(const em_cpu_config *cfg) {
   if (!cfg->softmax_sm) return;
   enum { N = 70 };
   float x[N], mask[N], want[N], got[N];
-  const em_minmax_params none = {-INFINITY, INFINITY};
+  const em_minmax_params none = {-INFINITY, INFINITY, 0};
   const float scale = 0.17677669f;
   int bad = 0;
   for (size_t n = 1; n <= N; n++)
