@@ -192,7 +192,7 @@ void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
 #endif
   /* A hardswish after the GEMM in the micro-kernel's stores (no residual between them), not a
    * pass of vact over each tile after it. */
-  if (g->act == EMC_ACT_HARDSWISH && !g->res && g->cfg->gemm_hswish) g->mm.hswish = 1, g->act = 0;
+  if (g->act == EMC_ACT_HARDSWISH && !g->res && g->cfg->hswish) g->mm.hswish = 1, g->act = 0;
   g->kcb = k_block(g->k);
   g->mtiles = emc_div_up(g->m, EMC_MR);
   g->strips = emc_div_up(g->n, g->cfg->nr);

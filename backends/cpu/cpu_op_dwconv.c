@@ -29,6 +29,7 @@ typedef struct dw_job {
   em_minmax_params mm;
   int64_t planes, bands; /* dw_bands */
   float *mean;           /* out[1]: each output plane's mean (after the activation), or NULL */
+  uint32_t act;          /* what runs after the kernel (post_act_fused) */
 } dw_job;
 
 /* Planes [begin, end) of a depthwise conv's out[1] (the banded split leaves it to this). */
@@ -51,7 +52,7 @@ static void dw_c16_blocks(void *ctx, int64_t begin, int64_t end) {
     j->d->cfg->dwconv_c16(&j->q, (size_t)nc, j->x + p0 * in_plane, (size_t)in_plane,
                           j->w + c0 * khw, j->bias ? j->bias + c0 : NULL, out, (size_t)out_plane,
                           &j->mm);
-    if (post_act(j->op)) j->d->cfg->vact((size_t)(nc * out_plane), out, out, j->op->act, j->op->fp);
+    if (j->act) j->d->cfg->vact((size_t)(nc * out_plane), out, out, j->act, j->op->fp);
     if (j->mean)
       for (int64_t c = 0; c < nc; c++) j->mean[p0 + c] = plane_mean(out + c * out_plane, out_plane);
   }
@@ -65,7 +66,7 @@ static void dw_planes(void *ctx, int64_t begin, int64_t end) {
     float *out = j->y + p * out_plane;
     j->d->cfg->dwconv(&j->q, j->x + p * in_plane, j->w + ch * khw, j->bias ? j->bias[ch] : 0.0f,
                       out, &j->mm);
-    if (post_act(j->op)) j->d->cfg->vact((size_t)out_plane, out, out, j->op->act, j->op->fp);
+    if (j->act) j->d->cfg->vact((size_t)out_plane, out, out, j->act, j->op->fp);
     if (j->mean) j->mean[p] = plane_mean(out, out_plane); /* while the plane is in L1 */
   }
 }
@@ -89,7 +90,7 @@ static void dw_bands(void *ctx, int64_t begin, int64_t end) {
     float *out = j->y + p * out_plane + oy0 * q->ow;
     j->d->cfg->dwconv(&sub, j->x + p * in_plane + iy0 * q->w, j->w + ch * khw,
                       j->bias ? j->bias[ch] : 0.0f, out, &j->mm);
-    if (post_act(j->op)) j->d->cfg->vact((size_t)(sub.oh * q->ow), out, out, j->op->act, j->op->fp);
+    if (j->act) j->d->cfg->vact((size_t)(sub.oh * q->ow), out, out, j->act, j->op->fp);
   }
 }
 
@@ -129,7 +130,9 @@ void emc_run_dwconv(const emc_delegate *d, const emc_op *op, em_threadpool *pool
               clamp_of(op),
               n * co,
               (int64_t)em_threadpool_size(pool),
-              data_of(d, op->out[1])};
+              data_of(d, op->out[1]),
+              0};
+  j.act = post_act_fused(d, op, &j.mm);
   const int64_t work = yt->numel * kh * kw;
   if (j.bands > 1 && work >= EMC_MIN_PARALLEL_WORK && oh >= 8 * j.bands &&
       dw_bands_ok(&j.q, j.bands)) {

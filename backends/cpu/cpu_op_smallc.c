@@ -22,6 +22,7 @@ typedef struct smallc_job {
   const float *x, *w, *bias;
   float *y;
   em_minmax_params mm;
+  uint32_t act; /* what runs after the kernel (post_act_fused) */
 } smallc_job;
 
 /* kg: the conv's depth, cin * kh * kw (groups 1). */
@@ -55,7 +56,7 @@ static void smallc_items(void *ctx, int64_t begin, int64_t end) {
     float *y = j->y + (b * j->co + c0) * plane;
     j->d->cfg->conv_smallc(&j->q, j->cin, oy0, oy1, j->x + b * j->cin * j->q.h * j->q.w, wb,
                            j->bias ? j->bias + c0 : NULL, nco, y, &j->mm);
-    const uint32_t act = post_act(j->op);
+    const uint32_t act = j->act;
     if (act)
       for (int64_t c = 0; c < nco; c++) {
         float *rows = y + c * plane + oy0 * j->q.ow;
@@ -80,6 +81,8 @@ void emc_run_conv_smallc(const emc_delegate *d, const emc_op *op, const float *x
                   w,
                   bias,
                   y,
-                  clamp_of(op)};
+                  clamp_of(op),
+                  0};
+  j.act = post_act_fused(d, op, &j.mm);
   par_for(pool, n * j.blocks * j.bands, smallc_items, &j, n * co * oh * ow * j.kg);
 }

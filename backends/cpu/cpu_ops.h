@@ -56,6 +56,18 @@ static inline em_minmax_params clamp_of(const emc_op *op) {
 /* The activation that must run after a kernel that already clamped. */
 static inline uint32_t post_act(const emc_op *op) { return op->act == EMC_ACT_CLAMP ? 0 : op->act; }
 
+/* The same for a kernel of d's table that applies mm's hardswish in its stores (the direct,
+ * depthwise and stem convs, em_cpu_config.hswish): sets mm->hswish for the op's hardswish and
+ * returns 0 then, so no vact pass follows. */
+static inline uint32_t post_act_fused(const emc_delegate *d, const emc_op *op,
+                                      em_minmax_params *mm) {
+  if (op->act == EMC_ACT_HARDSWISH && d->cfg->hswish) {
+    mm->hswish = 1;
+    return 0;
+  }
+  return post_act(op);
+}
+
 /*
  * em_parallel_for for a loop of about `work` element operations: small loops run on the caller,
  * since waking a worker costs more than they do (and far more when the machine is loaded).

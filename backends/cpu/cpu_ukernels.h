@@ -28,7 +28,7 @@
 typedef struct em_minmax_params {
   float min, max;
   /* Nonzero: a hardswish x * clamp(x + 3, 0, 6) * (1 / 6) after the clamp, as the ISA's vact
-   * computes it (the same bits), where the kernel supports it (em_cpu_config.gemm_hswish);
+   * computes it (the same bits), where the kernel supports it (em_cpu_config.hswish);
    * kernels without that support ignore it. */
   uint32_t hswish;
 } em_minmax_params;
@@ -508,7 +508,7 @@ typedef struct em_cpu_config {
   size_t nr; /* GEMM tile columns (rows are always EMC_MR) */
   int amx;   /* big GEMMs take the AMX bf16x3 path (f32_gemm_32x32__amx.c) */
   em_f32_gemm_ukernel_fn gemm;
-  int gemm_hswish; /* gemm applies em_minmax_params.hswish in its stores */
+  int hswish; /* gemm, dwconv, dwconv_c16 and conv_smallc apply em_minmax_params.hswish */
   em_f32_dwconv_fn dwconv;
   em_f32_vbinary_fn vbin[4];  /* add, sub, mul, div with a vector */
   em_f32_vbinary_fn vbinc[4]; /* ... with a scalar *b */

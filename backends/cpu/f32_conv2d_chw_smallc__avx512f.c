@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include "cpu_ukernels.h"
+#include "f32_hswish__avx512f.h"
 
 /* Lanes [lo, hi) of n <= 32 set (lo, hi clamped to [0, n]). */
 static inline uint32_t lane_range(int64_t lo, int64_t hi, int64_t n) {
@@ -71,9 +72,10 @@ void em_f32_conv2d_smallc_minmax_ukernel__avx512f(const em_dw_params *q, int64_t
       float *o = out + oy * ow + ox;
 #pragma GCC unroll 16
       for (int c = 0; c < 16; c++)
-        if (c < nco)
-          _mm512_mask_storeu_ps(o + c * q->oh * ow, sm,
-                                _mm512_min_ps(_mm512_max_ps(acc[c], lo), hi));
+        if (c < nco) {
+          const __m512 v = _mm512_min_ps(_mm512_max_ps(acc[c], lo), hi);
+          _mm512_mask_storeu_ps(o + c * q->oh * ow, sm, p->hswish ? em_hswish_f32x16(v) : v);
+        }
     }
   }
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cpu_ukernels.h"
+#include "f32_hswish__avx512f.h"
 #include "f32_transpose16__avx512f.h"
 
 static inline __mmask16 lanes(int64_t n) {
@@ -150,5 +151,6 @@ void em_f32_dwconv2d_c16_minmax_ukernel__avx512f(const em_dw_params *q, size_t n
   else
     EM_C16_ROWS(5, 2);
 #undef EM_C16_ROWS
+  if (p->hswish) em_hswish_row_f32(u, (size_t)(q->oh * q->ow * 16));
   planes_out(u, q->oh * q->ow, out, os, nc);
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "cpu_ukernels.h"
+#include "f32_hswish__avx512f.h"
 
 #define PAD_FLOATS 24576 /* 96 KiB of stack */
 
@@ -55,6 +56,7 @@ typedef struct dw_plane {
   int64_t cols, s;
   const __m512 *wv;
   __m512 lo, hi, b0;
+  int hs; /* em_minmax_params.hswish */
 } dw_plane;
 
 /*
@@ -92,9 +94,11 @@ dw_rows(const em_dw_params *q, const dw_plane *pl, float *out, const int R, cons
         }
       }
 #pragma GCC unroll 8
-      for (int i = R * V - 1; i >= 0; i--)
+      for (int i = R * V - 1; i >= 0; i--) {
+        const __m512 v = _mm512_min_ps(pl->hi, _mm512_max_ps(pl->lo, acc[i]));
         _mm512_mask_storeu_ps(orow[i / V] + ox + 16 * (i % V), m[i % V],
-                              _mm512_min_ps(pl->hi, _mm512_max_ps(pl->lo, acc[i])));
+                              pl->hs ? em_hswish_f32x16(v) : v);
+      }
     }
   }
 }
@@ -154,8 +158,10 @@ dw_flat(const em_dw_params *q, const float *in, const float *w, float bias, floa
     }
   const __m512 lo = _mm512_set1_ps(p->min), hi = _mm512_set1_ps(p->max);
 #pragma GCC unroll 8
-  for (int v = 0; v < V; v++)
-    _mm512_mask_storeu_ps(out + 16 * v, mrow[v][R], _mm512_min_ps(hi, _mm512_max_ps(lo, acc[v])));
+  for (int v = 0; v < V; v++) {
+    const __m512 y = _mm512_min_ps(hi, _mm512_max_ps(lo, acc[v]));
+    _mm512_mask_storeu_ps(out + 16 * v, mrow[v][R], p->hswish ? em_hswish_f32x16(y) : y);
+  }
 }
 
 /* Lanes l of a 16-wide load at column c0 + l that lie inside a row [0, w). */
@@ -180,7 +186,7 @@ static inline __mmask16 in_mask(int64_t c0, int64_t w) {
  */
 static inline __attribute__((always_inline, target("avx512f"))) void
 dw_column(const em_dw_params *q, const float *in, const __m512 *wt, __m512 b0, float *out,
-          __m512 lo, __m512 hi, int64_t ox, const int K, const int S, const int RB) {
+          __m512 lo, __m512 hi, int hs, int64_t ox, const int K, const int S, const int RB) {
   const int64_t h = q->h, wd = q->w, oh = q->oh, ow = q->ow, ph = q->ph;
   const __m512i ieven =
       _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -228,9 +234,10 @@ dw_column(const em_dw_params *q, const float *in, const __m512 *wt, __m512 b0, f
       }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < RB; r++)
-      _mm512_mask_storeu_ps(out + (oy + r) * ow + ox, om,
-                            _mm512_min_ps(hi, _mm512_max_ps(lo, acc[r])));
+    for (int r = 0; r < RB; r++) {
+      const __m512 v = _mm512_min_ps(hi, _mm512_max_ps(lo, acc[r]));
+      _mm512_mask_storeu_ps(out + (oy + r) * ow + ox, om, hs ? em_hswish_f32x16(v) : v);
+    }
   }
 }
 
@@ -243,7 +250,15 @@ dw_direct(const em_dw_params *q, const float *in, const float *w, float bias, fl
   __m512 wt[25];
 #pragma GCC unroll 25
   for (int t = 0; t < K * K; t++) wt[t] = _mm512_set1_ps(w[t]);
-  for (int64_t ox = 0; ox < q->ow; ox += 16) dw_column(q, in, wt, b0, out, lo, hi, ox, K, S, RB);
+  for (int64_t ox = 0; ox < q->ow; ox += 16)
+    dw_column(q, in, wt, b0, out, lo, hi, (int)p->hswish, ox, K, S, RB);
+}
+
+/* The generic kernel (f32_vops_impl.h: clamps only), then the hardswish when p asks for it. */
+static void dw_generic(const em_dw_params *q, const float *in, const float *w, float bias,
+                       float *out, const em_minmax_params *p) {
+  em_f32_dwconv2d_minmax_ukernel__avx512f(q, in, w, bias, out, p);
+  if (p->hswish) em_hswish_row_f32(out, (size_t)(q->oh * q->ow));
 }
 
 __attribute__((target("avx512f"))) void
@@ -298,13 +313,13 @@ em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const float *
     return;
   }
   if (q->sh != s || s > 2 || ph * cols * s > PAD_FLOATS || q->kh * q->kw > 64) {
-    em_f32_dwconv2d_minmax_ukernel__avx512f(q, in, w, bias, out, p);
+    dw_generic(q, in, w, bias, out, p);
     return;
   }
   float buf[PAD_FLOATS];
   float trow[2 * 2048 + 64];
   if (s == 2 && cols > 2048) {
-    em_f32_dwconv2d_minmax_ukernel__avx512f(q, in, w, bias, out, p);
+    dw_generic(q, in, w, bias, out, p);
     return;
   }
   const __m512i ieven =
@@ -339,7 +354,7 @@ em_f32_dwconv2d_chw_minmax_ukernel__avx512f(const em_dw_params *q, const float *
   const __m512 lo = _mm512_set1_ps(p->min), hi = _mm512_set1_ps(p->max), b0 = _mm512_set1_ps(bias);
   /* Blocks of R output rows x V 16-wide vectors, R * V = 8 accumulators: wide rows take 2 x 4,
    * narrow ones (late layers, 7x7 or 14x14) more rows of fewer vectors. */
-  const dw_plane pl = {even, odd, cols, s, wv, lo, hi, b0};
+  const dw_plane pl = {even, odd, cols, s, wv, lo, hi, b0, (int)p->hswish};
   if (q->ow > 32)
     dw_rows(q, &pl, out, 2, 4);
   else if (q->ow > 16)

@@ -26,15 +26,7 @@
 #include <immintrin.h>
 
 #include "cpu_ukernels.h"
-
-/* x * clamp(x + 3, 0, 6) * (1 / 6), step by step as vact's hardswish row (f32_vops_impl.h): the
- * same bits, NaN kept (the clamps' second operand is the value, which MAXPS / MINPS return when
- * either is NaN). */
-static inline __m512 hswish(__m512 x) {
-  __m512 t = _mm512_add_ps(x, _mm512_set1_ps(3.0f));
-  t = _mm512_min_ps(_mm512_set1_ps(6.0f), _mm512_max_ps(_mm512_setzero_ps(), t));
-  return _mm512_mul_ps(_mm512_mul_ps(x, t), _mm512_set1_ps(1.0f / 6.0f));
-}
+#include "f32_hswish__avx512f.h"
 
 static inline __mmask16 lane_mask(size_t nc, size_t from) {
   if (nc <= from) return 0;
@@ -192,7 +184,9 @@ EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f) {
     }
     v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0)), v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
     v2 = _mm512_min_ps(hi, _mm512_max_ps(lo, v2)), v3 = _mm512_min_ps(hi, _mm512_max_ps(lo, v3));
-    if (hs) v0 = hswish(v0), v1 = hswish(v1), v2 = hswish(v2), v3 = hswish(v3);
+    if (hs)
+      v0 = em_hswish_f32x16(v0), v1 = em_hswish_f32x16(v1), v2 = em_hswish_f32x16(v2),
+      v3 = em_hswish_f32x16(v3);
     _mm512_mask_storeu_ps(cp[r], k0, v0);
     _mm512_mask_storeu_ps(cp[r] + 16, k1, v1);
     _mm512_mask_storeu_ps(cp[r] + 32, k2, v2);

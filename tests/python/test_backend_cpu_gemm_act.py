@@ -1,9 +1,12 @@
-"""Activations in the f32 GEMM micro-kernel's stores (EmberCpuBackend, em_minmax_params.hswish):
-a hardswish after a 1x1 conv (a GEMM) runs in the AVX-512 kernel's registers instead
-of as a vact pass over each tile. It must give the bits of that pass: the AVX2 table (no fused
-hardswish; its GEMM rounds as the AVX-512 one does) runs the pass, so the two must agree, on shapes with ragged tiles (rows not
-a multiple of 6, columns not of 64), NaN and infinite inputs, a residual before the activation
-(which keeps the pass), and 1 and 2 threads. And eager PyTorch within f32 tolerance.
+"""Activations in the f32 micro-kernels' stores (EmberCpuBackend, em_minmax_params.hswish): a
+hardswish after a 1x1 conv (a GEMM), a depthwise conv (planes, bands, 16 small planes at once)
+or a stem conv (few input channels) runs in the AVX-512 kernel's registers instead of as a vact
+pass over each tile or plane. It must give the bits of that pass: for the GEMM, the AVX2 table
+(no fused hardswish; its GEMM rounds as the AVX-512 one does) runs the pass, so the two must
+agree, on ragged tiles (rows not a multiple of 6, columns not of 64), NaN and infinite inputs,
+a residual before the activation (which keeps the pass), and 1 and 2 threads, and eager
+PyTorch within f32 tolerance; for the depthwise and stem kernels, each conv against the same
+conv without the activation followed by the hardswish's f32 steps.
 
 Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_gemm_act.py
 """
@@ -44,6 +47,52 @@ def _input(cin: int, hw: int, special: bool) -> torch.Tensor:
     if special:
         x[0, 0, 0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), 1e30])
     return x
+
+
+class _Conv(nn.Module):
+    def __init__(self, conv: nn.Conv2d, act: bool) -> None:
+        super().__init__()
+        self.conv, self.act = conv, act
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.hardswish(self.conv(x)) if self.act else self.conv(x)
+
+
+def _hardswish_f32(y: torch.Tensor) -> torch.Tensor:
+    """vact's hardswish, step by step in f32 (each elementwise op rounds once, as the kernels)."""
+    return (y * torch.clamp(y + 3.0, 0.0, 6.0)) * (1.0 / 6.0)
+
+
+# (name, conv, input channels, size): a stem (3 channels, stride 2: the direct stem kernel) and
+# depthwise convs by plane, by bands of rows, 16 small planes at once, flat planes (under 4
+# columns or 65-128 pixels), padded (dilated) and generic (stride 3)
+_CONVS = [
+    ("stem", lambda: nn.Conv2d(3, 16, 3, stride=2, padding=1), 3, 56),
+    ("stem-19", lambda: nn.Conv2d(3, 19, 3, stride=2, padding=1), 3, 30),
+    ("dw3-56", lambda: nn.Conv2d(16, 16, 3, padding=1, groups=16), 16, 56),
+    ("dw3s2-28", lambda: nn.Conv2d(24, 24, 3, stride=2, padding=1, groups=24), 24, 28),
+    ("dw5-14", lambda: nn.Conv2d(40, 40, 5, padding=2, groups=40), 40, 14),
+    ("dw5s2-14", lambda: nn.Conv2d(40, 40, 5, stride=2, padding=2, groups=40), 40, 14),
+    ("dw5-7", lambda: nn.Conv2d(48, 48, 5, padding=2, groups=48), 48, 7),
+    ("dw3-7", lambda: nn.Conv2d(19, 19, 3, padding=1, groups=19), 19, 7),
+    ("dw3-dil", lambda: nn.Conv2d(16, 16, 3, padding=2, dilation=2, groups=16), 16, 20),
+    ("dw3-10", lambda: nn.Conv2d(20, 20, 3, padding=1, groups=20), 20, 10),
+    ("dw5-3", lambda: nn.Conv2d(16, 16, 5, padding=2, groups=16), 16, 3),
+    ("dw3s3-20", lambda: nn.Conv2d(16, 16, 3, stride=3, padding=1, groups=16), 16, 20),
+]
+
+
+@pytest.mark.parametrize("name,make,cin,hw", _CONVS, ids=[c[0] for c in _CONVS])
+def test_hardswish_in_depthwise_and_stem_kernels(name: str, make, cin: int, hw: int) -> None:  # type: ignore[no-untyped-def]
+    """The conv with its hardswish gives the bits of the same conv (the same kernel, no
+    activation) followed by the hardswish's f32 steps; at 1 and 2 threads."""
+    torch.manual_seed(hw + cin)
+    conv = make().eval()
+    x = _input(cin, hw, name == "stem-19")
+    raw = _run(ember.export(_Conv(conv, False), (x,), backend="cpu"), (x,))
+    prog = ember.export(_Conv(conv, True), (x,), backend="cpu")
+    for t in (1, 2):
+        _same_bits(_run(prog, (x,), threads=t), _hardswish_f32(raw))
 
 
 @pytest.mark.parametrize(
