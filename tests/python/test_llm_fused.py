@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from test_llm_llama import _random_llama
 
@@ -89,3 +90,35 @@ def test_default_fuses_only_ember_only_models(tmp_path: Path) -> None:
     quantize_llm(m, "4w32")
     export(m, tmp_path / "q4.pte", max_prefill=4)
     assert FUSED <= set(_names(tmp_path / "q4.pte"))
+
+
+class _Bad(torch.nn.Module):
+    def __init__(self, op: str) -> None:
+        super().__init__()
+        self.op = op
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        from ember.llm import fused_ops
+
+        if self.op == "rope":
+            return fused_ops.rope(x, y, y)
+        if self.op == "rms_norm":
+            return fused_ops.rms_norm(x, y, 1e-5)
+        return fused_ops.swiglu(x)
+
+
+@pytest.mark.parametrize(
+    "op,xs,ys,match",
+    [
+        ("rope", (2, 3, 8), (3, 4), "rope: cos"),
+        ("rope", (2, 3, 8), (2, 8, 8), "rope: cos"),
+        ("rope", (2, 3, 7), (3, 7), "rope: last dim must be even"),
+        ("rms_norm", (2, 8), (7,), "rms_norm: weight"),
+        ("swiglu", (2, 5), (1,), "swiglu: last dim must be even"),
+    ],
+)
+def test_bad_shapes_refused_at_export(op: str, xs: tuple, ys: tuple, match: str) -> None:
+    """Shapes the kernels refuse are refused by ember.export first, naming what was wrong."""
+    args = (torch.randn(xs), torch.randn(ys))
+    with pytest.raises(Exception, match=match):
+        ember.export(_Bad(op), args)

@@ -30,12 +30,34 @@ _ARGS = {
 }
 
 
+def _check_rms_norm(x: torch.Tensor, weight: torch.Tensor) -> None:
+    torch._check(
+        x.dim() >= 1 and weight.dim() == 1 and weight.size(0) == x.size(-1),
+        lambda: (
+            f"rms_norm: weight {tuple(weight.shape)} must be 1-D with the input's last dim "
+            f"(input {tuple(x.shape)})"
+        ),
+    )
+
+
+def _check_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> None:
+    _halves(x, "rope")
+    torch._check(
+        cos.shape == sin.shape
+        and cos.dim() <= x.dim()
+        and cos.dim() >= 1
+        and cos.size(-1) == x.size(-1)
+        and all(c in (1, s) for c, s in zip(cos.shape[::-1], x.shape[::-1], strict=False)),
+        lambda: (
+            f"rope: cos {tuple(cos.shape)} and sin {tuple(sin.shape)} must have one shape "
+            f"that broadcasts to the input's {tuple(x.shape)} with its last dim"
+        ),
+    )
+
+
 def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """Reference of ``ember::rms_norm``."""
-    torch._check(
-        weight.dim() == 1 and weight.size(0) == x.size(-1),
-        lambda: "rms_norm: weight must be 1-D with the input's last dim",
-    )
+    _check_rms_norm(x, weight)
     return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * weight
 
 
@@ -46,7 +68,8 @@ def _halves(x: torch.Tensor, what: str) -> int:
 
 def rope_ref(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Reference of ``ember::rope``."""
-    h = _halves(x, "rope")
+    _check_rope(x, cos, sin)
+    h = x.size(-1) // 2
     return x * cos + torch.cat((-x[..., h:], x[..., :h]), dim=-1) * sin
 
 
@@ -61,12 +84,18 @@ def _fake_swiglu(x: torch.Tensor) -> torch.Tensor:
     return x.new_empty((*x.shape[:-1], h))
 
 
-def _fake_same(x: torch.Tensor, *_: object) -> torch.Tensor:
+def _fake_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    _check_rms_norm(x, weight)
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _fake_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    _check_rope(x, cos, sin)
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
 _REFS = {"rms_norm": rms_norm_ref, "rope": rope_ref, "swiglu": swiglu_ref}
-_FAKES = {"rms_norm": _fake_same, "rope": _fake_same, "swiglu": _fake_swiglu}
+_FAKES = {"rms_norm": _fake_rms_norm, "rope": _fake_rope, "swiglu": _fake_swiglu}
 _lib: torch.library.Library | None = None
 
 
