@@ -367,12 +367,13 @@ static void test_q8_gemm(const em_cpu_config *cfg) {
  * the formula written here (nearbyint in the default rounding mode, NaN to lo) at channel counts
  * and pixel counts around the 16 x 16 blocks, strides wider than the data, values at the
  * rounding ties, past the range, infinities and NaN, with and without a clamp first (a fused
- * relu6); bytes between pixels left alone. */
+ * relu6); bytes between pixels left alone; and pixels 4 bytes apart (a stem's 1-4 channels). */
 static void test_q8_quant(const em_cpu_config *cfg) {
   enum { MAXC = 40, MAXN = 37, XS = 41, YS = 45 };
   static float x[MAXC * XS];
   static uint8_t y[MAXN * YS];
-  static const size_t cs[] = {1, 3, 15, 16, 17, 32, 40}, ns[] = {1, 7, 15, 16, 17, 33, 37};
+  static const size_t cs[] = {1, 2, 3, 4, 15, 16, 17, 32, 40}, ns[] = {1, 7, 15, 16, 17, 33, 37};
+  static const size_t yss[] = {YS, 4};
   static const em_q8_quant_params ps[] = {{10.0f, 3.0f, 0.0f, 255.0f, -INFINITY, INFINITY},
                                           {0.37f, 128.0f, 0.0f, 255.0f, -INFINITY, INFINITY},
                                           {1.0f, 0.0f, 0.0f, 6.0f, -INFINITY, INFINITY},
@@ -381,9 +382,10 @@ static void test_q8_quant(const em_cpu_config *cfg) {
   int bad = 0;
   for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++)
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
-      for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+      for (size_t ni = 0; ni < sizeof ns / sizeof ns[0] * 2; ni++) {
         const em_q8_quant_params *p = &ps[pi];
-        const size_t c = cs[ci], n = ns[ni];
+        const size_t c = cs[ci], n = ns[ni / 2], ys = yss[ni % 2];
+        if (c > ys) continue;
         for (size_t i = 0; i < MAXC * XS; i++) {
           const int kind = rand() % 16;
           x[i] = kind == 0   ? (float)(rand() % 64 - 32) * 0.5f / p->inv /* ties */
@@ -393,9 +395,9 @@ static void test_q8_quant(const em_cpu_config *cfg) {
                              : frand() * 300.0f / p->inv;
         }
         memset(y, 0xA5, sizeof y);
-        fn(c, n, x, XS, y, YS, p);
+        fn(c, n, x, XS, y, ys, p);
         for (size_t i = 0; i < n && bad < 5; i++)
-          for (size_t ch = 0; ch < YS && bad < 5; ch++) {
+          for (size_t ch = 0; ch < ys && bad < 5; ch++) {
             int want = 0xA5;
             if (ch < c) {
               float v = x[ch * XS + i];
@@ -404,12 +406,19 @@ static void test_q8_quant(const em_cpu_config *cfg) {
               const float r = isnan(t) ? p->lo : nearbyintf(t) + p->zp;
               want = (int)(r < p->lo ? p->lo : r > p->hi ? p->hi : r);
             }
-            if (y[i * YS + ch] != want) {
+            if (y[i * ys + ch] != want) {
               bad++;
-              CHECK(0, "%s q8 quant c=%zu n=%zu params %zu: y[%zu][%zu] = %d, want %d (x = %g)",
-                    cfg->isa, c, n, pi, i, ch, y[i * YS + ch], want,
+              CHECK(0,
+                    "%s q8 quant c=%zu n=%zu ys=%zu params %zu: y[%zu][%zu] = %d, want %d (x = %g)",
+                    cfg->isa, c, n, ys, pi, i, ch, y[i * ys + ch], want,
                     ch < c ? (double)x[ch * XS + i] : 0.0);
             }
+          }
+        for (size_t b = n * ys; b < sizeof y && bad < 5; b++) /* past the last pixel */
+          if (y[b] != 0xA5) {
+            bad++;
+            CHECK(0, "%s q8 quant c=%zu n=%zu ys=%zu: byte %zu past the pixels written", cfg->isa,
+                  c, n, ys, b);
           }
         if (!bad) g_pass++;
       }
