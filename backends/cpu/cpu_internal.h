@@ -115,7 +115,8 @@ em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *poo
  * The length of the chain of validated operators from i that emc_run_chain runs as one, or 0:
  * a depthwise conv with the 1x1 conv whose output only it reads before it, the 1x1 conv that
  * alone reads its output after it, or both (2 or 3 operators); or an im2col conv with the max
- * pool that alone reads its output (2).
+ * pool that alone reads its output (2); or a plane scale with the int8 conv that alone reads it
+ * (2, emc_q8_pw_fuse_scale).
  */
 int emc_fuse_chain(const emc_delegate *d, uint32_t i);
 

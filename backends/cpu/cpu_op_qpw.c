@@ -149,20 +149,49 @@ typedef struct pw_quant_job {
   uint8_t *img;   /* its u8 values channels last, zero-point padded, [hp][wp][cp] */
   size_t cin, h, w, wp, cp, ph, pw;
   em_q8_quant_params q;
+  /* a fused scale per plane (emc_q8_pw_fuse_scale): x[c] * s[c] by vmulc, else s is NULL */
+  const float *s;
+  em_f32_vbinary_fn vmulc;
+  em_minmax_params mm;
 } pw_quant_job;
+
+enum { PW_SCALE_SPAN = 128 }; /* pixels of a scaled block (16 planes of them: 8 KiB) */
+
+/* Pixels [p0, p1) of the image quantized from x[c] * s[c], products in blocks of 16 planes of
+ * PW_SCALE_SPAN pixels on the stack (the multiply the binary operator runs, then the fake-quant
+ * that followed it: the conv's quantizer gives its bytes), stored from dst (the pixel p0). */
+static void pw_quant_scaled(const pw_quant_job *j, size_t p0, size_t p1, uint8_t *dst) {
+  float blk[16 * PW_SCALE_SPAN];
+  const size_t hw = j->h * j->w;
+  for (size_t i = p0; i < p1; i += PW_SCALE_SPAN) {
+    const size_t n = p1 - i < PW_SCALE_SPAN ? p1 - i : PW_SCALE_SPAN;
+    for (size_t c0 = 0; c0 < j->cin; c0 += 16) {
+      const size_t nc = j->cin - c0 < 16 ? j->cin - c0 : 16;
+      for (size_t c = 0; c < nc; c++)
+        j->vmulc(n, j->x + (c0 + c) * hw + i, j->s + c0 + c, blk + c * PW_SCALE_SPAN, &j->mm);
+      j->quant(nc, n, blk, PW_SCALE_SPAN, dst + (i - p0) * j->cp + c0, j->cp, &j->q);
+    }
+  }
+}
 
 /* Rows [begin, end) of an f32 input quantized into the padded channels-last image (the panel
  * path's q8_image: one call per row, or one for all when the image has no side padding). */
 static void pw_quant(void *ctx, int64_t begin, int64_t end) {
   const pw_quant_job *j = ctx;
   const size_t step = j->pw == 0 ? (size_t)(end - begin) : 1;
-  for (size_t y = (size_t)begin; y < (size_t)end; y += step)
-    j->quant(j->cin, step * j->w, j->x + y * j->w, j->h * j->w,
-             j->img + ((y + j->ph) * j->wp + j->pw) * j->cp, j->cp, &j->q);
+  for (size_t y = (size_t)begin; y < (size_t)end; y += step) {
+    uint8_t *dst = j->img + ((y + j->ph) * j->wp + j->pw) * j->cp;
+    if (j->s)
+      pw_quant_scaled(j, y * j->w, (y + step) * j->w, dst);
+    else
+      j->quant(j->cin, step * j->w, j->x + y * j->w, j->h * j->w, dst, j->cp, &j->q);
+  }
 }
 
-void emc_run_conv_q8_pw(const emc_delegate *d, const emc_op *op, const int8_t *w,
-                        em_threadpool *pool) {
+/* The conv, its f32 input's planes scaled first when sc is not NULL (sc->x, sc->s, sc->mm; the
+ * input's quantizer sc->q). */
+static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, const pw_quant_job *sc,
+                   em_threadpool *pool) {
   const emc_conv_params p = emc_conv_params_of(op);
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   const size_t n = (size_t)xt->sizes[0], cin = (size_t)xt->sizes[1], co = (size_t)yt->sizes[1];
@@ -192,7 +221,7 @@ void emc_run_conv_q8_pw(const emc_delegate *d, const emc_op *op, const int8_t *w
               .oq = {f[EMC_ACT_FP_INV_SCALE], f[EMC_ACT_FP_ZP] + off, f[EMC_ACT_FP_QMIN] + off,
                      f[EMC_ACT_FP_QMAX] + off, f[EMC_ACT_FP_MIN], f[EMC_ACT_FP_MAX]}};
   uint8_t *img = d->arena + p.scratch_off; /* the scratch holds more than the image */
-  const bool in_u8 = (p.q8_u8 & EMC_Q8_U8_IN) != 0, padded = p.ph || p.pw;
+  const bool in_u8 = !sc && (p.q8_u8 & EMC_Q8_U8_IN) != 0, padded = p.ph || p.pw;
   const bool out_u8 = (p.q8_u8 & EMC_Q8_U8_OUT) != 0;
   pw_quant_job qj = {
       .quant = d->q8_quant,
@@ -205,6 +234,7 @@ void emc_run_conv_q8_pw(const emc_delegate *d, const emc_op *op, const int8_t *w
       .ph = (size_t)p.ph,
       .pw = (size_t)p.pw,
       .q = {p.q8_inv, (float)p.q8_zp, (float)p.q8_lo, (float)p.q8_hi, -INFINITY, INFINITY}};
+  if (sc) qj.q = sc->q, qj.s = sc->s, qj.vmulc = sc->vmulc, qj.mm = sc->mm;
   const int64_t jobs = (int64_t)(emc_div_up(npix, PW_CHUNK) * j.nblk);
   for (size_t b = 0; b < n; b++) {
     if (in_u8) {
@@ -218,7 +248,7 @@ void emc_run_conv_q8_pw(const emc_delegate *d, const emc_op *op, const int8_t *w
       }
     } else { /* padding and channels past cin at the zero point, as the panel path's image */
       if (padded || cp != cin) memset(img, (int)p.q8_zp, hp * wp * cp);
-      qj.x = xt->data + b * cin * h * wd;
+      qj.x = (sc ? sc->x : xt->data) + b * cin * h * wd;
       par_for(pool, (int64_t)h, pw_quant, &qj, (int64_t)(8 * cin * h * wd));
       j.src = img;
     }
@@ -228,4 +258,87 @@ void emc_run_conv_q8_pw(const emc_delegate *d, const emc_op *op, const int8_t *w
       j.yf = yt->data + b * co * npix;
     par_for(pool, jobs, pw_jobs, &j, (int64_t)(co * npix * kq * 4));
   }
+}
+
+void emc_run_conv_q8_pw(const emc_delegate *d, const emc_op *op, const int8_t *w,
+                        em_threadpool *pool) {
+  run_pw(d, op, w, NULL, pool);
+}
+
+/* ---- a plane scale (squeeze-and-excitation) with the int8 conv after it ------------------- */
+
+/* The quantizer of the fake-quant act of op (its u8 form, as an int8 conv's input). */
+static em_q8_quant_params fq_params(const emc_op *op) {
+  const float *f = op->fp, off = f[EMC_ACT_FP_QMIN] < 0.0f ? 128.0f : 0.0f;
+  return (em_q8_quant_params){f[EMC_ACT_FP_INV_SCALE],  f[EMC_ACT_FP_ZP] + off,
+                              f[EMC_ACT_FP_QMIN] + off, f[EMC_ACT_FP_QMAX] + off,
+                              f[EMC_ACT_FP_MIN],        f[EMC_ACT_FP_MAX]};
+}
+
+/* Whether tensor t is [1, c, h, w] (sz: [1, c, 1, 1] when plane is false) in the arena. */
+static bool se_shape(const emc_rt_tensor *t, const emc_rt_tensor *y, bool plane) {
+  return t->ndim == 4 && t->sizes[0] == 1 && t->sizes[1] == y->sizes[1] &&
+         t->sizes[2] == (plane ? y->sizes[2] : 1) && t->sizes[3] == (plane ? y->sizes[3] : 1);
+}
+
+int emc_q8_pw_fuse_scale(const emc_delegate *d, uint32_t i) {
+  if (i + 1 >= d->n_ops || !d->q8_pw_w || !d->q8_pw_w[i + 1]) return 0;
+  const emc_op *m = &d->ops[i], *c = &d->ops[i + 1];
+  if (m->kind != EMC_OP_BINARY || m->act != EMC_ACT_FAKEQUANT || m->in[1] < 0) return 0;
+  const emc_binary_params bp = emc_binary_params_of(m);
+  if (bp.op != EMC_BIN_MUL || bp.q8) return 0;
+  const emc_rt_tensor *y = &d->t[m->out[0]], *a = &d->t[m->in[0]], *b = &d->t[m->in[1]];
+  if (y->storage != EMC_ARENA || c->in[0] != m->out[0] || !se_shape(y, y, true)) return 0;
+  if (!(se_shape(a, y, true) && se_shape(b, y, false)) &&
+      !(se_shape(b, y, true) && se_shape(a, y, false)))
+    return 0;
+  const emc_conv_params p = emc_conv_params_of(c);
+  if (p.q8_u8 & EMC_Q8_U8_IN) return 0; /* the conv reads the product's f32 planes */
+  /* the conv's quantizer is the product's fake-quant (it reads back those levels) */
+  const em_q8_quant_params q = fq_params(m);
+  if (q.inv != p.q8_inv || q.zp != (float)p.q8_zp || q.lo != (float)p.q8_lo ||
+      q.hi != (float)p.q8_hi)
+    return 0;
+  for (uint32_t k = 0; k < d->n_ops; k++) { /* the conv alone reads the product */
+    const emc_op *o = &d->ops[k];
+    if (k == i + 1) continue;
+    for (int r = 0; r < 4; r++)
+      if (o->in[r] == m->out[0]) return 0;
+    if (o->kind == EMC_OP_CONV2D &&
+        (emc_conv_params_of(o).in_scale_id == m->out[0] ||
+         emc_conv_params_of(o).pairs_id == m->out[0] || emc_conv_params_of(o).q8_id == m->out[0]))
+      return 0;
+  }
+  return 2;
+}
+
+/* Whether tensor t's bytes (as floats) and [p, p + n) share any. */
+static bool shares(const emc_rt_tensor *t, const uint8_t *p, size_t n) {
+  const uint8_t *a = (const uint8_t *)(const void *)t->data;
+  return a && p && a < p + n && p < a + (size_t)t->numel * sizeof(float);
+}
+
+bool emc_q8_pw_run_scaled(const emc_delegate *d, uint32_t i, em_threadpool *pool) {
+  const emc_op *m = &d->ops[i], *c = &d->ops[i + 1];
+  const emc_rt_tensor *a = &d->t[m->in[0]], *b = &d->t[m->in[1]];
+  const bool a_planes =
+      a->sizes[2] * a->sizes[3] == d->t[m->out[0]].sizes[2] * d->t[m->out[0]].sizes[3] &&
+      b->numel == b->sizes[1];
+  const emc_rt_tensor *x = a_planes ? a : b, *s = a_planes ? b : a;
+  /* the conv's scratch and output must not hold the planes or the scales it reads */
+  const emc_conv_params p = emc_conv_params_of(c);
+  const uint8_t *scratch = d->arena + p.scratch_off;
+  const emc_rt_tensor *y = &d->t[c->out[0]];
+  if (shares(x, scratch, (size_t)p.scratch_nbytes) ||
+      shares(s, scratch, (size_t)p.scratch_nbytes) ||
+      shares(x, (const uint8_t *)(const void *)y->data, (size_t)y->numel * sizeof(float)) ||
+      shares(s, (const uint8_t *)(const void *)y->data, (size_t)y->numel * sizeof(float)))
+    return false;
+  pw_quant_job sc = {.x = x->data,
+                     .s = s->data,
+                     .vmulc = d->cfg->vbinc[EMC_BIN_MUL],
+                     .mm = clamp_of(m),
+                     .q = fq_params(m)};
+  run_pw(d, c, d->q8_pw_w[i + 1], &sc, pool);
+  return true;
 }

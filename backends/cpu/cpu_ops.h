@@ -329,6 +329,14 @@ void emc_run_conv_q8(const emc_delegate *d, const emc_op *op, em_threadpool *poo
 /* A pointwise int8 conv on the pixel-major tile (cpu_op_qpw.c), w its repacked weights. */
 void emc_run_conv_q8_pw(const emc_delegate *d, const emc_op *op, const int8_t *w,
                         em_threadpool *pool);
+/* 2 when op i multiplies planes by a value per plane with a fake-quant (a squeeze-and-excitation
+ * scale) and op i + 1, an int8 conv on the pixel-major tile with an f32 input, alone reads the
+ * product with that fake-quant as its quantizer: the conv then quantizes the products itself,
+ * block by block (emc_q8_pw_run_scaled), and the product is never written; else 0. */
+int emc_q8_pw_fuse_scale(const emc_delegate *d, uint32_t i);
+/* Runs that pair (the same bytes as the two operators); false, having run nothing, when the
+ * conv's scratch or output shares memory with the planes or scales it reads. */
+bool emc_q8_pw_run_scaled(const emc_delegate *d, uint32_t i, em_threadpool *pool);
 
 /* Depthwise conv2d (cpu_op_dwconv.c): the checks after emc_check_conv's common ones (w the
  * weights, cin and co the input's and output's channels), and the run of the whole op. */

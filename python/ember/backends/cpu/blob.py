@@ -206,9 +206,23 @@ class Graph:
         the conv that reads its output (cpu_op_chain.c: emc_fuse_chain), band by band: then every
         tensor those convs touch is in use for the whole chain. Their lifetimes cover it, so
         no tensor of the chain shares memory with another (the runtime checks and otherwise
-        runs the convs one by one)."""
+        runs the convs one by one). Likewise a product of planes and a value per plane that a
+        conv alone reads (a squeeze-and-excitation scale before an int8 conv: emc_q8_pw_fuse_scale)
+        may be computed inside that conv: the product's operands then live until the conv, so its
+        scratch and output do not take their memory."""
         n = len(self.ops)
         for k, op in enumerate(self.ops):
+            prev = self.ops[k - 1] if k > 0 else None
+            if (
+                op.kind == "conv2d"
+                and prev is not None
+                and prev.kind == "binary"
+                and prev.outs[0] == op.ins[0]
+            ):
+                for t in prev.ins:
+                    if t >= 0 and self.tensors[t].storage == ARENA:
+                        lt = life[self.tensors[t].root]
+                        lt[1] = max(lt[1], k)
             if op.kind != "conv2d" or not op.ip[CONV_DEPTHWISE]:
                 continue
             lo, hi = k, k
