@@ -116,18 +116,19 @@ static void pw_jobs(void *ctx, int64_t begin, int64_t end) {
     const size_t p1 = (pc + 1) * PW_CHUNK < j->npix ? (pc + 1) * PW_CHUNK : j->npix;
     const int8_t *w = j->w + c0 / 16 * j->kq * 64;
     const float *bias = j->bias ? j->bias + c0 : NULL;
-    for (size_t i = pc * PW_CHUNK; i < p1; i += 8) {
-      const size_t np = p1 - i < 8 ? p1 - i : 8;
-      const uint8_t *x[8];
-      for (size_t k = 0; k < np; k++) /* the windows' origins */
-        x[k] = j->src + ((i + k) / j->ow * j->sh * j->wp + (i + k) % j->ow * j->sw) * j->cp;
-      if (j->yf)
-        j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias, NULL, 0, &j->oq,
-                j->yf + c0 * j->npix + i, j->npix);
-      else
-        j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias,
-                j->y + i * j->cpo + c0, j->cpo, &j->oq, NULL, 0);
+    const size_t i = pc * PW_CHUNK, np = p1 - i;
+    size_t oy = i / j->ow, ox = i % j->ow; /* the next pixel's place */
+    const uint8_t *x[PW_CHUNK];
+    for (size_t k = 0; k < np; k++) { /* the windows' origins */
+      x[k] = j->src + (oy * j->sh * j->wp + ox * j->sw) * j->cp;
+      if (++ox == j->ow) ox = 0, oy++;
     }
+    if (j->yf)
+      j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias, NULL, 0, &j->oq,
+              j->yf + c0 * j->npix + i, j->npix);
+    else
+      j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias,
+              j->y + i * j->cpo + c0, j->cpo, &j->oq, NULL, 0);
     if (!j->yf) continue;
     /* the f32 rows' clamp and activation, as the panel path's q8_tiles */
     const em_cpu_config *cfg = j->d->cfg;

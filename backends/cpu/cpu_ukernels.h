@@ -324,7 +324,8 @@ em_q8_pack_fn em_q8_pack_for(const char *isa);
 
 /*
  * The pixel-major tile of an int8 conv (a u8 channels-last output, or f32 planes): for pixel
- * i < np (<= 8) and channel c < nc (<= 32), acc = exact int32 sum over q < kq, j < 4 of
+ * i < np (any count: the kernel runs them 8 at a time, its epilogue's constants loaded once)
+ * and channel c < nc (<= 32), acc = exact int32 sum over q < kq, j < 4 of
  * x[i][qoff[q] + j] (u8: x[i] is the pixel's window origin in the channels-last image, qoff[q]
  * the byte offset of depth group q, a tap's 4 channels) * w[(c / 16) * kq * 64 + q * 64 +
  * (c % 16) * 4 + j] (int8: blocks of 16 channels, [kq][16][4] each), y = (acc - corr[c]) *

@@ -19,6 +19,7 @@
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -62,76 +63,99 @@ static inline __attribute__((always_inline)) void pw_store(__m512i acc, __m512i 
   _mm512_mask_storeu_epi8(y, (__mmask64)keep, _mm512_castsi128_si512(_mm512_cvtepi32_epi8(r)));
 }
 
-/* The epilogue of the tile's sums: f32 planes (yf) or u8 channels last (y). */
-static inline __attribute__((always_inline)) void
-pw_finish(const __m512i acc_a[PW_MR], const __m512i acc_b[PW_MR], size_t np, size_t nc,
-          const int32_t *corr, const float *scale, const float *bias, uint8_t *y, size_t ys,
-          const em_q8_quant_params *p, float *yf, size_t yfs) {
-  const __mmask16 ka = (__mmask16)(nc >= 16 ? 0xFFFFu : (1u << nc) - 1u);
-  const __m512i ca = _mm512_maskz_loadu_epi32(ka, corr);
-  const __m512 sa = _mm512_maskz_loadu_ps(ka, scale);
-  const __m512 ba = bias ? _mm512_maskz_loadu_ps(ka, bias) : _mm512_setzero_ps();
-  const __mmask16 kb = (__mmask16)(nc >= 32 ? 0xFFFFu : nc > 16 ? (1u << (nc - 16)) - 1u : 0u);
+/* What the epilogue reads for one tile call, loaded once for all its 8-pixel tiles: the two
+ * 16-channel blocks' corrections, scales and biases, their masks, the output quantizer. */
+typedef struct pw_epi {
+  __m512i ca, cb;
+  __m512 sa, sb, ba, bb;
+  __mmask16 ka, kb;
+  pw_quant q;
+} pw_epi;
+
+static inline pw_epi pw_epi_of(size_t nc, const int32_t *corr, const float *scale,
+                               const float *bias, const em_q8_quant_params *p, bool u8) {
+  pw_epi e;
+  e.ka = (__mmask16)(nc >= 16 ? 0xFFFFu : (1u << nc) - 1u);
+  e.kb = (__mmask16)(nc >= 32 ? 0xFFFFu : nc > 16 ? (1u << (nc - 16)) - 1u : 0u);
+  e.ca = _mm512_maskz_loadu_epi32(e.ka, corr);
+  e.sa = _mm512_maskz_loadu_ps(e.ka, scale);
+  e.ba = bias ? _mm512_maskz_loadu_ps(e.ka, bias) : _mm512_setzero_ps();
+  e.cb = _mm512_maskz_loadu_epi32(e.kb, corr + 16);
+  e.sb = _mm512_maskz_loadu_ps(e.kb, scale + 16);
+  e.bb = bias ? _mm512_maskz_loadu_ps(e.kb, bias + 16) : _mm512_setzero_ps();
+  if (u8)
+    e.q = pw_quant_of(p);
+  else
+    memset(&e.q, 0, sizeof e.q);
+  return e;
+}
+
+/* The epilogue of one 8-pixel tile's sums: f32 planes (yf) or u8 channels last (y). */
+static inline __attribute__((always_inline)) void pw_finish(const __m512i acc_a[PW_MR],
+                                                            const __m512i acc_b[PW_MR], size_t np,
+                                                            size_t nc, const pw_epi *e, uint8_t *y,
+                                                            size_t ys, float *yf, size_t yfs) {
   if (yf) { /* f32 planes */
     __m512 v[PW_MR];
-    for (size_t i = 0; i < PW_MR; i++) v[i] = pw_value(acc_a[i], ca, sa, ba);
+    for (size_t i = 0; i < PW_MR; i++) v[i] = pw_value(acc_a[i], e->ca, e->sa, e->ba);
     q8_store8_planes(v, np, nc < 16 ? nc : 16, yf, yfs);
     if (nc > 16) {
-      const __m512i cb = _mm512_maskz_loadu_epi32(kb, corr + 16);
-      const __m512 sb = _mm512_maskz_loadu_ps(kb, scale + 16);
-      const __m512 bb = bias ? _mm512_maskz_loadu_ps(kb, bias + 16) : _mm512_setzero_ps();
-      for (size_t i = 0; i < PW_MR; i++) v[i] = pw_value(acc_b[i], cb, sb, bb);
+      for (size_t i = 0; i < PW_MR; i++) v[i] = pw_value(acc_b[i], e->cb, e->sb, e->bb);
       q8_store8_planes(v, np, nc - 16, yf + 16 * yfs, yfs);
     }
     return;
   }
-  const pw_quant qc = pw_quant_of(p);
-  for (size_t i = 0; i < np && i < PW_MR; i++) pw_store(acc_a[i], ca, sa, ba, &qc, y + i * ys, ka);
-  if (nc > 16) {
-    const __m512i cb = _mm512_maskz_loadu_epi32(kb, corr + 16);
-    const __m512 sb = _mm512_maskz_loadu_ps(kb, scale + 16);
-    const __m512 bb = bias ? _mm512_maskz_loadu_ps(kb, bias + 16) : _mm512_setzero_ps();
+  for (size_t i = 0; i < np && i < PW_MR; i++)
+    pw_store(acc_a[i], e->ca, e->sa, e->ba, &e->q, y + i * ys, e->ka);
+  if (nc > 16)
     for (size_t i = 0; i < np && i < PW_MR; i++)
-      pw_store(acc_b[i], cb, sb, bb, &qc, y + i * ys + 16, kb);
+      pw_store(acc_b[i], e->cb, e->sb, e->bb, &e->q, y + i * ys + 16, e->kb);
+}
+
+/* One pixel (a linear layer's row, a map's last): two chains a block, not eight pixels'. */
+static inline __attribute__((always_inline)) void pw_one(size_t nc, size_t kq, const uint8_t *x0,
+                                                         const int32_t *qoff, const int8_t *w,
+                                                         __m512i acc_a[PW_MR],
+                                                         __m512i acc_b[PW_MR]) {
+  const int8_t *w2 = w + kq * 64; /* the second block of 16 channels (read when nc > 16) */
+  const __m512i z = _mm512_setzero_si512();
+  __m512i a0 = z, a1 = z, b0 = z, b1 = z;
+  size_t q = 0;
+  for (; q + 2 <= kq; q += 2) {
+    const __m512i s = q8_bcast4(x0 + qoff[q]), t = q8_bcast4(x0 + qoff[q + 1]);
+    a0 = _mm512_dpbusd_epi32(a0, s, _mm512_loadu_si512((const void *)(w + q * 64)));
+    a1 = _mm512_dpbusd_epi32(a1, t, _mm512_loadu_si512((const void *)(w + q * 64 + 64)));
+    if (nc > 16) {
+      b0 = _mm512_dpbusd_epi32(b0, s, _mm512_loadu_si512((const void *)(w2 + q * 64)));
+      b1 = _mm512_dpbusd_epi32(b1, t, _mm512_loadu_si512((const void *)(w2 + q * 64 + 64)));
+    }
   }
+  if (q < kq) {
+    const __m512i s = q8_bcast4(x0 + qoff[q]);
+    a0 = _mm512_dpbusd_epi32(a0, s, _mm512_loadu_si512((const void *)(w + q * 64)));
+    if (nc > 16) b0 = _mm512_dpbusd_epi32(b0, s, _mm512_loadu_si512((const void *)(w2 + q * 64)));
+  }
+  for (size_t i = 0; i < PW_MR; i++) acc_a[i] = z, acc_b[i] = z;
+  acc_a[0] = _mm512_add_epi32(a0, a1), acc_b[0] = _mm512_add_epi32(b0, b1); /* exact */
 }
 
 void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *const *x,
                                   const int32_t *qoff, const int8_t *w, const int32_t *corr,
                                   const float *scale, const float *bias, uint8_t *y, size_t ys,
                                   const em_q8_quant_params *p, float *yf, size_t yfs) {
-  /* Pixels past np read the last one (their results are not stored): the loop stays fixed. */
-  const uint8_t *xp[PW_MR];
-  for (size_t i = 0; i < PW_MR; i++) xp[i] = x[i < np ? i : np - 1];
-  if (np == 1) { /* one pixel (a linear layer's row): two chains a block, not eight pixels' */
-    const int8_t *w2 = w + kq * 64; /* the second block of 16 channels (read when nc > 16) */
-    const __m512i z = _mm512_setzero_si512();
-    __m512i a0 = z, a1 = z, b0 = z, b1 = z;
-    const uint8_t *x0 = xp[0];
-    size_t q = 0;
-    for (; q + 2 <= kq; q += 2) {
-      const __m512i s = q8_bcast4(x0 + qoff[q]), t = q8_bcast4(x0 + qoff[q + 1]);
-      a0 = _mm512_dpbusd_epi32(a0, s, _mm512_loadu_si512((const void *)(w + q * 64)));
-      a1 = _mm512_dpbusd_epi32(a1, t, _mm512_loadu_si512((const void *)(w + q * 64 + 64)));
-      if (nc > 16) {
-        b0 = _mm512_dpbusd_epi32(b0, s, _mm512_loadu_si512((const void *)(w2 + q * 64)));
-        b1 = _mm512_dpbusd_epi32(b1, t, _mm512_loadu_si512((const void *)(w2 + q * 64 + 64)));
-      }
+  const pw_epi e = pw_epi_of(nc, corr, scale, bias, p, yf == NULL);
+  for (size_t i0 = 0; i0 < np; i0 += PW_MR) {
+    const size_t n8 = np - i0 < PW_MR ? np - i0 : PW_MR;
+    __m512i acc_a[PW_MR], acc_b[PW_MR];
+    if (n8 == 1) {
+      pw_one(nc, kq, x[i0], qoff, w, acc_a, acc_b);
+    } else { /* pixels past n8 read the last one (not stored): the loop stays fixed */
+      const uint8_t *xp[PW_MR];
+      for (size_t i = 0; i < PW_MR; i++) xp[i] = x[i0 + (i < n8 ? i : n8 - 1)];
+      q8_tile8_sums(xp, qoff, kq, w, nc > 16, acc_a, acc_b);
     }
-    if (q < kq) {
-      const __m512i s = q8_bcast4(x0 + qoff[q]);
-      a0 = _mm512_dpbusd_epi32(a0, s, _mm512_loadu_si512((const void *)(w + q * 64)));
-      if (nc > 16) b0 = _mm512_dpbusd_epi32(b0, s, _mm512_loadu_si512((const void *)(w2 + q * 64)));
-    }
-    /* int32 sums: exact */
-    const __m512i acc_a[PW_MR] = {_mm512_add_epi32(a0, a1), z, z, z, z, z, z, z};
-    const __m512i acc_b[PW_MR] = {_mm512_add_epi32(b0, b1), z, z, z, z, z, z, z};
-    pw_finish(acc_a, acc_b, np, nc, corr, scale, bias, y, ys, p, yf, yfs);
-    return;
+    pw_finish(acc_a, acc_b, n8, nc, &e, yf ? NULL : y + i0 * ys, ys, yf ? yf + i0 : NULL, yfs);
   }
-  __m512i acc_a[PW_MR], acc_b[PW_MR];
-  q8_tile8_sums(xp, qoff, kq, w, nc > 16, acc_a, acc_b);
-  pw_finish(acc_a, acc_b, np, nc, corr, scale, bias, y, ys, p, yf, yfs);
 }
 
 #endif

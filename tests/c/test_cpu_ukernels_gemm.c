@@ -503,17 +503,18 @@ static void test_q8_dw(const em_cpu_config *cfg) {
 
 /* The pixel-major int8 tile (em_q8_pw_for the ISA, where there is one) against sums and the
  * reference quantizer written here (em_q8_quant1 of (acc - corr) * scale + bias, two roundings):
- * pixel counts 1-8, channel counts around its two 16-channel blocks, depth groups read at any
+ * pixel counts 1-21 (8-pixel tiles, a last one of 1 or 5),
+ * channel counts around its two 16-channel blocks, depth groups read at any
  * offset of each pixel, quantizers with and without a clamp whose bounds land inside the u8
  * range (zp above lo, a relu6 narrower than the range) and the f32-planes output; bytes past nc
  * left alone. */
 static void test_q8_pw(const em_cpu_config *cfg) {
-  enum { PIX = 8, STRIDE = 96, MAXQ = 9, YS = 40 };
+  enum { PIX = 21, STRIDE = 96, MAXQ = 9, YS = 40 };
   static uint8_t img[PIX * STRIDE], y[PIX * YS];
   static int8_t w[2 * MAXQ * 64];
   static int32_t qoff[MAXQ], corr[32];
   static float scale[32], bias[32], yf[32 * PIX];
-  static const size_t nps[] = {1, 5, 8}, ncs[] = {3, 16, 17, 32}, kqs[] = {1, 4, 9};
+  static const size_t nps[] = {1, 5, 8, 9, 17, 21}, ncs[] = {3, 16, 17, 32}, kqs[] = {1, 4, 9};
   static const em_q8_quant_params ps[] = {{0.05f, 7.0f, 0.0f, 255.0f, -INFINITY, INFINITY},
                                           {0.02f, 130.0f, 0.0f, 255.0f, 0.0f, 6.0f},
                                           {0.5f, 0.0f, 0.0f, 255.0f, 0.0f, INFINITY}};
@@ -551,6 +552,13 @@ static void test_q8_pw(const em_cpu_config *cfg) {
                       cfg->isa, np, nc, kq, pi, i, c);
               }
             }
+          for (size_t i = np; i < PIX && pi < 3 && bad < 5; i++) /* pixels past np */
+            for (size_t c = 0; c < YS; c++)
+              if (y[i * YS + c] != 0x5A) {
+                bad++;
+                CHECK(0, "%s q8 pw np=%zu: pixel %zu written", cfg->isa, np, i);
+                break;
+              }
           for (size_t i = 0; i < np && pi < 3 && bad < 5; i++)
             for (size_t c = nc; c < YS; c++)
               if (y[i * YS + c] != 0x5A) {
