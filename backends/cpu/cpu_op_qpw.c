@@ -103,44 +103,49 @@ typedef struct pw_job {
   const int32_t *qoff, *corr;
   const float *scale, *bias;
   size_t npix, ow, sh, sw, wp, cp, cpo, co, kq, nblk;
+  size_t chunk; /* pixels a job takes (at most PW_CHUNK) */
   em_q8_quant_params oq;
 } pw_job;
 
-/* Jobs [begin, end): PW_CHUNK pixels by PW_NC channels each, pixel chunks outermost (the jobs
+/* Pixels [p0, p1) (at most PW_CHUNK) by channel block cb (PW_NC channels) of the tile, then,
+ * for an f32 output, those rows' clamp and activation. */
+static void pw_block(const pw_job *j, size_t p0, size_t p1, size_t cb) {
+  const size_t c0 = cb * PW_NC, nc = j->co - c0 < PW_NC ? j->co - c0 : PW_NC, np = p1 - p0;
+  const int8_t *w = j->w + c0 / 16 * j->kq * 64;
+  const float *bias = j->bias ? j->bias + c0 : NULL;
+  size_t oy = p0 / j->ow, ox = p0 % j->ow; /* the next pixel's place */
+  const uint8_t *x[PW_CHUNK];
+  for (size_t k = 0; k < np; k++) { /* the windows' origins */
+    x[k] = j->src + (oy * j->sh * j->wp + ox * j->sw) * j->cp;
+    if (++ox == j->ow) ox = 0, oy++;
+  }
+  if (j->yf)
+    j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias, NULL, 0, &j->oq,
+            j->yf + c0 * j->npix + p0, j->npix);
+  else
+    j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias,
+            j->y + p0 * j->cpo + c0, j->cpo, &j->oq, NULL, 0);
+  if (!j->yf) return;
+  /* the f32 rows' clamp and activation, as the panel path's q8_tiles */
+  const em_cpu_config *cfg = j->d->cfg;
+  const uint32_t act = post_act(j->op);
+  /* rows of the whole image lie end to end (a linear layer's: one pixel): one call for all */
+  const size_t len = np == j->npix ? nc * j->npix : np;
+  for (size_t r = c0; r < c0 + nc; r += len / np) {
+    float *row = j->yf + r * j->npix + p0;
+    if (j->op->act == EMC_ACT_CLAMP) cfg->vact(len, row, row, EMC_ACT_CLAMP, j->op->fp);
+    if (act) cfg->vact(len, row, row, act, j->op->fp);
+  }
+}
+
+/* Jobs [begin, end): j->chunk pixels by PW_NC channels each, pixel chunks outermost (the jobs
  * of one chunk read the same windows). */
 static void pw_jobs(void *ctx, int64_t begin, int64_t end) {
   const pw_job *j = ctx;
   for (int64_t job = begin; job < end; job++) {
-    const size_t pc = (size_t)job / j->nblk, c0 = (size_t)job % j->nblk * PW_NC;
-    const size_t nc = j->co - c0 < PW_NC ? j->co - c0 : PW_NC;
-    const size_t p1 = (pc + 1) * PW_CHUNK < j->npix ? (pc + 1) * PW_CHUNK : j->npix;
-    const int8_t *w = j->w + c0 / 16 * j->kq * 64;
-    const float *bias = j->bias ? j->bias + c0 : NULL;
-    const size_t i = pc * PW_CHUNK, np = p1 - i;
-    size_t oy = i / j->ow, ox = i % j->ow; /* the next pixel's place */
-    const uint8_t *x[PW_CHUNK];
-    for (size_t k = 0; k < np; k++) { /* the windows' origins */
-      x[k] = j->src + (oy * j->sh * j->wp + ox * j->sw) * j->cp;
-      if (++ox == j->ow) ox = 0, oy++;
-    }
-    if (j->yf)
-      j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias, NULL, 0, &j->oq,
-              j->yf + c0 * j->npix + i, j->npix);
-    else
-      j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias,
-              j->y + i * j->cpo + c0, j->cpo, &j->oq, NULL, 0);
-    if (!j->yf) continue;
-    /* the f32 rows' clamp and activation, as the panel path's q8_tiles */
-    const em_cpu_config *cfg = j->d->cfg;
-    const uint32_t act = post_act(j->op);
-    const size_t p0 = pc * PW_CHUNK;
-    /* rows of the whole image lie end to end (a linear layer's: one pixel): one call for all */
-    const size_t len = p1 - p0 == j->npix ? nc * j->npix : p1 - p0;
-    for (size_t r = c0; r < c0 + nc; r += len / (p1 - p0)) {
-      float *row = j->yf + r * j->npix + p0;
-      if (j->op->act == EMC_ACT_CLAMP) cfg->vact(len, row, row, EMC_ACT_CLAMP, j->op->fp);
-      if (act) cfg->vact(len, row, row, act, j->op->fp);
-    }
+    const size_t pc = (size_t)job / j->nblk, cb = (size_t)job % j->nblk;
+    const size_t p0 = pc * j->chunk, p1 = p0 + j->chunk < j->npix ? p0 + j->chunk : j->npix;
+    pw_block(j, p0, p1, cb);
   }
 }
 
@@ -186,6 +191,31 @@ static void pw_quant(void *ctx, int64_t begin, int64_t end) {
       pw_quant_scaled(j, y * j->w, (y + step) * j->w, dst);
     else
       j->quant(j->cin, step * j->w, j->x + y * j->w, j->h * j->w, dst, j->cp, &j->q);
+  }
+}
+
+/* A 1x1, stride-1, unpadded conv of an f32 input in one parallel phase: each job quantizes its
+ * pixels (all channels: a pixel's window is itself) and runs every channel block over them
+ * while they are in cache, instead of a phase of quantizing rows and a phase of tiles. */
+typedef struct pw_one_phase {
+  const pw_job *t;
+  const pw_quant_job *q;
+} pw_one_phase;
+
+static void pw_quant_jobs(void *ctx, int64_t begin, int64_t end) {
+  const pw_one_phase *f = ctx;
+  const pw_job *j = f->t;
+  const pw_quant_job *q = f->q;
+  for (int64_t job = begin; job < end; job++) {
+    const size_t p0 = (size_t)job * j->chunk;
+    const size_t p1 = p0 + j->chunk < j->npix ? p0 + j->chunk : j->npix;
+    uint8_t *dst = q->img + p0 * q->cp;
+    if (q->cp != q->cin) memset(dst, (int)q->q.zp, (p1 - p0) * q->cp); /* channels past cin */
+    if (q->s)
+      pw_quant_scaled(q, p0, p1, dst);
+    else
+      q->quant(q->cin, p1 - p0, q->x + p0, q->h * q->w, dst, q->cp, &q->q);
+    for (size_t cb = 0; cb < j->nblk; cb++) pw_block(j, p0, p1, cb);
   }
 }
 
@@ -236,8 +266,28 @@ static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, con
       .pw = (size_t)p.pw,
       .q = {p.q8_inv, (float)p.q8_zp, (float)p.q8_lo, (float)p.q8_hi, -INFINITY, INFINITY}};
   if (sc) qj.q = sc->q, qj.s = sc->s, qj.vmulc = sc->vmulc, qj.mm = sc->mm;
-  const int64_t jobs = (int64_t)(emc_div_up(npix, PW_CHUNK) * j.nblk);
+  /* Pixel chunks small enough to give each thread about four jobs (maps of 7x7 or 14x14 at the
+   * end of a network have one or two 64-pixel chunks), at least 8 pixels (one tile). */
+  const size_t threads = (size_t)em_threadpool_size(pool);
+  const bool one_phase = !in_u8 && !padded && p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1;
+  const size_t per_chunk = one_phase ? 1 : j.nblk; /* jobs a chunk of pixels makes */
+  j.chunk = PW_CHUNK;
+  while (threads > 1 && j.chunk > 8 && emc_div_up(npix, j.chunk) * per_chunk < 4 * threads)
+    j.chunk -= 8;
+  const int64_t jobs = (int64_t)(emc_div_up(npix, j.chunk) * per_chunk);
   for (size_t b = 0; b < n; b++) {
+    if (one_phase) {
+      qj.x = (sc ? sc->x : xt->data) + b * cin * h * wd;
+      j.src = img;
+      if (out_u8)
+        j.y = (uint8_t *)(void *)yt->data + b * npix * j.cpo;
+      else
+        j.yf = yt->data + b * co * npix;
+      const pw_one_phase f = {&j, &qj};
+      par_for(pool, jobs, pw_quant_jobs, (void *)&f,
+              (int64_t)(co * npix * kq * 4 + 8 * cin * npix));
+      continue;
+    }
     if (in_u8) {
       const uint8_t *xb = (const uint8_t *)(const void *)xt->data + b * h * wd * cp;
       j.src = xb;
