@@ -126,20 +126,20 @@ def tensor_from_em(t: EmTensor) -> torch.Tensor:
     dtype = EM_TO_TORCH.get(t.dtype)
     if dtype is None:
         raise EmberRuntimeError(f"runtime tensor has dtype {t.dtype} with no torch equivalent")
-    sizes = [t.sizes[i] for i in range(t.dim)]
-    strides = [t.strides[i] for i in range(t.dim)]
+    sizes = t.sizes[: t.dim]
+    strides = t.strides[: t.dim]
     numel = 1
     for s in sizes:
         numel *= s
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    nbytes = numel * itemsize
-    if nbytes == 0:
+    if numel == 0:
         return torch.empty(sizes, dtype=dtype)
     if not t.data:
         raise EmberRuntimeError("runtime tensor has no data")
-    raw = bytearray(ctypes.string_at(t.data, nbytes))
-    flat = torch.frombuffer(raw, dtype=torch.uint8).view(dtype)
-    return flat.as_strided(sizes, strides).clone(memory_format=torch.preserve_format)
+    # the runtime's tensors are dense in their dim order: one copy of numel elements into a
+    # tensor with the same strides
+    out = torch.empty_strided(sizes, strides, dtype=dtype)
+    ctypes.memmove(out.data_ptr(), t.data, numel * out.element_size())
+    return out
 
 
 def value_from_em(v: EmEValue) -> RuntimeValue:
@@ -181,6 +181,7 @@ class RuntimeProgram:
         self._pool = self._L.em_threadpool_create(threads) if threads > 1 else None
         self._watch: dict[int, list[int]] = {}
         self._captured: dict[tuple[int, int], torch.Tensor] = {}
+        self._in_meta: dict[int, list[tuple[int, Any, int, list[int]]]] = {}
         self._method_for_watch: ctypes.c_void_p | None = None
         self._end_cb = _PROF_END(self._on_instruction_end)
         # The profiler struct is retained by every method; its `end` hook is set only while
@@ -256,19 +257,44 @@ class RuntimeProgram:
             self._methods[name] = m
         return self._methods[name]
 
+    def _input_meta(self, m: ctypes.c_void_p) -> list[tuple[int, Any, int, list[int]]]:
+        """Per input of method m, what a call checks and lays out against, read once: (tag,
+        torch dtype or None, dims, dim order); the method's inputs keep these."""
+        key = int(m.value or 0)
+        meta = self._in_meta.get(key)
+        if meta is None:
+            meta = []
+            for i in range(self._L.em_method_input_count(m)):
+                want = self._L.em_method_input(m, i).contents
+                if want.tag != _lib.TAG_TENSOR:
+                    meta.append((int(want.tag), None, -1, []))
+                    continue
+                t = want.u.tensor.contents
+                order = [int(t.dim_order[d]) for d in range(t.dim)]
+                meta.append((int(want.tag), EM_TO_TORCH.get(int(t.dtype)), int(t.dim), order))
+            self._in_meta[key] = meta
+        return meta
+
     def _set_inputs(self, m: ctypes.c_void_p, inputs: Sequence[Any], vb: ValueBuilder) -> None:
-        n = self._L.em_method_input_count(m)
-        if len(inputs) != n:
-            raise EmberRuntimeError(f"method takes {n} inputs, got {len(inputs)}")
+        meta = self._input_meta(m)
+        if len(inputs) != len(meta):
+            raise EmberRuntimeError(f"method takes {len(meta)} inputs, got {len(inputs)}")
         for i, x in enumerate(inputs):
             if isinstance(x, torch.Tensor):
-                want = self._L.em_method_input(m, i).contents
-                self._check_tensor_input(i, x, want)
-                x = self._match_dim_order(x.detach(), want)
-                order = None
-                if want.tag == _lib.TAG_TENSOR and x.dim() == want.u.tensor.contents.dim:
-                    order = [want.u.tensor.contents.dim_order[d] for d in range(x.dim())]
-                et = vb.tensor(x, dim_order=order)
+                tag, dtype, dim, order_ = meta[i]
+                if (
+                    tag != _lib.TAG_TENSOR
+                    or x.device.type != "cpu"
+                    or (dtype is not None and x.dtype != dtype)
+                    or x.dim() != dim
+                ):  # names what is wrong
+                    self._check_tensor_input(i, x, self._L.em_method_input(m, i).contents)
+                x = x.detach()
+                if order_ == list(range(dim)):
+                    x = x.contiguous()
+                else:
+                    x = self._match_dim_order(x, self._L.em_method_input(m, i).contents)
+                et = vb.tensor(x, dim_order=order_)
                 _check(self._L.em_method_set_input_tensor(m, i, ctypes.byref(et)), f"input {i}")
             else:
                 ev = vb.value(x)
