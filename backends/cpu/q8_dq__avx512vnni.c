@@ -148,7 +148,8 @@ void em_q8_dq_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t
   const uint8_t *xp[DQ_MR];
   for (size_t i = 0; i < DQ_MR; i++) xp[i] = a + (i < np ? i : np - 1) * as;
   __m512i acc_a[DQ_MR], acc_b[DQ_MR];
-  q8_tile8_sums(xp, NULL, kq, w, nc > 16, acc_a, acc_b);
+  q8_tile8_sums(xp, NULL, kq, w, nc > 16, _mm512_setzero_si512(), _mm512_setzero_si512(), acc_a,
+                acc_b);
   dq_block(acc_a, np, nc, wsum, ws, bias, za, s, y, ys, cs);
   if (nc > 16)
     dq_block(acc_b, np, nc - 16, wsum + 16, ws + 16, bias ? bias + 16 : NULL, za, s, y + 16 * cs,

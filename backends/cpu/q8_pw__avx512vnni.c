@@ -28,11 +28,11 @@
 
 enum { PW_MR = 8 }; /* pixels per tile */
 
-/* (acc - corr) * scale + bias of one pixel's 16 channels, as the panel path's epilogue. */
-static inline __attribute__((always_inline)) __m512 pw_value(__m512i acc, __m512i corr,
-                                                             __m512 scale, __m512 bias) {
-  const __m512 t = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc, corr)); /* wraps, no UB */
-  return _mm512_add_ps(_mm512_mul_ps(t, scale), bias);
+/* (acc - corr) * scale + bias of one pixel's 16 channels, as the panel path's epilogue: the
+ * sums started at -corr (wrapping, as the subtraction after them would), so acc is acc - corr. */
+static inline __attribute__((always_inline)) __m512 pw_value(__m512i acc, __m512 scale,
+                                                             __m512 bias) {
+  return _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc), scale), bias);
 }
 
 /* The output quantizer's constants (em_q8_quant_bounds), loaded once (stores through uint8_t
@@ -50,13 +50,12 @@ static inline pw_quant pw_quant_of(const em_q8_quant_params *p) {
                     _mm512_set1_epi32((int32_t)p->zp), _mm512_set1_epi32((int32_t)p->lo)};
 }
 
-/* acc's 16 channels of one pixel: (acc - corr) * scale + bias, quantized as the panel path's
- * output quantizer does (em_q8_quant1's bytes, in em_q8_quant_bounds's short form), stored as
- * `keep`'s bytes at y. */
-static inline __attribute__((always_inline)) void pw_store(__m512i acc, __m512i corr, __m512 scale,
-                                                           __m512 bias, const pw_quant *q,
-                                                           uint8_t *y, __mmask16 keep) {
-  __m512 t = _mm512_mul_ps(pw_value(acc, corr, scale, bias), q->inv);
+/* acc's 16 channels of one pixel (acc - corr): times scale plus bias, quantized as the panel
+ * path's output quantizer does (em_q8_quant1's bytes, in em_q8_quant_bounds's short form),
+ * stored as `keep`'s bytes at y. */
+static inline __attribute__((always_inline)) void
+pw_store(__m512i acc, __m512 scale, __m512 bias, const pw_quant *q, uint8_t *y, __mmask16 keep) {
+  __m512 t = _mm512_mul_ps(pw_value(acc, scale, bias), q->inv);
   t = _mm512_min_ps(q->fhi, _mm512_max_ps(q->flo, t)); /* NaN stays */
   __m512i r = _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   r = _mm512_max_epi32(_mm512_add_epi32(r, q->zp), q->lo); /* NaN: lo */
@@ -64,7 +63,8 @@ static inline __attribute__((always_inline)) void pw_store(__m512i acc, __m512i 
 }
 
 /* What the epilogue reads for one tile call, loaded once for all its 8-pixel tiles: the two
- * 16-channel blocks' corrections, scales and biases, their masks, the output quantizer. */
+ * 16-channel blocks' negated corrections (the sums' starts), scales and biases, their masks,
+ * the output quantizer. */
 typedef struct pw_epi {
   __m512i ca, cb;
   __m512 sa, sb, ba, bb;
@@ -77,10 +77,11 @@ static inline pw_epi pw_epi_of(size_t nc, const int32_t *corr, const float *scal
   pw_epi e;
   e.ka = (__mmask16)(nc >= 16 ? 0xFFFFu : (1u << nc) - 1u);
   e.kb = (__mmask16)(nc >= 32 ? 0xFFFFu : nc > 16 ? (1u << (nc - 16)) - 1u : 0u);
-  e.ca = _mm512_maskz_loadu_epi32(e.ka, corr);
+  const __m512i z = _mm512_setzero_si512(); /* the sums' starts: minus the corrections */
+  e.ca = _mm512_sub_epi32(z, _mm512_maskz_loadu_epi32(e.ka, corr));
   e.sa = _mm512_maskz_loadu_ps(e.ka, scale);
   e.ba = bias ? _mm512_maskz_loadu_ps(e.ka, bias) : _mm512_setzero_ps();
-  e.cb = _mm512_maskz_loadu_epi32(e.kb, corr + 16);
+  e.cb = _mm512_sub_epi32(z, _mm512_maskz_loadu_epi32(e.kb, corr + 16));
   e.sb = _mm512_maskz_loadu_ps(e.kb, scale + 16);
   e.bb = bias ? _mm512_maskz_loadu_ps(e.kb, bias + 16) : _mm512_setzero_ps();
   if (u8)
@@ -97,29 +98,29 @@ static inline __attribute__((always_inline)) void pw_finish(const __m512i acc_a[
                                                             size_t ys, float *yf, size_t yfs) {
   if (yf) { /* f32 planes */
     __m512 v[PW_MR];
-    for (size_t i = 0; i < PW_MR; i++) v[i] = pw_value(acc_a[i], e->ca, e->sa, e->ba);
+    for (size_t i = 0; i < PW_MR; i++) v[i] = pw_value(acc_a[i], e->sa, e->ba);
     q8_store8_planes(v, np, nc < 16 ? nc : 16, yf, yfs);
     if (nc > 16) {
-      for (size_t i = 0; i < PW_MR; i++) v[i] = pw_value(acc_b[i], e->cb, e->sb, e->bb);
+      for (size_t i = 0; i < PW_MR; i++) v[i] = pw_value(acc_b[i], e->sb, e->bb);
       q8_store8_planes(v, np, nc - 16, yf + 16 * yfs, yfs);
     }
     return;
   }
   for (size_t i = 0; i < np && i < PW_MR; i++)
-    pw_store(acc_a[i], e->ca, e->sa, e->ba, &e->q, y + i * ys, e->ka);
+    pw_store(acc_a[i], e->sa, e->ba, &e->q, y + i * ys, e->ka);
   if (nc > 16)
     for (size_t i = 0; i < np && i < PW_MR; i++)
-      pw_store(acc_b[i], e->cb, e->sb, e->bb, &e->q, y + i * ys + 16, e->kb);
+      pw_store(acc_b[i], e->sb, e->bb, &e->q, y + i * ys + 16, e->kb);
 }
 
 /* One pixel (a linear layer's row, a map's last): two chains a block, not eight pixels'. */
 static inline __attribute__((always_inline)) void pw_one(size_t nc, size_t kq, const uint8_t *x0,
                                                          const int32_t *qoff, const int8_t *w,
-                                                         __m512i acc_a[PW_MR],
+                                                         const pw_epi *e, __m512i acc_a[PW_MR],
                                                          __m512i acc_b[PW_MR]) {
   const int8_t *w2 = w + kq * 64; /* the second block of 16 channels (read when nc > 16) */
   const __m512i z = _mm512_setzero_si512();
-  __m512i a0 = z, a1 = z, b0 = z, b1 = z;
+  __m512i a0 = e->ca, a1 = z, b0 = e->cb, b1 = z;
   size_t q = 0;
   for (; q + 2 <= kq; q += 2) {
     const __m512i s = q8_bcast4(x0 + qoff[q]), t = q8_bcast4(x0 + qoff[q + 1]);
@@ -148,11 +149,11 @@ void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t
     const size_t n8 = np - i0 < PW_MR ? np - i0 : PW_MR;
     __m512i acc_a[PW_MR], acc_b[PW_MR];
     if (n8 == 1) {
-      pw_one(nc, kq, x[i0], qoff, w, acc_a, acc_b);
+      pw_one(nc, kq, x[i0], qoff, w, &e, acc_a, acc_b);
     } else { /* pixels past n8 read the last one (not stored): the loop stays fixed */
       const uint8_t *xp[PW_MR];
       for (size_t i = 0; i < PW_MR; i++) xp[i] = x[i0 + (i < n8 ? i : n8 - 1)];
-      q8_tile8_sums(xp, qoff, kq, w, nc > 16, acc_a, acc_b);
+      q8_tile8_sums(xp, qoff, kq, w, nc > 16, e.ca, e.cb, acc_a, acc_b);
     }
     pw_finish(acc_a, acc_b, n8, nc, &e, yf ? NULL : y + i0 * ys, ys, yf ? yf + i0 : NULL, yfs);
   }

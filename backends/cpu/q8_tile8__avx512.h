@@ -20,19 +20,19 @@ static inline __m512i q8_bcast4(const uint8_t *p) {
 }
 
 /*
- * For rows i < 8: acc[i] = the exact int32 sums over groups q < kq of row xp[i]'s 4 bytes at
+ * For rows i < 8: acc[i] = a0 (each lane's start: 0, or minus a correction) plus the exact
+ * int32 sums (wrapping) over groups q < kq of row xp[i]'s 4 bytes at
  * offset off(q) (qoff[q], or 4 q when qoff is NULL) times the 16 channels' 4 int8 weights of
  * group q (w: [kq][16][4]); with `two`, acc2[i] the same for the next block of 16 channels
- * (w + kq * 64). Per group one weight load a block and one broadcast a row: 8 or 16 chains.
+ * (w + kq * 64), from b0. Per group one weight load a block and one broadcast a row: 8 or 16
+ * chains.
  */
-static inline __attribute__((always_inline)) void q8_tile8_sums(const uint8_t *const xp[8],
-                                                                const int32_t *qoff, size_t kq,
-                                                                const int8_t *w, int two,
-                                                                __m512i acc[8], __m512i acc2[8]) {
+static inline __attribute__((always_inline)) void
+q8_tile8_sums(const uint8_t *const xp[8], const int32_t *qoff, size_t kq, const int8_t *w, int two,
+              __m512i a0, __m512i b0, __m512i acc[8], __m512i acc2[8]) {
   const int8_t *w2 = w + kq * 64;
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-          a7 = a0;
-  __m512i b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
+  __m512i a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  __m512i b1 = b0, b2 = b0, b3 = b0, b4 = b0, b5 = b0, b6 = b0, b7 = b0;
   if (two) {
     for (size_t q = 0; q < kq; q++) {
       const ptrdiff_t o = qoff ? qoff[q] : (ptrdiff_t)(q * 4);
