@@ -159,8 +159,9 @@ class _StridedSame(nn.Module):
     """EfficientNet-Lite0's stride-2 stages: 1x1 expansion, "same" pad (0 before and 1 after at
     3x3, 1 and 2 at 5x5; odd and even maps), depthwise, 1x1 projection; channels not multiples
     of 16 (80 on a 5-row map: rows split by channel blocks of 64); a third block whose
-    depthwise output an f32 abs reads (not a u8 link: its pad op comes back and the conv runs in
-    f32; a sigmoid there would be a table on the link since EMC_UNARY_PRE)."""
+    depthwise output is the program's (not a u8 link: its pad op comes back and the conv runs in
+    f32; a float op reading it would read a fake-quant lookup of its levels, fusion_q8's
+    _dw_f32_out)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -173,7 +174,7 @@ class _StridedSame(nn.Module):
         r6 = F.relu6
         y = self.p1(r6(self.d1(F.pad(r6(self.e1(x)), [0, 1, 0, 1]))))
         y = self.p2(r6(self.d2(F.pad(r6(self.e2(y)), [1, 2, 1, 2]))))
-        return torch.abs(self.d3(F.pad(y, [0, 1, 0, 1])))
+        return self.d3(F.pad(y, [0, 1, 0, 1]))
 
 
 @pytest.mark.parametrize("hw", [(23, 23), (20, 26)], ids=["odd", "even"])

@@ -4,14 +4,17 @@ In a statically quantized MobileNetV3 a hardswish (with its fake-quant) sits bet
 conv and the next op: its input has at most 256 values, the levels of the conv's u8 output. The
 CPU backend then runs it as a table built with the f32 path's own row: into u8 levels where only
 int8 ops read it (form 1: an expansion's hardswish before an int8 depthwise conv, a projection's
-before a 1x1 conv), into f32 planes where an f32 op does (form 2: a squeeze-and-excitation
-block's mean and multiply, an f32 depthwise conv, a global mean). So the program must give the
+before a 1x1 conv, the stem's before an int8 depthwise conv), into f32 planes where an f32 op
+does (form 2: a squeeze-and-excitation block's mean and multiply, a global mean). An int8
+depthwise conv whose output a float op reads (a mean) writes levels for a fake-quant lookup of
+its own into f32 (fusion_q8's ``_dw_f32_out``). So the program must give the
 very bits of the same graph with the lookups off (f32 hardswish rows). Checked here:
 
 - an MobileNetV3-shaped net (hardswish after the stem, an expansion, a strided 5x5 depthwise conv
   with squeeze-and-excitation, a projection and a head; 20 and 35 channels: a channel group of 4
   past 16, channels padded to a multiple of 4; odd maps) runs its five hardswishes as lookups of
-  the expected forms, and its second depthwise conv in int8;
+  the expected forms, and both depthwise convs in int8 (the first through a lookup into f32 for
+  the mean and the expansion that read it);
 - the same bits as the export with the lookups off (a mutation of either form fails this), at 1
   and 2 threads, within one output step of the portable run;
 - the same bits on every ISA (AVX-512 VBMI, AVX2 and scalar rows);
@@ -65,7 +68,7 @@ class _Hs(nn.Module):
         self.head = nn.Conv2d(24, 10, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.hardswish(self.stem(x))  # form 2: an f32 depthwise conv reads it
+        x = F.hardswish(self.stem(x))  # form 1: an int8 depthwise conv reads it
         y = F.relu(self.dw0(x))
         side = y.mean((2, 3))
         y = F.hardswish(self.exp(y))  # form 1: the int8 depthwise conv reads it
@@ -117,11 +120,12 @@ def _luts(buf: bytes) -> list[int]:
 
 def test_hardswish_as_lookups(progs) -> None:
     prog, f32_rows, _, _ = progs
-    assert _luts(prog.buffer) == [2, 1, 2, 1, 2]
+    assert _luts(prog.buffer) == [1, 1, 2, 1, 2]
     assert _luts(f32_rows.buffer) == [0, 0, 0, 0, 0]
     assert all(ip[1] > 0 for k, _, _, ip in _ops(prog.buffer) if k == B.OP["unary"] and ip[0])
 
-    # the 5x5 depthwise conv reads the expansion's levels: int8 with the lookups, f32 without
+    # the depthwise convs read the stem's and the expansion's levels: int8 with the lookups, f32
+    # without
     def dw_q8(buf: bytes) -> list[int]:
         return [
             ip[B.CONV_Q8]
@@ -129,7 +133,7 @@ def test_hardswish_as_lookups(progs) -> None:
             if k == B.OP["conv2d"] and ip[B.CONV_DEPTHWISE]
         ]
 
-    assert sum(v > 0 for v in dw_q8(prog.buffer)) == 1
+    assert sum(v > 0 for v in dw_q8(prog.buffer)) == 2
     assert sum(v > 0 for v in dw_q8(f32_rows.buffer)) == 0
 
 
@@ -143,7 +147,7 @@ def test_same_bits_as_f32_rows(progs) -> None:
 def test_batch_of_two() -> None:
     prog, plain, x = _export(True, batch=2)
     f32_rows, _, _ = _export(False, batch=2)
-    assert _luts(prog.buffer) == [2, 1, 2, 1, 2]
+    assert _luts(prog.buffer) == [1, 1, 2, 1, 2]
     for th in (1, 2):
         assert torch.equal(_run(prog, x, th), _run(f32_rows, x, th)), th
 
@@ -269,3 +273,15 @@ def test_activation_then_fake_quant(tmp_path) -> None:
             (at + IP + 12, 2, "times-x"),
         ],
     )
+
+
+def test_int8_depthwise_into_f32_through_a_lookup(progs) -> None:
+    """The first depthwise conv runs int8 and a fake-quant lookup of its levels (form 2) writes
+    the f32 values the mean and the expansion read; with the lookups off it stays f32 and takes
+    the mean into itself again (plane means: one mean op fewer)."""
+    prog, f32_rows, _, _ = progs
+    fq = B.ACT["fakequant"]
+    forms = [ip[0] for k, act, _, ip in _ops(prog.buffer) if k == B.OP["unary"] and act == fq]
+    assert forms.count(2) == 1, forms
+    means = [sum(k == B.OP["mean"] for k, _, _, _ in _ops(p.buffer)) for p in (prog, f32_rows)]
+    assert means[0] == means[1] + 1, means

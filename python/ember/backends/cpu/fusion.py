@@ -365,15 +365,20 @@ def _fuse_residual(ops: list[Op], u: _Uses) -> None:
             break
 
 
-def _fuse_plane_means(ops: list[Op], u: _Uses) -> None:
+def _fuse_plane_means(ops: list[Op], u: _Uses, int8_too: bool = False) -> None:
     """A mean over the spatial dims of a depthwise conv's output (a squeeze-and-excitation
     block's pooling) becomes the conv's second output (blob out[1]): each plane's mean is taken
     right after the plane is computed, while it is in L1, instead of in a pass that reads the
-    whole output again (at 2 threads, half of it from the other core's cache)."""
+    whole output again (at 2 threads, half of it from the other core's cache). Not (unless
+    ``int8_too``: fusion_q8's ``_conv_q8_u8`` for those that stay float) for a conv with int8
+    weights and a fake-quantized output, which may become an int8 depthwise conv on u8 levels
+    (fusion_q8's ``_dwconv_q8``, one output), nor for one that did."""
     for mean in [o for o in ops if o.kind == "mean" and o.act == "none" and o.ip[2] <= 1]:
         x = mean.ins[0]
         p = u.producer(x)
         if p is None or p.kind != "conv2d" or len(p.outs) != 1 or not _depthwise(p):
+            continue
+        if p.attrs.get("q8dw") or (not int8_too and "wq" in p.attrs and p.act == "fakequant"):
             continue
         y = p.outs[0]
         if len(y.shape) != 4 or math.prod(x.shape) != math.prod(y.shape):

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ember.backends.cpu import blob as B
-from ember.backends.cpu.fusion import _absorb, _depthwise, _Uses
+from ember.backends.cpu.fusion import _absorb, _depthwise, _fuse_plane_means, _Uses
 from ember.backends.cpu.lowering import Const, Op, Unsupported
 from ember.passes.ir import TensorSpec
 
@@ -407,6 +407,39 @@ def _dwconv_q8(ops: list[Op], u: _Uses) -> None:
                 _absorb(ops, pad, conv)
 
 
+def _int8_reader(r: Op, y: TensorSpec) -> bool:
+    """Whether op ``r`` may read ``y`` as a u8 link (:func:`_conv_q8_u8`'s readers): an int8
+    conv, a max pool, a table lookup or an add."""
+    if r.kind == "conv2d":
+        return "q8" in r.attrs and len(r.ins) == 1
+    return _lut_candidate(r) or r.kind in ("maxpool2d", "binary")
+
+
+def _dw_f32_out(ops: list[Op], u: _Uses) -> None:
+    """An int8 depthwise conv (:func:`_dwconv_q8`) whose output a float op reads (the mean and
+    the scale of MobileNetV3's first squeeze-and-excitation block) writes u8 levels for a new
+    table lookup of its own fake-quant, which writes the f32 values (EMC_UNARY_Q8 form 2: each
+    level's value, as the fake-quant made it; a fake-quant of those changes nothing): an int8
+    conv and a pass over u8 levels instead of a float conv and, before it, a lookup writing f32.
+    :func:`_conv_q8_u8` takes the lookup away again (``dw_lut``) if the conv does not stay int8."""
+    for conv in [o for o in ops if o.kind == "conv2d" and o.attrs.get("q8dw")]:
+        y = conv.outs[0]
+        readers = u.consumers(y)
+        if (
+            id(y.root()) in u.external
+            or y.root() is not y
+            or not readers
+            or all(_int8_reader(r, y) for r in readers)
+        ):
+            continue
+        link = TensorSpec(name=f"{y.name}_u8", dtype=y.dtype, shape=tuple(y.shape))
+        fp = [float(conv.fp[0]), float(conv.fp[1]), 0.0, *(float(v) for v in conv.fp[3:8])]
+        lut = Op("unary", [link], [y], act="fakequant", fp=fp, attrs={"dw_lut": conv})
+        lut.nodes = list(conv.nodes[-1:])
+        conv.outs[0] = link
+        ops.insert(ops.index(conv) + 1, lut)
+
+
 def _u8_source(p: Op | None, u: _Uses) -> bool:
     """Whether ``p`` may write its fake-quantized output as u8 values: an int8 conv (input side
     settled by :func:`_conv_q8`) fake-quantizing its output, or a table lookup
@@ -571,6 +604,11 @@ def _conv_q8_u8(ops: list[Op], u: _Uses) -> None:
         for c in loose:
             for k in ("q8", "q8dw", "q8_in", "q8_out"):
                 c.attrs.pop(k, None)
+            lut = next((o for o in ops if o.attrs.get("dw_lut") is c), None)
+            if lut is not None:  # the conv stays f32: it writes the f32 values again
+                c.outs[0] = lut.outs[0]
+                luts = [q for q in luts if q is not lut]
+                _absorb(ops, lut, c)
             if "q8pad" in c.attrs:  # its pad op comes back (f32 convs pad symmetrically)
                 pad = c.attrs.pop("q8pad")
                 c.attrs.pop("pad_extra")
@@ -578,6 +616,8 @@ def _conv_q8_u8(ops: list[Op], u: _Uses) -> None:
                 c.ins[0] = pad.outs[0]
                 ops.insert(ops.index(c), pad)
                 c.nodes[:] = [n for n in c.nodes if n not in pad.nodes]
+    # the means of the depthwise convs that stayed float join them after all
+    _fuse_plane_means(ops, u, int8_too=True)
     for q in luts:  # EMC_UNARY_Q8 (1: u8 out, 2: f32 out), its input's scale and u8 zero point
         form = _u8_form(u.producer(q.ins[0]))
         assert form is not None

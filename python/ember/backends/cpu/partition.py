@@ -52,6 +52,7 @@ from ember.backends.cpu.fusion_q8 import (  # noqa: F401
     _conv_q8,
     _conv_q8_u8,
     _dq_heads,
+    _dw_f32_out,
     _dwconv_q8,
     _gemm_heads,
     _linear_dq8,
@@ -488,6 +489,7 @@ _FUSIONS: tuple[Any, ...] = (
     "_gemm_heads",
     "_conv_q8",
     "_dwconv_q8",
+    "_dw_f32_out",
     "_conv_q8_u8",
 )
 
