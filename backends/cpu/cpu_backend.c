@@ -182,10 +182,11 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
          (unsigned long long)h.arena_nbytes, h.n_tensors, h.n_ops);
   memset(d, 0, sizeof *d);
   d->cfg = cfg, d->q8_gemm = em_q8_gemm_for(cfg->isa), d->q8_quant = em_q8_quant_for(cfg->isa),
-  d->q8_pack = em_q8_pack_for(cfg->isa), d->q8_dw = em_q8_dw_for(cfg->isa),
-  d->q8_add = em_q8_add_for(cfg->isa), d->q8_dq = em_q8_dq_for(cfg->isa),
-  d->q8_lut = em_q8_lut_for(cfg->isa), d->q8_lutf = em_q8_lutf_for(cfg->isa),
-  d->q8_rowq = em_q8_rowq_for(cfg->isa), d->q8_rowt = em_q8_rowt_for(cfg->isa),
+  d->q8_quant_scaled = em_q8_quant_scaled_for(cfg->isa), d->q8_pack = em_q8_pack_for(cfg->isa),
+  d->q8_dw = em_q8_dw_for(cfg->isa), d->q8_add = em_q8_add_for(cfg->isa),
+  d->q8_dq = em_q8_dq_for(cfg->isa), d->q8_lut = em_q8_lut_for(cfg->isa),
+  d->q8_lutf = em_q8_lutf_for(cfg->isa), d->q8_rowq = em_q8_rowq_for(cfg->isa),
+  d->q8_rowt = em_q8_rowt_for(cfg->isa),
   d->q8_pw = atomic_load_explicit(&opt_q8_pixel_major, memory_order_relaxed) < 0
                  ? NULL
                  : em_q8_pw_for(cfg->isa);

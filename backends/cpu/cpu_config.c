@@ -111,6 +111,15 @@ em_q8_quant_fn em_q8_quant_for(const char *isa) {
   return em_q8_quant_ukernel__scalar;
 }
 
+em_q8_quant_scaled_fn em_q8_quant_scaled_for(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (em_q8_gemm_for(isa) == em_q8_gemm_6x32_ukernel__avx512vnni)
+    return em_q8_quant_scaled_ukernel__avx512vnni;
+#endif
+  (void)isa;
+  return NULL;
+}
+
 em_q8_dw_fn em_q8_dw_for(const char *isa) {
 #if defined(__x86_64__) || defined(__i386__)
   const em_q8_gemm_fn g = em_q8_gemm_for(isa);

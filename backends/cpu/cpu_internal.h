@@ -48,18 +48,19 @@ typedef struct emc_threads {
 
 typedef struct emc_delegate {
   const em_cpu_config *cfg;
-  em_q8_gemm_fn q8_gemm;   /* the int8 convs' tile (em_q8_gemm_for cfg's ISA) */
-  size_t q8_nr;            /* ... its columns: 16 or 32 (em_q8_gemm_nr_for) */
-  em_q8_quant_fn q8_quant; /* ... their input quantizer (em_q8_quant_for) */
-  em_q8_pack_fn q8_pack;   /* ... their panel packer (em_q8_pack_for) */
-  em_q8_dw_fn q8_dw;       /* ... and the int8 depthwise convs' row (em_q8_dw_for) */
-  em_q8_add_fn q8_add;     /* ... and the int8 adds' row (em_q8_add_for) */
-  em_q8_lut_fn q8_lut;     /* ... and the u8 table lookups' row (em_q8_lut_for) */
-  em_q8_lutf_fn q8_lutf;   /* ... and into f32 planes (em_q8_lutf_for) */
-  em_q8_pw_fn q8_pw;       /* ... the pointwise ones' pixel-major tile, NULL: none / off */
-  em_q8_dq_fn q8_dq;       /* the dynamic int8 linears' tile (em_q8_dq_for) */
-  em_q8_rowq_fn q8_rowq;   /* ... and their row quantizer (em_q8_rowq_for) */
-  em_q8_rowt_fn q8_rowt;   /* ... under one set of qparams (em_q8_rowt_for) */
+  em_q8_gemm_fn q8_gemm;                 /* the int8 convs' tile (em_q8_gemm_for cfg's ISA) */
+  size_t q8_nr;                          /* ... its columns: 16 or 32 (em_q8_gemm_nr_for) */
+  em_q8_quant_fn q8_quant;               /* ... their input quantizer (em_q8_quant_for) */
+  em_q8_quant_scaled_fn q8_quant_scaled; /* ... of scaled planes (em_q8_quant_scaled_for; NULL) */
+  em_q8_pack_fn q8_pack;                 /* ... their panel packer (em_q8_pack_for) */
+  em_q8_dw_fn q8_dw;                     /* ... and the int8 depthwise convs' row (em_q8_dw_for) */
+  em_q8_add_fn q8_add;                   /* ... and the int8 adds' row (em_q8_add_for) */
+  em_q8_lut_fn q8_lut;                   /* ... and the u8 table lookups' row (em_q8_lut_for) */
+  em_q8_lutf_fn q8_lutf;                 /* ... and into f32 planes (em_q8_lutf_for) */
+  em_q8_pw_fn q8_pw;     /* ... the pointwise ones' pixel-major tile, NULL: none / off */
+  em_q8_dq_fn q8_dq;     /* the dynamic int8 linears' tile (em_q8_dq_for) */
+  em_q8_rowq_fn q8_rowq; /* ... and their row quantizer (em_q8_rowq_for) */
+  em_q8_rowt_fn q8_rowt; /* ... under one set of qparams (em_q8_rowt_for) */
   uint32_t n_tensors, n_ops, n_inputs, n_outputs;
   emc_rt_tensor *t;  /* [n_tensors] */
   emc_op *ops;       /* [n_ops], copied from the blob (aligned) */

@@ -151,8 +151,9 @@ static void pw_jobs(void *ctx, int64_t begin, int64_t end) {
 
 typedef struct pw_quant_job {
   em_q8_quant_fn quant;
-  const float *x; /* one image's planes, [cin][h][w] */
-  uint8_t *img;   /* its u8 values channels last, zero-point padded, [hp][wp][cp] */
+  em_q8_quant_scaled_fn quant_scaled; /* the scaled planes in one pass (NULL: through blk) */
+  const float *x;                     /* one image's planes, [cin][h][w] */
+  uint8_t *img; /* its u8 values channels last, zero-point padded, [hp][wp][cp] */
   size_t cin, h, w, wp, cp, ph, pw;
   em_q8_quant_params q;
   /* a fused scale per plane (emc_q8_pw_fuse_scale): x[c] * s[c] by vmulc, else s is NULL */
@@ -167,8 +168,12 @@ enum { PW_SCALE_SPAN = 128 }; /* pixels of a scaled block (16 planes of them: 8 
  * PW_SCALE_SPAN pixels on the stack (the multiply the binary operator runs, then the fake-quant
  * that followed it: the conv's quantizer gives its bytes), stored from dst (the pixel p0). */
 static void pw_quant_scaled(const pw_quant_job *j, size_t p0, size_t p1, uint8_t *dst) {
-  float blk[16 * PW_SCALE_SPAN];
   const size_t hw = j->h * j->w;
+  if (j->quant_scaled && !j->mm.hswish) { /* the same bytes without the buffer */
+    j->quant_scaled(j->cin, p1 - p0, j->x + p0, hw, j->s, &j->mm, dst, j->cp, &j->q);
+    return;
+  }
+  float blk[16 * PW_SCALE_SPAN];
   for (size_t i = p0; i < p1; i += PW_SCALE_SPAN) {
     const size_t n = p1 - i < PW_SCALE_SPAN ? p1 - i : PW_SCALE_SPAN;
     for (size_t c0 = 0; c0 < j->cin; c0 += 16) {
@@ -265,11 +270,15 @@ static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, con
       .ph = (size_t)p.ph,
       .pw = (size_t)p.pw,
       .q = {p.q8_inv, (float)p.q8_zp, (float)p.q8_lo, (float)p.q8_hi, -INFINITY, INFINITY}};
-  if (sc) qj.q = sc->q, qj.s = sc->s, qj.vmulc = sc->vmulc, qj.mm = sc->mm;
+  if (sc)
+    qj.q = sc->q, qj.s = sc->s, qj.vmulc = sc->vmulc, qj.mm = sc->mm,
+    qj.quant_scaled = d->q8_quant_scaled;
   /* Pixel chunks small enough to give each thread about four jobs (maps of 7x7 or 14x14 at the
    * end of a network have one or two 64-pixel chunks), at least 8 pixels (one tile). */
   const size_t threads = (size_t)em_threadpool_size(pool);
-  const bool one_phase = !in_u8 && !padded && p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1;
+  /* (a linear layer's single pixel would be one job: quantized first, then split by channels) */
+  const bool one_phase = !in_u8 && !padded && p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 &&
+                         (threads < 2 || npix >= 8 * threads);
   const size_t per_chunk = one_phase ? 1 : j.nblk; /* jobs a chunk of pixels makes */
   j.chunk = PW_CHUNK;
   while (threads > 1 && j.chunk > 8 && emc_div_up(npix, j.chunk) * per_chunk < 4 * threads)

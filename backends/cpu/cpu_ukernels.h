@@ -311,6 +311,20 @@ void em_q8_quant_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t 
 /* The input quantizer that goes with em_q8_gemm_for(isa). */
 em_q8_quant_fn em_q8_quant_for(const char *isa);
 
+/* em_q8_quant_fn of planes scaled first (a squeeze-and-excitation product): each value is
+ * v = x[ch * xs + i] * s[ch] clamped to [mm->min, mm->max] (NaN stays), the steps of
+ * em_f32_vmulc_minmax (mm->hswish must be 0), then quantized by p as em_q8_quant_fn: the same
+ * bytes as that multiply into a buffer followed by the ISA's quantizer. */
+typedef void (*em_q8_quant_scaled_fn)(size_t c, size_t n, const float *x, size_t xs, const float *s,
+                                      const em_minmax_params *mm, uint8_t *y, size_t ys,
+                                      const em_q8_quant_params *p);
+void em_q8_quant_scaled_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t xs,
+                                            const float *s, const em_minmax_params *mm, uint8_t *y,
+                                            size_t ys, const em_q8_quant_params *p);
+/* The scaled quantizer that goes with em_q8_gemm_for(isa), or NULL where there is none (the
+ * caller then multiplies into a buffer and quantizes that). */
+em_q8_quant_scaled_fn em_q8_quant_scaled_for(const char *isa);
+
 /* One tap of an int8 im2col column panel: dst[q][j][0..3] = src[j][off + 4 q .. off + 4 q + 3]
  * for the panel's 16 pixels j (each src[j] a pixel of the channels-last u8 image) and q < cq
  * groups of 4 channels: dst is [cq][16][4]. */

@@ -51,12 +51,22 @@ static inline __attribute__((always_inline)) void transpose16x16_u8(__m128i r[16
   }
 }
 
+/* v * s[ch] clamped to [mm->min, mm->max] as em_f32_vmulc_minmax does it (NaN stays: the
+ * vector max and min return their second operand when it is NaN); v itself when s is NULL. */
+static inline __attribute__((always_inline)) __m512 scaled(__m512 v, const float *s, size_t ch,
+                                                           const em_minmax_params *mm) {
+  if (!s) return v;
+  v = _mm512_mul_ps(v, _mm512_set1_ps(s[ch]));
+  return _mm512_min_ps(_mm512_set1_ps(mm->max), _mm512_max_ps(_mm512_set1_ps(mm->min), v));
+}
+
 /* Planes to channels last (cpu_ukernels.h) in blocks of 16 channels by 16 pixels: each channel's
  * 16 values quantized in one vector (em_q8_quant1's bytes, in em_q8_quant_bounds's short form),
  * narrowed to 16 bytes, the block transposed and each pixel's 16 channels stored at once (a last
  * block of fewer than 16 channels stores only its own bytes). */
-void em_q8_quant_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t xs, uint8_t *y,
-                                     size_t ys, const em_q8_quant_params *p) {
+static inline __attribute__((always_inline)) void
+quant_planes(size_t c, size_t n, const float *x, size_t xs, const float *s,
+             const em_minmax_params *mm, uint8_t *y, size_t ys, const em_q8_quant_params *p) {
   float fl, fh;
   em_q8_quant_bounds(p, &fl, &fh);
   const __m512 inv = _mm512_set1_ps(p->inv), flo = _mm512_set1_ps(fl), fhi = _mm512_set1_ps(fh);
@@ -68,7 +78,7 @@ void em_q8_quant_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t 
       const __mmask16 k = (__mmask16)((1u << m) - 1u);
       __m512i acc = _mm512_setzero_si512();
       for (size_t j = 0; j < c; j++) {
-        __m512 t = _mm512_maskz_loadu_ps(k, x + j * xs + i);
+        __m512 t = scaled(_mm512_maskz_loadu_ps(k, x + j * xs + i), s, j, mm);
         t = _mm512_min_ps(fhi, _mm512_max_ps(flo, _mm512_mul_ps(t, inv))); /* NaN stays */
         __m512i v = _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         v = _mm512_max_epi32(_mm512_add_epi32(v, zp), lo); /* in [lo, hi]: one byte */
@@ -92,7 +102,7 @@ void em_q8_quant_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t 
           r[j] = _mm_setzero_si128();
           continue;
         }
-        __m512 t = _mm512_maskz_loadu_ps(k, x + (ch + j) * xs + i);
+        __m512 t = scaled(_mm512_maskz_loadu_ps(k, x + (ch + j) * xs + i), s, ch + j, mm);
         t = _mm512_min_ps(fhi, _mm512_max_ps(flo, _mm512_mul_ps(t, inv))); /* NaN stays */
         __m512i v = _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         v = _mm512_max_epi32(_mm512_add_epi32(v, zp), lo); /* NaN: INT32_MIN + zp -> lo */
@@ -103,6 +113,17 @@ void em_q8_quant_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t 
         _mm512_mask_storeu_epi8(y + (i + j) * ys + ch, keep, _mm512_castsi128_si512(r[j]));
     }
   }
+}
+
+void em_q8_quant_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t xs, uint8_t *y,
+                                     size_t ys, const em_q8_quant_params *p) {
+  quant_planes(c, n, x, xs, NULL, NULL, y, ys, p);
+}
+
+void em_q8_quant_scaled_ukernel__avx512vnni(size_t c, size_t n, const float *x, size_t xs,
+                                            const float *s, const em_minmax_params *mm, uint8_t *y,
+                                            size_t ys, const em_q8_quant_params *p) {
+  quant_planes(c, n, x, xs, s, mm, y, ys, p);
 }
 
 /* One tap of a column panel (cpu_ukernels.h), 4 groups at a time: the 16 pixels' 16 bytes in

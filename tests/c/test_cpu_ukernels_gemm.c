@@ -424,6 +424,56 @@ static void test_q8_quant(const em_cpu_config *cfg) {
       }
 }
 
+/* The quantizer of scaled planes (em_q8_quant_scaled_for the ISA, where it has one) against
+ * what it replaces: the ISA's multiply by each plane's scale with the clamp (vbinc's mul) into a
+ * buffer, then its quantizer; scales of either sign, zero and infinite, clamps of a relu, none
+ * and one outside the quantizer's own clamp, NaN and infinite inputs; bytes past the pixels and
+ * channels left alone. */
+static void test_q8_quant_scaled(const em_cpu_config *cfg) {
+  enum { MAXC = 40, MAXN = 37, XS = 41, YS = 45 };
+  static float x[MAXC * XS], s[MAXC], buf[MAXC * XS];
+  static uint8_t y[MAXN * YS], want[MAXN * YS];
+  static const size_t cs[] = {1, 3, 15, 16, 17, 40}, ns[] = {1, 8, 16, 17, 37};
+  static const em_q8_quant_params ps[] = {{10.0f, 3.0f, 0.0f, 255.0f, -INFINITY, INFINITY},
+                                          {4.0f, 100.0f, 0.0f, 255.0f, 0.0f, 6.0f}};
+  static const em_minmax_params mms[] = {
+      {-INFINITY, INFINITY, 0}, {0.0f, 6.0f, 0}, {-3.0f, -1.0f, 0}};
+  const em_q8_quant_scaled_fn fn = em_q8_quant_scaled_for(cfg->isa);
+  if (!fn) return;
+  const em_q8_quant_fn quant = em_q8_quant_for(cfg->isa);
+  int bad = 0;
+  for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++)
+    for (size_t mi = 0; mi < sizeof mms / sizeof mms[0]; mi++)
+      for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+          const size_t c = cs[ci], n = ns[ni];
+          for (size_t i = 0; i < MAXC * XS; i++) {
+            const int kind = rand() % 16;
+            x[i] = kind == 0   ? NAN
+                   : kind == 1 ? (rand() % 2 ? INFINITY : -INFINITY)
+                               : (frand() - 0.5f) * 40.0f;
+          }
+          for (size_t ch = 0; ch < MAXC; ch++) {
+            const int kind = rand() % 10;
+            s[ch] = kind == 0 ? 0.0f : kind == 1 ? INFINITY : (frand() - 0.3f) * 3.0f;
+          }
+          for (size_t ch = 0; ch < c; ch++)
+            cfg->vbinc[EMC_BIN_MUL](n, x + ch * XS, s + ch, buf + ch * XS, &mms[mi]);
+          memset(want, 0xA5, sizeof want);
+          quant(c, n, buf, XS, want, YS, &ps[pi]);
+          memset(y, 0xA5, sizeof y);
+          fn(c, n, x, XS, s, &mms[mi], y, YS, &ps[pi]);
+          for (size_t b = 0; b < sizeof y && bad < 5; b++)
+            if (y[b] != want[b]) {
+              bad++;
+              CHECK(0,
+                    "%s q8 quant scaled c=%zu n=%zu params %zu clamp %zu: byte %zu = %d, want %d",
+                    cfg->isa, c, n, pi, mi, b, y[b], want[b]);
+            }
+          if (!bad) g_pass++;
+        }
+}
+
 /* The int8 im2col packer (em_q8_pack_for the ISA) against the layout written here, at group
  * counts around its blocks of 4, offsets into the pixels and pixels in any order; the bytes
  * after the panel left alone. */
@@ -577,6 +627,7 @@ static void test_isa(const em_cpu_config *cfg) {
   test_gemm(cfg);
   test_q8_gemm(cfg);
   test_q8_quant(cfg);
+  test_q8_quant_scaled(cfg);
   test_q8_pack(cfg);
 #if defined(__x86_64__) || defined(__i386__)
   if (cfg->gemm == em_f32_gemm_minmax_ukernel_6x64__avx512f) { /* the 6x48, 6x32 ones too */

@@ -34,7 +34,9 @@ class _Net(nn.Module):
     on the f32 input (3 channels, padded to 4), 1x1s from an f32 residual sum (70 channels: two
     32-channel blocks and a 6-channel tail) and between u8 links (40: a block and an 8-channel
     tail; 33; 13: one partial block), a strided padded 3x3 and a dilated one on u8 inputs; and
-    the convs it leaves to the panel path (an f32 output, a depthwise one)."""
+    the convs it leaves to the panel path (an f32 output, a depthwise one); and a 1x1 conv on
+    the pooled f32 head (a classifier's one pixel: quantized first, then split by channel blocks
+    at 2 threads)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -49,13 +51,15 @@ class _Net(nn.Module):
         self.strided = nn.Conv2d(13, 24, 3, stride=2, padding=1)
         self.dilated = nn.Conv2d(24, 20, 3, padding=2, dilation=2)
         self.head = nn.Conv2d(20, 7, 3)
+        self.fc = nn.Conv2d(7, 40, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         relu = torch.relu
         s = torch.nn.functional.relu6(self.stem(relu(self.pre(x))))
         y = self.project(relu(self.dw(relu(self.expand(s))))) + s
         z = relu(self.few(relu(self.narrow(relu(self.wide(y))))))
-        return self.head(relu(self.dilated(relu(self.strided(z)))))
+        h = self.head(relu(self.dilated(relu(self.strided(z)))))
+        return torch.cat([h.flatten(1), self.fc(h.mean((2, 3), keepdim=True)).flatten(1)], 1)
 
 
 @pytest.fixture(scope="module")
@@ -120,5 +124,5 @@ def test_the_profile_names_the_path(program, tmp_path) -> None:
         return
     pm, panel = "(int8 pixel-major)", "(int8)"
     # pre, stem (f32 out), expand, dw (depthwise: panel), project (f32 out), wide, narrow, few,
-    # strided, dilated, head (f32 out)
-    assert on == [pm, pm, pm, panel, pm, pm, pm, pm, pm, pm, pm], on
+    # strided, dilated, head (f32 out), fc (f32 out, one pixel)
+    assert on == [pm, pm, pm, panel, pm, pm, pm, pm, pm, pm, pm, pm], on
