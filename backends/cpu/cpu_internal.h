@@ -117,7 +117,8 @@ em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *poo
  * a depthwise conv with the 1x1 conv whose output only it reads before it, the 1x1 conv that
  * alone reads its output after it, or both (2 or 3 operators); or an im2col conv with the max
  * pool that alone reads its output (2); or a plane scale with the int8 conv that alone reads it
- * (2, emc_q8_pw_fuse_scale).
+ * (2, emc_q8_pw_fuse_scale); or an int8 conv with the u8 table lookup that alone reads it (2,
+ * emc_q8_pw_fuse_lut).
  */
 int emc_fuse_chain(const emc_delegate *d, uint32_t i);
 

@@ -122,9 +122,8 @@ static void lut_f32_blocks(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-em_status emc_run_unary_q8(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+float emc_q8_lut_levels(const emc_delegate *d, const emc_op *op, uint8_t t8[256]) {
   const emc_unary_params p = emc_unary_params_of(op);
-  const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   const float *q = d->t[p.q8_table_id].data, *f = op->fp;
   /* The 256 values the u8 levels stand for, through the f32 path's own row. */
   float v[256], a[256];
@@ -135,18 +134,25 @@ em_status emc_run_unary_q8(const emc_delegate *d, const emc_op *op, em_threadpoo
   } else {
     d->cfg->vact(256, v, a, op->act, f);
   }
-  const int64_t c = yt->sizes[1], plane = yt->sizes[2] * yt->sizes[3];
-  const int64_t npix = yt->sizes[0] * plane;
   /* Each answer is (level - zp) * scale, |level - zp| <= 255: times the inverse scale it rounds
    * back to that integer; form 2 turns the levels back into the answers, (level - zp) * scale. */
   const float off = f[EMC_ACT_FP_QMIN] < 0.0f ? 128.0f : 0.0f, zp = f[EMC_ACT_FP_ZP] + off;
   const float magic = 12582912.0f;
-  uint8_t t8[256];
   for (int i = 0; i < 256; i++) {
     float r = ((a[i] * f[EMC_ACT_FP_INV_SCALE] + magic) - magic) + zp;
     r = r >= 0.0f ? r : 0.0f;
     t8[i] = (uint8_t)(int32_t)(r <= 255.0f ? r : 255.0f);
   }
+  return zp;
+}
+
+em_status emc_run_unary_q8(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const emc_unary_params p = emc_unary_params_of(op);
+  const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
+  const int64_t c = yt->sizes[1], plane = yt->sizes[2] * yt->sizes[3];
+  const int64_t npix = yt->sizes[0] * plane;
+  uint8_t t8[256];
+  const float zp = emc_q8_lut_levels(d, op, t8);
   lut_job j = {d,
                (const uint8_t *)(const void *)xt->data,
                yt->data,
@@ -156,7 +162,7 @@ em_status emc_run_unary_q8(const emc_delegate *d, const emc_op *op, em_threadpoo
                (uint8_t)(int32_t)zp,
                t8,
                zp,
-               f[EMC_ACT_FP_SCALE]};
+               op->fp[EMC_ACT_FP_SCALE]};
   if (p.q8 == 1) {
     par_for_mem(pool, npix, lut_u8_pixels, &j, npix * c / 4);
   } else {

@@ -105,6 +105,7 @@ typedef struct pw_job {
   size_t npix, ow, sh, sw, wp, cp, cpo, co, kq, nblk;
   size_t chunk; /* pixels a job takes (at most PW_CHUNK) */
   em_q8_quant_params oq;
+  const uint8_t *lut; /* a u8 lookup after the conv (emc_q8_pw_fuse_lut): 256 levels; or NULL */
 } pw_job;
 
 /* Pixels [p0, p1) (at most PW_CHUNK) by channel block cb (PW_NC channels) of the tile, then,
@@ -142,6 +143,16 @@ static void pw_block(const pw_job *j, size_t p0, size_t p1, size_t cb) {
  * of one chunk read the same windows). */
 static void pw_jobs(void *ctx, int64_t begin, int64_t end) {
   const pw_job *j = ctx;
+  if (j->lut) { /* a job is a chunk: every channel block, then the chunk's lookup in place */
+    for (int64_t job = begin; job < end; job++) {
+      const size_t p0 = (size_t)job * j->chunk;
+      const size_t p1 = p0 + j->chunk < j->npix ? p0 + j->chunk : j->npix;
+      for (size_t cb = 0; cb < j->nblk; cb++) pw_block(j, p0, p1, cb);
+      uint8_t *y = j->y + p0 * j->cpo;
+      j->d->q8_lut((p1 - p0) * j->cpo, y, y, j->lut);
+    }
+    return;
+  }
   for (int64_t job = begin; job < end; job++) {
     const size_t pc = (size_t)job / j->nblk, cb = (size_t)job % j->nblk;
     const size_t p0 = pc * j->chunk, p1 = p0 + j->chunk < j->npix ? p0 + j->chunk : j->npix;
@@ -221,13 +232,14 @@ static void pw_quant_jobs(void *ctx, int64_t begin, int64_t end) {
     else
       q->quant(q->cin, p1 - p0, q->x + p0, q->h * q->w, dst, q->cp, &q->q);
     for (size_t cb = 0; cb < j->nblk; cb++) pw_block(j, p0, p1, cb);
+    if (j->lut) j->d->q8_lut((p1 - p0) * j->cpo, j->y + p0 * j->cpo, j->y + p0 * j->cpo, j->lut);
   }
 }
 
 /* The conv, its f32 input's planes scaled first when sc is not NULL (sc->x, sc->s, sc->mm; the
  * input's quantizer sc->q). */
 static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, const pw_quant_job *sc,
-                   em_threadpool *pool) {
+                   const uint8_t *lut, uint8_t *yout, em_threadpool *pool) {
   const emc_conv_params p = emc_conv_params_of(op);
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   const size_t n = (size_t)xt->sizes[0], cin = (size_t)xt->sizes[1], co = (size_t)yt->sizes[1];
@@ -255,8 +267,10 @@ static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, con
               .kq = kq,
               .nblk = emc_div_up(co, PW_NC),
               .oq = {f[EMC_ACT_FP_INV_SCALE], f[EMC_ACT_FP_ZP] + off, f[EMC_ACT_FP_QMIN] + off,
-                     f[EMC_ACT_FP_QMAX] + off, f[EMC_ACT_FP_MIN], f[EMC_ACT_FP_MAX]}};
+                     f[EMC_ACT_FP_QMAX] + off, f[EMC_ACT_FP_MIN], f[EMC_ACT_FP_MAX]},
+              .lut = lut};
   uint8_t *img = d->arena + p.scratch_off; /* the scratch holds more than the image */
+  uint8_t *y8 = yout ? yout : (uint8_t *)(void *)yt->data; /* a u8 output's images */
   const bool in_u8 = !sc && (p.q8_u8 & EMC_Q8_U8_IN) != 0, padded = p.ph || p.pw;
   const bool out_u8 = (p.q8_u8 & EMC_Q8_U8_OUT) != 0;
   pw_quant_job qj = {
@@ -279,7 +293,7 @@ static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, con
   /* (a linear layer's single pixel would be one job: quantized first, then split by channels) */
   const bool one_phase = !in_u8 && !padded && p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 &&
                          (threads < 2 || npix >= 8 * threads);
-  const size_t per_chunk = one_phase ? 1 : j.nblk; /* jobs a chunk of pixels makes */
+  const size_t per_chunk = one_phase || lut ? 1 : j.nblk; /* jobs a chunk of pixels makes */
   j.chunk = PW_CHUNK;
   while (threads > 1 && j.chunk > 8 && emc_div_up(npix, j.chunk) * per_chunk < 4 * threads)
     j.chunk -= 8;
@@ -289,7 +303,7 @@ static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, con
       qj.x = (sc ? sc->x : xt->data) + b * cin * h * wd;
       j.src = img;
       if (out_u8)
-        j.y = (uint8_t *)(void *)yt->data + b * npix * j.cpo;
+        j.y = y8 + b * npix * j.cpo;
       else
         j.yf = yt->data + b * co * npix;
       const pw_one_phase f = {&j, &qj};
@@ -313,7 +327,7 @@ static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, con
       j.src = img;
     }
     if (out_u8)
-      j.y = (uint8_t *)(void *)yt->data + b * npix * j.cpo;
+      j.y = y8 + b * npix * j.cpo;
     else
       j.yf = yt->data + b * co * npix;
     par_for(pool, jobs, pw_jobs, &j, (int64_t)(co * npix * kq * 4));
@@ -322,7 +336,7 @@ static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, con
 
 void emc_run_conv_q8_pw(const emc_delegate *d, const emc_op *op, const int8_t *w,
                         em_threadpool *pool) {
-  run_pw(d, op, w, NULL, pool);
+  run_pw(d, op, w, NULL, NULL, NULL, pool);
 }
 
 /* ---- a plane scale (squeeze-and-excitation) with the int8 conv after it ------------------- */
@@ -399,6 +413,54 @@ bool emc_q8_pw_run_scaled(const emc_delegate *d, uint32_t i, em_threadpool *pool
                      .vmulc = d->cfg->vbinc[EMC_BIN_MUL],
                      .mm = clamp_of(m),
                      .q = fq_params(m)};
-  run_pw(d, c, d->q8_pw_w[i + 1], &sc, pool);
+  run_pw(d, c, d->q8_pw_w[i + 1], &sc, NULL, NULL, pool);
+  return true;
+}
+
+/* ---- a u8 table lookup after the conv ----------------------------------------------------- */
+
+/* Whether op k alone reads tensor t (as an operand or a conv's side table). */
+static bool alone_reads(const emc_delegate *d, int32_t t, uint32_t k) {
+  for (uint32_t o = 0; o < d->n_ops; o++) {
+    const emc_op *x = &d->ops[o];
+    if (o == k) continue;
+    for (int r = 0; r < 4; r++)
+      if (x->in[r] == t) return false;
+    if (x->kind == EMC_OP_CONV2D &&
+        (emc_conv_params_of(x).in_scale_id == t || emc_conv_params_of(x).pairs_id == t ||
+         emc_conv_params_of(x).q8_id == t))
+      return false;
+  }
+  return true;
+}
+
+int emc_q8_pw_fuse_lut(const emc_delegate *d, uint32_t i) {
+  if (i + 1 >= d->n_ops || !d->q8_pw_w || !d->q8_pw_w[i] || !d->q8_lut) return 0;
+  const emc_op *c = &d->ops[i], *u = &d->ops[i + 1];
+  if (c->kind != EMC_OP_CONV2D || u->kind != EMC_OP_UNARY || u->in[0] != c->out[0]) return 0;
+  const emc_conv_params p = emc_conv_params_of(c);
+  const emc_unary_params up = emc_unary_params_of(u);
+  if (!(p.q8_u8 & EMC_Q8_U8_OUT) || up.q8 != 1) return 0;
+  const emc_rt_tensor *y = &d->t[c->out[0]];
+  /* whole 4-channel groups: the lookup of the pixels' whole rows has no padding bytes to keep */
+  if (y->storage != EMC_ARENA || y->sizes[1] % 4 != 0) return 0;
+  return alone_reads(d, c->out[0], i + 1) ? 2 : 0;
+}
+
+bool emc_q8_pw_run_lut(const emc_delegate *d, uint32_t i, em_threadpool *pool) {
+  const emc_op *c = &d->ops[i], *u = &d->ops[i + 1];
+  const emc_rt_tensor *x = &d->t[c->in[0]], *z = &d->t[u->out[0]];
+  const emc_conv_params p = emc_conv_params_of(c);
+  uint8_t *zb = (uint8_t *)(void *)z->data;
+  const size_t zn = (size_t)z->numel * sizeof(float);
+  /* the conv writes the lookup's output while it reads its input and (unless it reads an
+   * unpadded u8 input where it lies) its scratch */
+  const bool scratch = !(p.q8_u8 & EMC_Q8_U8_IN) || p.ph || p.pw;
+  if (shares(x, zb, zn) ||
+      (scratch && shares(z, d->arena + p.scratch_off, (size_t)p.scratch_nbytes)))
+    return false;
+  uint8_t t8[256];
+  emc_q8_lut_levels(d, u, t8);
+  run_pw(d, c, d->q8_pw_w[i], NULL, t8, zb, pool);
   return true;
 }

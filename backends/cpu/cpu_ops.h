@@ -337,6 +337,15 @@ int emc_q8_pw_fuse_scale(const emc_delegate *d, uint32_t i);
 /* Runs that pair (the same bytes as the two operators); false, having run nothing, when the
  * conv's scratch or output shares memory with the planes or scales it reads. */
 bool emc_q8_pw_run_scaled(const emc_delegate *d, uint32_t i, em_threadpool *pool);
+/* 2 when op i is an int8 conv on the pixel-major tile with a u8 output of whole 4-channel
+ * groups that op i + 1, a table lookup into u8 levels (EMC_UNARY_Q8 form 1), alone reads, and the
+ * backend has a lookup row: each job of the conv then looks its pixels up in place right after
+ * computing them, into the lookup's output (emc_q8_pw_run_lut), so the conv's own output is
+ * never written; else 0. */
+int emc_q8_pw_fuse_lut(const emc_delegate *d, uint32_t i);
+/* Runs that pair (the same bytes as the two operators); false, having run nothing, when the
+ * lookup's output shares memory with what the conv reads. */
+bool emc_q8_pw_run_lut(const emc_delegate *d, uint32_t i, em_threadpool *pool);
 
 /* Depthwise conv2d (cpu_op_dwconv.c): the checks after emc_check_conv's common ones (w the
  * weights, cin and co the input's and output's channels), and the run of the whole op. */
@@ -381,6 +390,9 @@ void emc_unary_pre(const emc_delegate *d, const emc_op *op, size_t n, const floa
 /* A unary on u8 activations as a table (EMC_UNARY_Q8; cpu_op_qlut.c). */
 bool emc_check_unary_q8(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_unary_q8(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
+/* The output level of each of the 256 input levels of such an op into t8 (the f32 path's row
+ * over the values they stand for, then its fake-quant); returns its output's u8 zero point. */
+float emc_q8_lut_levels(const emc_delegate *d, const emc_op *op, uint8_t t8[256]);
 bool emc_check_affine(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_affine(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 

@@ -209,7 +209,10 @@ class Graph:
         runs the convs one by one). Likewise a product of planes and a value per plane that a
         conv alone reads (a squeeze-and-excitation scale before an int8 conv: emc_q8_pw_fuse_scale)
         may be computed inside that conv: the product's operands then live until the conv, so its
-        scratch and output do not take their memory."""
+        scratch and output do not take their memory. And a table lookup of u8 levels that alone
+        reads an int8 conv's output may be done by that conv as it stores (emc_q8_pw_fuse_lut):
+        the conv's input and scratch then live until the lookup, so its output does not take
+        their memory."""
         n = len(self.ops)
         for k, op in enumerate(self.ops):
             prev = self.ops[k - 1] if k > 0 else None
@@ -223,6 +226,18 @@ class Graph:
                     if t >= 0 and self.tensors[t].storage == ARENA:
                         lt = life[self.tensors[t].root]
                         lt[1] = max(lt[1], k)
+            if (
+                op.kind == "unary"
+                and prev is not None
+                and prev.kind == "conv2d"
+                and prev.outs[0] == op.ins[0]
+            ):
+                for t in prev.ins:
+                    if t >= 0 and self.tensors[t].storage == ARENA:
+                        lt = life[self.tensors[t].root]
+                        lt[1] = max(lt[1], k)
+                if ("scratch", k - 1) in life:
+                    life[("scratch", k - 1)][1] = max(life[("scratch", k - 1)][1], k)
             if op.kind != "conv2d" or not op.ip[CONV_DEPTHWISE]:
                 continue
             lo, hi = k, k

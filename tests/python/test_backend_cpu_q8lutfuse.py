@@ -1,0 +1,119 @@
+"""An int8 conv with the u8 table lookup after it, run as one (EmberCpuBackend,
+``emc_q8_pw_fuse_lut`` in backends/cpu/cpu_op_qpw.c).
+
+In a statically quantized MobileNetV3 the expansion's hardswish (with its fake-quant) is a
+lookup of the conv's u8 levels into u8 levels (EMC_UNARY_Q8 form 1). Where the conv runs on the
+pixel-major tile and alone feeds the lookup, each job of the conv looks its pixels up in place
+right after computing them, into the lookup's output: the conv's own output is never written and
+the lookup is no operator of its own (no pass over memory, no barrier between threads). The
+exporter keeps the conv's input and scratch alive until the lookup (blob.py
+``_extend_for_chains``), so the lookup's output never takes their memory. It must give the very
+bytes of the two operators run one by one (the backend's ``no_fuse``). Checked here on a net with
+a padded strided stem on the f32 input (its scratch in use), an unpadded 1x1 expansion of u8
+levels and a 1x1 conv on the f32 input (one phase: each job quantizes its pixels) (all three
+fused), and a projection to 30 channels (a last group of 4 with padding bytes: its
+lookup stays an operator), at 1 and 2 threads, one image and two; and the profile shows the three
+lookups gone where the tile runs (AVX-512 VNNI).
+
+Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_q8lutfuse.py
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
+import torch.nn.functional as F
+from backend_cpu_common import _run
+from torch import nn
+
+import ember
+from ember._lib import configure_cpu_backend, repo_root
+from ember.quant.pt2e import quantize_exported
+
+
+class _Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.dw0 = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.exp = nn.Conv2d(16, 32, 1)
+        self.dw = nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        self.proj = nn.Conv2d(32, 30, 1)
+        self.head = nn.Conv2d(30, 12, 1)
+        self.side = nn.Conv2d(3, 8, 1)
+        self.side2 = nn.Conv2d(8, 12, 1)
+
+    def forward(self, x0: torch.Tensor) -> torch.Tensor:
+        x = F.hardswish(self.stem(x0))  # fused: f32 input, padded (the conv's scratch)
+        y = F.relu(self.dw0(x))
+        y = F.hardswish(self.exp(y))  # fused: u8 input where it lies
+        y = F.relu(self.dw(y))
+        y = F.hardswish(self.proj(y))  # apart: 30 channels (padding bytes in the last group)
+        # fused: a 1x1 conv on the f32 input in one phase (each job quantizes its pixels)
+        side = self.side2(F.hardswish(self.side(x0))).mean((2, 3), keepdim=True)
+        return self.head(y) + side
+
+
+SHAPES = [(1, 3, 19, 23), (2, 3, 11, 13)]
+
+
+@pytest.fixture(scope="module", params=SHAPES, ids=lambda s: "x".join(map(str, s)))
+def program(request) -> tuple[ember.Program, tuple]:
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(7)
+    shape = request.param
+    cal = [(torch.randn(*shape, generator=g) * 2.0,) for _ in range(4)]
+    ep = quantize_exported(_Net().eval(), cal[0], cal, progress=False)
+    inputs = (torch.randn(*shape, generator=g) * 2.0,)
+    return ember.export(ep, inputs, backend="cpu"), inputs
+
+
+@pytest.fixture()
+def unfused() -> Iterator[None]:
+    yield
+    configure_cpu_backend(no_fuse=False)
+
+
+def test_same_bytes_as_the_operators_one_by_one(program, unfused) -> None:
+    prog, inputs = program
+    fused = [_run(prog, inputs, th) for th in (1, 2)]
+    configure_cpu_backend(no_fuse=True)
+    apart = [_run(prog, inputs, th) for th in (1, 2)]
+    for th in range(2):
+        assert torch.equal(fused[th], apart[th]), (fused[th] - apart[th]).abs().max()
+    assert torch.equal(fused[0], fused[1])
+
+
+def _profile_lines(pte: str, no_fuse: bool) -> list[str]:
+    env = dict(os.environ, EMBER_CPU_PROFILE="1")
+    env.pop("EMBER_CPU_NO_FUSE", None)
+    if no_fuse:
+        env["EMBER_CPU_NO_FUSE"] = "1"
+    cmd = [str(repo_root() / "build" / "ember"), "run", pte, "--iters", "1"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return [ln for ln in r.stderr.splitlines() if "emc op" in ln]
+
+
+def _vnni() -> bool:
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    tile = os.environ.get("EMBER_CPU_ISA", "") in ("", "avx512f", "amx")
+    return tile and "avx512_vnni" in flags and "avx512bw" in flags
+
+
+def test_the_lookups_are_gone(program, tmp_path) -> None:
+    prog, _ = program
+    pte = tmp_path / "m.pte"
+    prog.save(pte)
+    fused, apart = _profile_lines(str(pte), False), _profile_lines(str(pte), True)
+    # with the pixel-major tile the stem's, the expansion's and the side conv's lookups run
+    # inside their convs; otherwise every operator runs
+    assert len(apart) - len(fused) == (3 if _vnni() else 0), (len(apart), len(fused))
