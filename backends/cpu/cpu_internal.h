@@ -118,7 +118,8 @@ em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *poo
  * alone reads its output after it, or both (2 or 3 operators); or an im2col conv with the max
  * pool that alone reads its output (2); or a plane scale with the int8 conv that alone reads it
  * (2, emc_q8_pw_fuse_scale); or an int8 conv with the u8 table lookup that alone reads it (2,
- * emc_q8_pw_fuse_lut).
+ * emc_q8_pw_fuse_lut); or a fake-quant of an f32 tensor with the int8 conv that alone reads it
+ * and, where it has one, the conv's u8 lookup (2 or 3, emc_q8_pw_fuse_fq).
  */
 int emc_fuse_chain(const emc_delegate *d, uint32_t i);
 

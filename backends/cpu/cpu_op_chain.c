@@ -152,6 +152,7 @@ int emc_fuse_chain(const emc_delegate *d, uint32_t i) {
   const emc_op *ops = d->ops;
   if (ops[i].kind == EMC_OP_BINARY) return emc_q8_pw_fuse_scale(d, i);
   if (i + 1 < d->n_ops && ops[i + 1].kind == EMC_OP_UNARY) return emc_q8_pw_fuse_lut(d, i);
+  if (ops[i].kind == EMC_OP_UNARY) return emc_q8_pw_fuse_fq(d, i);
   if (i + 1 < d->n_ops && ops[i + 1].kind == EMC_OP_MAXPOOL2D) return cpool_fuse(d, i);
   uint32_t bi = i;
   if (is_1x1(&ops[i]) && ops[i].in[3] < 0 && i + 1 < d->n_ops && is_dw(&ops[i + 1]) &&
@@ -173,6 +174,7 @@ bool emc_run_chain(const emc_delegate *d, uint32_t i, int n, em_threadpool *pool
   if (n == 2 && ops[i + 1].kind == EMC_OP_MAXPOOL2D) return cpool_run(d, i, pool);
   if (n == 2 && ops[i].kind == EMC_OP_BINARY) return emc_q8_pw_run_scaled(d, i, pool);
   if (n == 2 && ops[i + 1].kind == EMC_OP_UNARY) return emc_q8_pw_run_lut(d, i, pool);
+  if (ops[i].kind == EMC_OP_UNARY) return emc_q8_pw_run_fq(d, i, n, pool);
   xdw_job j;
   j.d = d;
   /* the chain starts with a 1x1 conv, or the depthwise one */

@@ -464,3 +464,44 @@ bool emc_q8_pw_run_lut(const emc_delegate *d, uint32_t i, em_threadpool *pool) {
   run_pw(d, c, d->q8_pw_w[i], NULL, t8, zb, pool);
   return true;
 }
+
+/* ---- a fake-quant of an f32 tensor before the conv ---------------------------------------- */
+
+int emc_q8_pw_fuse_fq(const emc_delegate *d, uint32_t i) {
+  if (i + 1 >= d->n_ops || !d->q8_pw_w || !d->q8_pw_w[i + 1]) return 0;
+  const emc_op *m = &d->ops[i], *c = &d->ops[i + 1];
+  if (m->kind != EMC_OP_UNARY || m->act != EMC_ACT_FAKEQUANT || m->in[1] >= 0 ||
+      c->in[0] != m->out[0])
+    return 0;
+  const emc_unary_params up = emc_unary_params_of(m);
+  if (up.q8 || up.pre >= 0 || up.times_x) return 0;
+  const emc_conv_params p = emc_conv_params_of(c);
+  if (p.q8_u8 & EMC_Q8_U8_IN) return 0; /* the conv reads the fake-quant's f32 values */
+  const emc_rt_tensor *x = &d->t[m->in[0]], *y = &d->t[m->out[0]];
+  if (y->storage != EMC_ARENA || x->ndim != 4 || y->ndim != 4) return 0;
+  /* the conv's quantizer is the fake-quant's (it reads back those levels) */
+  const em_q8_quant_params q = fq_params(m);
+  if (q.inv != p.q8_inv || q.zp != (float)p.q8_zp || q.lo != (float)p.q8_lo ||
+      q.hi != (float)p.q8_hi)
+    return 0;
+  if (!alone_reads(d, m->out[0], i + 1)) return 0;
+  return emc_q8_pw_fuse_lut(d, i + 1) == 2 ? 3 : 2; /* the conv's lookup too */
+}
+
+bool emc_q8_pw_run_fq(const emc_delegate *d, uint32_t i, int n, em_threadpool *pool) {
+  const emc_op *m = &d->ops[i], *c = &d->ops[i + 1], *u = n == 3 ? &d->ops[i + 2] : NULL;
+  const emc_rt_tensor *x = &d->t[m->in[0]], *y = &d->t[(u ? u : c)->out[0]];
+  const emc_conv_params p = emc_conv_params_of(c);
+  const uint8_t *scratch = d->arena + p.scratch_off, *yb = (const uint8_t *)(const void *)y->data;
+  /* the conv's scratch and what it writes (its output, or the lookup's) must not hold the tensor
+   * it now reads, nor each other */
+  if (shares(x, scratch, (size_t)p.scratch_nbytes) ||
+      shares(x, yb, (size_t)y->numel * sizeof(float)) ||
+      (u && shares(y, scratch, (size_t)p.scratch_nbytes)))
+    return false;
+  const pw_quant_job sc = {.x = x->data, .q = fq_params(m)}; /* no scale: s NULL */
+  uint8_t t8[256];
+  if (u) emc_q8_lut_levels(d, u, t8);
+  run_pw(d, c, d->q8_pw_w[i + 1], &sc, u ? t8 : NULL, u ? (uint8_t *)(void *)y->data : NULL, pool);
+  return true;
+}

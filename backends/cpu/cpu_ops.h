@@ -337,6 +337,16 @@ int emc_q8_pw_fuse_scale(const emc_delegate *d, uint32_t i);
 /* Runs that pair (the same bytes as the two operators); false, having run nothing, when the
  * conv's scratch or output shares memory with the planes or scales it reads. */
 bool emc_q8_pw_run_scaled(const emc_delegate *d, uint32_t i, em_threadpool *pool);
+/* 2 when op i is a fake-quant of an f32 tensor (EMC_ACT_FAKEQUANT, f32 in and out: a network's
+ * input quantized) that op i + 1, an int8 conv on the pixel-major tile with an f32 input whose
+ * quantizer is that fake-quant, alone reads: the conv then quantizes the fake-quant's input
+ * itself (a fake-quant of fake-quant levels gives those levels; emc_q8_pw_run_fq), and the
+ * fake-quant's output is never written; 3 when the conv's u8 lookup joins too
+ * (emc_q8_pw_fuse_lut of op i + 1); else 0. */
+int emc_q8_pw_fuse_fq(const emc_delegate *d, uint32_t i);
+/* Runs those n operators (the same bytes as one by one); false, having run nothing, when the
+ * conv's scratch or what it writes shares memory with the fake-quant's input (or each other). */
+bool emc_q8_pw_run_fq(const emc_delegate *d, uint32_t i, int n, em_threadpool *pool);
 /* 2 when op i is an int8 conv on the pixel-major tile with a u8 output of whole 4-channel
  * groups that op i + 1, a table lookup into u8 levels (EMC_UNARY_Q8 form 1), alone reads, and the
  * backend has a lookup row: each job of the conv then looks its pixels up in place right after

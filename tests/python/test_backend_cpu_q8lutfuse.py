@@ -117,3 +117,40 @@ def test_the_lookups_are_gone(program, tmp_path) -> None:
     # with the pixel-major tile the stem's, the expansion's and the side conv's lookups run
     # inside their convs; otherwise every operator runs
     assert len(apart) - len(fused) == (3 if _vnni() else 0), (len(apart), len(fused))
+
+
+class _Stem(nn.Module):
+    """A network's start: its input's fake-quant read by one int8 conv alone (a padded strided 3x3,
+    or a 1x1: one phase), whose hardswish lookup an int8 depthwise conv reads."""
+
+    def __init__(self, k: int) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, k, stride=2 if k == 3 else 1, padding=k // 2)
+        self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.out = nn.Conv2d(16, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(F.relu(self.dw(F.hardswish(self.stem(x)))))
+
+
+@pytest.mark.parametrize("k", [3, 1])
+def test_input_fake_quant_in_the_conv(k: int, tmp_path, unfused) -> None:  # noqa: ANN001
+    """The input's fake-quant, the conv and its lookup run as one (emc_q8_pw_fuse_fq: the conv
+    quantizes the input itself), with the bytes of the three operators one by one."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(9)
+    shape = (1, 3, 21, 19)
+    cal = [(torch.randn(*shape, generator=g) * 2.0,) for _ in range(4)]
+    ep = quantize_exported(_Stem(k).eval(), cal[0], cal, progress=False)
+    inputs = (torch.randn(*shape, generator=g) * 2.0,)
+    prog = ember.export(ep, inputs, backend="cpu")
+    fused = [_run(prog, inputs, th) for th in (1, 2)]
+    pte = tmp_path / "m.pte"
+    prog.save(pte)
+    lines = _profile_lines(str(pte), False), _profile_lines(str(pte), True)
+    configure_cpu_backend(no_fuse=True)
+    apart = [_run(prog, inputs, th) for th in (1, 2)]
+    for th in range(2):
+        assert torch.equal(fused[th], apart[th]), (fused[th] - apart[th]).abs().max()
+    # the fake-quant and the lookup run inside the conv where the tile runs
+    assert len(lines[1]) - len(lines[0]) == (2 if _vnni() else 0), [len(x) for x in lines]

@@ -209,17 +209,18 @@ class Graph:
         runs the convs one by one). Likewise a product of planes and a value per plane that a
         conv alone reads (a squeeze-and-excitation scale before an int8 conv: emc_q8_pw_fuse_scale)
         may be computed inside that conv: the product's operands then live until the conv, so its
-        scratch and output do not take their memory. And a table lookup of u8 levels that alone
-        reads an int8 conv's output may be done by that conv as it stores (emc_q8_pw_fuse_lut):
-        the conv's input and scratch then live until the lookup, so its output does not take
-        their memory."""
+        scratch and output do not take their memory (as the input of a fake-quant that a conv
+        alone reads, emc_q8_pw_fuse_fq: the conv quantizes it itself). And a table lookup of u8
+        levels that alone reads an int8 conv's output may be done by that conv as it stores
+        (emc_q8_pw_fuse_lut): the conv's input and scratch (and the input of a fake-quant before
+        the conv) then live until the lookup, so its output does not take their memory."""
         n = len(self.ops)
         for k, op in enumerate(self.ops):
             prev = self.ops[k - 1] if k > 0 else None
             if (
                 op.kind == "conv2d"
                 and prev is not None
-                and prev.kind == "binary"
+                and prev.kind in ("binary", "unary")
                 and prev.outs[0] == op.ins[0]
             ):
                 for t in prev.ins:
@@ -238,6 +239,12 @@ class Graph:
                         lt[1] = max(lt[1], k)
                 if ("scratch", k - 1) in life:
                     life[("scratch", k - 1)][1] = max(life[("scratch", k - 1)][1], k)
+                pp = self.ops[k - 2] if k > 1 else None
+                if pp is not None and pp.kind == "unary" and pp.outs[0] == prev.ins[0]:
+                    for t in pp.ins:  # a fake-quant the conv quantizes itself, the three fused
+                        if t >= 0 and self.tensors[t].storage == ARENA:
+                            lt = life[self.tensors[t].root]
+                            lt[1] = max(lt[1], k)
             if op.kind != "conv2d" or not op.ip[CONV_DEPTHWISE]:
                 continue
             lo, hi = k, k
