@@ -237,6 +237,11 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
     const int n = emc_fuse_chain(d, i);
     if (n > 1) d->fused[i] = (uint8_t)n, i += (uint32_t)n - 1;
   }
+  d->q8_pad = em_allocator_alloc(al, h.n_ops ? h.n_ops : 1, 16);
+  if (!d->q8_pad)
+    FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method allocator too small for the delegate");
+  for (uint32_t i = 0; i < h.n_ops; i++) d->q8_pad[i] = 0;
+  if (!no_fuse) emc_q8_pad_plan(d);
   *handle_out = d;
   return EM_OK;
 }
@@ -292,12 +297,13 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
       const emc_op *op = &d->ops[i];
       const emc_rt_tensor *y = &d->t[op->out[0]];
       const emc_conv_params cp = emc_conv_params_of(op); /* a conv's path, as init chose it */
-      const char *path = op->kind != EMC_OP_CONV2D     ? ""
-                         : d->q8_pw_w && d->q8_pw_w[i] ? " (int8 pixel-major)"
-                         : cp.q8_id >= 0               ? " (int8)"
-                         : cp.winograd == 4            ? " (winograd 4)"
-                         : cp.winograd == 2            ? " (winograd 2)"
-                                                       : "";
+      const char *path = op->kind != EMC_OP_CONV2D       ? ""
+                         : d->q8_pw_w && d->q8_pw_w[i]   ? " (int8 pixel-major)"
+                         : d->q8_pad[i] == EMC_Q8_PAD_IN ? " (int8, input padded by its writer)"
+                         : cp.q8_id >= 0                 ? " (int8)"
+                         : cp.winograd == 4              ? " (winograd 4)"
+                         : cp.winograd == 2              ? " (winograd 2)"
+                                                         : "";
       em_log(EM_LOG_INFO, __FILE__, __LINE__,
              "emc op %3u kind %2u act %2u ip[%d %d %d %d %d %d] out %lld: %8.3f ms%s", i, op->kind,
              op->act, op->ip[0], op->ip[1], op->ip[2], op->ip[3], op->ip[4], op->ip[5],

@@ -71,6 +71,7 @@ typedef struct emc_delegate {
   int amx_slots;
   atomic_flag *amx_busy;  /* [amx_slots]: a slot in use (by any GEMM of this delegate) */
   uint8_t *fused;         /* [n_ops]: n > 1 where ops i to i + n - 1 run as one (emc_run_chain) */
+  uint8_t *q8_pad;        /* [n_ops]: the padded u8 links of emc_q8_pad_plan (cpu_ops.h) */
   bool profile;           /* em_cpu_backend_options.profile when this delegate was initialized */
   const int8_t **q8_pw_w; /* [n_ops] or NULL: the repacked weights of each pointwise int8 conv
                              that takes the pixel-major tile (emc_q8_pw_prepare), else NULL */
@@ -122,6 +123,14 @@ em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *poo
  * and, where it has one, the conv's u8 lookup (2 or 3, emc_q8_pw_fuse_fq).
  */
 int emc_fuse_chain(const emc_delegate *d, uint32_t i);
+
+/* The int8 depthwise convs whose padded input image the pixel-major conv before them (or its
+ * lookup) writes as it stores (d->q8_pad; after emc_fuse_chain): a padded depthwise conv that
+ * alone reads that u8 output, whose padded images fit the output's bytes. The conv's entry is the
+ * distance to the depthwise conv, the depthwise conv's EMC_Q8_PAD_IN: it then only sets the
+ * border to its zero point instead of copying the image into its scratch. */
+#define EMC_Q8_PAD_IN 255
+void emc_q8_pad_plan(const emc_delegate *d);
 
 /*
  * Runs the chain of n operators from i (emc_fuse_chain) in bands of output rows (the pool's, for

@@ -318,7 +318,18 @@ static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool
   for (int64_t b = 0; b < n; b++) {
     const uint8_t *xb = (const uint8_t *)(const void *)xt->data + (size_t)(b * h * wd * cp);
     j.src = xb;
-    if (p.ph || p.pw || p.eh || p.ew) { /* the rows into the zero-point padded image */
+    if (d->q8_pad && d->q8_pad[op - d->ops] == EMC_Q8_PAD_IN) { /* written padded: the border */
+      const size_t rb = (size_t)(wp * cp), zp = (size_t)p.q8_zp, in = (size_t)(wd * cp);
+      uint8_t *xi = (uint8_t *)(void *)xt->data + (size_t)(b * hp * wp * cp);
+      memset(xi, (int)zp, (size_t)p.ph * rb);
+      for (int64_t y = 0; y < h; y++) {
+        uint8_t *r = xi + (size_t)(p.ph + y) * rb;
+        memset(r, (int)zp, (size_t)(p.pw * cp));
+        memset(r + (size_t)(p.pw * cp) + in, (int)zp, rb - (size_t)(p.pw * cp) - in);
+      }
+      memset(xi + (size_t)(p.ph + h) * rb, (int)zp, (size_t)(hp - p.ph - h) * rb);
+      j.src = xi;
+    } else if (p.ph || p.pw || p.eh || p.ew) { /* the rows into the zero-point padded image */
       q8_pad_job pj = {xb, img, h, wd, cp, p.ph, p.pw, p.ew, (int)p.q8_zp};
       par_for_static(pool, hp, q8_pad_rows, &pj, oh * ow * c * kk * 2);
       j.src = img;

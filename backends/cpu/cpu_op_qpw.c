@@ -106,7 +106,14 @@ typedef struct pw_job {
   size_t chunk; /* pixels a job takes (at most PW_CHUNK) */
   em_q8_quant_params oq;
   const uint8_t *lut; /* a u8 lookup after the conv (emc_q8_pw_fuse_lut): 256 levels; or NULL */
+  size_t wpo; /* a u8 output in the padded layout of the depthwise conv after it (emc_q8_pad_plan):
+               * its rows' pixels (y: the first inside pixel); 0: rows end to end */
 } pw_job;
+
+/* Where pixel p of a u8 output goes (a byte offset from j->y). */
+static inline size_t pw_at(const pw_job *j, size_t p) {
+  return (j->wpo ? p / j->ow * j->wpo + p % j->ow : p) * j->cpo;
+}
 
 /* Pixels [p0, p1) (at most PW_CHUNK) by channel block cb (PW_NC channels) of the tile, then,
  * for an f32 output, those rows' clamp and activation. */
@@ -123,9 +130,16 @@ static void pw_block(const pw_job *j, size_t p0, size_t p1, size_t cb) {
   if (j->yf)
     j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias, NULL, 0, &j->oq,
             j->yf + c0 * j->npix + p0, j->npix);
-  else
+  else if (!j->wpo)
     j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias,
             j->y + p0 * j->cpo + c0, j->cpo, &j->oq, NULL, 0);
+  else /* the padded layout: a call per output row's run of the pixels */
+    for (size_t a = 0; a < np;) {
+      const size_t run = j->ow - (p0 + a) % j->ow, m = run < np - a ? run : np - a;
+      j->tile(m, nc, j->kq, x + a, j->qoff, w, j->corr + c0, j->scale + c0, bias,
+              j->y + pw_at(j, p0 + a) + c0, j->cpo, &j->oq, NULL, 0);
+      a += m;
+    }
   if (!j->yf) return;
   /* the f32 rows' clamp and activation, as the panel path's q8_tiles */
   const em_cpu_config *cfg = j->d->cfg;
@@ -139,6 +153,17 @@ static void pw_block(const pw_job *j, size_t p0, size_t p1, size_t cb) {
   }
 }
 
+/* The u8 lookup of pixels [p0, p1) in place (whole rows of them end to end, or each output
+ * row's run in the padded layout). */
+static void pw_lut(const pw_job *j, size_t p0, size_t p1) {
+  for (size_t p = p0; p < p1;) {
+    const size_t m = j->wpo ? (j->ow - p % j->ow < p1 - p ? j->ow - p % j->ow : p1 - p) : p1 - p;
+    uint8_t *y = j->y + pw_at(j, p);
+    j->d->q8_lut(m * j->cpo, y, y, j->lut);
+    p += m;
+  }
+}
+
 /* Jobs [begin, end): j->chunk pixels by PW_NC channels each, pixel chunks outermost (the jobs
  * of one chunk read the same windows). */
 static void pw_jobs(void *ctx, int64_t begin, int64_t end) {
@@ -148,8 +173,7 @@ static void pw_jobs(void *ctx, int64_t begin, int64_t end) {
       const size_t p0 = (size_t)job * j->chunk;
       const size_t p1 = p0 + j->chunk < j->npix ? p0 + j->chunk : j->npix;
       for (size_t cb = 0; cb < j->nblk; cb++) pw_block(j, p0, p1, cb);
-      uint8_t *y = j->y + p0 * j->cpo;
-      j->d->q8_lut((p1 - p0) * j->cpo, y, y, j->lut);
+      pw_lut(j, p0, p1);
     }
     return;
   }
@@ -232,7 +256,7 @@ static void pw_quant_jobs(void *ctx, int64_t begin, int64_t end) {
     else
       q->quant(q->cin, p1 - p0, q->x + p0, q->h * q->w, dst, q->cp, &q->q);
     for (size_t cb = 0; cb < j->nblk; cb++) pw_block(j, p0, p1, cb);
-    if (j->lut) j->d->q8_lut((p1 - p0) * j->cpo, j->y + p0 * j->cpo, j->y + p0 * j->cpo, j->lut);
+    if (j->lut) pw_lut(j, p0, p1);
   }
 }
 
@@ -271,6 +295,15 @@ static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, con
               .lut = lut};
   uint8_t *img = d->arena + p.scratch_off; /* the scratch holds more than the image */
   uint8_t *y8 = yout ? yout : (uint8_t *)(void *)yt->data; /* a u8 output's images */
+  size_t img_bytes = npix * j.cpo, first = 0; /* a u8 output image's bytes, its first pixel's */
+  const uint8_t pad = d->q8_pad ? d->q8_pad[op - d->ops] : 0;
+  if (pad && pad != EMC_Q8_PAD_IN) { /* the padded layout of the depthwise conv pad ops on */
+    const emc_conv_params dp = emc_conv_params_of(op + pad);
+    const size_t wpo = (size_t)(ow + 2 * dp.pw + dp.ew),
+                 hpo = (size_t)yt->sizes[2] + 2 * dp.ph + dp.eh;
+    j.wpo = wpo, img_bytes = hpo * wpo * j.cpo,
+    first = ((size_t)dp.ph * wpo + (size_t)dp.pw) * j.cpo;
+  }
   const bool in_u8 = !sc && (p.q8_u8 & EMC_Q8_U8_IN) != 0, padded = p.ph || p.pw;
   const bool out_u8 = (p.q8_u8 & EMC_Q8_U8_OUT) != 0;
   pw_quant_job qj = {
@@ -303,7 +336,7 @@ static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, con
       qj.x = (sc ? sc->x : xt->data) + b * cin * h * wd;
       j.src = img;
       if (out_u8)
-        j.y = y8 + b * npix * j.cpo;
+        j.y = y8 + b * img_bytes + first;
       else
         j.yf = yt->data + b * co * npix;
       const pw_one_phase f = {&j, &qj};
@@ -327,7 +360,7 @@ static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, con
       j.src = img;
     }
     if (out_u8)
-      j.y = y8 + b * npix * j.cpo;
+      j.y = y8 + b * img_bytes + first;
     else
       j.yf = yt->data + b * co * npix;
     par_for(pool, jobs, pw_jobs, &j, (int64_t)(co * npix * kq * 4));
@@ -447,21 +480,25 @@ int emc_q8_pw_fuse_lut(const emc_delegate *d, uint32_t i) {
   return alone_reads(d, c->out[0], i + 1) ? 2 : 0;
 }
 
-bool emc_q8_pw_run_lut(const emc_delegate *d, uint32_t i, em_threadpool *pool) {
+/* Whether the pair at i may run as one: the conv writes the lookup's output while it reads its
+ * input and (unless it reads an unpadded u8 input where it lies) its scratch. */
+static bool lut_pair_ok(const emc_delegate *d, uint32_t i) {
   const emc_op *c = &d->ops[i], *u = &d->ops[i + 1];
   const emc_rt_tensor *x = &d->t[c->in[0]], *z = &d->t[u->out[0]];
   const emc_conv_params p = emc_conv_params_of(c);
-  uint8_t *zb = (uint8_t *)(void *)z->data;
+  const uint8_t *zb = (const uint8_t *)(const void *)z->data;
   const size_t zn = (size_t)z->numel * sizeof(float);
-  /* the conv writes the lookup's output while it reads its input and (unless it reads an
-   * unpadded u8 input where it lies) its scratch */
   const bool scratch = !(p.q8_u8 & EMC_Q8_U8_IN) || p.ph || p.pw;
-  if (shares(x, zb, zn) ||
-      (scratch && shares(z, d->arena + p.scratch_off, (size_t)p.scratch_nbytes)))
-    return false;
+  return !shares(x, zb, zn) &&
+         !(scratch && shares(z, d->arena + p.scratch_off, (size_t)p.scratch_nbytes));
+}
+
+bool emc_q8_pw_run_lut(const emc_delegate *d, uint32_t i, em_threadpool *pool) {
+  if (!lut_pair_ok(d, i)) return false;
   uint8_t t8[256];
-  emc_q8_lut_levels(d, u, t8);
-  run_pw(d, c, d->q8_pw_w[i], NULL, t8, zb, pool);
+  emc_q8_lut_levels(d, &d->ops[i + 1], t8);
+  run_pw(d, &d->ops[i], d->q8_pw_w[i], NULL, t8, (uint8_t *)(void *)d->t[d->ops[i + 1].out[0]].data,
+         pool);
   return true;
 }
 
@@ -504,4 +541,42 @@ bool emc_q8_pw_run_fq(const emc_delegate *d, uint32_t i, int n, em_threadpool *p
   if (u) emc_q8_lut_levels(d, u, t8);
   run_pw(d, c, d->q8_pw_w[i + 1], &sc, u ? t8 : NULL, u ? (uint8_t *)(void *)y->data : NULL, pool);
   return true;
+}
+
+/* ---- a u8 output in the padded layout of the depthwise conv after it ---------------------- */
+
+void emc_q8_pad_plan(const emc_delegate *d) {
+  if (!d->q8_pad || !d->q8_pw_w) return;
+  for (uint32_t i = 0; i + 1 < d->n_ops; i++) {
+    const emc_op *c = &d->ops[i];
+    if (c->kind != EMC_OP_CONV2D || !d->q8_pw_w[i] || d->q8_pad[i]) continue;
+    const emc_conv_params p = emc_conv_params_of(c);
+    if (!(p.q8_u8 & EMC_Q8_U8_OUT)) continue;
+    /* the writer of the depthwise conv's input: the conv, or the lookup its chain runs */
+    /* with its lookup only where the pair surely runs as one (else the conv alone would write
+     * the padded layout the lookup does not read): its input in the arena, memory apart */
+    uint32_t k = i + 1;
+    if (d->fused[i] == 2 && d->ops[k].kind == EMC_OP_UNARY && d->t[c->in[0]].storage == EMC_ARENA &&
+        lut_pair_ok(d, i))
+      k++;
+    else if (d->fused[i])
+      continue;
+    if (k >= d->n_ops || d->fused[k] || (i > 0 && d->fused[i - 1] > 1)) continue;
+    const emc_op *w = &d->ops[k - 1], *dw = &d->ops[k];
+    const emc_conv_params q = emc_conv_params_of(dw);
+    if (dw->kind != EMC_OP_CONV2D || !q.depthwise || q.q8_id < 0 || dw->in[0] != w->out[0] ||
+        !(q.ph || q.pw || q.eh || q.ew))
+      continue;
+    const emc_rt_tensor *t = &d->t[w->out[0]];
+    /* rows of whole 8-pixel tiles: a row's run of a chunk is whole tiles (on 28- or 14-pixel
+     * rows the split tiles cost MobileNetV2 more than the copy: +4.8-6.4 us a conv, -1.4-3.5) */
+    if (t->storage != EMC_ARENA || t->ndim != 4 || t->sizes[3] % 8 != 0 ||
+        !alone_reads(d, w->out[0], k))
+      continue;
+    /* the padded images fit the tensor's bytes (f32-sized) */
+    const uint64_t cp = pw_cp(t->sizes[1]), hp = (uint64_t)(t->sizes[2] + 2 * q.ph + q.eh),
+                   wp = (uint64_t)(t->sizes[3] + 2 * q.pw + q.ew);
+    if ((uint64_t)t->sizes[0] * hp * wp * cp > (uint64_t)t->numel * sizeof(float)) continue;
+    d->q8_pad[i] = (uint8_t)(k - i), d->q8_pad[k] = EMC_Q8_PAD_IN;
+  }
 }
