@@ -124,17 +124,7 @@ static bool chain_inner(const emc_delegate *d, int32_t t, uint32_t reader) {
   if (x->storage != EMC_ARENA || x->sizes[0] != 1 ||
       (uint64_t)x->numel * sizeof(float) < XDW_MIN_BYTES)
     return false;
-  for (uint32_t k = 0; k < d->n_ops; k++) {
-    const emc_op *o = &d->ops[k];
-    if (k == reader) continue;
-    for (int r = 0; r < 4; r++)
-      if (o->in[r] == t) return false;
-    if (o->kind == EMC_OP_CONV2D &&
-        (emc_conv_params_of(o).in_scale_id == t || emc_conv_params_of(o).pairs_id == t ||
-         emc_conv_params_of(o).q8_id == t))
-      return false;
-  }
-  return true;
+  return emc_alone_reads(d, t, reader);
 }
 
 /* Whether the bound tensors s and t share any byte. */

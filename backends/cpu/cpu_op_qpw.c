@@ -388,6 +388,20 @@ static bool se_shape(const emc_rt_tensor *t, const emc_rt_tensor *y, bool plane)
          t->sizes[2] == (plane ? y->sizes[2] : 1) && t->sizes[3] == (plane ? y->sizes[3] : 1);
 }
 
+bool emc_alone_reads(const emc_delegate *d, int32_t t, uint32_t k) {
+  for (uint32_t o = 0; o < d->n_ops; o++) {
+    const emc_op *x = &d->ops[o];
+    if (o == k) continue;
+    for (int r = 0; r < 4; r++)
+      if (x->in[r] == t) return false;
+    if (x->kind == EMC_OP_CONV2D &&
+        (emc_conv_params_of(x).in_scale_id == t || emc_conv_params_of(x).pairs_id == t ||
+         emc_conv_params_of(x).q8_id == t))
+      return false;
+  }
+  return true;
+}
+
 int emc_q8_pw_fuse_scale(const emc_delegate *d, uint32_t i) {
   if (i + 1 >= d->n_ops || !d->q8_pw_w || !d->q8_pw_w[i + 1]) return 0;
   const emc_op *m = &d->ops[i], *c = &d->ops[i + 1];
@@ -406,17 +420,7 @@ int emc_q8_pw_fuse_scale(const emc_delegate *d, uint32_t i) {
   if (q.inv != p.q8_inv || q.zp != (float)p.q8_zp || q.lo != (float)p.q8_lo ||
       q.hi != (float)p.q8_hi)
     return 0;
-  for (uint32_t k = 0; k < d->n_ops; k++) { /* the conv alone reads the product */
-    const emc_op *o = &d->ops[k];
-    if (k == i + 1) continue;
-    for (int r = 0; r < 4; r++)
-      if (o->in[r] == m->out[0]) return 0;
-    if (o->kind == EMC_OP_CONV2D &&
-        (emc_conv_params_of(o).in_scale_id == m->out[0] ||
-         emc_conv_params_of(o).pairs_id == m->out[0] || emc_conv_params_of(o).q8_id == m->out[0]))
-      return 0;
-  }
-  return 2;
+  return emc_alone_reads(d, m->out[0], i + 1) ? 2 : 0; /* the conv alone reads the product */
 }
 
 /* Whether tensor t's bytes (as floats) and [p, p + n) share any. */
@@ -452,21 +456,6 @@ bool emc_q8_pw_run_scaled(const emc_delegate *d, uint32_t i, em_threadpool *pool
 
 /* ---- a u8 table lookup after the conv ----------------------------------------------------- */
 
-/* Whether op k alone reads tensor t (as an operand or a conv's side table). */
-static bool alone_reads(const emc_delegate *d, int32_t t, uint32_t k) {
-  for (uint32_t o = 0; o < d->n_ops; o++) {
-    const emc_op *x = &d->ops[o];
-    if (o == k) continue;
-    for (int r = 0; r < 4; r++)
-      if (x->in[r] == t) return false;
-    if (x->kind == EMC_OP_CONV2D &&
-        (emc_conv_params_of(x).in_scale_id == t || emc_conv_params_of(x).pairs_id == t ||
-         emc_conv_params_of(x).q8_id == t))
-      return false;
-  }
-  return true;
-}
-
 int emc_q8_pw_fuse_lut(const emc_delegate *d, uint32_t i) {
   if (i + 1 >= d->n_ops || !d->q8_pw_w || !d->q8_pw_w[i] || !d->q8_lut) return 0;
   const emc_op *c = &d->ops[i], *u = &d->ops[i + 1];
@@ -477,7 +466,7 @@ int emc_q8_pw_fuse_lut(const emc_delegate *d, uint32_t i) {
   const emc_rt_tensor *y = &d->t[c->out[0]];
   /* whole 4-channel groups: the lookup of the pixels' whole rows has no padding bytes to keep */
   if (y->storage != EMC_ARENA || y->sizes[1] % 4 != 0) return 0;
-  return alone_reads(d, c->out[0], i + 1) ? 2 : 0;
+  return emc_alone_reads(d, c->out[0], i + 1) ? 2 : 0;
 }
 
 /* Whether the pair at i may run as one: the conv writes the lookup's output while it reads its
@@ -521,7 +510,7 @@ int emc_q8_pw_fuse_fq(const emc_delegate *d, uint32_t i) {
   if (q.inv != p.q8_inv || q.zp != (float)p.q8_zp || q.lo != (float)p.q8_lo ||
       q.hi != (float)p.q8_hi)
     return 0;
-  if (!alone_reads(d, m->out[0], i + 1)) return 0;
+  if (!emc_alone_reads(d, m->out[0], i + 1)) return 0;
   return emc_q8_pw_fuse_lut(d, i + 1) == 2 ? 3 : 2; /* the conv's lookup too */
 }
 
@@ -571,7 +560,7 @@ void emc_q8_pad_plan(const emc_delegate *d) {
     /* rows of whole 8-pixel tiles: a row's run of a chunk is whole tiles (on 28- or 14-pixel
      * rows the split tiles cost MobileNetV2 more than the copy: +4.8-6.4 us a conv, -1.4-3.5) */
     if (t->storage != EMC_ARENA || t->ndim != 4 || t->sizes[3] % 8 != 0 ||
-        !alone_reads(d, w->out[0], k))
+        !emc_alone_reads(d, w->out[0], k))
       continue;
     /* the padded images fit the tensor's bytes (f32-sized) */
     const uint64_t cp = pw_cp(t->sizes[1]), hp = (uint64_t)(t->sizes[2] + 2 * q.ph + q.eh),

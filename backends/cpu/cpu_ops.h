@@ -329,6 +329,9 @@ void emc_run_conv_q8(const emc_delegate *d, const emc_op *op, em_threadpool *poo
 /* A pointwise int8 conv on the pixel-major tile (cpu_op_qpw.c), w its repacked weights. */
 void emc_run_conv_q8_pw(const emc_delegate *d, const emc_op *op, const int8_t *w,
                         em_threadpool *pool);
+/* Whether op k alone of the delegate's operators reads tensor t (as an operand or a conv's side
+ * table): what a chain may keep to itself (cpu_op_qpw.c). */
+bool emc_alone_reads(const emc_delegate *d, int32_t t, uint32_t k);
 /* 2 when op i multiplies planes by a value per plane with a fake-quant (a squeeze-and-excitation
  * scale) and op i + 1, an int8 conv on the pixel-major tile with an f32 input, alone reads the
  * product with that fake-quant as its quantizer: the conv then quantizes the products itself,

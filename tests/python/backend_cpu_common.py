@@ -1,12 +1,16 @@
 """Shared helpers of the EmberCpuBackend tests (tests/python/test_backend_cpu_*.py): run a
 program, list what stayed outside the delegate, check a model against eager PyTorch and the
 undelegated Ember run (``_check_model``), the models more than one file exports, and readers of
-the delegate's EMC blob (its span, operator records, conv ip[] slots).
+the delegate's EMC blob (its span, operator records, conv ip[] slots), and the fused chains'
+checks (the same bytes with the chains off, the backend's profile lines).
 """
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,6 +32,65 @@ def _runtime():
 
 def _run(prog: ember.Program, inputs: tuple, threads: int = 1) -> torch.Tensor:
     return _runtime()(prog.buffer, threads=threads).run("forward", list(inputs))[0]
+
+
+def _static_int8(
+    make: Callable[[], nn.Module], shape: tuple[int, ...], seed: int
+) -> tuple[ember.Program, tuple]:
+    """The module ``make()`` builds after torch.manual_seed(0), statically quantized by
+    ``ember.quant.pt2e.quantize_exported`` on 4 seeded random batches of ``shape`` and exported to
+    the CPU backend; with a test input of the same generator."""
+    from ember.quant.pt2e import quantize_exported
+
+    torch.manual_seed(0)
+    m = make().eval()
+    g = torch.Generator().manual_seed(seed)
+    cal = [(torch.randn(*shape, generator=g) * 2.0,) for _ in range(4)]
+    ep = quantize_exported(m, cal[0], cal, progress=False)
+    inputs = (torch.randn(*shape, generator=g) * 2.0,)
+    return ember.export(ep, inputs, backend="cpu"), inputs
+
+
+def _assert_fused_same_as_apart(prog: ember.Program, inputs: tuple) -> None:
+    """The program's bytes at 1 and 2 threads with the backend's chains and plans on, and with
+    them off (its ``no_fuse`` option: every operator one by one): all the same."""
+    from ember._lib import configure_cpu_backend
+
+    fused = [_run(prog, inputs, th) for th in (1, 2)]
+    configure_cpu_backend(no_fuse=True)
+    try:
+        apart = [_run(prog, inputs, th) for th in (1, 2)]
+    finally:
+        configure_cpu_backend(no_fuse=False)
+    for th in range(2):
+        assert torch.equal(fused[th], apart[th]), (fused[th] - apart[th]).abs().max()
+    assert torch.equal(fused[0], fused[1])
+
+
+def _profile_lines(pte: str, no_fuse: bool = False) -> list[str]:
+    """The backend's per-operator profile lines of one ``ember run`` of pte (chains off with
+    no_fuse): what ran, one line per operator or chain."""
+    from ember._lib import repo_root
+
+    env = dict(os.environ, EMBER_CPU_PROFILE="1")
+    env.pop("EMBER_CPU_NO_FUSE", None)
+    if no_fuse:
+        env["EMBER_CPU_NO_FUSE"] = "1"
+    cmd = [str(repo_root() / "build" / "ember"), "run", pte, "--iters", "1"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return [ln for ln in r.stderr.splitlines() if "emc op" in ln]
+
+
+def _pixel_major_tile() -> bool:
+    """Whether the backend here has the pixel-major int8 tile: AVX-512 VNNI, not capped below it
+    by EMBER_CPU_ISA (which the CLI maps onto the backend as the bindings do)."""
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    tile = os.environ.get("EMBER_CPU_ISA", "") in ("", "avx512f", "amx")
+    return tile and "avx512_vnni" in flags and "avx512bw" in flags
 
 
 def _outside(prog: ember.Program) -> list[str]:

@@ -20,20 +20,19 @@ Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_q8lutfuse.py
 
 from __future__ import annotations
 
-import os
-import subprocess
-from collections.abc import Iterator
-
 import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 import torch.nn.functional as F
-from backend_cpu_common import _run
+from backend_cpu_common import (
+    _assert_fused_same_as_apart,
+    _pixel_major_tile,
+    _profile_lines,
+    _static_int8,
+)
 from torch import nn
 
 import ember
-from ember._lib import configure_cpu_backend, repo_root
-from ember.quant.pt2e import quantize_exported
 
 
 class _Net(nn.Module):
@@ -64,59 +63,21 @@ SHAPES = [(1, 3, 19, 23), (2, 3, 11, 13)]
 
 @pytest.fixture(scope="module", params=SHAPES, ids=lambda s: "x".join(map(str, s)))
 def program(request) -> tuple[ember.Program, tuple]:
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(7)
-    shape = request.param
-    cal = [(torch.randn(*shape, generator=g) * 2.0,) for _ in range(4)]
-    ep = quantize_exported(_Net().eval(), cal[0], cal, progress=False)
-    inputs = (torch.randn(*shape, generator=g) * 2.0,)
-    return ember.export(ep, inputs, backend="cpu"), inputs
+    return _static_int8(_Net, request.param, 7)
 
 
-@pytest.fixture()
-def unfused() -> Iterator[None]:
-    yield
-    configure_cpu_backend(no_fuse=False)
-
-
-def test_same_bytes_as_the_operators_one_by_one(program, unfused) -> None:
-    prog, inputs = program
-    fused = [_run(prog, inputs, th) for th in (1, 2)]
-    configure_cpu_backend(no_fuse=True)
-    apart = [_run(prog, inputs, th) for th in (1, 2)]
-    for th in range(2):
-        assert torch.equal(fused[th], apart[th]), (fused[th] - apart[th]).abs().max()
-    assert torch.equal(fused[0], fused[1])
-
-
-def _profile_lines(pte: str, no_fuse: bool) -> list[str]:
-    env = dict(os.environ, EMBER_CPU_PROFILE="1")
-    env.pop("EMBER_CPU_NO_FUSE", None)
-    if no_fuse:
-        env["EMBER_CPU_NO_FUSE"] = "1"
-    cmd = [str(repo_root() / "build" / "ember"), "run", pte, "--iters", "1"]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return [ln for ln in r.stderr.splitlines() if "emc op" in ln]
-
-
-def _vnni() -> bool:
-    try:
-        flags = open("/proc/cpuinfo").read()
-    except OSError:
-        return False
-    tile = os.environ.get("EMBER_CPU_ISA", "") in ("", "avx512f", "amx")
-    return tile and "avx512_vnni" in flags and "avx512bw" in flags
+def test_same_bytes_as_the_operators_one_by_one(program) -> None:
+    _assert_fused_same_as_apart(*program)
 
 
 def test_the_lookups_are_gone(program, tmp_path) -> None:
     prog, _ = program
     pte = tmp_path / "m.pte"
     prog.save(pte)
-    fused, apart = _profile_lines(str(pte), False), _profile_lines(str(pte), True)
+    fused, apart = _profile_lines(str(pte)), _profile_lines(str(pte), True)
     # with the pixel-major tile the stem's, the expansion's and the side conv's lookups run
     # inside their convs; otherwise every operator runs
-    assert len(apart) - len(fused) == (3 if _vnni() else 0), (len(apart), len(fused))
+    assert len(apart) - len(fused) == (3 if _pixel_major_tile() else 0), (len(apart), len(fused))
 
 
 class _Stem(nn.Module):
@@ -134,23 +95,13 @@ class _Stem(nn.Module):
 
 
 @pytest.mark.parametrize("k", [3, 1])
-def test_input_fake_quant_in_the_conv(k: int, tmp_path, unfused) -> None:  # noqa: ANN001
+def test_input_fake_quant_in_the_conv(k: int, tmp_path) -> None:  # noqa: ANN001
     """The input's fake-quant, the conv and its lookup run as one (emc_q8_pw_fuse_fq: the conv
     quantizes the input itself), with the bytes of the three operators one by one."""
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(9)
-    shape = (1, 3, 21, 19)
-    cal = [(torch.randn(*shape, generator=g) * 2.0,) for _ in range(4)]
-    ep = quantize_exported(_Stem(k).eval(), cal[0], cal, progress=False)
-    inputs = (torch.randn(*shape, generator=g) * 2.0,)
-    prog = ember.export(ep, inputs, backend="cpu")
-    fused = [_run(prog, inputs, th) for th in (1, 2)]
+    prog, inputs = _static_int8(lambda: _Stem(k), (1, 3, 21, 19), 9)
+    _assert_fused_same_as_apart(prog, inputs)
     pte = tmp_path / "m.pte"
     prog.save(pte)
-    lines = _profile_lines(str(pte), False), _profile_lines(str(pte), True)
-    configure_cpu_backend(no_fuse=True)
-    apart = [_run(prog, inputs, th) for th in (1, 2)]
-    for th in range(2):
-        assert torch.equal(fused[th], apart[th]), (fused[th] - apart[th]).abs().max()
+    fused, apart = _profile_lines(str(pte)), _profile_lines(str(pte), True)
     # the fake-quant and the lookup run inside the conv where the tile runs
-    assert len(lines[1]) - len(lines[0]) == (2 if _vnni() else 0), [len(x) for x in lines]
+    assert len(apart) - len(fused) == (2 if _pixel_major_tile() else 0), (len(apart), len(fused))

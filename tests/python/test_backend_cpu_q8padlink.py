@@ -16,20 +16,19 @@ Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_q8padlink.py
 
 from __future__ import annotations
 
-import os
-import subprocess
-from collections.abc import Iterator
-
 import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 import torch.nn.functional as F
-from backend_cpu_common import _run
+from backend_cpu_common import (
+    _assert_fused_same_as_apart,
+    _pixel_major_tile,
+    _profile_lines,
+    _static_int8,
+)
 from torch import nn
 
 import ember
-from ember._lib import configure_cpu_backend, repo_root
-from ember.quant.pt2e import quantize_exported
 
 
 class _Net(nn.Module):
@@ -55,50 +54,18 @@ SHAPES = [(1, 13, 24), (2, 9, 24), (1, 11, 20)]
 
 @pytest.fixture(scope="module", params=SHAPES, ids=lambda s: "x".join(map(str, s)))
 def program(request) -> tuple[ember.Program, tuple]:
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(11)
-    n, h, w = request.param
-    cal = [(torch.randn(n, 3, h, w, generator=g) * 2.0,) for _ in range(4)]
-    ep = quantize_exported(_Net().eval(), cal[0], cal, progress=False)
-    inputs = (torch.randn(n, 3, h, w, generator=g) * 2.0,)
-    return ember.export(ep, inputs, backend="cpu"), inputs
+    return _static_int8(_Net, (request.param[0], 3, *request.param[1:]), 11)
 
 
-@pytest.fixture()
-def unfused() -> Iterator[None]:
-    yield
-    configure_cpu_backend(no_fuse=False)
-
-
-def test_same_bytes_as_the_copy(program, unfused) -> None:
-    prog, inputs = program
-    planned = [_run(prog, inputs, th) for th in (1, 2)]
-    configure_cpu_backend(no_fuse=True)
-    copied = [_run(prog, inputs, th) for th in (1, 2)]
-    for th in range(2):
-        assert torch.equal(planned[th], copied[th]), (planned[th] - copied[th]).abs().max()
-    assert torch.equal(planned[0], planned[1])
-
-
-def _vnni() -> bool:
-    try:
-        flags = open("/proc/cpuinfo").read()
-    except OSError:
-        return False
-    tile = os.environ.get("EMBER_CPU_ISA", "") in ("", "avx512f", "amx")
-    return tile and "avx512_vnni" in flags and "avx512bw" in flags
+def test_same_bytes_as_the_copy(program) -> None:
+    _assert_fused_same_as_apart(*program)
 
 
 def test_the_profile_names_the_planned_convs(program, tmp_path) -> None:
     prog, inputs = program
     pte = tmp_path / "m.pte"
     prog.save(pte)
-    env = dict(os.environ, EMBER_CPU_PROFILE="1")
-    env.pop("EMBER_CPU_NO_FUSE", None)
-    cmd = [str(repo_root() / "build" / "ember"), "run", str(pte), "--iters", "1"]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    planned = [ln for ln in r.stderr.splitlines() if "input padded by its writer" in ln]
+    planned = [ln for ln in _profile_lines(str(pte)) if "input padded by its writer" in ln]
     # the pixel-major tile (AVX-512 VNNI) writes both depthwise convs' inputs on 24-pixel rows
-    want = 2 if _vnni() and inputs[0].shape[3] % 8 == 0 else 0
+    want = 2 if _pixel_major_tile() and inputs[0].shape[3] % 8 == 0 else 0
     assert len(planned) == want, planned

@@ -16,18 +16,19 @@ Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_q8se.py
 
 from __future__ import annotations
 
-import os
-import subprocess
-from collections.abc import Iterator
-
 import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
-from backend_cpu_common import _run
+from backend_cpu_common import (
+    _assert_fused_same_as_apart,
+    _pixel_major_tile,
+    _profile_lines,
+    _run,
+    _static_int8,
+)
 from torch import nn
 
 import ember
-from ember._lib import configure_cpu_backend, repo_root
 from ember.quant.pt2e import quantize_exported
 
 
@@ -66,29 +67,11 @@ SHAPES = [(1, 3, 13, 13), (1, 3, 7, 9), (2, 3, 7, 9)]
 
 @pytest.fixture(scope="module", params=SHAPES, ids=lambda s: "x".join(map(str, s)))
 def program(request) -> tuple[ember.Program, tuple]:
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(5)
-    shape = request.param
-    cal = [(torch.randn(*shape, generator=g) * 2.0,) for _ in range(4)]
-    ep = quantize_exported(_Net().eval(), cal[0], cal, progress=False)
-    inputs = (torch.randn(*shape, generator=g) * 2.0,)
-    return ember.export(ep, inputs, backend="cpu"), inputs
+    return _static_int8(_Net, request.param, 5)
 
 
-@pytest.fixture()
-def unfused() -> Iterator[None]:
-    yield
-    configure_cpu_backend(no_fuse=False)
-
-
-def test_same_bytes_as_the_operators_one_by_one(program, unfused) -> None:
-    prog, inputs = program
-    fused = [_run(prog, inputs, th) for th in (1, 2)]
-    configure_cpu_backend(no_fuse=True)
-    apart = [_run(prog, inputs, th) for th in (1, 2)]
-    for th in range(2):
-        assert torch.equal(fused[th], apart[th]), (fused[th] - apart[th]).abs().max()
-    assert torch.equal(fused[0], fused[1])
+def test_same_bytes_as_the_operators_one_by_one(program) -> None:
+    _assert_fused_same_as_apart(*program)
 
 
 def test_close_to_the_portable_kernels(program) -> None:
@@ -105,33 +88,13 @@ def test_close_to_the_portable_kernels(program) -> None:
     assert (got - want).abs().max().item() <= step
 
 
-def _profile_lines(pte: str, no_fuse: bool) -> list[str]:
-    env = dict(os.environ, EMBER_CPU_PROFILE="1")
-    env.pop("EMBER_CPU_NO_FUSE", None)
-    if no_fuse:
-        env["EMBER_CPU_NO_FUSE"] = "1"
-    cmd = [str(repo_root() / "build" / "ember"), "run", pte, "--iters", "1"]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return [ln for ln in r.stderr.splitlines() if "emc op" in ln]
-
-
-def _vnni() -> bool:
-    try:
-        flags = open("/proc/cpuinfo").read()
-    except OSError:
-        return False
-    tile = os.environ.get("EMBER_CPU_ISA", "") in ("", "avx512f", "amx")
-    return tile and "avx512_vnni" in flags and "avx512bw" in flags
-
-
 def test_the_products_are_gone(program, tmp_path) -> None:
     prog, inputs = program
     pte = tmp_path / "m.pte"
     prog.save(pte)
-    fused, apart = _profile_lines(str(pte), False), _profile_lines(str(pte), True)
+    fused, apart = _profile_lines(str(pte)), _profile_lines(str(pte), True)
     # with the pixel-major tile (AVX-512 VNNI) and one image, each of the three scales runs
     # inside its conv; with it, the input's fake-quant and each gate's mean's fake-quant too
     # (emc_q8_pw_fuse_fq: four, any batch); otherwise every operator runs
-    want = (3 if inputs[0].shape[0] == 1 else 0) + 4 if _vnni() else 0
+    want = (3 if inputs[0].shape[0] == 1 else 0) + 4 if _pixel_major_tile() else 0
     assert len(apart) - len(fused) == want, (len(apart), len(fused))
