@@ -269,7 +269,7 @@ em_status emc_run_conv(const emc_delegate *d, const emc_op *op, em_threadpool *p
   if (direct && npix == 1 && !p.transposed) {
     const conv_gemv_job j = {
         d, op, x, w, bias, res, y, g, cg, mg, kg, emc_div_up((size_t)mg, EMC_MR), clamp_of(op)};
-    par_for(pool, n * g * (int64_t)j.panels, conv_gemv, (void *)&j, n * co * kg);
+    par_for_static(pool, n * g * (int64_t)j.panels, conv_gemv, (void *)&j, n * co * kg);
     return EM_OK;
   }
   float *col = (float *)(d->arena + p.scratch_off);

@@ -137,7 +137,7 @@ void emc_run_dwconv(const emc_delegate *d, const emc_op *op, em_threadpool *pool
   if (j.bands > 1 && work >= EMC_MIN_PARALLEL_WORK && oh >= 8 * j.bands &&
       dw_bands_ok(&j.q, j.bands)) {
     em_parallel_for_static(pool, j.bands * n * co, dw_bands, &j);
-    if (j.mean) par_for(pool, n * co, dw_means, &j, yt->numel);
+    if (j.mean) par_for_static(pool, n * co, dw_means, &j, yt->numel);
   } else if (d->cfg->dwconv_c16 && em_dw_c16_fits(&j.q)) {
     /* small planes, 16 at once (7x7 maps; on 14x14 the one-plane kernel wins) */
     par_for_static(pool, n * ((co + 15) / 16), dw_c16_blocks, &j, work);

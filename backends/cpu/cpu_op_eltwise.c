@@ -170,7 +170,7 @@ static void run_add_q8(const emc_delegate *d, const emc_op *op, const emc_binary
                    q[3],
                    {f[EMC_ACT_FP_INV_SCALE], f[EMC_ACT_FP_ZP] + off, f[EMC_ACT_FP_QMIN] + off,
                     f[EMC_ACT_FP_QMAX] + off, f[EMC_ACT_FP_MIN], f[EMC_ACT_FP_MAX]}}};
-  par_for(pool, npix, add_q8_rows, &j, npix * c * 4); /* ~20 operations per 16 values */
+  par_for_static(pool, npix, add_q8_rows, &j, npix * c * 4); /* ~20 operations per 16 values */
 }
 
 em_status emc_run_binary(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
@@ -271,7 +271,7 @@ em_status emc_run_unary(const emc_delegate *d, const emc_op *op, em_threadpool *
   if (op->kind == EMC_OP_UNARY && op->ip[EMC_UNARY_Q8]) return emc_run_unary_q8(d, op, pool);
   act_job j = {d, op, data_of(d, op->in[0]), data_of(d, op->out[0])};
   if (op->act > 2 || op->ip[EMC_UNARY_PRE]) /* transcendental: threads from a few thousand */
-    par_for(pool, d->t[op->out[0]].numel, act_chunk, &j, d->t[op->out[0]].numel * 8);
+    par_for_static(pool, d->t[op->out[0]].numel, act_chunk, &j, d->t[op->out[0]].numel * 8);
   else
     par_for_mem(pool, d->t[op->out[0]].numel, act_chunk, &j, d->t[op->out[0]].numel);
   return EM_OK;

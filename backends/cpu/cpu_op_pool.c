@@ -156,7 +156,7 @@ em_status emc_run_pool(const emc_delegate *d, const emc_op *op, em_threadpool *p
                      c,
                      (c + 3) / 4 * 4,
                      emc_pool2d_params_of(op)};
-    par_for(pool, yt->sizes[0] * q.oh, pool_q8_rows, &q, yt->numel * q.p.kh * q.p.kw);
+    par_for_static(pool, yt->sizes[0] * q.oh, pool_q8_rows, &q, yt->numel * q.p.kh * q.p.kw);
     return EM_OK;
   }
   pool_job j = {d,
@@ -169,7 +169,7 @@ em_status emc_run_pool(const emc_delegate *d, const emc_op *op, em_threadpool *p
                 yt->sizes[3],
                 emc_pool2d_params_of(op)};
   const bool separable = pool_separable(op, j.w, j.ow);
-  par_for(pool, xt->sizes[0] * xt->sizes[1], separable ? maxpool_planes : pool_planes, &j,
-          yt->numel * j.p.kh * j.p.kw);
+  par_for_static(pool, xt->sizes[0] * xt->sizes[1], separable ? maxpool_planes : pool_planes, &j,
+                 yt->numel * j.p.kh * j.p.kw);
   return EM_OK;
 }

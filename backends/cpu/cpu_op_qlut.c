@@ -164,7 +164,9 @@ em_status emc_run_unary_q8(const emc_delegate *d, const emc_op *op, em_threadpoo
                zp,
                op->fp[EMC_ACT_FP_SCALE]};
   if (p.q8 == 1) {
-    par_for_mem(pool, npix, lut_u8_pixels, &j, npix * c / 4);
+    /* in contiguous ranges: the pixels each thread's conv wrote and the next one reads */
+    em_parallel_for_static(npix * c / 4 < EMC_MIN_PARALLEL_ELEMS ? NULL : pool, npix, lut_u8_pixels,
+                           &j);
   } else {
     /* ~1 operation a value: threads from a few thousand values, as the f32 activation rows */
     const int64_t nb = (plane + LUTF_PX - 1) / LUTF_PX, groups = (c + 15) / 16;

@@ -340,8 +340,8 @@ static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, con
       else
         j.yf = yt->data + b * co * npix;
       const pw_one_phase f = {&j, &qj};
-      par_for(pool, jobs, pw_quant_jobs, (void *)&f,
-              (int64_t)(co * npix * kq * 4 + 8 * cin * npix));
+      par_for_static(pool, jobs, pw_quant_jobs, (void *)&f,
+                     (int64_t)(co * npix * kq * 4 + 8 * cin * npix));
       continue;
     }
     if (in_u8) {
@@ -356,14 +356,19 @@ static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, con
     } else { /* padding and channels past cin at the zero point, as the panel path's image */
       if (padded || cp != cin) memset(img, (int)p.q8_zp, hp * wp * cp);
       qj.x = (sc ? sc->x : xt->data) + b * cin * h * wd;
-      par_for(pool, (int64_t)h, pw_quant, &qj, (int64_t)(8 * cin * h * wd));
+      par_for_static(pool, (int64_t)h, pw_quant, &qj, (int64_t)(8 * cin * h * wd));
       j.src = img;
     }
     if (out_u8)
       j.y = y8 + b * img_bytes + first;
     else
       j.yf = yt->data + b * co * npix;
-    par_for(pool, jobs, pw_jobs, &j, (int64_t)(co * npix * kq * 4));
+    /* Contiguous ranges of jobs (pixel chunks outermost): each thread takes the same part of the
+     * image in every conv (and the depthwise convs' rows, the adds' pixels, the same), so what a
+     * thread reads its own core wrote. Claimed from one counter, about half of every tensor
+     * crossed between the cores: 2 threads, alternating runs of 300, MobileNetV2 int8 1.698 ->
+     * 1.603 ms, MobileNetV3-Small 0.714 -> 0.660, EfficientNet-Lite0 2.136 -> 2.028. */
+    par_for_static(pool, jobs, pw_jobs, &j, (int64_t)(co * npix * kq * 4));
   }
 }
 

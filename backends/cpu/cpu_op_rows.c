@@ -217,6 +217,6 @@ em_status emc_run_rows(const emc_delegate *d, const emc_op *op, em_threadpool *p
     rows = j.sm.rows, j.cols = j.sm.cols;
   else
     rows = j.norm.rows, j.cols = j.norm.cols;
-  par_for(pool, rows, rows_chunk, &j, d->t[op->in[0]].numel * 4);
+  par_for_static(pool, rows, rows_chunk, &j, d->t[op->in[0]].numel * 4);
   return EM_OK;
 }

@@ -84,5 +84,5 @@ void emc_run_conv_smallc(const emc_delegate *d, const emc_op *op, const float *x
                   clamp_of(op),
                   0};
   j.act = post_act_fused(d, op, &j.mm);
-  par_for(pool, n * j.blocks * j.bands, smallc_items, &j, n * co * oh * ow * j.kg);
+  par_for_static(pool, n * j.blocks * j.bands, smallc_items, &j, n * co * oh * ow * j.kg);
 }

@@ -82,7 +82,9 @@ static inline void par_for(em_threadpool *pool, int64_t n, em_parallel_fn fn, vo
  * conv's planes go to the threads as the channels of the GEMMs around it do (a split by output
  * rows before it, by K after it), so each thread reads the planes it wrote and writes those it
  * will read. Split in dynamic chunks, about half came from the other core's cache each time:
- * MobileNetV2 1.3 % and MobileNetV3-Small 3.3 % slower at 2 threads (paired medians).
+ * MobileNetV2 1.3 % and MobileNetV3-Small 3.3 % slower at 2 threads (paired medians); the
+ * int8 nets' convs, adds and lookups 5-8 % (cpu_op_qpw.c). Every loop over an activation's
+ * pixels, rows or planes uses it, so that consecutive operators split alike.
  */
 static inline void par_for_static(em_threadpool *pool, int64_t n, em_parallel_fn fn, void *ctx,
                                   int64_t work) {
