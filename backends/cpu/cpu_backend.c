@@ -186,6 +186,7 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   d->q8_dw = em_q8_dw_for(cfg->isa), d->q8_add = em_q8_add_for(cfg->isa),
   d->q8_dq = em_q8_dq_for(cfg->isa), d->q8_lut = em_q8_lut_for(cfg->isa),
   d->q8_lutf = em_q8_lutf_for(cfg->isa), d->q8_rowq = em_q8_rowq_for(cfg->isa),
+  d->q8_lutq = em_q8_lutq_for(cfg->isa), d->q8_lutm = em_q8_lutm_for(cfg->isa),
   d->q8_rowt = em_q8_rowt_for(cfg->isa),
   d->q8_pw = atomic_load_explicit(&opt_q8_pixel_major, memory_order_relaxed) < 0
                  ? NULL
@@ -242,6 +243,11 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
     FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method allocator too small for the delegate");
   for (uint32_t i = 0; i < h.n_ops; i++) d->q8_pad[i] = 0;
   if (!no_fuse) emc_q8_pad_plan(d);
+  d->q8_lk = em_allocator_alloc(al, (h.n_ops ? h.n_ops : 1) * sizeof *d->q8_lk, 16);
+  if (!d->q8_lk)
+    FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method allocator too small for the delegate");
+  for (uint32_t i = 0; i < h.n_ops; i++) d->q8_lk[i] = 0;
+  if (!no_fuse) emc_q8_lk_plan(d);
   *handle_out = d;
   return EM_OK;
 }
@@ -297,7 +303,8 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
       const emc_op *op = &d->ops[i];
       const emc_rt_tensor *y = &d->t[op->out[0]];
       const emc_conv_params cp = emc_conv_params_of(op); /* a conv's path, as init chose it */
-      const char *path = op->kind != EMC_OP_CONV2D       ? ""
+      const char *path = d->q8_lk[i] < 0                 ? " (u8 lookup read by its readers)"
+                         : op->kind != EMC_OP_CONV2D     ? ""
                          : d->q8_pw_w && d->q8_pw_w[i]   ? " (int8 pixel-major)"
                          : d->q8_pad[i] == EMC_Q8_PAD_IN ? " (int8, input padded by its writer)"
                          : cp.q8_id >= 0                 ? " (int8)"

@@ -157,6 +157,22 @@ em_q8_lutf_fn em_q8_lutf_for(const char *isa) {
   return em_q8_lutf_ukernel__scalar;
 }
 
+em_q8_lutq_fn em_q8_lutq_for(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (em_q8_lut_for(isa) == em_q8_lut_ukernel__avx512vbmi) return em_q8_lutq_ukernel__avx512vbmi;
+#endif
+  (void)isa;
+  return em_q8_lutq_ukernel__scalar;
+}
+
+em_q8_lutm_fn em_q8_lutm_for(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (em_q8_lut_for(isa) == em_q8_lut_ukernel__avx512vbmi) return em_q8_lutm_ukernel__avx512vbmi;
+#endif
+  (void)isa;
+  return em_q8_lutm_ukernel__scalar;
+}
+
 em_q8_pw_fn em_q8_pw_for(const char *isa) {
 #if defined(__x86_64__) || defined(__i386__)
   if (em_q8_gemm_for(isa) == em_q8_gemm_6x32_ukernel__avx512vnni)

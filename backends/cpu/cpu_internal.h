@@ -57,6 +57,8 @@ typedef struct emc_delegate {
   em_q8_add_fn q8_add;                   /* ... and the int8 adds' row (em_q8_add_for) */
   em_q8_lut_fn q8_lut;                   /* ... and the u8 table lookups' row (em_q8_lut_for) */
   em_q8_lutf_fn q8_lutf;                 /* ... and into f32 planes (em_q8_lutf_for) */
+  em_q8_lutq_fn q8_lutq; /* ... and the readers of planes never written (em_q8_lutq_for) */
+  em_q8_lutm_fn q8_lutm; /* ... (em_q8_lutm_for) */
   em_q8_pw_fn q8_pw;     /* ... the pointwise ones' pixel-major tile, NULL: none / off */
   em_q8_dq_fn q8_dq;     /* the dynamic int8 linears' tile (em_q8_dq_for) */
   em_q8_rowq_fn q8_rowq; /* ... and their row quantizer (em_q8_rowq_for) */
@@ -72,6 +74,7 @@ typedef struct emc_delegate {
   atomic_flag *amx_busy;  /* [amx_slots]: a slot in use (by any GEMM of this delegate) */
   uint8_t *fused;         /* [n_ops]: n > 1 where ops i to i + n - 1 run as one (emc_run_chain) */
   uint8_t *q8_pad;        /* [n_ops]: the padded u8 links of emc_q8_pad_plan (cpu_ops.h) */
+  int32_t *q8_lk;         /* [n_ops]: the lookups never written of emc_q8_lk_plan */
   bool profile;           /* em_cpu_backend_options.profile when this delegate was initialized */
   const int8_t **q8_pw_w; /* [n_ops] or NULL: the repacked weights of each pointwise int8 conv
                              that takes the pixel-major tile (emc_q8_pw_prepare), else NULL */
@@ -131,6 +134,18 @@ int emc_fuse_chain(const emc_delegate *d, uint32_t i);
  * border to its zero point instead of copying the image into its scratch. */
 #define EMC_Q8_PAD_IN 255
 void emc_q8_pad_plan(const emc_delegate *d);
+
+/*
+ * The u8 lookups into f32 planes (EMC_UNARY_Q8 2, a squeeze-and-excitation block's activation)
+ * whose planes only a plane mean and a scaled int8 conv (emc_q8_pw_fuse_scale) read: both then
+ * read the lookup's u8 input instead (em_q8_lutm_fn, em_q8_lutq_fn: the same bits) and the
+ * planes are never written. d->q8_lk: the lookup's entry -1 (it does nothing), the mean's and
+ * the scaled chain's the lookup's index + 1. Only where nothing between the lookup and the conv
+ * writes the u8 input's memory (the exporter keeps it alive until the conv: blob.py
+ * `_extend_for_chains`) and nothing else reads the planes' bytes before they are written again.
+ * After emc_fuse_chain.
+ */
+void emc_q8_lk_plan(const emc_delegate *d);
 
 /*
  * Runs the chain of n operators from i (emc_fuse_chain) in bands of output rows (the pool's, for

@@ -147,6 +147,7 @@ float emc_q8_lut_levels(const emc_delegate *d, const emc_op *op, uint8_t t8[256]
 }
 
 em_status emc_run_unary_q8(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  if (d->q8_lk && d->q8_lk[op - d->ops] < 0) return EM_OK; /* its readers look the levels up */
   const emc_unary_params p = emc_unary_params_of(op);
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   const int64_t c = yt->sizes[1], plane = yt->sizes[2] * yt->sizes[3];
@@ -173,4 +174,162 @@ em_status emc_run_unary_q8(const emc_delegate *d, const emc_op *op, em_threadpoo
     par_for_static(pool, yt->sizes[0] * groups * nb, lut_f32_blocks, &j, npix * c * 4);
   }
   return EM_OK;
+}
+
+/* ---- lookups into planes never written (emc_q8_lk_plan) ----------------------------------- */
+
+static const uint8_t *bytes_of(const emc_rt_tensor *t) {
+  return (const uint8_t *)(const void *)t->data;
+}
+static size_t nbytes_of(const emc_rt_tensor *t) { return (size_t)t->numel * sizeof(float); }
+
+static bool overlap(const uint8_t *a, size_t an, const uint8_t *b, size_t bn) {
+  return a && b && a < b + bn && b < a + an;
+}
+
+/* Whether op k writes any byte of [p, p + n): an arena output, or a conv's scratch. */
+static bool writes_into(const emc_delegate *d, uint32_t k, const uint8_t *p, size_t n) {
+  const emc_op *op = &d->ops[k];
+  for (int r = 0; r < 2; r++) {
+    const emc_rt_tensor *t = op->out[r] >= 0 ? &d->t[op->out[r]] : NULL;
+    if (t && t->storage == EMC_ARENA && overlap(bytes_of(t), nbytes_of(t), p, n)) return true;
+  }
+  if (op->kind == EMC_OP_CONV2D) {
+    const emc_conv_params c = emc_conv_params_of(op);
+    if (c.scratch_nbytes > 0 && overlap(d->arena + c.scratch_off, (size_t)c.scratch_nbytes, p, n))
+      return true;
+  }
+  return false;
+}
+
+/* Whether op k writes all of [lo, hi) with one of its arena outputs. */
+static bool writes_all(const emc_delegate *d, uint32_t k, const uint8_t *lo, const uint8_t *hi) {
+  for (int r = 0; r < 2; r++) {
+    const int32_t o = d->ops[k].out[r];
+    const emc_rt_tensor *t = o >= 0 ? &d->t[o] : NULL;
+    if (t && t->storage == EMC_ARENA && bytes_of(t) <= lo && hi <= bytes_of(t) + nbytes_of(t))
+      return true;
+  }
+  return false;
+}
+
+/* The tensors op reads (operands, a conv's plane scale): ids[5], -1 for none. */
+static void read_ids(const emc_op *op, int32_t ids[5]) {
+  for (int r = 0; r < 4; r++) ids[r] = op->in[r];
+  ids[4] = op->kind == EMC_OP_CONV2D ? (int32_t)emc_conv_params_of(op).in_scale_id : -1;
+}
+
+/* Whether op k reads a byte of [p, p + n) that no op after l and before k wrote since. */
+static bool reads_stale(const emc_delegate *d, uint32_t l, uint32_t k, const uint8_t *p, size_t n) {
+  int32_t ids[5];
+  read_ids(&d->ops[k], ids);
+  for (int r = 0; r < 5; r++) {
+    const emc_rt_tensor *t = ids[r] >= 0 ? &d->t[ids[r]] : NULL;
+    if (!t || t->storage != EMC_ARENA || !overlap(bytes_of(t), nbytes_of(t), p, n)) continue;
+    const uint8_t *lo = bytes_of(t) > p ? bytes_of(t) : p;
+    const uint8_t *hi = bytes_of(t) + nbytes_of(t) < p + n ? bytes_of(t) + nbytes_of(t) : p + n;
+    bool written = false;
+    for (uint32_t w = l + 1; w < k && !written; w++) written = writes_all(d, w, lo, hi);
+    if (!written) return true;
+  }
+  return false;
+}
+
+/* Whether op k runs inside a chain of emc_fuse_chain (its head included). */
+static bool in_chain(const emc_delegate *d, uint32_t k) {
+  for (uint32_t j = k > 3 ? k - 3 : 0; j <= k; j++)
+    if (d->fused[j] > 1 && j + d->fused[j] > k) return true;
+  return false;
+}
+
+void emc_q8_lk_plan(const emc_delegate *d) {
+  if (!d->q8_lk || !d->q8_lutq || !d->q8_lutm) return;
+  for (uint32_t l = 0; l < d->n_ops; l++) {
+    const emc_op *u = &d->ops[l];
+    if (u->kind != EMC_OP_UNARY || emc_unary_params_of(u).q8 != 2 || in_chain(d, l)) continue;
+    const int32_t yid = u->out[0];
+    const emc_rt_tensor *x = &d->t[u->in[0]], *y = &d->t[yid];
+    if (x->storage != EMC_ARENA || y->storage != EMC_ARENA || y->ndim != 4 || y->sizes[0] != 1)
+      continue;
+    /* its planes' readers: one plane mean and one scaled int8 conv's chain, after it */
+    int64_t m = -1, s = -1;
+    bool other = false;
+    for (uint32_t k = 0; k < d->n_ops && !other; k++) {
+      int32_t ids[5];
+      read_ids(&d->ops[k], ids);
+      bool reads = false;
+      for (int r = 0; r < 5; r++) reads = reads || ids[r] == yid;
+      if (!reads) continue;
+      if (k > l && m < 0 && d->ops[k].kind == EMC_OP_MEAN && !in_chain(d, k))
+        m = k;
+      else if (k > l && s < 0 && d->ops[k].kind == EMC_OP_BINARY && d->fused[k] == 2)
+        s = k;
+      else
+        other = true;
+    }
+    if (other || m < 0 || s < 0 || (uint32_t)s + 1 >= d->n_ops) continue;
+    const emc_mean_params mp = emc_mean_params_of(&d->ops[m]);
+    if (mp.outer != y->sizes[1] || mp.len != y->sizes[2] * y->sizes[3] || mp.inner > 1) continue;
+    /* the product's planes are this lookup's (emc_q8_pw_run_scaled picks them the same way) */
+    const emc_op *b = &d->ops[s], *conv = &d->ops[s + 1];
+    const emc_rt_tensor *a0 = &d->t[b->in[0]], *a1 = &d->t[b->in[1]];
+    const bool a_planes =
+        a0->sizes[2] * a0->sizes[3] == y->sizes[2] * y->sizes[3] && a1->numel == a1->sizes[1];
+    if ((a_planes ? b->in[0] : b->in[1]) != yid || (a_planes ? b->in[1] : b->in[0]) == yid)
+      continue;
+    /* the u8 levels stay put until the conv, whose scratch and output hold neither them nor the
+     * gate (the chain then always runs) */
+    const emc_rt_tensor *g = a_planes ? a1 : a0, *co = &d->t[conv->out[0]];
+    const emc_conv_params cp = emc_conv_params_of(conv);
+    const uint8_t *scratch = d->arena + cp.scratch_off;
+    bool ok = !overlap(bytes_of(g), nbytes_of(g), scratch, (size_t)cp.scratch_nbytes) &&
+              !overlap(bytes_of(g), nbytes_of(g), bytes_of(co), nbytes_of(co));
+    for (uint32_t k = l + 1; ok && k <= (uint32_t)s + 1; k++)
+      ok = !writes_into(d, k, bytes_of(x), nbytes_of(x));
+    /* nothing else reads the planes' bytes before something writes them again */
+    for (uint32_t k = l + 1; ok && k < d->n_ops; k++)
+      if (k != (uint32_t)m && k != (uint32_t)s && k != (uint32_t)s + 1)
+        ok = !reads_stale(d, l, k, bytes_of(y), nbytes_of(y));
+    if (!ok) continue;
+    d->q8_lk[l] = -1, d->q8_lk[m] = (int32_t)l + 1, d->q8_lk[s] = (int32_t)l + 1;
+  }
+}
+
+typedef struct lk_mean_job {
+  const emc_delegate *d;
+  const uint8_t *x; /* the lookup's u8 input, [pixels][xs] */
+  size_t xs, c, n;
+  const uint8_t *t8;
+  float zp, ls;
+  float *y;
+} lk_mean_job;
+
+static void lk_mean_blocks(void *ctx, int64_t begin, int64_t end) {
+  const lk_mean_job *j = ctx;
+  for (int64_t b = begin; b < end; b++) {
+    const size_t c0 = (size_t)b * 16, nc = j->c - c0 < 16 ? j->c - c0 : 16;
+    j->d->q8_lutm(nc, j->n, j->x + c0, j->xs, j->t8, j->zp, j->ls, j->y + c0);
+  }
+}
+
+void emc_q8_lk_mean(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const emc_op *u = &d->ops[d->q8_lk[op - d->ops] - 1];
+  const emc_rt_tensor *planes = &d->t[u->out[0]];
+  uint8_t t8[256];
+  const float zp = emc_q8_lut_levels(d, u, t8);
+  const size_t c = (size_t)planes->sizes[1];
+  float *y = data_of(d, op->out[0]);
+  const lk_mean_job j = {d,
+                         (const uint8_t *)(const void *)d->t[u->in[0]].data,
+                         (c + 3) / 4 * 4,
+                         c,
+                         (size_t)(planes->sizes[2] * planes->sizes[3]),
+                         t8,
+                         zp,
+                         u->fp[EMC_ACT_FP_SCALE],
+                         y};
+  par_for_static(pool, (int64_t)((c + 15) / 16), lk_mean_blocks, (void *)&j,
+                 (int64_t)(c * j.n * 4));
+  for (size_t r = 0; op->act && r < c; r++) /* as the rows operator: one value at a time */
+    d->cfg->vact(1, y + r, y + r, op->act, op->fp);
 }

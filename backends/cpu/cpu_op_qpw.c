@@ -195,6 +195,12 @@ typedef struct pw_quant_job {
   const float *s;
   em_f32_vbinary_fn vmulc;
   em_minmax_params mm;
+  /* planes a lookup never wrote (emc_q8_lk_plan): x[c] looked up from its u8 input (lk_x,
+   * [pixels][lk_xs]) by lutq, else lutq is NULL */
+  em_q8_lutq_fn lutq;
+  const uint8_t *lk_x, *lk_t;
+  size_t lk_xs;
+  float lk_zp, lk_s;
 } pw_quant_job;
 
 enum { PW_SCALE_SPAN = 128 }; /* pixels of a scaled block (16 planes of them: 8 KiB) */
@@ -204,6 +210,11 @@ enum { PW_SCALE_SPAN = 128 }; /* pixels of a scaled block (16 planes of them: 8 
  * that followed it: the conv's quantizer gives its bytes), stored from dst (the pixel p0). */
 static void pw_quant_scaled(const pw_quant_job *j, size_t p0, size_t p1, uint8_t *dst) {
   const size_t hw = j->h * j->w;
+  if (j->lutq) { /* the planes from the lookup's u8 levels: the same bytes */
+    j->lutq(j->cin, p1 - p0, j->lk_x + p0 * j->lk_xs, j->lk_xs, j->lk_t, j->lk_zp, j->lk_s, j->s,
+            &j->mm, dst, j->cp, &j->q);
+    return;
+  }
   if (j->quant_scaled && !j->mm.hswish) { /* the same bytes without the buffer */
     j->quant_scaled(j->cin, p1 - p0, j->x + p0, hw, j->s, &j->mm, dst, j->cp, &j->q);
     return;
@@ -319,7 +330,8 @@ static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, con
       .q = {p.q8_inv, (float)p.q8_zp, (float)p.q8_lo, (float)p.q8_hi, -INFINITY, INFINITY}};
   if (sc)
     qj.q = sc->q, qj.s = sc->s, qj.vmulc = sc->vmulc, qj.mm = sc->mm,
-    qj.quant_scaled = d->q8_quant_scaled;
+    qj.quant_scaled = d->q8_quant_scaled, qj.lutq = sc->lutq, qj.lk_x = sc->lk_x,
+    qj.lk_t = sc->lk_t, qj.lk_xs = sc->lk_xs, qj.lk_zp = sc->lk_zp, qj.lk_s = sc->lk_s;
   /* Pixel chunks small enough to give each thread about four jobs (maps of 7x7 or 14x14 at the
    * end of a network have one or two 64-pixel chunks), at least 8 pixels (one tile). */
   const size_t threads = (size_t)em_threadpool_size(pool);
@@ -445,9 +457,11 @@ bool emc_q8_pw_run_scaled(const emc_delegate *d, uint32_t i, em_threadpool *pool
   const emc_conv_params p = emc_conv_params_of(c);
   const uint8_t *scratch = d->arena + p.scratch_off;
   const emc_rt_tensor *y = &d->t[c->out[0]];
-  if (shares(x, scratch, (size_t)p.scratch_nbytes) ||
+  /* planes a lookup never wrote are not read (emc_q8_lk_plan checked the rest once) */
+  const int32_t lk = d->q8_lk ? d->q8_lk[i] : 0;
+  if ((!lk && (shares(x, scratch, (size_t)p.scratch_nbytes) ||
+               shares(x, (const uint8_t *)(const void *)y->data, (size_t)y->numel * 4))) ||
       shares(s, scratch, (size_t)p.scratch_nbytes) ||
-      shares(x, (const uint8_t *)(const void *)y->data, (size_t)y->numel * sizeof(float)) ||
       shares(s, (const uint8_t *)(const void *)y->data, (size_t)y->numel * sizeof(float)))
     return false;
   pw_quant_job sc = {.x = x->data,
@@ -455,6 +469,13 @@ bool emc_q8_pw_run_scaled(const emc_delegate *d, uint32_t i, em_threadpool *pool
                      .vmulc = d->cfg->vbinc[EMC_BIN_MUL],
                      .mm = clamp_of(m),
                      .q = fq_params(m)};
+  uint8_t t8[256];
+  if (lk > 0) { /* the planes from the lookup's u8 input */
+    const emc_op *u = &d->ops[lk - 1];
+    sc.lutq = d->q8_lutq, sc.lk_t = t8, sc.lk_zp = emc_q8_lut_levels(d, u, t8);
+    sc.lk_x = (const uint8_t *)(const void *)d->t[u->in[0]].data;
+    sc.lk_xs = (size_t)(d->t[u->out[0]].sizes[1] + 3) / 4 * 4, sc.lk_s = u->fp[EMC_ACT_FP_SCALE];
+  }
   run_pw(d, c, d->q8_pw_w[i + 1], &sc, NULL, NULL, pool);
   return true;
 }

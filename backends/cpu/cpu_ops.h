@@ -405,6 +405,9 @@ void emc_unary_pre(const emc_delegate *d, const emc_op *op, size_t n, const floa
 /* A unary on u8 activations as a table (EMC_UNARY_Q8; cpu_op_qlut.c). */
 bool emc_check_unary_q8(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_unary_q8(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
+/* A plane mean whose planes a lookup never wrote (d->q8_lk > 0, emc_q8_lk_plan): the means of
+ * the lookup's u8 input (em_q8_lutm_fn), then the mean's activation as the rows operator. */
+void emc_q8_lk_mean(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 /* The output level of each of the 256 input levels of such an op into t8 (the f32 path's row
  * over the values they stand for, then its fake-quant); returns its output's u8 zero point. */
 float emc_q8_lut_levels(const emc_delegate *d, const emc_op *op, uint8_t t8[256]);

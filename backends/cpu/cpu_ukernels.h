@@ -421,6 +421,39 @@ void em_q8_lutf_ukernel__avx512vbmi(size_t c, size_t n, const uint8_t *x, size_t
 em_q8_lutf_fn em_q8_lutf_for(const char *isa);
 
 /*
+ * A lookup into f32 planes that are never written (cpu_op_qlut.c, emc_q8_lk_plan), read by a
+ * squeeze-and-excitation block's two readers straight from the u8 levels, channels last. The
+ * value of pixel i < n, channel ch < c is v = ((float)t[x[i * xs + ch]] - zp) * ls, as
+ * em_q8_lutf_fn computes it.
+ *
+ * em_q8_lutq_fn: v times g[ch], clamped to [mm->min, mm->max] (NaN stays) as
+ * em_f32_vmulc_minmax does it, quantized by p (em_q8_quant1's bytes) into y[i * ys + ch]: the
+ * bytes of the lookup into planes followed by em_q8_quant_scaled_fn.
+ * em_q8_lutm_fn: mean[ch] over the pixels, summed as plane_mean (cpu_ops.h) sums a plane: four
+ * partial sums over the groups of 4 pixels in order, the last n % 4 pixels into the first, then
+ * ((s0 + s1) + (s2 + s3)) / n.
+ */
+typedef void (*em_q8_lutq_fn)(size_t c, size_t n, const uint8_t *x, size_t xs, const uint8_t *t,
+                              float zp, float ls, const float *g, const em_minmax_params *mm,
+                              uint8_t *y, size_t ys, const em_q8_quant_params *p);
+typedef void (*em_q8_lutm_fn)(size_t c, size_t n, const uint8_t *x, size_t xs, const uint8_t *t,
+                              float zp, float ls, float *mean);
+void em_q8_lutq_ukernel__scalar(size_t c, size_t n, const uint8_t *x, size_t xs, const uint8_t *t,
+                                float zp, float ls, const float *g, const em_minmax_params *mm,
+                                uint8_t *y, size_t ys, const em_q8_quant_params *p);
+void em_q8_lutq_ukernel__avx512vbmi(size_t c, size_t n, const uint8_t *x, size_t xs,
+                                    const uint8_t *t, float zp, float ls, const float *g,
+                                    const em_minmax_params *mm, uint8_t *y, size_t ys,
+                                    const em_q8_quant_params *p);
+void em_q8_lutm_ukernel__scalar(size_t c, size_t n, const uint8_t *x, size_t xs, const uint8_t *t,
+                                float zp, float ls, float *mean);
+void em_q8_lutm_ukernel__avx512vbmi(size_t c, size_t n, const uint8_t *x, size_t xs,
+                                    const uint8_t *t, float zp, float ls, float *mean);
+/* The two for `isa` (chosen as em_q8_lut_for's). */
+em_q8_lutq_fn em_q8_lutq_for(const char *isa);
+em_q8_lutm_fn em_q8_lutm_for(const char *isa);
+
+/*
  * The qparams of one row of a dynamic int8 linear's input (EMC_OP_DQ_LINEAR, EMC_OP_TOKEN_FQ) from
  * its finite minimum and maximum, as quantized_decomposed's choose_qparams_per_token_asymmetric
  * computes them for an f32 input (each step rounded to f32, then kept as an f64 scale and a zero

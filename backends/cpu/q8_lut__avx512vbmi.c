@@ -2,7 +2,8 @@
  * q8_lut__avx512vbmi.c — the int8 table lookups (EMC_UNARY_Q8: em_q8_lut_fn into u8 levels,
  * em_q8_lutf_fn into f32 planes) with AVX-512 VBMI: 64 bytes at a time, two vpermi2b over the
  * table's halves (bit 6 of each byte picks the 64-byte quarter within a half, bits 0-5 the
- * byte), bit 7 picking the half. Compiled with -mavx512vbmi and -mavx512vl (CMakeLists.txt);
+ * byte), bit 7 picking the half; and the readers of never-written lookup planes (em_q8_lutq_fn,
+ * em_q8_lutm_fn) on the same lookups. Compiled with -mavx512vbmi and -mavx512vl (CMakeLists.txt);
  * chosen at run time (em_q8_lut_for) where the CPU has them.
  */
 #include "cpu_ukernels.h"
@@ -63,6 +64,89 @@ void em_q8_lutf_ukernel__avx512vbmi(size_t c, size_t n, const uint8_t *x, size_t
       transpose16(r);
       for (size_t ch = 0; ch < nc; ch++) _mm512_mask_storeu_ps(y + (c0 + ch) * ys + p0, pm, r[ch]);
     }
+  }
+}
+
+/* Four pixels' 16 channel bytes (under cm) from x, xs apart (pixels past np: zero). */
+static inline __attribute__((always_inline)) __m512i load4(const uint8_t *x, size_t xs, size_t np,
+                                                           __mmask16 cm) {
+  __m512i v = _mm512_castsi128_si512(_mm_maskz_loadu_epi8(cm, x));
+  if (np > 1) v = _mm512_inserti32x4(v, _mm_maskz_loadu_epi8(cm, x + xs), 1);
+  if (np > 2) v = _mm512_inserti32x4(v, _mm_maskz_loadu_epi8(cm, x + 2 * xs), 2);
+  if (np > 3) v = _mm512_inserti32x4(v, _mm_maskz_loadu_epi8(cm, x + 3 * xs), 3);
+  return v;
+}
+
+/* Lane k's 16 levels of lv as f32 values, ((float)level - zp) * ls. */
+static inline __attribute__((always_inline)) __m512 value(__m512i lv, int k, __m512 zp, __m512 ls) {
+  const __m128i b = k == 0   ? _mm512_castsi512_si128(lv)
+                    : k == 1 ? _mm512_extracti32x4_epi32(lv, 1)
+                    : k == 2 ? _mm512_extracti32x4_epi32(lv, 2)
+                             : _mm512_extracti32x4_epi32(lv, 3);
+  return _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b)), zp), ls);
+}
+
+/* Channels last all the way: per block of 16 channels, four pixels' bytes looked up per 64-byte
+ * operation, each pixel's 16 values scaled, clamped and quantized (em_q8_quant_bounds's short
+ * form of em_q8_quant1, as the f32 quantizers) and stored as its 16 bytes. */
+void em_q8_lutq_ukernel__avx512vbmi(size_t c, size_t n, const uint8_t *x, size_t xs,
+                                    const uint8_t *t, float zp, float ls, const float *g,
+                                    const em_minmax_params *mm, uint8_t *y, size_t ys,
+                                    const em_q8_quant_params *p) {
+  const __m512i t0 = _mm512_loadu_si512(t), t1 = _mm512_loadu_si512(t + 64);
+  const __m512i t2 = _mm512_loadu_si512(t + 128), t3 = _mm512_loadu_si512(t + 192);
+  const __m512 vzp = _mm512_set1_ps(zp), vls = _mm512_set1_ps(ls);
+  const __m512 mn = _mm512_set1_ps(mm->min), mx = _mm512_set1_ps(mm->max);
+  float fl, fh;
+  em_q8_quant_bounds(p, &fl, &fh);
+  const __m512 inv = _mm512_set1_ps(p->inv), flo = _mm512_set1_ps(fl), fhi = _mm512_set1_ps(fh);
+  const __m512i qzp = _mm512_set1_epi32((int32_t)p->zp), lo = _mm512_set1_epi32((int32_t)p->lo);
+  for (size_t c0 = 0; c0 < c; c0 += 16) {
+    const __mmask16 cm = (__mmask16)(c - c0 >= 16 ? 0xFFFFu : (1u << (c - c0)) - 1u);
+    const __m512 gv = _mm512_maskz_loadu_ps(cm, g + c0);
+    for (size_t i = 0; i < n; i += 4) {
+      const size_t np = n - i < 4 ? n - i : 4;
+      const __m512i lv = lookup(load4(x + i * xs + c0, xs, np, cm), t0, t1, t2, t3);
+      for (int k = 0; k < 4 && (size_t)k < np; k++) {
+        __m512 v = _mm512_mul_ps(value(lv, k, vzp, vls), gv);
+        v = _mm512_min_ps(mx, _mm512_max_ps(mn, v)); /* NaN stays */
+        v = _mm512_min_ps(fhi, _mm512_max_ps(flo, _mm512_mul_ps(v, inv)));
+        __m512i q = _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q = _mm512_max_epi32(_mm512_add_epi32(q, qzp), lo); /* NaN: INT32_MIN + zp -> lo */
+        _mm_mask_storeu_epi8(y + (i + (size_t)k) * ys + c0, cm, _mm512_cvtepi32_epi8(q));
+      }
+    }
+  }
+}
+
+/* Per block of 16 channels the four partial sums in vectors, a lane a channel: four pixels looked
+ * up per 64-byte operation, pixel 4 j + k added to sum k; the last n % 4 pixels to sum 0. */
+void em_q8_lutm_ukernel__avx512vbmi(size_t c, size_t n, const uint8_t *x, size_t xs,
+                                    const uint8_t *t, float zp, float ls, float *mean) {
+  const __m512i t0 = _mm512_loadu_si512(t), t1 = _mm512_loadu_si512(t + 64);
+  const __m512i t2 = _mm512_loadu_si512(t + 128), t3 = _mm512_loadu_si512(t + 192);
+  const __m512 vzp = _mm512_set1_ps(zp), vls = _mm512_set1_ps(ls);
+  for (size_t c0 = 0; c0 < c; c0 += 16) {
+    const __mmask16 cm = (__mmask16)(c - c0 >= 16 ? 0xFFFFu : (1u << (c - c0)) - 1u);
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      const __m512i lv = lookup(load4(x + i * xs + c0, xs, 4, cm), t0, t1, t2, t3);
+      s0 = _mm512_add_ps(s0, value(lv, 0, vzp, vls));
+      s1 = _mm512_add_ps(s1, value(lv, 1, vzp, vls));
+      s2 = _mm512_add_ps(s2, value(lv, 2, vzp, vls));
+      s3 = _mm512_add_ps(s3, value(lv, 3, vzp, vls));
+    }
+    if (i < n) {
+      const size_t np = n - i;
+      const __m512i lv = lookup(load4(x + i * xs + c0, xs, np, cm), t0, t1, t2, t3);
+      s0 = _mm512_add_ps(s0, value(lv, 0, vzp, vls));
+      if (np > 1) s0 = _mm512_add_ps(s0, value(lv, 1, vzp, vls));
+      if (np > 2) s0 = _mm512_add_ps(s0, value(lv, 2, vzp, vls));
+    }
+    const __m512 m = _mm512_div_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)),
+                                   _mm512_set1_ps((float)n));
+    _mm512_mask_storeu_ps(mean + c0, cm, m);
   }
 }
 #endif

@@ -408,7 +408,75 @@ static void test_q8_add(const em_cpu_config *cfg) {
   if (!bad) g_pass++;
 }
 
+/* The readers of never-written lookup planes (em_q8_lutq_for / em_q8_lutm_for the ISA) against
+ * what they replace: the ISA's lookup into planes (em_q8_lutf_for), then the multiply by each
+ * plane's gate with the clamp (vbinc's mul) and the quantizer; and the mean of each plane summed
+ * as the mean operator sums it (written here). Random tables, zero points and scales, gates of
+ * either sign, zero and infinite (0 x inf: NaN), clamps of none, a relu6 and one outside the
+ * quantizer's; channel counts around the 16-channel blocks, pixel counts around groups of 4;
+ * bytes past the pixels and channels left alone. */
+static void test_q8_lut_readers(const em_cpu_config *cfg) {
+  enum { MAXC = 40, MAXN = 37, XS = 44, PS = 41, YS = 45 };
+  static uint8_t x[MAXN * XS], t[256], y[MAXN * YS], want[MAXN * YS];
+  static float planes[MAXC * PS], buf[MAXC * PS], g[MAXC], mean[MAXC + 1];
+  static const size_t cs[] = {1, 3, 16, 17, 40}, ns[] = {1, 3, 4, 5, 17, 37};
+  static const em_q8_quant_params ps[] = {{10.0f, 3.0f, 0.0f, 255.0f, -INFINITY, INFINITY},
+                                          {4.0f, 100.0f, 0.0f, 255.0f, 0.0f, 6.0f}};
+  static const em_minmax_params mms[] = {
+      {-INFINITY, INFINITY, 0}, {0.0f, 6.0f, 0}, {-3.0f, -1.0f, 0}};
+  const em_q8_lutq_fn lutq = em_q8_lutq_for(cfg->isa);
+  const em_q8_lutm_fn lutm = em_q8_lutm_for(cfg->isa);
+  const em_q8_lutf_fn lutf = em_q8_lutf_for(cfg->isa);
+  const em_q8_quant_fn quant = em_q8_quant_for(cfg->isa);
+  int bad = 0;
+  for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++)
+    for (size_t mi = 0; mi < sizeof mms / sizeof mms[0]; mi++)
+      for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+          const size_t c = cs[ci], n = ns[ni];
+          for (size_t i = 0; i < sizeof x; i++) x[i] = (uint8_t)rand();
+          for (size_t i = 0; i < 256; i++) t[i] = (uint8_t)rand();
+          const float zp = (float)(rand() % 256), ls = 0.01f + 0.1f * frand();
+          for (size_t ch = 0; ch < MAXC; ch++) {
+            const int kind = rand() % 10;
+            g[ch] = kind == 0 ? 0.0f : kind == 1 ? INFINITY : (frand() - 0.3f) * 3.0f;
+          }
+          lutf(c, n, x, XS, planes, PS, t, zp, ls);
+          for (size_t ch = 0; ch < c; ch++)
+            cfg->vbinc[EMC_BIN_MUL](n, planes + ch * PS, g + ch, buf + ch * PS, &mms[mi]);
+          memset(want, 0xA5, sizeof want);
+          quant(c, n, buf, PS, want, YS, &ps[pi]);
+          memset(y, 0xA5, sizeof y);
+          lutq(c, n, x, XS, t, zp, ls, g, &mms[mi], y, YS, &ps[pi]);
+          for (size_t b = 0; b < sizeof y && bad < 5; b++)
+            if (y[b] != want[b]) {
+              bad++;
+              CHECK(0, "%s q8 lutq c=%zu n=%zu params %zu clamp %zu: byte %zu = %d, want %d",
+                    cfg->isa, c, n, pi, mi, b, y[b], want[b]);
+            }
+          mean[c] = 12345.0f;
+          lutm(c, n, x, XS, t, zp, ls, mean);
+          for (size_t ch = 0; ch < c && bad < 5; ch++) {
+            const float *pl = planes + ch * PS;
+            float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            size_t i = 0;
+            for (; i + 4 <= n; i += 4)
+              s0 += pl[i], s1 += pl[i + 1], s2 += pl[i + 2], s3 += pl[i + 3];
+            for (; i < n; i++) s0 += pl[i];
+            const float m = ((s0 + s1) + (s2 + s3)) / (float)n;
+            if (memcmp(&m, &mean[ch], sizeof m) != 0) {
+              bad++;
+              CHECK(0, "%s q8 lutm c=%zu n=%zu: channel %zu = %g, want %g", cfg->isa, c, n, ch,
+                    (double)mean[ch], (double)m);
+            }
+          }
+          CHECK(mean[c] == 12345.0f, "%s q8 lutm c=%zu: wrote past c", cfg->isa, c);
+          if (!bad) g_pass++;
+        }
+}
+
 static void test_isa(const em_cpu_config *cfg) {
+  test_q8_lut_readers(cfg);
   test_q8_dwconv(cfg);
   test_q8_add(cfg);
   test_fakequant_special(cfg);

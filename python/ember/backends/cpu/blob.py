@@ -213,8 +213,12 @@ class Graph:
         alone reads, emc_q8_pw_fuse_fq: the conv quantizes it itself). And a table lookup of u8
         levels that alone reads an int8 conv's output may be done by that conv as it stores
         (emc_q8_pw_fuse_lut): the conv's input and scratch (and the input of a fake-quant before
-        the conv) then live until the lookup, so its output does not take their memory."""
+        the conv) then live until the lookup, so its output does not take their memory. And the
+        f32 planes of a lookup of u8 levels that only a plane mean and such a scaled conv read
+        may never be written (emc_q8_lk_plan): both then read the lookup's u8 input, which lives
+        until the conv."""
         n = len(self.ops)
+        producer = {o: op for op in self.ops for o in op.outs if o >= 0}
         for k, op in enumerate(self.ops):
             prev = self.ops[k - 1] if k > 0 else None
             if (
@@ -227,6 +231,12 @@ class Graph:
                     if t >= 0 and self.tensors[t].storage == ARENA:
                         lt = life[self.tensors[t].root]
                         lt[1] = max(lt[1], k)
+                    src = producer.get(t) if prev.kind == "binary" else None
+                    if src is not None and src.kind == "unary" and src.ip and src.ip[0] == 2:
+                        for u in src.ins:  # a lookup into planes: its u8 levels (EMC_UNARY_Q8 2)
+                            if u >= 0 and self.tensors[u].storage == ARENA:
+                                lt = life[self.tensors[u].root]
+                                lt[1] = max(lt[1], k)
             if (
                 op.kind == "unary"
                 and prev is not None
