@@ -307,7 +307,7 @@ typedef struct lk_mean_job {
 static void lk_mean_blocks(void *ctx, int64_t begin, int64_t end) {
   const lk_mean_job *j = ctx;
   for (int64_t b = begin; b < end; b++) {
-    const size_t c0 = (size_t)b * 16, nc = j->c - c0 < 16 ? j->c - c0 : 16;
+    const size_t c0 = (size_t)b * 64, nc = j->c - c0 < 64 ? j->c - c0 : 64;
     j->d->q8_lutm(nc, j->n, j->x + c0, j->xs, j->t8, j->zp, j->ls, j->y + c0);
   }
 }
@@ -328,7 +328,7 @@ void emc_q8_lk_mean(const emc_delegate *d, const emc_op *op, em_threadpool *pool
                          zp,
                          u->fp[EMC_ACT_FP_SCALE],
                          y};
-  par_for_static(pool, (int64_t)((c + 15) / 16), lk_mean_blocks, (void *)&j,
+  par_for_static(pool, (int64_t)((c + 63) / 64), lk_mean_blocks, (void *)&j,
                  (int64_t)(c * j.n * 4));
   for (size_t r = 0; op->act && r < c; r++) /* as the rows operator: one value at a time */
     d->cfg->vact(1, y + r, y + r, op->act, op->fp);

@@ -6,6 +6,8 @@
  * em_q8_lutm_fn) on the same lookups. Compiled with -mavx512vbmi and -mavx512vl (CMakeLists.txt);
  * chosen at run time (em_q8_lut_for) where the CPU has them.
  */
+#include <math.h>
+
 #include "cpu_ukernels.h"
 
 #if defined(__AVX512VBMI__) && defined(__AVX512VL__)
@@ -67,16 +69,6 @@ void em_q8_lutf_ukernel__avx512vbmi(size_t c, size_t n, const uint8_t *x, size_t
   }
 }
 
-/* Four pixels' 16 channel bytes (under cm) from x, xs apart (pixels past np: zero). */
-static inline __attribute__((always_inline)) __m512i load4(const uint8_t *x, size_t xs, size_t np,
-                                                           __mmask16 cm) {
-  __m512i v = _mm512_castsi128_si512(_mm_maskz_loadu_epi8(cm, x));
-  if (np > 1) v = _mm512_inserti32x4(v, _mm_maskz_loadu_epi8(cm, x + xs), 1);
-  if (np > 2) v = _mm512_inserti32x4(v, _mm_maskz_loadu_epi8(cm, x + 2 * xs), 2);
-  if (np > 3) v = _mm512_inserti32x4(v, _mm_maskz_loadu_epi8(cm, x + 3 * xs), 3);
-  return v;
-}
-
 /* Lane k's 16 levels of lv as f32 values, ((float)level - zp) * ls. */
 static inline __attribute__((always_inline)) __m512 value(__m512i lv, int k, __m512 zp, __m512 ls) {
   const __m128i b = k == 0   ? _mm512_castsi512_si128(lv)
@@ -86,13 +78,19 @@ static inline __attribute__((always_inline)) __m512 value(__m512i lv, int k, __m
   return _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b)), zp), ls);
 }
 
-/* Channels last all the way: per block of 16 channels, four pixels' bytes looked up per 64-byte
- * operation, each pixel's 16 values scaled, clamped and quantized (em_q8_quant_bounds's short
- * form of em_q8_quant1, as the f32 quantizers) and stored as its 16 bytes. */
-void em_q8_lutq_ukernel__avx512vbmi(size_t c, size_t n, const uint8_t *x, size_t xs,
-                                    const uint8_t *t, float zp, float ls, const float *g,
-                                    const em_minmax_params *mm, uint8_t *y, size_t ys,
-                                    const em_q8_quant_params *p) {
+/* The mask of channels [c0, c0 + 64) below c, a byte each. */
+static inline __mmask64 mask64(size_t c, size_t c0) {
+  return c - c0 >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (c - c0)) - 1u;
+}
+
+/* Channels last all the way: per pixel, 64 channels' bytes looked up in one operation, each 16
+ * of them scaled, clamped and quantized (em_q8_quant_bounds's short form of em_q8_quant1, as the
+ * f32 quantizers), the 64 bytes stored at once. With no clamp (mm's bounds infinite: the
+ * product's fake-quant has none of its own) the clamp is left out: the same values. */
+static inline __attribute__((always_inline)) void
+lutq(size_t c, size_t n, const uint8_t *x, size_t xs, const uint8_t *t, float zp, float ls,
+     const float *g, const em_minmax_params *mm, uint8_t *y, size_t ys, const em_q8_quant_params *p,
+     const int CLAMP) {
   const __m512i t0 = _mm512_loadu_si512(t), t1 = _mm512_loadu_si512(t + 64);
   const __m512i t2 = _mm512_loadu_si512(t + 128), t3 = _mm512_loadu_si512(t + 192);
   const __m512 vzp = _mm512_set1_ps(zp), vls = _mm512_set1_ps(ls);
@@ -101,52 +99,76 @@ void em_q8_lutq_ukernel__avx512vbmi(size_t c, size_t n, const uint8_t *x, size_t
   em_q8_quant_bounds(p, &fl, &fh);
   const __m512 inv = _mm512_set1_ps(p->inv), flo = _mm512_set1_ps(fl), fhi = _mm512_set1_ps(fh);
   const __m512i qzp = _mm512_set1_epi32((int32_t)p->zp), lo = _mm512_set1_epi32((int32_t)p->lo);
-  for (size_t c0 = 0; c0 < c; c0 += 16) {
-    const __mmask16 cm = (__mmask16)(c - c0 >= 16 ? 0xFFFFu : (1u << (c - c0)) - 1u);
-    const __m512 gv = _mm512_maskz_loadu_ps(cm, g + c0);
-    for (size_t i = 0; i < n; i += 4) {
-      const size_t np = n - i < 4 ? n - i : 4;
-      const __m512i lv = lookup(load4(x + i * xs + c0, xs, np, cm), t0, t1, t2, t3);
-      for (int k = 0; k < 4 && (size_t)k < np; k++) {
-        __m512 v = _mm512_mul_ps(value(lv, k, vzp, vls), gv);
-        v = _mm512_min_ps(mx, _mm512_max_ps(mn, v)); /* NaN stays */
+  for (size_t c0 = 0; c0 < c; c0 += 64) {
+    const __mmask64 cm = mask64(c, c0);
+    const size_t nb = (c - c0 + 15) / 16 < 4 ? (c - c0 + 15) / 16 : 4;
+    __m512 gv[4];
+    for (size_t k = 0; k < 4; k++)
+      gv[k] = k < nb ? _mm512_maskz_loadu_ps((__mmask16)(cm >> (16 * k)), g + c0 + 16 * k)
+                     : _mm512_setzero_ps();
+    for (size_t i = 0; i < n; i++) {
+      const __m512i lv = lookup(_mm512_maskz_loadu_epi8(cm, x + i * xs + c0), t0, t1, t2, t3);
+      __m512i out = _mm512_setzero_si512();
+      for (int k = 0; k < 4 && (size_t)k < nb; k++) {
+        __m512 v = _mm512_mul_ps(value(lv, k, vzp, vls), gv[k]);
+        if (CLAMP) v = _mm512_min_ps(mx, _mm512_max_ps(mn, v)); /* NaN stays */
         v = _mm512_min_ps(fhi, _mm512_max_ps(flo, _mm512_mul_ps(v, inv)));
         __m512i q = _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         q = _mm512_max_epi32(_mm512_add_epi32(q, qzp), lo); /* NaN: INT32_MIN + zp -> lo */
-        _mm_mask_storeu_epi8(y + (i + (size_t)k) * ys + c0, cm, _mm512_cvtepi32_epi8(q));
+        const __m128i b = _mm512_cvtepi32_epi8(q);
+        out = k == 0   ? _mm512_castsi128_si512(b)
+              : k == 1 ? _mm512_inserti32x4(out, b, 1)
+              : k == 2 ? _mm512_inserti32x4(out, b, 2)
+                       : _mm512_inserti32x4(out, b, 3);
       }
+      _mm512_mask_storeu_epi8(y + i * ys + c0, cm, out);
     }
   }
 }
 
-/* Per block of 16 channels the four partial sums in vectors, a lane a channel: four pixels looked
- * up per 64-byte operation, pixel 4 j + k added to sum k; the last n % 4 pixels to sum 0. */
+void em_q8_lutq_ukernel__avx512vbmi(size_t c, size_t n, const uint8_t *x, size_t xs,
+                                    const uint8_t *t, float zp, float ls, const float *g,
+                                    const em_minmax_params *mm, uint8_t *y, size_t ys,
+                                    const em_q8_quant_params *p) {
+  if (mm->min == -INFINITY && mm->max == INFINITY)
+    lutq(c, n, x, xs, t, zp, ls, g, mm, y, ys, p, 0);
+  else
+    lutq(c, n, x, xs, t, zp, ls, g, mm, y, ys, p, 1);
+}
+
+/* Per 64 channels the four partial sums of each 16 in vectors, a lane a channel: a pixel's 64
+ * bytes looked up in one operation, pixel 4 j + r added to sum r; the last n % 4 pixels to sum 0.
+ */
 void em_q8_lutm_ukernel__avx512vbmi(size_t c, size_t n, const uint8_t *x, size_t xs,
                                     const uint8_t *t, float zp, float ls, float *mean) {
   const __m512i t0 = _mm512_loadu_si512(t), t1 = _mm512_loadu_si512(t + 64);
   const __m512i t2 = _mm512_loadu_si512(t + 128), t3 = _mm512_loadu_si512(t + 192);
   const __m512 vzp = _mm512_set1_ps(zp), vls = _mm512_set1_ps(ls);
-  for (size_t c0 = 0; c0 < c; c0 += 16) {
-    const __mmask16 cm = (__mmask16)(c - c0 >= 16 ? 0xFFFFu : (1u << (c - c0)) - 1u);
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (size_t c0 = 0; c0 < c; c0 += 64) {
+    const __mmask64 cm = mask64(c, c0);
+    const size_t nb = (c - c0 + 15) / 16 < 4 ? (c - c0 + 15) / 16 : 4;
+    __m512 s[4][4]; /* [partial sum][16 channels] */
+    for (int r = 0; r < 4; r++)
+      for (int k = 0; k < 4; k++) s[r][k] = _mm512_setzero_ps();
     size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-      const __m512i lv = lookup(load4(x + i * xs + c0, xs, 4, cm), t0, t1, t2, t3);
-      s0 = _mm512_add_ps(s0, value(lv, 0, vzp, vls));
-      s1 = _mm512_add_ps(s1, value(lv, 1, vzp, vls));
-      s2 = _mm512_add_ps(s2, value(lv, 2, vzp, vls));
-      s3 = _mm512_add_ps(s3, value(lv, 3, vzp, vls));
+    for (; i + 4 <= n; i += 4)
+      for (int r = 0; r < 4; r++) {
+        const __m512i lv =
+            lookup(_mm512_maskz_loadu_epi8(cm, x + (i + (size_t)r) * xs + c0), t0, t1, t2, t3);
+        for (int k = 0; k < 4; k++)
+          if ((size_t)k < nb) s[r][k] = _mm512_add_ps(s[r][k], value(lv, k, vzp, vls));
+      }
+    for (; i < n; i++) {
+      const __m512i lv = lookup(_mm512_maskz_loadu_epi8(cm, x + i * xs + c0), t0, t1, t2, t3);
+      for (int k = 0; k < 4; k++)
+        if ((size_t)k < nb) s[0][k] = _mm512_add_ps(s[0][k], value(lv, k, vzp, vls));
     }
-    if (i < n) {
-      const size_t np = n - i;
-      const __m512i lv = lookup(load4(x + i * xs + c0, xs, np, cm), t0, t1, t2, t3);
-      s0 = _mm512_add_ps(s0, value(lv, 0, vzp, vls));
-      if (np > 1) s0 = _mm512_add_ps(s0, value(lv, 1, vzp, vls));
-      if (np > 2) s0 = _mm512_add_ps(s0, value(lv, 2, vzp, vls));
+    const __m512 fn = _mm512_set1_ps((float)n);
+    for (int k = 0; k < 4 && c0 + 16 * (size_t)k < c; k++) {
+      const __m512 m =
+          _mm512_add_ps(_mm512_add_ps(s[0][k], s[1][k]), _mm512_add_ps(s[2][k], s[3][k]));
+      _mm512_mask_storeu_ps(mean + c0 + 16 * k, (__mmask16)(cm >> (16 * k)), _mm512_div_ps(m, fn));
     }
-    const __m512 m = _mm512_div_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)),
-                                   _mm512_set1_ps((float)n));
-    _mm512_mask_storeu_ps(mean + c0, cm, m);
   }
 }
 #endif

@@ -413,13 +413,14 @@ static void test_q8_add(const em_cpu_config *cfg) {
  * plane's gate with the clamp (vbinc's mul) and the quantizer; and the mean of each plane summed
  * as the mean operator sums it (written here). Random tables, zero points and scales, gates of
  * either sign, zero and infinite (0 x inf: NaN), clamps of none, a relu6 and one outside the
- * quantizer's; channel counts around the 16-channel blocks, pixel counts around groups of 4;
+ * quantizer's; channel counts around the 16- and 64-channel blocks, pixel counts around groups
+ * of 4;
  * bytes past the pixels and channels left alone. */
 static void test_q8_lut_readers(const em_cpu_config *cfg) {
-  enum { MAXC = 40, MAXN = 37, XS = 44, PS = 41, YS = 45 };
+  enum { MAXC = 130, MAXN = 37, XS = 136, PS = 41, YS = 140 };
   static uint8_t x[MAXN * XS], t[256], y[MAXN * YS], want[MAXN * YS];
   static float planes[MAXC * PS], buf[MAXC * PS], g[MAXC], mean[MAXC + 1];
-  static const size_t cs[] = {1, 3, 16, 17, 40}, ns[] = {1, 3, 4, 5, 17, 37};
+  static const size_t cs[] = {1, 3, 16, 17, 40, 64, 70, 130}, ns[] = {1, 3, 4, 5, 17, 37};
   static const em_q8_quant_params ps[] = {{10.0f, 3.0f, 0.0f, 255.0f, -INFINITY, INFINITY},
                                           {4.0f, 100.0f, 0.0f, 255.0f, 0.0f, 6.0f}};
   static const em_minmax_params mms[] = {
