@@ -115,18 +115,21 @@ static inline size_t pw_at(const pw_job *j, size_t p) {
   return (j->wpo ? p / j->ow * j->wpo + p % j->ow : p) * j->cpo;
 }
 
-/* Pixels [p0, p1) (at most PW_CHUNK) by channel block cb (PW_NC channels) of the tile, then,
- * for an f32 output, those rows' clamp and activation. */
-static void pw_block(const pw_job *j, size_t p0, size_t p1, size_t cb) {
-  const size_t c0 = cb * PW_NC, nc = j->co - c0 < PW_NC ? j->co - c0 : PW_NC, np = p1 - p0;
-  const int8_t *w = j->w + c0 / 16 * j->kq * 64;
-  const float *bias = j->bias ? j->bias + c0 : NULL;
+/* The windows' origins of pixels [p0, p1) (at most PW_CHUNK) in the image. */
+static void pw_origins(const pw_job *j, size_t p0, size_t p1, const uint8_t **x) {
   size_t oy = p0 / j->ow, ox = p0 % j->ow; /* the next pixel's place */
-  const uint8_t *x[PW_CHUNK];
-  for (size_t k = 0; k < np; k++) { /* the windows' origins */
+  for (size_t k = 0; k < p1 - p0; k++) {
     x[k] = j->src + (oy * j->sh * j->wp + ox * j->sw) * j->cp;
     if (++ox == j->ow) ox = 0, oy++;
   }
+}
+
+/* Pixels [p0, p1) (at most PW_CHUNK; their origins x) by channel block cb (PW_NC channels) of
+ * the tile, then, for an f32 output, those rows' clamp and activation. */
+static void pw_block(const pw_job *j, size_t p0, size_t p1, size_t cb, const uint8_t *const *x) {
+  const size_t c0 = cb * PW_NC, nc = j->co - c0 < PW_NC ? j->co - c0 : PW_NC, np = p1 - p0;
+  const int8_t *w = j->w + c0 / 16 * j->kq * 64;
+  const float *bias = j->bias ? j->bias + c0 : NULL;
   if (j->yf)
     j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias, NULL, 0, &j->oq,
             j->yf + c0 * j->npix + p0, j->npix);
@@ -172,15 +175,20 @@ static void pw_jobs(void *ctx, int64_t begin, int64_t end) {
     for (int64_t job = begin; job < end; job++) {
       const size_t p0 = (size_t)job * j->chunk;
       const size_t p1 = p0 + j->chunk < j->npix ? p0 + j->chunk : j->npix;
-      for (size_t cb = 0; cb < j->nblk; cb++) pw_block(j, p0, p1, cb);
+      const uint8_t *x[PW_CHUNK];
+      pw_origins(j, p0, p1, x);
+      for (size_t cb = 0; cb < j->nblk; cb++) pw_block(j, p0, p1, cb, x);
       pw_lut(j, p0, p1);
     }
     return;
   }
+  const uint8_t *x[PW_CHUNK];
+  size_t at = SIZE_MAX; /* the chunk whose origins x holds (a range's jobs share their chunks) */
   for (int64_t job = begin; job < end; job++) {
     const size_t pc = (size_t)job / j->nblk, cb = (size_t)job % j->nblk;
     const size_t p0 = pc * j->chunk, p1 = p0 + j->chunk < j->npix ? p0 + j->chunk : j->npix;
-    pw_block(j, p0, p1, cb);
+    if (pc != at) pw_origins(j, p0, p1, x), at = pc;
+    pw_block(j, p0, p1, cb, x);
   }
 }
 
@@ -266,7 +274,9 @@ static void pw_quant_jobs(void *ctx, int64_t begin, int64_t end) {
       pw_quant_scaled(q, p0, p1, dst);
     else
       q->quant(q->cin, p1 - p0, q->x + p0, q->h * q->w, dst, q->cp, &q->q);
-    for (size_t cb = 0; cb < j->nblk; cb++) pw_block(j, p0, p1, cb);
+    const uint8_t *x[PW_CHUNK];
+    pw_origins(j, p0, p1, x);
+    for (size_t cb = 0; cb < j->nblk; cb++) pw_block(j, p0, p1, cb, x);
     if (j->lut) pw_lut(j, p0, p1);
   }
 }
