@@ -187,7 +187,7 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   d->q8_dq = em_q8_dq_for(cfg->isa), d->q8_lut = em_q8_lut_for(cfg->isa),
   d->q8_lutf = em_q8_lutf_for(cfg->isa), d->q8_rowq = em_q8_rowq_for(cfg->isa),
   d->q8_lutq = em_q8_lutq_for(cfg->isa), d->q8_lutm = em_q8_lutm_for(cfg->isa),
-  d->q8_rowt = em_q8_rowt_for(cfg->isa),
+  d->q8_dw2 = em_q8_dw2_for(cfg->isa), d->q8_rowt = em_q8_rowt_for(cfg->isa),
   d->q8_pw = atomic_load_explicit(&opt_q8_pixel_major, memory_order_relaxed) < 0
                  ? NULL
                  : em_q8_pw_for(cfg->isa);

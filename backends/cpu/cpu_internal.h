@@ -54,6 +54,7 @@ typedef struct emc_delegate {
   em_q8_quant_scaled_fn q8_quant_scaled; /* ... of scaled planes (em_q8_quant_scaled_for; NULL) */
   em_q8_pack_fn q8_pack;                 /* ... their panel packer (em_q8_pack_for) */
   em_q8_dw_fn q8_dw;                     /* ... and the int8 depthwise convs' row (em_q8_dw_for) */
+  em_q8_dw2_fn q8_dw2;                   /* ... two 5x5 rows at once (em_q8_dw2_for; NULL) */
   em_q8_add_fn q8_add;                   /* ... and the int8 adds' row (em_q8_add_for) */
   em_q8_lut_fn q8_lut;                   /* ... and the u8 table lookups' row (em_q8_lut_for) */
   em_q8_lutf_fn q8_lutf;                 /* ... and into f32 planes (em_q8_lutf_for) */

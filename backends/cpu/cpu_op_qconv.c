@@ -239,23 +239,33 @@ typedef struct q8_dw_job {
   uint8_t *out;       /* its u8 output, [oh][ow][cpo] */
   size_t row, sh;     /* floats per input row; stride down */
   size_t blocks;      /* channel blocks of DW_BLOCK a row is split into (1: whole rows) */
+  size_t oh;          /* output rows */
+  em_q8_dw2_fn two;   /* rows two at a time (a 5x5 conv of stride 1), else NULL */
   em_q8_dw_params q;
 } q8_dw_job;
 
 enum { DW_BLOCK = 64 }; /* channels of a job when rows are too few to split the work */
 
-/* Jobs [begin, end): output row job / blocks, its channel block job % blocks (a block is the row
- * kernel on those channels: its pointers moved to them, the tables' stride kept). */
+/* Jobs [begin, end): output row job / blocks (with j->two, the pair of rows from 2 (job /
+ * blocks)), its channel block job % blocks (a block is the row kernel on those channels: its
+ * pointers moved to them, the tables' stride kept). */
 static void q8_dw_rows(void *ctx, int64_t begin, int64_t end) {
   const q8_dw_job *j = ctx;
+  const size_t orow = j->q.ow * j->q.cpo;
   for (int64_t job = begin; job < end; job++) {
-    const size_t oy = (size_t)job / j->blocks, c0 = (size_t)job % j->blocks * DW_BLOCK;
+    const size_t r = (size_t)job / j->blocks, c0 = (size_t)job % j->blocks * DW_BLOCK;
+    const size_t oy = j->two ? 2 * r : r;
     em_q8_dw_params q = j->q;
     if (j->blocks > 1) {
       q.ch = q.ch - c0 < DW_BLOCK ? q.ch - c0 : DW_BLOCK;
       q.w += c0, q.scale += c0, q.corr += c0, q.bias += c0;
     }
-    j->d->q8_dw(j->src + oy * j->sh * j->row + c0, j->out + oy * j->q.ow * j->q.cpo + c0, &q);
+    const uint8_t *in = j->src + oy * j->sh * j->row + c0;
+    uint8_t *out = j->out + oy * orow + c0;
+    if (j->two && oy + 1 < j->oh)
+      j->two(in, out, orow, &q);
+    else
+      j->d->q8_dw(in, out, &q);
   }
 }
 
@@ -300,6 +310,11 @@ static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool
       .sh = (size_t)p.sh,
       /* few rows (EfficientNet's 7x7 maps of 672-1152 channels): rows by channel blocks */
       .blocks = oh < 16 && c > DW_BLOCK ? (size_t)((c + DW_BLOCK - 1) / DW_BLOCK) : 1,
+      .oh = (size_t)oh,
+      /* 5x5, stride and dilation 1: two rows at a time, the shared input rows widened once */
+      .two = p.kh == 5 && p.kw == 5 && p.sh == 1 && p.sw == 1 && p.dh == 1 && p.dw == 1 && ow >= 4
+                 ? d->q8_dw2
+                 : NULL,
       .q = {.ow = (size_t)ow,
             .ch = (size_t)c,
             .cpo = (size_t)cp,
@@ -335,7 +350,8 @@ static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool
       j.src = img;
     }
     j.out = (uint8_t *)(void *)yt->data + (size_t)(b * oh * ow * cp);
-    par_for_static(pool, oh * (int64_t)j.blocks, q8_dw_rows, &j, oh * ow * c * kk * 2);
+    const int64_t rows = j.two ? (oh + 1) / 2 : oh;
+    par_for_static(pool, rows * (int64_t)j.blocks, q8_dw_rows, &j, oh * ow * c * kk * 2);
   }
 }
 

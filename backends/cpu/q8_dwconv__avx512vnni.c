@@ -69,6 +69,47 @@ dw_block4(const uint8_t *s, uint8_t *dst, size_t ow, size_t kh, size_t dy, size_
   }
 }
 
+/*
+ * Two output rows of a 5x5 stride-1 conv, outputs [0, ow) four at a time: the 6 input rows the
+ * two windows span, each row's 8 columns widened once and shared by both rows' taps (the second
+ * row's tap row r - 1), instead of widening the 4 shared rows again for the second output row.
+ * Needs ow >= 4.
+ */
+static inline __attribute__((always_inline)) void
+dw_block4x2(const uint8_t *s, uint8_t *dst, size_t orow, size_t ow, size_t dy, size_t dx,
+            size_t cpo, const float *w, size_t cw, const q8_out *q, __mmask16 k, const int FULL) {
+  for (size_t b = 0; b < ow; b += 4) {
+    const size_t o = b + 4 <= ow ? b : ow - 4;
+    __m512 a0[4], a1[4];
+    for (size_t j = 0; j < 4; j++) a0[j] = _mm512_setzero_ps(), a1[j] = _mm512_setzero_ps();
+#pragma GCC unroll 6
+    for (size_t r = 0; r < 6; r++) {
+      const uint8_t *sr = s + o * dx + r * dy;
+      __m512 col[8];
+#pragma GCC unroll 8
+      for (size_t i = 0; i < 8; i++) col[i] = ld16(k, sr + i * dx, FULL);
+      if (r < 5)
+#pragma GCC unroll 5
+        for (size_t kx = 0; kx < 5; kx++) {
+          const __m512 wv = _mm512_loadu_ps(w + (r * 5 + kx) * cw);
+#pragma GCC unroll 4
+          for (size_t j = 0; j < 4; j++) a0[j] = _mm512_fmadd_ps(col[j + kx], wv, a0[j]);
+        }
+      if (r >= 1)
+#pragma GCC unroll 5
+        for (size_t kx = 0; kx < 5; kx++) {
+          const __m512 wv = _mm512_loadu_ps(w + ((r - 1) * 5 + kx) * cw);
+#pragma GCC unroll 4
+          for (size_t j = 0; j < 4; j++) a1[j] = _mm512_fmadd_ps(col[j + kx], wv, a1[j]);
+        }
+    }
+    for (size_t j = 0; j < 4; j++) {
+      store_q8(q, a0[j], dst + (o + j) * cpo, k);
+      store_q8(q, a1[j], dst + orow + (o + j) * cpo, k);
+    }
+  }
+}
+
 /* One block of 16 channels (c; lanes under k, all of them when FULL) of the output row. */
 static inline __attribute__((always_inline)) void dw_chans(const uint8_t *in, uint8_t *out,
                                                            const em_q8_dw_params *p,
@@ -148,6 +189,17 @@ static inline __attribute__((always_inline)) void dw_chans(const uint8_t *in, ui
   }
 }
 
+/* A block of 16 channels of two output rows (em_q8_dw2_fn). */
+static inline __attribute__((always_inline)) void dw_chans2(const uint8_t *in, uint8_t *out,
+                                                            size_t orow, const em_q8_dw_params *p,
+                                                            const q8_out *qo, size_t c, __mmask16 k,
+                                                            const int FULL) {
+  q8_out q = *qo;
+  q.corr = _mm512_loadu_ps(p->corr + c), q.scale = _mm512_loadu_ps(p->scale + c);
+  q.bias = _mm512_loadu_ps(p->bias + c);
+  dw_block4x2(in + c, out + c, orow, p->ow, p->dy, p->dx, p->cpo, p->w + c, p->cw, &q, k, FULL);
+}
+
 void em_q8_add_ukernel__avx512vnni(size_t n, const uint8_t *a, const uint8_t *b, uint8_t *y,
                                    const em_q8_add_params *p) {
   em_q8_quant_params oq = p->oq;
@@ -185,5 +237,20 @@ void em_q8_dwconv_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, const em_
   size_t c = 0;
   for (; c + 16 <= ch; c += 16) dw_chans(in, out, p, &q, c, (__mmask16)0xFFFF, 1);
   if (c < ch) dw_chans(in, out, p, &q, c, (__mmask16)((1u << (ch - c)) - 1u), 0);
+}
+void em_q8_dwconv2_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, size_t orow,
+                                       const em_q8_dw_params *p) {
+  em_q8_quant_params oq = p->oq;
+  float flo, fhi;
+  em_q8_quant_bounds(&oq, &flo, &fhi);
+  const q8_out q = {.inv = _mm512_set1_ps(oq.inv),
+                    .flo = _mm512_set1_ps(flo),
+                    .fhi = _mm512_set1_ps(fhi),
+                    .zp = _mm512_set1_epi32((int32_t)oq.zp),
+                    .lo = _mm512_set1_epi32((int32_t)oq.lo)};
+  const size_t ch = p->ch;
+  size_t c = 0;
+  for (; c + 16 <= ch; c += 16) dw_chans2(in, out, orow, p, &q, c, (__mmask16)0xFFFF, 1);
+  if (c < ch) dw_chans2(in, out, orow, p, &q, c, (__mmask16)((1u << (ch - c)) - 1u), 0);
 }
 #endif
