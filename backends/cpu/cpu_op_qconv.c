@@ -311,8 +311,10 @@ static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool
       /* few rows (EfficientNet's 7x7 maps of 672-1152 channels): rows by channel blocks */
       .blocks = oh < 16 && c > DW_BLOCK ? (size_t)((c + DW_BLOCK - 1) / DW_BLOCK) : 1,
       .oh = (size_t)oh,
-      /* 5x5, stride and dilation 1: two rows at a time, the shared input rows widened once */
-      .two = p.kh == 5 && p.kw == 5 && p.sh == 1 && p.sw == 1 && p.dh == 1 && p.dw == 1 && ow >= 4
+      /* 3x3 or 5x5, stride and dilation 1: two rows at a time, the shared input rows widened
+       * once */
+      .two = p.sh == 1 && p.sw == 1 && p.dh == 1 && p.dw == 1 &&
+                     ((p.kh == 3 && p.kw == 3) || (p.kh == 5 && p.kw == 5 && ow >= 4))
                  ? d->q8_dw2
                  : NULL,
       .q = {.ow = (size_t)ow,

@@ -383,9 +383,10 @@ void em_q8_dwconv_ukernel__avx2(const uint8_t *in, uint8_t *out, const em_q8_dw_
 void em_q8_dwconv_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, const em_q8_dw_params *p);
 /* The depthwise row kernel that goes with em_q8_gemm_for(isa). */
 em_q8_dw_fn em_q8_dw_for(const char *isa);
-/* Two output rows of a 5x5 depthwise conv of stride 1 and dilation 1 (p->step == p->dx, p->kh ==
- * p->kw == 5, p->ow >= 4): the row of em_q8_dw_fn at (in, out) and the next one at (in + p->dy,
- * out + orow), each input row's columns widened once for both; the same bytes. */
+/* Two output rows of a 3x3 or 5x5 depthwise conv of stride 1 and dilation 1 (p->step == p->dx,
+ * p->kh == p->kw == 3, or 5 with p->ow >= 4): the row of em_q8_dw_fn at (in, out) and the next
+ * one at (in + p->dy, out + orow), each input row's columns widened once for both; the same
+ * bytes. */
 typedef void (*em_q8_dw2_fn)(const uint8_t *in, uint8_t *out, size_t orow,
                              const em_q8_dw_params *p);
 void em_q8_dwconv2_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, size_t orow,

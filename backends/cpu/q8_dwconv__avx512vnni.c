@@ -189,6 +189,36 @@ static inline __attribute__((always_inline)) void dw_chans(const uint8_t *in, ui
   }
 }
 
+/* Two output rows of a 3x3 stride-1 conv: each window's last column of the 4 input rows the two
+ * rows span widened once and kept for the next two windows (one column of 4 rows an output pair,
+ * against one of 3 rows an output one row at a time). */
+static inline __attribute__((always_inline)) void
+dw3_rows2(const uint8_t *s, uint8_t *dst, size_t orow, size_t ow, size_t dy, size_t dx, size_t cpo,
+          const float *w, size_t cw, const q8_out *q, __mmask16 k, const int FULL) {
+  __m512 wv[9];
+  for (int t = 0; t < 9; t++) wv[t] = _mm512_loadu_ps(w + (size_t)t * cw);
+  __m512 a[4], b[4];
+  for (size_t r = 0; r < 4; r++)
+    a[r] = ld16(k, s + r * dy, FULL), b[r] = ld16(k, s + r * dy + dx, FULL);
+  for (size_t o = 0; o < ow; o++) {
+    const uint8_t *sc = s + (o + 2) * dx;
+    __m512 c[4];
+    for (size_t r = 0; r < 4; r++) c[r] = ld16(k, sc + r * dy, FULL);
+    __m512 y0 = _mm512_mul_ps(a[0], wv[0]), y1 = _mm512_mul_ps(a[1], wv[0]);
+    for (size_t r = 0; r < 3; r++) {
+      if (r)
+        y0 = _mm512_fmadd_ps(a[r], wv[3 * r], y0), y1 = _mm512_fmadd_ps(a[r + 1], wv[3 * r], y1);
+      y0 = _mm512_fmadd_ps(b[r], wv[3 * r + 1], y0);
+      y1 = _mm512_fmadd_ps(b[r + 1], wv[3 * r + 1], y1);
+      y0 = _mm512_fmadd_ps(c[r], wv[3 * r + 2], y0);
+      y1 = _mm512_fmadd_ps(c[r + 1], wv[3 * r + 2], y1);
+    }
+    store_q8(q, y0, dst + o * cpo, k);
+    store_q8(q, y1, dst + orow + o * cpo, k);
+    for (size_t r = 0; r < 4; r++) a[r] = b[r], b[r] = c[r];
+  }
+}
+
 /* A block of 16 channels of two output rows (em_q8_dw2_fn). */
 static inline __attribute__((always_inline)) void dw_chans2(const uint8_t *in, uint8_t *out,
                                                             size_t orow, const em_q8_dw_params *p,
@@ -197,7 +227,10 @@ static inline __attribute__((always_inline)) void dw_chans2(const uint8_t *in, u
   q8_out q = *qo;
   q.corr = _mm512_loadu_ps(p->corr + c), q.scale = _mm512_loadu_ps(p->scale + c);
   q.bias = _mm512_loadu_ps(p->bias + c);
-  dw_block4x2(in + c, out + c, orow, p->ow, p->dy, p->dx, p->cpo, p->w + c, p->cw, &q, k, FULL);
+  if (p->kh == 3)
+    dw3_rows2(in + c, out + c, orow, p->ow, p->dy, p->dx, p->cpo, p->w + c, p->cw, &q, k, FULL);
+  else
+    dw_block4x2(in + c, out + c, orow, p->ow, p->dy, p->dx, p->cpo, p->w + c, p->cw, &q, k, FULL);
 }
 
 void em_q8_add_ukernel__avx512vnni(size_t n, const uint8_t *a, const uint8_t *b, uint8_t *y,

@@ -371,33 +371,34 @@ static void test_q8_dwconv(const em_cpu_config *cfg) {
   CHECK(runs > 500 && bad == 0, "%s int8 depthwise row: %d of %d rows differ from the scalar row",
         cfg->isa, bad, runs);
   if (!bad) g_pass++;
-  /* the two-row 5x5 kernel (stride and dilation 1) against the scalar row, row by row */
+  /* the two-row 3x3 and 5x5 kernel (stride and dilation 1) against the scalar rows */
   const em_q8_dw2_fn dw2 = em_q8_dw2_for(cfg->isa);
   static uint8_t y2[2 * 13 * CP], w2[2 * 13 * CP];
   int bad2 = 0, runs2 = 0;
-  for (size_t ch = 1; dw2 && ch <= CMAX; ch += 4)
-    for (size_t ow = 4; ow <= 13; ow += 3) {
-      em_q8_dw_params p = {.ow = ow,
-                           .ch = ch,
-                           .cpo = CP,
-                           .kh = 5,
-                           .kw = 5,
-                           .cw = CW,
-                           .step = CP,
-                           .dy = W * CP,
-                           .dx = CP,
-                           .w = w,
-                           .scale = tab,
-                           .corr = tab + CW,
-                           .bias = tab + 2 * CW,
-                           .oq = {40.0f, 3.0f, 0.0f, 255.0f, -1e30f, 1e30f}};
-      memset(y2, 0xAB, sizeof y2), memset(w2, 0xAB, sizeof w2);
-      dw2(in, y2, 13 * CP, &p);
-      em_q8_dwconv_ukernel__scalar(in, w2, &p);
-      em_q8_dwconv_ukernel__scalar(in + W * CP, w2 + 13 * CP, &p);
-      bad2 += memcmp(y2, w2, sizeof y2) != 0;
-      runs2++;
-    }
+  for (size_t kk = 3; dw2 && kk <= 5; kk += 2)
+    for (size_t ch = 1; ch <= CMAX; ch += 4)
+      for (size_t ow = kk == 3 ? 1 : 4; ow <= 13; ow += 3) {
+        em_q8_dw_params p = {.ow = ow,
+                             .ch = ch,
+                             .cpo = CP,
+                             .kh = kk,
+                             .kw = kk,
+                             .cw = CW,
+                             .step = CP,
+                             .dy = W * CP,
+                             .dx = CP,
+                             .w = w,
+                             .scale = tab,
+                             .corr = tab + CW,
+                             .bias = tab + 2 * CW,
+                             .oq = {40.0f, 3.0f, 0.0f, 255.0f, -1e30f, 1e30f}};
+        memset(y2, 0xAB, sizeof y2), memset(w2, 0xAB, sizeof w2);
+        dw2(in, y2, 13 * CP, &p);
+        em_q8_dwconv_ukernel__scalar(in, w2, &p);
+        em_q8_dwconv_ukernel__scalar(in + W * CP, w2 + 13 * CP, &p);
+        bad2 += memcmp(y2, w2, sizeof y2) != 0;
+        runs2++;
+      }
   CHECK(bad2 == 0, "%s int8 depthwise two rows: %d of %d pairs differ from the scalar rows",
         cfg->isa, bad2, runs2);
   if (dw2 && !bad2) g_pass++;
