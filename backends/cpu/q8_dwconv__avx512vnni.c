@@ -233,19 +233,21 @@ static inline __attribute__((always_inline)) void dw_chans2(const uint8_t *in, u
     dw_block4x2(in + c, out + c, orow, p->ow, p->dy, p->dx, p->cpo, p->w + c, p->cw, &q, k, FULL);
 }
 
-void em_q8_add_ukernel__avx512vnni(size_t n, const uint8_t *a, const uint8_t *b, uint8_t *y,
-                                   const em_q8_add_params *p) {
-  em_q8_quant_params oq = p->oq;
+/* The output quantizer's constants (the corrections, scales and biases are set per block). */
+static inline q8_out q8_out_of(em_q8_quant_params oq) {
   float flo, fhi;
   em_q8_quant_bounds(&oq, &flo, &fhi);
-  const q8_out q = {.corr = _mm512_setzero_ps(),
-                    .scale = _mm512_set1_ps(1.0f),
-                    .bias = _mm512_setzero_ps(),
-                    .inv = _mm512_set1_ps(oq.inv),
-                    .flo = _mm512_set1_ps(flo),
-                    .fhi = _mm512_set1_ps(fhi),
-                    .zp = _mm512_set1_epi32((int32_t)oq.zp),
-                    .lo = _mm512_set1_epi32((int32_t)oq.lo)};
+  return (q8_out){.inv = _mm512_set1_ps(oq.inv),
+                  .flo = _mm512_set1_ps(flo),
+                  .fhi = _mm512_set1_ps(fhi),
+                  .zp = _mm512_set1_epi32((int32_t)oq.zp),
+                  .lo = _mm512_set1_epi32((int32_t)oq.lo)};
+}
+
+void em_q8_add_ukernel__avx512vnni(size_t n, const uint8_t *a, const uint8_t *b, uint8_t *y,
+                                   const em_q8_add_params *p) {
+  q8_out q = q8_out_of(p->oq);
+  q.corr = _mm512_setzero_ps(), q.scale = _mm512_set1_ps(1.0f), q.bias = _mm512_setzero_ps();
   const __m512 sa = _mm512_set1_ps(p->sa), za = _mm512_set1_ps(p->za);
   const __m512 sb = _mm512_set1_ps(p->sb), zb = _mm512_set1_ps(p->zb);
   for (size_t i = 0; i < n; i += 16) {
@@ -257,14 +259,7 @@ void em_q8_add_ukernel__avx512vnni(size_t n, const uint8_t *a, const uint8_t *b,
 }
 
 void em_q8_dwconv_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, const em_q8_dw_params *p) {
-  em_q8_quant_params oq = p->oq;
-  float flo, fhi;
-  em_q8_quant_bounds(&oq, &flo, &fhi);
-  const q8_out q = {.inv = _mm512_set1_ps(oq.inv),
-                    .flo = _mm512_set1_ps(flo),
-                    .fhi = _mm512_set1_ps(fhi),
-                    .zp = _mm512_set1_epi32((int32_t)oq.zp),
-                    .lo = _mm512_set1_epi32((int32_t)oq.lo)};
+  const q8_out q = q8_out_of(p->oq);
   /* (the byte stores could alias p's fields: each block reads them into locals first) */
   const size_t ch = p->ch;
   size_t c = 0;
@@ -273,14 +268,7 @@ void em_q8_dwconv_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, const em_
 }
 void em_q8_dwconv2_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, size_t orow,
                                        const em_q8_dw_params *p) {
-  em_q8_quant_params oq = p->oq;
-  float flo, fhi;
-  em_q8_quant_bounds(&oq, &flo, &fhi);
-  const q8_out q = {.inv = _mm512_set1_ps(oq.inv),
-                    .flo = _mm512_set1_ps(flo),
-                    .fhi = _mm512_set1_ps(fhi),
-                    .zp = _mm512_set1_epi32((int32_t)oq.zp),
-                    .lo = _mm512_set1_epi32((int32_t)oq.lo)};
+  const q8_out q = q8_out_of(p->oq);
   const size_t ch = p->ch;
   size_t c = 0;
   for (; c + 16 <= ch; c += 16) dw_chans2(in, out, orow, p, &q, c, (__mmask16)0xFFFF, 1);

@@ -51,6 +51,26 @@ def _static_int8(
     return ember.export(ep, inputs, backend="cpu"), inputs
 
 
+def _assert_close_to_portable(
+    make: Callable[[], nn.Module], prog: ember.Program, inputs: tuple, seed: int, threads: int = 1
+) -> None:
+    """The program's output (a ``_static_int8(make, shape, seed)`` export) against the same model
+    quantized the same way and run on the portable kernels: the same int8 levels up to a rounding
+    tie between the f32 kernels, one output step at most."""
+    from ember.quant.pt2e import quantize_exported
+
+    got = _run(prog, inputs, threads)
+    torch.manual_seed(0)
+    m = make().eval()
+    g = torch.Generator().manual_seed(seed)
+    shape = tuple(inputs[0].shape)
+    cal = [(torch.randn(*shape, generator=g) * 2.0,) for _ in range(4)]
+    ep = quantize_exported(m, cal[0], cal, progress=False)
+    want = _run(ember.export(ep, inputs, backend=None), inputs)
+    step = want.abs().max().item() / 64 + 1e-6
+    assert (got - want).abs().max().item() <= step
+
+
 def _assert_fused_same_as_apart(prog: ember.Program, inputs: tuple) -> None:
     """The program's bytes at 1 and 2 threads with the backend's chains and plans on, and with
     them off (its ``no_fuse`` option: every operator one by one): all the same."""

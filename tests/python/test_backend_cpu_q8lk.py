@@ -20,10 +20,10 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 from backend_cpu_common import (
+    _assert_close_to_portable,
     _assert_fused_same_as_apart,
     _pixel_major_tile,
     _profile_lines,
-    _run,
     _static_int8,
 )
 from torch import nn
@@ -79,19 +79,7 @@ def test_same_bytes_as_the_operators_one_by_one(program) -> None:
 
 
 def test_close_to_the_portable_kernels(program) -> None:
-    from ember.quant.pt2e import quantize_exported
-
-    prog, inputs = program
-    got = _run(prog, inputs, 2)
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(7)
-    shape = tuple(inputs[0].shape)
-    cal = [(torch.randn(*shape, generator=g) * 2.0,) for _ in range(4)]
-    ep = quantize_exported(_Net().eval(), cal[0], cal, progress=False)
-    want = _run(ember.export(ep, inputs, backend=None), inputs)
-    # the same int8 levels up to a rounding tie between the f32 kernels: one output step at most
-    step = want.abs().max().item() / 64 + 1e-6
-    assert (got - want).abs().max().item() <= step
+    _assert_close_to_portable(_Net, *program, 7, 2)
 
 
 def test_the_profile_names_the_lookups_left_to_their_readers(program, tmp_path) -> None:

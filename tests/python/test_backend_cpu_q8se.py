@@ -20,16 +20,15 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 from backend_cpu_common import (
+    _assert_close_to_portable,
     _assert_fused_same_as_apart,
     _pixel_major_tile,
     _profile_lines,
-    _run,
     _static_int8,
 )
 from torch import nn
 
 import ember
-from ember.quant.pt2e import quantize_exported
 
 
 class _SE(nn.Module):
@@ -75,17 +74,7 @@ def test_same_bytes_as_the_operators_one_by_one(program) -> None:
 
 
 def test_close_to_the_portable_kernels(program) -> None:
-    prog, inputs = program
-    got = _run(prog, inputs, 1)
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(5)
-    shape = tuple(inputs[0].shape)
-    cal = [(torch.randn(*shape, generator=g) * 2.0,) for _ in range(4)]
-    ep = quantize_exported(_Net().eval(), cal[0], cal, progress=False)
-    want = _run(ember.export(ep, inputs, backend=None), inputs)
-    # the same int8 levels up to a rounding tie between the f32 kernels: one output step at most
-    step = want.abs().max().item() / 64 + 1e-6
-    assert (got - want).abs().max().item() <= step
+    _assert_close_to_portable(_Net, *program, 5, 1)
 
 
 def test_the_products_are_gone(program, tmp_path) -> None:
