@@ -25,6 +25,14 @@ static inline float frand(void) {
   return (float)((g_seed >> 8) & 0xFFFF) / 32768.0f - 1.0f;
 }
 
+/* The output quantizers and product clamps the scaled-quantizer tests sweep (test_q8_quant_scaled,
+ * test_q8_lut_readers): a plain u8 range, and one with a relu6 narrower than it; no clamp, a
+ * relu6, and one outside the quantizer's own range. */
+static const em_q8_quant_params k_scaled_quants[2] = {
+    {10.0f, 3.0f, 0.0f, 255.0f, -INFINITY, INFINITY}, {4.0f, 100.0f, 0.0f, 255.0f, 0.0f, 6.0f}};
+static const em_minmax_params k_scaled_clamps[3] = {
+    {-INFINITY, INFINITY, 0}, {0.0f, 6.0f, 0}, {-3.0f, -1.0f, 0}};
+
 /* |got - want| within tol relative to 1 + |want|. */
 static inline int close_to(double got, double want, double tol) {
   return fabs(got - want) <= tol * (1.0 + fabs(want));
