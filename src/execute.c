@@ -179,9 +179,12 @@ em_status em_method_execute(em_method *m) {
     uint64_t t0 = em_now_ns();
     trace_event(prof, EM_PROFILE_RUN_BEGIN, m->name, -1, 0, t0, t0, NULL);
     em_status st = run_chains(m);
+    em_method_unbind_inputs(m);
     trace_event(prof, EM_PROFILE_RUN_END, "Method::execute", -1, 0, t0, em_now_ns(), NULL);
     return st;
   }
 #endif
-  return run_chains(m);
+  em_status st = run_chains(m);
+  em_method_unbind_inputs(m);
+  return st;
 }

@@ -447,6 +447,104 @@ static em_status build_chains(prep *s) {
   return EM_OK;
 }
 
+/* Whether `name` ("ns::op.overload") is an in-place ATen operator (its base name ends in '_',
+ * copy_ too) or ExecuTorch's view, which aliases its input. */
+static bool writes_or_aliases(const char *name) {
+  if (strncmp(name, "executorch_prim::et_view", 24) == 0) return true;
+  const char *dot = strchr(name, '.');
+  size_t n = dot ? (size_t)(dot - name) : strlen(name);
+  return n > 0 && name[n - 1] == '_';
+}
+
+/* Whether instruction `in` only reads *v: every reference to it is an argument before the last
+ * (out arguments come last, for kernels and delegates alike), directly or in a tensor list, of
+ * a kernel that neither writes in place nor views, or of a delegate call; once at most. */
+static bool only_reads(const em_method *m, const em_instr *in, const em_evalue *v) {
+  if (in->kind == INSTR_MOVE_CALL)
+    return &m->values[in->u.mv.from] != v && &m->values[in->u.mv.to] != v;
+  if (in->kind == INSTR_FREE_CALL) return &m->values[in->u.fr.value] != v;
+  if (in->kind != INSTR_KERNEL_CALL && in->kind != INSTR_DELEGATE_CALL) return true;
+  em_evalue *const *args = in->kind == INSTR_KERNEL_CALL ? in->u.k.args : in->u.d.args;
+  const uint32_t n = in->kind == INSTR_KERNEL_CALL ? in->u.k.n_args : in->u.d.n_args;
+  uint32_t refs = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const em_evalue *a = args[i];
+    uint32_t here = a == v;
+    if (a && (a->tag == EM_TAG_LIST_TENSOR || a->tag == EM_TAG_LIST_OPTIONAL_TENSOR))
+      for (size_t k = 0; k < a->u.list.n; k++) here += a->u.list.items[k] == v;
+    if (here && i + 1 == n) return false;
+    refs += here;
+  }
+  if (refs > 1) return false;
+  return !refs || in->kind != INSTR_KERNEL_CALL || !writes_or_aliases(m->op_names[in->u.k.op]);
+}
+
+/* Whether an instruction writes *v as an out argument (the last, or in a list that is) or moves
+ * a value into it. */
+static bool produced(const em_method *m, const em_evalue *v) {
+  for (uint32_t c = 0; c < m->n_chains; c++)
+    for (uint32_t k = 0; k < m->chains[c].n; k++) {
+      const em_instr *in = &m->chains[c].instrs[k];
+      if (in->kind == INSTR_MOVE_CALL && &m->values[in->u.mv.to] == v) return true;
+      if (in->kind != INSTR_KERNEL_CALL && in->kind != INSTR_DELEGATE_CALL) continue;
+      const uint32_t n = in->kind == INSTR_KERNEL_CALL ? in->u.k.n_args : in->u.d.n_args;
+      const em_evalue *a =
+          n ? (in->kind == INSTR_KERNEL_CALL ? in->u.k.args : in->u.d.args)[n - 1] : NULL;
+      if (a == v) return true;
+      if (a && (a->tag == EM_TAG_LIST_TENSOR || a->tag == EM_TAG_LIST_OPTIONAL_TENSOR))
+        for (size_t i = 0; i < a->u.list.n; i++)
+          if (a->u.list.items[i] == v) return true;
+    }
+  return false;
+}
+
+/* Whether another tensor value lies in input i's planned memory without an instruction writing
+ * it: a view of the input that the memory plan aliased onto it (it reads the input's bytes). */
+static bool aliased(const em_method *m, uint32_t i) {
+  const em_tensor *x = m->values[m->inputs[i]].u.tensor;
+  const uintptr_t lo = (uintptr_t)m->input_home[i];
+  const uintptr_t hi = lo + (size_t)x->numel_bound * em_dtype_size(x->dtype);
+  for (uint32_t j = 0; j < m->n_values; j++) {
+    const em_evalue *v = &m->values[j];
+    if (j == (uint32_t)m->inputs[i] || v->tag != EM_TAG_TENSOR || !v->u.tensor->data) continue;
+    const em_tensor *t = v->u.tensor;
+    const uintptr_t a = (uintptr_t)t->data;
+    const uintptr_t b = a + (size_t)t->numel_bound * em_dtype_size(t->dtype);
+    if ((a < hi && lo < b) || a == lo) /* (a zero-size view at the input's start too) */
+      if (!produced(m, v)) return true;
+  }
+  return false;
+}
+
+/* Per input: whether it has planned memory (and where), and whether the method only reads it
+ * and nothing else reads its planned memory before it is written (em_method_bind_input_tensor
+ * may then let it read the caller's memory instead of a copy). */
+static em_status classify_inputs(prep *s) {
+  em_method *m = s->m;
+  ALLOC_OR_FAIL(m->input_flags, s, m->n_inputs);
+  ALLOC_OR_FAIL(m->input_home, s, m->n_inputs * sizeof(void *));
+  em_method_meta meta;
+  EM_TRY(em_program_method_meta(s->p, m->name, &meta));
+  for (uint32_t i = 0; i < m->n_inputs; i++) {
+    const em_evalue *v = &m->values[m->inputs[i]];
+    em_value_info info;
+    if (v->tag != EM_TAG_TENSOR) continue;
+    if (em_method_meta_input(&meta, i, &info) == EM_OK && info.planned) {
+      m->input_flags[i] = EM_IN_PLANNED;
+      m->input_home[i] = v->u.tensor->data;
+    }
+    bool ro = true;
+    for (uint32_t o = 0; o < m->n_outputs && ro; o++) ro = m->outputs[o] != m->inputs[i];
+    for (uint32_t j = 0; j < m->n_inputs && ro; j++) ro = j == i || m->inputs[j] != m->inputs[i];
+    for (uint32_t c = 0; c < m->n_chains && ro; c++)
+      for (uint32_t k = 0; k < m->chains[c].n && ro; k++)
+        ro = only_reads(m, &m->chains[c].instrs[k], v);
+    if (ro && (m->input_flags[i] & EM_IN_PLANNED) && !aliased(m, i))
+      m->input_flags[i] |= EM_IN_READ_ONLY;
+  }
+  return EM_OK;
+}
+
 static em_status copy_indices(prep *s, unsigned slot, int32_t **out, uint32_t *n) {
   fb_vec v = fb_vector(&s->r, s->plan, slot, 4, 4);
   int32_t *idx;
@@ -496,6 +594,7 @@ static em_status prepare(prep *s, const char *name) {
   EM_TRY(resolve_operators(s));
   EM_TRY(init_delegates(s));
   EM_TRY(build_chains(s));
+  EM_TRY(classify_inputs(s));
   if (s->r.bad) PFAIL("malformed method '%s': %s", name, s->r.why);
   return EM_OK;
 }
@@ -563,16 +662,8 @@ const em_evalue *em_method_value(const em_method *m, size_t i) {
   return m && i < m->n_values ? &m->values[i] : NULL;
 }
 
-/* Whether the input tensor owns planned memory (copy in) or takes the caller's (share). */
-static bool input_is_planned(const em_method *m, size_t i) {
-  em_method_meta meta;
-  em_value_info info;
-  if (em_program_method_meta(m->program, m->name, &meta) != EM_OK) return false;
-  if (em_method_meta_input(&meta, i, &info) != EM_OK) return false;
-  return info.planned;
-}
-
-em_status em_method_set_input_tensor(em_method *m, size_t i, const em_tensor *src) {
+/* Checks `src` against tensor input i and resizes the input to it. */
+static em_status check_input_tensor(em_method *m, size_t i, const em_tensor *src) {
   if (!m || !src || i >= m->n_inputs)
     EM_FAIL(EM_ERR_INVALID_ARGUMENT, "set_input: bad index %zu", i);
   em_evalue *v = &m->values[m->inputs[i]];
@@ -592,15 +683,42 @@ em_status em_method_set_input_tensor(em_method *m, size_t i, const em_tensor *sr
     EM_FAIL(EM_ERR_INVALID_ARGUMENT,
             "input %zu of '%s' has a shape that does not fit (%s tensor of at most %lld elements)",
             i, m->name, dst->dynamism ? "dynamic" : "static", (long long)dst->numel_bound);
-  size_t n = em_tensor_nbytes(dst);
-  if (input_is_planned(m, i)) {
-    if (n && !src->data) EM_FAIL(EM_ERR_INVALID_ARGUMENT, "input %zu has no data", i);
+  if (em_tensor_nbytes(dst) && !src->data)
+    EM_FAIL(EM_ERR_INVALID_ARGUMENT, "input %zu of '%s' has no data", i, m->name);
+  return EM_OK;
+}
+
+em_status em_method_set_input_tensor(em_method *m, size_t i, const em_tensor *src) {
+  EM_TRY(check_input_tensor(m, i, src));
+  em_tensor *dst = m->values[m->inputs[i]].u.tensor;
+  if (m->input_flags[i] & EM_IN_PLANNED) {
+    dst->data = m->input_home[i]; /* back from a binding that an error left in place */
+    size_t n = em_tensor_nbytes(dst);
     if (n) memmove(dst->data, src->data, n);
   } else {
     dst->data = src->data;
   }
+  m->input_flags[i] &= (uint8_t)~EM_IN_BOUND;
   m->input_set[i] = true;
   return EM_OK;
+}
+
+em_status em_method_bind_input_tensor(em_method *m, size_t i, const em_tensor *src) {
+  EM_TRY(check_input_tensor(m, i, src));
+  if ((m->input_flags[i] & (EM_IN_PLANNED | EM_IN_READ_ONLY)) != (EM_IN_PLANNED | EM_IN_READ_ONLY))
+    return em_method_set_input_tensor(m, i, src);
+  m->values[m->inputs[i]].u.tensor->data = src->data;
+  m->input_flags[i] |= EM_IN_BOUND;
+  m->input_set[i] = true;
+  return EM_OK;
+}
+
+void em_method_unbind_inputs(em_method *m) {
+  for (uint32_t i = 0; m && i < m->n_inputs; i++)
+    if (m->input_flags[i] & EM_IN_BOUND) {
+      m->values[m->inputs[i]].u.tensor->data = m->input_home[i];
+      m->input_flags[i] &= (uint8_t)~EM_IN_BOUND;
+    }
 }
 
 static bool scalar_equal(const em_evalue *a, const em_evalue *b) {

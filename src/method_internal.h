@@ -34,6 +34,13 @@ typedef struct em_instr {
   } u;
 } em_instr;
 
+/* em_method.input_flags */
+enum {
+  EM_IN_PLANNED = 1,   /* the input has planned memory (set_input copies into it) */
+  EM_IN_READ_ONLY = 2, /* no instruction writes, moves, frees or views it; not an output */
+  EM_IN_BOUND = 4,     /* bound to the caller's memory until the end of the next execute */
+};
+
 typedef struct em_chain {
   em_instr *instrs;
   uint32_t n;
@@ -56,6 +63,8 @@ struct em_method {
   int32_t *outputs;
   uint32_t n_outputs;
   bool *input_set;
+  uint8_t *input_flags; /* per input: EM_IN_* */
+  void **input_home;    /* per planned tensor input: its planned memory */
   em_chain *chains;
   uint32_t n_chains;
   const char **op_names; /* "ns::op.overload" per operator */
@@ -67,5 +76,9 @@ struct em_method {
   const em_profiler *profiler;
   uint64_t max_instructions;
 };
+
+/* Points the inputs that em_method_bind_input_tensor bound back at their planned memory (the
+ * end of every execute). */
+void em_method_unbind_inputs(em_method *m);
 
 #endif /* EMBER_SRC_METHOD_INTERNAL_H */

@@ -68,6 +68,16 @@ const em_evalue *em_method_input(const em_method *m, size_t i);
  */
 em_status em_method_set_input_tensor(em_method *m, size_t i, const em_tensor *src);
 
+/*
+ * As em_method_set_input_tensor, but without the copy where the method lets it: a planned
+ * input that no instruction writes, moves, frees or views and that is not an output is read
+ * from src->data itself by the next execute, which then points the input back at its planned
+ * memory. src->data must stay alive and unchanged until that execute returns; bind (or set)
+ * the input again before each execute. Inputs the method may write are copied, as
+ * em_method_set_input_tensor does.
+ */
+em_status em_method_bind_input_tensor(em_method *m, size_t i, const em_tensor *src);
+
 /* Sets a non-tensor input; it must equal the value the program was traced with. */
 em_status em_method_set_input(em_method *m, size_t i, const em_evalue *v);
 

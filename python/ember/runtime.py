@@ -99,6 +99,7 @@ def _setup(L: ctypes.CDLL) -> None:
     L.em_method_value_count.argtypes = [vp]
     L.em_method_value_count.restype = sz
     L.em_method_set_input_tensor.argtypes = [vp, sz, ctypes.POINTER(EmTensor)]
+    L.em_method_bind_input_tensor.argtypes = [vp, sz, ctypes.POINTER(EmTensor)]
     L.em_method_set_input.argtypes = [vp, sz, ctypes.POINTER(EmEValue)]
     L.em_method_execute.argtypes = [vp]
     L.em_threadpool_create.argtypes = [ctypes.c_int]
@@ -182,6 +183,10 @@ class RuntimeProgram:
         self._watch: dict[int, list[int]] = {}
         self._captured: dict[tuple[int, int], torch.Tensor] = {}
         self._in_meta: dict[int, list[tuple[int, Any, int, list[int]]]] = {}
+        # per (method, input): the last call's shape, strides and runtime tensor (re-pointed
+        # when the next call's tensor has that layout); per static output tensor: its layout
+        self._in_tensors: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...], Any]] = {}
+        self._out_layout: dict[int, tuple[torch.dtype, list[int], list[int], int]] = {}
         self._method_for_watch: ctypes.c_void_p | None = None
         self._end_cb = _PROF_END(self._on_instruction_end)
         # The profiler struct is retained by every method; its `end` hook is set only while
@@ -294,11 +299,54 @@ class RuntimeProgram:
                     x = x.contiguous()
                 else:
                     x = self._match_dim_order(x, self._L.em_method_input(m, i).contents)
-                et = vb.tensor(x, dim_order=order_)
-                _check(self._L.em_method_set_input_tensor(m, i, ctypes.byref(et)), f"input {i}")
+                et = self._input_tensor(m, i, x, order_)
+                vb.keep.append(x)  # alive through the execute
+                # read in place where the method only reads it (no copy into planned memory)
+                _check(self._L.em_method_bind_input_tensor(m, i, ctypes.byref(et)), f"input {i}")
             else:
                 ev = vb.value(x)
                 _check(self._L.em_method_set_input(m, i, ctypes.byref(ev)), f"input {i}")
+
+    def _input_tensor(self, m: ctypes.c_void_p, i: int, x: torch.Tensor, order: list[int]) -> Any:
+        """The runtime tensor for input ``i`` of ``m`` holding ``x``: the last call's, pointed at
+        ``x``, when ``x`` has its shape and strides."""
+        key = (int(m.value or 0), i)
+        shape, strides = tuple(x.shape), x.stride()
+        got = self._in_tensors.get(key)
+        if got is None or got[0] != shape or got[1] != strides:
+            vb = ValueBuilder()
+            et = vb.tensor(x, dim_order=order)
+            vb.keep.remove(x)  # the arrays stay with the cache, the tensor does not
+            got = self._in_tensors[key] = (shape, strides, (et, vb))
+        et = got[2][0]
+        et.data = x.data_ptr() if x.numel() or x.data_ptr() else None
+        return et
+
+    def _outputs(self, m: ctypes.c_void_p) -> list[RuntimeValue]:
+        """Copies of ``m``'s outputs; a static tensor's layout read once."""
+        res: list[RuntimeValue] = []
+        for i in range(self._L.em_method_output_count(m)):
+            v = self._L.em_method_output(m, i).contents
+            if v.tag != _lib.TAG_TENSOR:
+                res.append(value_from_em(v))
+                continue
+            t = v.u.tensor.contents
+            lay = self._out_layout.get(ctypes.addressof(t))
+            if lay is None or t.dynamism != 0 or not t.data:
+                y = tensor_from_em(t)
+                if t.dynamism == 0 and y.numel():
+                    self._out_layout[ctypes.addressof(t)] = (
+                        y.dtype,
+                        list(y.shape),
+                        list(y.stride()),
+                        y.numel() * y.element_size(),
+                    )
+                res.append(y)
+                continue
+            y = torch.empty_strided(lay[1], lay[2], dtype=lay[0])
+            ctypes.memmove(y.data_ptr(), t.data, lay[3])
+            res.append(y)
+        return res
 
     @staticmethod
     def _check_tensor_input(i: int, x: torch.Tensor, want: EmEValue) -> None:
@@ -362,8 +410,7 @@ class RuntimeProgram:
             vb = ValueBuilder()
             self._set_inputs(m, inputs, vb)
             _check(self._L.em_method_execute(m), f"executing '{method}'")
-            n = self._L.em_method_output_count(m)
-            return [value_from_em(self._L.em_method_output(m, i).contents) for i in range(n)]
+            return self._outputs(m)
 
     def _run_with_etdump(
         self, method: str, inputs: Sequence[Any], path: Path, debug: Path | None
