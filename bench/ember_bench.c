@@ -79,9 +79,9 @@ int main(int argc, char **argv) {
   double *times = calloc((size_t)(runs > 0 ? runs : 1), sizeof *times);
   for (int i = 0; i < warmup + runs; i++) {
     double s = now_ms();
-    /* Planned input memory may be reused once the input is dead: bind it on every run (as
-       the peers are handed their input on every call). */
-    if ((st = em_method_set_input_tensor(m, 0, &t)) != EM_OK ||
+    /* Bound on every run (as the peers are handed their input on every call): read in place
+       where the method lets it, copied into planned memory otherwise. */
+    if ((st = em_method_bind_input_tensor(m, 0, &t)) != EM_OK ||
         (st = em_method_execute(m)) != EM_OK) {
       fprintf(stderr, "ember_bench: execute: %s\n", em_status_str(st));
       return 1;

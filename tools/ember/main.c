@@ -325,7 +325,8 @@ static int set_inputs(em_method *m, const run_opts *o, npy_array *arrays, void *
       }
       t.data = gen[i];
     }
-    em_status st = em_method_set_input_tensor(m, i, &t);
+    /* read in place where the method lets it (the arrays outlive every execute) */
+    em_status st = em_method_bind_input_tensor(m, i, &t);
     if (st != EM_OK) return fail("set_input", st);
   }
   return 0;
