@@ -188,6 +188,7 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   d->q8_lutf = em_q8_lutf_for(cfg->isa), d->q8_rowq = em_q8_rowq_for(cfg->isa),
   d->q8_lutq = em_q8_lutq_for(cfg->isa), d->q8_lutm = em_q8_lutm_for(cfg->isa),
   d->q8_dw2 = em_q8_dw2_for(cfg->isa), d->q8_rowt = em_q8_rowt_for(cfg->isa),
+  d->q8_dwd = em_q8_dwdot_for(cfg->isa), d->q8_dwd2 = em_q8_dwdot2_for(cfg->isa),
   d->q8_pw = atomic_load_explicit(&opt_q8_pixel_major, memory_order_relaxed) < 0
                  ? NULL
                  : em_q8_pw_for(cfg->isa);
@@ -225,6 +226,7 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
     if (!emc_op_check(d, &ops[i], why, sizeof why))
       FAIL(EM_ERR_INVALID_PROGRAM, "operator %u (kind %u): %s", i, ops[i].kind, why);
   pst = emc_q8_pw_prepare(d, al, why, sizeof why);
+  if (pst == EM_OK) pst = emc_q8_dw_prepare(d, al, why, sizeof why);
   if (pst != EM_OK) FAIL(pst, "%s", why);
   d->fused = em_allocator_alloc(al, h.n_ops ? h.n_ops : 1, 16);
   if (!d->fused)

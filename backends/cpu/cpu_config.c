@@ -166,6 +166,22 @@ em_q8_dw2_fn em_q8_dw2_for(const char *isa) {
   return NULL;
 }
 
+em_q8_dw_fn em_q8_dwdot_for(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (em_q8_dw_for(isa) == em_q8_dwconv_ukernel__avx512vnni) return em_q8_dwdot_ukernel__avx512vnni;
+#endif
+  (void)isa;
+  return NULL;
+}
+
+em_q8_dw2_fn em_q8_dwdot2_for(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (em_q8_dwdot_for(isa)) return em_q8_dwdot2_ukernel__avx512vnni;
+#endif
+  (void)isa;
+  return NULL;
+}
+
 em_q8_lutq_fn em_q8_lutq_for(const char *isa) {
 #if defined(__x86_64__) || defined(__i386__)
   if (em_q8_lut_for(isa) == em_q8_lut_ukernel__avx512vbmi) return em_q8_lutq_ukernel__avx512vbmi;

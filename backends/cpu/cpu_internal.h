@@ -55,6 +55,8 @@ typedef struct emc_delegate {
   em_q8_pack_fn q8_pack;                 /* ... their panel packer (em_q8_pack_for) */
   em_q8_dw_fn q8_dw;                     /* ... and the int8 depthwise convs' row (em_q8_dw_for) */
   em_q8_dw2_fn q8_dw2;                   /* ... two 5x5 rows at once (em_q8_dw2_for; NULL) */
+  em_q8_dw_fn q8_dwd;                    /* ... on dot products (em_q8_dwdot_for; NULL) */
+  em_q8_dw2_fn q8_dwd2;                  /* ... two rows of it (em_q8_dwdot2_for; NULL) */
   em_q8_add_fn q8_add;                   /* ... and the int8 adds' row (em_q8_add_for) */
   em_q8_lut_fn q8_lut;                   /* ... and the u8 table lookups' row (em_q8_lut_for) */
   em_q8_lutf_fn q8_lutf;                 /* ... and into f32 planes (em_q8_lutf_for) */
@@ -79,6 +81,8 @@ typedef struct emc_delegate {
   bool profile;           /* em_cpu_backend_options.profile when this delegate was initialized */
   const int8_t **q8_pw_w; /* [n_ops] or NULL: the repacked weights of each pointwise int8 conv
                              that takes the pixel-major tile (emc_q8_pw_prepare), else NULL */
+  const int8_t **q8_dw_w; /* [n_ops] or NULL: the dot-product tables of each int8 depthwise
+                             conv that q8_dwd takes (emc_q8_dw_prepare), else NULL */
   emc_threads thr;
 } emc_delegate;
 
@@ -113,6 +117,14 @@ em_status emc_wino_pack_at_load(emc_delegate *d, emc_op *ops, bool q8_wino, em_a
  * them; those convs then run on that tile. Run at init after the operators are checked.
  */
 em_status emc_q8_pw_prepare(emc_delegate *d, em_allocator *al, char *why, size_t why_n);
+
+/*
+ * With d->q8_dwd, repacks the tables of every validated int8 depthwise conv with a window it
+ * takes (3x3 or 5x5, stride 1 or 2 times the dilation; cpu_op_qdw.c) into em_q8_dwdot_pack's
+ * layout in memory from al and points d->q8_dw_w at them; those convs then run on q8_dwd. Run at
+ * init after the operators are checked.
+ */
+em_status emc_q8_dw_prepare(emc_delegate *d, em_allocator *al, char *why, size_t why_n);
 
 /* Runs one validated operator on the pool (cpu_ops.c dispatches to its family's file). */
 em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *pool);

@@ -240,7 +240,9 @@ typedef struct q8_dw_job {
   size_t row, sh;     /* floats per input row; stride down */
   size_t blocks;      /* channel blocks of DW_BLOCK a row is split into (1: whole rows) */
   size_t oh;          /* output rows */
+  em_q8_dw_fn one;    /* the row kernel */
   em_q8_dw2_fn two;   /* rows two at a time (a 5x5 conv of stride 1), else NULL */
+  size_t wd_block;    /* bytes of q.wd's tables per 64 channels */
   em_q8_dw_params q;
 } q8_dw_job;
 
@@ -259,13 +261,14 @@ static void q8_dw_rows(void *ctx, int64_t begin, int64_t end) {
     if (j->blocks > 1) {
       q.ch = q.ch - c0 < DW_BLOCK ? q.ch - c0 : DW_BLOCK;
       q.w += c0, q.scale += c0, q.corr += c0, q.bias += c0;
+      if (q.wd) q.wd += c0 / 64 * j->wd_block;
     }
     const uint8_t *in = j->src + oy * j->sh * j->row + c0;
     uint8_t *out = j->out + oy * orow + c0;
     if (j->two && oy + 1 < j->oh)
       j->two(in, out, orow, &q);
     else
-      j->d->q8_dw(in, out, &q);
+      j->one(in, out, &q);
   }
 }
 
@@ -304,6 +307,7 @@ static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool
   const float *table = data_of(d, (int32_t)p.q8_id), *f = op->fp;
   const float off = f[EMC_ACT_FP_QMIN] < 0.0f ? 128.0f : 0.0f;
   uint8_t *img = d->arena + p.scratch_off;
+  const int8_t *dot = d->q8_dw_w ? d->q8_dw_w[op - d->ops] : NULL; /* on dot products */
   q8_dw_job j = {
       .d = d,
       .row = (size_t)(wp * cp),
@@ -315,8 +319,10 @@ static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool
        * once */
       .two = p.sh == 1 && p.sw == 1 && p.dh == 1 && p.dw == 1 &&
                      ((p.kh == 3 && p.kw == 3) || (p.kh == 5 && p.kw == 5 && ow >= 4))
-                 ? d->q8_dw2
+                 ? (dot ? d->q8_dwd2 : d->q8_dw2)
                  : NULL,
+      .one = dot ? d->q8_dwd : d->q8_dw,
+      .wd_block = dot ? em_q8_dwdot_block_bytes((size_t)p.kh, (size_t)(p.sw / p.dw)) : 0,
       .q = {.ow = (size_t)ow,
             .ch = (size_t)c,
             .cpo = (size_t)cp,
@@ -331,7 +337,8 @@ static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool
             .corr = table + cw,
             .bias = table + 2 * cw,
             .oq = {f[EMC_ACT_FP_INV_SCALE], f[EMC_ACT_FP_ZP] + off, f[EMC_ACT_FP_QMIN] + off,
-                   f[EMC_ACT_FP_QMAX] + off, f[EMC_ACT_FP_MIN], f[EMC_ACT_FP_MAX]}}};
+                   f[EMC_ACT_FP_QMAX] + off, f[EMC_ACT_FP_MIN], f[EMC_ACT_FP_MAX]},
+            .wd = dot}};
   for (int64_t b = 0; b < n; b++) {
     const uint8_t *xb = (const uint8_t *)(const void *)xt->data + (size_t)(b * h * wd * cp);
     j.src = xb;

@@ -20,6 +20,7 @@
 #define EMBER_BACKENDS_CPU_UKERNELS_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -376,6 +377,7 @@ typedef struct em_q8_dw_params {
   const float *w;      /* [kh * kw][cw] */
   const float *corr, *scale, *bias; /* [cw] each */
   em_q8_quant_params oq;
+  const int8_t *wd; /* em_q8_dwdot_pack's tables (the dot-product row's), else NULL */
 } em_q8_dw_params;
 typedef void (*em_q8_dw_fn)(const uint8_t *in, uint8_t *out, const em_q8_dw_params *p);
 void em_q8_dwconv_ukernel__scalar(const uint8_t *in, uint8_t *out, const em_q8_dw_params *p);
@@ -393,6 +395,32 @@ void em_q8_dwconv2_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, size_t o
                                        const em_q8_dw_params *p);
 /* The two-row kernel that goes with em_q8_dw_for(isa), or NULL (rows one at a time). */
 em_q8_dw2_fn em_q8_dw2_for(const char *isa);
+
+/*
+ * The depthwise row on VNNI dot products (q8_dwdot__avx512vnni.c): K x K windows, K 3 or 5, of
+ * stride S 1 or 2 (p->step == S * p->dx; any dilation), each tap row's 4 neighbouring input
+ * columns of a channel one vpdpbusd lane, with p->wd from em_q8_dwdot_pack; 64 channels at a
+ * time, a last block of EM_Q8_DWDOT_TAIL channels or fewer (and rows of fewer outputs than a
+ * group) through em_q8_dwconv_ukernel__avx512vnni. The same bytes as em_q8_dw_fn.
+ */
+enum { EM_Q8_DWDOT_TAIL = 16 };
+void em_q8_dwdot_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, const em_q8_dw_params *p);
+/* Two output rows of it (em_q8_dw2_fn: windows of stride 1, 3x3 or 5x5 of 4 outputs or more). */
+void em_q8_dwdot2_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, size_t orow,
+                                      const em_q8_dw_params *p);
+/* The dot-product row and its two-row form for `isa` (the VNNI ISA's), or NULL. */
+em_q8_dw_fn em_q8_dwdot_for(const char *isa);
+em_q8_dw2_fn em_q8_dwdot2_for(const char *isa);
+/* Outputs per group of the dot-product row for K x K windows of stride S (0: not taken) and, in
+ * *packs, the 4-column packs a group reads per tap row. */
+size_t em_q8_dwdot_group(size_t k, size_t s, size_t *packs);
+/* Bytes of em_q8_dwdot_pack's tables per 64-channel block. */
+size_t em_q8_dwdot_block_bytes(size_t k, size_t s);
+/* The dot-product row's tables for ch channels (w [k * k][cw], scale / corr / bias [cw], bias
+ * may be NULL) into dst (blocks of em_q8_dwdot_block_bytes); false, nothing usable, when the
+ * window is not taken or a weight or correction is not an integer of the int32 sums' range. */
+bool em_q8_dwdot_pack(size_t k, size_t s, size_t ch, size_t cw, const float *w, const float *scale,
+                      const float *corr, const float *bias, int8_t *dst);
 
 /* An int8 add's n u8 values (EMC_BINARY_Q8): y[i] = em_q8_quant1(ta + tb, &oq), ta = (a[i] - za)
  * * sa and tb = (b[i] - zb) * sb each rounded once (the f32 fake-quant values the u8 values

@@ -404,6 +404,88 @@ static void test_q8_dwconv(const em_cpu_config *cfg) {
   if (dw2 && !bad2) g_pass++;
 }
 
+/* The depthwise row on dot products (em_q8_dwdot_for, where the ISA has one) gives the scalar
+ * row's bytes: 3x3 and 5x5 windows, strides 1 and 2, dilations 1 and 2, 1-200 channels (64-channel
+ * blocks, masked ones, tails left to the f32 row), rows of 1-13 outputs (fewer than a group too),
+ * one row and two, under output quantizers whose clamps the packs' saturation replaces in part
+ * (u8 range with the lower clamp at the range, a ReLU above it) or not at all (a narrower range),
+ * with infinite and NaN scales and biases on some channels; nothing written outside the row. The
+ * packer refuses weights and corrections that are not integers of the sums' range. */
+static void test_q8_dwdot(const em_cpu_config *cfg) {
+  const em_q8_dw_fn dot = em_q8_dwdot_for(cfg->isa);
+  const em_q8_dw2_fn dot2 = em_q8_dwdot2_for(cfg->isa);
+  if (!dot) return;
+  enum { CP = 200, CW = 208, W = 40, OWMAX = 13 };
+  static const size_t chans[] = {1, 17, 32, 33, 63, 64, 65, 100, 128, 150, 200};
+  static const em_q8_quant_params quants[3] = {{40.0f, 3.0f, 0.0f, 255.0f, -1e30f, 1e30f},
+                                               {25.0f, 3.0f, 0.0f, 255.0f, 0.0f, 1e30f},
+                                               {60.0f, 128.0f, 1.0f, 254.0f, -1e30f, 1e30f}};
+  static uint8_t in[12 * W * CP], ya[2 * OWMAX * CP], yb[2 * OWMAX * CP];
+  static float w[25 * CW], tab[3 * CW];
+  static int8_t wd[4 * 768 + 4 * 5 * 4 * 2 * 256];
+  uint32_t seed = 4242;
+  int bad = 0, runs = 0;
+  for (size_t i = 0; i < sizeof in; i++) in[i] = (uint8_t)(lcg(&seed) % 256);
+  for (size_t i = 0; i < 25 * CW; i++) w[i] = (float)((int)(lcg(&seed) % 256) - 128);
+  for (size_t c = 0; c < CW; c++) {
+    tab[c] = c % 23 == 5 ? INFINITY : c % 29 == 7 ? NAN : 2e-4f * (float)(1 + c % 7);
+    tab[CW + c] = (float)((int)(lcg(&seed) % 60001) - 30000);
+    tab[2 * CW + c] = c % 31 == 9 ? -INFINITY : 0.125f * (float)((int)(c % 41) - 20);
+  }
+  for (size_t k = 3; k <= 5; k += 2)
+    for (size_t st = 1; st <= 2; st++)
+      for (size_t dil = 1; dil <= 2; dil++)
+        for (size_t ci = 0; ci < sizeof chans / sizeof chans[0]; ci++)
+          for (size_t qi = 0; qi < 3; qi++) {
+            const size_t ch = chans[ci];
+            CHECK(em_q8_dwdot_pack(k, st, ch, CW, w, tab, tab + CW, tab + 2 * CW, wd),
+                  "%s dwdot: the %zux%zu stride %zu tables were refused", cfg->isa, k, k, st);
+            for (size_t ow = 1; ow <= OWMAX; ow++) {
+              if ((ow - 1) * st * dil + (k - 1) * dil >= W) continue;
+              em_q8_dw_params p = {.ow = ow,
+                                   .ch = ch,
+                                   .cpo = CP,
+                                   .kh = k,
+                                   .kw = k,
+                                   .cw = CW,
+                                   .step = st * dil * CP,
+                                   .dy = dil * W * CP,
+                                   .dx = dil * CP,
+                                   .w = w,
+                                   .scale = tab,
+                                   .corr = tab + CW,
+                                   .bias = tab + 2 * CW,
+                                   .oq = quants[qi],
+                                   .wd = wd};
+              memset(ya, 0xAB, sizeof ya), memset(yb, 0xAB, sizeof yb);
+              dot(in, ya, &p);
+              em_q8_dwconv_ukernel__scalar(in, yb, &p);
+              bad += memcmp(ya, yb, sizeof ya) != 0;
+              runs++;
+              /* two rows: stride and dilation 1 (a 5x5 window's tail rows need 4 outputs) */
+              if (!dot2 || st != 1 || dil != 1 || (k == 5 && ow < 4)) continue;
+              memset(ya, 0xAB, sizeof ya);
+              dot2(in, ya, OWMAX * CP, &p);
+              em_q8_dwconv_ukernel__scalar(in + W * CP, yb + OWMAX * CP, &p);
+              bad += memcmp(ya, yb, sizeof ya) != 0;
+              runs++;
+            }
+          }
+  CHECK(runs > 1000 && bad == 0,
+        "%s int8 depthwise dot-product row: %d of %d rows differ from the "
+        "scalar row",
+        cfg->isa, bad, runs);
+  w[7 * CW + 3] = 0.5f; /* not an integer weight */
+  CHECK(!em_q8_dwdot_pack(3, 1, 8, CW, w, tab, tab + CW, tab + 2 * CW, wd),
+        "%s dwdot: a fractional weight was packed", cfg->isa);
+  w[7 * CW + 3] = 3.0f, tab[CW + 2] = 2.5f; /* nor an integer correction */
+  CHECK(!em_q8_dwdot_pack(3, 1, 8, CW, w, tab, tab + CW, tab + 2 * CW, wd),
+        "%s dwdot: a fractional correction was packed", cfg->isa);
+  CHECK(!em_q8_dwdot_group(7, 1, NULL) && !em_q8_dwdot_group(3, 3, NULL),
+        "dwdot: a 7x7 or stride-3 window was taken");
+  if (!bad) g_pass++;
+}
+
 /* The int8 add's row (em_q8_add_for) of cfg's ISA against the definition, every pair of u8
  * operands (lengths 1-65536: masked tails), under qparams of odd scales with and without a
  * ReLU clamp: each term rounded once (a fused multiply-add fails this), then em_q8_quant1. */
@@ -508,6 +590,7 @@ static void test_q8_lut_readers(const em_cpu_config *cfg) {
 static void test_isa(const em_cpu_config *cfg) {
   test_q8_lut_readers(cfg);
   test_q8_dwconv(cfg);
+  test_q8_dwdot(cfg);
   test_q8_add(cfg);
   test_fakequant_special(cfg);
   test_copy_stride2(cfg);
