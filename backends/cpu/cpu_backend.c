@@ -189,6 +189,7 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   d->q8_lutq = em_q8_lutq_for(cfg->isa), d->q8_lutm = em_q8_lutm_for(cfg->isa),
   d->q8_dw2 = em_q8_dw2_for(cfg->isa), d->q8_rowt = em_q8_rowt_for(cfg->isa),
   d->q8_dwd = em_q8_dwdot_for(cfg->isa), d->q8_dwd2 = em_q8_dwdot2_for(cfg->isa),
+  d->q8_dwdv = em_q8_dwdotv_for(cfg->isa),
   d->q8_pw = atomic_load_explicit(&opt_q8_pixel_major, memory_order_relaxed) < 0
                  ? NULL
                  : em_q8_pw_for(cfg->isa);

@@ -174,6 +174,14 @@ em_q8_dw_fn em_q8_dwdot_for(const char *isa) {
   return NULL;
 }
 
+em_q8_dwv_fn em_q8_dwdotv_for(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (em_q8_dwdot_for(isa)) return em_q8_dwdotv_ukernel__avx512vnni;
+#endif
+  (void)isa;
+  return NULL;
+}
+
 em_q8_dw2_fn em_q8_dwdot2_for(const char *isa) {
 #if defined(__x86_64__) || defined(__i386__)
   if (em_q8_dwdot_for(isa)) return em_q8_dwdot2_ukernel__avx512vnni;

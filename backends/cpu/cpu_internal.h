@@ -57,6 +57,7 @@ typedef struct emc_delegate {
   em_q8_dw2_fn q8_dw2;                   /* ... two 5x5 rows at once (em_q8_dw2_for; NULL) */
   em_q8_dw_fn q8_dwd;                    /* ... on dot products (em_q8_dwdot_for; NULL) */
   em_q8_dw2_fn q8_dwd2;                  /* ... two rows of it (em_q8_dwdot2_for; NULL) */
+  em_q8_dwv_fn q8_dwdv;                  /* ... two rows side by side (em_q8_dwdotv_for; NULL) */
   em_q8_add_fn q8_add;                   /* ... and the int8 adds' row (em_q8_add_for) */
   em_q8_lut_fn q8_lut;                   /* ... and the u8 table lookups' row (em_q8_lut_for) */
   em_q8_lutf_fn q8_lutf;                 /* ... and into f32 planes (em_q8_lutf_for) */

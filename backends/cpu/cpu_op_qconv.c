@@ -242,6 +242,7 @@ typedef struct q8_dw_job {
   size_t oh;          /* output rows */
   em_q8_dw_fn one;    /* the row kernel */
   em_q8_dw2_fn two;   /* rows two at a time (a 5x5 conv of stride 1), else NULL */
+  em_q8_dwv_fn pair;  /* or two rows side by side (17-32 channels, any stride), else NULL */
   size_t wd_block;    /* bytes of q.wd's tables per 64 channels */
   em_q8_dw_params q;
 } q8_dw_job;
@@ -256,7 +257,7 @@ static void q8_dw_rows(void *ctx, int64_t begin, int64_t end) {
   const size_t orow = j->q.ow * j->q.cpo;
   for (int64_t job = begin; job < end; job++) {
     const size_t r = (size_t)job / j->blocks, c0 = (size_t)job % j->blocks * DW_BLOCK;
-    const size_t oy = j->two ? 2 * r : r;
+    const size_t oy = j->two || j->pair ? 2 * r : r;
     em_q8_dw_params q = j->q;
     if (j->blocks > 1) {
       q.ch = q.ch - c0 < DW_BLOCK ? q.ch - c0 : DW_BLOCK;
@@ -265,7 +266,9 @@ static void q8_dw_rows(void *ctx, int64_t begin, int64_t end) {
     }
     const uint8_t *in = j->src + oy * j->sh * j->row + c0;
     uint8_t *out = j->out + oy * orow + c0;
-    if (j->two && oy + 1 < j->oh)
+    if (j->pair)
+      j->pair(in, out, orow, oy + 1 < j->oh ? 2 : 1, &q);
+    else if (j->two && oy + 1 < j->oh)
       j->two(in, out, orow, &q);
     else
       j->one(in, out, &q);
@@ -322,6 +325,8 @@ static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool
                  ? (dot ? d->q8_dwd2 : d->q8_dw2)
                  : NULL,
       .one = dot ? d->q8_dwd : d->q8_dw,
+      /* 17-32 channels on dot products: two rows side by side in the 64 lanes */
+      .pair = dot && c > 16 && c <= 32 ? d->q8_dwdv : NULL,
       .wd_block = dot ? em_q8_dwdot_block_bytes((size_t)p.kh, (size_t)(p.sw / p.dw)) : 0,
       .q = {.ow = (size_t)ow,
             .ch = (size_t)c,
@@ -338,7 +343,8 @@ static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool
             .bias = table + 2 * cw,
             .oq = {f[EMC_ACT_FP_INV_SCALE], f[EMC_ACT_FP_ZP] + off, f[EMC_ACT_FP_QMIN] + off,
                    f[EMC_ACT_FP_QMAX] + off, f[EMC_ACT_FP_MIN], f[EMC_ACT_FP_MAX]},
-            .wd = dot}};
+            .wd = dot,
+            .ystep = (size_t)(p.sh * wp * cp)}};
   for (int64_t b = 0; b < n; b++) {
     const uint8_t *xb = (const uint8_t *)(const void *)xt->data + (size_t)(b * h * wd * cp);
     j.src = xb;
@@ -359,7 +365,7 @@ static void run_dwconv_q8(const emc_delegate *d, const emc_op *op, em_threadpool
       j.src = img;
     }
     j.out = (uint8_t *)(void *)yt->data + (size_t)(b * oh * ow * cp);
-    const int64_t rows = j.two ? (oh + 1) / 2 : oh;
+    const int64_t rows = j.two || j.pair ? (oh + 1) / 2 : oh;
     par_for_static(pool, rows * (int64_t)j.blocks, q8_dw_rows, &j, oh * ow * c * kk * 2);
   }
 }

@@ -40,14 +40,15 @@ bool em_q8_dwdot_pack(size_t k, size_t s, size_t ch, size_t cw, const float *w, 
       if (!(v >= -128.0f && v <= 127.0f) || v != (float)(int32_t)v) return false;
     }
   }
-  const size_t blocks = (ch + 63) / 64;
+  const size_t blocks = (ch + 63) / 64, cb = ch <= 32 ? 32 : 64;
   memset(dst, 0, blocks * bb);
   for (size_t b = 0; b < blocks; b++) {
     int8_t *blk = dst + b * bb;
     int32_t ncorr[64];
     float sc[64], bi[64];
     for (size_t i = 0; i < 64; i++) { /* slot i = 16 k + lane: channel 16 L + 4 k + j */
-      const size_t kk = i / 16, lane = i % 16, c = b * 64 + 16 * (lane / 4) + 4 * kk + lane % 4;
+      const size_t kk = i / 16, lane = i % 16;
+      const size_t at = 16 * (lane / 4) + 4 * kk + lane % 4, c = cb == 64 ? b * 64 + at : at % cb;
       ncorr[i] = c < ch ? -(int32_t)corr[c] : 0;
       sc[i] = c < ch ? scale[c] : 0.0f;
       bi[i] = c < ch && bias ? bias[c] : 0.0f;
@@ -60,7 +61,8 @@ bool em_q8_dwdot_pack(size_t k, size_t s, size_t ch, size_t cw, const float *w, 
         for (size_t pk = 0; pk < np; pk++)
           for (size_t i = 0; i < 64; i++) { /* vector i / 16, lane i % 16 */
             const size_t kk = i / 16, lane = i % 16;
-            const size_t c = b * 64 + 16 * (lane / 4) + 4 * kk + lane % 4;
+            const size_t at = 16 * (lane / 4) + 4 * kk + lane % 4,
+                         c = cb == 64 ? b * 64 + at : at % cb;
             int8_t *d4 = blk + 768 + ((ky * g + o) * np + pk) * 256 + kk * 64 + lane * 4;
             for (size_t col = 0; col < 4; col++) {
               const size_t at = 4 * pk + col; /* the column, from the group's first */

@@ -378,6 +378,7 @@ typedef struct em_q8_dw_params {
   const float *corr, *scale, *bias; /* [cw] each */
   em_q8_quant_params oq;
   const int8_t *wd; /* em_q8_dwdot_pack's tables (the dot-product row's), else NULL */
+  size_t ystep;     /* input bytes between two output rows' windows (em_q8_dwdotv_ukernel) */
 } em_q8_dw_params;
 typedef void (*em_q8_dw_fn)(const uint8_t *in, uint8_t *out, const em_q8_dw_params *p);
 void em_q8_dwconv_ukernel__scalar(const uint8_t *in, uint8_t *out, const em_q8_dw_params *p);
@@ -408,6 +409,14 @@ void em_q8_dwdot_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, const em_q
 /* Two output rows of it (em_q8_dw2_fn: windows of stride 1, 3x3 or 5x5 of 4 outputs or more). */
 void em_q8_dwdot2_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, size_t orow,
                                       const em_q8_dw_params *p);
+/* Two output rows (rows: 1 or 2, orow bytes apart in the output and p->ystep in the input) of a
+ * conv of 17-32 channels at once, each row's channels in 32 of the dot-product row's 64 lanes;
+ * p->wd from em_q8_dwdot_pack for that ch. Another form (fewer channels too) runs row by row. */
+void em_q8_dwdotv_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, size_t orow, size_t rows,
+                                      const em_q8_dw_params *p);
+typedef void (*em_q8_dwv_fn)(const uint8_t *in, uint8_t *out, size_t orow, size_t rows,
+                             const em_q8_dw_params *p);
+em_q8_dwv_fn em_q8_dwdotv_for(const char *isa);
 /* The dot-product row and its two-row form for `isa` (the VNNI ISA's), or NULL. */
 em_q8_dw_fn em_q8_dwdot_for(const char *isa);
 em_q8_dw2_fn em_q8_dwdot2_for(const char *isa);
@@ -417,8 +426,10 @@ size_t em_q8_dwdot_group(size_t k, size_t s, size_t *packs);
 /* Bytes of em_q8_dwdot_pack's tables per 64-channel block. */
 size_t em_q8_dwdot_block_bytes(size_t k, size_t s);
 /* The dot-product row's tables for ch channels (w [k * k][cw], scale / corr / bias [cw], bias
- * may be NULL) into dst (blocks of em_q8_dwdot_block_bytes); false, nothing usable, when the
- * window is not taken or a weight or correction is not an integer of the int32 sums' range. */
+ * may be NULL) into dst (blocks of em_q8_dwdot_block_bytes: one per 64 channels; for ch <= 32
+ * one, whose lanes repeat the channels every 32, for em_q8_dwdotv_ukernel's rows side by side);
+ * false, nothing usable, when the window is not taken or a weight or correction is not an integer
+ * of the int32 sums' range. */
 bool em_q8_dwdot_pack(size_t k, size_t s, size_t ch, size_t cw, const float *w, const float *scale,
                       const float *corr, const float *bias, int8_t *dst);
 

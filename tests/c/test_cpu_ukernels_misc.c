@@ -409,14 +409,16 @@ static void test_q8_dwconv(const em_cpu_config *cfg) {
  * blocks, masked ones, tails left to the f32 row), rows of 1-13 outputs (fewer than a group too),
  * one row and two, under output quantizers whose clamps the packs' saturation replaces in part
  * (u8 range with the lower clamp at the range, a ReLU above it) or not at all (a narrower range),
+ * and 17-32 channels two rows side by side (em_q8_dwdotv_for: rows 1 and 2, strides 1 and 2),
  * with infinite and NaN scales and biases on some channels; nothing written outside the row. The
  * packer refuses weights and corrections that are not integers of the sums' range. */
 static void test_q8_dwdot(const em_cpu_config *cfg) {
   const em_q8_dw_fn dot = em_q8_dwdot_for(cfg->isa);
   const em_q8_dw2_fn dot2 = em_q8_dwdot2_for(cfg->isa);
+  const em_q8_dwv_fn dotv = em_q8_dwdotv_for(cfg->isa);
   if (!dot) return;
   enum { CP = 200, CW = 208, W = 40, OWMAX = 13 };
-  static const size_t chans[] = {1, 17, 32, 33, 63, 64, 65, 100, 128, 150, 200};
+  static const size_t chans[] = {1, 16, 17, 24, 32, 33, 63, 64, 65, 100, 128, 150, 200};
   static const em_q8_quant_params quants[3] = {{40.0f, 3.0f, 0.0f, 255.0f, -1e30f, 1e30f},
                                                {25.0f, 3.0f, 0.0f, 255.0f, 0.0f, 1e30f},
                                                {60.0f, 128.0f, 1.0f, 254.0f, -1e30f, 1e30f}};
@@ -462,8 +464,23 @@ static void test_q8_dwdot(const em_cpu_config *cfg) {
               em_q8_dwconv_ukernel__scalar(in, yb, &p);
               bad += memcmp(ya, yb, sizeof ya) != 0;
               runs++;
+              /* two rows side by side (17-32 channels; fewer: row by row), the second st rows
+               * down, and one */
+              if (dotv && ch <= 32 && (k - 1) * dil + st < 12) {
+                p.ystep = st * W * CP;
+                for (size_t rows = 1; rows <= 2; rows++) {
+                  memset(ya, 0xAB, sizeof ya), memset(yb, 0xAB, sizeof yb);
+                  dotv(in, ya, OWMAX * CP, rows, &p);
+                  for (size_t r = 0; r < rows; r++)
+                    em_q8_dwconv_ukernel__scalar(in + r * p.ystep, yb + r * OWMAX * CP, &p);
+                  bad += memcmp(ya, yb, sizeof ya) != 0;
+                  runs++;
+                }
+              }
               /* two rows: stride and dilation 1 (a 5x5 window's tail rows need 4 outputs) */
               if (!dot2 || st != 1 || dil != 1 || (k == 5 && ow < 4)) continue;
+              memset(yb, 0xAB, sizeof yb);
+              em_q8_dwconv_ukernel__scalar(in, yb, &p);
               memset(ya, 0xAB, sizeof ya);
               dot2(in, ya, OWMAX * CP, &p);
               em_q8_dwconv_ukernel__scalar(in + W * CP, yb + OWMAX * CP, &p);
