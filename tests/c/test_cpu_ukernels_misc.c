@@ -322,6 +322,28 @@ static void test_dq_linear(const em_cpu_config *cfg) {
   if (!bad && !tiles_bad) g_pass++;
 }
 
+/* A depthwise row's parameters: ow outputs of ch channels (cp bytes a pixel in and out, a row
+ * of W pixels), kh x kw taps at stride st and dilation dil, weights w [kh * kw][cw] and the table
+ * tab [scale | corr | bias] of cw each, output quantizer oq. */
+static em_q8_dw_params dw_params(size_t ow, size_t ch, size_t cp, size_t W, size_t kh, size_t kw,
+                                 size_t cw, size_t st, size_t dil, const float *w, const float *tab,
+                                 em_q8_quant_params oq) {
+  return (em_q8_dw_params){.ow = ow,
+                           .ch = ch,
+                           .cpo = cp,
+                           .kh = kh,
+                           .kw = kw,
+                           .cw = cw,
+                           .step = st * cp,
+                           .dy = dil * W * cp,
+                           .dx = dil * cp,
+                           .w = w,
+                           .scale = tab,
+                           .corr = tab + cw,
+                           .bias = tab + 2 * cw,
+                           .oq = oq};
+}
+
 /* The int8 depthwise conv's output row (em_q8_dw_for) of cfg's ISA gives the scalar row's bytes:
  * 3x3, 5x5 (the blocked path: outputs 4 at a time, then the rest), 7x3 and 2x5 windows at
  * strides 1-3 and dilations 1-2, 1-41 channels (masked tails), rows of 1-13 outputs, u8 inputs
@@ -347,20 +369,9 @@ static void test_q8_dwconv(const em_cpu_config *cfg) {
         for (size_t ch = 1; ch <= CMAX; ch += 4)
           for (size_t ow = 1; ow <= 13; ow += 3) {
             const size_t kh = shapes[sh][0], kw = shapes[sh][1];
-            em_q8_dw_params p = {.ow = ow,
-                                 .ch = ch,
-                                 .cpo = CP,
-                                 .kh = kh,
-                                 .kw = kw,
-                                 .cw = CW,
-                                 .step = st * CP,
-                                 .dy = dil * W * CP,
-                                 .dx = dil * CP,
-                                 .w = w,
-                                 .scale = tab,
-                                 .corr = tab + CW,
-                                 .bias = tab + 2 * CW,
-                                 .oq = {40.0f, 3.0f, 0.0f, 255.0f, -1e30f, 1e30f}};
+            em_q8_dw_params p =
+                dw_params(ow, ch, CP, W, kh, kw, CW, st, dil, w, tab,
+                          (em_q8_quant_params){40.0f, 3.0f, 0.0f, 255.0f, -1e30f, 1e30f});
             if ((ow - 1) * st + (kw - 1) * dil >= W) continue;
             memset(ya, 0xAB, sizeof ya), memset(yb, 0xAB, sizeof yb);
             dw(in, ya, &p);
@@ -378,20 +389,9 @@ static void test_q8_dwconv(const em_cpu_config *cfg) {
   for (size_t kk = 3; dw2 && kk <= 5; kk += 2)
     for (size_t ch = 1; ch <= CMAX; ch += 4)
       for (size_t ow = kk == 3 ? 1 : 4; ow <= 13; ow += 3) {
-        em_q8_dw_params p = {.ow = ow,
-                             .ch = ch,
-                             .cpo = CP,
-                             .kh = kk,
-                             .kw = kk,
-                             .cw = CW,
-                             .step = CP,
-                             .dy = W * CP,
-                             .dx = CP,
-                             .w = w,
-                             .scale = tab,
-                             .corr = tab + CW,
-                             .bias = tab + 2 * CW,
-                             .oq = {40.0f, 3.0f, 0.0f, 255.0f, -1e30f, 1e30f}};
+        em_q8_dw_params p =
+            dw_params(ow, ch, CP, W, kk, kk, CW, 1, 1, w, tab,
+                      (em_q8_quant_params){40.0f, 3.0f, 0.0f, 255.0f, -1e30f, 1e30f});
         memset(y2, 0xAB, sizeof y2), memset(w2, 0xAB, sizeof w2);
         dw2(in, y2, 13 * CP, &p);
         em_q8_dwconv_ukernel__scalar(in, w2, &p);
@@ -444,21 +444,9 @@ static void test_q8_dwdot(const em_cpu_config *cfg) {
                   "%s dwdot: the %zux%zu stride %zu tables were refused", cfg->isa, k, k, st);
             for (size_t ow = 1; ow <= OWMAX; ow++) {
               if ((ow - 1) * st * dil + (k - 1) * dil >= W) continue;
-              em_q8_dw_params p = {.ow = ow,
-                                   .ch = ch,
-                                   .cpo = CP,
-                                   .kh = k,
-                                   .kw = k,
-                                   .cw = CW,
-                                   .step = st * dil * CP,
-                                   .dy = dil * W * CP,
-                                   .dx = dil * CP,
-                                   .w = w,
-                                   .scale = tab,
-                                   .corr = tab + CW,
-                                   .bias = tab + 2 * CW,
-                                   .oq = quants[qi],
-                                   .wd = wd};
+              em_q8_dw_params p =
+                  dw_params(ow, ch, CP, W, k, k, CW, st * dil, dil, w, tab, quants[qi]);
+              p.wd = wd;
               memset(ya, 0xAB, sizeof ya), memset(yb, 0xAB, sizeof yb);
               dot(in, ya, &p);
               em_q8_dwconv_ukernel__scalar(in, yb, &p);
