@@ -13,7 +13,9 @@
  * zero-point correction and are exact; converted to f32 they are the f32 row's (acc - corr),
  * then scale, bias and the output quantizer in em_q8_dwconv_ukernel's order, so the bytes are
  * the same. The quantized lanes go back to channel order through the saturating packs (4 x 16
- * int32 -> 64 bytes, their lane order undoing the interleave), one store per output.
+ * int32 -> 64 bytes, their lane order undoing the interleave), one store per output. Two output
+ * rows of a 3x3 stride-1 conv share their input rows' packs (em_q8_dwdot2_ukernel); a conv of
+ * 17-32 channels puts two output rows side by side in the 64 lanes (em_q8_dwdotv_ukernel).
  *
  * Compiled with the VNNI file's flags (AVX-512 F, BW, VNNI).
  */
