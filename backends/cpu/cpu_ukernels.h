@@ -297,7 +297,10 @@ static inline uint8_t em_q8_quant1(float x, const em_q8_quant_params *p) {
  * the result to [q(xlo), q(xhi)]; those are integers, so the clamp moves before the rounding;
  * with it the value is in [lo, hi] already, and NaN, which the reference sends to lo, reaches
  * the last max as INT32_MIN + zp. Two clamps and the rounding trick become one clamp and one
- * conversion: 4 vector operations fewer per 16 outputs.
+ * conversion: 4 vector operations fewer per 16 outputs. Where *flo + zp == lo (no clamp above the
+ * range's bottom: xlo infinite, or mapped to lo), the lower clamp can go too: rne is
+ * non-decreasing and *flo an integer, so a value under it converts to at most *flo (or to
+ * INT32_MIN past the int32 range), and the last max takes it to lo.
  */
 static inline void em_q8_quant_bounds(const em_q8_quant_params *p, float *flo, float *fhi) {
   *flo = (float)em_q8_quant1(p->xlo, p) - p->zp;

@@ -555,8 +555,8 @@ static void test_q8_dw(const em_cpu_config *cfg) {
  * pixels and their tails), channel counts around its two 16-channel blocks, depth groups on
  * both sides of the register-held weights' limit (8) read at any
  * offset of each pixel, quantizers with and without a clamp whose bounds land inside the u8
- * range (zp above lo, a relu6 narrower than the range) and the f32-planes output; bytes past nc
- * left alone. */
+ * range (zp above lo, a relu6 narrower than the range) and the f32-planes output, values past
+ * the int32 range both ways and NaNs; bytes past nc left alone. */
 static void test_q8_pw(const em_cpu_config *cfg) {
   enum { PIX = 21, STRIDE = 96, MAXQ = 12, YS = 40 };
   static uint8_t img[PIX * STRIDE], y[PIX * YS];
@@ -583,6 +583,8 @@ static void test_q8_pw(const em_cpu_config *cfg) {
           for (size_t q = 0; q < kq; q++) qoff[q] = (int32_t)(rand() % (STRIDE / 4)) * 4;
           for (size_t c = 0; c < 32; c++)
             corr[c] = rand() % 4000 - 2000, scale[c] = frand() * 2.0f, bias[c] = frand() * 50.0f;
+          if (kc & 1) /* values past the int32 range both ways, and NaNs */
+            scale[3] = 1e30f, scale[20] = -1e30f, bias[9] = NAN, scale[26] = INFINITY;
           const em_q8_quant_params *p = pi < 3 ? &ps[pi] : &ps[0];
           memset(y, 0x5A, sizeof y);
           fn(np, nc, kq, x, qoff, w, corr, scale, bias, y, YS, p, pi < 3 ? NULL : yf, PIX);
@@ -595,7 +597,9 @@ static void test_q8_pw(const em_cpu_config *cfg) {
               const float d = (float)(acc - corr[c]);
               const float m = d * scale[c];
               const float v = m + bias[c]; /* two roundings, as the tile */
-              const bool ok = pi < 3 ? y[i * YS + c] == em_q8_quant1(v, p) : yf[c * PIX + i] == v;
+              const float got = yf[c * PIX + i];
+              const bool ok = pi < 3 ? y[i * YS + c] == em_q8_quant1(v, p)
+                                     : got == v || (got != got && v != v);
               if (!ok) {
                 bad++;
                 CHECK(0, "%s q8 pw np=%zu nc=%zu kq=%zu params %zu: pixel %zu channel %zu",
