@@ -49,8 +49,11 @@ typedef struct pw_quant {
 static inline pw_quant pw_quant_of(const em_q8_quant_params *p) {
   float flo, fhi;
   em_q8_quant_bounds(p, &flo, &fhi);
-  return (pw_quant){_mm512_set1_ps(p->inv), _mm512_set1_ps(flo), _mm512_set1_ps(fhi),
-                    _mm512_set1_epi32((int32_t)p->zp), _mm512_set1_epi32((int32_t)p->lo),
+  return (pw_quant){_mm512_set1_ps(p->inv),
+                    _mm512_set1_ps(flo),
+                    _mm512_set1_ps(fhi),
+                    _mm512_set1_epi32((int32_t)p->zp),
+                    _mm512_set1_epi32((int32_t)p->lo),
                     flo + p->zp != p->lo};
 }
 
@@ -105,11 +108,9 @@ static inline pw_epi pw_epi_of(size_t nc, const int32_t *corr, const float *scal
 }
 
 /* The epilogue of one 8-pixel tile's sums: f32 planes (yf) or u8 channels last (y). */
-static inline __attribute__((always_inline)) void pw_finish(const __m512i acc_a[PW_MR],
-                                                            const __m512i acc_b[PW_MR], size_t np,
-                                                            size_t nc, const pw_epi *e, uint8_t *y,
-                                                            size_t ys, float *yf, size_t yfs,
-                                                            const int LOW) {
+static inline __attribute__((always_inline)) void
+pw_finish(const __m512i acc_a[PW_MR], const __m512i acc_b[PW_MR], size_t np, size_t nc,
+          const pw_epi *e, uint8_t *y, size_t ys, float *yf, size_t yfs, const int LOW) {
   if (yf) { /* f32 planes */
     __m512 v[PW_MR];
     for (size_t i = 0; i < PW_MR; i++) v[i] = pw_value(acc_a[i], e->sa, e->ba);
@@ -165,11 +166,9 @@ static inline __attribute__((always_inline)) void pw_one(size_t nc, size_t kq, c
  */
 enum { PW_SMALL_KQ = 8, PW_SMALL_PX = 3 };
 
-static inline __attribute__((always_inline)) void pw_small(size_t np, const uint8_t *const *x,
-                                                           const int32_t *qoff, const int8_t *w,
-                                                           const pw_epi *e, uint8_t *y, size_t ys,
-                                                           const size_t KQ, const int TWO,
-                                                           const int LOW) {
+static inline __attribute__((always_inline)) void
+pw_small(size_t np, const uint8_t *const *x, const int32_t *qoff, const int8_t *w, const pw_epi *e,
+         uint8_t *y, size_t ys, const size_t KQ, const int TWO, const int LOW) {
   __m512i wa[PW_SMALL_KQ], wb[PW_SMALL_KQ];
   int32_t off[PW_SMALL_KQ];
   for (size_t q = 0; q < KQ; q++) {
@@ -239,11 +238,9 @@ pw_small_for(size_t np, size_t nc, size_t kq, const uint8_t *const *x, const int
  * products' latency over long depths). */
 enum { PW_MID_PX = 4 };
 
-static inline __attribute__((always_inline)) void pw_mid(size_t np, size_t kq,
-                                                         const uint8_t *const *x,
-                                                         const int32_t *qoff, const int8_t *w,
-                                                         const pw_epi *e, uint8_t *y, size_t ys,
-                                                         const int LOW) {
+static inline __attribute__((always_inline)) void
+pw_mid(size_t np, size_t kq, const uint8_t *const *x, const int32_t *qoff, const int8_t *w,
+       const pw_epi *e, uint8_t *y, size_t ys, const int LOW) {
   const int8_t *w2 = w + kq * 64;
   size_t i = 0;
   for (; i + PW_MID_PX <= np; i += PW_MID_PX) {
@@ -278,10 +275,11 @@ static inline __attribute__((always_inline)) void pw_mid(size_t np, size_t kq,
 }
 
 /* The kernel with LOW a constant (em_q8_pw_ukernel__avx512vnni picks it once a call). */
-static inline __attribute__((always_inline)) void
-pw_run(size_t np, size_t nc, size_t kq, const uint8_t *const *x, const int32_t *qoff,
-       const int8_t *w, const pw_epi *e, uint8_t *y, size_t ys, float *yf, size_t yfs,
-       const int LOW) {
+static inline __attribute__((always_inline)) void pw_run(size_t np, size_t nc, size_t kq,
+                                                         const uint8_t *const *x,
+                                                         const int32_t *qoff, const int8_t *w,
+                                                         const pw_epi *e, uint8_t *y, size_t ys,
+                                                         float *yf, size_t yfs, const int LOW) {
   if (!yf && pw_small_for(np, nc, kq, x, qoff, w, e, y, ys, LOW)) return;
   if (!yf && nc > 16) {
     pw_mid(np, kq, x, qoff, w, e, y, ys, LOW);
@@ -297,8 +295,7 @@ pw_run(size_t np, size_t nc, size_t kq, const uint8_t *const *x, const int32_t *
       for (size_t i = 0; i < PW_MR; i++) xp[i] = x[i0 + (i < n8 ? i : n8 - 1)];
       q8_tile8_sums(xp, qoff, kq, w, nc > 16, e->ca, e->cb, acc_a, acc_b);
     }
-    pw_finish(acc_a, acc_b, n8, nc, e, yf ? NULL : y + i0 * ys, ys, yf ? yf + i0 : NULL, yfs,
-              LOW);
+    pw_finish(acc_a, acc_b, n8, nc, e, yf ? NULL : y + i0 * ys, ys, yf ? yf + i0 : NULL, yfs, LOW);
   }
 }
 

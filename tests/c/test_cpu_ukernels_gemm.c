@@ -598,8 +598,8 @@ static void test_q8_pw(const em_cpu_config *cfg) {
               const float m = d * scale[c];
               const float v = m + bias[c]; /* two roundings, as the tile */
               const float got = yf[c * PIX + i];
-              const bool ok = pi < 3 ? y[i * YS + c] == em_q8_quant1(v, p)
-                                     : got == v || (got != got && v != v);
+              const bool ok =
+                  pi < 3 ? y[i * YS + c] == em_q8_quant1(v, p) : got == v || (got != got && v != v);
               if (!ok) {
                 bad++;
                 CHECK(0, "%s q8 pw np=%zu nc=%zu kq=%zu params %zu: pixel %zu channel %zu",
