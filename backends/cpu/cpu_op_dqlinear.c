@@ -127,8 +127,8 @@ typedef struct dql_run {
 
 static void dql_quant(void *ctx, int64_t begin, int64_t end) {
   const dql_run *r = ctx;
-  for (int64_t i = begin; i < end; i++)
-    r->d->q8_rowq(r->k, r->x + (size_t)i * r->k, r->a + (size_t)i * r->kq * 4, r->za + i, r->s + i);
+  r->d->q8_rowq((size_t)(end - begin), r->k, r->x + (size_t)begin * r->k,
+                r->a + (size_t)begin * r->kq * 4, r->kq * 4, r->za + begin, r->s + begin);
 }
 
 /* Per-tensor rows, first pass: each row's minimum (in s) and maximum (in za's bytes). */

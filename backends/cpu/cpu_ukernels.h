@@ -524,16 +524,21 @@ static inline void em_q8_token_qparams(double mn, double mx, double *scale, doub
 }
 
 /*
- * One row of a dynamic int8 linear's input (EMC_OP_DQ_LINEAR): with em_q8_token_qparams of its k
- * values' minimum and maximum, q = clamp(nearbyint(x * (1 / scale) + zp), -128, 127) in f64 (the
- * int8 values of quantize_per_token), stored as q + 128 at a[0, k) and zp + 128 at a[k, kp) (kp:
- * k rounded up to 4); *za = zp + 128, *s = (float)scale. A row holding an infinity or a NaN gets
- * *s = NaN, *za = 0 and zero bytes: all its outputs are NaN. Every ISA's kernel gives the same.
+ * Rows i < rows of a dynamic int8 linear's input (EMC_OP_DQ_LINEAR), row i the k floats at
+ * x + i k: with em_q8_token_qparams of its values' minimum and maximum, q = clamp(nearbyint(x *
+ * (1 / scale) + zp), -128, 127) in f64 (the int8 values of quantize_per_token), stored as q + 128
+ * at a + i as [0, k) and zp + 128 at [k, kp) (kp: k rounded up to 4); za[i] = zp + 128, s[i] =
+ * (float)scale. A row holding an infinity or a NaN gets s[i] = NaN, za[i] = 0 and zero bytes:
+ * all its outputs are NaN. Every ISA's kernel gives the same.
  */
-typedef void (*em_q8_rowq_fn)(size_t k, const float *x, uint8_t *a, int32_t *za, float *s);
-void em_q8_rowq_ukernel__scalar(size_t k, const float *x, uint8_t *a, int32_t *za, float *s);
-void em_q8_rowq_ukernel__avx2(size_t k, const float *x, uint8_t *a, int32_t *za, float *s);
-void em_q8_rowq_ukernel__avx512vnni(size_t k, const float *x, uint8_t *a, int32_t *za, float *s);
+typedef void (*em_q8_rowq_fn)(size_t rows, size_t k, const float *x, uint8_t *a, size_t as,
+                              int32_t *za, float *s);
+void em_q8_rowq_ukernel__scalar(size_t rows, size_t k, const float *x, uint8_t *a, size_t as,
+                                int32_t *za, float *s);
+void em_q8_rowq_ukernel__avx2(size_t rows, size_t k, const float *x, uint8_t *a, size_t as,
+                              int32_t *za, float *s);
+void em_q8_rowq_ukernel__avx512vnni(size_t rows, size_t k, const float *x, uint8_t *a, size_t as,
+                                    int32_t *za, float *s);
 
 /*
  * The dynamic int8 linear's tile: rows i < np (<= 8) of a (u8 rows as em_q8_rowq_fn writes them,

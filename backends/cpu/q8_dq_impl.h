@@ -17,8 +17,7 @@
 #define EM_DQ_CAT2(a, b) a##b
 #define EM_DQ_CAT(a, b)  EM_DQ_CAT2(a, b)
 
-void EM_DQ_CAT(em_q8_rowq_ukernel__, EM_ISA)(size_t k, const float *x, uint8_t *a, int32_t *za,
-                                             float *s) {
+static void EM_DQ_CAT(rowq1_, EM_ISA)(size_t k, const float *x, uint8_t *a, int32_t *za, float *s) {
   const size_t kp = (k + 3) / 4 * 4;
   float mn = INFINITY, mx = -INFINITY;
   int finite = 1;
@@ -43,6 +42,12 @@ void EM_DQ_CAT(em_q8_rowq_ukernel__, EM_ISA)(size_t k, const float *x, uint8_t *
   }
   for (size_t j = k; j < kp; j++) a[j] = (uint8_t)((int32_t)zd + 128);
   *za = (int32_t)zd + 128, *s = (float)scale;
+}
+
+void EM_DQ_CAT(em_q8_rowq_ukernel__, EM_ISA)(size_t rows, size_t k, const float *x, uint8_t *a,
+                                             size_t as, int32_t *za, float *s) {
+  for (size_t i = 0; i < rows; i++)
+    EM_DQ_CAT(rowq1_, EM_ISA)(k, x + i * k, a + i * as, za + i, s + i);
 }
 
 void EM_DQ_CAT(em_q8_rowt_ukernel__, EM_ISA)(size_t k, const float *x, uint8_t *a,

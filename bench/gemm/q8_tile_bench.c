@@ -106,8 +106,7 @@ int main(int argc, char **argv) {
       if (g > best[wide]) best[wide] = g;
     }
     double t0 = now();
-    for (size_t i = 0; i < n; i++)
-      em_q8_rowq_ukernel__avx512vnni(k, x + i * k, rows + i * kp, za + i, rs + i);
+    em_q8_rowq_ukernel__avx512vnni(n, k, x, rows, kp, za, rs);
     const double tq = (now() - t0) / (double)(n * k);
     if (tq < best_q) best_q = tq;
     t0 = now();

@@ -312,26 +312,36 @@ static void test_dq_linear(const em_cpu_config *cfg) {
   static uint8_t a[ROWS * KP], b[ROWS * KP];
   static int8_t w[2 * KQ * 64];
   int32_t za[ROWS], zb[ROWS], wsum[CH];
-  float sa[ROWS], sb[ROWS], ws[CH], bias[CH], x[K], ya[ROWS * CH], yb[ROWS * CH];
+  float sa[ROWS], sb[ROWS], ws[CH], bias[CH], ya[ROWS * CH], yb[ROWS * CH];
+  static float x[ROWS * K];
   uint32_t seed = 12345;
-  int bad = 0;
-  for (int it = 0; it < 20000; it++) {
-    const int r = it % ROWS, mode = it % 5;
-    const float sc = powf(10.0f, (float)((int)(lcg(&seed) % 13) - 6));
-    for (int j = 0; j < K; j++) {
-      const float u = (float)(lcg(&seed) % 100000) / 50000.0f - 1.0f;
-      x[j] = mode == 0 ? u * sc : mode == 1 ? u * sc + 0.3f * sc : 2.5f;
-      if (mode >= 3) /* min -1, max 1: scale 2 / 255, zero point 0: on half-integer steps */
-        x[j] = ((float)(lcg(&seed) % 255) - 126.5f) * (2.0f / 255) * (mode == 4 ? 0.999f : 1.0f);
+  int bad = 0, rows_done = 0;
+  for (int it = 0; rows_done < 20000; it++) { /* blocks of 1-8 rows: one call each */
+    const int nrows = 1 + it % ROWS;
+    for (int r = 0; r < nrows; r++) {
+      const int mode = (rows_done + r) % 5;
+      float *xr = x + r * K;
+      const float sc = powf(10.0f, (float)((int)(lcg(&seed) % 13) - 6));
+      for (int j = 0; j < K; j++) {
+        const float u = (float)(lcg(&seed) % 100000) / 50000.0f - 1.0f;
+        xr[j] = mode == 0 ? u * sc : mode == 1 ? u * sc + 0.3f * sc : 2.5f;
+        if (mode >= 3) /* min -1, max 1: scale 2 / 255, zero point 0: on half-integer steps */
+          xr[j] = ((float)(lcg(&seed) % 255) - 126.5f) * (2.0f / 255) * (mode == 4 ? 0.999f : 1.0f);
+      }
+      if (mode >= 3) xr[0] = -1.0f, xr[1] = 1.0f;
+      if ((rows_done + r) % 97 == 0) xr[lcg(&seed) % K] = (rows_done + r) % 2 ? INFINITY : NAN;
     }
-    if (mode >= 3) x[0] = -1.0f, x[1] = 1.0f;
-    if (it % 97 == 0) x[lcg(&seed) % K] = it % 2 ? INFINITY : NAN;
-    rowq(K, x, a + r * KP, &za[r], &sa[r]);
-    em_q8_rowq_ukernel__scalar(K, x, b + r * KP, &zb[r], &sb[r]);
-    if (memcmp(a + r * KP, b + r * KP, KP) || za[r] != zb[r] || memcmp(&sa[r], &sb[r], 4)) bad++;
+    memset(a, 0x5A, sizeof a);
+    rowq((size_t)nrows, K, x, a, KP, za, sa);
+    for (int r = 0; r < nrows; r++) {
+      em_q8_rowq_ukernel__scalar(1, K, x + r * K, b + r * KP, KP, &zb[r], &sb[r]);
+      if (memcmp(a + r * KP, b + r * KP, KP) || za[r] != zb[r] || memcmp(&sa[r], &sb[r], 4)) bad++;
+    }
+    for (size_t i = (size_t)nrows * KP; i < sizeof a; i++) bad += a[i] != 0x5A; /* rows past */
+    rows_done += nrows;
   }
-  CHECK(bad == 0, "%s dq row quantizer: %d of 20000 rows differ from the scalar one", cfg->isa,
-        bad);
+  CHECK(bad == 0, "%s dq row quantizer: %d of %d rows differ from the scalar one", cfg->isa, bad,
+        rows_done);
   for (size_t i = 0; i < sizeof w; i++) w[i] = (int8_t)((int)(lcg(&seed) % 255) - 127);
   for (int c = 0; c < CH; c++) {
     int32_t t = 0;
