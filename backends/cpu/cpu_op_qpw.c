@@ -130,19 +130,20 @@ static void pw_block(const pw_job *j, size_t p0, size_t p1, size_t cb, const uin
   const size_t c0 = cb * PW_NC, nc = j->co - c0 < PW_NC ? j->co - c0 : PW_NC, np = p1 - p0;
   const int8_t *w = j->w + c0 / 16 * j->kq * 64;
   const float *bias = j->bias ? j->bias + c0 : NULL;
-  if (j->yf)
-    j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias, NULL, 0, &j->oq,
+  if (j->yf) {
+    j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias, NULL, &j->oq,
             j->yf + c0 * j->npix + p0, j->npix);
-  else if (!j->wpo)
-    j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias,
-            j->y + p0 * j->cpo + c0, j->cpo, &j->oq, NULL, 0);
-  else /* the padded layout: a call per output row's run of the pixels */
-    for (size_t a = 0; a < np;) {
-      const size_t run = j->ow - (p0 + a) % j->ow, m = run < np - a ? run : np - a;
-      j->tile(m, nc, j->kq, x + a, j->qoff, w, j->corr + c0, j->scale + c0, bias,
-              j->y + pw_at(j, p0 + a) + c0, j->cpo, &j->oq, NULL, 0);
-      a += m;
+  } else { /* each pixel's bytes: channels last, or the padded layout's rows (one call either
+            * way: split at each row's end, 28- and 14-pixel rows ran tiles of 4 and 6) */
+    uint8_t *y[PW_CHUNK];
+    size_t oy = p0 / j->ow, ox = p0 % j->ow;
+    uint8_t *row = j->y + pw_at(j, oy * j->ow) + c0;
+    for (size_t a = 0; a < np; a++) {
+      y[a] = row + ox * j->cpo;
+      if (++ox == j->ow) ox = 0, oy++, row = j->y + pw_at(j, oy * j->ow) + c0;
     }
+    j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias, y, &j->oq, NULL, 0);
+  }
   if (!j->yf) return;
   /* the f32 rows' clamp and activation, as the panel path's q8_tiles */
   const em_cpu_config *cfg = j->d->cfg;
@@ -586,18 +587,16 @@ void emc_q8_pad_plan(const emc_delegate *d) {
       k++;
     else if (d->fused[i])
       continue;
-    if (k >= d->n_ops || d->fused[k] || (i > 0 && d->fused[i - 1] > 1)) continue;
+    /* (a chain of two ending at the conv, its input's fake-quant or plane scale then the conv,
+     * runs the conv's own store: padded too; a longer one's last op writes the output) */
+    if (k >= d->n_ops || d->fused[k] || (i > 0 && d->fused[i - 1] > 2)) continue;
     const emc_op *w = &d->ops[k - 1], *dw = &d->ops[k];
     const emc_conv_params q = emc_conv_params_of(dw);
     if (dw->kind != EMC_OP_CONV2D || !q.depthwise || q.q8_id < 0 || dw->in[0] != w->out[0] ||
         !(q.ph || q.pw || q.eh || q.ew))
       continue;
     const emc_rt_tensor *t = &d->t[w->out[0]];
-    /* rows of whole 8-pixel tiles: a row's run of a chunk is whole tiles (on 28- or 14-pixel
-     * rows the split tiles cost MobileNetV2 more than the copy: +4.8-6.4 us a conv, -1.4-3.5) */
-    if (t->storage != EMC_ARENA || t->ndim != 4 || t->sizes[3] % 8 != 0 ||
-        !emc_alone_reads(d, w->out[0], k))
-      continue;
+    if (t->storage != EMC_ARENA || t->ndim != 4 || !emc_alone_reads(d, w->out[0], k)) continue;
     /* the padded images fit the tensor's bytes (f32-sized) */
     const uint64_t cp = pw_cp(t->sizes[1]), hp = (uint64_t)(t->sizes[2] + 2 * q.ph + q.eh),
                    wp = (uint64_t)(t->sizes[3] + 2 * q.pw + q.ew);

@@ -556,7 +556,8 @@ static void test_q8_dw(const em_cpu_config *cfg) {
  * both sides of the register-held weights' limit (8) read at any
  * offset of each pixel, quantizers with and without a clamp whose bounds land inside the u8
  * range (zp above lo, a relu6 narrower than the range) and the f32-planes output, values past
- * the int32 range both ways and NaNs; bytes past nc left alone. */
+ * the int32 range both ways and NaNs; each pixel's bytes where its pointer says (pixels in order
+ * or backwards), bytes past nc left alone. */
 static void test_q8_pw(const em_cpu_config *cfg) {
   enum { PIX = 21, STRIDE = 96, MAXQ = 12, YS = 40 };
   static uint8_t img[PIX * STRIDE], y[PIX * YS];
@@ -587,7 +588,11 @@ static void test_q8_pw(const em_cpu_config *cfg) {
             scale[3] = 1e30f, scale[20] = -1e30f, bias[9] = NAN, scale[26] = INFINITY;
           const em_q8_quant_params *p = pi < 3 ? &ps[pi] : &ps[0];
           memset(y, 0x5A, sizeof y);
-          fn(np, nc, kq, x, qoff, w, corr, scale, bias, y, YS, p, pi < 3 ? NULL : yf, PIX);
+          /* pixel i's bytes at row at[i] of y: in order, or backwards (any place) */
+          size_t at[PIX];
+          uint8_t *yp[PIX];
+          for (size_t i = 0; i < np; i++) at[i] = a % 2 ? np - 1 - i : i, yp[i] = y + at[i] * YS;
+          fn(np, nc, kq, x, qoff, w, corr, scale, bias, yp, p, pi < 3 ? NULL : yf, PIX);
           for (size_t i = 0; i < np && bad < 5; i++)
             for (size_t c = 0; c < nc && bad < 5; c++) {
               int32_t acc = 0;
@@ -598,8 +603,8 @@ static void test_q8_pw(const em_cpu_config *cfg) {
               const float m = d * scale[c];
               const float v = m + bias[c]; /* two roundings, as the tile */
               const float got = yf[c * PIX + i];
-              const bool ok =
-                  pi < 3 ? y[i * YS + c] == em_q8_quant1(v, p) : got == v || (got != got && v != v);
+              const bool ok = pi < 3 ? y[at[i] * YS + c] == em_q8_quant1(v, p)
+                                     : got == v || (got != got && v != v);
               if (!ok) {
                 bad++;
                 CHECK(0, "%s q8 pw np=%zu nc=%zu kq=%zu params %zu: pixel %zu channel %zu",
@@ -615,7 +620,7 @@ static void test_q8_pw(const em_cpu_config *cfg) {
               }
           for (size_t i = 0; i < np && pi < 3 && bad < 5; i++)
             for (size_t c = nc; c < YS; c++)
-              if (y[i * YS + c] != 0x5A) {
+              if (y[at[i] * YS + c] != 0x5A) {
                 bad++;
                 CHECK(0, "%s q8 pw np=%zu nc=%zu: byte %zu of pixel %zu written", cfg->isa, np, nc,
                       c, i);

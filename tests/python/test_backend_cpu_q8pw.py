@@ -122,7 +122,8 @@ def test_the_profile_names_the_path(program, tmp_path) -> None:
     if not _has_tile():  # no pixel-major tile on this ISA: the panel path runs every int8 conv
         assert on == off
         return
-    pm, panel = "(int8 pixel-major)", "(int8)"
-    # pre, stem (f32 out), expand, dw (depthwise: panel), project (f32 out), wide, narrow, few,
-    # strided, dilated, head (f32 out), fc (f32 out, one pixel)
-    assert on == [pm, pm, pm, panel, pm, pm, pm, pm, pm, pm, pm, pm], on
+    pm, padded = "(int8 pixel-major)", "(int8, input padded by its writer)"
+    # pre, stem (f32 out), expand, dw (depthwise: its input in the padded layout expand writes),
+    # project (f32 out), wide, narrow, few, strided, dilated, head (f32 out), fc (f32 out, one
+    # pixel)
+    assert on == [pm, pm, pm, padded, pm, pm, pm, pm, pm, pm, pm, pm], on
