@@ -115,35 +115,54 @@ static inline size_t pw_at(const pw_job *j, size_t p) {
   return (j->wpo ? p / j->ow * j->wpo + p % j->ow : p) * j->cpo;
 }
 
-/* The windows' origins of pixels [p0, p1) (at most PW_CHUNK) in the image. */
-static void pw_origins(const pw_job *j, size_t p0, size_t p1, const uint8_t **x) {
-  size_t oy = p0 / j->ow, ox = p0 % j->ow; /* the next pixel's place */
-  for (size_t k = 0; k < p1 - p0; k++) {
-    x[k] = j->src + (oy * j->sh * j->wp + ox * j->sw) * j->cp;
-    if (++ox == j->ow) ox = 0, oy++;
+/* A chunk's pixels: their windows' origins in the image and, for a u8 output, their bytes
+ * (channels last, or the padded layout's rows: each pixel's place given to the tile, so a chunk
+ * is one call whatever the row width; split at each row's end, 28- and 14-pixel rows ran tiles
+ * of 4 and 6). */
+typedef struct pw_chunk {
+  const uint8_t *x[PW_CHUNK];
+  uint8_t *y[PW_CHUNK];
+} pw_chunk;
+
+/* The chunk of pixels [p0, p1) (at most PW_CHUNK). */
+static void pw_origins(const pw_job *j, size_t p0, size_t p1, pw_chunk *ck) {
+  const size_t n = p1 - p0;
+  if (j->sh == 1 && j->sw == 1 && j->wp == j->ow && !j->wpo) { /* pixels end to end both sides */
+    const uint8_t *x = j->src + p0 * j->cp;
+    uint8_t *y = j->y ? j->y + p0 * j->cpo : NULL;
+    for (size_t k = 0; k < n; k++) ck->x[k] = x + k * j->cp;
+    if (y)
+      for (size_t k = 0; k < n; k++) ck->y[k] = y + k * j->cpo;
+    return;
+  }
+  /* row by row: each pointer one step on from the last, a row's start from the last start */
+  const size_t oy = p0 / j->ow, dx = j->sw * j->cp, dy = j->sh * j->wp * j->cp;
+  const size_t dyo = (j->wpo ? j->wpo : j->ow) * j->cpo;
+  size_t ox = p0 % j->ow;
+  const uint8_t *xr = j->src + oy * dy; /* the row's first window */
+  uint8_t *yr = j->y ? j->y + pw_at(j, oy * j->ow) : NULL;
+  for (size_t k = 0; k < n;) {
+    const size_t m = j->ow - ox < n - k ? j->ow - ox : n - k; /* this row's pixels */
+    for (size_t a = 0; a < m; a++) ck->x[k + a] = xr + (ox + a) * dx;
+    if (yr)
+      for (size_t a = 0; a < m; a++) ck->y[k + a] = yr + (ox + a) * j->cpo;
+    k += m, ox = 0;
+    if (k < n) xr += dy, yr = yr ? yr + dyo : NULL;
   }
 }
 
-/* Pixels [p0, p1) (at most PW_CHUNK; their origins x) by channel block cb (PW_NC channels) of
+/* Pixels [p0, p1) (at most PW_CHUNK; their chunk ck) by channel block cb (PW_NC channels) of
  * the tile, then, for an f32 output, those rows' clamp and activation. */
-static void pw_block(const pw_job *j, size_t p0, size_t p1, size_t cb, const uint8_t *const *x) {
+static void pw_block(const pw_job *j, size_t p0, size_t p1, size_t cb, const pw_chunk *ck) {
   const size_t c0 = cb * PW_NC, nc = j->co - c0 < PW_NC ? j->co - c0 : PW_NC, np = p1 - p0;
   const int8_t *w = j->w + c0 / 16 * j->kq * 64;
   const float *bias = j->bias ? j->bias + c0 : NULL;
-  if (j->yf) {
-    j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias, NULL, &j->oq,
+  if (j->yf)
+    j->tile(np, nc, j->kq, ck->x, j->qoff, w, j->corr + c0, j->scale + c0, bias, NULL, 0, &j->oq,
             j->yf + c0 * j->npix + p0, j->npix);
-  } else { /* each pixel's bytes: channels last, or the padded layout's rows (one call either
-            * way: split at each row's end, 28- and 14-pixel rows ran tiles of 4 and 6) */
-    uint8_t *y[PW_CHUNK];
-    size_t oy = p0 / j->ow, ox = p0 % j->ow;
-    uint8_t *row = j->y + pw_at(j, oy * j->ow) + c0;
-    for (size_t a = 0; a < np; a++) {
-      y[a] = row + ox * j->cpo;
-      if (++ox == j->ow) ox = 0, oy++, row = j->y + pw_at(j, oy * j->ow) + c0;
-    }
-    j->tile(np, nc, j->kq, x, j->qoff, w, j->corr + c0, j->scale + c0, bias, y, &j->oq, NULL, 0);
-  }
+  else
+    j->tile(np, nc, j->kq, ck->x, j->qoff, w, j->corr + c0, j->scale + c0, bias, ck->y, c0, &j->oq,
+            NULL, 0);
   if (!j->yf) return;
   /* the f32 rows' clamp and activation, as the panel path's q8_tiles */
   const em_cpu_config *cfg = j->d->cfg;
@@ -176,20 +195,20 @@ static void pw_jobs(void *ctx, int64_t begin, int64_t end) {
     for (int64_t job = begin; job < end; job++) {
       const size_t p0 = (size_t)job * j->chunk;
       const size_t p1 = p0 + j->chunk < j->npix ? p0 + j->chunk : j->npix;
-      const uint8_t *x[PW_CHUNK];
-      pw_origins(j, p0, p1, x);
-      for (size_t cb = 0; cb < j->nblk; cb++) pw_block(j, p0, p1, cb, x);
+      pw_chunk ck;
+      pw_origins(j, p0, p1, &ck);
+      for (size_t cb = 0; cb < j->nblk; cb++) pw_block(j, p0, p1, cb, &ck);
       pw_lut(j, p0, p1);
     }
     return;
   }
-  const uint8_t *x[PW_CHUNK];
-  size_t at = SIZE_MAX; /* the chunk whose origins x holds (a range's jobs share their chunks) */
+  pw_chunk ck;
+  size_t at = SIZE_MAX; /* the chunk ck holds (a range's jobs share their chunks) */
   for (int64_t job = begin; job < end; job++) {
     const size_t pc = (size_t)job / j->nblk, cb = (size_t)job % j->nblk;
     const size_t p0 = pc * j->chunk, p1 = p0 + j->chunk < j->npix ? p0 + j->chunk : j->npix;
-    if (pc != at) pw_origins(j, p0, p1, x), at = pc;
-    pw_block(j, p0, p1, cb, x);
+    if (pc != at) pw_origins(j, p0, p1, &ck), at = pc;
+    pw_block(j, p0, p1, cb, &ck);
   }
 }
 
@@ -275,9 +294,9 @@ static void pw_quant_jobs(void *ctx, int64_t begin, int64_t end) {
       pw_quant_scaled(q, p0, p1, dst);
     else
       q->quant(q->cin, p1 - p0, q->x + p0, q->h * q->w, dst, q->cp, &q->q);
-    const uint8_t *x[PW_CHUNK];
-    pw_origins(j, p0, p1, x);
-    for (size_t cb = 0; cb < j->nblk; cb++) pw_block(j, p0, p1, cb, x);
+    pw_chunk ck;
+    pw_origins(j, p0, p1, &ck);
+    for (size_t cb = 0; cb < j->nblk; cb++) pw_block(j, p0, p1, cb, &ck);
     if (j->lut) pw_lut(j, p0, p1);
   }
 }

@@ -348,18 +348,18 @@ em_q8_pack_fn em_q8_pack_for(const char *isa);
  * the byte offset of depth group q, a tap's 4 channels) * w[(c / 16) * kq * 64 + q * 64 +
  * (c % 16) * 4 + j] (int8: blocks of 16 channels, [kq][16][4] each), y = (acc - corr[c]) *
  * scale[c] + bias[c] (bias may be NULL; a multiply and an add, two roundings), and
- * y[i][c] = y quantized by p (as em_q8_quant_fn; y[i]: pixel i's output bytes, anywhere: rows of
- * a padded layout too); or, with yf, yf[c * yfs + i] = y (f32 planes; y and p unused). The same
- * values as the panel path (em_q8_gemm_fn, then the quantizer).
+ * y[i][yc + c] = y quantized by p (as em_q8_quant_fn; y[i]: pixel i's output bytes, anywhere:
+ * rows of a padded layout too); or, with yf, yf[c * yfs + i] = y (f32 planes; y and p unused). The
+ * same values as the panel path (em_q8_gemm_fn, then the quantizer).
  */
 typedef void (*em_q8_pw_fn)(size_t np, size_t nc, size_t kq, const uint8_t *const *x,
                             const int32_t *qoff, const int8_t *w, const int32_t *corr,
-                            const float *scale, const float *bias, uint8_t *const *y,
+                            const float *scale, const float *bias, uint8_t *const *y, size_t yc,
                             const em_q8_quant_params *p, float *yf, size_t yfs);
 void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *const *x,
                                   const int32_t *qoff, const int8_t *w, const int32_t *corr,
                                   const float *scale, const float *bias, uint8_t *const *y,
-                                  const em_q8_quant_params *p, float *yf, size_t yfs);
+                                  size_t yc, const em_q8_quant_params *p, float *yf, size_t yfs);
 /* The pixel-major tile that goes with em_q8_gemm_for(isa), or NULL where there is none (the
  * panel path runs every int8 conv). */
 em_q8_pw_fn em_q8_pw_for(const char *isa);

@@ -110,7 +110,7 @@ static inline pw_epi pw_epi_of(size_t nc, const int32_t *corr, const float *scal
 /* The epilogue of one 8-pixel tile's sums: f32 planes (yf) or u8 channels last (y). */
 static inline __attribute__((always_inline)) void
 pw_finish(const __m512i acc_a[PW_MR], const __m512i acc_b[PW_MR], size_t np, size_t nc,
-          const pw_epi *e, uint8_t *const *y, float *yf, size_t yfs, const int LOW) {
+          const pw_epi *e, uint8_t *const *y, size_t yc, float *yf, size_t yfs, const int LOW) {
   if (yf) { /* f32 planes */
     __m512 v[PW_MR];
     for (size_t i = 0; i < PW_MR; i++) v[i] = pw_value(acc_a[i], e->sa, e->ba);
@@ -122,10 +122,10 @@ pw_finish(const __m512i acc_a[PW_MR], const __m512i acc_b[PW_MR], size_t np, siz
     return;
   }
   for (size_t i = 0; i < np && i < PW_MR; i++)
-    pw_store(acc_a[i], e->sa, e->ba, &e->q, y[i], e->ka, LOW);
+    pw_store(acc_a[i], e->sa, e->ba, &e->q, y[i] + yc, e->ka, LOW);
   if (nc > 16)
     for (size_t i = 0; i < np && i < PW_MR; i++)
-      pw_store(acc_b[i], e->sb, e->bb, &e->q, y[i] + 16, e->kb, LOW);
+      pw_store(acc_b[i], e->sb, e->bb, &e->q, y[i] + yc + 16, e->kb, LOW);
 }
 
 /* One pixel (a linear layer's row, a map's last): two chains a block, not eight pixels'. */
@@ -168,7 +168,7 @@ enum { PW_SMALL_KQ = 8, PW_SMALL_PX = 3 };
 
 static inline __attribute__((always_inline)) void
 pw_small(size_t np, const uint8_t *const *x, const int32_t *qoff, const int8_t *w, const pw_epi *e,
-         uint8_t *const *y, const size_t KQ, const int TWO, const int LOW) {
+         uint8_t *const *y, size_t yc, const size_t KQ, const int TWO, const int LOW) {
   __m512i wa[PW_SMALL_KQ], wb[PW_SMALL_KQ];
   int32_t off[PW_SMALL_KQ];
   for (size_t q = 0; q < KQ; q++) {
@@ -190,8 +190,8 @@ pw_small(size_t np, const uint8_t *const *x, const int32_t *qoff, const int8_t *
       }
 #pragma GCC unroll 3
     for (size_t k = 0; k < PW_SMALL_PX; k++) {
-      pw_store(a[k], e->sa, e->ba, &e->q, y[i + k], e->ka, LOW);
-      if (TWO) pw_store(b[k], e->sb, e->bb, &e->q, y[i + k] + 16, e->kb, LOW);
+      pw_store(a[k], e->sa, e->ba, &e->q, y[i + k] + yc, e->ka, LOW);
+      if (TWO) pw_store(b[k], e->sb, e->bb, &e->q, y[i + k] + yc + 16, e->kb, LOW);
     }
   }
   for (; i < np; i++) {
@@ -202,21 +202,21 @@ pw_small(size_t np, const uint8_t *const *x, const int32_t *qoff, const int8_t *
       a = _mm512_dpbusd_epi32(a, t, wa[q]);
       if (TWO) b = _mm512_dpbusd_epi32(b, t, wb[q]);
     }
-    pw_store(a, e->sa, e->ba, &e->q, y[i], e->ka, LOW);
-    if (TWO) pw_store(b, e->sb, e->bb, &e->q, y[i] + 16, e->kb, LOW);
+    pw_store(a, e->sa, e->ba, &e->q, y[i] + yc, e->ka, LOW);
+    if (TWO) pw_store(b, e->sb, e->bb, &e->q, y[i] + yc + 16, e->kb, LOW);
   }
 }
 
 /* pw_small with kq, the block count and LOW as constants: false when kq is too deep for it. */
 static inline __attribute__((always_inline)) bool
 pw_small_for(size_t np, size_t nc, size_t kq, const uint8_t *const *x, const int32_t *qoff,
-             const int8_t *w, const pw_epi *e, uint8_t *const *y, const int LOW) {
+             const int8_t *w, const pw_epi *e, uint8_t *const *y, size_t yc, const int LOW) {
 #define PW_SMALL_CASE(K)                                                                           \
   case K:                                                                                          \
     if (nc > 16)                                                                                   \
-      pw_small(np, x, qoff, w, e, y, K, 1, LOW);                                                   \
+      pw_small(np, x, qoff, w, e, y, yc, K, 1, LOW);                                               \
     else                                                                                           \
-      pw_small(np, x, qoff, w, e, y, K, 0, LOW);                                                   \
+      pw_small(np, x, qoff, w, e, y, yc, K, 0, LOW);                                               \
     return true;
   switch (kq) {
     PW_SMALL_CASE(1)
@@ -240,7 +240,7 @@ enum { PW_MID_PX = 4 };
 
 static inline __attribute__((always_inline)) void
 pw_mid(size_t np, size_t kq, const uint8_t *const *x, const int32_t *qoff, const int8_t *w,
-       const pw_epi *e, uint8_t *const *y, const int LOW) {
+       const pw_epi *e, uint8_t *const *y, size_t yc, const int LOW) {
   const int8_t *w2 = w + kq * 64;
   size_t i = 0;
   for (; i + PW_MID_PX <= np; i += PW_MID_PX) {
@@ -258,8 +258,8 @@ pw_mid(size_t np, size_t kq, const uint8_t *const *x, const int32_t *qoff, const
     }
 #pragma GCC unroll 4
     for (size_t k = 0; k < PW_MID_PX; k++) {
-      pw_store(a[k], e->sa, e->ba, &e->q, y[i + k], e->ka, LOW);
-      pw_store(b[k], e->sb, e->bb, &e->q, y[i + k] + 16, e->kb, LOW);
+      pw_store(a[k], e->sa, e->ba, &e->q, y[i + k] + yc, e->ka, LOW);
+      pw_store(b[k], e->sb, e->bb, &e->q, y[i + k] + yc + 16, e->kb, LOW);
     }
   }
   for (; i < np; i++) {
@@ -269,18 +269,19 @@ pw_mid(size_t np, size_t kq, const uint8_t *const *x, const int32_t *qoff, const
       a = _mm512_dpbusd_epi32(a, t, _mm512_loadu_si512((const void *)(w + q * 64)));
       b = _mm512_dpbusd_epi32(b, t, _mm512_loadu_si512((const void *)(w2 + q * 64)));
     }
-    pw_store(a, e->sa, e->ba, &e->q, y[i], e->ka, LOW);
-    pw_store(b, e->sb, e->bb, &e->q, y[i] + 16, e->kb, LOW);
+    pw_store(a, e->sa, e->ba, &e->q, y[i] + yc, e->ka, LOW);
+    pw_store(b, e->sb, e->bb, &e->q, y[i] + yc + 16, e->kb, LOW);
   }
 }
 
 /* The kernel with LOW a constant (em_q8_pw_ukernel__avx512vnni picks it once a call). */
 static inline __attribute__((always_inline)) void
 pw_run(size_t np, size_t nc, size_t kq, const uint8_t *const *x, const int32_t *qoff,
-       const int8_t *w, const pw_epi *e, uint8_t *const *y, float *yf, size_t yfs, const int LOW) {
-  if (!yf && pw_small_for(np, nc, kq, x, qoff, w, e, y, LOW)) return;
+       const int8_t *w, const pw_epi *e, uint8_t *const *y, size_t yc, float *yf, size_t yfs,
+       const int LOW) {
+  if (!yf && pw_small_for(np, nc, kq, x, qoff, w, e, y, yc, LOW)) return;
   if (!yf && nc > 16) {
-    pw_mid(np, kq, x, qoff, w, e, y, LOW);
+    pw_mid(np, kq, x, qoff, w, e, y, yc, LOW);
     return;
   }
   for (size_t i0 = 0; i0 < np; i0 += PW_MR) {
@@ -293,19 +294,19 @@ pw_run(size_t np, size_t nc, size_t kq, const uint8_t *const *x, const int32_t *
       for (size_t i = 0; i < PW_MR; i++) xp[i] = x[i0 + (i < n8 ? i : n8 - 1)];
       q8_tile8_sums(xp, qoff, kq, w, nc > 16, e->ca, e->cb, acc_a, acc_b);
     }
-    pw_finish(acc_a, acc_b, n8, nc, e, yf ? NULL : y + i0, yf ? yf + i0 : NULL, yfs, LOW);
+    pw_finish(acc_a, acc_b, n8, nc, e, yf ? NULL : y + i0, yc, yf ? yf + i0 : NULL, yfs, LOW);
   }
 }
 
 void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *const *x,
                                   const int32_t *qoff, const int8_t *w, const int32_t *corr,
                                   const float *scale, const float *bias, uint8_t *const *y,
-                                  const em_q8_quant_params *p, float *yf, size_t yfs) {
+                                  size_t yc, const em_q8_quant_params *p, float *yf, size_t yfs) {
   const pw_epi e = pw_epi_of(nc, corr, scale, bias, p, yf == NULL);
   if (e.q.low)
-    pw_run(np, nc, kq, x, qoff, w, &e, y, yf, yfs, 1);
+    pw_run(np, nc, kq, x, qoff, w, &e, y, yc, yf, yfs, 1);
   else
-    pw_run(np, nc, kq, x, qoff, w, &e, y, yf, yfs, 0);
+    pw_run(np, nc, kq, x, qoff, w, &e, y, yc, yf, yfs, 0);
 }
 
 #endif
