@@ -161,10 +161,11 @@ static inline __attribute__((always_inline)) void pw_one(size_t nc, size_t kq, c
  * through them 3 at a time, each group's epilogue overlapping the next group's products. The
  * 8-pixel tile reloads the weights for every 8 pixels and ends each tile with 16 epilogues in a
  * row; on Zen 4 this ran MobileNetV2's 16 -> 96 expansion 0.81x its time, 24 -> 144 0.87x, 32 ->
- * 192 0.87x (4 or 8 pixels at a time: 0.88-0.95x). KQ and TWO (a second block of 16 channels)
- * are constants where it is called.
+ * 192 0.87x (4 or 8 pixels at a time: 0.88-0.95x). Up to 9 groups: a 3x3 stem on 3 channels
+ * (a tap's 4 bytes a group), 16 channels 0.87x the 8-pixel tile's time, 32 as pw_mid's. KQ and
+ * TWO (a second block of 16 channels) are constants where it is called.
  */
-enum { PW_SMALL_KQ = 8, PW_SMALL_PX = 3 };
+enum { PW_SMALL_KQ = 9, PW_SMALL_PX = 3 };
 
 static inline __attribute__((always_inline)) void
 pw_small(size_t np, const uint8_t *const *x, const int32_t *qoff, const int8_t *w, const pw_epi *e,
@@ -227,6 +228,7 @@ pw_small_for(size_t np, size_t nc, size_t kq, const uint8_t *const *x, const int
     PW_SMALL_CASE(6)
     PW_SMALL_CASE(7)
     PW_SMALL_CASE(8)
+    PW_SMALL_CASE(9)
   default: return false;
   }
 #undef PW_SMALL_CASE

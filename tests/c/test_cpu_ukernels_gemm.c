@@ -553,7 +553,7 @@ static void test_q8_dw(const em_cpu_config *cfg) {
  * reference quantizer written here (em_q8_quant1 of (acc - corr) * scale + bias, two roundings):
  * pixel counts 1-21 (8-pixel tiles, a last one of 1 or 5; the u8 streams' groups of 3 and 4
  * pixels and their tails), channel counts around its two 16-channel blocks, depth groups on
- * both sides of the register-held weights' limit (8) read at any
+ * both sides of the register-held weights' limit (9) read at any
  * offset of each pixel, quantizers with and without a clamp whose bounds land inside the u8
  * range (zp above lo, a relu6 narrower than the range) and the f32-planes output, values past
  * the int32 range both ways and NaNs; each pixel's bytes where its pointer says (pixels in order
@@ -565,7 +565,7 @@ static void test_q8_pw(const em_cpu_config *cfg) {
   static int32_t qoff[MAXQ], corr[32];
   static float scale[32], bias[32], yf[32 * PIX];
   static const size_t nps[] = {1, 3, 4, 5, 8, 9, 17, 21}, ncs[] = {3, 16, 17, 32};
-  static const size_t kqs[] = {1, 2, 4, 8, 9, 12};
+  static const size_t kqs[] = {1, 2, 4, 8, 9, 10, 12};
   static const em_q8_quant_params ps[] = {{0.05f, 7.0f, 0.0f, 255.0f, -INFINITY, INFINITY},
                                           {0.02f, 130.0f, 0.0f, 255.0f, 0.0f, 6.0f},
                                           {0.5f, 0.0f, 0.0f, 255.0f, 0.0f, INFINITY}};
