@@ -27,15 +27,23 @@ typedef struct q8_out {
   __m512i zp, lo;
 } q8_out;
 
-/* y = (acc - corr) * scale + bias, quantized to em_q8_quant1's bytes (in em_q8_quant_bounds's
- * short form), 16 bytes stored under mask k. */
-static inline __attribute__((always_inline)) void store_q8(const q8_out *q, __m512 acc,
-                                                           uint8_t *dst, __mmask16 k) {
-  __m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(acc, q->corr), q->scale), q->bias);
-  t = _mm512_min_ps(q->fhi, _mm512_max_ps(q->flo, _mm512_mul_ps(t, q->inv))); /* NaN stays */
+/* t quantized to em_q8_quant1's bytes (in em_q8_quant_bounds's short form; LOW 0 where the
+ * lower clamp maps to lo: the last max takes it), 16 bytes stored under mask k. */
+static inline __attribute__((always_inline)) void quant_q8(const q8_out *q, __m512 t, uint8_t *dst,
+                                                           __mmask16 k, const int LOW) {
+  t = _mm512_mul_ps(t, q->inv);
+  if (LOW) t = _mm512_max_ps(q->flo, t);
+  t = _mm512_min_ps(q->fhi, t); /* NaN stays */
   __m512i r = _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   r = _mm512_max_epi32(_mm512_add_epi32(r, q->zp), q->lo); /* NaN: lo */
   _mm512_mask_cvtepi32_storeu_epi8(dst, k, r);
+}
+
+/* y = (acc - corr) * scale + bias, quantized (quant_q8), 16 bytes stored under mask k. */
+static inline __attribute__((always_inline)) void store_q8(const q8_out *q, __m512 acc,
+                                                           uint8_t *dst, __mmask16 k) {
+  quant_q8(q, _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(acc, q->corr), q->scale), q->bias), dst, k,
+           1);
 }
 
 /*
@@ -244,18 +252,30 @@ static inline q8_out q8_out_of(em_q8_quant_params oq) {
                   .lo = _mm512_set1_epi32((int32_t)oq.lo)};
 }
 
-void em_q8_add_ukernel__avx512vnni(size_t n, const uint8_t *a, const uint8_t *b, uint8_t *y,
-                                   const em_q8_add_params *p) {
-  q8_out q = q8_out_of(p->oq);
-  q.corr = _mm512_setzero_ps(), q.scale = _mm512_set1_ps(1.0f), q.bias = _mm512_setzero_ps();
+/* The add's rows with LOW a constant (em_q8_add_ukernel__avx512vnni picks it once a call). */
+static inline __attribute__((always_inline)) void add_rows(size_t n, const uint8_t *a,
+                                                           const uint8_t *b, uint8_t *y,
+                                                           const em_q8_add_params *p,
+                                                           const q8_out *q, const int LOW) {
   const __m512 sa = _mm512_set1_ps(p->sa), za = _mm512_set1_ps(p->za);
   const __m512 sb = _mm512_set1_ps(p->sb), zb = _mm512_set1_ps(p->zb);
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
     const __m512 ta = _mm512_mul_ps(_mm512_sub_ps(ld16(k, a + i, 0), za), sa);
     const __m512 tb = _mm512_mul_ps(_mm512_sub_ps(ld16(k, b + i, 0), zb), sb);
-    store_q8(&q, _mm512_add_ps(ta, tb), y + i, k); /* ((t - 0) * 1 + 0: t itself) */
+    quant_q8(q, _mm512_add_ps(ta, tb), y + i, k, LOW);
   }
+}
+
+void em_q8_add_ukernel__avx512vnni(size_t n, const uint8_t *a, const uint8_t *b, uint8_t *y,
+                                   const em_q8_add_params *p) {
+  const q8_out q = q8_out_of(p->oq);
+  float flo, fhi;
+  em_q8_quant_bounds(&p->oq, &flo, &fhi);
+  if (flo + p->oq.zp != p->oq.lo) /* a clamp above the range's bottom */
+    add_rows(n, a, b, y, p, &q, 1);
+  else
+    add_rows(n, a, b, y, p, &q, 0);
 }
 
 void em_q8_dwconv_ukernel__avx512vnni(const uint8_t *in, uint8_t *out, const em_q8_dw_params *p) {

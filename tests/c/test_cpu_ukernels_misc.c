@@ -543,6 +543,8 @@ static void test_q8_add(const em_cpu_config *cfg) {
       {0.0371f, 131.0f, 0.0123f, 7.0f, {1.0f / 0.0413f, 0.0f, 0.0f, 255.0f, 0.0f, 1e30f}},
       {0.00917f, 128.0f, 0.0211f, 140.0f, {1.0f / 0.0307f, 119.0f, 0.0f, 255.0f, -1e30f, 1e30f}},
       {1.7e-3f, 3.0f, 9.1e-2f, 255.0f, {1.0f / 0.05f, 128.0f, 1.0f, 254.0f, -1e30f, 1e30f}},
+      /* a ReLU above the range's bottom (its lower clamp not the last max's) */
+      {0.0371f, 131.0f, 0.0123f, 7.0f, {1.0f / 0.0413f, 100.0f, 0.0f, 255.0f, 0.0f, 1e30f}},
   };
   for (size_t i = 0; i < N; i++) a[i] = (uint8_t)(i & 255), b[i] = (uint8_t)(i >> 8);
   int bad = 0;
