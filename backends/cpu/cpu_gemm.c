@@ -204,12 +204,14 @@ void emc_gemm_run(emc_gemm *g, em_threadpool *pool) {
   /* Every M block packs its own copy of each B strip (an im2col), so when B is packed per strip
    * few-strip GEMMs (N = 49: one strip) split M into fewer, larger blocks: the copy costs about
    * what 8 tiles of FMAs do. But a few strips with a ragged last one (N = 196: 64, 64, 64, 4)
-   * split two per thread leave one thread 128 columns and the other 68: when the strips are
-   * plain copies (no gather), M splits further so each thread gets whole M blocks of every
-   * strip (MobileNetV2's 14x14 1x1 convs, 2 threads: -3 %). */
+   * split two per thread leave one thread 128 columns and the other 68: M splits further so
+   * each thread gets whole M blocks of every strip (MobileNetV2's 14x14 1x1 convs, 2 threads:
+   * -3 %); gathered strips too where there are two or more (each thread then gathers every
+   * strip, its own copy: ResNet-18's strided 3x3 and 1x1 convs to 14x14, 2 threads, 896 -> 756
+   * and 102 -> 90 us; one strip, N = 49, splits by M anyway). */
   const int packs = g->pack != NULL;
-  const int even_out =
-      packs && !g->pack_b && g->n % g->cfg->nr != 0 && g->strips < 8 * (size_t)n_threads;
+  const int even_out = packs && (!g->pack_b || g->strips >= 2) && g->n % g->cfg->nr != 0 &&
+                       g->strips < 8 * (size_t)n_threads;
   const int big_blocks = packs && !even_out;
   const size_t want = n_threads > 1 ? (big_blocks ? 2 : 4) * (size_t)n_threads : 1;
   const size_t mb_min = big_blocks ? 16 : 4;
