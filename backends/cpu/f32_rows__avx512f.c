@@ -6,7 +6,7 @@
  *   y; scale) instead of the four the plain-C row in f32_vops_impl.h makes; and attention's
  *   softmax(x * scale + mask) in the same three, the first also scaling and masking (the
  *   operator's separate multiply and add passes before the row: the same bits, -19 % on
- *   1536 rows of 128, Zen 4);
+ *   1536 rows of 128, Zen 4); rows of up to 128 held in registers through the three;
  * - GELU (erf form): x Phi(x), Phi(|x|) from a table of degree-5 polynomials, one per 0.375 of
  *   |x| (16 intervals, each coefficient one permute of a 16-lane table), Phi(x) = 1 - Phi(|x|)
  *   for x < 0; |error| <= 1.2e-7 max(1, |x|) against x Phi(x) in f64 (eager f32 GELU: up to
