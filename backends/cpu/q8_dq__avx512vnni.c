@@ -162,8 +162,12 @@ dq_block(const __m512i acc[DQ_MR], size_t np, size_t nc, const int32_t *wsum, co
   const __m512 wv = _mm512_maskz_loadu_ps(k, ws);
   const __m512 bv = bias ? _mm512_maskz_loadu_ps(k, bias) : _mm512_setzero_ps();
   if (cs == 1) {
-    for (size_t i = 0; i < np && i < DQ_MR; i++)
-      _mm512_mask_storeu_ps(y + i * ys, k, dq_value(acc[i], sv, wv, bias, bv, za[i], s[i]));
+    /* a constant trip count: the accumulators stay in registers (a loop to np spilled all 16
+     * to the stack and back) */
+#pragma GCC unroll 8
+    for (size_t i = 0; i < DQ_MR; i++)
+      if (i < np)
+        _mm512_mask_storeu_ps(y + i * ys, k, dq_value(acc[i], sv, wv, bias, bv, za[i], s[i]));
     return;
   }
   __m512 v[DQ_MR];
