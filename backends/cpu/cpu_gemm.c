@@ -81,6 +81,18 @@ static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_
   } else {
     b = g->b + k0 * g->ldb + n0, ldb = g->ldb, b_next = EMC_NR_PANEL;
   }
+  /* A strip whose last 16-lane vector would hold a single column (N = 49, 7x7 maps: 49 of 64
+   * lanes busy) with packed A panels: the tile takes the whole vectors and that column is a
+   * GEMV over each panel (cfg->gemv6, every lane busy), its values summed in another order
+   * than the tile's. MobileNetV3-Small's 96 -> 576 and MobileNetV2's 160 -> 960 1x1 convs on
+   * 7x7 maps issue 3 FMAs a depth a tile instead of 4. */
+  const size_t col1 = nc % 16 == 1 && g->a_packed && g->cfg->gemv6 ? 1 : 0;
+  float xcol[EMC_KCB * 5 / 4 + 1];
+  if (col1) {
+    const size_t j = nc - 1;
+    const float *bj = b + (j / EMC_NR_PANEL) * b_next + j % EMC_NR_PANEL;
+    for (size_t k = 0; k < kc; k++) xcol[k] = bj[k * ldb];
+  }
   for (size_t t = t0; t < t1; t++) {
     const size_t m0 = t * EMC_MR, mr = emc_min_sz(g->m - m0, EMC_MR);
     const float *a =
@@ -106,9 +118,27 @@ static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_
       for (size_t r = 0; r < mr; r++)
         for (size_t j = 0; j < nc; j += 16)
           __builtin_prefetch(g->res + (m0 + r) * g->ldr + n0 + j, 0, 3);
-    g->cfg->gemm(mr, nc, kc, a, g->a_packed ? 1 : g->a_rs, g->a_packed ? EMC_MR : g->a_ks, b, ldb,
-                 b_next, c, g->ldc, g->bias_m ? g->bias_m + m0 : NULL,
-                 g->bias_n ? g->bias_n + n0 : NULL, k0 > 0, last && !g->res ? &g->mm : &none, a_pf);
+    if (nc > col1)
+      g->cfg->gemm(mr, nc - col1, kc, a, g->a_packed ? 1 : g->a_rs, g->a_packed ? EMC_MR : g->a_ks,
+                   b, ldb, b_next, c, g->ldc, g->bias_m ? g->bias_m + m0 : NULL,
+                   g->bias_n ? g->bias_n + n0 : NULL, k0 > 0, last && !g->res ? &g->mm : &none,
+                   a_pf);
+    if (col1) {
+      float bias6[EMC_MR], y6[EMC_MR];
+      float *cj = c + nc - 1;
+      for (size_t r = 0; r < mr; r++)
+        bias6[r] = k0 > 0 ? 0.0f
+                          : (g->bias_m ? g->bias_m[m0 + r] : 0.0f) +
+                                (g->bias_n ? g->bias_n[n0 + nc - 1] : 0.0f);
+      g->cfg->gemv6(kc, mr, a, xcol, bias6, y6, &none);
+      for (size_t r = 0; r < mr; r++) {
+        float v = k0 > 0 ? cj[r * g->ldc] + y6[r] : y6[r];
+        if (last && !g->res) v = v < g->mm.min ? g->mm.min : v > g->mm.max ? g->mm.max : v;
+        y6[r] = v;
+      }
+      if (last && !g->res && g->mm.hswish) g->cfg->vact(mr, y6, y6, EMC_ACT_HARDSWISH, NULL);
+      for (size_t r = 0; r < mr; r++) cj[r * g->ldc] = y6[r];
+    }
     if (last && g->res) /* the residual, then the clamp, while the tile is in L1 */
       for (size_t r = 0; r < mr; r++)
         g->cfg->vbin[EMC_BIN_ADD](nc, c + r * g->ldc, g->res + (m0 + r) * g->ldr + n0,

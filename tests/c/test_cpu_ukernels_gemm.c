@@ -125,10 +125,13 @@ static void copy_strip(const void *ctx, size_t k0, size_t kc, size_t n0, size_t 
     for (size_t n = 0; n < nc; n++) dst[k * ldd + n] = s->b[(k0 + k) * s->ldb + n0 + n];
 }
 
+static float d_res[DMAXM * DMAXN];
+
 /* One GEMM: A packed or strided; B packed (0), row-major (1), row-major copied into per-thread
- * scratch (2) or built by a pack_b callback (3). */
+ * scratch (2) or built by a pack_b callback (3); post 0: the clamp alone, 1: a hardswish after
+ * it (in the kernels' stores where they take it), 2: a residual added before the clamp. */
 static int run_driver_case(const em_cpu_config *cfg, em_threadpool *pool, size_t m, size_t n,
-                           size_t k, int a_packed, int bmode) {
+                           size_t k, int a_packed, int bmode, int post) {
   for (size_t i = 0; i < m * k; i++) d_a[i] = frand();
   for (size_t i = 0; i < k * n; i++) d_b[i] = frand();
   for (size_t i = 0; i < m; i++) d_bm[i] = frand();
@@ -144,7 +147,11 @@ static int run_driver_case(const em_cpu_config *cfg, em_threadpool *pool, size_t
     for (size_t c = 0; c < n; c++) {
       double acc = (double)d_bm[r] + d_bn[c];
       for (size_t kk = 0; kk < k; kk++) acc += (double)d_a[r * k + kk] * d_b[kk * n + c];
-      d_ref[r * n + c] = fmin(fmax(acc, mm.min), mm.max);
+      d_res[r * n + c] = frand();
+      if (post == 2) acc += d_res[r * n + c];
+      acc = fmin(fmax(acc, mm.min), mm.max);
+      if (post == 1) acc = acc * fmin(fmax(acc + 3.0, 0.0), 6.0) / 6.0;
+      d_ref[r * n + c] = acc;
     }
   strip_src src = {d_b, n};
   emc_gemm g = {0};
@@ -152,6 +159,8 @@ static int run_driver_case(const em_cpu_config *cfg, em_threadpool *pool, size_t
   g.a = a_packed ? d_ap : d_a, g.a_rs = a_packed ? 1 : k, g.a_ks = a_packed ? EMC_MR : 1;
   g.b = bmode == 0 ? d_bp : d_b, g.ldb = n, g.b_packed = bmode == 0;
   g.c = d_c, g.ldc = n, g.bias_m = d_bm, g.bias_n = d_bn, g.mm = mm;
+  if (post == 1) g.act = EMC_ACT_HARDSWISH;
+  if (post == 2) g.res = d_res, g.ldr = n;
   if (bmode >= 2) {
     CHECK(emc_gemm_pack_floats(cfg, k, em_threadpool_size(pool)) <= sizeof d_pack / sizeof(float),
           "pack scratch");
@@ -161,8 +170,11 @@ static int run_driver_case(const em_cpu_config *cfg, em_threadpool *pool, size_t
   emc_gemm_run(&g, pool);
   for (size_t i = 0; i < m * n; i++)
     if (!close_to(d_c[i], d_ref[i], 1e-4)) {
-      CHECK(0, "%s driver m=%zu n=%zu k=%zu a_packed=%d bmode=%d threads=%d: c[%zu] = %g, want %g",
-            cfg->isa, m, n, k, a_packed, bmode, em_threadpool_size(pool), i, d_c[i], d_ref[i]);
+      CHECK(0,
+            "%s driver m=%zu n=%zu k=%zu a_packed=%d bmode=%d post=%d threads=%d: c[%zu] = %g, "
+            "want %g",
+            cfg->isa, m, n, k, a_packed, bmode, post, em_threadpool_size(pool), i, d_c[i],
+            d_ref[i]);
       return 0;
     }
   for (size_t i = m * n; i < m * n + 8; i++)
@@ -179,8 +191,9 @@ static void test_gemm_driver(const em_cpu_config *cfg, em_threadpool *pool) {
   for (size_t mi = 0; mi < 6; mi++)
     for (size_t ni = 0; ni < 6; ni++)
       for (size_t ki = 0; ki < 4; ki++)
-        for (int v = 0; v < 8; v++)
-          if (run_driver_case(cfg, pool, ms[mi], ns[ni], ks[ki], v & 1, v >> 1)) g_pass++;
+        for (int v = 0; v < 24; v++)
+          if (run_driver_case(cfg, pool, ms[mi], ns[ni], ks[ki], v & 1, (v >> 1) & 3, v >> 3))
+            g_pass++;
 }
 
 #if defined(__x86_64__)
