@@ -186,10 +186,11 @@ static int run_driver_case(const em_cpu_config *cfg, em_threadpool *pool, size_t
 }
 
 static void test_gemm_driver(const em_cpu_config *cfg, em_threadpool *pool) {
-  static const size_t ms[] = {1, 5, 6, 7, 13, 70}, ns[] = {1, 17, 49, 64, 65, 130},
+  /* N: whole vectors, and 1-4 columns past them (the GEMV tail of cpu_gemm.c) or more */
+  static const size_t ms[] = {1, 5, 6, 7, 13, 70}, ns[] = {1, 17, 49, 64, 65, 100, 130},
                       ks[] = {1, 7, 129, 300};
   for (size_t mi = 0; mi < 6; mi++)
-    for (size_t ni = 0; ni < 6; ni++)
+    for (size_t ni = 0; ni < 7; ni++)
       for (size_t ki = 0; ki < 4; ki++)
         for (int v = 0; v < 24; v++)
           if (run_driver_case(cfg, pool, ms[mi], ns[ni], ks[ki], v & 1, (v >> 1) & 3, v >> 3))
