@@ -90,7 +90,7 @@ static void test_conv_smallc(const em_cpu_config *cfg) {
             for (int64_t c = 0; c < CO; c++) bias[c] = frand();
             for (int64_t i = 0; i < (CO + 1) * (H + 6) * (W + 6); i++) out[i] = SENTINEL;
             const int64_t oy0 = oh > 4 ? 1 : 0, oy1 = oh > 4 ? oh - 1 : oh;
-            em_minmax_params p = {-2.0f, 2.5f, 0};
+            em_minmax_params p = {-2.0f, 2.5f, (uint32_t)((cin + pad) % 2)}; /* + hardswish */
             cfg->conv_smallc(&q, cin, oy0, oy1, in, wb, si % 2 ? NULL : bias, nco, out, &p);
             for (int64_t c = 0; c <= CO; c++)
               for (int64_t oy = 0; oy < oh; oy++)
@@ -115,6 +115,7 @@ static void test_conv_smallc(const em_cpu_config *cfg) {
                                  in[(ci * h + iy) * wd + ix];
                       }
                   acc = fmin(fmax(acc, p.min), p.max);
+                  if (p.hswish) acc = acc * fmin(fmax(acc + 3.0, 0.0), 6.0) / 6.0;
                   if (!close_to(got, acc, 1e-5) && bad++ < 5)
                     CHECK(0,
                           "%s conv_smallc cin=%lld %lldx%lld s=%lld p=%lld w=%lld at c%lld "
