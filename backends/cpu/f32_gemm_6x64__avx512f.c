@@ -89,8 +89,83 @@ static inline __mmask16 lane_mask(size_t nc, size_t from) {
 #define EM_PF_B_IF                                                                                 \
   if (a_pf) EM_PF_B
 
+/* A whole 6 x 64 tile of packed A, its own K block: the common case with none of the general
+ * path's per-call choices (row aliases, masks, live vectors, accumulation): ~17 fewer cycles a
+ * tile of its ~90 outside the k loop (Zen 4, in L1: a K = 16 tile 81 -> 85 % of the FMA peak). */
+__attribute__((target("avx512f,prfchw"))) static inline __attribute__((always_inline)) void
+full_tile(size_t kc, const float *a, const float *b, size_t ldb, size_t b_next, float *c,
+          size_t ldc, const float *bias_m, const float *bias_n, const em_minmax_params *p,
+          const float *a_pf) {
+  float *const c0 = c, *const c1 = c + ldc, *const c2 = c1 + ldc, *const c3 = c2 + ldc,
+               *const c4 = c3 + ldc, *const c5 = c4 + ldc;
+#define EM_PFW(cr)                                                                                 \
+  _mm_prefetch((const char *)(cr), _MM_HINT_ET0),                                                  \
+      _mm_prefetch((const char *)((cr) + 16), _MM_HINT_ET0),                                       \
+      _mm_prefetch((const char *)((cr) + 32), _MM_HINT_ET0),                                       \
+      _mm_prefetch((const char *)((cr) + 48), _MM_HINT_ET0)
+  EM_PFW(c0), EM_PFW(c1), EM_PFW(c2), EM_PFW(c3), EM_PFW(c4), EM_PFW(c5);
+#undef EM_PFW
+  __m512 n0 = _mm512_setzero_ps(), n1 = n0, n2 = n0, n3 = n0;
+  if (bias_n)
+    n0 = _mm512_loadu_ps(bias_n), n1 = _mm512_loadu_ps(bias_n + 16),
+    n2 = _mm512_loadu_ps(bias_n + 32), n3 = _mm512_loadu_ps(bias_n + 48);
+#define EM_ROW_INIT(r)                                                                             \
+  const __m512 bm##r = _mm512_set1_ps(bias_m ? bias_m[r] : 0.0f);                                  \
+  __m512 v##r##0 = _mm512_add_ps(n0, bm##r), v##r##1 = _mm512_add_ps(n1, bm##r);                   \
+  __m512 v##r##2 = _mm512_add_ps(n2, bm##r), v##r##3 = _mm512_add_ps(n3, bm##r)
+  EM_ROW_INIT(0);
+  EM_ROW_INIT(1);
+  EM_ROW_INIT(2);
+  EM_ROW_INIT(3);
+  EM_ROW_INIT(4);
+  EM_ROW_INIT(5);
+#undef EM_ROW_INIT
+  const float *b1 = b + b_next, *b2 = b + 2 * b_next, *b3 = b + 3 * b_next;
+  const char *pf = (const char *)(a_pf ? a_pf : a);
+  __mmask16 k0 = 0xFFFF, k1 = 0xFFFF, k2 = 0xFFFF, k3 = 0xFFFF;
+  (void)k0, (void)k1, (void)k2, (void)k3;
+  if (a_pf) {
+    EM_KLOOP(5, EM_A_PACKED, EM_PF_NEXT)
+  } else {
+    EM_KLOOP(5, EM_A_PACKED, (void)0)
+  }
+  const __m512 lo = _mm512_set1_ps(p->min), hi = _mm512_set1_ps(p->max);
+#define EM_ROW_OUT(r, HS)                                                                          \
+  do {                                                                                             \
+    __m512 e0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v##r##0));                                     \
+    __m512 e1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v##r##1));                                     \
+    __m512 e2 = _mm512_min_ps(hi, _mm512_max_ps(lo, v##r##2));                                     \
+    __m512 e3 = _mm512_min_ps(hi, _mm512_max_ps(lo, v##r##3));                                     \
+    if (HS)                                                                                        \
+      e0 = em_hswish_f32x16(e0), e1 = em_hswish_f32x16(e1), e2 = em_hswish_f32x16(e2),             \
+      e3 = em_hswish_f32x16(e3);                                                                   \
+    _mm512_storeu_ps(c##r, e0), _mm512_storeu_ps(c##r + 16, e1);                                   \
+    _mm512_storeu_ps(c##r + 32, e2), _mm512_storeu_ps(c##r + 48, e3);                              \
+  } while (0)
+  if (p->hswish) {
+    EM_ROW_OUT(0, 1);
+    EM_ROW_OUT(1, 1);
+    EM_ROW_OUT(2, 1);
+    EM_ROW_OUT(3, 1);
+    EM_ROW_OUT(4, 1);
+    EM_ROW_OUT(5, 1);
+  } else {
+    EM_ROW_OUT(0, 0);
+    EM_ROW_OUT(1, 0);
+    EM_ROW_OUT(2, 0);
+    EM_ROW_OUT(3, 0);
+    EM_ROW_OUT(4, 0);
+    EM_ROW_OUT(5, 0);
+  }
+#undef EM_ROW_OUT
+}
+
 __attribute__((target("avx512f,prfchw")))
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f) {
+  if (mr == 6 && nc == 64 && !accumulate && a_rs == 1 && a_ks == 6) {
+    full_tile(kc, a, b, ldb, b_next, c, ldc, bias_m, bias_n, p, a_pf);
+    return;
+  }
   float *cp[6];
   const float *ap[6];
   em_gemm_tile_rows(mr, a, a_rs, c, ldc, ap, cp);
