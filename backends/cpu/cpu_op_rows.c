@@ -145,6 +145,14 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
   const float *x = data_of(d, op->in[0]);
   float *y = data_of(d, op->out[0]);
   const int64_t cols = j->cols;
+  if (op->kind == EMC_OP_LAYERNORM || op->kind == EMC_OP_RMSNORM) { /* the rows at once */
+    d->cfg->norm((size_t)(end - begin), (size_t)cols, x + begin * cols, data_of(d, op->in[1]),
+                 op->kind == EMC_OP_LAYERNORM ? data_of(d, op->in[2]) : NULL, j->norm.eps,
+                 op->kind == EMC_OP_RMSNORM, y + begin * cols);
+    for (int64_t r = begin; r < end && op->act; r++)
+      d->cfg->vact((size_t)cols, y + r * cols, y + r * cols, op->act, op->fp);
+    return;
+  }
   for (int64_t r = begin; r < end; r++) {
     switch (op->kind) {
     case EMC_OP_MEAN: {
@@ -197,12 +205,7 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
       token_fq_row(x + r * cols, y + r * cols, cols);
       if (op->act) d->cfg->vact((size_t)cols, y + r * cols, y + r * cols, op->act, op->fp);
       break;
-    default: /* layer / rms norm */
-      d->cfg->norm((size_t)cols, x + r * cols, data_of(d, op->in[1]),
-                   op->kind == EMC_OP_LAYERNORM ? data_of(d, op->in[2]) : NULL, j->norm.eps,
-                   op->kind == EMC_OP_RMSNORM, y + r * cols);
-      if (op->act) d->cfg->vact((size_t)cols, y + r * cols, y + r * cols, op->act, op->fp);
-      break;
+    default: break; /* the norms: above */
     }
   }
 }

@@ -108,9 +108,10 @@ typedef void (*em_f32_softmax_sm_fn)(size_t n, const float *x, const float *scal
                                      const float *mask, float *y);
 void em_f32_softmax_sm_ukernel__avx512f(size_t n, const float *x, const float *scale,
                                         const float *mask, float *y);
-/* One layer-norm row (rms-norm when `rms`); w / b may be NULL. */
-typedef void (*em_f32_norm_fn)(size_t n, const float *x, const float *w, const float *b, float eps,
-                               int rms, float *y);
+/* Layer-norm rows (rms-norm when `rms`): `rows` rows of n floats, x's and y's contiguous (y may
+ * be x); w / b may be NULL. */
+typedef void (*em_f32_norm_fn)(size_t rows, size_t n, const float *x, const float *w,
+                               const float *b, float eps, int rms, float *y);
 
 /* Tiles of a Winograd F(m x m, 3 x 3) conv per block: one 64-column GEMM strip. */
 #define EM_WINO_MAX_TILES 64
@@ -166,8 +167,8 @@ typedef void (*em_f32_transpose_fn)(size_t rows, size_t cols, const float *x, si
                                            const em_minmax_params *p);                             \
   void em_f32_gemv6_minmax_ukernel__##isa(size_t kc, size_t mr, const float *a, const float *x,    \
                                           const float *bias, float *y, const em_minmax_params *p); \
-  void em_f32_norm_ukernel__##isa(size_t n, const float *x, const float *w, const float *b,        \
-                                  float eps, int rms, float *y);                                   \
+  void em_f32_norm_ukernel__##isa(size_t rows, size_t n, const float *x, const float *w,           \
+                                  const float *b, float eps, int rms, float *y);                   \
   void em_f32_copy_stride2_ukernel__##isa(size_t n, const float *x, float *y);                     \
   void em_f32_maxpool2d_ukernel__##isa(const em_pool_params *q, const float *x, float *y);         \
   void em_f32_wino_in_ukernel__##isa(int m, size_t n, const uint16_t *keep, const float *rows,     \

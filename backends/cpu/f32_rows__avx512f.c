@@ -127,6 +127,80 @@ __attribute__((target("avx512f"))) void em_f32_softmax_sm_ukernel__avx512f(size_
   }
 }
 
+/* The 16 lanes of v added in lane order from 0 (the plain-C row's sum of its partial sums). */
+static inline float lanes_sum(__m512 v) {
+  float t[16], s = 0.0f;
+  _mm512_storeu_ps(t, v);
+  for (int j = 0; j < 16; j++) s += t[j];
+  return s;
+}
+
+enum { NORM_ROWS = 4 }; /* rows whose passes overlap (8: no faster) */
+
+/* Layer / RMS norm rows, NORM_ROWS at a time, each pass over the block's rows before the next:
+ * one row's chain (sum, correction, variance, each reduced lane by lane, a division and a square
+ * root) left the core idle; the rows' chains now overlap (MiniLM-L6's 128 rows of 384, Zen 4:
+ * 19.7 -> 14.2 us).
+ * Every operation of the plain-C row (f32_vops_impl.h) in its order (lane j's partial sums in
+ * lane j, no fused multiply-adds), so the same bits. */
+__attribute__((target("avx512f"))) void em_f32_norm_ukernel__avx512f(size_t rows, size_t n,
+                                                                     const float *x, const float *w,
+                                                                     const float *b, float eps,
+                                                                     int rms, float *y) {
+  if (n == 0) return;
+  const size_t n16 = n / 16 * 16;
+  for (size_t r0 = 0; r0 < rows; r0 += NORM_ROWS) {
+    const size_t nr = rows - r0 < NORM_ROWS ? rows - r0 : NORM_ROWS;
+    const float *xr[NORM_ROWS]; /* rows past nr: the last one again (never stored) */
+    for (size_t q = 0; q < NORM_ROWS; q++) xr[q] = x + (r0 + (q < nr ? q : nr - 1)) * n;
+    float mean[NORM_ROWS] = {0}, s[NORM_ROWS];
+    __m512 acc[NORM_ROWS];
+    if (!rms) {
+      for (size_t q = 0; q < NORM_ROWS; q++) acc[q] = _mm512_setzero_ps();
+      for (size_t i = 0; i < n16; i += 16)
+        for (size_t q = 0; q < NORM_ROWS; q++)
+          acc[q] = _mm512_add_ps(acc[q], _mm512_loadu_ps(xr[q] + i));
+      for (size_t q = 0; q < NORM_ROWS; q++) {
+        s[q] = lanes_sum(acc[q]);
+        for (size_t i = n16; i < n; i++) s[q] += xr[q][i];
+        mean[q] = s[q] / (float)n;
+      }
+      __m512 m[NORM_ROWS];
+      for (size_t q = 0; q < NORM_ROWS; q++) m[q] = _mm512_set1_ps(mean[q]);
+      for (size_t q = 0; q < NORM_ROWS; q++) acc[q] = _mm512_setzero_ps();
+      for (size_t i = 0; i < n16; i += 16)
+        for (size_t q = 0; q < NORM_ROWS; q++)
+          acc[q] = _mm512_add_ps(acc[q], _mm512_sub_ps(_mm512_loadu_ps(xr[q] + i), m[q]));
+      for (size_t q = 0; q < NORM_ROWS; q++) {
+        s[q] = lanes_sum(acc[q]);
+        for (size_t i = n16; i < n; i++) s[q] += xr[q][i] - mean[q];
+        mean[q] += s[q] / (float)n;
+      }
+    }
+    __m512 m[NORM_ROWS];
+    for (size_t q = 0; q < NORM_ROWS; q++) m[q] = _mm512_set1_ps(mean[q]);
+    for (size_t q = 0; q < NORM_ROWS; q++) acc[q] = _mm512_setzero_ps();
+    for (size_t i = 0; i < n16; i += 16)
+      for (size_t q = 0; q < NORM_ROWS; q++) {
+        const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(xr[q] + i), m[q]);
+        acc[q] = _mm512_add_ps(acc[q], _mm512_mul_ps(d, d));
+      }
+    for (size_t q = 0; q < nr; q++) {
+      float var = lanes_sum(acc[q]);
+      for (size_t i = n16; i < n; i++) var += (xr[q][i] - mean[q]) * (xr[q][i] - mean[q]);
+      const __m512 rstd = _mm512_set1_ps(1.0f / sqrtf(var / (float)n + eps));
+      float *yq = y + (r0 + q) * n;
+      for (size_t k = 0; k < n; k += 16) {
+        const __mmask16 t = tail_mask(n - k);
+        __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, xr[q] + k), m[q]), rstd);
+        if (w) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(t, w + k));
+        if (b) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(t, b + k));
+        _mm512_mask_storeu_ps(yq + k, t, v);
+      }
+    }
+  }
+}
+
 /* Phi(16 |x| / 6 = j + t) for t in [0, 1): coefficient d of interval j's degree-5 polynomial in t
  * is gelu_c[d][j] (Chebyshev interpolants of the f64 normal CDF, one per 0.375 of |x|; the last
  * interval, |x| >= 5.625, the constant 1: Phi there rounds to 1 in f32). */

@@ -7,6 +7,7 @@
 #define EM_ISA                avx512f
 #define EM_VOPS_OWN_WINO      1
 #define EM_VOPS_OWN_SOFTMAX   1
+#define EM_VOPS_OWN_NORM      1 /* f32_rows__avx512f.c */
 #define EM_VOPS_OWN_GEMV6     1
 #define EM_VOPS_OWN_TRANSPOSE 1 /* f32_transpose__avx512f.c */
 #define EM_VOPS_GELU_ROW      em_f32_gelu_row__avx512f

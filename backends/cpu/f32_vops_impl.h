@@ -280,14 +280,15 @@ void EM_NAME(em_f32_softmax_ukernel__)(size_t n, const float *x, float *y, int l
 }
 #endif /* EM_VOPS_OWN_SOFTMAX */
 
-void EM_NAME(em_f32_norm_ukernel__)(size_t n, const float *x, const float *w, const float *b,
-                                    float eps, int rms, float *y) {
-  if (n == 0) return;
+#ifndef EM_VOPS_OWN_NORM /* the ISA file writes the norm rows itself */
+/* One layer / RMS norm row: the mean as the sum over n, then one correction pass (the mean of x
+ * - mean: a row of equal values then gets its value exactly; sum / n alone can be an ulp off,
+ * and 1 / sqrt(eps) turns that ulp into an error of 1e-5 where eager gives the bias exactly),
+ * the variance of x - mean (of x for rms), y = (x - mean) * rstd (* w) (+ b). */
+static void EM_NAME(norm_row_)(size_t n, const float *x, const float *w, const float *b, float eps,
+                               int rms, float *y) {
   float mean = 0.0f;
   if (!rms) {
-    /* sum / n, then one correction pass: the mean of (x - mean). A row of equal values then
-       gets its value exactly (sum / n alone can be an ulp off, and 1 / sqrt(eps) turns that ulp
-       into an error of 1e-5 where eager gives the bias exactly). */
     mean = vx_sum(n, x) / (float)n;
     float corr[16] = {0};
     size_t i = 0;
@@ -318,6 +319,13 @@ void EM_NAME(em_f32_norm_ukernel__)(size_t n, const float *x, const float *w, co
   else
     for (size_t k = 0; k < n; k++) y[k] = (x[k] - mean) * rstd;
 }
+
+void EM_NAME(em_f32_norm_ukernel__)(size_t rows, size_t n, const float *x, const float *w,
+                                    const float *b, float eps, int rms, float *y) {
+  for (size_t r = 0; r < rows && n; r++)
+    EM_NAME(norm_row_)(n, x + r * n, w, b, eps, rms, y + r * n);
+}
+#endif /* EM_VOPS_OWN_NORM */
 
 #ifndef EM_VOPS_OWN_GEMV16 /* the ISA file defines gemv16 */
 /* One 16-column B panel times a row vector: y[0, nc) = clamp(bias + x[0, kc) @ b[kc][16]). */

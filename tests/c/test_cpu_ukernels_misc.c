@@ -177,7 +177,7 @@ static void test_elementwise(const em_cpu_config *cfg) {
       mean /= (double)n;
       for (size_t i = 0; i < n; i++) var += (a[i] - mean) * (a[i] - mean);
       double rstd = 1 / sqrt(var / (double)n + 1e-5);
-      cfg->norm(n, a, b, rms ? NULL : b + 1, 1e-5f, rms, y);
+      cfg->norm(1, n, a, b, rms ? NULL : b + 1, 1e-5f, rms, y);
       int ok = 1;
       for (size_t i = 0; i < n; i++)
         ok &= close_to(y[i], (a[i] - mean) * rstd * b[i] + (rms ? 0 : b[i + 1]), 1e-5);
@@ -189,6 +189,48 @@ static void test_elementwise(const em_cpu_config *cfg) {
     for (size_t i = 0; i < n; i++) ok &= close_to(y[i], fmin(fmax(a[i] * 0.5 + 0.25, -1), 1), 1e-6);
     CHECK(ok, "%s vaffine n=%zu", cfg->isa, n);
   }
+}
+
+/* Norm rows in blocks (em_f32_norm_fn over `rows` rows): every row the bits of the row alone and
+ * of the plain-C scalar row, within 1e-5 of the f64 layer / RMS norm, a row of equal values
+ * exactly its bias, nothing written past the rows; 1-9 rows (the blocks of 4 and their ragged
+ * ends), lengths across the 16-lane partial sums' tails. */
+static void test_norm_rows(const em_cpu_config *cfg) {
+  const em_cpu_config *plain = em_cpu_config_for("scalar");
+  enum { R = 9, N = 400 };
+  static float x[R * N], y[R * N + 16], one[N], w[N], b[N];
+  static const size_t ns[] = {1, 15, 16, 17, 47, 384, 400};
+  for (size_t i = 0; i < N; i++) w[i] = 0.5f + frand(), b[i] = frand();
+  for (size_t ni = 0; ni < 7; ni++)
+    for (size_t rows = 1; rows <= R; rows++)
+      for (int rms = 0; rms < 2; rms++) {
+        const size_t n = ns[ni];
+        for (size_t r = 0; r < rows; r++)
+          for (size_t i = 0; i < n; i++) x[r * n + i] = r == 2 ? 1.25f : 3.0f * frand() + (float)r;
+        for (size_t i = 0; i < rows * n + 16; i++) y[i] = SENTINEL;
+        cfg->norm(rows, n, x, w, rms ? NULL : b, 1e-5f, rms, y);
+        int ok = 1;
+        for (size_t r = 0; r < rows; r++) {
+          cfg->norm(1, n, x + r * n, w, rms ? NULL : b, 1e-5f, rms, one);
+          ok &= memcmp(one, y + r * n, n * sizeof(float)) == 0;
+          if (plain) {
+            plain->norm(1, n, x + r * n, w, rms ? NULL : b, 1e-5f, rms, one);
+            ok &= memcmp(one, y + r * n, n * sizeof(float)) == 0;
+          }
+          double mean = 0, var = 0;
+          for (size_t i = 0; i < n; i++) mean += rms ? 0 : x[r * n + i];
+          mean /= (double)n;
+          for (size_t i = 0; i < n; i++) var += (x[r * n + i] - mean) * (x[r * n + i] - mean);
+          const double rstd = 1 / sqrt(var / (double)n + 1e-5);
+          for (size_t i = 0; i < n; i++) {
+            const double want = (x[r * n + i] - mean) * rstd * w[i] + (rms ? 0 : b[i]);
+            ok &= close_to(y[r * n + i], want, 1e-5);
+            if (r == 2 && !rms) ok &= y[r * n + i] == b[i];
+          }
+        }
+        for (size_t i = rows * n; i < rows * n + 16; i++) ok &= y[i] == SENTINEL;
+        CHECK(ok, "%s norm rows=%zu n=%zu rms=%d", cfg->isa, rows, n, rms);
+      }
 }
 
 /* EMC_ACT_FAKEQUANT against the portable quantize's steps written out here (clamp, scale, round
@@ -637,6 +679,7 @@ static void test_q8_lut_readers(const em_cpu_config *cfg) {
 
 static void test_isa(const em_cpu_config *cfg) {
   test_gelu_row(cfg);
+  test_norm_rows(cfg);
   test_q8_lut_readers(cfg);
   test_q8_dwconv(cfg);
   test_q8_dwdot(cfg);
