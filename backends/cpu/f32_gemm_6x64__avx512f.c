@@ -89,6 +89,20 @@ static inline __mmask16 lane_mask(size_t nc, size_t from) {
 #define EM_PF_B_IF                                                                                 \
   if (a_pf) EM_PF_B
 
+/* The accumulators v<r>0..3 of rows 0-5 declared, row r's starting at n0..n3 (bias_n's vectors)
+ * plus BM(r) (its bias_m, broadcast). */
+#define EM_ROW_INIT(r, BMV)                                                                        \
+  const __m512 bm##r = (BMV);                                                                      \
+  __m512 v##r##0 = _mm512_add_ps(n0, bm##r), v##r##1 = _mm512_add_ps(n1, bm##r);                   \
+  __m512 v##r##2 = _mm512_add_ps(n2, bm##r), v##r##3 = _mm512_add_ps(n3, bm##r)
+#define EM_ROWS_INIT(BM)                                                                           \
+  EM_ROW_INIT(0, BM(0));                                                                           \
+  EM_ROW_INIT(1, BM(1));                                                                           \
+  EM_ROW_INIT(2, BM(2));                                                                           \
+  EM_ROW_INIT(3, BM(3));                                                                           \
+  EM_ROW_INIT(4, BM(4));                                                                           \
+  EM_ROW_INIT(5, BM(5))
+
 /* A whole 6 x 64 tile of packed A, its own K block: the common case with none of the general
  * path's per-call choices (row aliases, masks, live vectors, accumulation): ~17 fewer cycles a
  * tile of its ~90 outside the k loop (Zen 4, in L1: a K = 16 tile 81 -> 85 % of the FMA peak). */
@@ -109,17 +123,9 @@ full_tile(size_t kc, const float *a, const float *b, size_t ldb, size_t b_next, 
   if (bias_n)
     n0 = _mm512_loadu_ps(bias_n), n1 = _mm512_loadu_ps(bias_n + 16),
     n2 = _mm512_loadu_ps(bias_n + 32), n3 = _mm512_loadu_ps(bias_n + 48);
-#define EM_ROW_INIT(r)                                                                             \
-  const __m512 bm##r = _mm512_set1_ps(bias_m ? bias_m[r] : 0.0f);                                  \
-  __m512 v##r##0 = _mm512_add_ps(n0, bm##r), v##r##1 = _mm512_add_ps(n1, bm##r);                   \
-  __m512 v##r##2 = _mm512_add_ps(n2, bm##r), v##r##3 = _mm512_add_ps(n3, bm##r)
-  EM_ROW_INIT(0);
-  EM_ROW_INIT(1);
-  EM_ROW_INIT(2);
-  EM_ROW_INIT(3);
-  EM_ROW_INIT(4);
-  EM_ROW_INIT(5);
-#undef EM_ROW_INIT
+#define EM_FULL_BM(r) _mm512_set1_ps(bias_m ? bias_m[r] : 0.0f)
+  EM_ROWS_INIT(EM_FULL_BM);
+#undef EM_FULL_BM
   const float *b1 = b + b_next, *b2 = b + 2 * b_next, *b3 = b + 3 * b_next;
   const char *pf = (const char *)(a_pf ? a_pf : a);
   __mmask16 k0 = 0xFFFF, k1 = 0xFFFF, k2 = 0xFFFF, k3 = 0xFFFF;
@@ -195,17 +201,7 @@ EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f) {
   /* row r starts at bias_n + bias_m[r] (rows past mr: the last row's), or zero to accumulate */
 #define EM_ROW_BM(r)                                                                               \
   _mm512_set1_ps(!accumulate && bias_m ? bias_m[(size_t)(r) < mr ? (size_t)(r) : mr - 1] : 0.0f)
-#define EM_ROW_INIT(r)                                                                             \
-  const __m512 bm##r = EM_ROW_BM(r);                                                               \
-  __m512 v##r##0 = _mm512_add_ps(n0, bm##r), v##r##1 = _mm512_add_ps(n1, bm##r);                   \
-  __m512 v##r##2 = _mm512_add_ps(n2, bm##r), v##r##3 = _mm512_add_ps(n3, bm##r)
-  EM_ROW_INIT(0);
-  EM_ROW_INIT(1);
-  EM_ROW_INIT(2);
-  EM_ROW_INIT(3);
-  EM_ROW_INIT(4);
-  EM_ROW_INIT(5);
-#undef EM_ROW_INIT
+  EM_ROWS_INIT(EM_ROW_BM);
 #undef EM_ROW_BM
   const float *a0 = ap[0], *a1 = ap[1], *a2 = ap[2], *a3 = ap[3], *a4 = ap[4], *a5 = ap[5];
   const float *b1 = b + b_next, *b2 = b + 2 * b_next, *b3 = b + 3 * b_next;
