@@ -57,43 +57,6 @@ static void pack_strip(const emc_gemm *g, size_t k0, size_t kc, size_t n0, size_
 }
 
 /*
- * The column of a strip past its last whole 16-lane vector, when there is one and A is in packed
- * panels: the tile then takes the whole vectors and that column is a GEMV over each A panel
- * (cfg->gemv6, every lane busy; its sums in another order than the tile's) where the tile would
- * spend a vector of FMAs a depth on each row for it. N = 49 (7x7 maps: 49 of 64 lanes busy):
- * MobileNetV3-Small's 96 -> 576 and MobileNetV2's 160 -> 960 convs on 7x7 ran 0.86-0.88x their
- * CPU time (Zen 4, 1 thread), the SE blocks' FCs (N = 1) 0.82x. Not for more columns, nor for
- * shallow K blocks: the GEMV's own reduction (~100 cycles a call) then costs what it saves (four
- * columns, N = 196 on 14x14 maps: 384 x 196 x 64 at 83 % of the FMA peak against 85 %).
- */
-enum { TAIL_MAX = 1 };
-static size_t tail_cols(const emc_gemm *g, size_t nc, size_t kc) {
-  const size_t r = nc % 16;
-  return r <= TAIL_MAX && kc >= 16 && g->a_packed && g->cfg->gemv6 ? r : 0;
-}
-
-/* Column j of C's tile rows [m0, m0 + mr) (at cj, rows ldc apart) from the A panel a and the
- * strip's column x over kc depths: bias (the first K block) or C (`acc`) plus the GEMV, then
- * (`fin`: the last K block with no residual after it) the clamp and the hardswish in the tile's
- * order. */
-static void tail_gemv(const emc_gemm *g, size_t kc, int acc, int fin, const float *a, size_t m0,
-                      size_t mr, const float *x, size_t j, float *cj) {
-  const em_minmax_params none = {-INFINITY, INFINITY, 0};
-  float bias6[EMC_MR] = {0}, y6[EMC_MR];
-  for (size_t r = 0; r < mr; r++)
-    bias6[r] =
-        acc ? 0.0f : (g->bias_m ? g->bias_m[m0 + r] : 0.0f) + (g->bias_n ? g->bias_n[j] : 0.0f);
-  g->cfg->gemv6(kc, mr, a, x, bias6, y6, &none);
-  for (size_t r = 0; r < mr; r++) {
-    float v = acc ? cj[r * g->ldc] + y6[r] : y6[r];
-    if (fin) v = v < g->mm.min ? g->mm.min : v > g->mm.max ? g->mm.max : v;
-    y6[r] = v;
-  }
-  if (fin && g->mm.hswish) g->cfg->vact(mr, y6, y6, EMC_ACT_HARDSWISH, NULL);
-  for (size_t r = 0; r < mr; r++) cj[r * g->ldc] = y6[r];
-}
-
-/*
  * One strip (columns from n0) of one K block (rows from k0) over tiles [t0, t1); pf_a: prefetch
  * each next tile's A micro-panel (A not in cache yet, or too big to stay in L2: gemm_items).
  */
@@ -117,13 +80,6 @@ static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_
     b = buf, ldb = ldd, b_next = EMC_NR_PANEL;
   } else {
     b = g->b + k0 * g->ldb + n0, ldb = g->ldb, b_next = EMC_NR_PANEL;
-  }
-  const size_t ntail = tail_cols(g, nc, kc);
-  float xcol[TAIL_MAX][EMC_KCB * 5 / 4 + 1];
-  for (size_t i = 0; i < ntail; i++) {
-    const size_t j = nc - ntail + i;
-    const float *bj = b + (j / EMC_NR_PANEL) * b_next + j % EMC_NR_PANEL;
-    for (size_t k = 0; k < kc; k++) xcol[i][k] = bj[k * ldb];
   }
   for (size_t t = t0; t < t1; t++) {
     const size_t m0 = t * EMC_MR, mr = emc_min_sz(g->m - m0, EMC_MR);
@@ -150,14 +106,9 @@ static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_
       for (size_t r = 0; r < mr; r++)
         for (size_t j = 0; j < nc; j += 16)
           __builtin_prefetch(g->res + (m0 + r) * g->ldr + n0 + j, 0, 3);
-    if (nc > ntail)
-      g->cfg->gemm(mr, nc - ntail, kc, a, g->a_packed ? 1 : g->a_rs, g->a_packed ? EMC_MR : g->a_ks,
-                   b, ldb, b_next, c, g->ldc, g->bias_m ? g->bias_m + m0 : NULL,
-                   g->bias_n ? g->bias_n + n0 : NULL, k0 > 0, last && !g->res ? &g->mm : &none,
-                   a_pf);
-    for (size_t i = 0; i < ntail; i++)
-      tail_gemv(g, kc, k0 > 0, last && !g->res, a, m0, mr, xcol[i], n0 + nc - ntail + i,
-                c + nc - ntail + i);
+    g->cfg->gemm(mr, nc, kc, a, g->a_packed ? 1 : g->a_rs, g->a_packed ? EMC_MR : g->a_ks, b, ldb,
+                 b_next, c, g->ldc, g->bias_m ? g->bias_m + m0 : NULL,
+                 g->bias_n ? g->bias_n + n0 : NULL, k0 > 0, last && !g->res ? &g->mm : &none, a_pf);
     if (last && g->res) /* the residual, then the clamp, while the tile is in L1 */
       for (size_t r = 0; r < mr; r++)
         g->cfg->vbin[EMC_BIN_ADD](nc, c + r * g->ldc, g->res + (m0 + r) * g->ldr + n0,
