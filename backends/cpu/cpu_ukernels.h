@@ -55,6 +55,23 @@ static inline void em_gemm_tile_rows(size_t mr, const float *a, size_t a_rs, flo
   }
 }
 
+/*
+ * One column of C over the 6-row tiles t < ntiles of a GEMM with packed A (panel t at a + t *
+ * a_next, [kc][6] floats; rows of the last tile past mr_last not stored): element (r, j) exactly
+ * as the 6x64 tile computes it (bias_n_j + bias_m[r] or, with `accumulate`, zero; then its FMAs
+ * over k in order with x[k] = B[k][j]; then + C with `accumulate`; then p's clamp and hardswish),
+ * so the same bits as the tile of this and every ISA. c: C's element (row 0 of tile 0, j), rows
+ * ldc apart. For a strip whose last 16-lane vector would hold just that column (N = 49).
+ */
+typedef void (*em_f32_gemm_col_fn)(size_t ntiles, size_t mr_last, size_t kc, const float *a,
+                                   size_t a_next, const float *x, const float *bias_m,
+                                   float bias_n_j, int accumulate, const em_minmax_params *p,
+                                   float *c, size_t ldc);
+void em_f32_gemm_col_ukernel__avx512f(size_t ntiles, size_t mr_last, size_t kc, const float *a,
+                                      size_t a_next, const float *x, const float *bias_m,
+                                      float bias_n_j, int accumulate, const em_minmax_params *p,
+                                      float *c, size_t ldc);
+
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x32__avx512f);
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x48__avx512f);
 EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f);
@@ -632,6 +649,7 @@ typedef struct em_cpu_config {
   em_f32_dwconv_c16_fn dwconv_c16;   /* NULL: depthwise convs go plane by plane (dwconv) */
   em_f32_transpose_fn transpose;
   em_f32_softmax_sm_fn softmax_sm; /* NULL: a scaled / masked softmax multiplies and adds first */
+  em_f32_gemm_col_fn gemm_col;     /* NULL: every column of a GEMM on the tile */
 } em_cpu_config;
 
 /* The best configuration this CPU runs under the library's ISA cap (include/ember/cpu.h). */

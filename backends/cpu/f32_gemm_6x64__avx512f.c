@@ -273,3 +273,50 @@ EM_GEMM_UKERNEL_DECL(em_f32_gemm_minmax_ukernel_6x64__avx512f) {
   if (mr > 5) EM_ROW_STORE(5);
 #undef EM_ROW_STORE
 }
+
+/* Tiles' rows of one column, four tiles' chains interleaved (each element's own chain of FMAs
+ * over k, as in the tile; four of them hide the FMA's latency). */
+__attribute__((target("avx512f"))) void
+em_f32_gemm_col_ukernel__avx512f(size_t ntiles, size_t mr_last, size_t kc, const float *a,
+                                 size_t a_next, const float *x, const float *bias_m, float bias_n_j,
+                                 int accumulate, const em_minmax_params *p, float *c, size_t ldc) {
+  const __mmask16 six = 0x3F;
+  const __m512 lo = _mm512_set1_ps(p->min), hi = _mm512_set1_ps(p->max);
+  const __m512 bn = _mm512_set1_ps(accumulate ? 0.0f : bias_n_j);
+  for (size_t t0 = 0; t0 < ntiles; t0 += 4) {
+    const size_t nt = ntiles - t0 < 4 ? ntiles - t0 : 4;
+    const float *a0 = a + t0 * a_next, *a1 = nt > 1 ? a0 + a_next : a0;
+    const float *a2 = nt > 2 ? a1 + a_next : a1, *a3 = nt > 3 ? a2 + a_next : a2;
+    __m512 v[4];
+    for (size_t i = 0; i < 4; i++) { /* bias_n + bias_m[r] (rows past M read as 0) */
+      const size_t t = t0 + (i < nt ? i : nt - 1), rows = t + 1 == ntiles ? mr_last : 6;
+      const __m512 bm = !accumulate && bias_m
+                            ? _mm512_maskz_loadu_ps((__mmask16)((1u << rows) - 1u), bias_m + t * 6)
+                            : _mm512_setzero_ps();
+      v[i] = _mm512_add_ps(bn, bm);
+    }
+    __m512 v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3];
+    for (size_t k = 0; k < kc; k++) {
+      const __m512 xk = _mm512_set1_ps(x[k]);
+      v0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(six, a0 + k * 6), xk, v0);
+      v1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(six, a1 + k * 6), xk, v1);
+      v2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(six, a2 + k * 6), xk, v2);
+      v3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(six, a3 + k * 6), xk, v3);
+    }
+    v[0] = v0, v[1] = v1, v[2] = v2, v[3] = v3;
+    for (size_t i = 0; i < nt; i++) {
+      const size_t t = t0 + i, rows = t + 1 == ntiles ? mr_last : 6;
+      float *ct = c + t * 6 * ldc, e[16];
+      __m512 ev = v[i];
+      if (accumulate) {
+        float cv[16] = {0};
+        for (size_t r = 0; r < rows; r++) cv[r] = ct[r * ldc];
+        ev = _mm512_add_ps(ev, _mm512_loadu_ps(cv));
+      }
+      ev = _mm512_min_ps(hi, _mm512_max_ps(lo, ev));
+      if (p->hswish) ev = em_hswish_f32x16(ev);
+      _mm512_storeu_ps(e, ev);
+      for (size_t r = 0; r < rows; r++) ct[r * ldc] = e[r];
+    }
+  }
+}
