@@ -233,6 +233,10 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   if (!d->fused)
     FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method allocator too small for the delegate");
   for (uint32_t i = 0; i < h.n_ops; i++) d->fused[i] = 0;
+  d->xsl = em_allocator_alloc(al, h.n_ops ? h.n_ops : 1, 16);
+  if (!d->xsl) FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED, "method allocator too small for the delegate");
+  memset(d->xsl, 0, h.n_ops ? h.n_ops : 1);
+  emc_xsl_plan(d);
   d->profile = atomic_load_explicit(&opt_profile, memory_order_relaxed);
   d->thr.adaptive = atomic_load_explicit(&opt_threads_adaptive, memory_order_relaxed) >= 0;
   d->thr.choice = -1;

@@ -100,14 +100,14 @@ static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_
   }
   for (size_t t = t0; t < t1; t++) {
     const size_t m0 = t * EMC_MR, mr = emc_min_sz(g->m - m0, EMC_MR);
-    const float *a =
-        g->a_packed ? g->a + t * g->k * EMC_MR + k0 * EMC_MR : g->a + m0 * g->a_rs + k0 * g->a_ks;
+    const float *a = g->a_packed ? g->a + t * emc_gemm_a_panel(g) + k0 * EMC_MR
+                                 : g->a + m0 * g->a_rs + k0 * g->a_ks;
     float *c = g->c + m0 * g->ldc + n0;
     /* The next tile's A micro-panel, prefetched by the kernel as it computes: tiles are K * 6
      * floats apart, too far for the hardware prefetcher to follow, and with A beyond L2 the
      * first strip of a K block reads them from memory (weights used by few columns, as in late
      * CNN layers, every time). */
-    const float *a_pf = pf_a && g->a_packed && t + 1 < t1 ? a + g->k * EMC_MR : NULL;
+    const float *a_pf = pf_a && g->a_packed && t + 1 < t1 ? a + emc_gemm_a_panel(g) : NULL;
     /* A strided A (activations) with a packed B (weights, often in memory): the first four
      * tiles each have the kernel pull one 16-column panel of the next B micro-panel toward L2,
      * a line per k, while the rest of this one's tiles run on the current micro-panel. */
@@ -138,7 +138,7 @@ static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_
   }
   if (ntail && t1 > t0) /* the column of tiles [t0, t1) */
     g->cfg->gemm_col(t1 - t0, emc_min_sz(g->m - (t1 - 1) * EMC_MR, EMC_MR), kc,
-                     g->a + t0 * g->k * EMC_MR + k0 * EMC_MR, g->k * EMC_MR, xcol,
+                     g->a + t0 * emc_gemm_a_panel(g) + k0 * EMC_MR, emc_gemm_a_panel(g), xcol,
                      g->bias_m ? g->bias_m + t0 * EMC_MR : NULL,
                      g->bias_n ? g->bias_n[n0 + nc - 1] : 0.0f, k0 > 0, last ? &g->mm : &none,
                      g->c + t0 * EMC_MR * g->ldc + n0 + nc - 1, g->ldc);

@@ -77,6 +77,8 @@ typedef struct emc_delegate {
   int amx_slots;
   atomic_flag *amx_busy;  /* [amx_slots]: a slot in use (by any GEMM of this delegate) */
   uint8_t *fused;         /* [n_ops]: n > 1 where ops i to i + n - 1 run as one (emc_run_chain) */
+  uint8_t *xsl;           /* [n_ops]: s > 1 where op i, a projection, sums its depth in s slices
+                             (emc_xsl_plan, cpu_op_chain.c) */
   uint8_t *q8_pad;        /* [n_ops]: the padded u8 links of emc_q8_pad_plan (cpu_ops.h) */
   int32_t *q8_lk;         /* [n_ops]: the lookups never written of emc_q8_lk_plan */
   bool profile;           /* em_cpu_backend_options.profile when this delegate was initialized */
@@ -162,6 +164,15 @@ void emc_q8_pad_plan(const emc_delegate *d);
 void emc_q8_lk_plan(const emc_delegate *d);
 
 /*
+ * The projections whose depth sums in fixed slices (d->xsl; before emc_fuse_chain, chains on or
+ * off): a 1x1 conv after a depthwise conv after a 1x1 expansion on small maps, each alone reading
+ * the one before, all in the arena (cpu_op_chain.c). emc_fuse_chain then chains the three;
+ * emc_run_xsl_proj runs such a projection k alone, with the same bits.
+ */
+void emc_xsl_plan(const emc_delegate *d);
+void emc_run_xsl_proj(const emc_delegate *d, uint32_t k, em_threadpool *pool);
+
+/*
  * Runs the chain of n operators from i (emc_fuse_chain) in bands of output rows (the pool's, for
  * a conv and max pool), the tensors inside it built band by band in their own buffers. Returns
  * false, having run nothing, when the bands' blocks do not fit those buffers with this many
@@ -188,6 +199,9 @@ typedef struct emc_gemm {
   const float *a;
   size_t a_rs, a_ks;
   int a_packed;
+  /* A packed: the depth its panels were packed with (0: k). A GEMM over k [k0, k0 + k) of a
+   * panel packed for a larger depth kp starts a at the panel's k0 (a + k0 * EMC_MR) with kp. */
+  size_t a_kp;
   const float *b;
   size_t ldb;
   int b_packed;
@@ -221,6 +235,11 @@ typedef struct emc_gemm {
   int n_slots;
   atomic_flag slot_busy[EMC_GEMM_MAX_SLOTS];
 } emc_gemm;
+
+/* Floats from one packed A panel (EMC_MR rows) to the next. */
+static inline size_t emc_gemm_a_panel(const emc_gemm *g) {
+  return (g->a_kp ? g->a_kp : g->k) * EMC_MR;
+}
 
 /* Spins until one of flags[0, n) is claimed (set), trying `first` before the others, and
  * returns its index: a pack or workspace slot; at most n claimants run at once, so one frees

@@ -221,6 +221,10 @@ em_status emc_run_conv(const emc_delegate *d, const emc_op *op, em_threadpool *p
     emc_run_dwconv(d, op, pool);
     return EM_OK;
   }
+  if (d->xsl && d->xsl[op - d->ops]) { /* a projection summed in slices (cpu_op_chain.c) */
+    emc_run_xsl_proj(d, (uint32_t)(op - d->ops), pool);
+    return EM_OK;
+  }
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   const float *x = xt->data, *w = data_of(d, op->in[1]), *bias = data_of(d, op->in[2]);
   float *y = yt->data;

@@ -111,29 +111,33 @@ static bool dw_bands_ok(const em_dw_params *q, int64_t bands) {
   return true;
 }
 
-void emc_run_dwconv(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+/* The job of depthwise conv op over its whole input, its output split into `bands`. */
+static dw_job dw_job_of(const emc_delegate *d, const emc_op *op, int64_t bands) {
   const emc_conv_params p = emc_conv_params_of(op);
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   const float *x = xt->data, *w = data_of(d, op->in[1]), *bias = data_of(d, op->in[2]);
   float *y = yt->data;
   int64_t n = xt->sizes[0], h = xt->sizes[2], wd = xt->sizes[3];
   int64_t co = yt->sizes[1], oh = yt->sizes[2], ow = yt->sizes[3];
-  int64_t kh = p.kh, kw = p.kw;
-  dw_job j = {d,
-              op,
-              dw_params_of(&p, h, wd, oh, ow),
-              co,
-              x,
-              w,
-              bias,
-              y,
-              clamp_of(op),
-              n * co,
-              (int64_t)em_threadpool_size(pool),
-              data_of(d, op->out[1]),
-              0};
+  dw_job j = {d,      op,    dw_params_of(&p, h, wd, oh, ow), co, x, w, bias, y, clamp_of(op),
+              n * co, bands, data_of(d, op->out[1]),          0};
   j.act = post_act_fused(d, op, &j.mm);
-  const int64_t work = yt->numel * kh * kw;
+  return j;
+}
+
+void emc_dwconv_channels(const emc_delegate *d, const emc_op *op, int64_t c0, int64_t c1) {
+  dw_job j = dw_job_of(d, op, 1);
+  if (d->cfg->dwconv_c16 && em_dw_c16_fits(&j.q))
+    dw_c16_blocks(&j, c0 / 16, (c1 + 15) / 16);
+  else
+    dw_planes(&j, c0, c1);
+}
+
+void emc_run_dwconv(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  dw_job j = dw_job_of(d, op, (int64_t)em_threadpool_size(pool));
+  const emc_rt_tensor *yt = &d->t[op->out[0]];
+  const int64_t n = yt->sizes[0], co = yt->sizes[1], oh = yt->sizes[2];
+  const int64_t work = yt->numel * j.q.kh * j.q.kw;
   if (j.bands > 1 && work >= EMC_MIN_PARALLEL_WORK && oh >= 8 * j.bands &&
       dw_bands_ok(&j.q, j.bands)) {
     em_parallel_for_static(pool, j.bands * n * co, dw_bands, &j);

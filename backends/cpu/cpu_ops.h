@@ -367,6 +367,10 @@ bool emc_q8_pw_run_lut(const emc_delegate *d, uint32_t i, em_threadpool *pool);
 bool emc_check_dwconv(const emc_delegate *d, const emc_op *op, const emc_rt_tensor *w, int64_t cin,
                       int64_t co, char *why, size_t why_n);
 void emc_run_dwconv(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
+/* Channels [c0, c1) of depthwise conv op (one image) on the calling thread, through the kernels
+ * emc_run_dwconv takes for it, so the same bits; c0 a multiple of 16, c1 too unless it is the
+ * last channel. */
+void emc_dwconv_channels(const emc_delegate *d, const emc_op *op, int64_t c0, int64_t c1);
 
 /* Winograd conv2d (cpu_op_wino.c): the checks after emc_check_conv's common ones (w the
  * weights, cin and co the channels), and the run of one image x [cin, h, w] -> y [co, oh, ow]

@@ -120,7 +120,7 @@ static void pack_a(const emc_gemm *g, size_t r0, size_t rows_pad, size_t k0, siz
     return;
   }
   for (size_t pi = r0 / EMC_MR; pi * EMC_MR < r0 + rows; pi++) {
-    const float *panel = g->a + pi * g->k * EMC_MR + k0 * EMC_MR;
+    const float *panel = g->a + pi * emc_gemm_a_panel(g) + k0 * EMC_MR;
     for (size_t j = 0; j < kp; j += 32) {
       __m512 x[2][6]; /* rows q of k j..j+15, j+16..j+31 */
       for (int h = 0; h < 2; h++) {
@@ -306,7 +306,7 @@ static void prefetch_a(const emc_gemm *g, size_t r0, size_t rows, size_t k0, siz
   const size_t lines = segs * seg_lines, l0 = lines * part / parts, l1 = lines * (part + 1) / parts;
   for (size_t l = l0; l < l1; l++) {
     const size_t sg = l / seg_lines, off = (l % seg_lines) * 16;
-    const float *base = g->a_packed ? g->a + (r0 / EMC_MR + sg) * g->k * EMC_MR + k0 * EMC_MR
+    const float *base = g->a_packed ? g->a + (r0 / EMC_MR + sg) * emc_gemm_a_panel(g) + k0 * EMC_MR
                                     : g->a + (r0 + sg) * g->a_rs + k0;
     _mm_prefetch((const char *)(base + off), _MM_HINT_T1);
   }

@@ -24,6 +24,7 @@ from backend_cpu_common import (
     WINO,
     WINO_SLOTS,
     SqueezeExcite,
+    _assert_fused_same_as_apart,
     _blob_span,
     _check_model,
     _conv_ops,
@@ -527,3 +528,69 @@ def test_winograd_choice(monkeypatch) -> None:
         if m:  # transposed: 9 to 64 tiles of 2x2 with 256+ channels in and out
             wide = min(kw["in_channels"], kw["out_channels"]) >= 256
             assert ip[12] == (m == 2 and wide and (-(-size // 2)) ** 2 <= 64), (kw, size)
+
+
+class SlicedBlock(nn.Module):
+    """An inverted residual block on a small map: 1x1 expansion, depthwise conv, 1x1 projection,
+    the residual where the shapes allow, and an optional activation after the projection."""
+
+    def __init__(
+        self, cin: int, ce: int, co: int, k: int, stride: int, act: str, post: str | None
+    ) -> None:
+        super().__init__()
+        self.expand = nn.Conv2d(cin, ce, 1)
+        self.dw = nn.Conv2d(ce, ce, k, stride, k // 2, groups=ce)
+        self.project = nn.Conv2d(ce, co, 1)
+        self.act = nn.Hardswish() if act == "hardswish" else nn.ReLU6()
+        self.post = {"relu": nn.ReLU(), "hardswish": nn.Hardswish(), None: nn.Identity()}[post]
+        self.res = stride == 1 and cin == co
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.project(self.act(self.dw(self.act(self.expand(x)))))
+        return self.post(y + x if self.res else y)
+
+
+@pytest.mark.parametrize(
+    "cin, ce, co, k, stride, size, act, post, sliced",
+    [
+        (16, 96, 16, 3, 1, 14, "relu6", None, True),  # MobileNetV2's 14x14 blocks, residual
+        (32, 192, 48, 3, 2, 28, "relu6", None, True),  # stride 2: a 7x7 projection
+        (16, 100, 24, 3, 1, 14, "hardswish", None, True),  # halves of 48 and 52 channels
+        (24, 88, 24, 3, 1, 28, "relu6", None, True),  # MobileNetV3-Small: halves of 42 and 46
+        (32, 192, 32, 5, 1, 7, "hardswish", None, True),  # 7x7: 16-plane depthwise blocks
+        (16, 72, 24, 3, 2, 56, "relu6", None, False),  # a 56x56 wide plane: one by one
+        (16, 96, 16, 5, 1, 12, "relu6", "relu", True),  # a clamp after the sums and residual
+        (16, 96, 16, 3, 1, 14, "relu6", "hardswish", True),  # an activation after them
+        (8, 40, 8, 3, 1, 14, "relu6", None, True),  # halves of 18 and 22 channels
+        (8, 10, 8, 3, 1, 14, "relu6", None, False),  # too few for two halves of 6-row panels
+        (16, 96, 64, 3, 1, 14, "relu6", None, False),  # the 2nd half cannot hold its part
+    ],
+)
+def test_small_map_blocks_sum_projection_in_halves(
+    cin: int,
+    ce: int,
+    co: int,
+    k: int,
+    stride: int,
+    size: int,
+    act: str,
+    post: str | None,
+    sliced: bool,
+    tmp_path,
+) -> None:
+    """On maps too small for the banded chain, the projection after an expansion and a depthwise
+    conv sums its depth in two halves of the wide channels (cpu_op_chain.c, emc_xsl_plan); with
+    1 or 2 threads the three run as one chain, a half on each thread, with more one by one. The
+    results match eager and the portable kernels at 1 to 4 threads, have the same bytes at every
+    thread count and with chains off, and the profile shows the chain as one operator."""
+    torch.manual_seed(0)
+    m = SlicedBlock(cin, ce, co, k, stride, act, post)
+    x = torch.randn(1, cin, size, size)
+    prog = _check_model(m, (x,), threads=(1, 2, 3, 4))
+    _assert_fused_same_as_apart(prog, (x,))
+    one = _run(prog, (x,), 1)
+    for th in (3, 4):
+        assert torch.equal(_run(prog, (x,), th), one)
+    for th in (1, 2):
+        assert _profiled_ops(prog, x, th, tmp_path) == (1 if sliced else 3)
+    assert _profiled_ops(prog, x, 3, tmp_path) == 3
