@@ -70,8 +70,8 @@ static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_
   const float *b;
   size_t ldb, b_next;
   if (g->b_packed) {
-    b = g->b + (n0 / EMC_NR_PANEL) * g->k * EMC_NR_PANEL + n0 % EMC_NR_PANEL + k0 * EMC_NR_PANEL;
-    ldb = EMC_NR_PANEL, b_next = g->k * EMC_NR_PANEL;
+    b = g->b + (n0 / EMC_NR_PANEL) * emc_gemm_b_panel(g) + n0 % EMC_NR_PANEL + k0 * EMC_NR_PANEL;
+    ldb = EMC_NR_PANEL, b_next = emc_gemm_b_panel(g);
   } else if (buf) {
     if (g->pack_b)
       g->pack_b(g->pack_ctx, k0, kc, n0, nc, buf, ldd);
@@ -114,7 +114,7 @@ static void strip_block(const emc_gemm *g, size_t s, size_t k0, size_t t0, size_
     const size_t pf_panel = s_next * nr / EMC_NR_PANEL + (t - t0);
     if (!g->a_packed && g->b_packed && t - t0 < 4 && s_next < g->strips && k_next < g->k &&
         pf_panel < emc_div_up(g->n, EMC_NR_PANEL))
-      a_pf = g->b + pf_panel * g->k * EMC_NR_PANEL + k_next * EMC_NR_PANEL;
+      a_pf = g->b + pf_panel * emc_gemm_b_panel(g) + k_next * EMC_NR_PANEL;
     /* The tile's residual rows (ldr floats apart, one strip's worth of 256 rows at a time: too
      * many streams for the hardware prefetcher), fetched while the kernel runs its k loop
      * instead of missing one by one in the add after it (ResNet-50's 56x56 and 28x28 1x1 convs

@@ -202,6 +202,8 @@ typedef struct emc_gemm {
   /* A packed: the depth its panels were packed with (0: k). A GEMM over k [k0, k0 + k) of a
    * panel packed for a larger depth kp starts a at the panel's k0 (a + k0 * EMC_MR) with kp. */
   size_t a_kp;
+  /* B packed: the same for its 16-column panels (0: k). */
+  size_t b_kp;
   const float *b;
   size_t ldb;
   int b_packed;
@@ -239,6 +241,11 @@ typedef struct emc_gemm {
 /* Floats from one packed A panel (EMC_MR rows) to the next. */
 static inline size_t emc_gemm_a_panel(const emc_gemm *g) {
   return (g->a_kp ? g->a_kp : g->k) * EMC_MR;
+}
+
+/* Floats from one packed B panel (EMC_NR_PANEL columns) to the next. */
+static inline size_t emc_gemm_b_panel(const emc_gemm *g) {
+  return (g->b_kp ? g->b_kp : g->k) * EMC_NR_PANEL;
 }
 
 /* Spins until one of flags[0, n) is claimed (set), trying `first` before the others, and

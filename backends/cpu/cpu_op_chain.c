@@ -141,6 +141,7 @@ typedef struct xsl_job {
   const float *x, *res;    /* the chain's input [cin][hw]; the projection's residual or NULL */
   float *e, *dw, *y;       /* the wide tensor [ce][hw], the depthwise output [ce][npix], y */
   int64_t cin, ce, co, hw, npix;
+  bool t;                    /* the projection transposed: its parts [npix][co] (run_conv_t) */
   int64_t align;             /* slice edges: multiples of EMC_MR, and of 16 for dwconv_c16 */
   int64_t edge[XSL_MAX + 1]; /* slice s: wide channels [edge[s], edge[s + 1]) */
   int slices;
@@ -155,6 +156,7 @@ static xsl_job xsl_job_of(const emc_delegate *d, uint32_t i) {
   j.e = et->data, j.dw = dt->data, j.y = yt->data;
   j.cin = xt->sizes[1], j.ce = et->sizes[1], j.co = yt->sizes[1];
   j.hw = et->sizes[2] * et->sizes[3], j.npix = dt->sizes[2] * dt->sizes[3];
+  j.t = emc_conv_params_of(c).transposed != 0;
   const emc_conv_params bp = emc_conv_params_of(b);
   const em_dw_params q = dw_params_of(&bp, et->sizes[2], et->sizes[3], dt->sizes[2], dt->sizes[3]);
   j.align = d->cfg->dwconv_c16 && em_dw_c16_fits(&q) ? 48 : EMC_MR;
@@ -174,20 +176,44 @@ static bool xsl_edges(xsl_job *j, int n) {
 }
 
 /* Slice s's part of the projection (on the pool, or NULL): depth [edge[s], edge[s + 1]) of the
- * packed weights' panels (s = 0: with the bias) into the slice's wide rows. */
+ * packed weights' panels (s = 0: with the bias) into the slice's wide rows: [co][npix], or
+ * transposed [npix][co] (the depthwise output as a strided A, the weights as B panels). */
 static void xsl_part(const xsl_job *j, int s, em_threadpool *pool) {
   const emc_delegate *d = j->d;
   const int64_t c0 = j->edge[s];
+  const float *w = data_of(d, j->c->in[1]), *bias = s ? NULL : data_of(d, j->c->in[2]);
   emc_gemm g;
   gemm_init(&g, d);
   g.amx_ws = NULL; /* the FMA tile's sums, whatever the pool */
-  g.m = (size_t)j->co, g.k = (size_t)(j->edge[s + 1] - c0), g.n = (size_t)j->npix;
-  g.a = data_of(d, j->c->in[1]) + c0 * EMC_MR, g.a_packed = 1, g.a_kp = (size_t)j->ce;
-  g.b = j->dw + c0 * j->npix, g.ldb = g.n, g.b_packed = 0;
-  g.c = j->e + c0 * j->hw, g.ldc = g.n;
-  g.bias_m = s ? NULL : data_of(d, j->c->in[2]);
+  g.k = (size_t)(j->edge[s + 1] - c0);
+  g.c = j->e + c0 * j->hw;
   g.mm = (em_minmax_params){-INFINITY, INFINITY, 0};
+  if (j->t) {
+    g.m = (size_t)j->npix, g.n = (size_t)j->co;
+    g.a = j->dw + c0 * j->npix, g.a_packed = 0, g.a_rs = 1, g.a_ks = g.m;
+    g.b = w + c0 * EMC_NR_PANEL, g.b_packed = 1, g.b_kp = (size_t)j->ce;
+    g.ldc = g.n, g.bias_n = bias;
+  } else {
+    g.m = (size_t)j->co, g.n = (size_t)j->npix;
+    g.a = w + c0 * EMC_MR, g.a_packed = 1, g.a_kp = (size_t)j->ce;
+    g.b = j->dw + c0 * j->npix, g.ldb = g.n, g.b_packed = 0;
+    g.ldc = g.n, g.bias_m = bias;
+  }
   emc_gemm_run(&g, pool);
+}
+
+/* Transposed parts, pixels [begin, end): added in slice order into part 0, then (without a
+ * residual) the clamp and activation, as the transposed conv's GEMM applies them. */
+static void xsl_sum_t(void *ctx, int64_t begin, int64_t end) {
+  const xsl_job *j = ctx;
+  const em_cpu_config *cfg = j->d->cfg;
+  const em_minmax_params none = {-INFINITY, INFINITY, 0}, mm = clamp_of(j->c);
+  const size_t n = (size_t)((end - begin) * j->co);
+  float *p0 = j->e + begin * j->co;
+  for (int s = 1; s < j->slices; s++)
+    cfg->vbin[EMC_BIN_ADD](n, p0, j->e + j->edge[s] * j->hw + begin * j->co, p0,
+                           s == j->slices - 1 && !j->res ? &mm : &none);
+  if (!j->res && post_act(j->c)) cfg->vact(n, p0, p0, j->c->act, j->c->fp);
 }
 
 /* Output channels [begin, end): the parts added in slice order into y, then the residual, clamp
@@ -206,6 +232,19 @@ static void xsl_sum(void *ctx, int64_t begin, int64_t end) {
     if (j->res) cfg->vbin[EMC_BIN_ADD](n, y, j->res + ch * j->npix, y, &mm);
     if (post_act(j->c)) cfg->vact(n, y, y, j->c->act, j->c->fp);
   }
+}
+
+/* The parts' sum into y (after the projection's GEMMs; pool or NULL). */
+static void xsl_finish(xsl_job *j, em_threadpool *pool) {
+  const int64_t work = j->co * j->npix * j->slices;
+  if (!j->t) {
+    par_for_static(pool, j->co, xsl_sum, j, work);
+    return;
+  }
+  par_for_static(pool, j->npix, xsl_sum_t, j, work);
+  transpose_job tj = {j->e,   j->y,      j->npix,        j->co,          j->npix,
+                      j->res, j->d->cfg, clamp_of(j->c), post_act(j->c), j->c->fp};
+  par_for(pool, j->co, emc_transpose_rows, &tj, j->co * j->npix);
 }
 
 /* Slices [begin, end) through the three convs, each on the calling thread. */
@@ -235,6 +274,15 @@ static bool is_1x1(const emc_op *o) {
   return o->kind == EMC_OP_CONV2D && !p.depthwise && p.groups == 1 && p.kh == 1 && p.kw == 1 &&
          p.sh == 1 && p.sw == 1 && !p.ph && !p.pw && !p.transposed && !p.winograd &&
          p.in_scale_id < 0 && p.q8_id < 0 && o->out[1] < 0;
+}
+
+/* The same, transposed (EMC_CONV_TRANSPOSED: B panels of weights) or not, without bf16 pairs. */
+static bool is_1x1_t(const emc_op *o) {
+  const emc_conv_params p = emc_conv_params_of(o);
+  if (!p.transposed) return is_1x1(o);
+  return o->kind == EMC_OP_CONV2D && !p.depthwise && p.groups == 1 && p.kh == 1 && p.kw == 1 &&
+         p.sh == 1 && p.sw == 1 && !p.ph && !p.pw && !p.winograd && p.in_scale_id < 0 &&
+         p.q8_id < 0 && p.pairs_id < 0 && o->out[1] < 0;
 }
 
 /* A depthwise conv without a residual or plane means. */
@@ -287,7 +335,7 @@ static bool chain_disjoint(const emc_delegate *d, const emc_op *a, const emc_op 
 static bool xsl_fits(const emc_delegate *d, uint32_t i) {
   const emc_op *o = d->ops;
   if (i + 2 >= d->n_ops || !is_1x1(&o[i]) || o[i].in[3] >= 0 || !is_dw(&o[i + 1]) ||
-      !is_1x1(&o[i + 2]) || o[i + 1].in[0] != o[i].out[0] || o[i + 2].in[0] != o[i + 1].out[0] ||
+      !is_1x1_t(&o[i + 2]) || o[i + 1].in[0] != o[i].out[0] || o[i + 2].in[0] != o[i + 1].out[0] ||
       d->t[o[i].in[0]].sizes[1] <= SMALLC_MAX_CIN) /* (such an expansion runs on conv_smallc) */
     return false;
   if (d->t[o[i].out[0]].sizes[2] * d->t[o[i].out[0]].sizes[3] > XSL_MAX_PLANE) return false;
@@ -331,7 +379,7 @@ void emc_run_xsl_proj(const emc_delegate *d, uint32_t k, em_threadpool *pool) {
   xsl_job j = xsl_job_of(d, k - 2);
   (void)xsl_edges(&j, d->xsl[k]); /* held at plan time */
   for (int s = 0; s < j.slices; s++) xsl_part(&j, s, pool);
-  par_for_static(pool, j.co, xsl_sum, &j, j.co * j.npix * j.slices);
+  xsl_finish(&j, pool);
 }
 
 /* The three convs from i as one chain, a slice at a time (at most d->xsl[i + 2] threads), or
@@ -341,7 +389,7 @@ static bool xsl_run(const emc_delegate *d, uint32_t i, em_threadpool *pool) {
   (void)xsl_edges(&j, d->xsl[i + 2]);
   if (em_threadpool_size(pool) > j.slices) return false;
   em_parallel_for_static(pool, j.slices, xsl_slices, &j);
-  par_for_static(pool, j.co, xsl_sum, &j, j.co * j.npix * j.slices);
+  xsl_finish(&j, pool);
   return true;
 }
 

@@ -151,8 +151,8 @@ static void pack_a(const emc_gemm *g, size_t r0, size_t rows_pad, size_t k0, siz
 static const float *b_rows(const emc_gemm *g, size_t n0, size_t nc, size_t k0, size_t kc, float *fb,
                            size_t *ld, size_t *half) {
   if (g->b_packed) {
-    *ld = EMC_NR_PANEL, *half = g->k * EMC_NR_PANEL;
-    return g->b + (n0 / EMC_NR_PANEL) * g->k * EMC_NR_PANEL + k0 * EMC_NR_PANEL;
+    *ld = EMC_NR_PANEL, *half = emc_gemm_b_panel(g);
+    return g->b + (n0 / EMC_NR_PANEL) * emc_gemm_b_panel(g) + k0 * EMC_NR_PANEL;
   }
   *half = 16;
   if (g->pack_b) {
@@ -285,7 +285,7 @@ static void prefetch_b(const emc_gemm *g, size_t n0, size_t k0, size_t kc, size_
   const size_t lines = segs * seg_lines, l0 = lines * part / parts, l1 = lines * (part + 1) / parts;
   for (size_t l = l0; l < l1; l++) {
     const size_t sg = l / seg_lines, off = l % seg_lines;
-    const float *p = g->b_packed ? g->b + (n0 / EMC_NR_PANEL + sg) * g->k * EMC_NR_PANEL +
+    const float *p = g->b_packed ? g->b + (n0 / EMC_NR_PANEL + sg) * emc_gemm_b_panel(g) +
                                        (k0 + off) * EMC_NR_PANEL
                                  : g->b + (k0 + sg) * g->ldb + n0 + off * 16;
     _mm_prefetch((const char *)p, _MM_HINT_T1);

@@ -558,6 +558,9 @@ class SlicedBlock(nn.Module):
         (16, 100, 24, 3, 1, 14, "hardswish", None, True),  # halves of 48 and 52 channels
         (24, 88, 24, 3, 1, 28, "relu6", None, True),  # MobileNetV3-Small: halves of 42 and 46
         (32, 192, 32, 5, 1, 7, "hardswish", None, True),  # 7x7: 16-plane depthwise blocks
+        (32, 288, 32, 3, 1, 7, "relu6", None, True),  # 7x7, K 288: the transposed projection
+        (32, 288, 48, 3, 2, 14, "hardswish", "relu", True),  # ... a clamp after its sums
+        (32, 288, 48, 3, 1, 7, "relu6", "hardswish", True),  # ... an activation after them
         (16, 72, 24, 3, 2, 56, "relu6", None, False),  # a 56x56 wide plane: one by one
         (16, 96, 16, 5, 1, 12, "relu6", "relu", True),  # a clamp after the sums and residual
         (16, 96, 16, 3, 1, 14, "relu6", "hardswish", True),  # an activation after them
@@ -577,6 +580,7 @@ def test_small_map_blocks_sum_projection_in_halves(
     post: str | None,
     sliced: bool,
     tmp_path,
+    monkeypatch,
 ) -> None:
     """On maps too small for the banded chain, the projection after an expansion and a depthwise
     conv sums its depth in two halves of the wide channels (cpu_op_chain.c, emc_xsl_plan); with
@@ -591,6 +595,7 @@ def test_small_map_blocks_sum_projection_in_halves(
     one = _run(prog, (x,), 1)
     for th in (3, 4):
         assert torch.equal(_run(prog, (x,), th), one)
+    monkeypatch.setenv("EMBER_CPU_THREADS_ADAPTIVE", "0")  # 3 threads: on the pool, not alone
     for th in (1, 2):
         assert _profiled_ops(prog, x, th, tmp_path) == (1 if sliced else 3)
     assert _profiled_ops(prog, x, 3, tmp_path) == 3
