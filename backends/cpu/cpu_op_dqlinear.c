@@ -169,6 +169,8 @@ static void dql_tiles(void *ctx, int64_t begin, int64_t end) {
   const dql_run *r = ctx;
   const em_cpu_config *cfg = r->d->cfg;
   const uint32_t act = r->res ? post_act(r->op) : r->op->act;
+  /* the residual in the tile's stores (the same add), unless a clamp must follow it first */
+  const bool res_in_tile = r->res && r->op->act != EMC_ACT_CLAMP;
   for (int64_t j = begin; j < end; j++) {
     const size_t n0 = (size_t)(j / r->row_blocks) * DQL_NC;
     const size_t r0 = (size_t)(j % r->row_blocks) * DQL_CHUNK;
@@ -184,10 +186,12 @@ static void dql_tiles(void *ctx, int64_t begin, int64_t end) {
     for (size_t i = r0; i < r1; i += DQL_MR) {
       const size_t np = r1 - i < DQL_MR ? r1 - i : DQL_MR;
       r->d->q8_dq(np, nc, r->kq, r->a + i * r->kq * 4, r->kq * 4, wb, r->wsum + n0, r->ws + n0,
-                  r->bias ? r->bias + n0 : NULL, r->za + i, r->s + i, yb + i * ys, ys, cs);
-      for (size_t row = i; row < i + np && !r->ht; row++) {
+                  r->bias ? r->bias + n0 : NULL, res_in_tile ? r->res + i * r->n + n0 : NULL,
+                  r->za + i, r->s + i, yb + i * ys, ys, cs);
+      for (size_t row = i; row < i + np && !r->ht && ((r->res && !res_in_tile) || act); row++) {
         float *yr = yb + row * ys;
-        if (r->res) cfg->vbin[EMC_BIN_ADD](nc, yr, r->res + row * r->n + n0, yr, &r->mm);
+        if (r->res && !res_in_tile)
+          cfg->vbin[EMC_BIN_ADD](nc, yr, r->res + row * r->n + n0, yr, &r->mm);
         if (act) cfg->vact(nc, yr, yr, act, r->op->fp);
       }
     }

@@ -33,15 +33,21 @@ bool emc_smallc_fits(const emc_delegate *d, const emc_op *op, int64_t cin, int64
          op->out[1] < 0 && (p.sw == 1 || p.sw == 2) && p.dh == 1 && p.dw == 1;
 }
 
-/* Items [begin, end): image, 16-channel block, band of rows. */
+/*
+ * Items [begin, end): image, band of rows, 16-channel block. Bands outside blocks: a thread's
+ * contiguous share of the items is then rows of every channel, the split of the operators that
+ * read a stem's output (depthwise convs and their chains in bands of rows, GEMMs by pixel strips),
+ * so they find it in their own core's cache; split by channel blocks, half of it came from the
+ * other core (MobileNetV2's stem and first chain, 2 threads, Zen 4: ...).
+ */
 static void smallc_items(void *ctx, int64_t begin, int64_t end) {
   const smallc_job *j = ctx;
   const int64_t plane = j->q.oh * j->q.ow;
   float wb[SMALLC_MAX_DEPTH * 16];
   int64_t built = -1; /* the block wb holds */
   for (int64_t it = begin; it < end; it++) {
-    const int64_t b = it / (j->blocks * j->bands), blk = it / j->bands % j->blocks;
-    const int64_t oy0 = it % j->bands * SMALLC_BAND,
+    const int64_t b = it / (j->blocks * j->bands), blk = it % j->blocks;
+    const int64_t oy0 = it / j->blocks % j->bands * SMALLC_BAND,
                   oy1 = oy0 + SMALLC_BAND < j->q.oh ? oy0 + SMALLC_BAND : j->q.oh;
     const int64_t c0 = blk * 16, nco = j->co - c0 < 16 ? j->co - c0 : 16;
     if (built != blk) { /* panel element (row r, depth k): (r / MR) * kg * MR + k * MR + r % MR */

@@ -563,26 +563,27 @@ void em_q8_rowq_ukernel__avx512vnni(size_t rows, size_t k, const float *x, uint8
  * `as` bytes apart) by channels c < nc (<= 32) of w (int8, blocks of 16 channels of [kq][16][4]
  * bytes, the second block kq * 64 bytes after the first): acc = the exact int32 sum over kq * 4
  * depths of a[i][k] * w[c][k], then y[i * ys + c * cs] = (float)(acc - za[i] * wsum[c]) * (s[i] *
- * ws[c]) (+ bias[c] when bias is not NULL), each operation rounded once; cs is 1 (rows ys apart)
- * or ys is 1 (channels cs apart: a transposed output). wsum[c] is the sum of channel c's weights,
+ * ws[c]) (+ bias[c] when bias is not NULL) (+ res[i * ys + c] when res is not NULL: a residual,
+ * row-major only), each operation rounded once; cs is 1 (rows ys apart) or ys is 1 (channels cs
+ * apart: a transposed output). wsum[c] is the sum of channel c's weights,
  * so the first factor is the exact sum of (q - zp) * w. Every ISA's kernel gives the same bits.
  */
 typedef void (*em_q8_dq_fn)(size_t np, size_t nc, size_t kq, const uint8_t *a, size_t as,
                             const int8_t *w, const int32_t *wsum, const float *ws,
-                            const float *bias, const int32_t *za, const float *s, float *y,
-                            size_t ys, size_t cs);
+                            const float *bias, const float *res, const int32_t *za, const float *s,
+                            float *y, size_t ys, size_t cs);
 void em_q8_dq_ukernel__scalar(size_t np, size_t nc, size_t kq, const uint8_t *a, size_t as,
                               const int8_t *w, const int32_t *wsum, const float *ws,
-                              const float *bias, const int32_t *za, const float *s, float *y,
-                              size_t ys, size_t cs);
+                              const float *bias, const float *res, const int32_t *za,
+                              const float *s, float *y, size_t ys, size_t cs);
 void em_q8_dq_ukernel__avx2(size_t np, size_t nc, size_t kq, const uint8_t *a, size_t as,
                             const int8_t *w, const int32_t *wsum, const float *ws,
-                            const float *bias, const int32_t *za, const float *s, float *y,
-                            size_t ys, size_t cs);
+                            const float *bias, const float *res, const int32_t *za, const float *s,
+                            float *y, size_t ys, size_t cs);
 void em_q8_dq_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *a, size_t as,
                                   const int8_t *w, const int32_t *wsum, const float *ws,
-                                  const float *bias, const int32_t *za, const float *s, float *y,
-                                  size_t ys, size_t cs);
+                                  const float *bias, const float *res, const int32_t *za,
+                                  const float *s, float *y, size_t ys, size_t cs);
 /*
  * A dynamic int8 linear's rows under one set of qparams (EMC_DQL_ROWQ per tensor or static): with
  * a NULL, *mn and *mx get the minimum and maximum of x[0, k) (both NaN when one is NaN;

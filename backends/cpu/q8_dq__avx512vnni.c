@@ -156,7 +156,8 @@ dq_value(__m512i acc, __m512i wsum, __m512 ws, const float *bias, __m512 bv, int
  * transposed (channels cs apart, rows adjacent). */
 static inline __attribute__((always_inline)) void
 dq_block(const __m512i acc[DQ_MR], size_t np, size_t nc, const int32_t *wsum, const float *ws,
-         const float *bias, const int32_t *za, const float *s, float *y, size_t ys, size_t cs) {
+         const float *bias, const float *res, const int32_t *za, const float *s, float *y,
+         size_t ys, size_t cs) {
   const __mmask16 k = (__mmask16)(nc >= 16 ? 0xFFFFu : (1u << nc) - 1u);
   const __m512i sv = _mm512_maskz_loadu_epi32(k, wsum);
   const __m512 wv = _mm512_maskz_loadu_ps(k, ws);
@@ -166,8 +167,11 @@ dq_block(const __m512i acc[DQ_MR], size_t np, size_t nc, const int32_t *wsum, co
      * to the stack and back) */
 #pragma GCC unroll 8
     for (size_t i = 0; i < DQ_MR; i++)
-      if (i < np)
-        _mm512_mask_storeu_ps(y + i * ys, k, dq_value(acc[i], sv, wv, bias, bv, za[i], s[i]));
+      if (i < np) {
+        __m512 v = dq_value(acc[i], sv, wv, bias, bv, za[i], s[i]);
+        if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, res + i * ys));
+        _mm512_mask_storeu_ps(y + i * ys, k, v);
+      }
     return;
   }
   __m512 v[DQ_MR];
@@ -178,17 +182,17 @@ dq_block(const __m512i acc[DQ_MR], size_t np, size_t nc, const int32_t *wsum, co
 
 void em_q8_dq_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *a, size_t as,
                                   const int8_t *w, const int32_t *wsum, const float *ws,
-                                  const float *bias, const int32_t *za, const float *s, float *y,
-                                  size_t ys, size_t cs) {
+                                  const float *bias, const float *res, const int32_t *za,
+                                  const float *s, float *y, size_t ys, size_t cs) {
   /* Rows past np read the last one (their results are not stored): the loop stays fixed. */
   const uint8_t *xp[DQ_MR];
   for (size_t i = 0; i < DQ_MR; i++) xp[i] = a + (i < np ? i : np - 1) * as;
   __m512i acc_a[DQ_MR], acc_b[DQ_MR];
   q8_tile8_sums(xp, NULL, kq, w, nc > 16, _mm512_setzero_si512(), _mm512_setzero_si512(), acc_a,
                 acc_b);
-  dq_block(acc_a, np, nc, wsum, ws, bias, za, s, y, ys, cs);
+  dq_block(acc_a, np, nc, wsum, ws, bias, res, za, s, y, ys, cs);
   if (nc > 16)
-    dq_block(acc_b, np, nc - 16, wsum + 16, ws + 16, bias ? bias + 16 : NULL, za, s, y + 16 * cs,
-             ys, cs);
+    dq_block(acc_b, np, nc - 16, wsum + 16, ws + 16, bias ? bias + 16 : NULL, res ? res + 16 : NULL,
+             za, s, y + 16 * cs, ys, cs);
 }
 #endif

@@ -76,8 +76,9 @@ void EM_DQ_CAT(em_q8_rowt_ukernel__, EM_ISA)(size_t k, const float *x, uint8_t *
 
 void EM_DQ_CAT(em_q8_dq_ukernel__, EM_ISA)(size_t np, size_t nc, size_t kq, const uint8_t *a,
                                            size_t as, const int8_t *w, const int32_t *wsum,
-                                           const float *ws, const float *bias, const int32_t *za,
-                                           const float *s, float *y, size_t ys, size_t cs) {
+                                           const float *ws, const float *bias, const float *res,
+                                           const int32_t *za, const float *s, float *y, size_t ys,
+                                           size_t cs) {
   for (size_t i = 0; i < np; i++) {
     const uint8_t *ar = a + i * as;
     int32_t acc[32];
@@ -98,6 +99,7 @@ void EM_DQ_CAT(em_q8_dq_ukernel__, EM_ISA)(size_t np, size_t nc, size_t kq, cons
       const float t = (float)((int64_t)acc[c] - zi * wsum[c]);
       float v = t * (si * ws[c]);
       if (bias) v += bias[c];
+      if (res) v += res[i * ys + c];
       y[i * ys + c * cs] = v;
     }
   }

@@ -354,7 +354,8 @@ static void test_dq_linear(const em_cpu_config *cfg) {
   static uint8_t a[ROWS * KP], b[ROWS * KP];
   static int8_t w[2 * KQ * 64];
   int32_t za[ROWS], zb[ROWS], wsum[CH];
-  float sa[ROWS], sb[ROWS], ws[CH], bias[CH], ya[ROWS * CH], yb[ROWS * CH];
+  float sa[ROWS], sb[ROWS], ws[CH], bias[CH], ya[ROWS * CH], yb[ROWS * CH], yc[ROWS * CH];
+  float res[ROWS * CH];
   static float x[ROWS * K];
   uint32_t seed = 12345;
   int bad = 0, rows_done = 0;
@@ -390,14 +391,28 @@ static void test_dq_linear(const em_cpu_config *cfg) {
     for (int k = 0; k < KP; k++) t += w[(c / 16) * KQ * 64 + (k / 4) * 64 + (c % 16) * 4 + k % 4];
     wsum[c] = t, ws[c] = 1e-3f * (float)(1 + c), bias[c] = 0.25f * (float)(c - 16);
   }
+  for (int i = 0; i < ROWS * CH; i++) res[i] = 0.37f * (float)((int)(lcg(&seed) % 201) - 100);
   int tiles_bad = 0;
   for (size_t np = 1; np <= ROWS; np++)
     for (size_t nc = 1; nc <= CH; nc += (nc < 17 ? 1 : 5)) {
       memset(ya, 0, sizeof ya), memset(yb, 0, sizeof yb);
       const size_t ys = nc % 3 ? CH : 1, cs = nc % 3 ? 1 : ROWS; /* row-major or transposed */
-      dq(np, nc, KQ, b, KP, w, wsum, ws, nc % 2 ? bias : NULL, zb, sb, ya, ys, cs);
-      em_q8_dq_ukernel__scalar(np, nc, KQ, b, KP, w, wsum, ws, nc % 2 ? bias : NULL, zb, sb, yb, ys,
-                               cs);
+      const float *rs = cs == 1 && np % 2 ? res : NULL;          /* a residual: row-major only */
+      dq(np, nc, KQ, b, KP, w, wsum, ws, nc % 2 ? bias : NULL, rs, zb, sb, ya, ys, cs);
+      em_q8_dq_ukernel__scalar(np, nc, KQ, b, KP, w, wsum, ws, nc % 2 ? bias : NULL, rs, zb, sb, yb,
+                               ys, cs);
+      if (rs) { /* the residual added to what the tile stores without it */
+        memset(yc, 0, sizeof yc);
+        em_q8_dq_ukernel__scalar(np, nc, KQ, b, KP, w, wsum, ws, nc % 2 ? bias : NULL, NULL, zb, sb,
+                                 yc, ys, cs);
+        for (size_t i = 0; i < np; i++)
+          for (size_t c = 0; c < nc; c++) {
+            const float want = yc[i * ys + c] + res[i * ys + c];
+            if (memcmp(&want, &yb[i * ys + c], 4) &&
+                !(want != want && yb[i * ys + c] != yb[i * ys + c]))
+              tiles_bad++;
+          }
+      }
       for (size_t i = 0; i < ROWS * CH; i++)
         if (memcmp(&ya[i], &yb[i], 4) && !(ya[i] != ya[i] && yb[i] != yb[i])) tiles_bad++;
     }
