@@ -295,7 +295,10 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
   const bool trace = ctx && ctx->profiler && ctx->profiler->record;
   for (uint32_t i = 0; i < d->n_ops; i++) {
     uint64_t t0 = profile ? profile_ns(wall) : 0, e0 = trace ? em_now_ns() : 0;
-    if (d->fused[i] > 1 && emc_run_chain(d, i, d->fused[i], pool)) {
+    /* With a recorder, a sliced chain's convs run one by one (the same bits): each then has its
+     * event and its output for ExecuTorch's Inspector to compare, as without the chain. */
+    const bool apart = trace && d->fused[i] == 3 && d->xsl[i + 2];
+    if (d->fused[i] > 1 && !apart && emc_run_chain(d, i, d->fused[i], pool)) {
       if (trace) record_op(ctx, d, i, d->fused[i], e0, em_now_ns());
       i += d->fused[i] - 1u; /* all ran: the profile line below is the chain's, under its last */
     } else {
