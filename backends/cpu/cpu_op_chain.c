@@ -116,19 +116,19 @@ static void xdw_bands(void *ctx, int64_t begin, int64_t end) {
  * (2 threads, Zen 4: a 14x14 depthwise conv 22 us the first time, 13 us run again at once).
  *
  * So such a projection sums its depth in two fixed halves of the wide channels (emc_xsl_plan;
- * the edge on a whole 6-row weight panel, and 16-plane block where the depthwise conv takes 16
- * planes at once): a part per half (the first's with
- * the bias), each into the wide tensor's rows of its half (the depthwise conv has read them),
- * then, over the output channels, the parts added into the output and the residual, clamp and
- * activation last (the output is written only there: it may be the residual's or the block
- * input's buffer). That is the projection's arithmetic whatever runs it,
- * so every way below gives the same bits at every thread count: with one or two threads the
- * three convs run as one chain, a half of the wide channels at a time through all three on one
- * thread (xsl_slices: no wide row crosses a core); with more, or with chains off, one by one,
- * the projection's parts on the whole pool (emc_run_xsl_proj). MobileNetV2, 2 threads, Zen 4
- * (per-operator wall time, the lowest of 6 interleaved rounds' medians): its 14x14 blocks
- * 140-144 -> 115-119 us, the whole network 3.96 -> 3.71 ms; 4 slices (for 4 threads) measured
- * 1-4 us a block slower than 2 at 2 threads; 1 thread unchanged (7.34 ms either way).
+ * the edge on a whole 6-row weight panel, and on a 16-plane block where the depthwise conv takes
+ * 16 planes at once): a part per half (the first's with the bias), each into the wide tensor's
+ * rows of its half (the depthwise conv has read them), then, over the output channels, the parts
+ * added into the output and the residual, clamp and activation last (the output is written only
+ * there: it may be the residual's or the block input's buffer). That is the projection's
+ * arithmetic whatever runs it, so every way below gives the same bits at every thread count:
+ * with one or two threads the three convs run as one chain, a half of the wide channels at a
+ * time through all three on one thread (xsl_slices: no wide row crosses a core); with more, or
+ * with chains off, one by one, the projection's parts on the whole pool (emc_run_xsl_proj).
+ * MobileNetV2 on Zen 4 (per-operator time, the lowest of 6 interleaved rounds' medians): 2
+ * threads 4.04 -> 3.75 ms (its 14x14 blocks 140-145 -> 120-121 us), 1 thread 7.18 -> 7.03 ms
+ * (each half's wide rows still in L2 for the depthwise conv); 4 slices (a chain for 4 threads)
+ * were 1-4 us a block slower than 2 at 2 threads.
  */
 /* Slices; the largest plane of the wide tensor (bigger: each thread's expansion reads all of
  * the block's input, which the convs before split by pixels, so half of it from the other core:

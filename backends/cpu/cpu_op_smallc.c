@@ -38,7 +38,8 @@ bool emc_smallc_fits(const emc_delegate *d, const emc_op *op, int64_t cin, int64
  * contiguous share of the items is then rows of every channel, the split of the operators that
  * read a stem's output (depthwise convs and their chains in bands of rows, GEMMs by pixel strips),
  * so they find it in their own core's cache; split by channel blocks, half of it came from the
- * other core (MobileNetV2's stem and first chain, 2 threads, Zen 4: ...).
+ * other core (MobileNetV2, 2 threads, Zen 4, per-operator wall time: the chain after the stem
+ * 148 -> 139 us, the stem itself 164 -> 169, within this host's noise).
  */
 static void smallc_items(void *ctx, int64_t begin, int64_t end) {
   const smallc_job *j = ctx;
