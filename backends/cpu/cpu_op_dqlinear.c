@@ -183,8 +183,21 @@ static void dql_tiles(void *ctx, int64_t begin, int64_t end) {
                 : r->hd ? r->y + n0 / r->hd * r->m * r->hd + n0 % r->hd
                         : r->y + n0;
     const size_t ys = r->ht ? 1 : r->hd ? r->hd : r->n, cs = r->ht ? r->m : 1;
+    /* The next block's weights, fetched into L2 while this block's tiles run: tile t of the
+     * block's ceil(m / 8) fetches the t-th slice, so the fetches spread over the whole block.
+     * A model's weights come from L3 or memory each run; the hardware prefetcher left the first
+     * tile of each block waiting on them (MiniLM-L6, Zen 4: the linears ran 6-7 % faster with
+     * their weights read just before; with this, 1 %). */
+    const size_t n1 = n0 + DQL_NC;
+    const char *wn = n1 < r->n ? (const char *)(r->w + n1 / 16 * r->kq * 64) : NULL;
+    const size_t wn_bytes =
+        wn ? ((r->n - n1 < DQL_NC ? r->n - n1 : DQL_NC) + 15) / 16 * r->kq * 64 : 0;
+    const size_t tiles = (r->m + DQL_MR - 1) / DQL_MR;
+    const size_t slice = ((wn_bytes + tiles - 1) / tiles + 63) / 64 * 64;
     for (size_t i = r0; i < r1; i += DQL_MR) {
       const size_t np = r1 - i < DQL_MR ? r1 - i : DQL_MR;
+      const size_t b0 = i / DQL_MR * slice, b1 = b0 + slice < wn_bytes ? b0 + slice : wn_bytes;
+      for (size_t b = b0; b < b1; b += 64) __builtin_prefetch(wn + b, 0, 2);
       r->d->q8_dq(np, nc, r->kq, r->a + i * r->kq * 4, r->kq * 4, wb, r->wsum + n0, r->ws + n0,
                   r->bias ? r->bias + n0 : NULL, res_in_tile ? r->res + i * r->n + n0 : NULL,
                   r->za + i, r->s + i, yb + i * ys, ys, cs);

@@ -114,8 +114,8 @@ int main(int argc, char **argv) {
       for (size_t r0 = 0; r0 < n; r0 += 8) {
         const size_t nc = m - c0 < 32 ? m - c0 : 32, nr = n - r0 < 8 ? n - r0 : 8;
         em_q8_dq_ukernel__avx512vnni(nr, nc, kq, rows + r0 * kp, kp, wq + c0 / 16 * kq * 64,
-                                     wsum + c0, ws + c0, NULL, za + r0, rs + r0, y + r0 * m + c0, m,
-                                     1);
+                                     wsum + c0, ws + c0, NULL, NULL, za + r0, rs + r0,
+                                     y + r0 * m + c0, m, 1);
       }
     const double g = (double)m * (double)n * (double)(kq * 4) / (now() - t0);
     if (g > best_dq) best_dq = g;
