@@ -36,26 +36,26 @@ static const em_cpu_config configs[] = {
      EM_VOPS_TABLE(em_f32_dwconv2d_chw_minmax_ukernel__avx512f, avx512f),
      em_f32_conv2d_smallc_minmax_ukernel__avx512f, em_f32_dwconv2d_c16_minmax_ukernel__avx512f,
      em_f32_transpose_ukernel__avx512f, em_f32_softmax_sm_ukernel__avx512f,
-     em_f32_gemm_col_ukernel__avx512f},
+     em_f32_gemm_col_ukernel__avx512f, em_f32_gelu_rows__avx512f},
 #endif
 #if defined(__x86_64__) || defined(__i386__)
     {"avx512f", 64, 0, em_f32_gemm_minmax_ukernel_6x64__avx512f, 1,
      EM_VOPS_TABLE(em_f32_dwconv2d_chw_minmax_ukernel__avx512f, avx512f),
      em_f32_conv2d_smallc_minmax_ukernel__avx512f, em_f32_dwconv2d_c16_minmax_ukernel__avx512f,
      em_f32_transpose_ukernel__avx512f, em_f32_softmax_sm_ukernel__avx512f,
-     em_f32_gemm_col_ukernel__avx512f},
+     em_f32_gemm_col_ukernel__avx512f, em_f32_gelu_rows__avx512f},
     {"avx2", 16, 0, em_f32_gemm_minmax_ukernel_6x16__avx2, 0,
      EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__avx2, avx2), NULL, NULL,
-     em_f32_transpose_ukernel__avx2, NULL, NULL},
+     em_f32_transpose_ukernel__avx2, NULL, NULL, NULL},
 #endif
 #if defined(__aarch64__)
     {"neon", 16, 0, em_f32_gemm_minmax_ukernel_6x16__neon, 0,
      EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__neon, neon), NULL, NULL,
-     em_f32_transpose_ukernel__neon, NULL, NULL},
+     em_f32_transpose_ukernel__neon, NULL, NULL, NULL},
 #endif
     {"scalar", 8, 0, em_f32_gemm_minmax_ukernel_6x8__scalar, 0,
      EM_VOPS_TABLE(em_f32_dwconv2d_minmax_ukernel__scalar, scalar), NULL, NULL,
-     em_f32_transpose_ukernel__scalar, NULL, NULL},
+     em_f32_transpose_ukernel__scalar, NULL, NULL, NULL},
 };
 
 /* Whether `isa`'s table may run with features `f` (include/ember/cpu.h: the one CPU probe). */

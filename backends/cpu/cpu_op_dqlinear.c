@@ -171,6 +171,10 @@ static void dql_tiles(void *ctx, int64_t begin, int64_t end) {
   const uint32_t act = r->res ? post_act(r->op) : r->op->act;
   /* the residual in the tile's stores (the same add), unless a clamp must follow it first */
   const bool res_in_tile = r->res && r->op->act != EMC_ACT_CLAMP;
+  /* GELU alone after the sums: once over a job's rows (8 KiB, in L1) instead of a call a row
+   * of 32 values (MiniLM-L6's MLP up-projections, Zen 4: -2.3 %) */
+  const em_f32_gelu_rows_fn gelu_rows =
+      act == EMC_ACT_GELU && !r->res && !r->ht ? cfg->gelu_rows : NULL;
   for (int64_t j = begin; j < end; j++) {
     const size_t n0 = (size_t)(j / r->row_blocks) * DQL_NC;
     const size_t r0 = (size_t)(j % r->row_blocks) * DQL_CHUNK;
@@ -201,6 +205,7 @@ static void dql_tiles(void *ctx, int64_t begin, int64_t end) {
       r->d->q8_dq(np, nc, r->kq, r->a + i * r->kq * 4, r->kq * 4, wb, r->wsum + n0, r->ws + n0,
                   r->bias ? r->bias + n0 : NULL, res_in_tile ? r->res + i * r->n + n0 : NULL,
                   r->za + i, r->s + i, yb + i * ys, ys, cs);
+      if (gelu_rows) continue; /* after the job's tiles */
       for (size_t row = i; row < i + np && !r->ht && ((r->res && !res_in_tile) || act); row++) {
         float *yr = yb + row * ys;
         if (r->res && !res_in_tile)
@@ -208,6 +213,7 @@ static void dql_tiles(void *ctx, int64_t begin, int64_t end) {
         if (act) cfg->vact(nc, yr, yr, act, r->op->fp);
       }
     }
+    if (gelu_rows) gelu_rows(r1 - r0, nc, yb + r0 * ys, ys);
   }
 }
 

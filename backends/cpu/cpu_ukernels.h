@@ -198,6 +198,9 @@ typedef void (*em_f32_transpose_fn)(size_t rows, size_t cols, const float *x, si
 EM_VOPS_DECL(avx512f)
 /* y[i] = gelu(x[i]) (erf form), the AVX-512 vact's GELU row (f32_rows__avx512f.c). */
 void em_f32_gelu_row__avx512f(size_t n, const float *x, float *y);
+/* GELU in place over `rows` rows of n floats, ys apart (the vact row's bits). */
+typedef void (*em_f32_gelu_rows_fn)(size_t rows, size_t n, float *y, size_t ys);
+void em_f32_gelu_rows__avx512f(size_t rows, size_t n, float *y, size_t ys);
 
 /* EMC_ACT_HARDSWISH_FQ on n floats (y may be x), the AVX-512 vact's row (f32_rows__avx512f.c):
  * the steps of f32_vops_impl.h's vx_hardswish_fq_row in intrinsics, the same values. k: 1 /
@@ -651,6 +654,7 @@ typedef struct em_cpu_config {
   em_f32_transpose_fn transpose;
   em_f32_softmax_sm_fn softmax_sm; /* NULL: a scaled / masked softmax multiplies and adds first */
   em_f32_gemm_col_fn gemm_col;     /* NULL: every column of a GEMM on the tile */
+  em_f32_gelu_rows_fn gelu_rows;   /* NULL: GELU rows one at a time through vact */
 } em_cpu_config;
 
 /* The best configuration this CPU runs under the library's ISA cap (include/ember/cpu.h). */

@@ -231,26 +231,38 @@ static const float gelu_c[6][16] __attribute__((aligned(64))) = {
      0.000000000f},
 };
 
-__attribute__((target("avx512f"))) void em_f32_gelu_row__avx512f(size_t n, const float *x,
-                                                                 float *y) {
+/* GELU over `rows` rows of n floats: row r from x + r * xs into y + r * ys. */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+gelu_rows(size_t rows, size_t n, const float *x, size_t xs, float *y, size_t ys) {
   __m512 c[6];
   for (int d = 0; d < 6; d++) c[d] = _mm512_load_ps(gelu_c[d]);
   const __m512 scale = _mm512_set1_ps(16.0f / 6.0f), cap = _mm512_set1_ps(15.999f);
   const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
-  for (size_t i = 0; i < n; i += 16) {
-    const __mmask16 k = tail_mask(n - i);
-    const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
-    /* u = 16 |x| / 6 below 16 (NaN: the cap, the second operand); interval j = floor(u) */
-    const __m512 u = _mm512_min_ps(_mm512_mul_ps(_mm512_abs_ps(v), scale), cap);
-    const __m512 f = _mm512_roundscale_ps(u, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    const __m512i j = _mm512_cvttps_epi32(f);
-    const __m512 t = _mm512_sub_ps(u, f);
-    __m512 p = _mm512_permutexvar_ps(j, c[5]);
-    for (int d = 4; d >= 0; d--) p = _mm512_fmadd_ps(p, t, _mm512_permutexvar_ps(j, c[d]));
-    /* Phi(x) = 1 - Phi(|x|) for x < 0 */
-    p = _mm512_mask_sub_ps(p, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), one, p);
-    _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(v, p));
-  }
+  for (size_t r = 0; r < rows; r++, x += xs, y += ys)
+    for (size_t i = 0; i < n; i += 16) {
+      const __mmask16 k = tail_mask(n - i);
+      const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+      /* u = 16 |x| / 6 below 16 (NaN: the cap, the second operand); interval j = floor(u) */
+      const __m512 u = _mm512_min_ps(_mm512_mul_ps(_mm512_abs_ps(v), scale), cap);
+      const __m512 f = _mm512_roundscale_ps(u, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      const __m512i j = _mm512_cvttps_epi32(f);
+      const __m512 t = _mm512_sub_ps(u, f);
+      __m512 p = _mm512_permutexvar_ps(j, c[5]);
+      for (int d = 4; d >= 0; d--) p = _mm512_fmadd_ps(p, t, _mm512_permutexvar_ps(j, c[d]));
+      /* Phi(x) = 1 - Phi(|x|) for x < 0 */
+      p = _mm512_mask_sub_ps(p, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), one, p);
+      _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(v, p));
+    }
+}
+
+__attribute__((target("avx512f"))) void em_f32_gelu_row__avx512f(size_t n, const float *x,
+                                                                 float *y) {
+  gelu_rows(1, n, x, 0, y, 0);
+}
+
+__attribute__((target("avx512f"))) void em_f32_gelu_rows__avx512f(size_t rows, size_t n, float *y,
+                                                                  size_t ys) {
+  gelu_rows(rows, n, y, ys, y, ys);
 }
 
 /*

@@ -266,6 +266,19 @@ static void test_gelu_row(const em_cpu_config *cfg) {
         cfg->isa, (double)sy[0], (double)sy[1], (double)sy[2]);
   CHECK(bad == 0, "%s gelu: %d values off (worst %.3g relative to max(1, |x|))", cfg->isa, bad,
         worst);
+  if (!cfg->gelu_rows) return;
+  /* In place over rows 37 floats apart, n of each (every tail): vact's bits row by row, the
+   * floats between the rows untouched. */
+  enum { ROWS = 5, LD = 37 };
+  static float g[ROWS * LD], w[ROWS * LD];
+  for (size_t n = 1; n <= 33; n++) {
+    for (size_t i = 0; i < ROWS * LD; i++) g[i] = x[(i * 7 + n) % N];
+    memcpy(w, g, sizeof g);
+    for (size_t r = 0; r < ROWS; r++) cfg->vact(n, w + r * LD, w + r * LD, EMC_ACT_GELU, NULL);
+    cfg->gelu_rows(ROWS, n, g, LD);
+    CHECK(memcmp(g, w, sizeof g) == 0, "%s gelu_rows(%d, %zu, ld %d) differs from vact's rows",
+          cfg->isa, ROWS, n, LD);
+  }
 }
 
 static void test_fakequant_special(const em_cpu_config *cfg) {

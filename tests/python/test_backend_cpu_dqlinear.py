@@ -88,6 +88,22 @@ def test_dq_linear_is_the_int8_product(rows: int, k: int, n: int) -> None:
     torch.testing.assert_close(outs[0], want, rtol=1e-4, atol=1e-4 * float(want.abs().max()))
 
 
+@pytest.mark.parametrize("rows,k,n", [(130, 40, 70), (64, 16, 32), (7, 24, 100)])
+def test_dq_linear_gelu_after_the_sums(rows: int, k: int, n: int) -> None:
+    """GELU after a dq linear without a residual runs once over each job's rows (64 rows by 32
+    channels, the last of each ragged here): every row and channel gets it, as eager, and the
+    same bytes at 1 to 3 threads."""
+    m = _DqLinear(k, n, act="gelu").eval()
+    x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows)) * 3
+    prog = ember.export(m, (x,), backend="cpu")
+    assert [o[0] for o in _ops(prog)].count(DQ_LINEAR) == 1 and not _outside(prog)
+    outs = [RuntimeProgram(prog.buffer, threads=t).run("forward", [x])[0] for t in (1, 2, 3)]
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+    want = m(x)
+    assert (want < -0.01).any()  # GELU skipped anywhere would leave such values
+    torch.testing.assert_close(outs[0], want, rtol=1e-4, atol=1e-4 * float(want.abs().max()))
+
+
 def test_dq_linear_residual_activation_and_hostile_rows() -> None:
     m = _DqLinear(40, 24, act="gelu", residual=True).eval()
     x = torch.randn(12, 40, generator=torch.Generator().manual_seed(0)) * 3
