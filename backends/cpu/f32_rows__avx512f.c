@@ -21,6 +21,7 @@
  */
 #include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
 
 #include "ember/vmath_exp.h"
 #include "cpu_ukernels.h"
@@ -29,18 +30,29 @@ static inline __mmask16 tail_mask(size_t n) {
   return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
 }
 
+/* Whether a softmax row's maximum is finite: with no NaN in the row, x - max is then in
+ * [-inf, 0] everywhere and exp_nonpos512 gives exp_recipe512's bits. */
+static inline bool finite_max(float mx) { return mx > -INFINITY && mx < INFINITY; }
+
 __attribute__((target("avx512f"))) void em_f32_softmax_ukernel__avx512f(size_t n, const float *x,
                                                                         float *y, int log) {
   if (n == 0) return;
   __m512 vmax = _mm512_set1_ps(-INFINITY);
-  for (size_t i = 0; i < n; i += 16)
-    vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(vmax, tail_mask(n - i), x + i));
+  __mmask16 nan = 0;
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 k = tail_mask(n - i);
+    const __m512 t = _mm512_mask_loadu_ps(vmax, k, x + i);
+    nan |= _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q);
+    vmax = _mm512_max_ps(vmax, t);
+  }
   const float mx = _mm512_reduce_max_ps(vmax);
   const __m512 m = _mm512_set1_ps(mx);
+  const bool nonpos = !nan && finite_max(mx); /* every x - m in [-inf, 0] */
   __m512 vsum = _mm512_setzero_ps();
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 k = tail_mask(n - i);
-    const __m512 e = exp_recipe512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), m));
+    const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), m);
+    const __m512 e = nonpos ? exp_nonpos512(d) : exp_recipe512(d);
     vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(k, e));
     if (!log) _mm512_mask_storeu_ps(y + i, k, e);
   }
@@ -67,6 +79,7 @@ __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) 
 softmax_sm_128(size_t n, const float *x, const float *scale, const float *mask, float *y) {
   const __m512 s = _mm512_set1_ps(scale ? *scale : 1.0f);
   __m512 v[8], vmax = _mm512_set1_ps(-INFINITY), vsum = _mm512_setzero_ps();
+  __mmask16 nan = 0;
   for (size_t b = 0; b < 8; b++) v[b] = vmax; /* (the lanes past n are never read) */
 #pragma GCC unroll 8
   for (size_t b = 0; b < 8; b++) {
@@ -76,14 +89,25 @@ softmax_sm_128(size_t n, const float *x, const float *scale, const float *mask, 
     if (scale) t = _mm512_mul_ps(t, s);
     if (mask) t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(k, mask + b * 16));
     v[b] = t;
+    nan |= _mm512_mask_cmp_ps_mask(k, t, t, _CMP_UNORD_Q);
     vmax = _mm512_max_ps(vmax, _mm512_mask_mov_ps(vmax, k, t));
   }
-  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  const float mx = _mm512_reduce_max_ps(vmax);
+  const __m512 m = _mm512_set1_ps(mx);
+  if (!nan && finite_max(mx)) {
 #pragma GCC unroll 8
-  for (size_t b = 0; b < 8; b++) {
-    if (b * 16 >= n) break;
-    v[b] = exp_recipe512(_mm512_sub_ps(v[b], m));
-    vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(tail_mask(n - b * 16), v[b]));
+    for (size_t b = 0; b < 8; b++) {
+      if (b * 16 >= n) break;
+      v[b] = exp_nonpos512(_mm512_sub_ps(v[b], m));
+      vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(tail_mask(n - b * 16), v[b]));
+    }
+  } else {
+#pragma GCC unroll 8
+    for (size_t b = 0; b < 8; b++) {
+      if (b * 16 >= n) break;
+      v[b] = exp_recipe512(_mm512_sub_ps(v[b], m));
+      vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(tail_mask(n - b * 16), v[b]));
+    }
   }
   const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
 #pragma GCC unroll 8
@@ -104,19 +128,24 @@ __attribute__((target("avx512f"))) void em_f32_softmax_sm_ukernel__avx512f(size_
   }
   const __m512 s = _mm512_set1_ps(scale ? *scale : 1.0f);
   __m512 vmax = _mm512_set1_ps(-INFINITY);
+  __mmask16 nan = 0;
   for (size_t i = 0; i < n; i += 16) { /* x * scale + mask into y, and their maximum */
     const __mmask16 k = tail_mask(n - i);
     __m512 t = _mm512_maskz_loadu_ps(k, x + i);
     if (scale) t = _mm512_mul_ps(t, s);
     if (mask) t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(k, mask + i));
     _mm512_mask_storeu_ps(y + i, k, t);
+    nan |= _mm512_mask_cmp_ps_mask(k, t, t, _CMP_UNORD_Q);
     vmax = _mm512_max_ps(vmax, _mm512_mask_mov_ps(vmax, k, t)); /* the softmax row's order */
   }
-  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  const float mx = _mm512_reduce_max_ps(vmax);
+  const __m512 m = _mm512_set1_ps(mx);
+  const bool nonpos = !nan && finite_max(mx);
   __m512 vsum = _mm512_setzero_ps();
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 k = tail_mask(n - i);
-    const __m512 e = exp_recipe512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, y + i), m));
+    const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, y + i), m);
+    const __m512 e = nonpos ? exp_nonpos512(d) : exp_recipe512(d);
     vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(k, e));
     _mm512_mask_storeu_ps(y + i, k, e);
   }

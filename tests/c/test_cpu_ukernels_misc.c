@@ -319,6 +319,16 @@ static void test_fakequant_special(const em_cpu_config *cfg) {
   if (!bad) g_pass++;
 }
 
+#if defined(__x86_64__)
+#include "ember/vmath_exp.h"
+/* exp_recipe512 (w) and exp_nonpos512 (g) of 16 floats. */
+__attribute__((target("avx512f"))) static void exp_pair(const float *v, float *w, float *g) {
+  const __m512 x = _mm512_loadu_ps(v);
+  _mm512_storeu_ps(w, exp_recipe512(x));
+  _mm512_storeu_ps(g, exp_nonpos512(x));
+}
+#endif
+
 /* The scaled / masked softmax row (cfg->softmax_sm, where the ISA has one) gives the bits of the
  * multiply, the add and the softmax row it replaces: lengths around the vector width, NaN,
  * infinities, -0 and masked-out (-inf, -1e9) columns, each of scale and mask alone and both. */
@@ -347,6 +357,22 @@ static void test_softmax_sm(const em_cpu_config *cfg) {
     }
   CHECK(bad == 0, "%s softmax_sm: %d values differ from multiply, add, softmax", cfg->isa, bad);
   if (!bad) g_pass++;
+#if defined(__x86_64__)
+  /* The AVX-512 rows' exp for x in [-inf, 0] (a row's maximum finite, no NaN): exp_recipe512's
+   * bits on every 5th float from -0 to past the -104 clamp, and -inf. */
+  bad = 0;
+  for (uint32_t b = 0x80000000u; b <= 0xC2E00000u; b += 5 * 16) {
+    float v[16], w[16], g[16];
+    for (int j = 0; j < 16; j++) {
+      const uint32_t u = b + 5u * (uint32_t)j;
+      memcpy(&v[j], &u, 4);
+    }
+    if (b == 0x80000000u) v[15] = -INFINITY;
+    exp_pair(v, w, g);
+    bad += memcmp(w, g, sizeof w) != 0;
+  }
+  CHECK(bad == 0, "%s exp_nonpos512: %d blocks differ from exp_recipe512", cfg->isa, bad);
+#endif
 }
 
 /* A 24-bit pseudo-random integer from *s (a seeded LCG). */
