@@ -32,23 +32,8 @@ static inline float exp_recipe(float x) {
   return ldexpf(p, (int)n);
 }
 
-__attribute__((target("avx512f"))) static inline __m512 exp_recipe512(__m512 x) {
-  __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  __m512 c = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(104.0f));
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693145752f), c);
-  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-1.42860677e-6f), r);
-  __m512 p = _mm512_set1_ps(exp_c[7]);
-  for (int i = 6; i >= 0; i--) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_c[i]));
-  return _mm512_mask_mov_ps(_mm512_scalef_ps(p, n), nan, x);
-}
-
-/* exp_recipe512 for x in [-inf, 0] (no NaN): the same bits there, without the NaN select and
- * the upper clamp. A softmax row whose maximum is finite and which holds no NaN subtracts that
- * maximum first, so every lane is in this range: -25 % on rows of 128 (Zen 4). */
-__attribute__((target("avx512f"))) static inline __m512 exp_nonpos512(__m512 x) {
-  __m512 c = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+/* The recipe's steps after the clamp, on 16 lanes: e^c for c in [-104, 104]. */
+__attribute__((target("avx512f"))) static inline __m512 exp_clamped512(__m512 c) {
   __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504f)),
                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693145752f), c);
@@ -56,6 +41,19 @@ __attribute__((target("avx512f"))) static inline __m512 exp_nonpos512(__m512 x) 
   __m512 p = _mm512_set1_ps(exp_c[7]);
   for (int i = 6; i >= 0; i--) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_c[i]));
   return _mm512_scalef_ps(p, n);
+}
+
+__attribute__((target("avx512f"))) static inline __m512 exp_recipe512(__m512 x) {
+  __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  __m512 c = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(104.0f));
+  return _mm512_mask_mov_ps(exp_clamped512(c), nan, x);
+}
+
+/* exp_recipe512 for x in [-inf, 0] (no NaN): the same bits there, without the NaN select and
+ * the upper clamp. A softmax row whose maximum is finite and which holds no NaN subtracts that
+ * maximum first, so every lane is in this range: -25 % on rows of 128 (Zen 4). */
+__attribute__((target("avx512f"))) static inline __m512 exp_nonpos512(__m512 x) {
+  return exp_clamped512(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)));
 }
 
 #endif /* EMBER_VMATH_EXP_H */
