@@ -167,8 +167,8 @@ def _read_bytes(src: bytes | bytearray | memoryview | str | os.PathLike[str]) ->
 
 
 # A call's plan (RuntimeProgram._plan): the method; per input (dtype, shape, strides, runtime
-# tensor); per output (runtime tensor, dtype, shape, strides, bytes).
-_Plan = tuple[ctypes.c_void_p, tuple[Any, ...], tuple[Any, ...]]
+# tensor).
+_Plan = tuple[ctypes.c_void_p, tuple[Any, ...]]
 
 
 class RuntimeProgram:
@@ -428,9 +428,10 @@ class RuntimeProgram:
 
     def _plan(self, m: ctypes.c_void_p, inputs: Sequence[Any]) -> _Plan | None:
         """After a call of ``m`` with ``inputs``: what the next call with inputs of the same
-        layouts needs (per input its dtype, shape, strides and runtime tensor, per output its
-        runtime tensor and layout), or None where a call must take the checks (an input not a
-        plain CPU tensor in the default dim order, an output not a static tensor)."""
+        layouts needs (per input its dtype, shape, strides and runtime tensor), or None where a
+        call must take the checks (an input not a plain CPU tensor in the default dim order).
+        Outputs are not planned: a method with control flow returns other tensors on another
+        branch."""
         key = int(m.value or 0)
         meta = self._input_meta(m)
         ins = []
@@ -441,24 +442,15 @@ class RuntimeProgram:
             if meta[i][3] != list(range(meta[i][2])) or (tuple(x.shape), x.stride()) != got[:2]:
                 return None
             ins.append((x.dtype, got[0], got[1], got[2][0]))
-        outs = []
-        for i in range(self._L.em_method_output_count(m)):
-            v = self._L.em_method_output(m, i).contents
-            if v.tag != _lib.TAG_TENSOR:
-                return None
-            t = v.u.tensor.contents
-            lay = self._out_layout.get(ctypes.addressof(t))
-            if lay is None or t.dynamism != 0:
-                return None
-            outs.append((t, *lay))
-        return m, tuple(ins), tuple(outs)
+        return m, tuple(ins)
 
     def _run_planned(self, method: str, plan: _Plan, inputs: Sequence[Any]) -> list[Any] | None:
-        """A call whose inputs have the layouts of the call that made ``plan``: bound, executed
-        and copied out without the per-call checks (the same runtime calls); None, with nothing
-        done, when an input differs. Python's steps around a large model's execute run with cold
-        caches: all-MiniLM-L6-v2 int8 at 1 thread, 9.41-9.52 -> 9.33-9.43 ms a call (Zen 4)."""
-        m, ins, outs = plan
+        """A call whose inputs have the layouts of the call that made ``plan``: bound and
+        executed without the per-call checks (the same runtime calls), outputs copied as by any
+        call; None, with nothing done, when an input differs. Python's steps around a large
+        model's execute run with cold caches: all-MiniLM-L6-v2 int8 at 1 thread, 9.65-9.75 ->
+        9.58-9.65 ms a call (Zen 4, one process alternating the two)."""
+        m, ins = plan
         if len(inputs) != len(ins) or not self._mod:
             return None
         for x, (dtype, shape, strides, _) in zip(inputs, ins, strict=True):
@@ -471,15 +463,7 @@ class RuntimeProgram:
             et.data = x.data_ptr() if x.numel() or x.data_ptr() else None
             _check(L.em_method_bind_input_tensor(m, i, ctypes.byref(et)), f"input {i}")
         _check(L.em_method_execute(m), f"executing '{method}'")
-        res: list[Any] = []
-        for t, dtype, shape, strides, nbytes in outs:
-            if not t.data:
-                res.append(tensor_from_em(t))
-                continue
-            y = torch.empty_strided(shape, strides, dtype=dtype)
-            ctypes.memmove(y.data_ptr(), t.data, nbytes)
-            res.append(y)
-        return res
+        return self._outputs(m)
 
     def _run_with_etdump(
         self, method: str, inputs: Sequence[Any], path: Path, debug: Path | None
