@@ -5,8 +5,9 @@
  * Each case cycles over enough copies of its weights (>= 256 MiB in all) that every call streams
  * them from DRAM, as a decode step does (one pass over the whole model). Reported: time per
  * call (best of 5 batches), weight GB/s (weight + scale bytes per call / time), GFLOP/s
- * (2 M N K / time), and the machine's read bandwidth measured here (AVX2 sum over 512 MiB), the
- * bound for decode. Kernels are called through the registry exactly as the runtime calls them.
+ * (2 M N K / time), and the machine's read bandwidth measured here (AVX2 sum over 512 MiB; it and
+ * the weights in huge pages), the bound for decode. Kernels are called through the registry exactly
+ * as the runtime calls them.
  *
  *   cc -O2 -Iinclude -Ikernels bench/linear_q.c build/libember.a -lpthread -lm -o linear_q_bench
  *   ./linear_q_bench [threads...]            (default: 1 2; EMBER_CPU_ISA caps the ISA)
@@ -16,10 +17,12 @@
  *   LQ_HOT=1 (one copy of the weights: cache-resident where they fit, the kernel's compute rate)
  */
 #define _POSIX_C_SOURCE 199309L
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "ember/kernel.h"
@@ -82,6 +85,17 @@ static em_evalue ev_none(void) {
   return v;
 }
 
+/* n bytes in huge pages where the kernel grants them, as Ember's runtime holds a model's weights
+ * (its copy of the file, extension/data_loader.c): 4 KiB pages cost the stream its TLB misses. */
+static void *huge_alloc(size_t n) {
+  const size_t huge = (size_t)2 << 20;
+  void *p = aligned_alloc(huge, (n + huge - 1) / huge * huge);
+#ifdef MADV_HUGEPAGE
+  if (p) (void)madvise(p, (n + huge - 1) / huge * huge, MADV_HUGEPAGE);
+#endif
+  return p;
+}
+
 /* ---- read bandwidth ---- */
 
 typedef struct bw_job {
@@ -110,7 +124,7 @@ __attribute__((target("avx2"))) static void bw_task(void *ctx, int64_t c0, int64
 
 static double read_bandwidth(em_threadpool *pool) {
   size_t n = (size_t)512 << 20;
-  uint8_t *buf = aligned_alloc(64, n);
+  uint8_t *buf = huge_alloc(n);
   memset(buf, 1, n);
   bw_job j = {buf, n, 64, {0}};
   double best = 1e30;
@@ -149,7 +163,7 @@ static double run_case(kind kd, int64_t gs, int64_t m, int64_t n, int64_t k, em_
   size_t sbytes = kd == F32 ? 0 : (size_t)(n * groups * (f16 ? 2 : 4)) * (kd == Q4A ? 2 : 1);
   size_t per = (wbytes + sbytes + 63) / 64 * 64;
   size_t copies = getenv("LQ_HOT") ? 1 : ((size_t)256 << 20) / per + 1;
-  uint8_t *wmem = aligned_alloc(64, per * copies);
+  uint8_t *wmem = huge_alloc(per * copies);
   for (size_t i = 0; i < per * copies; i++) wmem[i] = (uint8_t)(i * 2654435761u >> 13);
   for (size_t c = 0; c < copies; c++) /* sane scales / f32 weights */
     if (kd == F32)

@@ -1,6 +1,6 @@
 """Where one decode token's time goes (issue 29): per operator, against its own memory bound.
 
-Runs ``ember run --profile`` on SmolLM2-135M-Instruct 4-bit (``4w32``, the file
+Runs ``ember run --profile --no-mmap`` on SmolLM2-135M-Instruct 4-bit (``4w32``, the file
 ``bench/devtools_overhead.py`` exports) decoding one token at KV-cache position 100, at each
 thread count, beside ``bench/membw.c``'s read bandwidth at the same thread count. For every
 operator: calls, time per token, share, the constant bytes its calls read per token (the weights:
@@ -70,7 +70,10 @@ def profile(
     np.save(OUT / "pos.npy", np.array([pos], dtype=np.int64))
     ins = ["--input", str(OUT / "tok.npy"), "--input", str(OUT / "pos.npy")]
     cmd = [str(exe), "run", str(pte), *ins, "--iters", str(iters), "--threads", str(threads)]
-    cmd.append("--profile")
+    # --no-mmap: the weights in the runtime's own copy in huge pages, as `ember-llm` and the
+    # Python API hold them; the CLI's default mmap of the file (4 KiB pages) streams them ~20 %
+    # slower and less evenly (1B 4w32sh:o4, Zen 4, 1 thread: 32-49 ms a token against 29.6-30.4).
+    cmd += ["--profile", "--no-mmap"]
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
     text = r.stdout + r.stderr
     med = float(_MEDIAN.search(text).group(1))  # type: ignore[union-attr]
@@ -99,7 +102,7 @@ def main() -> None:
     wb = weight_bytes(pte, args.pos)
     cpu = cpu_name()
     lines = [f"CPU: {cpu}. {args.label}, one decode token at position {args.pos}, "
-             f"`ember run --profile`, {args.iters} iterations.", ""]  # fmt: skip
+             f"`ember run --profile --no-mmap`, {args.iters} iterations.", ""]  # fmt: skip
     for t in args.threads:
         bw = membw(t, OUT)
         med, rows = profile(args.ember, pte, t, args.iters, args.pos)

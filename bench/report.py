@@ -110,11 +110,11 @@ def membw(threads: int, out_dir: Path) -> float:
     `out_dir`)."""
     import json
 
-    exe = out_dir / "membw"
-    if not exe.exists():
+    exe, src = out_dir / "membw", ROOT / "bench" / "membw.c"
+    if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
         out_dir.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            ["cc", "-O2", "-march=native", "-pthread", str(ROOT / "bench" / "membw.c"), "-o", exe],
+            ["cc", "-O2", "-march=native", "-pthread", str(src), "-o", exe],
             check=True,
         )
     r = subprocess.run([str(exe), str(threads), "1024"], capture_output=True, text=True, check=True)
