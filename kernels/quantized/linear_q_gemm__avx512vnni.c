@@ -52,10 +52,19 @@ static inline __m512 chan_scale(const char *row, int half) {
   return _mm512_set1_ps(*(const float *)(const void *)row);
 }
 
+/* v, kept in a register: GCC otherwise folds a value used twice into both users as a memory
+ * operand (a weight chunk into its nibble mask and shift, an activation chunk into both rows'
+ * dot products), loading it twice; Zen 4 loads one 512-bit vector a cycle, so in
+ * pair_fold_blocks the doubled loads (9 a chunk pair instead of 4) bounded the loop. */
+static inline __attribute__((always_inline)) __m512i in_reg(__m512i v) {
+  __asm__("" : "+v"(v));
+  return v;
+}
+
 /* Weight row wr's chunk decoded into the unsigned dpbusd operands lo (and hi, q4). */
 static inline __attribute__((always_inline)) void decode(int bits, const uint8_t *wr,
                                                          __mmask64 mask, __m512i *lo, __m512i *hi) {
-  __m512i v = _mm512_maskz_loadu_epi8(mask, wr);
+  __m512i v = in_reg(_mm512_maskz_loadu_epi8(mask, wr));
   if (bits == 4) {
     *lo = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
     *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
@@ -243,9 +252,10 @@ tile_1x8(int bits, int offs, int half, int fold, size_t nc, const uint8_t *a, co
       if (offs) _mm_prefetch(pfo + i * 64, _MM_HINT_T0);
     }
     __mmask64 mask = chunk_mask(c, p, &lanes);
-    const __m512i a0 = _mm512_load_si512(a + off);
-    const __m512i a1 = bits == 4 ? _mm512_load_si512(a + p->off_a1 + off) : a0;
-    const __m512i corr = fold ? _mm512_setzero_si512() : _mm512_load_si512(a + p->off_corr + off);
+    const __m512i a0 = in_reg(_mm512_load_si512(a + off));
+    const __m512i a1 = bits == 4 ? in_reg(_mm512_load_si512(a + p->off_a1 + off)) : a0;
+    const __m512i corr =
+        fold ? _mm512_setzero_si512() : in_reg(_mm512_load_si512(a + p->off_corr + off));
     const __m512 sl =
         fold ? _mm512_setzero_ps() : _mm512_load_ps((const float *)(a + p->off_sl) + c * 16);
     const __m512 sf = offs ? _mm512_load_ps((const float *)(a + p->off_sf) + c * 16) : sl;
@@ -308,23 +318,16 @@ static inline __attribute__((always_inline)) void pair_prefetch(size_t c, size_t
   }
 }
 
-/* The folded decode's whole blocks of 16 groups (1 << sh chunks, every byte in the row: no masks)
- * for pair_1x2: the same operations in the same order as its chunk loop, so the same bits, with
- * the per-chunk bookkeeping (masks, the block test, the group index, the scale prefetch loop)
- * hoisted out (the loop was front-end bound on Zen 4: ~10 cycles a chunk in L2 for ~9 vector
- * operations; now +10-18 % in L2, the same from DRAM). The scale prefetches stay spread over the
- * chunks as in pair_1x2: issued at once per block they cost 10-20 % of the DRAM rate at K = 2048
- * (bench/linear_q.c, Zen 4). Returns the number of chunks done. */
 static inline __attribute__((always_inline)) size_t
-pair_fold_blocks(int bits, int offs, const uint8_t *a, const uint8_t *w0, const uint8_t *w1,
-                 const char *s0, const char *s1, const char *o0, const char *o1, const char *pfs,
-                 const char *pfo, const uint8_t *pf, size_t ws_lines, size_t ws_per, int to_l2,
-                 const em_qgemm_params *p, __m512 *r0, __m512 *r1) {
-  const unsigned sh = p->gl_shift;
-  if (sh != 2 && sh != 3) return 0;
-  const size_t cpl = (size_t)1 << sh, nblk = p->kbytes / 64 / cpl;
+pair_fold_blocks_n(int bits, int offs, const size_t cpl, const uint8_t *a, const uint8_t *w0,
+                   const uint8_t *w1, const char *s0, const char *s1, const char *o0,
+                   const char *o1, const char *pfs, const char *pfo, const uint8_t *pf,
+                   size_t ws_lines, size_t ws_per, int to_l2, const em_qgemm_params *p, __m512 *r0,
+                   __m512 *r1) {
+  const size_t nblk = p->kbytes / 64 / cpl;
+  const int sh = cpl == 4 ? 2 : 3;
   const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512i gidx = _mm512_srl_epi32(iota, _mm_cvtsi32_si128((int)sh));
+  const __m512i gidx = _mm512_srli_epi32(iota, sh);
   __m512i idx[8];
   for (size_t cc = 0; cc < cpl; cc++)
     idx[cc] = _mm512_add_epi32(gidx, _mm512_set1_epi32((int)(cc << (4 - sh))));
@@ -348,11 +351,12 @@ pair_fold_blocks(int bits, int offs, const uint8_t *a, const uint8_t *w0, const 
     c1 = fold_term(bits, offs, c1, sv1, ov1, gs);
     sv0 = _mm512_mul_ps(sv0, sb);
     sv1 = _mm512_mul_ps(sv1, sb);
+#pragma GCC unroll 8
     for (size_t cc = 0; cc < cpl; cc++) {
       const size_t off = (cb + cc) * 64;
       pair_prefetch(cb + cc, off, offs, pfs, pfo, pf, ws_lines, ws_per, to_l2);
-      const __m512i a0 = _mm512_load_si512(a + off);
-      const __m512i a1 = bits == 4 ? _mm512_load_si512(a + p->off_a1 + off) : a0;
+      const __m512i a0 = in_reg(_mm512_load_si512(a + off));
+      const __m512i a1 = bits == 4 ? in_reg(_mm512_load_si512(a + p->off_a1 + off)) : a0;
       __m512i lo, hi;
       decode(bits, w0 + off, ~(__mmask64)0, &lo, &hi);
       c0 = mac_fold(bits, c0, a0, a1, lo, hi, _mm512_permutexvar_ps(idx[cc], sv0));
@@ -363,6 +367,28 @@ pair_fold_blocks(int bits, int offs, const uint8_t *a, const uint8_t *w0, const 
   *r0 = c0;
   *r1 = c1;
   return nblk * cpl;
+}
+
+/* The folded decode's whole blocks of 16 groups (1 << sh chunks, every byte in the row: no masks)
+ * for pair_1x2: the same operations in the same order as its chunk loop, so the same bits, with
+ * the per-chunk bookkeeping (masks, the block test, the group index, the scale prefetch loop)
+ * hoisted out (the loop was front-end bound on Zen 4: ~10 cycles a chunk in L2 for ~9 vector
+ * operations; now +10-18 % in L2, the same from DRAM). The scale prefetches stay spread over the
+ * chunks as in pair_1x2: issued at once per block they cost 10-20 % of the DRAM rate at K = 2048
+ * (bench/linear_q.c, Zen 4). The chunks of a block unrolled (groups of 32 or 64: 4 or 8 chunks)
+ * so their permutation indices stay in registers. Returns the number of chunks done. */
+static inline __attribute__((always_inline)) size_t
+pair_fold_blocks(int bits, int offs, const uint8_t *a, const uint8_t *w0, const uint8_t *w1,
+                 const char *s0, const char *s1, const char *o0, const char *o1, const char *pfs,
+                 const char *pfo, const uint8_t *pf, size_t ws_lines, size_t ws_per, int to_l2,
+                 const em_qgemm_params *p, __m512 *r0, __m512 *r1) {
+  if (p->gl_shift == 2)
+    return pair_fold_blocks_n(bits, offs, 4, a, w0, w1, s0, s1, o0, o1, pfs, pfo, pf, ws_lines,
+                              ws_per, to_l2, p, r0, r1);
+  if (p->gl_shift == 3)
+    return pair_fold_blocks_n(bits, offs, 8, a, w0, w1, s0, s1, o0, o1, pfs, pfo, pf, ws_lines,
+                              ws_per, to_l2, p, r0, r1);
+  return 0;
 }
 
 /* Rows j0 and j1 = j0 + 1 of a tile (w0, w1 = w0 + w_stride; w1 == w0 when j0 is the last
@@ -436,9 +462,10 @@ pair_1x2(int bits, int offs, int half, int fold, const uint8_t *a, const uint8_t
     }
     pair_prefetch(c, off, offs, pfs, pfo, pf, ws_lines, ws_per, to_l2);
     __mmask64 mask = chunk_mask(c, p, &lanes);
-    const __m512i a0 = _mm512_load_si512(a + off);
-    const __m512i a1 = bits == 4 ? _mm512_load_si512(a + p->off_a1 + off) : a0;
-    const __m512i corr = fold ? _mm512_setzero_si512() : _mm512_load_si512(a + p->off_corr + off);
+    const __m512i a0 = in_reg(_mm512_load_si512(a + off));
+    const __m512i a1 = bits == 4 ? in_reg(_mm512_load_si512(a + p->off_a1 + off)) : a0;
+    const __m512i corr =
+        fold ? _mm512_setzero_si512() : in_reg(_mm512_load_si512(a + p->off_corr + off));
     const __m512 sl =
         fold ? _mm512_setzero_ps() : _mm512_load_ps((const float *)(a + p->off_sl) + c * 16);
     __m512i lo, hi;
