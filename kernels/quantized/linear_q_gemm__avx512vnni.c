@@ -382,13 +382,16 @@ pair_fold_blocks(int bits, int offs, const uint8_t *a, const uint8_t *w0, const 
                  const char *s0, const char *s1, const char *o0, const char *o1, const char *pfs,
                  const char *pfo, const uint8_t *pf, size_t ws_lines, size_t ws_per, int to_l2,
                  const em_qgemm_params *p, __m512 *r0, __m512 *r1) {
-  if (p->gl_shift == 2)
-    return pair_fold_blocks_n(bits, offs, 4, a, w0, w1, s0, s1, o0, o1, pfs, pfo, pf, ws_lines,
-                              ws_per, to_l2, p, r0, r1);
-  if (p->gl_shift == 3)
-    return pair_fold_blocks_n(bits, offs, 8, a, w0, w1, s0, s1, o0, o1, pfs, pfo, pf, ws_lines,
-                              ws_per, to_l2, p, r0, r1);
-  return 0;
+  /* specialised on the common case's constants: with f16 scales a pair's scale (offset) lines
+   * never outnumber its chunks (ws_per 1), and on the prefetch level */
+#define EM_PFB(CPL, WSP, L2)                                                                       \
+  pair_fold_blocks_n(bits, offs, CPL, a, w0, w1, s0, s1, o0, o1, pfs, pfo, pf, ws_lines, WSP, L2,  \
+                     p, r0, r1)
+  if (p->gl_shift != 2 && p->gl_shift != 3) return 0;
+  if (ws_per != 1) return p->gl_shift == 2 ? EM_PFB(4, ws_per, to_l2) : EM_PFB(8, ws_per, to_l2);
+  if (p->gl_shift == 2) return to_l2 ? EM_PFB(4, 1, 1) : EM_PFB(4, 1, 0);
+  return to_l2 ? EM_PFB(8, 1, 1) : EM_PFB(8, 1, 0);
+#undef EM_PFB
 }
 
 /* Rows j0 and j1 = j0 + 1 of a tile (w0, w1 = w0 + w_stride; w1 == w0 when j0 is the last
