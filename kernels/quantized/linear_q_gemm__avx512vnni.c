@@ -161,6 +161,63 @@ static inline __attribute__((always_inline)) __m512 fold_term(int bits, int offs
 #define PF_TILES 2
 #endif
 
+/* tile_1x8's whole blocks of 16 groups in the folded form (f16 scales, 1 << gl_shift = cpl
+ * chunks a block, every byte in the rows: no masks), as pair_fold_blocks does for pairs: the same
+ * operations in the same order as tile_1x8's chunk loop (so the same bits), the chunks of a block
+ * unrolled with their permutation indices in registers and the per-chunk bookkeeping (masks,
+ * the block test, the scale prefetch loop) out of the loop (SmolLM2's 576 -> 1536, Zen 4, 1
+ * thread, in L2: 21.4-22.4 -> 22.1-24.1 GB/s with offsets, 17.8-24.3 -> 25.5-26.1 without). Returns
+ * the number of chunks done. */
+static inline __attribute__((always_inline)) size_t
+tile_fold_blocks_n(int bits, int offs, const size_t cpl, const uint8_t *a,
+                   const uint8_t *const wr[8], const char *const sr[8], const char *const orow[8],
+                   const uint8_t *pf, const char *pfs, const char *pfo, size_t ws_lines,
+                   const em_qgemm_params *p, __m512 acc[8]) {
+  const size_t nblk = p->kbytes / 64 / cpl;
+  const int sh = cpl == 4 ? 2 : 3;
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i gidx = _mm512_srli_epi32(iota, sh);
+  __m512i idx[8];
+  for (size_t cc = 0; cc < cpl; cc++)
+    idx[cc] = _mm512_add_epi32(gidx, _mm512_set1_epi32((int)(cc << (4 - sh))));
+  const float *sbv = (const float *)(const void *)(a + p->off_sb);
+  for (size_t b = 0; b < nblk; b++) {
+    const size_t g0 = b * 16, cb = b * cpl;
+    const __m512 gs = _mm512_loadu_ps(p->gsum + g0), sb = _mm512_loadu_ps(sbv + g0);
+    __m512 sv[8];
+#pragma GCC unroll 8
+    for (size_t j = 0; j < 8; j++) {
+      const uint16_t *s16 = (const uint16_t *)(const void *)sr[j] + g0;
+      sv[j] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)s16));
+      __m512 ov = _mm512_setzero_ps();
+      if (offs) {
+        const uint16_t *o16 = (const uint16_t *)(const void *)orow[j] + g0;
+        ov = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)o16));
+      }
+      acc[j] = fold_term(bits, offs, acc[j], sv[j], ov, gs);
+      sv[j] = _mm512_mul_ps(sv[j], sb);
+    }
+#pragma GCC unroll 8
+    for (size_t cc = 0; cc < cpl; cc++) {
+      const size_t c = cb + cc, off = c * 64;
+      if (c < ws_lines) { /* one scale (offset) line a chunk: tile_1x8's ws_per 1 */
+        _mm_prefetch(pfs + c * 64, _MM_HINT_T0);
+        if (offs) _mm_prefetch(pfo + c * 64, _MM_HINT_T0);
+      }
+      const __m512i a0 = in_reg(_mm512_load_si512(a + off));
+      const __m512i a1 = bits == 4 ? in_reg(_mm512_load_si512(a + p->off_a1 + off)) : a0;
+#pragma GCC unroll 8
+      for (size_t j = 0; j < 8; j++) {
+        __m512i lo, hi;
+        _mm_prefetch((const char *)(pf + (c * 8 + j) * 64), _MM_HINT_T0);
+        decode(bits, wr[j] + off, ~(__mmask64)0, &lo, &hi);
+        acc[j] = mac_fold(bits, acc[j], a0, a1, lo, hi, _mm512_permutexvar_ps(idx[cc], sv[j]));
+      }
+    }
+  }
+  return nblk * cpl;
+}
+
 /* One activation row x 8 weight rows (decode: a GEMV streaming the weights). The activation
  * operands of a chunk are loaded once for the 8 columns; columns past nc repeat the last one.
  * OFFS: the offsets' term too, lane-wise: offset(lane's group) * sf(lane), summed with the rest.
@@ -202,7 +259,17 @@ tile_1x8(int bits, int offs, int half, int fold, size_t nc, const uint8_t *a, co
     sv[j] = chan_scale(sr[j], half);
     if (offs) ov[j] = chan_scale(orow[j], half);
   }
-  for (size_t c = 0; c < n_chunks; c++) {
+  size_t c_begin = 0;
+  if (fold && hoist && ws_per == 1 && (sh == 2 || sh == 3)) {
+    __m512 acc[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
+    c_begin =
+        sh == 2
+            ? tile_fold_blocks_n(bits, offs, 4, a, wr, sr, orow, pf, pfs, pfo, ws_lines, p, acc)
+            : tile_fold_blocks_n(bits, offs, 8, a, wr, sr, orow, pf, pfs, pfo, ws_lines, p, acc);
+    c0 = acc[0], c1 = acc[1], c2 = acc[2], c3 = acc[3], c4 = acc[4], c5 = acc[5], c6 = acc[6];
+    c7 = acc[7];
+  }
+  for (size_t c = c_begin; c < n_chunks; c++) {
     size_t lanes, off = c * 64;
     __m512i idx = gidx;
     if (hoist) {
