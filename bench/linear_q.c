@@ -14,7 +14,8 @@
  *   LQ_1B=1 ./linear_q_bench 1               (Llama-3.2-1B's shapes; LQ_PAIRS=0/1 forces the
  *                                             decode tile's row order for an A/B)
  *   LQ_F16=1 (f16 scales and offsets, as the LLM exports store them: the folded decode),
- *   LQ_HOT=1 (one copy of the weights: cache-resident where they fit, the kernel's compute rate)
+ *   LQ_HOT=1 (one copy of the weights: cache-resident where they fit, the kernel's compute rate;
+ *   with LQ_N=512 on the 1B shapes, resident in a 1 MiB L2)
  */
 #define _POSIX_C_SOURCE 199309L
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
@@ -263,6 +264,7 @@ int main(int argc, char **argv) {
         double f32_time = 0;
         for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
           int64_t k = shapes[si][0], n = shapes[si][1], m = ms[mi];
+          if (getenv("LQ_N")) n = atoll(getenv("LQ_N")); /* LQ_N=512: fewer rows (in L2 hot) */
           const char *only_m = getenv("LQ_M"); /* LQ_M=128: only that M (profiling) */
           if (only_m && atoll(only_m) != m) continue;
           const char *only_k = getenv("LQ_KIND"); /* LQ_KIND=1: only kinds[1] (profiling) */
