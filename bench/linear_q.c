@@ -265,7 +265,7 @@ int main(int argc, char **argv) {
         for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
           int64_t k = shapes[si][0], n = shapes[si][1], m = ms[mi];
           if (getenv("LQ_N")) n = atoll(getenv("LQ_N")); /* LQ_N=512: fewer rows (in L2 hot) */
-          const char *only_m = getenv("LQ_M"); /* LQ_M=128: only that M (profiling) */
+          const char *only_m = getenv("LQ_M");           /* LQ_M=128: only that M (profiling) */
           if (only_m && atoll(only_m) != m) continue;
           const char *only_k = getenv("LQ_KIND"); /* LQ_KIND=1: only kinds[1] (profiling) */
           if (only_k && (size_t)atoi(only_k) != ki && kinds[ki].k != F32) continue;
