@@ -161,6 +161,16 @@ static inline __attribute__((always_inline)) __m512 fold_term(int bits, int offs
 #define PF_TILES 2
 #endif
 
+/* The permutation spreading a block's 16 group scales over chunk cc's lanes (cpl = 4 or 8
+ * chunks a block: groups of 32 or 64), for the folded block loops. */
+static inline __attribute__((always_inline)) void block_perm_idx(const size_t cpl, __m512i idx[8]) {
+  const int sh = cpl == 4 ? 2 : 3;
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i gidx = _mm512_srli_epi32(iota, sh);
+  for (size_t cc = 0; cc < cpl; cc++)
+    idx[cc] = _mm512_add_epi32(gidx, _mm512_set1_epi32((int)(cc << (4 - sh))));
+}
+
 /* tile_1x8's whole blocks of 16 groups in the folded form (f16 scales, 1 << gl_shift = cpl
  * chunks a block, every byte in the rows: no masks), as pair_fold_blocks does for pairs: the same
  * operations in the same order as tile_1x8's chunk loop (so the same bits), the chunks of a block
@@ -174,12 +184,8 @@ tile_fold_blocks_n(int bits, int offs, const size_t cpl, const uint8_t *a,
                    const uint8_t *pf, const char *pfs, const char *pfo, size_t ws_lines,
                    const em_qgemm_params *p, __m512 acc[8]) {
   const size_t nblk = p->kbytes / 64 / cpl;
-  const int sh = cpl == 4 ? 2 : 3;
-  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512i gidx = _mm512_srli_epi32(iota, sh);
   __m512i idx[8];
-  for (size_t cc = 0; cc < cpl; cc++)
-    idx[cc] = _mm512_add_epi32(gidx, _mm512_set1_epi32((int)(cc << (4 - sh))));
+  block_perm_idx(cpl, idx);
   const float *sbv = (const float *)(const void *)(a + p->off_sb);
   for (size_t b = 0; b < nblk; b++) {
     const size_t g0 = b * 16, cb = b * cpl;
@@ -392,12 +398,8 @@ pair_fold_blocks_n(int bits, int offs, const size_t cpl, const uint8_t *a, const
                    size_t ws_lines, size_t ws_per, int to_l2, const em_qgemm_params *p, __m512 *r0,
                    __m512 *r1) {
   const size_t nblk = p->kbytes / 64 / cpl;
-  const int sh = cpl == 4 ? 2 : 3;
-  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512i gidx = _mm512_srli_epi32(iota, sh);
   __m512i idx[8];
-  for (size_t cc = 0; cc < cpl; cc++)
-    idx[cc] = _mm512_add_epi32(gidx, _mm512_set1_epi32((int)(cc << (4 - sh))));
+  block_perm_idx(cpl, idx);
   const uint16_t *s016 = (const uint16_t *)(const void *)s0;
   const uint16_t *s116 = (const uint16_t *)(const void *)s1;
   const uint16_t *o016 = (const uint16_t *)(const void *)o0;
