@@ -42,11 +42,11 @@ _OP = struct.Struct("<II4i2i24i8f")
 _KIND = {
     1: "conv2d", 2: "gemm", 3: "binary", 4: "unary", 5: "maxpool2d", 6: "avgpool2d", 7: "mean",
     8: "softmax", 9: "layernorm", 10: "permute", 11: "copy", 12: "cat", 13: "slice",
-    14: "channel_affine", 15: "rmsnorm",
+    14: "channel_affine", 15: "rmsnorm", 16: "token_fq", 17: "pad", 18: "dq_linear",
 }  # fmt: skip
 _ACT = [
     "none", "clamp", "hardswish", "sigmoid", "silu", "gelu", "gelu_tanh", "tanh", "hardsigmoid",
-    "exp", "sqrt", "rsqrt", "neg", "abs",
+    "exp", "sqrt", "rsqrt", "neg", "abs", "fakequant", "hardswish_fq",
 ]  # fmt: skip
 _BIN = ["add", "sub", "mul", "div", "rsub"]
 
@@ -104,6 +104,7 @@ def blob_features(blob: bytes) -> Counter[str]:
                 ("residual", ins[3] >= 0),
                 ("in_scale", ip[16]),
                 ("plane_means", outs[1] >= 0),
+                ("q8", ip[17]),
             ):
                 if on:
                     f[f"conv2d:{name}"] += 1
@@ -118,6 +119,12 @@ def blob_features(blob: bytes) -> Counter[str]:
                     f[f"gemm:{name}"] += 1
         elif kind == "binary":
             f[f"binary:{_BIN[ip[0]]}{':scalar' if ins[1] < 0 else ''}"] += 1
+            if ip[1]:
+                f["binary:q8"] += 1
+        elif kind == "unary" and ip[0]:
+            f["unary:q8"] += 1
+        elif kind == "maxpool2d" and ip[10]:
+            f["maxpool2d:q8"] += 1
         elif kind == "softmax":
             for name, on in (("log", ip[3]), ("scale", ip[4]), ("mask", ins[1] >= 0)):
                 if on:
