@@ -40,6 +40,17 @@ from random_q8_check import MODES, Q8Stats, run_q8  # noqa: E402
 log = logging.getLogger("random_graphs")
 
 
+def _details(failures: list, outside: Counter[str], features: Counter[str]) -> list[str]:
+    """The summary's sections: the failures, the kernels left outside, the blob records."""
+    lines = ["", "## Failures", ""]
+    lines += [f"- seed {f.seed}: {f.kind}: {f.detail}" for f in failures] or ["none"]
+    lines += ["", "## Left outside the delegates (kernel: instructions)", ""]
+    lines += [", ".join(f"`{k}` {n}" for k, n in outside.most_common())]
+    lines += ["", "## Backend operators and fusions reached (blob records)", ""]
+    lines += [", ".join(f"`{k}` {n}" for k, n in sorted(features.items()))]
+    return lines
+
+
 def summary(
     st: Stats, args: argparse.Namespace, seconds: float, command: str, finished: bool = True
 ) -> str:
@@ -60,16 +71,8 @@ def summary(
         f"({', '.join(f'{k} {n}' for k, n in kinds.items()) or 'none'})",
         f"- instructions inside EmberCpuBackend: {st.inside} of {st.inside + outside} "
         f"({share:.1f} %), in {st.delegates} delegates",
-        "",
-        "## Failures",
-        "",
     ]
-    lines += [f"- seed {f.seed}: {f.kind}: {f.detail}" for f in st.failures] or ["none"]
-    lines += ["", "## Left outside the delegates (kernel: instructions)", ""]
-    lines += [", ".join(f"`{k}` {n}" for k, n in st.outside.most_common())]
-    lines += ["", "## Backend operators and fusions reached (blob records)", ""]
-    lines += [", ".join(f"`{k}` {n}" for k, n in sorted(st.features.items()))]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _details(st.failures, st.outside, st.features)) + "\n"
 
 
 def summary_q8(st: Q8Stats, args: argparse.Namespace, seconds: float, command: str) -> str:
@@ -86,16 +89,8 @@ def summary_q8(st: Q8Stats, args: argparse.Namespace, seconds: float, command: s
         f"({', '.join(f'{k} {n}' for k, n in kinds.items()) or 'none'})",
         f"- largest error against the quantized graph in PyTorch: {st.worst:.3g} of its "
         f"output's largest magnitude; int8 operators in the delegates: {st.int8_records()}",
-        "",
-        "## Failures",
-        "",
     ]
-    lines += [f"- seed {f.seed}: {f.kind}: {f.detail}" for f in st.failures] or ["none"]
-    lines += ["", "## Left outside the delegates (kernel: instructions)", ""]
-    lines += [", ".join(f"`{k}` {n}" for k, n in st.outside.most_common())]
-    lines += ["", "## Backend operators and fusions reached (blob records)", ""]
-    lines += [", ".join(f"`{k}` {n}" for k, n in sorted(st.features.items()))]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _details(st.failures, st.outside, st.features)) + "\n"
 
 
 def main_q8(args: argparse.Namespace, command: str) -> None:

@@ -26,7 +26,7 @@ import re
 import struct
 import traceback
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -365,19 +365,28 @@ def run_batches(
     it finishes. Returns the merged Stats."""
     seeds = list(seeds)
     work = [(seeds[i : i + batch], threads) for i in range(0, len(seeds), batch)]
-    total = Stats()
+    return gather(_work, work, jobs, Stats(), done)
 
-    def take(st: Stats) -> None:
-        total.merge(st)
-        if done is not None:
-            done(st)
 
-    if jobs <= 1:
-        for w in work:
-            take(_work(w))
-        return total
+def gather(
+    fn: Callable[[Any], Any],
+    work: Sequence[Any],
+    jobs: int,
+    total: Any,
+    done: Callable[[Any], None] | None,
+) -> Any:
+    """Merges ``fn`` over ``work`` into ``total`` (a Stats-like object), in order, on ``jobs``
+    processes (forked: the workers inherit the imported torch and Ember; the caller alone when
+    ``jobs`` <= 1), calling ``done`` with each item's result as it comes. Returns ``total``."""
     ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-        for st in pool.map(_work, work):
-            take(st)
+    pool = ProcessPoolExecutor(jobs, mp_context=ctx) if jobs > 1 else None
+    try:
+        results: Iterator[Any] = pool.map(fn, work) if pool else map(fn, work)
+        for st in results:
+            total.merge(st)
+            if done is not None:
+                done(st)
+    finally:
+        if pool:
+            pool.shutdown()
     return total

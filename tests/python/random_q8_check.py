@@ -34,15 +34,13 @@ lowering them shows. Used by tests/python/test_quant_random_graphs.py and
 
 from __future__ import annotations
 
-import multiprocessing
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from random_graph_check import Failure, _export, _Fallbacks, _run, _short, delegation
+from random_graph_check import Failure, _export, _Fallbacks, _run, _short, delegation, gather
 from random_graphs import make_case
 
 Q8_RTOL = 2e-2  # of the reference output's largest magnitude
@@ -247,18 +245,4 @@ def run_q8(
     is called with each chunk's stats as it finishes. Returns the merged stats."""
     seeds = list(seeds)
     work = [(seeds[i : i + chunk], mode, threads) for i in range(0, len(seeds), chunk)]
-    total = Q8Stats()
-
-    def take(st: Q8Stats) -> None:
-        total.merge(st)
-        if done is not None:
-            done(st)
-
-    if jobs <= 1:
-        for w in work:
-            take(_work(w))
-        return total
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        for st in pool.map(_work, work):
-            take(st)
-    return total
+    return gather(_work, work, jobs, Q8Stats(), done)
