@@ -399,6 +399,7 @@ em_status em_llm_generate(em_llm *l, const char *prompt, const em_llm_gen_option
   s.stop = EM_LLM_STOP_MAX_TOKENS;
   size_t pos = n, n_steps = 0; /* pos: tokens in l->seq; logits predict l->seq[pos] */
   for (int step = 0; st == EM_OK; step++) {
+    if (step == 0 && g.max_new_tokens <= 0) break; /* the prompt's forward only */
     int32_t next = sample(l, logits, V, g.temperature, g.top_p, &rng);
     if (step == 0) s.ttft_s = now_s() - t0;
     if (is_eos(l, next)) {

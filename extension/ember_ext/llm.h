@@ -40,7 +40,8 @@ typedef struct em_llm_options {
 } em_llm_options;
 
 typedef struct em_llm_gen_options {
-  int max_new_tokens; /* default 128; stops earlier at EOS or the context limit */
+  int max_new_tokens; /* default 128; stops earlier at EOS or the context limit; 0 (or less):
+                         the prompt's forward pass only, no token generated */
   float temperature;  /* <= 0: greedy (argmax) */
   float top_p;        /* nucleus sampling mass in (0, 1]; 1 disables */
   uint64_t seed;      /* sampler seed */

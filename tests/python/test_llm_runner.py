@@ -68,6 +68,9 @@ def test_generate_greedy_and_stops(counter: tuple[Path, Path]) -> None:
     pte, tok = counter
     text, st = generate(pte, tok, "a", max_new_tokens=10)
     assert text == "bcdefghijk" and st.n_generated == 10 and st.stop == "max_new_tokens"
+    # none asked for: the prompt runs, nothing is generated (one token was, before)
+    text, st = generate(pte, tok, "a", max_new_tokens=0)
+    assert text == "" and st.n_generated == 0 and st.stop == "max_new_tokens"
     # <|im_start|> is 256 (parsed as a special token): the next token, 257, is EOS.
     text, st = generate(pte, tok, "<|im_start|>", max_new_tokens=100)
     assert st.stop == "eos" and st.n_generated == 0 and text == ""
