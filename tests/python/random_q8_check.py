@@ -178,16 +178,17 @@ def check_q8_seed(seed: int, mode: str, threads: tuple[int, ...] = (1,)) -> Q8St
     calib = None if dynamic else _calibration(inputs, seed)
     try:
         if mode.startswith("xnnpack"):
-            qep: Any = _xnnpack(m, inputs, calib)
-            if not _quantized(qep):
+            converted = _xnnpack(m, inputs, calib)
+            if not _quantized(converted):
                 raise ValueError(NOTHING)
-            run = qep
+            with torch.no_grad():
+                want = _outputs(converted(*inputs))
+            qep = torch.export.export(converted, inputs)  # once, for both of Ember's paths
         else:
             qep = quantize_exported(m, inputs, calib, dynamic=dynamic, progress=False)
-            run = qep.module()
-        with torch.no_grad():
-            want = _outputs(run(*inputs))
-        tie = _tie_step((qep if mode.startswith("xnnpack") else qep.graph_module).graph)
+            with torch.no_grad():
+                want = _outputs(qep.module()(*inputs))
+        tie = _tie_step(qep.graph_module.graph)
     except Exception as e:  # noqa: BLE001
         if NOTHING not in str(e):
             st.failures.append(Failure(seed, f"{mode} quantize exception",
