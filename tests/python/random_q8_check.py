@@ -34,6 +34,7 @@ lowering them shows. Used by tests/python/test_quant_random_graphs.py and
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -87,10 +88,12 @@ def _outputs(y: Any) -> list[Any]:
     return list(y) if isinstance(y, (tuple, list)) else [y]
 
 
-def _error(got: Any, want: Any, tie: float) -> tuple[float, str | None]:
+def _error(got: Any, want: Any, tie: float, cond: float = 0.0) -> tuple[float, str | None]:
     """(|got - want|'s max ÷ want's largest magnitude, why it fails or None). Every element must
     be within ``Q8_RTOL`` of the largest magnitude, or two of the output's own quantization
-    levels (``_level``); up to ``_TIES`` of them may instead be off by up to ``tie``."""
+    levels (``_level``), plus 4x ``cond`` (the float model's own float32 error: its distance to
+    float64, for ill-conditioned graphs, as random_graph_check.mismatch allows); up to ``_TIES``
+    of them may instead be off by up to ``tie``."""
     if not isinstance(want, torch.Tensor) or not want.is_floating_point():
         return 0.0, None if torch.equal(torch.as_tensor(got), torch.as_tensor(want)) else "differs"
     if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
@@ -105,7 +108,7 @@ def _error(got: Any, want: Any, tie: float) -> tuple[float, str | None]:
     w, d = want[finite], (got[finite] - want[finite]).abs()
     scale, err = float(w.abs().max()), float(d.max())
     rel = err / max(scale, 1e-30)
-    tol = max(Q8_RTOL * scale, 2 * _level(w, scale)) + Q8_ATOL
+    tol = max(Q8_RTOL * scale, 2 * _level(w, scale)) + Q8_ATOL + 4 * cond
     off = int((d > tol).sum())
     if off and (err > max(tol, tie) or off > max(2, int(_TIES * d.numel()))):
         return rel, (
@@ -123,6 +126,21 @@ def _level(v: torch.Tensor, scale: float) -> float:
         return 0.0
     gap = float((u[1:] - u[:-1]).min())
     return gap if gap >= 0.01 * scale else 0.0
+
+
+def _conditioning(m: torch.nn.Module, inputs: tuple) -> list[float]:
+    """Per output, the float model's float32 error: max |f32 eager - f64 eager| (0 where not a
+    float tensor). A graph that normalizes rounding noise (a layer norm of a mean of a layer
+    norm's rows) is itself a few percent off in float32, and its quantized form with it."""
+    with torch.no_grad():
+        y32 = _outputs(m(*inputs))
+        y64 = _outputs(copy.deepcopy(m).double()(
+            *[x.double() if x.is_floating_point() else x for x in inputs]))  # fmt: skip
+    out = []
+    for a, b in zip(y32, y64, strict=True):
+        ok = isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel() > 0
+        out.append(float((a.double() - b).abs().nan_to_num().max()) if ok else 0.0)
+    return out
 
 
 def _tie_step(graph: torch.fx.Graph) -> float:
@@ -189,6 +207,7 @@ def check_q8_seed(seed: int, mode: str, threads: tuple[int, ...] = (1,)) -> Q8St
             with torch.no_grad():
                 want = _outputs(qep.module()(*inputs))
         tie = _tie_step(qep.graph_module.graph)
+        cond = _conditioning(m, inputs)
     except Exception as e:  # noqa: BLE001
         if NOTHING not in str(e):
             st.failures.append(Failure(seed, f"{mode} quantize exception",
@@ -214,7 +233,7 @@ def check_q8_seed(seed: int, mode: str, threads: tuple[int, ...] = (1,)) -> Q8St
         bad = None
         for th, got in runs.items():
             for j, w in enumerate(want):
-                rel, why = _error(got[j] if j < len(got) else None, w, tie)
+                rel, why = _error(got[j] if j < len(got) else None, w, tie, cond[j])
                 if rel != float("inf"):
                     st.worst = max(st.worst, rel)
                 if why is not None and bad is None:
