@@ -269,19 +269,22 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
                 raise Unsupported("addmm bias is not a row")
         else:
             bias, m1, m2 = None, _t(a[0]), _t(a[1])
-        if not (_f32(m1) and _f32(m2)) or _const_arr(m1) is not None:
-            raise Unsupported("gemm operands")
         batch = m1.shape[0] if k == "aten::bmm.out" else 1
         m, kk = m1.shape[-2], m1.shape[-1]
         n = m2.shape[-1]
-        m2c = _const_arr(m2)
+        m1c, m2c = _const_arr(m1), _const_arr(m2)
+        # a constant left operand (W @ x) of one product: A in 6-row panels, as a conv's weights
+        a_packed = m1c is not None
+        if not (_f32(m1) and _f32(m2)) or (a_packed and (batch != 1 or m2c is not None)):
+            raise Unsupported("gemm operands")
         b_packed = m2c is not None and batch == 1
         bop = (
             Const(B.pack_b_panels(m2c.reshape(kk, n)), ("bpack", id(m2)))
             if b_packed
             else _operand(m2)
         )
-        ins_ = [m1, bop, None if bias is None else _operand(bias)]
+        aop = Const(B.pack_a_panels(m1c.reshape(m, kk)), ("apack", id(m1))) if a_packed else m1
+        ins_ = [aop, bop, None if bias is None else _operand(bias)]
         attrs: dict[str, Any] = {}
         # a linear layer's int8 weight, [n, k], for fusion_q8._linear_q8 / _linear_dq8
         q = getattr(m2, "int8_weight_t", None)
@@ -305,7 +308,7 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
                 n,
                 m * kk if batch > 1 else 0,
                 kk * n if batch > 1 else 0,
-                0,
+                int(a_packed),
                 int(b_packed),
                 0,  # EMC_GEMM_C_HEADS (fusion_q8._gemm_heads)
             ],
