@@ -75,9 +75,10 @@ static em_status bind_tensor(emc_delegate *d, const emc_header *h, const uint8_t
  * the delegate debug ids of profile events are built from them, and the ETRecord's delegate
  * map is keyed by the same strings. */
 static const char *const kind_names[EMC_OP_KIND_END] = {
-    "?",       "conv2d",    "gemm",    "binary", "unary", "maxpool2d", "avgpool2d",      "mean",
-    "softmax", "layernorm", "permute", "copy",   "cat",   "slice",     "channel_affine", "rmsnorm",
-    "tokenfq", "pad",       "dqlinear"};
+    "?",         "conv2d",    "gemm", "binary",   "unary",
+    "maxpool2d", "avgpool2d", "mean", "softmax",  "layernorm",
+    "permute",   "copy",      "cat",  "slice",    "channel_affine",
+    "rmsnorm",   "tokenfq",   "pad",  "dqlinear", "tensorfq"};
 
 /* Appends s to p (bounded by end); returns the new end of the text. */
 static char *put_str(char *p, const char *end, const char *s) {

@@ -1,7 +1,8 @@
 /*
  * cpu_op_rows.c — operators over rows: mean (over the middle of [outer, len, inner]), softmax /
  * log-softmax (with an optional scale and additive mask), layer norm and RMS norm, per-token
- * int8 fake-quant: their checks and one run for all, rows split over the threads.
+ * int8 fake-quant: their checks and one run for all, rows split over the threads; and the
+ * per-tensor dynamic int8 fake-quant (two passes over the tensor).
  */
 #include "cpu_ops.h"
 
@@ -225,5 +226,85 @@ em_status emc_run_rows(const emc_delegate *d, const emc_op *op, em_threadpool *p
   else
     rows = j.norm.rows, j.cols = j.norm.cols;
   par_for_static(pool, rows, rows_chunk, &j, d->t[op->in[0]].numel * 4);
+  return EM_OK;
+}
+
+/* ---- per-tensor dynamic int8 fake-quant (EMC_OP_TENSOR_FQ) ------------------------------------
+ */
+
+bool emc_check_tensor_fq(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_norm_params p = emc_norm_params_of(op);
+  const int32_t qmin = op->ip[EMC_TFQ_QMIN], qmax = op->ip[EMC_TFQ_QMAX];
+  const float eps = op->fp[EMC_TFQ_FP_EPS];
+  if (p.rows < 1 || p.cols < 1) WHY("tensor fake-quant: bad shape");
+  if (qmin < -128 || qmax > 127 || qmin >= qmax)
+    WHY("tensor fake-quant: range [%d, %d] is not an ordered part of int8's", qmin, qmax);
+  if (!(eps >= 0.0f && eps < INFINITY)) WHY("tensor fake-quant: eps %g", eps);
+  if (op->act != EMC_ACT_NONE) WHY("tensor fake-quant: an activation");
+  return check_rows(d, op, p.rows * p.cols, p.rows * p.cols, why, why_n);
+}
+
+#define TFQ_CHUNKS 64 /* the minimum and maximum in this many parts at most */
+
+typedef struct tfq_job {
+  const emc_delegate *d;
+  const float *x;
+  float *y;
+  int64_t n, chunk;
+  float mn[TFQ_CHUNKS], mx[TFQ_CHUNKS];
+  float fp[8]; /* EMC_ACT_FAKEQUANT's slots for the qparams found */
+  float inv, scale, zp, qmin, qmax;
+} tfq_job;
+
+static void tfq_minmax(void *ctx, int64_t begin, int64_t end) {
+  tfq_job *j = ctx;
+  for (int64_t c = begin; c < end; c++) {
+    const int64_t lo = c * j->chunk, hi = lo + j->chunk < j->n ? lo + j->chunk : j->n;
+    j->d->q8_rowt((size_t)(hi - lo), j->x + lo, NULL, NULL, j->mn + c, j->mx + c);
+  }
+}
+
+static void tfq_apply(void *ctx, int64_t begin, int64_t end) {
+  const tfq_job *j = ctx;
+  j->d->cfg->vact((size_t)(end - begin), j->x + begin, j->y + begin, EMC_ACT_FAKEQUANT, j->fp);
+}
+
+/* A scale that is infinite or zero (an infinite input, eps 0 over zeros): the portable kernels'
+ * steps one value at a time, in f32 (0 * inf and inf * 0 give NaN as there). */
+static void tfq_apply_scalar(void *ctx, int64_t begin, int64_t end) {
+  const tfq_job *j = ctx;
+  for (int64_t i = begin; i < end; i++) {
+    float v = nearbyintf(j->x[i] * j->inv) + j->zp;
+    v = v != v ? j->qmin : v < j->qmin ? j->qmin : v > j->qmax ? j->qmax : v;
+    j->y[i] = (v - j->zp) * j->scale;
+  }
+}
+
+em_status emc_run_tensor_fq(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const emc_norm_params p = emc_norm_params_of(op);
+  tfq_job j = {.d = d, .x = data_of(d, op->in[0]), .y = data_of(d, op->out[0])};
+  j.n = p.rows * p.cols;
+  j.chunk = (j.n + TFQ_CHUNKS - 1) / TFQ_CHUNKS;
+  if (j.chunk < 4096) j.chunk = 4096;
+  const int64_t chunks = (j.n + j.chunk - 1) / j.chunk;
+  par_for_mem(pool, chunks, tfq_minmax, &j, j.n);
+  double mn = INFINITY, mx = -INFINITY;
+  for (int64_t c = 0; c < chunks; c++) { /* as the portable kernel's scan: a NaN sticks */
+    const double lo = j.mn[c], hi = j.mx[c];
+    if (mn == mn && (lo < mn || lo != lo)) mn = lo;
+    if (mx == mx && (hi > mx || hi != hi)) mx = hi;
+  }
+  double scale, zp;
+  j.qmin = (float)op->ip[EMC_TFQ_QMIN], j.qmax = (float)op->ip[EMC_TFQ_QMAX];
+  em_q8_tensor_qparams(mn, mx, j.qmin, j.qmax, op->fp[EMC_TFQ_FP_EPS], &scale, &zp);
+  j.inv = (float)(1.0 / scale), j.scale = (float)scale, j.zp = (float)zp;
+  if (!(j.scale > 0.0f && j.scale < INFINITY && j.inv < INFINITY)) {
+    par_for_mem(pool, j.n, tfq_apply_scalar, &j, j.n);
+    return EM_OK;
+  }
+  j.fp[EMC_ACT_FP_MIN] = -INFINITY, j.fp[EMC_ACT_FP_MAX] = INFINITY;
+  j.fp[EMC_ACT_FP_INV_SCALE] = j.inv, j.fp[EMC_ACT_FP_SCALE] = j.scale;
+  j.fp[EMC_ACT_FP_ZP] = j.zp, j.fp[EMC_ACT_FP_QMIN] = j.qmin, j.fp[EMC_ACT_FP_QMAX] = j.qmax;
+  par_for_mem(pool, j.n, tfq_apply, &j, j.n);
   return EM_OK;
 }

@@ -8,7 +8,7 @@
  *   gemm              cpu_op_gemm.c (the driver: cpu_gemm.c)
  *   binary, unary, copy, channel affine      cpu_op_eltwise.c
  *   max / avg pool    cpu_op_pool.c
- *   mean, softmax, layer / RMS norm, per-token fake-quant   cpu_op_rows.c
+ *   mean, softmax, layer / RMS norm, per-token / per-tensor fake-quant   cpu_op_rows.c
  *   permute, cat, slice, pad                 cpu_op_shape.c
  *   dynamic int8 linear                      cpu_op_dqlinear.c
  *   fused chains      cpu_op_chain.c (emc_fuse_chain, emc_run_chain)
@@ -36,6 +36,7 @@ bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why
   case EMC_OP_LAYERNORM:
   case EMC_OP_RMSNORM: return emc_check_norm(d, op, why, why_n);
   case EMC_OP_TOKEN_FQ: return emc_check_token_fq(d, op, why, why_n);
+  case EMC_OP_TENSOR_FQ: return emc_check_tensor_fq(d, op, why, why_n);
   case EMC_OP_PERMUTE: return emc_check_permute(d, op, why, why_n);
   case EMC_OP_CAT: return emc_check_cat(d, op, why, why_n);
   case EMC_OP_SLICE: return emc_check_slice(d, op, why, why_n);
@@ -60,6 +61,7 @@ em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *poo
   case EMC_OP_LAYERNORM:
   case EMC_OP_RMSNORM:
   case EMC_OP_TOKEN_FQ: return emc_run_rows(d, op, pool);
+  case EMC_OP_TENSOR_FQ: return emc_run_tensor_fq(d, op, pool);
   case EMC_OP_PERMUTE: return emc_run_permute(d, op, pool);
   case EMC_OP_CAT: return emc_run_cat(d, op);
   case EMC_OP_SLICE: return emc_run_slice(d, op);

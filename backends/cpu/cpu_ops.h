@@ -123,6 +123,14 @@ static inline bool check_act(const emc_op *op, char *why, size_t why_n) {
   const float lo = op->fp[EMC_ACT_FP_MIN], hi = op->fp[EMC_ACT_FP_MAX];
   if (op->act >= EMC_ACT_END) WHY("unknown activation %u", op->act);
   if (op->act == EMC_ACT_CLAMP && !(lo <= hi)) WHY("clamp bounds [%g, %g] are not ordered", lo, hi);
+  if (op->act == EMC_ACT_LEAKY_RELU || op->act == EMC_ACT_ELU) {
+    const float *f = op->fp;
+    const int n = op->act == EMC_ACT_ELU ? 3 : 1;
+    for (int i = 0; i < n; i++)
+      if (!isfinite(f[EMC_ACT_FP_ALPHA + i]))
+        WHY("%s parameter %d is %g, not finite", op->act == EMC_ACT_ELU ? "elu" : "leaky relu", i,
+            f[EMC_ACT_FP_ALPHA + i]);
+  }
   if (op->act == EMC_ACT_FAKEQUANT || op->act == EMC_ACT_HARDSWISH_FQ) {
     const float *f = op->fp;
     const float qmin = f[EMC_ACT_FP_QMIN], qmax = f[EMC_ACT_FP_QMAX], zp = f[EMC_ACT_FP_ZP];
@@ -429,6 +437,10 @@ bool emc_check_softmax(const emc_delegate *d, const emc_op *op, char *why, size_
 bool emc_check_dq_linear(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_dq_linear(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 bool emc_check_token_fq(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
+/* Per-tensor dynamic int8 fake-quant (cpu_op_rows.c, EMC_OP_TENSOR_FQ): the tensor's qparams as
+ * choose_qparams.tensor, then its values through int8 and back, the portable kernels' bits. */
+bool emc_check_tensor_fq(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
+em_status emc_run_tensor_fq(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 bool emc_check_norm(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_rows(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 

@@ -36,8 +36,9 @@
  * 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8 (older: zero there); 11: EMC_ACT_HARDSWISH_FQ;
  * 12: EMC_OP_PAD; 13: EMC_OP_DQ_LINEAR; 14: asymmetric padding of int8 depthwise convs (the
  * high bits of EMC_CONV_PH / PW; older: zero there), EMC_BINARY_Q8, EMC_POOL_Q8; 15: EMC_DQL_ROWQ
- * (older: zero there); 16: EMC_UNARY_Q8 (older: zero there) */
-#define EMC_VERSION    16u
+ * (older: zero there); 16: EMC_UNARY_Q8 (older: zero there); 17: EMC_OP_TENSOR_FQ,
+ * EMC_ACT_LEAKY_RELU, EMC_ACT_ELU */
+#define EMC_VERSION    17u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -90,6 +91,7 @@ enum emc_op_kind {
   EMC_OP_TOKEN_FQ = 16,       /* in: x; ip: rows, cols: per-token int8 fake-quant (version 9) */
   EMC_OP_PAD = 17,            /* in: x [outer, h, w]; constant pad of the last two dims (v 12) */
   EMC_OP_DQ_LINEAR = 18,      /* in: x [M, K], int8 w, bias|-1, residual|-1: dynamic int8 (v 13) */
+  EMC_OP_TENSOR_FQ = 19,      /* in: x; per-tensor dynamic int8 fake-quant (version 17), below */
   EMC_OP_KIND_END
 };
 
@@ -290,6 +292,17 @@ enum { EMC_SOFTMAX_FP_SCALE = 0 };
 /* Layer / RMS norm ip[] slots (rows of cols floats) and fp[] slot (epsilon). */
 enum { EMC_NORM_ROWS, EMC_NORM_COLS };
 enum { EMC_NORM_FP_EPS = 0 };
+
+/*
+ * Per-tensor dynamic int8 fake-quant (EMC_OP_TENSOR_FQ, version 17): quantized_decomposed's
+ * choose_qparams.tensor over all of x (ip rows x cols, the norms' slots; its quant range
+ * ip[EMC_TFQ_QMIN], ip[EMC_TFQ_QMAX] within [-128, 127], eps fp[EMC_TFQ_FP_EPS], finite and
+ * not negative), then quantize_per_tensor.tensor and dequantize_per_tensor.tensor with those
+ * qparams, in f32 as the portable kernels (ExecuTorch's XNNPACKQuantizer's dynamic form before a
+ * convolution). No activation.
+ */
+enum { EMC_TFQ_QMIN = 2, EMC_TFQ_QMAX = 3 };
+enum { EMC_TFQ_FP_EPS = 2 };
 /* Permute: ip[EMC_PERMUTE_DIMS + i] is the input dim of output dim i, for i < ndim. */
 enum { EMC_PERMUTE_DIMS };
 /* Cat ip[] slots: in[i] is [outer, ip[EMC_CAT_LEN + i]], i < n_in (1 to 4); out [outer, sum]. */
@@ -355,6 +368,8 @@ enum emc_act {
   EMC_ACT_ABS = 13,
   EMC_ACT_FAKEQUANT = 14,    /* version 8: int8 Q/DQ pair, see below */
   EMC_ACT_HARDSWISH_FQ = 15, /* version 11: hardswish, then EMC_ACT_FAKEQUANT */
+  EMC_ACT_LEAKY_RELU = 16,   /* version 17: x > 0 ? x : x * fp[ALPHA] */
+  EMC_ACT_ELU = 17,          /* version 17: see below */
   EMC_ACT_END
 };
 enum { EMC_ACT_FP_MIN = 0, EMC_ACT_FP_MAX = 1 };
@@ -379,6 +394,14 @@ enum {
   EMC_ACT_FP_QMIN = 6,
   EMC_ACT_FP_QMAX = 7
 };
+
+/*
+ * EMC_ACT_LEAKY_RELU and EMC_ACT_ELU (version 17), in the same slots above the binary op's
+ * scalar: leaky ReLU's negative slope in fp[ALPHA]; ELU (ATen's elu: alpha, scale, input_scale)
+ * x <= 0 ? expm1(x * fp[ELU_INPUT_SCALE]) * fp[ALPHA] * fp[ELU_SCALE] : x * fp[ELU_SCALE], in
+ * f32 (expm1 within a few f32 ulps of the portable kernel's double one). Every value finite.
+ */
+enum { EMC_ACT_FP_ALPHA = 3, EMC_ACT_FP_ELU_SCALE = 4, EMC_ACT_FP_ELU_INPUT_SCALE = 5 };
 
 /*
  * Residual (in[3] of conv2d and gemm, version 4; -1: none): a tensor of the output's shape added

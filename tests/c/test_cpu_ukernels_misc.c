@@ -63,6 +63,11 @@ static double ref_act(uint32_t act, double x, const float *fp) {
   case EMC_ACT_RSQRT: return 1 / sqrt(fabs(x) + 0.1);
   case EMC_ACT_NEG: return -x;
   case EMC_ACT_ABS: return fabs(x);
+  case EMC_ACT_LEAKY_RELU: return x > 0 ? x : x * fp[EMC_ACT_FP_ALPHA];
+  case EMC_ACT_ELU: /* ATen's elu(x, alpha, scale, input_scale) */
+    return x <= 0 ? expm1(x * fp[EMC_ACT_FP_ELU_INPUT_SCALE]) * fp[EMC_ACT_FP_ALPHA] *
+                        fp[EMC_ACT_FP_ELU_SCALE]
+                  : x * fp[EMC_ACT_FP_ELU_SCALE];
   case EMC_ACT_HARDSWISH_FQ: /* ATen's decomposed hardswish in f32, then the fake-quant */
     x = ((float)x * fminf(fmaxf((float)x + 3.0f, 0.0f), 6.0f)) / 6.0f;
     /* fall through */
@@ -139,11 +144,15 @@ static void test_elementwise(const em_cpu_config *cfg) {
         if (act == EMC_ACT_RSQRT) a[i] = fabsf(a[i]) + 0.1f;
         if (act == EMC_ACT_EXP) a[i] = a[i] * 5.0f;
       }
+      /* leaky ReLU and ELU on both signs (a is not negative by now), a left as it is */
+      const bool both = act == EMC_ACT_LEAKY_RELU || act == EMC_ACT_ELU;
+      static float sx[128];
+      for (size_t i = 0; i < n; i++) sx[i] = both ? 1.0f - 0.7f * a[i] : a[i];
       y[n] = SENTINEL;
-      cfg->vact(n, a, y, act, fp);
+      cfg->vact(n, sx, y, act, fp);
       int ok = y[n] == SENTINEL;
       for (size_t i = 0; i < n; i++) {
-        double want = ref_act(act, a[i], fp);
+        double want = ref_act(act, sx[i], fp);
         if (act == EMC_ACT_SQRT || act == EMC_ACT_RSQRT)
           want = act == EMC_ACT_SQRT ? sqrt(a[i]) : 1 / sqrt(a[i]);
         if (act == EMC_ACT_FAKEQUANT || act == EMC_ACT_HARDSWISH_FQ) /* exact: the same f32 steps */
@@ -151,7 +160,7 @@ static void test_elementwise(const em_cpu_config *cfg) {
         else
           ok &= fabs(y[i] - want) <= 2e-6 + 2e-6 * fabs(want);
         if (!ok) {
-          CHECK(ok, "%s act %u n=%zu x=%g: %g vs %g", cfg->isa, act, n, a[i], y[i], want);
+          CHECK(ok, "%s act %u n=%zu x=%g: %g vs %g", cfg->isa, act, n, sx[i], y[i], want);
           break;
         }
       }

@@ -43,10 +43,11 @@ _KIND = {
     1: "conv2d", 2: "gemm", 3: "binary", 4: "unary", 5: "maxpool2d", 6: "avgpool2d", 7: "mean",
     8: "softmax", 9: "layernorm", 10: "permute", 11: "copy", 12: "cat", 13: "slice",
     14: "channel_affine", 15: "rmsnorm", 16: "token_fq", 17: "pad", 18: "dq_linear",
+    19: "tensor_fq",
 }  # fmt: skip
 _ACT = [
     "none", "clamp", "hardswish", "sigmoid", "silu", "gelu", "gelu_tanh", "tanh", "hardsigmoid",
-    "exp", "sqrt", "rsqrt", "neg", "abs", "fakequant", "hardswish_fq",
+    "exp", "sqrt", "rsqrt", "neg", "abs", "fakequant", "hardswish_fq", "leaky_relu", "elu",
 ]  # fmt: skip
 _BIN = ["add", "sub", "mul", "div", "rsub"]
 

@@ -111,7 +111,7 @@ def _act(name: str, x: torch.Tensor, kw: dict[str, Any]) -> torch.Tensor:
         return t / 6 if kw.get("div", True) else t * (1 / 6)
     if name == "silu_dec":
         return x * torch.sigmoid(x) if kw.get("left", True) else torch.sigmoid(x) * x
-    if name == "leaky":  # not lowered: breaks the run
+    if name == "leaky":  # lowered since blob version 17 (before: a portable op in the run)
         return F.leaky_relu(x, 0.1)
     if name == "elu":
         return F.elu(x)

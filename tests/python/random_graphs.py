@@ -13,8 +13,9 @@ avg / adaptive pooling (ceil mode, padding, count_include_pad, divisor_override)
 plane means after a depthwise conv too), softmax / log_softmax (scaled and masked), layer norm,
 permute / transpose / reshape / squeeze / expand / clone / cat / slice, residual adds,
 squeeze-excitation gates (the 1x1 conv's input scale), inverted-residual and ResNet blocks, plus
-a few operators it does not lower (transposed conv, leaky relu, softmax over another dim) so
-that runs break and restart.
+a few operators it does not lower (some transposed convs, broadcasting expands, cats of many
+inputs) so that runs break and restart; leaky ReLU and ELU, drawn as such once, are lowered
+since blob version 17.
 
 The steps themselves (:func:`apply`) are in tests/python/random_graph_ops.py; the check
 (many cases side by side per export, default vs portable vs eager, the failing seed named) in

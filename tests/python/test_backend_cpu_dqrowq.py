@@ -269,25 +269,41 @@ def test_runtime_refuses_bad_row_qparams(monkeypatch, caplog, slot: int, value: 
 
 class _Mixed(nn.Module):
     """Two per-tensor dynamic Q/DQ of one activation: one read by a product of two activations
-    (not an int8 linear), one by an int8 linear."""
+    (not an int8 linear), one by an int8 linear. ``eps`` of the first: 0 makes the exporter
+    refuse its choose_qparams."""
 
-    def __init__(self) -> None:
+    def __init__(self, eps: float = 2.0**-12) -> None:
         super().__init__()
         self.lin = _TensorDq(24, 16)
+        self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.relu(x * 2.0)
-        s, z = qd.choose_qparams.tensor(y, -128, 127, 2.0**-12, torch.int8)
+        s, z = qd.choose_qparams.tensor(y, -128, 127, self.eps, torch.int8)
         q = qd.quantize_per_tensor.tensor(y, s, z, -128, 127, torch.int8)
         a = qd.dequantize_per_tensor.tensor(q, s, z, -128, 127, torch.int8) @ y.t()
         return self.lin(y) + a.mean(-1, keepdim=True)
 
 
-def test_per_tensor_qdq_not_read_by_int8_linears_stays_portable(caplog) -> None:  # noqa: ANN001
-    """The chain read by a product of activations stays portable from the start (its three
-    parts and nothing else), so no run is split around it (a split may cut other chains from
-    their linears) and the other chain's linear is still a dq linear."""
+def test_per_tensor_qdq_not_read_by_int8_linears_runs_inside() -> None:
+    """The chain read by a product of activations is an op of its own (EMC_OP_TENSOR_FQ, blob
+    version 17); the other chain is inside the dq linear."""
     m = _Mixed().eval()
+    x = torch.randn(10, 24, generator=torch.Generator().manual_seed(5))
+    prog = ember.export(m, (x,), backend="cpu")
+    assert not _outside(prog), _outside(prog)
+    assert [o[0] for o in _ops(prog)].count(19) == 1 and _rowq_slots(prog) == [PER_TENSOR]
+    x2 = torch.randn(10, 24, generator=torch.Generator().manual_seed(6))
+    want = _portable(m, x, x2)
+    got = RuntimeProgram(prog.buffer, threads=2).run("forward", [x2])[0]
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * float(want.abs().max()))
+
+
+def test_per_tensor_qdq_with_a_portable_part_stays_portable(caplog) -> None:  # noqa: ANN001
+    """A chain whose choose_qparams the exporter refuses (eps 0) stays portable from the start
+    (its three parts and nothing else), so no run is split around it (a split may cut other
+    chains from their linears) and the other chain's linear is still a dq linear."""
+    m = _Mixed(eps=0.0).eval()
     x = torch.randn(10, 24, generator=torch.Generator().manual_seed(5))
     caplog.set_level(logging.INFO)
     prog = ember.export(m, (x,), backend="cpu")

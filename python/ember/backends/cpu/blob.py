@@ -18,8 +18,10 @@ MAGIC = b"EMC1"
 # input scale and mask; 8: int8 convs; 9: Winograd at load, per-token fake-quant;
 # 10: EMC_CONV_Q8_WINO, EMC_CONV_Q8_U8; 11: EMC_ACT_HARDSWISH_FQ; 12: pad; 13: dynamic int8 linear;
 # 14: asymmetric padding of int8 depthwise convs (extra after, in the pad slots' bits 16..30);
-# 15: EMC_DQL_ROWQ (dynamic int8 linears' rows per tensor or under a static fake-quant's qparams)
-VERSION = 16
+# 15: EMC_DQL_ROWQ (dynamic int8 linears' rows per tensor or under a static fake-quant's qparams);
+# 16: EMC_UNARY_Q8; 17: EMC_OP_TENSOR_FQ (a per-tensor dynamic fake-quant of its own),
+# EMC_ACT_LEAKY_RELU and EMC_ACT_ELU (their parameters in fp[3..5])
+VERSION = 17
 DQL_PER_TOKEN, DQL_PER_TENSOR, DQL_STATIC = 0, 1, 2  # EMC_DQL_ROWQ
 MAX_DIMS = 6
 MR = 6
@@ -46,6 +48,7 @@ OP = {
     "tokenfq": 16,
     "pad": 17,
     "dqlinear": 18,
+    "tensorfq": 19,
 }
 BIN = {"add": 0, "sub": 1, "mul": 2, "div": 3, "rsub": 4}
 ACT = {
@@ -65,6 +68,8 @@ ACT = {
     "abs": 13,
     "fakequant": 14,
     "hardswish_fq": 15,
+    "leaky_relu": 16,
+    "elu": 17,
 }
 # Conv ip slots.
 CONV_DEPTHWISE, CONV_SCRATCH_OFF, CONV_SCRATCH_NBYTES = 9, 10, 11

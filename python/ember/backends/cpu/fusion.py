@@ -223,6 +223,8 @@ def _merge_clamps(ops: list[Op], u: _Uses) -> None:
 
 # Ops that may also take a fake-quant activation (their kernels run the generic activation).
 _FQ_FUSABLE = _FUSABLE | {"maxpool2d", "avgpool2d"}
+# Activations with parameters in fp[3..7] (EMC_ACT_FP_*), which move with them.
+_ACT_HIGH_SLOTS = ("fakequant", "hardswish_fq", "leaky_relu", "elu")
 
 
 def _fuse_acts(ops: list[Op], u: _Uses) -> None:
@@ -263,6 +265,10 @@ def _fuse_acts(ops: list[Op], u: _Uses) -> None:
         elif act.act == "clamp":
             p.fp = (p.fp + [0.0, 0.0])[: max(len(p.fp), 2)]
             p.fp[0], p.fp[1] = act.fp[0], act.fp[1]
+        elif act.act in ("leaky_relu", "elu"):  # EMC_ACT_FP_ALPHA.. above the op's own slots
+            fp = (list(p.fp) + [0.0] * 8)[:8]
+            fp[3:6] = (list(act.fp[3:6]) + [0.0] * 3)[:3]
+            p.fp = fp
         p.outs = act.outs
         _absorb(ops, act, p)
 
@@ -356,7 +362,9 @@ def _fuse_residual(ops: list[Op], u: _Uses) -> None:
                 continue
             p.ins = [*p.ins, r]
             p.act = add.act
-            p.fp = list(add.fp) if add.act == "fakequant" else list(add.fp[:2])
+            # the activation's slots: the clamp's two, and those above the scalar (fp[3..7]:
+            # a fake-quant's qparams, leaky ReLU's slope, ELU's parameters)
+            p.fp = list(add.fp) if add.act in _ACT_HIGH_SLOTS else list(add.fp[:2])
             p.outs = add.outs
             k = next(j for j, o in enumerate(ops) if o is add)
             ops[k] = p

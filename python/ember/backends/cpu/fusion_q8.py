@@ -192,8 +192,25 @@ def _linear_dq8(ops: list[Op], u: _Uses) -> None:
             and id(p.outs[0].root()) not in u.external
         ):
             _absorb(ops, p, g)
-    if any(o.kind == "tensorfq" for o in ops):
-        raise Unsupported("a per-tensor dynamic Q/DQ read by other than int8 linears")
+    for o in [o for o in ops if o.kind == "tensorfq"]:
+        _tensor_fq_op(o)
+
+
+def _tensor_fq_op(o: Op) -> None:
+    """A per-tensor dynamic fake-quant that some reader other than a dynamic int8 linear needs
+    (a convolution's input: XNNPACKQuantizer's dynamic form) keeps its own op (blob
+    EMC_OP_TENSOR_FQ: ip rows, cols, qmin, qmax; fp[2] eps): the qparams of the whole tensor,
+    then its values through int8 and back, as the portable kernels; its readers run in f32."""
+    qmin, qmax, eps = o.attrs["q"]
+    shape = tuple(o.ins[0].shape)
+    e = np.float32(eps)
+    if not (-128 <= int(qmin) < int(qmax) <= 127) or not (np.isfinite(e) and e >= 0):
+        raise Unsupported(f"per-tensor dynamic Q/DQ with range [{qmin}, {qmax}] and eps {eps}")
+    if math.prod(shape) < 1:
+        raise Unsupported("per-tensor dynamic Q/DQ of an empty tensor")
+    rows, cols = (math.prod(shape[:-1]), int(shape[-1])) if shape else (1, 1)
+    o.ip = [rows, cols, int(qmin), int(qmax)]
+    o.fp = [0.0, 0.0, float(e)]
 
 
 def _rowq(p: Op | None, x: TensorSpec) -> tuple[int, np.ndarray] | None:

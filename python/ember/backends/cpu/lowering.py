@@ -240,6 +240,12 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         return Op("unary", [_f32x(a[0])], [out], act="gelu_tanh" if approx == "tanh" else "gelu")
     if k in UNARY:
         return Op("unary", [_f32x(a[0])], [out], act=UNARY[k])
+    if k in ("aten::leaky_relu.out", "aten::elu.out"):  # parameters in fp[3..5] (EMC_ACT_FP_*)
+        params = [_num(v) for v in a[1 : 2 if k == "aten::leaky_relu.out" else 4]]
+        if any(v is None or not math.isfinite(v) for v in params):
+            raise Unsupported("activation parameters not finite constants")
+        act = "leaky_relu" if k == "aten::leaky_relu.out" else "elu"
+        return Op("unary", [_f32x(a[0])], [out], act=act, fp=[-INF, INF, 0.0, *params])
     if k in BINARY_T:
         x, y = _t(a[0]), _t(a[1])
         if k in ("aten::add.out", "aten::sub.out") and _num(a[2]) != 1.0:

@@ -259,17 +259,14 @@ def _run_ids(lowered: list[bool]) -> list[int]:
     return run
 
 
-_LINEAR_KERNELS = {"aten::addmm.out": (1, 2), "aten::mm.out": (0, 1)}  # (activation, weight)
-
-
 def _keep_tensor_qdq(runs: _Runs, lowered: list[bool]) -> bool:
     """A per-tensor dynamic Q/DQ (choose_qparams.tensor, then the quantize / dequantize pair with
-    its tensors) stays in the backend only when its three parts and every reader of its result
-    are lowered in one run, each reader a linear layer's product with a constant int8 weight:
-    what :func:`fusion_q8._linear_dq8` takes. Otherwise the three stay portable from the start
-    (a convolution's, one cut from its linears by a portable op), so the run's fusion does not
-    fail on them: a failing run is split in two, and the halves may cut other chains apart.
-    Returns whether it changed anything."""
+    its tensors) stays in the backend only when its three parts are lowered in one run: the
+    fusion joins them into one op (read by int8 linears, which quantize their rows themselves,
+    or by anything else through its own EMC_OP_TENSOR_FQ). Otherwise the three stay portable
+    from the start, so the run's fusion does not fail on a part without the others: a failing
+    run is split in two, and the halves may cut other chains apart. Returns whether it changed
+    anything."""
     instrs = runs.instrs
     writer: dict[int, int] = {}
     for i, ins in enumerate(instrs):
@@ -279,41 +276,18 @@ def _keep_tensor_qdq(runs: _Runs, lowered: list[bool]) -> bool:
                     writer.setdefault(id(t.root()), i)
     changed = False
     run = _run_ids(lowered)
-
-    def linear_of(j: int, root: int, i: int) -> bool:
-        ins = instrs[j]
-        slots = _LINEAR_KERNELS.get(getattr(ins, "kernel", ""))
-        if slots is None or not lowered[j] or run[j] != run[i]:
-            return False
-        x, w = (ins.args[k] for k in slots)
-        return (
-            x.kind == "tensor"
-            and id(x.value.root()) == root
-            and w.kind == "tensor"
-            and w.value.kind == CONSTANT
-            and getattr(w.value, "int8_weight_t", None) is not None
-        )
-
     for i, ins in enumerate(instrs):
         if not (isinstance(ins, KernelInstr) and ins.kernel in DEQUANTIZE and dynamic_qdq(ins)):
             continue
         q = writer.get(id(ins.args[0].value.root()))
         c = writer.get(id(ins.args[1].value.root())) if ins.args[1].kind == "tensor" else None
         parts = [p for p in (c, q, i) if p is not None]
-        out = id(ins.outputs[0].value.root())
-        ok = (
-            len(parts) == 3
-            and all(lowered[p] and run[p] == run[i] for p in parts)
-            and out not in runs.out_roots
-            and all(linear_of(j, out, i) for j in runs.refs.get(out, set()) - {i})
-        )
+        ok = len(parts) == 3 and all(lowered[p] and run[p] == run[i] for p in parts)
         if not ok and any(lowered[p] for p in parts):
             for p in parts:
                 if lowered[p]:
                     lowered[p] = False
-                    runs.decide(
-                        p, False, "per-tensor dynamic Q/DQ not read by int8 linears of its run"
-                    )
+                    runs.decide(p, False, "per-tensor dynamic Q/DQ with a part outside its run")
             changed = True
             run = _run_ids(lowered)
     return changed
