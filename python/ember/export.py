@@ -25,6 +25,7 @@ from ember.oplist import OpList
 from ember.passes.capture import capture
 from ember.passes.decompose import decompose
 from ember.passes.fold import fold_constants
+from ember.passes.fold_graph import fold_constant_subgraphs
 from ember.passes.ir import MethodIR
 from ember.passes.memory_plan import plan_memory
 from ember.passes.out_variants import to_out_variants
@@ -79,6 +80,7 @@ def lower_method(
     ep = capture(model, example_inputs, dynamic_shapes=dynamic_shapes, strict=strict)
     step(f"{name}: decompose")
     ep = decompose(ep)
+    ep = fold_constant_subgraphs(ep, external=external)
     if any(getattr(n.target, "namespace", None) == "quantized_decomposed" for n in ep.graph.nodes):
         # Q/DQ from PyTorch's own PT2E flow: make their .out overloads known without ember.quant.
         from ember.quant._ops import register_out_variants
