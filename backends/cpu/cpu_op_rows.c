@@ -32,6 +32,9 @@ bool emc_check_softmax(const emc_delegate *d, const emc_op *op, char *why, size_
     WHY("softmax: scale flag %lld is not 0 or 1", (long long)p.scaled);
   if (p.log && (p.scaled || op->in[1] >= 0)) /* the row runs in place: not for log */
     WHY("softmax: scale or mask on a log-softmax");
+  if (p.safe != 0 && p.safe != 1) WHY("softmax: safe flag %lld is not 0 or 1", (long long)p.safe);
+  if (p.safe && (p.log || p.inner > 1))
+    WHY("softmax: a safe softmax is over the last dim, not log");
   if (op->in[1] >= 0) {
     const emc_rt_tensor *m = tensor_at(d, op->in[1]);
     if (!m) WHY("softmax: bad mask tensor id");
@@ -130,6 +133,18 @@ static void token_fq_row(const float *x, float *y, int64_t n) {
   }
 }
 
+/* Whether every value of a softmax row, x * scale (when scale) + mask (when mask) in f32 as the
+ * row's own pass computes it, is -inf: torch's _safe_softmax gives zeros there. Most rows stop
+ * at their first value. */
+static bool masked_row(const float *x, const float *scale, const float *mask, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float v = scale ? x[i] * *scale : x[i];
+    if (mask) v += mask[i];
+    if (!(v == -INFINITY)) return false;
+  }
+  return true;
+}
+
 typedef struct rows_job {
   const emc_delegate *d;
   const emc_op *op;
@@ -186,6 +201,10 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
       float *yr = y + r * cols;
       const float *mask =
           op->in[1] >= 0 ? data_of(d, op->in[1]) + (r % j->sm.mask_rows) * cols : NULL;
+      if (j->sm.safe && masked_row(xr, j->sm.scaled ? &j->sm.scale : NULL, mask, cols)) {
+        memset(yr, 0, (size_t)cols * sizeof *yr); /* before x is read: y may be x */
+        break;
+      }
       if (d->cfg->softmax_sm && (j->sm.scaled || mask)) { /* the same bits in three passes */
         d->cfg->softmax_sm((size_t)cols, xr, j->sm.scaled ? &j->sm.scale : NULL, mask, yr);
         break;

@@ -37,7 +37,7 @@
  * 12: EMC_OP_PAD; 13: EMC_OP_DQ_LINEAR; 14: asymmetric padding of int8 depthwise convs (the
  * high bits of EMC_CONV_PH / PW; older: zero there), EMC_BINARY_Q8, EMC_POOL_Q8; 15: EMC_DQL_ROWQ
  * (older: zero there); 16: EMC_UNARY_Q8 (older: zero there); 17: EMC_OP_TENSOR_FQ,
- * EMC_ACT_LEAKY_RELU, EMC_ACT_ELU */
+ * EMC_ACT_LEAKY_RELU, EMC_ACT_ELU, EMC_SOFTMAX_SAFE (older: zero there) */
 #define EMC_VERSION    17u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
@@ -286,7 +286,11 @@ enum {
   EMC_SOFTMAX_INNER,
   EMC_SOFTMAX_LOG,
   EMC_SOFTMAX_SCALED,
-  EMC_SOFTMAX_MASK_ROWS
+  EMC_SOFTMAX_MASK_ROWS,
+  /* 1 (version 17): a row whose every value (after the scale and mask) is -inf gives zeros, not
+   * NaN: torch's _safe_softmax (scaled_dot_product_attention's decomposition). Last dim only,
+   * not log. */
+  EMC_SOFTMAX_SAFE
 };
 enum { EMC_SOFTMAX_FP_SCALE = 0 };
 /* Layer / RMS norm ip[] slots (rows of cols floats) and fp[] slot (epsilon). */
@@ -607,6 +611,7 @@ typedef struct emc_softmax_params {
   int64_t log;       /* EMC_SOFTMAX_LOG: 1 for log-softmax */
   int64_t scaled;    /* EMC_SOFTMAX_SCALED: 1 when x is multiplied by scale first */
   int64_t mask_rows; /* EMC_SOFTMAX_MASK_ROWS: rows of the mask in[1] (repeating), 0: none */
+  int64_t safe;      /* EMC_SOFTMAX_SAFE: 1 for torch's _safe_softmax */
   float scale;       /* fp[EMC_SOFTMAX_FP_SCALE] */
 } emc_softmax_params;
 
@@ -618,6 +623,7 @@ static inline emc_softmax_params emc_softmax_params_of(const emc_op *op) {
                               .log = ip[EMC_SOFTMAX_LOG],
                               .scaled = ip[EMC_SOFTMAX_SCALED],
                               .mask_rows = ip[EMC_SOFTMAX_MASK_ROWS],
+                              .safe = ip[EMC_SOFTMAX_SAFE],
                               .scale = op->fp[EMC_SOFTMAX_FP_SCALE]};
 }
 

@@ -599,4 +599,4 @@ def _fuse_softmax_input(ops: list[Op], u: _Uses) -> None:
         if mask is not None:
             _absorb(ops, consumer, sm)
         sm.ins = [x, mask]
-        sm.ip = sm.ip[:4] + [int(scaled), rows if mask is not None else 0]
+        sm.ip = sm.ip[:4] + [int(scaled), rows if mask is not None else 0] + sm.ip[6:7]

@@ -26,7 +26,10 @@ from typing import Any
 import torch
 
 from ember.backends.check import runtime_check
-from ember.backends.cpu import packing  # noqa: F401  (tests set packing.WINO_SMALL)
+from ember.backends.cpu import (
+    packing,  # noqa: F401  (tests set packing.WINO_SMALL)
+    safe_softmax,
+)
 
 # The fusion passes are looked up here by name (_FUSIONS), and lower / build_blob through this
 # module's globals, so a test can replace any one of them.
@@ -384,8 +387,12 @@ class _Runs(Runs):
     def __init__(self, ir: MethodIR, pairs: bool, check: Any, pack: str = "load") -> None:
         super().__init__(ir)
         self.pairs, self.check, self.pack = pairs, check, pack
+        self.safe_parts = safe_softmax.find(ir)  # torch's _safe_softmax patterns
 
     def lower_instr(self, ins: KernelInstr, only_here: Callable[[TensorSpec], bool]) -> Op:
+        part = self.safe_parts.get(id(ins))
+        if part is not None:
+            return safe_softmax.lower_part(ins, part[0])
         return lower(ins, only_here)
 
     def fuse(self, ops: list[Op], external: set[int]) -> None:
@@ -415,6 +422,8 @@ class _Runs(Runs):
         )
 
 
+_safe_softmax = safe_softmax.fuse
+
 # The longest run of operators the runtime executes as one (backends/cpu/cpu_op_chain.c).
 MAX_CHAIN = 3
 
@@ -443,6 +452,7 @@ _FUSIONS: tuple[Any, ...] = (
     "_fake_quant",
     "_token_fake_quant",
     "_tensor_fake_quant",
+    "_safe_softmax",
     "_see_through_copies",
     "_fold_bn",
     "_merge_clamps",
@@ -492,6 +502,8 @@ def partition_cpu(
         runs = _Runs(ir, pairs, check, pack)
         lowered = [runs.lower(i) is not None for i in range(len(ir.instrs))]
     while _keep_tensor_qdq(runs, lowered):
+        pass
+    while safe_softmax.keep(runs, lowered, runs.safe_parts, _run_ids):
         pass
     _pair_qdq(runs, lowered)
     n_deleg = partition_runs(ir, runs, lowered)
