@@ -398,11 +398,27 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         x = _f32x(a[0])
         dims = [d % max(len(x.shape), 1) for d in _ints(a[1])]
         return Op("permute", [x], [out], ip=dims)
+    if k == "aten::expand_copy.out" and math.prod(_t(a[0]).shape) != math.prod(out.shape):
+        # a broadcast: x * 1 into the output (exact for every value), the binary op's
+        # broadcasting; a constant source stays in the file at its own size
+        x = _t(a[0])
+        if not _f32(x) or len(x.shape) > len(out.shape):
+            raise Unsupported("expand of a non-f32 tensor")
+        return Op("binary", [_operand(x), None], [out], ip=[B.BIN["mul"]], fp=[-INF, INF, 1.0])
     if k in COPIES:
         x = _f32x(a[0])
         if math.prod(x.shape) != math.prod(out.shape):
             raise Unsupported("copy changes the element count")
         return Op("copy", [x], [out])
+    if k == "aten::pow.Tensor_Scalar_out":  # the exponents ATen computes exactly so
+        x, e = _f32x(a[0]), _num(a[1])
+        if e == 2.0:
+            return Op("binary", [x, x], [out], ip=[B.BIN["mul"]], fp=[-INF, INF])
+        if e == 0.5:
+            return Op("unary", [x], [out], act="sqrt")
+        if e == 1.0:
+            return Op("copy", [x], [out])
+        raise Unsupported(f"pow with exponent {e}")
     if k == "aten::cat.out":
         if a[0].kind != "tensorlist" or not 1 <= len(a[0].value) <= 4:
             raise Unsupported("cat of more than 4")
