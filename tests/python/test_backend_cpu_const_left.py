@@ -6,8 +6,8 @@ add and activation run in the backend instead of a portable ``aten::mm`` between
 
 Checked against eager PyTorch on ragged shapes (rows not a multiple of 6, columns not of 16,
 one row, one column, odd depths), with a bias and ReLU fused after it, at 1 and 2 threads, and
-that nothing is left portable. A batched product (``bmm``) with a constant left operand stays
-portable (no packed-A batch form).
+that nothing is left portable. A batched product (``bmm``) with a constant left operand (a
+weight per batch, or one broadcast over it) reads it as it is, in the backend too.
 
 Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_const_left.py
 """
@@ -50,16 +50,20 @@ def test_constant_left_operand_runs_in_the_backend(m: int, k: int, n: int) -> No
         torch.testing.assert_close(_run(prog, (x,), th), want, rtol=1e-5, atol=1e-5)
 
 
-def test_batched_constant_left_operand_stays_portable_and_right() -> None:
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_batched_constant_left_operand_inside(broadcast: bool) -> None:
     class BW(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.w = nn.Parameter(torch.randn(3, 5, 7))
+            self.w = nn.Parameter(torch.randn(1 if broadcast else 3, 5, 7))
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.bmm(self.w, x)
+            return torch.matmul(self.w, x) if broadcast else torch.bmm(self.w, x)
 
     model, x = BW().eval(), torch.randn(3, 7, 4)
     prog = ember.export(model, (x,))
+    inside, outside, _, _ = delegation(prog)
+    assert not sum(outside.values()), outside
     with torch.no_grad():
-        torch.testing.assert_close(_run(prog, (x,), 2), model(x), rtol=1e-5, atol=1e-5)
+        for t in (1, 2):
+            torch.testing.assert_close(_run(prog, (x,), t), model(x), rtol=1e-5, atol=1e-5)

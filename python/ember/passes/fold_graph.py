@@ -14,8 +14,8 @@ mutated parameters, buffers and lifted constants; other folded nodes; Python val
 ``*_like`` factories, only the static shape of a tensor) is left computing, unless
 
 - its result would be a constant larger than both 1 MiB and the largest constant it was computed
-  from (a causal mask for a long context, a weight broadcast to a batch: those stay operators so
-  the file does not grow);
+  from (a causal mask for a long context: it stays an operator so the file does not grow), or it
+  is a broadcast (``expand``: stored, it would only be its source repeated);
 - it is random, mutates, has symbolic shapes, is a graph output itself, or is not an ``aten``
   operator (quantized_decomposed's Q/DQ and Ember's own operators stay, for the backends'
   patterns: an int8 weight's dequantize is what marks it int8);
@@ -47,6 +47,10 @@ _SHAPE_ONLY = {  # factories that read only the static shape / dtype of their te
     "ones_like",
 }
 _CONST_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+# Folded inside a constant chain but never stored as its result: a broadcast stays an operator
+# on its smaller source (the CPU backend broadcasts it, or its reader does: a batched product
+# with a broadcast weight is the product with the weight).
+_NOT_STORED = {torch.ops.aten.expand.default}
 
 
 def _nbytes(v: Any) -> int:
@@ -171,7 +175,11 @@ def fold_constant_subgraphs(
             if not users:
                 continue
             v = vals[n]
-            if not isinstance(v, torch.Tensor) or _nbytes(v) > max(SMALL_BYTES, roots[n]):
+            if (
+                not isinstance(v, torch.Tensor)
+                or _nbytes(v) > max(SMALL_BYTES, roots[n])
+                or (n.target in _NOT_STORED and _nbytes(v) > roots[n])
+            ):
                 folded.discard(n)
                 changed = True
     boundary = [n for n in graph.nodes if n in folded and any(u not in folded for u in n.users)]

@@ -279,9 +279,10 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         m, kk = m1.shape[-2], m1.shape[-1]
         n = m2.shape[-1]
         m1c, m2c = _const_arr(m1), _const_arr(m2)
-        # a constant left operand (W @ x) of one product: A in 6-row panels, as a conv's weights
-        a_packed = m1c is not None
-        if not (_f32(m1) and _f32(m2)) or (a_packed and (batch != 1 or m2c is not None)):
+        # a constant left operand (W @ x) of one product: A in 6-row panels, as a conv's weights;
+        # of a batched product (a weight broadcast over the batch): read as it is
+        a_packed = m1c is not None and batch == 1
+        if not (_f32(m1) and _f32(m2)) or (m1c is not None and m2c is not None):
             raise Unsupported("gemm operands")
         b_packed = m2c is not None and batch == 1
         bop = (
@@ -289,7 +290,11 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
             if b_packed
             else _operand(m2)
         )
-        aop = Const(B.pack_a_panels(m1c.reshape(m, kk)), ("apack", id(m1))) if a_packed else m1
+        aop = (
+            Const(B.pack_a_panels(m1c.reshape(m, kk)), ("apack", id(m1)))
+            if a_packed
+            else _operand(m1)
+        )
         ins_ = [aop, bop, None if bias is None else _operand(bias)]
         attrs: dict[str, Any] = {}
         # a linear layer's int8 weight, [n, k], for fusion_q8._linear_q8 / _linear_dq8
