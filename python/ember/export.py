@@ -23,6 +23,7 @@ from ember.backends.vulkan.blob import STORAGE as VULKAN_STORAGE
 from ember.emit import InstrDebug, ProgramTables, emit_method
 from ember.oplist import OpList
 from ember.passes.capture import capture
+from ember.passes.conv1d import conv1d_as_2d
 from ember.passes.decompose import decompose
 from ember.passes.fold import fold_constants
 from ember.passes.fold_graph import fold_constant_subgraphs
@@ -80,7 +81,7 @@ def lower_method(
     ep = capture(model, example_inputs, dynamic_shapes=dynamic_shapes, strict=strict)
     step(f"{name}: decompose")
     ep = decompose(ep)
-    ep = fold_constant_subgraphs(ep, external=external)
+    ep = fold_constant_subgraphs(conv1d_as_2d(ep), external=external)
     if any(getattr(n.target, "namespace", None) == "quantized_decomposed" for n in ep.graph.nodes):
         # Q/DQ from PyTorch's own PT2E flow: make their .out overloads known without ember.quant.
         from ember.quant._ops import register_out_variants

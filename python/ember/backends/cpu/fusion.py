@@ -600,3 +600,34 @@ def _fuse_softmax_input(ops: list[Op], u: _Uses) -> None:
             _absorb(ops, consumer, sm)
         sm.ins = [x, mask]
         sm.ip = sm.ip[:4] + [int(scaled), rows if mask is not None else 0] + sm.ip[6:7]
+
+
+def _split_group_norm(ops: list[Op], u: _Uses) -> None:
+    """A group norm (``groupnorm``, lowered from native_group_norm) becomes a layer norm without
+    affine over each (sample, group)'s C / G x HW values into a new tensor, then the per-channel
+    weight and bias as a channel affine (which takes a following activation: a diffusion UNet's
+    GroupNorm + SiLU). The statistics are the layer norm kernel's (within f32 rounding of
+    ATen's)."""
+    del u
+    for i, g in reversed(list(enumerate(ops))):
+        if g.kind != "groupnorm":
+            continue
+        n, c, hw, groups = g.ip
+        x, y = g.ins[0], g.outs[0]
+        w, b = g.attrs["wb"]
+        tmp = TensorSpec(f"{y.name}.normed", y.dtype, tuple(y.shape))
+        ln = Op("layernorm", [x, None, None], [tmp], ip=[n * groups, c // groups * hw], fp=g.fp)
+        ln.nodes = list(g.nodes)
+        ones, zeros = np.ones(c, dtype=np.float32), np.zeros(c, dtype=np.float32)
+        aff = Op(
+            "channel_affine",
+            [
+                tmp,
+                Const((ones if w is None else w.reshape(-1)).astype(np.float32)),
+                Const((zeros if b is None else b.reshape(-1)).astype(np.float32)),
+            ],
+            [y],
+            ip=[n, c, hw],
+        )
+        aff.nodes = list(g.nodes)
+        ops[i : i + 1] = [ln, aff]

@@ -399,6 +399,19 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
             ip=[math.prod(x.shape) // cols, cols],
             fp=[float(a[4].value)],
         )
+    if k == "aten::native_group_norm.out":  # split by fusion._split_group_norm
+        x = _f32x(a[0])
+        if not (only_here(_out(ins, 1)) and only_here(_out(ins, 2))):
+            raise Unsupported("group norm statistics are used")
+        n, c, hw, g = (int(v.value) for v in a[3:7])
+        if len(x.shape) < 2 or g < 1 or c % g or n * c * hw != math.prod(x.shape):
+            raise Unsupported("group norm shape")
+        wb = [None if v.kind == "null" else _const_arr(_t(v)) for v in a[1:3]]
+        if any(v is None and a[1 + i].kind != "null" for i, v in enumerate(wb)):
+            raise Unsupported("group norm with a non-constant weight or bias")
+        return Op(
+            "groupnorm", [x], [out], ip=[n, c, hw, g], fp=[float(a[7].value)], attrs=dict(wb=wb)
+        )
     if k == "aten::permute_copy.out":
         x = _f32x(a[0])
         dims = [d % max(len(x.shape), 1) for d in _ints(a[1])]
