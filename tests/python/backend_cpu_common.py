@@ -394,3 +394,26 @@ def _assert_same_on_every_isa(prog: ember.Program, x: torch.Tensor, tmp_path: An
     and scalar rows (a fresh process each, _run_per_isa)."""
     outs = _run_per_isa(prog, x, tmp_path, (None, "avx2", "scalar"))
     assert torch.equal(outs[None], outs["avx2"]) and torch.equal(outs[None], outs["scalar"])
+
+
+def _hostile(x: torch.Tensor, case: str) -> torch.Tensor:
+    """A copy of 2-d ``x`` with one kind of hostile value: ``zeros``, a ``nan``, an ``inf``, a
+    ``neg_inf``, one ``huge`` value (the rest round to the zero point of a per-tensor
+    quantization), all ``tiny``, ``one_sided`` (every value positive); anything else: as is."""
+    x2 = x.clone()
+    r, c = x.shape
+    if case == "zeros":
+        x2.zero_()
+    elif case == "nan":
+        x2[1 % r, 5 % c] = float("nan")
+    elif case == "inf":
+        x2[2 % r, 0] = float("inf")
+    elif case == "neg_inf":
+        x2[r - 1, c - 1] = -float("inf")
+    elif case == "huge":
+        x2[0, 3 % c] = 2e30
+    elif case == "tiny":
+        x2 *= 1e-30
+    elif case == "one_sided":
+        x2 = x2.abs() + 5
+    return x2

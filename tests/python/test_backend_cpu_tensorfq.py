@@ -20,7 +20,7 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 from backend_cpu_common import _blob_ops as _ops
-from backend_cpu_common import _outside, _patched_ip_checks, _run_per_isa
+from backend_cpu_common import _hostile, _outside, _patched_ip_checks, _run_per_isa
 from torch import nn
 
 import ember
@@ -119,21 +119,7 @@ def test_hostile_inputs_as_the_portable_run(case: str) -> None:
     x = torch.randn(4, 300, generator=torch.Generator().manual_seed(0)) * 3
     prog = ember.export(m, (x,), backend="cpu")
     assert TENSOR_FQ in _kinds(prog) and not _outside(prog)
-    x2 = x.clone()
-    if case == "zeros":
-        x2.zero_()
-    elif case == "nan":
-        x2[1, 5] = float("nan")
-    elif case == "inf":
-        x2[2, 0] = float("inf")
-    elif case == "neg_inf":
-        x2[3, 299] = -float("inf")
-    elif case == "huge":
-        x2[0, 3] = 2e30  # the rest round to the zero point
-    elif case == "tiny":
-        x2 *= 1e-30
-    elif case == "one_sided":
-        x2 = x2.abs() + 5
+    x2 = _hostile(x, case)
     want = _portable(m, x, x2)
     for t in (1, 2):
         got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x2])[0]

@@ -14,8 +14,10 @@ mutated parameters, buffers and lifted constants; other folded nodes; Python val
 ``*_like`` factories, only the static shape of a tensor) is left computing, unless
 
 - its result would be a constant larger than both 1 MiB and the largest constant it was computed
-  from (a causal mask for a long context: it stays an operator so the file does not grow), or it
-  is a broadcast (``expand``: stored, it would only be its source repeated);
+  from (a causal mask for a long context: it stays an operator so the file does not grow), one
+  value repeated over more than 64 KiB (a ``zeros_like`` of the attention matrix: filling costs
+  nothing), a broadcast (``expand``: stored, it would only be its source repeated), or a
+  constant through layout operators alone (the IR's fold does those);
 - it is random, mutates, has symbolic shapes, is a graph output itself, or is not an ``aten``
   operator (quantized_decomposed's Q/DQ and Ember's own operators stay, for the backends'
   patterns: an int8 weight's dequantize is what marks it int8);
@@ -40,6 +42,7 @@ from torch.fx.node import map_aggregate
 log = logging.getLogger(__name__)
 
 SMALL_BYTES = 1 << 20  # a folded result up to this size is kept whatever it came from
+SPLAT_BYTES = 1 << 16  # one value repeated is not stored beyond this: filling it costs nothing
 _MAX_EVAL_NUMEL = 1 << 26  # never materialize more than this many elements at export
 _SHAPE_ONLY = {  # factories that read only the static shape / dtype of their tensor argument
     "full_like",
@@ -47,6 +50,24 @@ _SHAPE_ONLY = {  # factories that read only the static shape / dtype of their te
     "ones_like",
 }
 _CONST_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+# Layout operators: a result reached from one constant through these alone is not stored (the
+# IR's own fold, ember.passes.fold, handles a weight's transpose once it knows every reader: a
+# tied embedding and output projection keep one copy, backends see their weights as such).
+_LAYOUT = {
+    torch.ops.aten.permute.default,
+    torch.ops.aten.t.default,
+    torch.ops.aten.transpose.int,
+    torch.ops.aten.view.default,
+    torch.ops.aten._unsafe_view.default,
+    torch.ops.aten.reshape.default,
+    torch.ops.aten.clone.default,
+    torch.ops.aten._to_copy.default,
+    torch.ops.aten.alias.default,
+    torch.ops.aten.squeeze.dim,
+    torch.ops.aten.squeeze.dims,
+    torch.ops.aten.unsqueeze.default,
+    torch.ops.aten.contiguous.default,
+}
 # Folded inside a constant chain but never stored as its result: a broadcast stays an operator
 # on its smaller source (the CPU backend broadcasts it, or its reader does: a batched product
 # with a broadcast weight is the product with the weight).
@@ -179,6 +200,8 @@ def fold_constant_subgraphs(
                 not isinstance(v, torch.Tensor)
                 or _nbytes(v) > max(SMALL_BYTES, roots[n])
                 or (n.target in _NOT_STORED and _nbytes(v) > roots[n])
+                or _layout_only(n, sources)
+                or (_nbytes(v) > SPLAT_BYTES and _splat(v))
             ):
                 folded.discard(n)
                 changed = True
@@ -194,19 +217,28 @@ def fold_constant_subgraphs(
         len(sig.input_specs),
     )
     taken = set(ep.constants) | set(ep.state_dict)
-    for i, n in enumerate(boundary):
-        name = f"_ember_folded_{i}"
-        while name in taken:
-            name += "_"
-        taken.add(name)
-        with graph.inserting_before(first_user):
-            ph = graph.placeholder(name)
-        ph.meta = dict(n.meta)
-        n.replace_all_uses_with(ph)
-        ep.constants[name] = vals[n].detach().clone().contiguous()
-        sig.input_specs.insert(
-            spec_at + i, InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name), name)
+    made: list[tuple[torch.Tensor, Node]] = []  # equal results share one constant
+    for n in boundary:
+        v = vals[n].detach()
+        ph = next(
+            (p for t, p in made if t.dtype == v.dtype and t.shape == v.shape and torch.equal(t, v)),
+            None,
         )
+        if ph is None:
+            name = f"_ember_folded_{len(made)}"
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            with graph.inserting_before(first_user):
+                ph = graph.placeholder(name)
+            ph.meta = dict(n.meta)
+            ep.constants[name] = v.clone().contiguous()
+            sig.input_specs.insert(
+                spec_at + len(made),
+                InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name), name),
+            )
+            made.append((v, ph))
+        n.replace_all_uses_with(ph)
     for n in reversed(list(graph.nodes)):
         if n in folded and not n.users:
             graph.erase_node(n)
@@ -224,10 +256,28 @@ def fold_constant_subgraphs(
     log.info(
         "folded %d constant node(s) into %d constant(s); %d constant input(s) no longer read",
         len(folded),
-        len(boundary),
+        len(made),
         dropped,
     )
     return ep
+
+
+def _splat(v: torch.Tensor) -> bool:
+    """Every element the same (a ``full`` / ``zeros_like``)."""
+    flat = v.reshape(-1)
+    return bool(flat.numel() > 0 and (flat == flat[0]).all())
+
+
+def _layout_only(n: Node, sources: set[Node]) -> bool:
+    """Whether ``n`` is one constant through layout operators alone."""
+    while n not in sources:
+        if n.op != "call_function" or n.target not in _LAYOUT:
+            return False
+        ins = n.all_input_nodes
+        if len(ins) != 1:
+            return False
+        n = ins[0]
+    return True
 
 
 def _is_user_input(s: InputSpec | None) -> bool:

@@ -288,10 +288,9 @@ def _keep_tensor_qdq(runs: _Runs, lowered: list[bool]) -> bool:
         parts = [p for p in (c, q, i) if p is not None]
         ok = len(parts) == 3 and all(lowered[p] and run[p] == run[i] for p in parts)
         if not ok and any(lowered[p] for p in parts):
-            for p in parts:
-                if lowered[p]:
-                    lowered[p] = False
-                    runs.decide(p, False, "per-tensor dynamic Q/DQ with a part outside its run")
+            safe_softmax.unlower(
+                runs, lowered, parts, "per-tensor dynamic Q/DQ with a part outside its run"
+            )
             changed = True
             run = _run_ids(lowered)
     return changed

@@ -130,13 +130,18 @@ def keep(runs: Any, lowered: list[bool], parts: dict[int, tuple[str, int]], run_
     for w, idx in by_where.items():
         if all(lowered[i] and run[i] == run[w] for i in idx) or not any(lowered[i] for i in idx):
             continue
-        for i in idx:
-            if lowered[i]:
-                lowered[i] = False
-                runs.decide(i, False, "safe softmax with a part outside its run")
+        unlower(runs, lowered, idx, "safe softmax with a part outside its run")
         changed = True
         run = run_of(lowered)
     return changed
+
+
+def unlower(runs: Any, lowered: list[bool], idx: list[int], why: str) -> None:
+    """Leaves the instructions ``idx`` of one pattern portable, each with ``why``."""
+    for i in idx:
+        if lowered[i]:
+            lowered[i] = False
+            runs.decide(i, False, why)
 
 
 def fuse(ops: list[Op], u: Any) -> None:
