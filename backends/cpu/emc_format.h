@@ -37,7 +37,7 @@
  * 12: EMC_OP_PAD; 13: EMC_OP_DQ_LINEAR; 14: asymmetric padding of int8 depthwise convs (the
  * high bits of EMC_CONV_PH / PW; older: zero there), EMC_BINARY_Q8, EMC_POOL_Q8; 15: EMC_DQL_ROWQ
  * (older: zero there); 16: EMC_UNARY_Q8 (older: zero there); 17: EMC_OP_TENSOR_FQ,
- * EMC_ACT_LEAKY_RELU, EMC_ACT_ELU, EMC_SOFTMAX_SAFE (older: zero there) */
+ * EMC_ACT_LEAKY_RELU, EMC_ACT_ELU, EMC_ACT_CUBE, EMC_SOFTMAX_SAFE (older: zero there) */
 #define EMC_VERSION    17u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
@@ -374,6 +374,7 @@ enum emc_act {
   EMC_ACT_HARDSWISH_FQ = 15, /* version 11: hardswish, then EMC_ACT_FAKEQUANT */
   EMC_ACT_LEAKY_RELU = 16,   /* version 17: x > 0 ? x : x * fp[ALPHA] */
   EMC_ACT_ELU = 17,          /* version 17: see below */
+  EMC_ACT_CUBE = 18,         /* version 17: (x * x) * x, as ATen's pow(x, 3) */
   EMC_ACT_END
 };
 enum { EMC_ACT_FP_MIN = 0, EMC_ACT_FP_MAX = 1 };

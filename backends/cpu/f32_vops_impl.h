@@ -249,6 +249,9 @@ void EM_NAME(em_f32_vact_ukernel__)(size_t n, const float *x, float *y, uint32_t
     break;
   case EMC_ACT_FAKEQUANT: vx_fakequant_row(n, x, y, fp); break;
   case EMC_ACT_HARDSWISH_FQ: vx_hardswish_fq_row(n, x, y, fp); break;
+  case EMC_ACT_CUBE: /* ATen's pow(x, 3): (x * x) * x */
+    for (size_t i = 0; i < n; i++) y[i] = x[i] * x[i] * x[i];
+    break;
   case EMC_ACT_LEAKY_RELU: {
     const float a = fp[EMC_ACT_FP_ALPHA];
     for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : x[i] * a;

@@ -64,6 +64,7 @@ static double ref_act(uint32_t act, double x, const float *fp) {
   case EMC_ACT_NEG: return -x;
   case EMC_ACT_ABS: return fabs(x);
   case EMC_ACT_LEAKY_RELU: return x > 0 ? x : x * fp[EMC_ACT_FP_ALPHA];
+  case EMC_ACT_CUBE: return x * x * x;
   case EMC_ACT_ELU: /* ATen's elu(x, alpha, scale, input_scale) */
     return x <= 0 ? expm1(x * fp[EMC_ACT_FP_ELU_INPUT_SCALE]) * fp[EMC_ACT_FP_ALPHA] *
                         fp[EMC_ACT_FP_ELU_SCALE]

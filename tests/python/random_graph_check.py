@@ -48,6 +48,7 @@ _KIND = {
 _ACT = [
     "none", "clamp", "hardswish", "sigmoid", "silu", "gelu", "gelu_tanh", "tanh", "hardsigmoid",
     "exp", "sqrt", "rsqrt", "neg", "abs", "fakequant", "hardswish_fq", "leaky_relu", "elu",
+    "cube",
 ]  # fmt: skip
 _BIN = ["add", "sub", "mul", "div", "rsub"]
 

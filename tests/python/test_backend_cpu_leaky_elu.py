@@ -174,5 +174,5 @@ def test_runtime_refuses_non_finite_parameters() -> None:
             why = runtime_check("EmberCpuBackend", bytes(bad), 1 << 20)
             assert why is not None and "elu" in why, (slot, v, why)
     bad = bytearray(blob)
-    struct.pack_into("<I", bad, at + 4, 18)  # past the last activation
+    struct.pack_into("<I", bad, at + 4, 64)  # past the last activation
     assert "activation" in (runtime_check("EmberCpuBackend", bytes(bad), 1 << 20) or "")

@@ -1,8 +1,9 @@
 """Broadcasting expands and the exact powers in EmberCpuBackend: ``expand`` of an activation or a
 constant (grouped-query attention's repeated K / V heads, a broadcast bias) runs as the binary
 op's broadcast of ``x * 1`` (exact for every value), and ``pow(x, 2)``, ``pow(x, 0.5)``,
-``pow(x, 1)`` (Llama's RMSNorm squares) as ``x * x``, ``sqrt``, a copy, as ATen computes them;
-other exponents stay portable. Values equal eager's bit for bit (within an ulp for sqrt, which
+``pow(x, 1)``, ``pow(x, 3)`` (Llama's RMSNorm squares, GPT-2's tanh GELU cubes) as ``x * x``,
+``sqrt``, a copy, ``(x * x) * x`` (EMC_ACT_CUBE), as ATen computes them; other exponents stay
+portable. Values equal eager's bit for bit (within an ulp for sqrt, which
 eager computes with its own vector code), nothing left outside, at 1 and 2 threads.
 
 Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_pow_expand.py
@@ -104,16 +105,16 @@ class _Pow(nn.Module):
         return (x * 1.5).pow(self.e)
 
 
-@pytest.mark.parametrize("e", [2.0, 0.5, 1.0, 3.0])
+@pytest.mark.parametrize("e", [2.0, 0.5, 1.0, 3.0, 4.0])
 def test_powers(e: float) -> None:
     m = _Pow(e).eval()
     x = torch.randn(4, 33).abs() if e == 0.5 else torch.randn(4, 33)
     x[0, :4] = torch.tensor([0.0, -0.0, float("inf"), float("nan")])
     prog = ember.export(m, (x,))
     outside = _outside(prog)
-    assert outside == (["aten::pow.Tensor_Scalar_out"] if e == 3.0 else []), outside
+    assert outside == (["aten::pow.Tensor_Scalar_out"] if e == 4.0 else []), outside
     got, want = _run(prog, [x], 2), m(x)
-    # x * x and copies exactly; sqrt is correctly rounded here, within an ulp in eager (its own
-    # vector sqrt); the portable pow(x, 3) in double, eager's x * x * x in f32
-    tol = 0.0 if e in (1.0, 2.0) else 3e-7
+    # x * x, (x * x) * x and copies exactly; sqrt is correctly rounded here, within an ulp in
+    # eager (its own vector sqrt); the portable pow(x, 4) in double, eager's in f32
+    tol = 0.0 if e in (1.0, 2.0, 3.0) else 3e-7
     torch.testing.assert_close(got, want, rtol=tol, atol=0, equal_nan=True)

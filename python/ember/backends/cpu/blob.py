@@ -20,7 +20,7 @@ MAGIC = b"EMC1"
 # 14: asymmetric padding of int8 depthwise convs (extra after, in the pad slots' bits 16..30);
 # 15: EMC_DQL_ROWQ (dynamic int8 linears' rows per tensor or under a static fake-quant's qparams);
 # 16: EMC_UNARY_Q8; 17: EMC_OP_TENSOR_FQ (a per-tensor dynamic fake-quant of its own),
-# EMC_ACT_LEAKY_RELU and EMC_ACT_ELU (their parameters in fp[3..5])
+# EMC_ACT_LEAKY_RELU and EMC_ACT_ELU (their parameters in fp[3..5]), EMC_ACT_CUBE, EMC_SOFTMAX_SAFE
 VERSION = 17
 DQL_PER_TOKEN, DQL_PER_TENSOR, DQL_STATIC = 0, 1, 2  # EMC_DQL_ROWQ
 MAX_DIMS = 6
@@ -70,6 +70,7 @@ ACT = {
     "hardswish_fq": 15,
     "leaky_relu": 16,
     "elu": 17,
+    "cube": 18,
 }
 # Conv ip slots.
 CONV_DEPTHWISE, CONV_SCRATCH_OFF, CONV_SCRATCH_NBYTES = 9, 10, 11

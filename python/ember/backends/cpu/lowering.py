@@ -436,6 +436,8 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
             return Op("unary", [x], [out], act="sqrt")
         if e == 1.0:
             return Op("copy", [x], [out])
+        if e == 3.0:  # (x * x) * x: the tanh GELU of GPT-2, Phi, GPT-J
+            return Op("unary", [x], [out], act="cube")
         raise Unsupported(f"pow with exponent {e}")
     if k == "aten::cat.out":
         if a[0].kind != "tensorlist" or not 1 <= len(a[0].value) <= 4:
