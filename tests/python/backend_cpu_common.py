@@ -417,3 +417,22 @@ def _hostile(x: torch.Tensor, case: str) -> torch.Tensor:
     elif case == "one_sided":
         x2 = x2.abs() + 5
     return x2
+
+
+def _xnnpack_dynamic(m: nn.Module, x: torch.Tensor) -> tuple[nn.Module, Any]:
+    """``m`` quantized by PT2E with ExecuTorch's XNNPACKQuantizer in its dynamic per-channel form
+    (calibrated on ``x``), as a user's code does: (the converted module, its exported program).
+    Skips the test when torchao or ExecuTorch is missing."""
+    import pytest
+
+    pytest.importorskip("torchao")
+    xq = pytest.importorskip("executorch.backends.xnnpack.quantizer.xnnpack_quantizer")
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    cfg = xq.get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)
+    prepared = prepare_pt2e(
+        torch.export.export(m, (x,)).module(), xq.XNNPACKQuantizer().set_global(cfg)
+    )
+    prepared(x)
+    converted = convert_pt2e(prepared)
+    return converted, torch.export.export(converted, (x,))

@@ -25,6 +25,7 @@ from backend_cpu_common import (
     _outside,
     _patched_ip_checks,
     _run_per_isa,
+    _xnnpack_dynamic,
 )
 from torch import nn
 
@@ -200,20 +201,11 @@ def test_stock_xnnpack_dynamic_quantizer_graph_runs_int8() -> None:
     """A graph quantized by PT2E with ExecuTorch's XNNPACKQuantizer in its dynamic form exports
     as it is, its linears dq linears with per-tensor rows (the Q/DQ inside them), within
     quantization steps of eager."""
-    pytest.importorskip("torchao")
-    xq = pytest.importorskip("executorch.backends.xnnpack.quantizer.xnnpack_quantizer")
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     torch.manual_seed(0)
     m = _Block().eval()
     x = torch.randn(1, 20, 48)
-    cfg = xq.get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)
-    prepared = prepare_pt2e(
-        torch.export.export(m, (x,)).module(), xq.XNNPACKQuantizer().set_global(cfg)
-    )
-    prepared(x)
-    converted = convert_pt2e(prepared)
-    ep = torch.export.export(converted, (x,))
+    converted, ep = _xnnpack_dynamic(m, x)
     prog = ember.export(ep, (x,))
     assert not _outside(prog), _outside(prog)
     assert _rowq_slots(prog) == [PER_TENSOR] * 6, _rowq_slots(prog)

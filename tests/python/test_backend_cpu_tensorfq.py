@@ -20,7 +20,13 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
 from backend_cpu_common import _blob_ops as _ops
-from backend_cpu_common import _hostile, _outside, _patched_ip_checks, _run_per_isa
+from backend_cpu_common import (
+    _hostile,
+    _outside,
+    _patched_ip_checks,
+    _run_per_isa,
+    _xnnpack_dynamic,
+)
 from torch import nn
 
 import ember
@@ -157,9 +163,6 @@ def test_stock_xnnpack_dynamic_conv_net_runs_inside() -> None:
     """A conv net quantized by PT2E with ExecuTorch's XNNPACKQuantizer in its dynamic form (it
     quantizes the convs' inputs per tensor at run time) exports with nothing outside the
     delegate: the convs' inputs through EMC_OP_TENSOR_FQ, the linear a dq linear."""
-    pytest.importorskip("torchao")
-    xq = pytest.importorskip("executorch.backends.xnnpack.quantizer.xnnpack_quantizer")
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     torch.manual_seed(0)
     m = nn.Sequential(
@@ -170,13 +173,7 @@ def test_stock_xnnpack_dynamic_conv_net_runs_inside() -> None:
         nn.Linear(32 * 7 * 7, 10),
     ).eval()
     x = torch.randn(1, 3, 16, 16)
-    cfg = xq.get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)
-    prepared = prepare_pt2e(
-        torch.export.export(m, (x,)).module(), xq.XNNPACKQuantizer().set_global(cfg)
-    )
-    prepared(x)
-    converted = convert_pt2e(prepared)
-    ep = torch.export.export(converted, (x,))
+    converted, ep = _xnnpack_dynamic(m, x)
     prog = ember.export(ep, (x,))
     kinds = _kinds(prog)
     assert not _outside(prog), _outside(prog)
