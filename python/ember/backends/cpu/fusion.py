@@ -57,6 +57,18 @@ def _absorb(ops: list[Op], gone: Op, into: Op | None) -> None:
     del ops[next(j for j, o in enumerate(ops) if o is gone)]
 
 
+def _expand_parts(ops: list[Op], u: _Uses) -> None:
+    """A ``parts`` op (an instruction lowered as several backend ops: a split / chunk / unbind's
+    slices, a cat of more than 4 inputs' cats) becomes its parts, each carrying the
+    instruction's FX nodes (the first pass: the others see plain ops)."""
+    del u
+    for i, s in reversed(list(enumerate(ops))):
+        if s.kind == "parts":
+            for p in s.attrs["parts"]:
+                p.nodes = list(s.nodes)
+            ops[i : i + 1] = s.attrs["parts"]
+
+
 def _fake_quant(ops: list[Op], u: _Uses) -> None:
     """Each int8 dequantize reading a quantize of the same qparams (a Q/DQ pair of PT2E's
     representation) becomes one float ``fakequant`` unary of the quantize's input

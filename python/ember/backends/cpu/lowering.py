@@ -166,6 +166,8 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
     """The backend operator for ``ins`` or raise Unsupported. ``only_here(spec)`` tells whether
     a spec is used by no other instruction (for ops with outputs we drop)."""
     k, a = ins.kernel, ins.args
+    if k in SPLITS:
+        return _lower_split(ins)
     if not ins.outputs or not all(o.kind == "tensor" for o in ins.outputs):
         raise Unsupported("no tensor output")
     out = _out(ins)
@@ -440,16 +442,14 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
             return Op("unary", [x], [out], act="cube")
         raise Unsupported(f"pow with exponent {e}")
     if k == "aten::cat.out":
-        if a[0].kind != "tensorlist" or not 1 <= len(a[0].value) <= 4:
-            raise Unsupported("cat of more than 4")
+        if a[0].kind != "tensorlist" or not a[0].value:
+            raise Unsupported("cat of no tensors")
         xs = a[0].value
         nd = len(out.shape)
         dim = int(a[1].value) % nd
         if not all(_f32(x) and len(x.shape) == nd for x in xs):
             raise Unsupported("cat operands")
-        outer = math.prod(out.shape[:dim])
-        rows = [math.prod(x.shape[dim:]) for x in xs]
-        return Op("cat", [_operand(x) for x in xs], [out], ip=[outer, len(xs), *rows])
+        return _cat([_operand(x) for x in xs], out, dim)
     if k == "aten::constant_pad_nd.out":
         return _lower_pad(_f32x(a[0]), a, out)
     if k == "aten::slice_copy.Tensor_out":
@@ -464,13 +464,104 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         length = len(range(start, end, step))
         if length != out.shape[dim]:
             raise Unsupported("slice shape")
-        return Op(
-            "slice",
-            [x],
-            [out],
-            ip=[math.prod(x.shape[:dim]), n, math.prod(x.shape[dim + 1 :]), start, step, length],
-        )
+        return _slice(x, out, dim, start, step, length)
+    if k == "aten::select_copy.int_out":  # a slice of length 1 (the output drops the dim)
+        x = _f32x(a[0])
+        if not x.shape:
+            raise Unsupported("select of a 0-d tensor")
+        dim = int(a[1].value) % len(x.shape)
+        n, i = x.shape[dim], int(a[2].value)
+        if not -n <= i < n or math.prod(out.shape) * n != math.prod(x.shape):
+            raise Unsupported("select index or shape")
+        return _slice(x, out, dim, i % n, 1, 1)
     raise Unsupported(k)
+
+
+def _cat(xs: list[Any], out: TensorSpec, dim: int) -> Op:
+    """A cat of ``xs`` along ``dim``: one ``cat`` op of up to 4 inputs (EMC_OP_CAT's); more
+    become a ``parts`` op of cats of up to 4 (an unrolled RNN's time steps), each group's
+    result a new tensor read by the cat of the groups (concatenation is associative)."""
+    outer = math.prod(out.shape[:dim])
+
+    def rows(x: Any) -> int:
+        return math.prod((x.arr if isinstance(x, Const) else x).shape[dim:])
+
+    if len(xs) <= 4:
+        return Op("cat", xs, [out], ip=[outer, len(xs), *[rows(x) for x in xs]])
+    parts, groups = [], []
+    for g in range(0, len(xs), 4):
+        grp = xs[g : g + 4]
+        if len(grp) == 1:
+            groups.append(grp[0])
+            continue
+        shape = list(out.shape)
+        shape[dim] = sum((x.arr if isinstance(x, Const) else x).shape[dim] for x in grp)
+        tmp = TensorSpec(f"{out.name}.cat{g // 4}", out.dtype, tuple(shape))
+        parts.append(_cat(grp, tmp, dim))
+        groups.append(tmp)
+    top = _cat(groups, out, dim)
+    parts.extend(top.attrs.get("parts") or [top])
+    return Op("parts", xs, [out], attrs=dict(parts=parts))
+
+
+def _slice(x: TensorSpec, out: TensorSpec, dim: int, start: int, step: int, length: int) -> Op:
+    """``out`` = x's elements ``start, start + step, ...`` (``length`` of them) along ``dim``."""
+    return Op(
+        "slice",
+        [x],
+        [out],
+        ip=[
+            math.prod(x.shape[:dim]),
+            x.shape[dim],
+            math.prod(x.shape[dim + 1 :]),
+            start,
+            step,
+            length,
+        ],
+    )
+
+
+# Operators with several outputs, each a contiguous piece of the input along one dim.
+SPLITS = (
+    "aten::split_with_sizes_copy.out",
+    "aten::split_copy.Tensor_out",
+    "aten::unbind_copy.int_out",
+)
+
+
+def _lower_split(ins: KernelInstr) -> Op:
+    """A split / chunk / unbind: one ``parts`` op whose ``attrs["parts"]`` are the slices it
+    becomes (``fusion._expand_parts``, the first pass over a run)."""
+    k, a = ins.kernel, ins.args
+    outs = [t for o in ins.outputs for t in o.tensors()]
+    if not outs or not all(o.kind in ("tensorlist", "tensor") for o in ins.outputs):
+        raise Unsupported("no tensor output")
+    x = _f32x(a[0])
+    for t in outs:
+        if not _f32(t) or t.root().kind == MUTABLE:
+            raise Unsupported("split output is not a static f32 tensor")
+    if x.dynamic or x.root().kind == MUTABLE or x.root().move_target or not x.shape:
+        raise Unsupported("dynamic, mutable or control-flow tensor")
+    nd = len(x.shape)
+    if k == "aten::unbind_copy.int_out":
+        dim = int(a[1].value) % nd
+        sizes = [1] * x.shape[dim]
+    elif k == "aten::split_copy.Tensor_out":
+        dim, step = int(a[2].value) % nd, int(a[1].value)
+        if step < 1:
+            raise Unsupported("split size")
+        sizes = [min(step, x.shape[dim] - s) for s in range(0, x.shape[dim], step)] or [0]
+    else:
+        dim, sizes = int(a[2].value) % nd, _ints(a[1])
+    if len(sizes) != len(outs) or sum(sizes) != x.shape[dim] or min(sizes) < 1:
+        raise Unsupported("split sizes")
+    parts, start = [], 0
+    for o, size in zip(outs, sizes, strict=True):
+        if math.prod(o.shape) * x.shape[dim] != math.prod(x.shape) * size:
+            raise Unsupported("split output shape")
+        parts.append(_slice(x, o, dim, start, 1, size))
+        start += size
+    return Op("parts", [x], outs, attrs=dict(parts=parts))
 
 
 def _lower_pad(x: TensorSpec, a: list[Arg], out: TensorSpec) -> Op:

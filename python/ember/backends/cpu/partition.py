@@ -34,6 +34,7 @@ from ember.backends.cpu import (
 # The fusion passes are looked up here by name (_FUSIONS), and lower / build_blob through this
 # module's globals, so a test can replace any one of them.
 from ember.backends.cpu.fusion import (  # noqa: F401
+    _expand_parts,
     _fake_quant,
     _fold_bn,
     _fold_pads,
@@ -449,6 +450,7 @@ def delegate_debug_ids(op_info: list[tuple[str, list[str]]]) -> dict[str, list[s
 
 # The fusion passes of a run, in order (looked up by name when a run is built).
 _FUSIONS: tuple[Any, ...] = (
+    "_expand_parts",
     "_fake_quant",
     "_token_fake_quant",
     "_tensor_fake_quant",
