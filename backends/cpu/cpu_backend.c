@@ -39,6 +39,10 @@ static em_status bind_tensor(emc_delegate *d, const emc_header *h, const uint8_t
     t->sizes[k] = rec->sizes[k];
   }
   t->numel = numel, t->ndim = rec->ndim, t->storage = rec->storage, t->index = rec->index;
+  t->dtype = rec->dtype;
+  if (rec->dtype != EMC_DTYPE_F32 &&
+      (rec->storage != EMC_INPUT || (rec->dtype != EMC_DTYPE_I64 && rec->dtype != EMC_DTYPE_I32)))
+    FAIL(EM_ERR_INVALID_PROGRAM, "tensor %u has dtype %u (integers only as inputs)", i, rec->dtype);
   uint64_t nbytes = (uint64_t)numel * sizeof(float);
   switch (rec->storage) {
   case EMC_INPUT:
@@ -47,6 +51,9 @@ static em_status bind_tensor(emc_delegate *d, const emc_header *h, const uint8_t
     if (rec->index >= n || rec->offset != 0)
       FAIL(EM_ERR_INVALID_PROGRAM, "tensor %u names argument %u of %u", i, rec->index, n);
     uint32_t a = rec->storage == EMC_INPUT ? rec->index : h->n_inputs + rec->index;
+    if (d->arg_need[a] >= 0 && d->arg_dtype[a] != rec->dtype)
+      FAIL(EM_ERR_INVALID_PROGRAM, "tensor %u names argument %u with a second dtype", i, a);
+    d->arg_dtype[a] = (uint8_t)rec->dtype;
     if (numel > d->arg_need[a]) d->arg_need[a] = numel;
     t->data = NULL;
     break;
@@ -75,10 +82,10 @@ static em_status bind_tensor(emc_delegate *d, const emc_header *h, const uint8_t
  * the delegate debug ids of profile events are built from them, and the ETRecord's delegate
  * map is keyed by the same strings. */
 static const char *const kind_names[EMC_OP_KIND_END] = {
-    "?",         "conv2d",    "gemm", "binary",   "unary",
-    "maxpool2d", "avgpool2d", "mean", "softmax",  "layernorm",
-    "permute",   "copy",      "cat",  "slice",    "channel_affine",
-    "rmsnorm",   "tokenfq",   "pad",  "dqlinear", "tensorfq"};
+    "?",         "conv2d",   "gemm",           "binary",    "unary",   "maxpool2d",
+    "avgpool2d", "mean",     "softmax",        "layernorm", "permute", "copy",
+    "cat",       "slice",    "channel_affine", "rmsnorm",   "tokenfq", "pad",
+    "dqlinear",  "tensorfq", "embedding",      "resize"};
 
 /* Appends s to p (bounded by end); returns the new end of the text. */
 static char *put_str(char *p, const char *end, const char *s) {
@@ -176,8 +183,9 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
   emc_rt_tensor *ts = em_allocator_alloc(al, (h.n_tensors ? h.n_tensors : 1) * sizeof *ts, 16);
   emc_op *ops = em_allocator_alloc(al, (h.n_ops ? h.n_ops : 1) * sizeof *ops, 16);
   int64_t *need = em_allocator_alloc(al, (h.n_inputs + h.n_outputs + 1) * sizeof *need, 16);
+  uint8_t *arg_dtype = em_allocator_alloc(al, h.n_inputs + h.n_outputs + 1, 16);
   uint8_t *arena = em_allocator_alloc(al, h.arena_nbytes ? (size_t)h.arena_nbytes : 64, 64);
-  if (!d || !ts || !ops || !need || !arena)
+  if (!d || !ts || !ops || !need || !arg_dtype || !arena)
     FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,
          "method allocator too small for the delegate (%llu-byte arena, %u tensors, %u ops)",
          (unsigned long long)h.arena_nbytes, h.n_tensors, h.n_ops);
@@ -208,13 +216,16 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
     for (int s = 0; s < EMC_AMX_SLOTS; s++) atomic_flag_clear(&d->amx_busy[s]);
   }
 #endif
-  memset(need, 0, (h.n_inputs + h.n_outputs + 1) * sizeof *need);
+  d->arg_dtype = arg_dtype;
+  for (uint32_t a = 0; a <= h.n_inputs + h.n_outputs; a++) need[a] = -1, arg_dtype[a] = 0;
   for (uint32_t i = 0; i < h.n_tensors; i++) {
     emc_tensor rec;
     memcpy(&rec, b + h.tensors_off + (uint64_t)i * sizeof rec, sizeof rec);
     em_status st = bind_tensor(d, &h, b + h.data_off, &rec, i);
     if (st != EM_OK) return st;
   }
+  for (uint32_t a = 0; a <= h.n_inputs + h.n_outputs; a++)
+    if (need[a] < 0) need[a] = 0; /* an argument no tensor names: any f32 tensor */
   memcpy(ops, b + h.ops_off, (size_t)on);
   char why[200];
   const int q8w = atomic_load_explicit(&opt_q8_winograd, memory_order_relaxed);
@@ -276,9 +287,15 @@ static em_status cpu_execute(em_backend_exec_ctx *ctx, void *handle, em_evalue *
          d->n_inputs, d->n_outputs);
   for (size_t a = 0; a < n_args; a++) {
     em_tensor *t = args[a] && args[a]->tag == EM_TAG_TENSOR ? args[a]->u.tensor : NULL;
-    if (!t || t->dtype != EM_DTYPE_F32 || (!t->data && t->numel) || t->numel < d->arg_need[a])
-      FAIL(EM_ERR_INVALID_ARGUMENT, "argument %zu is not an f32 tensor of at least %lld elements",
-           a, (long long)d->arg_need[a]);
+    const em_dtype want = d->arg_dtype[a] == EMC_DTYPE_I64   ? EM_DTYPE_I64
+                          : d->arg_dtype[a] == EMC_DTYPE_I32 ? EM_DTYPE_I32
+                                                             : EM_DTYPE_F32;
+    if (!t || t->dtype != (int)want || (!t->data && t->numel) || t->numel < d->arg_need[a])
+      FAIL(EM_ERR_INVALID_ARGUMENT, "argument %zu is not an %s tensor of at least %lld elements", a,
+           want == EM_DTYPE_F32   ? "f32"
+           : want == EM_DTYPE_I64 ? "int64"
+                                  : "int32",
+           (long long)d->arg_need[a]);
   }
   for (uint32_t i = 0; i < d->n_tensors; i++) {
     emc_rt_tensor *t = &d->t[i];

@@ -28,6 +28,7 @@ typedef struct emc_rt_tensor {
   uint32_t ndim;
   uint32_t storage;
   uint32_t index;
+  uint32_t dtype; /* emc_dtype: EMC_DTYPE_F32 but for an embedding's index input */
   int64_t sizes[EMC_MAX_DIMS];
 } emc_rt_tensor;
 
@@ -68,9 +69,10 @@ typedef struct emc_delegate {
   em_q8_rowq_fn q8_rowq; /* ... and their row quantizer (em_q8_rowq_for) */
   em_q8_rowt_fn q8_rowt; /* ... under one set of qparams (em_q8_rowt_for) */
   uint32_t n_tensors, n_ops, n_inputs, n_outputs;
-  emc_rt_tensor *t;  /* [n_tensors] */
-  emc_op *ops;       /* [n_ops], copied from the blob (aligned) */
-  int64_t *arg_need; /* [n_inputs + n_outputs]: the most elements any tensor reads from an arg */
+  emc_rt_tensor *t;   /* [n_tensors] */
+  emc_op *ops;        /* [n_ops], copied from the blob (aligned) */
+  int64_t *arg_need;  /* [n_inputs + n_outputs]: the most elements any tensor reads from an arg */
+  uint8_t *arg_dtype; /* [n_inputs + n_outputs]: the emc_dtype its tensors name (one per arg) */
   uint8_t *arena;
   uint64_t arena_nbytes;
   void *amx_ws; /* AMX GEMM workspace, amx_slots slots (cfg->amx only; else NULL) */

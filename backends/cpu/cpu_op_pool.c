@@ -1,7 +1,8 @@
 /*
  * cpu_op_pool.c — max and avg pool2d: their checks and runs, per plane (separable max pools on
  * the ISA's kernel, cfg->maxpool; the rest window by window). A max pool after the conv that
- * alone feeds it may run fused with it (cpu_op_chain.c).
+ * alone feeds it may run fused with it (cpu_op_chain.c). And resize (nearest / bilinear
+ * upsampling), plane by plane from the taps the exporter computed.
  */
 #include "cpu_ops.h"
 
@@ -171,5 +172,78 @@ em_status emc_run_pool(const emc_delegate *d, const emc_op *op, em_threadpool *p
   const bool separable = pool_separable(op, j.w, j.ow);
   par_for_static(pool, xt->sizes[0] * xt->sizes[1], separable ? maxpool_planes : pool_planes, &j,
                  yt->numel * j.p.kh * j.p.kw);
+  return EM_OK;
+}
+
+/* ---- resize ---------------------------------------------------------------------------------- */
+
+/* n taps (4 floats each) with integer indices i0 <= i1 in [0, in) and finite weights. */
+static bool taps_ok(const float *t, int64_t n, int64_t in) {
+  for (int64_t k = 0; k < n; k++) {
+    const float i0 = t[4 * k], i1 = t[4 * k + 1], l0 = t[4 * k + 2], l1 = t[4 * k + 3];
+    if (!(i0 >= 0.0f && i1 >= i0 && i1 < (float)in) || i0 != (float)(int64_t)i0 ||
+        i1 != (float)(int64_t)i1 || !isfinite(l0) || !isfinite(l1))
+      return false;
+  }
+  return true;
+}
+
+bool emc_check_resize(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  if (!params_nonneg(op, EMC_RESIZE_N_PARAMS, why, why_n)) return false;
+  const int32_t *ip = op->ip;
+  const int64_t p = ip[EMC_RESIZE_PLANES], h = ip[EMC_RESIZE_H], w = ip[EMC_RESIZE_W],
+                oh = ip[EMC_RESIZE_OH], ow = ip[EMC_RESIZE_OW];
+  if (h < 1 || w < 1 || h > (1 << 24) || w > (1 << 24) || ip[EMC_RESIZE_NEAREST] > 1)
+    WHY("resize: bad parameters");
+  const emc_rt_tensor *rt = tensor_at(d, op->in[1]), *ct = tensor_at(d, op->in[2]);
+  if (!is_const(rt) || !is_const(ct) || rt->numel != 4 * oh || ct->numel != 4 * ow)
+    WHY("resize: the taps are not constants of 4 x %lld and 4 x %lld floats", (long long)oh,
+        (long long)ow);
+  if (!taps_ok(rt->data, oh, h) || !taps_ok(ct->data, ow, w))
+    WHY("resize: a tap lies outside the input or has a weight that is not finite");
+  const emc_rt_tensor *x = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
+  if (x && y && out_shared(x, y)) WHY("resize: input and output overlap");
+  return check_rows(d, op, p * h * w, p * oh * ow, why, why_n);
+}
+
+typedef struct resize_job {
+  const float *x, *rt, *ct;
+  float *y;
+  int64_t h, w, oh, ow;
+  bool nearest;
+} resize_job;
+
+/* Output rows [begin, end) of all planes, row r of plane r / oh. */
+static void resize_rows(void *ctx, int64_t begin, int64_t end) {
+  const resize_job *j = ctx;
+  for (int64_t r = begin; r < end; r++) {
+    const int64_t pl = r / j->oh, o = r % j->oh;
+    const float *t = j->rt + 4 * o;
+    const float *x0 = j->x + (pl * j->h + (int64_t)t[0]) * j->w;
+    const float *x1 = j->x + (pl * j->h + (int64_t)t[1]) * j->w;
+    const float l0 = t[2], l1 = t[3];
+    float *y = j->y + r * j->ow;
+    if (j->nearest) {
+      for (int64_t c = 0; c < j->ow; c++) y[c] = x0[(int64_t)j->ct[4 * c]];
+      continue;
+    }
+    for (int64_t c = 0; c < j->ow; c++) {
+      const float *tc = j->ct + 4 * c;
+      const int64_t c0 = (int64_t)tc[0], c1 = (int64_t)tc[1];
+      const float top = tc[2] * x0[c0] + tc[3] * x0[c1];
+      const float bottom = tc[2] * x1[c0] + tc[3] * x1[c1];
+      y[c] = l0 * top + l1 * bottom;
+    }
+  }
+}
+
+em_status emc_run_resize(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const int32_t *ip = op->ip;
+  const resize_job j = {d->t[op->in[0]].data,  d->t[op->in[1]].data, d->t[op->in[2]].data,
+                        d->t[op->out[0]].data, ip[EMC_RESIZE_H],     ip[EMC_RESIZE_W],
+                        ip[EMC_RESIZE_OH],     ip[EMC_RESIZE_OW],    ip[EMC_RESIZE_NEAREST] == 1};
+  const int64_t rows = (int64_t)ip[EMC_RESIZE_PLANES] * j.oh;
+  par_for_mem(pool, rows, resize_rows, (void *)&j, rows * j.ow);
+  if (op->act) d->cfg->vact((size_t)(rows * j.ow), j.y, j.y, op->act, op->fp);
   return EM_OK;
 }

@@ -260,7 +260,8 @@ void emc_q8_lk_plan(const emc_delegate *d) {
       bool reads = false;
       for (int r = 0; r < 5; r++) reads = reads || ids[r] == yid;
       if (!reads) continue;
-      if (k > l && m < 0 && d->ops[k].kind == EMC_OP_MEAN && !in_chain(d, k))
+      if (k > l && m < 0 && d->ops[k].kind == EMC_OP_MEAN && !emc_mean_params_of(&d->ops[k]).sum &&
+          !in_chain(d, k))
         m = k;
       else if (k > l && s < 0 && d->ops[k].kind == EMC_OP_BINARY && d->fused[k] == 2)
         s = k;

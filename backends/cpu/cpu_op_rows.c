@@ -1,7 +1,7 @@
 /*
- * cpu_op_rows.c — operators over rows: mean (over the middle of [outer, len, inner]), softmax /
- * log-softmax (with an optional scale and additive mask), layer norm and RMS norm, per-token
- * int8 fake-quant: their checks and one run for all, rows split over the threads; and the
+ * cpu_op_rows.c — operators over rows: mean or sum (over the middle of [outer, len, inner]),
+ * softmax / log-softmax (with an optional scale and additive mask), layer norm and RMS norm,
+ * per-token int8 fake-quant: their checks and one run for all, rows split over the threads; and the
  * per-tensor dynamic int8 fake-quant (two passes over the tensor).
  */
 #include "cpu_ops.h"
@@ -10,6 +10,7 @@ bool emc_check_mean(const emc_delegate *d, const emc_op *op, char *why, size_t w
   const emc_mean_params p = emc_mean_params_of(op);
   int64_t inner = p.inner < 1 ? 1 : p.inner;
   if (p.outer < 0 || p.len < 1) WHY("mean: bad shape");
+  if (p.sum != 0 && p.sum != 1) WHY("mean: sum flag %lld is not 0 or 1", (long long)p.sum);
   return check_rows(d, op, p.outer * p.len * inner, p.outer * inner, why, why_n);
 }
 
@@ -180,11 +181,11 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
           const float *xr = x + (r * cols + l) * inner;
           for (int64_t i = 0; i < inner; i++) yo[i] += xr[i];
         }
-        for (int64_t i = 0; i < inner; i++) yo[i] /= (float)cols;
+        for (int64_t i = 0; i < inner && !j->mean.sum; i++) yo[i] /= (float)cols;
         if (op->act) d->cfg->vact((size_t)inner, yo, yo, op->act, op->fp);
         break;
       }
-      y[r] = plane_mean(x + r * cols, cols);
+      y[r] = j->mean.sum ? plane_sum(x + r * cols, cols) : plane_mean(x + r * cols, cols);
       if (op->act) d->cfg->vact(1, y + r, y + r, op->act, op->fp);
       break;
     }

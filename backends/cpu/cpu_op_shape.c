@@ -1,8 +1,10 @@
 /*
- * cpu_op_shape.c — data movement: permute, cat, slice and pad, their checks and runs (copy, the
+ * cpu_op_shape.c — data movement: permute, cat, slice (and flip), pad and embedding (rows of a
+ * table by index), their checks and runs (copy, the
  * identity with an optional activation, runs as a unary: cpu_op_eltwise.c).
  */
 #include "cpu_ops.h"
+#include "ember/platform.h"
 
 /* ---- permute --------------------------------------------------------------------------------- */
 
@@ -106,6 +108,9 @@ bool emc_check_slice(const emc_delegate *d, const emc_op *op, char *why, size_t 
           out_len = p.out_len;
   if (step < 1 || (out_len > 0 && start + (out_len - 1) * step >= len))
     WHY("slice: range runs past the dimension");
+  if (p.reverse > 1) WHY("slice: reverse flag %lld is not 0 or 1", (long long)p.reverse);
+  const emc_rt_tensor *x = tensor_at(d, op->in[0]), *y = tensor_at(d, op->out[0]);
+  if (x && y && out_shared(x, y)) WHY("slice: input and output overlap");
   return check_rows(d, op, outer * len * inner, outer * out_len * inner, why, why_n);
 }
 
@@ -116,10 +121,64 @@ em_status emc_run_slice(const emc_delegate *d, const emc_op *op) {
   int64_t outer = p.outer, len = p.len, inner = p.inner, start = p.start, step = p.step,
           out_len = p.out_len;
   for (int64_t o = 0; o < outer; o++)
-    for (int64_t i = 0; i < out_len; i++)
-      memcpy(y + (o * out_len + i) * inner, x + (o * len + start + i * step) * inner,
+    for (int64_t i = 0; i < out_len; i++) {
+      const int64_t k = p.reverse ? out_len - 1 - i : i;
+      memcpy(y + (o * out_len + i) * inner, x + (o * len + start + k * step) * inner,
              (size_t)inner * sizeof *y);
+    }
   if (op->act) d->cfg->vact((size_t)(outer * out_len * inner), y, y, op->act, op->fp);
+  return EM_OK;
+}
+
+/* ---- embedding ------------------------------------------------------------------------------- */
+
+bool emc_check_embedding(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  if (!params_nonneg(op, EMC_EMBED_N_PARAMS, why, why_n)) return false;
+  const int64_t rows = op->ip[EMC_EMBED_ROWS], cols = op->ip[EMC_EMBED_COLS];
+  const emc_rt_tensor *w = tensor_at(d, op->in[0]), *ix = tensor_at(d, op->in[1]);
+  const emc_rt_tensor *y = tensor_at(d, op->out[0]);
+  if (!w || !ix || !y) WHY("embedding: bad tensor ids");
+  if (w->numel != rows * cols)
+    WHY("embedding: the table is not %lld x %lld", (long long)rows, (long long)cols);
+  if (ix->storage != EMC_INPUT || (ix->dtype != EMC_DTYPE_I64 && ix->dtype != EMC_DTYPE_I32))
+    WHY("embedding: the indices are not an integer input");
+  if (y->numel != ix->numel * cols) WHY("embedding: output has the wrong size");
+  if (out_shared(w, y)) WHY("embedding: table and output overlap");
+  return check_act(op, why, why_n);
+}
+
+typedef struct embed_job {
+  const float *w;
+  const void *ix;
+  int i64;
+  int64_t cols;
+  float *y;
+} embed_job;
+
+static void embed_rows(void *ctx, int64_t begin, int64_t end) {
+  const embed_job *j = ctx;
+  for (int64_t r = begin; r < end; r++) {
+    const int64_t k = j->i64 ? ((const int64_t *)j->ix)[r] : ((const int32_t *)j->ix)[r];
+    memcpy(j->y + r * j->cols, j->w + k * j->cols, (size_t)j->cols * sizeof *j->y);
+  }
+}
+
+em_status emc_run_embedding(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const emc_rt_tensor *ix = &d->t[op->in[1]];
+  const int64_t rows = op->ip[EMC_EMBED_ROWS], n = ix->numel;
+  embed_job j = {d->t[op->in[0]].data, ix->data, ix->dtype == EMC_DTYPE_I64, op->ip[EMC_EMBED_COLS],
+                 d->t[op->out[0]].data};
+  for (int64_t r = 0; r < n; r++) { /* every index first: a bad one writes nothing */
+    const int64_t k = j.i64 ? ((const int64_t *)j.ix)[r] : ((const int32_t *)j.ix)[r];
+    if (k < 0 || k >= rows) {
+      EM_LOG_ERROR("EmberCpuBackend: embedding index %lld (at %lld) is outside the table of %lld "
+                   "rows",
+                   (long long)k, (long long)r, (long long)rows);
+      return EM_ERR_INVALID_ARGUMENT;
+    }
+  }
+  par_for_mem(pool, n, embed_rows, &j, n * j.cols);
+  if (op->act) d->cfg->vact((size_t)(n * j.cols), j.y, j.y, op->act, op->fp);
   return EM_OK;
 }
 

@@ -7,9 +7,9 @@
  *                     cpu_op_im2col.c (im2col, padded input, transposes)
  *   gemm              cpu_op_gemm.c (the driver: cpu_gemm.c)
  *   binary, unary, copy, channel affine      cpu_op_eltwise.c
- *   max / avg pool    cpu_op_pool.c
+ *   max / avg pool, resize                   cpu_op_pool.c
  *   mean, softmax, layer / RMS norm, per-token / per-tensor fake-quant   cpu_op_rows.c
- *   permute, cat, slice, pad                 cpu_op_shape.c
+ *   permute, cat, slice, pad, embedding      cpu_op_shape.c
  *   dynamic int8 linear                      cpu_op_dqlinear.c
  *   fused chains      cpu_op_chain.c (emc_fuse_chain, emc_run_chain)
  */
@@ -23,6 +23,10 @@ bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why
   if (op->out[0] < 0) WHY("operator has no output");
   if (d->t[op->out[0]].storage == EMC_CONST || d->t[op->out[0]].storage == EMC_INPUT)
     WHY("operator writes a constant or an input");
+  for (int i = 0; i < 4; i++) /* integer tensors: only an embedding's indices */
+    if (op->in[i] >= 0 && d->t[op->in[i]].dtype != EMC_DTYPE_F32 &&
+        !(op->kind == EMC_OP_EMBEDDING && i == 1))
+      WHY("input %d is an integer tensor", i);
   switch (op->kind) {
   case EMC_OP_CONV2D: return emc_check_conv(d, op, why, why_n);
   case EMC_OP_GEMM: return emc_check_gemm(d, op, why, why_n);
@@ -43,6 +47,8 @@ bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why
   case EMC_OP_PAD: return emc_check_pad(d, op, why, why_n);
   case EMC_OP_CHANNEL_AFFINE: return emc_check_affine(d, op, why, why_n);
   case EMC_OP_DQ_LINEAR: return emc_check_dq_linear(d, op, why, why_n);
+  case EMC_OP_EMBEDDING: return emc_check_embedding(d, op, why, why_n);
+  case EMC_OP_RESIZE: return emc_check_resize(d, op, why, why_n);
   default: WHY("unknown operator kind %u", op->kind);
   }
 }
@@ -68,6 +74,8 @@ em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *poo
   case EMC_OP_PAD: return emc_run_pad(d, op, pool);
   case EMC_OP_CHANNEL_AFFINE: return emc_run_affine(d, op, pool);
   case EMC_OP_DQ_LINEAR: return emc_run_dq_linear(d, op, pool);
+  case EMC_OP_EMBEDDING: return emc_run_embedding(d, op, pool);
+  case EMC_OP_RESIZE: return emc_run_resize(d, op, pool);
   default: return EM_ERR_INVALID_PROGRAM;
   }
 }

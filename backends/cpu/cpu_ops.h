@@ -105,14 +105,17 @@ static inline void par_for_mem(em_threadpool *pool, int64_t n, em_parallel_fn fn
   em_parallel_for(elems < EMC_MIN_PARALLEL_ELEMS ? NULL : pool, n, fn, ctx);
 }
 
-/* The mean of n floats (four partial sums): the mean operator's rows, a depthwise conv's planes. */
-static inline float plane_mean(const float *x, int64_t n) {
+/* The sum (four partial sums) and the mean of n floats: the mean / sum operator's rows, a depthwise
+ * conv's planes. */
+static inline float plane_sum(const float *x, int64_t n) {
   float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) s0 += x[i], s1 += x[i + 1], s2 += x[i + 2], s3 += x[i + 3];
   for (; i < n; i++) s0 += x[i];
-  return ((s0 + s1) + (s2 + s3)) / (float)n;
+  return (s0 + s1) + (s2 + s3);
 }
+
+static inline float plane_mean(const float *x, int64_t n) { return plane_sum(x, n) / (float)n; }
 
 /* ---- validation helpers -------------------------------------------------------------------- */
 
@@ -452,6 +455,13 @@ bool emc_check_cat(const emc_delegate *d, const emc_op *op, char *why, size_t wh
 em_status emc_run_cat(const emc_delegate *d, const emc_op *op);
 bool emc_check_slice(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_slice(const emc_delegate *d, const emc_op *op);
+/* Embedding (EMC_OP_EMBEDDING): the table's rows named by an integer input; the run fails with
+ * EM_ERR_INVALID_ARGUMENT (nothing written) on an index outside the table. */
+bool emc_check_embedding(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
+em_status emc_run_embedding(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
+/* Resize (EMC_OP_RESIZE): nearest or bilinear upsampling by the blob's row and column taps. */
+bool emc_check_resize(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
+em_status emc_run_resize(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 bool emc_check_pad(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_pad(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 

@@ -37,8 +37,10 @@
  * 12: EMC_OP_PAD; 13: EMC_OP_DQ_LINEAR; 14: asymmetric padding of int8 depthwise convs (the
  * high bits of EMC_CONV_PH / PW; older: zero there), EMC_BINARY_Q8, EMC_POOL_Q8; 15: EMC_DQL_ROWQ
  * (older: zero there); 16: EMC_UNARY_Q8 (older: zero there); 17: EMC_OP_TENSOR_FQ,
- * EMC_ACT_LEAKY_RELU, EMC_ACT_ELU, EMC_ACT_CUBE, EMC_SOFTMAX_SAFE (older: zero there) */
-#define EMC_VERSION    17u
+ * EMC_ACT_LEAKY_RELU, EMC_ACT_ELU, EMC_ACT_CUBE, EMC_SOFTMAX_SAFE (older: zero there);
+ * 18: EMC_OP_EMBEDDING and integer input tensors (emc_tensor.dtype), EMC_OP_RESIZE,
+ * EMC_SLICE_REVERSE, EMC_MEAN_SUM (older: zero there) */
+#define EMC_VERSION    18u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -67,9 +69,13 @@ typedef struct emc_tensor {
   uint64_t offset;  /* bytes into data or arena; 0 for arguments */
   uint32_t ndim;
   int32_t sizes[EMC_MAX_DIMS];
-  uint32_t reserved;
+  uint32_t dtype; /* emc_dtype (version 18; older: zero, f32) */
 } emc_tensor;
 _Static_assert(sizeof(emc_tensor) == 48, "emc_tensor is 48 bytes");
+
+/* Element types of tensors: f32 everywhere, but an input (EMC_INPUT) may hold the integer
+ * indices of an embedding (EMC_OP_EMBEDDING's in[1], the only operator that reads them). */
+enum emc_dtype { EMC_DTYPE_F32 = 0, EMC_DTYPE_I64 = 1, EMC_DTYPE_I32 = 2 };
 
 enum emc_op_kind {
   EMC_OP_CONV2D = 1,          /* in: x[N,C,H,W], w, bias|-1, residual|-1; out [N,Co,OH,OW] */
@@ -92,6 +98,8 @@ enum emc_op_kind {
   EMC_OP_PAD = 17,            /* in: x [outer, h, w]; constant pad of the last two dims (v 12) */
   EMC_OP_DQ_LINEAR = 18,      /* in: x [M, K], int8 w, bias|-1, residual|-1: dynamic int8 (v 13) */
   EMC_OP_TENSOR_FQ = 19,      /* in: x; per-tensor dynamic int8 fake-quant (version 17), below */
+  EMC_OP_EMBEDDING = 20,      /* in: table [V, D], indices (i64 / i32); out [n, D] (version 18) */
+  EMC_OP_RESIZE = 21,         /* in: x [P, H, W], row taps, column taps; nearest / bilinear (18) */
   EMC_OP_KIND_END
 };
 
@@ -276,8 +284,9 @@ enum { EMC_BINARY_FP_SCALAR = 2 };
  * as PT2E's decomposed SiLU multiplies), so the op is act(pre(x)) or act(x * pre(x)): an
  * activation and the fake-quant after it as one op. */
 enum { EMC_UNARY_Q8, EMC_UNARY_Q8_TABLE, EMC_UNARY_PRE, EMC_UNARY_PRE_TIMES_X };
-/* Mean ip[] slots: x is [outer, len, inner] (inner 0 reads as 1), y [outer, inner]. */
-enum { EMC_MEAN_OUTER, EMC_MEAN_LEN, EMC_MEAN_INNER };
+/* Mean ip[] slots: x is [outer, len, inner] (inner 0 reads as 1), y [outer, inner];
+ * EMC_MEAN_SUM (version 18): 1 for the sum, not the mean (older: zero there). */
+enum { EMC_MEAN_OUTER, EMC_MEAN_LEN, EMC_MEAN_INNER, EMC_MEAN_SUM };
 /* Softmax ip[] slots (rows of cols floats; inner must be 1; log 0 / 1; scaled 0 / 1; the mask's
  * rows, 0 without one) and fp[] slot (the scale when scaled). */
 enum {
@@ -311,14 +320,35 @@ enum { EMC_TFQ_FP_EPS = 2 };
 enum { EMC_PERMUTE_DIMS };
 /* Cat ip[] slots: in[i] is [outer, ip[EMC_CAT_LEN + i]], i < n_in (1 to 4); out [outer, sum]. */
 enum { EMC_CAT_OUTER, EMC_CAT_N_IN, EMC_CAT_LEN };
-/* Slice ip[] slots: x [outer, len, inner] -> y [outer, out_len, inner], rows start + i * step. */
+/* Slice ip[] slots: x [outer, len, inner] -> y [outer, out_len, inner], rows start + i * step;
+ * EMC_SLICE_REVERSE (version 18; older: zero there): 1 takes those rows in reverse order (a
+ * flip: y row i is x row start + (out_len - 1 - i) * step). */
 enum {
   EMC_SLICE_OUTER,
   EMC_SLICE_LEN,
   EMC_SLICE_INNER,
   EMC_SLICE_START,
   EMC_SLICE_STEP,
-  EMC_SLICE_OUT_LEN
+  EMC_SLICE_OUT_LEN,
+  EMC_SLICE_REVERSE
+};
+/* Embedding ip[] slots (EMC_OP_EMBEDDING, version 18): in[0] the f32 table [rows, cols], in[1]
+ * n indices (an EMC_INPUT of dtype EMC_DTYPE_I64 or EMC_DTYPE_I32), out[0] [n, cols]: row i of
+ * the output is the table's row indices[i]; an index outside [0, rows) fails the execute. */
+enum { EMC_EMBED_ROWS, EMC_EMBED_COLS };
+/* Resize ip[] slots (EMC_OP_RESIZE, version 18: upsample_nearest2d / upsample_bilinear2d):
+ * x [planes, h, w] -> y [planes, oh, ow]. in[1] (oh x 4 floats) and in[2] (ow x 4), constants,
+ * are each output row's and column's taps (i0, i1, l0, l1) as the exporter computed them with
+ * ATen's coordinate rules: i0, i1 integers within the input, l0, l1 finite. Nearest
+ * (EMC_RESIZE_NEAREST 1): y = x[i0 of the row][i0 of the column]; bilinear (0):
+ * y = l0r * (l0c * x00 + l1c * x01) + l1r * (l0c * x10 + l1c * x11), in f32 as ATen. */
+enum {
+  EMC_RESIZE_PLANES,
+  EMC_RESIZE_H,
+  EMC_RESIZE_W,
+  EMC_RESIZE_OH,
+  EMC_RESIZE_OW,
+  EMC_RESIZE_NEAREST
 };
 /* Pad ip[] slots: x [outer, h, w] -> y [outer, top + h + bottom, left + w + right], the new
  * elements fp[EMC_PAD_FP_VALUE]. */
@@ -339,7 +369,9 @@ enum {
   EMC_CONV_N_PARAMS = EMC_CONV_Q8_U8 + 1,
   EMC_GEMM_N_PARAMS = EMC_GEMM_C_HEADS + 1,
   EMC_POOL_N_PARAMS = EMC_POOL_Q8 + 1,
-  EMC_SLICE_N_PARAMS = EMC_SLICE_OUT_LEN + 1,
+  EMC_SLICE_N_PARAMS = EMC_SLICE_REVERSE + 1,
+  EMC_EMBED_N_PARAMS = EMC_EMBED_COLS + 1,
+  EMC_RESIZE_N_PARAMS = EMC_RESIZE_NEAREST + 1,
   EMC_PAD_N_PARAMS = EMC_PAD_RIGHT + 1,
   EMC_AFFINE_N_PARAMS = EMC_AFFINE_INNER + 1,
   EMC_DQL_N_PARAMS = EMC_DQL_ROWQ + 1
@@ -596,12 +628,15 @@ typedef struct emc_mean_params {
   int64_t outer; /* EMC_MEAN_OUTER */
   int64_t len;   /* EMC_MEAN_LEN: the reduced dim */
   int64_t inner; /* EMC_MEAN_INNER: as stored (0 and 1 both mean 1) */
+  int64_t sum;   /* EMC_MEAN_SUM: 1 for the sum */
 } emc_mean_params;
 
 static inline emc_mean_params emc_mean_params_of(const emc_op *op) {
   const int32_t *ip = op->ip;
-  return (emc_mean_params){
-      .outer = ip[EMC_MEAN_OUTER], .len = ip[EMC_MEAN_LEN], .inner = ip[EMC_MEAN_INNER]};
+  return (emc_mean_params){.outer = ip[EMC_MEAN_OUTER],
+                           .len = ip[EMC_MEAN_LEN],
+                           .inner = ip[EMC_MEAN_INNER],
+                           .sum = ip[EMC_MEAN_SUM]};
 }
 
 /* softmax / log-softmax (EMC_OP_SOFTMAX) over rows: softmax(x * scale + mask). */
@@ -674,6 +709,7 @@ typedef struct emc_slice_params {
   int64_t start;   /* EMC_SLICE_START: the first row taken */
   int64_t step;    /* EMC_SLICE_STEP */
   int64_t out_len; /* EMC_SLICE_OUT_LEN: rows taken */
+  int64_t reverse; /* EMC_SLICE_REVERSE: 1 for the rows in reverse order */
 } emc_slice_params;
 
 static inline emc_slice_params emc_slice_params_of(const emc_op *op) {
@@ -683,7 +719,8 @@ static inline emc_slice_params emc_slice_params_of(const emc_op *op) {
                             .inner = ip[EMC_SLICE_INNER],
                             .start = ip[EMC_SLICE_START],
                             .step = ip[EMC_SLICE_STEP],
-                            .out_len = ip[EMC_SLICE_OUT_LEN]};
+                            .out_len = ip[EMC_SLICE_OUT_LEN],
+                            .reverse = ip[EMC_SLICE_REVERSE]};
 }
 
 /* channel affine (EMC_OP_CHANNEL_AFFINE): y[b][c] = x[b][c] * scale[c] + shift[c]. */

@@ -205,6 +205,24 @@ def apply(st: Step, v: list[torch.Tensor], mods: nn.ModuleList, xs: Sequence[tor
     if op == "slice":
         idx = (slice(None),) * kw["dim"] + (slice(kw["start"], kw["end"], kw["step"]),)
         return a[0][idx]
+    if op == "pieces":  # one piece of a split / chunk / unbind, a select or a flip
+        x, d, kind = a[0], kw["dim"], kw["kind"]
+        if kind == "flip":
+            return x.flip(kw["dims"])
+        if kind == "select":
+            return x.select(d, kw["i"])
+        parts = (
+            torch.split(x, kw["sizes"], dim=d)
+            if kind == "split"
+            else x.chunk(kw["n"], dim=d)
+            if kind == "chunk"
+            else x.unbind(d)
+        )
+        return parts[kw["i"] % len(parts)]
+    if op == "reduce":  # a sum or a 1- / 2-norm
+        if kw["fn"] == "sum":
+            return a[0].sum(kw["dims"], keepdim=kw["keep"])
+        return torch.linalg.vector_norm(a[0], kw["ord"], dim=kw["dims"], keepdim=kw["keep"])
     if op == "matmul":
         if kw.get("const") == "right":
             return torch.matmul(a[0], m[0].t)

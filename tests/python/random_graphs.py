@@ -11,11 +11,11 @@ hardsigmoid / silu decompositions, linear / addmm / mm / bmm / matmul, binary op
 broadcasting, constants, 1-element constants and Python scalars (both sides), unary ops, max /
 avg / adaptive pooling (ceil mode, padding, count_include_pad, divisor_override), means (the
 plane means after a depthwise conv too), softmax / log_softmax (scaled and masked), layer norm,
-permute / transpose / reshape / squeeze / expand / clone / cat / slice, residual adds,
+permute / transpose / reshape / squeeze / expand / clone / cat / slice, split / chunk / unbind /
+select / flip, sums and vector norms, residual adds,
 squeeze-excitation gates (the 1x1 conv's input scale), inverted-residual and ResNet blocks, plus
-a few operators it does not lower (some transposed convs, broadcasting expands, cats of many
-inputs) so that runs break and restart; leaky ReLU and ELU, drawn as such once, are lowered
-since blob version 17.
+a few operators it does not lower (some transposed convs) so that runs break and restart;
+leaky ReLU and ELU, drawn as such once, are lowered since blob version 17.
 
 The steps themselves (:func:`apply`) are in tests/python/random_graph_ops.py; the check
 (many cases side by side per export, default vs portable vs eager, the failing seed named) in
@@ -557,7 +557,7 @@ def g_cat(b: Builder, cur: int) -> int | None:
     ins = [cur] + r.sample(others, min(len(others), r.randint(0, 2)))
     if len(ins) > 1 and r.random() < 0.3:
         ins.append(cur)  # the same tensor twice
-    n_const = r.randint(0 if len(ins) > 1 else 1, 5 - len(ins))  # 5 operands: not lowered
+    n_const = r.randint(0 if len(ins) > 1 else 1, 5 - len(ins))  # 5: cats of up to 4
     mods = []
     for _ in range(n_const):
         cs = list(s)
@@ -579,20 +579,60 @@ def g_slice(b: Builder, cur: int) -> int | None:
     return b.add("slice", (cur,), dim=dim, start=start, end=end, step=r.choice([1, 1, 2, 3]))
 
 
+def g_pieces(b: Builder, cur: int) -> int | None:
+    """One piece of a split / chunk / unbind (the others computed, unread), a select or a
+    flip."""
+    s = b.shape(cur)
+    r = b.rng
+    if not s:
+        return None
+    dim = r.randrange(len(s))
+    n = s[dim]
+    kind = r.choice(["split", "chunk", "unbind", "select", "flip"])
+    d = dim if r.random() < 0.7 else dim - len(s)
+    if kind == "flip":
+        dims = sorted(r.sample(range(len(s)), r.randint(1, min(2, len(s)))))
+        return b.add("pieces", (cur,), kind=kind, dim=d, dims=dims)
+    if kind == "split":
+        cuts = sorted(r.sample(range(1, n), min(n - 1, r.randint(1, 3)))) if n > 1 else []
+        sizes = [e - s0 for s0, e in zip([0, *cuts], [*cuts, n], strict=True)]
+        return b.add("pieces", (cur,), kind=kind, dim=d, sizes=sizes, i=r.randrange(len(sizes)))
+    if kind == "chunk":
+        return b.add("pieces", (cur,), kind=kind, dim=d, n=r.randint(1, 4), i=r.randrange(4))
+    if kind == "unbind" and len(s) < 2:
+        return None
+    return b.add("pieces", (cur,), kind=kind, dim=d, i=r.randrange(-n, n))
+
+
+def g_reduce(b: Builder, cur: int) -> int | None:
+    """A sum or a vector norm of order 1 or 2 over adjacent dims (or all of them)."""
+    s = b.shape(cur)
+    r = b.rng
+    if not s:
+        return None
+    i = r.randrange(len(s))
+    dims: Any = list(range(i, r.randrange(i, len(s)) + 1)) if r.random() < 0.85 else None
+    fn = r.choice(["sum", "sum", "norm"])
+    if fn == "sum" and dims is None:
+        dims = list(range(len(s)))
+    return b.add("reduce", (cur,), fn=fn, ord=r.choice([1, 2, 2]), dims=dims, keep=r.random() < 0.5)
+
+
 CNN_OPS: list[tuple[Callable[[Builder, int], int | None], float]] = [
     (g_conv, 5), (g_act, 3), (g_bn, 0.4), (g_pool, 2), (g_bin, 2), (g_res_linear, 1),
     (g_se, 0.3), (g_mb, 0.25), (g_res, 0.25), (g_dw_mean, 0.4), (g_unary, 0.6), (g_mean, 0.6),
     (g_cat, 0.5), (g_slice, 0.5), (g_permute, 0.4), (g_ln, 0.3), (g_convT, 0.15),
-    (g_softmax, 0.2), (g_reshape, 0.2),
+    (g_softmax, 0.2), (g_reshape, 0.2), (g_pieces, 0.3), (g_reduce, 0.2),
 ]  # fmt: skip
 SEQ_OPS: list[tuple[Callable[[Builder, int], int | None], float]] = [
     (g_linear, 4), (g_act, 3), (g_ln, 1.5), (g_attn, 0.4), (g_bin, 2), (g_res_linear, 1.5),
     (g_softmax, 1.5), (g_matmul, 1.2), (g_permute, 1), (g_reshape, 1), (g_mean, 0.6),
-    (g_unary, 0.6), (g_cat, 0.5), (g_slice, 0.5),
+    (g_unary, 0.6), (g_cat, 0.5), (g_slice, 0.5), (g_pieces, 0.4), (g_reduce, 0.3),
 ]  # fmt: skip
 ELT_OPS: list[tuple[Callable[[Builder, int], int | None], float]] = [
     (g_bin, 4), (g_act, 3), (g_unary, 1.5), (g_permute, 1), (g_reshape, 1.5), (g_softmax, 1),
-    (g_mean, 1), (g_cat, 0.8), (g_slice, 0.8), (g_ln, 0.5), (g_linear, 0.5),
+    (g_mean, 1), (g_cat, 0.8), (g_slice, 0.8), (g_ln, 0.5), (g_linear, 0.5), (g_pieces, 0.5),
+    (g_reduce, 0.3),
 ]  # fmt: skip
 
 

@@ -20,8 +20,10 @@ MAGIC = b"EMC1"
 # 14: asymmetric padding of int8 depthwise convs (extra after, in the pad slots' bits 16..30);
 # 15: EMC_DQL_ROWQ (dynamic int8 linears' rows per tensor or under a static fake-quant's qparams);
 # 16: EMC_UNARY_Q8; 17: EMC_OP_TENSOR_FQ (a per-tensor dynamic fake-quant of its own),
-# EMC_ACT_LEAKY_RELU and EMC_ACT_ELU (their parameters in fp[3..5]), EMC_ACT_CUBE, EMC_SOFTMAX_SAFE
-VERSION = 17
+# EMC_ACT_LEAKY_RELU and EMC_ACT_ELU (their parameters in fp[3..5]), EMC_ACT_CUBE, EMC_SOFTMAX_SAFE;
+# 18: EMC_OP_EMBEDDING and integer inputs (the tensor record's dtype), EMC_OP_RESIZE,
+# EMC_SLICE_REVERSE (flip), EMC_MEAN_SUM
+VERSION = 18
 DQL_PER_TOKEN, DQL_PER_TENSOR, DQL_STATIC = 0, 1, 2  # EMC_DQL_ROWQ
 MAX_DIMS = 6
 MR = 6
@@ -49,7 +51,11 @@ OP = {
     "pad": 17,
     "dqlinear": 18,
     "tensorfq": 19,
+    "embedding": 20,
+    "resize": 21,
 }
+# emc_dtype: a tensor record's element type (integers only for an embedding's index input)
+DTYPE_F32, DTYPE_I64, DTYPE_I32 = 0, 1, 2
 BIN = {"add": 0, "sub": 1, "mul": 2, "div": 3, "rsub": 4}
 ACT = {
     "none": 0,
@@ -97,6 +103,7 @@ class BTensor:
     data: np.ndarray | None = None  # constants
     root: object = None  # arena tensors sharing memory share a root key
     offset: int = 0
+    dtype: int = DTYPE_F32  # emc_dtype
 
     @property
     def nbytes(self) -> int:
@@ -308,7 +315,7 @@ class Graph:
         )
         for t in self.tensors:
             sizes = list(t.shape) + [0] * (MAX_DIMS - len(t.shape))
-            out += _TENSOR.pack(t.storage, t.index, t.offset, len(t.shape), *sizes, 0)
+            out += _TENSOR.pack(t.storage, t.index, t.offset, len(t.shape), *sizes, t.dtype)
         for op in self.ops:
             ins = (op.ins + [-1] * 4)[:4]
             outs = (op.outs + [-1] * 2)[:2]

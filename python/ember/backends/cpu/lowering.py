@@ -23,11 +23,13 @@ from ember.passes.ir import (
     KernelInstr,
     TensorSpec,
 )
+from ember.passes.out_variants import SCALAR_TYPE
 
 log = logging.getLogger(__name__)
 
 
 INF = float("inf")
+F32_CODE = SCALAR_TYPE[torch.float32]  # a dtype argument's value (the ScalarType code)
 
 
 @dataclass(eq=False)
@@ -359,18 +361,39 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         return Op(
             "avgpool2d", [x], [out], ip=[h // oh, w // ow, h // oh, w // ow, 0, 0, 1, 1, 0, 0]
         )
-    if k in ("aten::mean.out", "aten::mean.dim_out"):
+    if k in ("aten::mean.out", "aten::mean.dim_out", "aten::sum.IntList_out"):
         x = _f32x(a[0])
         nd = len(x.shape)
-        dims = sorted({d % nd for d in _ints(a[1])}) if a[1].kind == "intlist" else list(range(nd))
-        if a[3].kind != "null" or not dims or dims != list(range(dims[0], dims[-1] + 1)):
-            raise Unsupported("mean over non-adjacent dims")
+        dims = sorted({d % nd for d in _ints(a[1])}) if a[1].kind == "intlist" else []
+        dims = dims or list(range(nd))  # no dims (None or []): all of them, as ATen
+        if a[3].kind != "null" and a[3].value != F32_CODE:
+            raise Unsupported("reduction to another dtype")
+        if not dims or dims != list(range(dims[0], dims[-1] + 1)):
+            raise Unsupported("mean or sum over non-adjacent dims")
         outer = math.prod(x.shape[: dims[0]])
         cols = math.prod(x.shape[dims[0] : dims[-1] + 1])
         inner = math.prod(x.shape[dims[-1] + 1 :])
         if cols == 0:
-            raise Unsupported("empty mean")
-        return Op("mean", [x], [out], ip=[outer, cols, inner])
+            raise Unsupported("empty mean or sum")
+        return Op("mean", [x], [out], ip=[outer, cols, inner, int(k == "aten::sum.IntList_out")])
+    if k == "aten::linalg_vector_norm.out":  # the 1- and 2-norms: sum of |x| or sqrt(sum(x * x))
+        return _lower_norm(_f32x(a[0]), a, out)
+    if k in ("aten::upsample_nearest2d.vec_out", "aten::upsample_bilinear2d.vec_out"):
+        return _lower_resize(ins, out)
+    if k == "aten::embedding.out":
+        return _lower_embedding(a, out)
+    if k == "aten::flip.out":
+        x = _f32x(a[0])
+        dims = sorted({d % max(len(x.shape), 1) for d in _ints(a[1])})
+        if not x.shape or not dims:
+            return Op("copy", [x], [out])
+        flips, src = [], x
+        for i, d in enumerate(dims):  # one reversed slice per flipped dim
+            dst = out if i == len(dims) - 1 else TensorSpec(f"{out.name}.flip{i}", x.dtype, x.shape)
+            flips.append(_slice(src, dst, d, 0, 1, x.shape[d]))
+            flips[-1].ip.append(1)  # EMC_SLICE_REVERSE
+            src = dst
+        return flips[0] if len(flips) == 1 else Op("parts", [x], [out], attrs=dict(parts=flips))
     if k in ("aten::_softmax.out", "aten::_log_softmax.out"):
         x = _f32x(a[0])
         nd = len(x.shape)
@@ -475,6 +498,125 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
             raise Unsupported("select index or shape")
         return _slice(x, out, dim, i % n, 1, 1)
     raise Unsupported(k)
+
+
+def _lower_norm(x: TensorSpec, a: list[Arg], out: TensorSpec) -> Op:
+    """linalg_vector_norm of ord 1 or 2 over adjacent dims: |x| or x * x, its sum (the mean op's
+    EMC_MEAN_SUM), for ord 2 the square root; within f32 rounding of ATen's."""
+    order = _num(a[1])
+    nd = len(x.shape)
+    dims = sorted({d % nd for d in _ints(a[2])}) if a[2].kind == "intlist" and nd else []
+    dims = dims or list(range(nd))
+    if order not in (1.0, 2.0) or (a[4].kind != "null" and a[4].value != F32_CODE):
+        raise Unsupported(f"vector norm of order {order}")
+    if not dims or dims != list(range(dims[0], dims[-1] + 1)):
+        raise Unsupported("vector norm over non-adjacent dims")
+    outer = math.prod(x.shape[: dims[0]])
+    cols = math.prod(x.shape[dims[0] : dims[-1] + 1])
+    inner = math.prod(x.shape[dims[-1] + 1 :])
+    if cols == 0:
+        raise Unsupported("empty vector norm")
+    sq = TensorSpec(f"{out.name}.terms", x.dtype, tuple(x.shape))
+    terms = (
+        Op("unary", [x], [sq], act="abs")
+        if order == 1.0
+        else Op("binary", [x, x], [sq], ip=[B.BIN["mul"]], fp=[-INF, INF])
+    )
+    if order == 1.0:
+        return Op("parts", [x], [out], attrs=dict(parts=[terms, _sum(sq, out, outer, cols, inner)]))
+    total = TensorSpec(f"{out.name}.sum", x.dtype, tuple(out.shape))
+    root = Op("unary", [total], [out], act="sqrt")
+    return Op(
+        "parts", [x], [out], attrs=dict(parts=[terms, _sum(sq, total, outer, cols, inner), root])
+    )
+
+
+def _sum(x: TensorSpec, out: TensorSpec, outer: int, cols: int, inner: int) -> Op:
+    return Op("mean", [x], [out], ip=[outer, cols, inner, 1])
+
+
+def _scale_of(a: Arg, i: int, n_in: int, n_out: int) -> np.float32:
+    """ATen's area_pixel_compute_scale without align_corners: 1 / the given scale factor, else
+    in / out, in f32."""
+    if a.kind == "doublelist" and a.value and float(a.value[i]) > 0:
+        return np.float32(1.0 / float(a.value[i]))
+    return np.float32(n_in) / np.float32(n_out)
+
+
+def _nearest_taps(n_in: int, n_out: int, scale: np.float32) -> np.ndarray:
+    """Each output index's source (ATen's nearest_idx, f32 arithmetic) as taps (i, i, 1, 0)."""
+    t = np.zeros((n_out, 4), dtype=np.float32)
+    for o in range(n_out):
+        if n_out == n_in:
+            i = o
+        elif n_out == 2 * n_in:
+            i = o >> 1
+        else:
+            i = min(int(np.floor(np.float32(o) * scale)), n_in - 1)
+        t[o] = (i, i, 1.0, 0.0)
+    return t
+
+
+def _linear_taps(n_in: int, n_out: int, align: bool, scale: np.float32) -> np.ndarray:
+    """Each output index's two sources and weights (ATen's compute_source_index_and_lambda, f32
+    arithmetic)."""
+    f = np.float32
+    if align:
+        scale = f(n_in - 1) / f(n_out - 1) if n_out > 1 else f(0.0)
+    t = np.zeros((n_out, 4), dtype=np.float32)
+    for o in range(n_out):
+        if n_out == n_in:
+            t[o] = (o, o, 1.0, 0.0)
+            continue
+        r = scale * f(o) if align else max(scale * (f(o) + f(0.5)) - f(0.5), f(0.0))
+        i0 = min(int(np.floor(r)), n_in - 1)
+        l1 = min(max(f(r - f(i0)), f(0.0)), f(1.0))
+        t[o] = (i0, i0 + (1 if i0 < n_in - 1 else 0), f(1.0) - l1, l1)
+    return t
+
+
+def _lower_resize(ins: KernelInstr, out: TensorSpec) -> Op:
+    """upsample_nearest2d / upsample_bilinear2d (EMC_OP_RESIZE): the taps of every output row
+    and column computed here, with ATen's coordinate rules."""
+    a = ins.args
+    x = _f32x(a[0])
+    if len(x.shape) != 4 or len(out.shape) != 4:
+        raise Unsupported("resize of a tensor that is not 4-d")
+    n, c, h, w = x.shape
+    oh, ow = out.shape[2:]
+    if min(h, w, oh, ow) < 1 or max(h, w, oh, ow) >= 1 << 24:
+        raise Unsupported("resize sizes")
+    if ins.kernel == "aten::upsample_nearest2d.vec_out":
+        sc = a[2]
+        rows = _nearest_taps(h, oh, _scale_of(sc, 0, h, oh))
+        cols = _nearest_taps(w, ow, _scale_of(sc, 1, w, ow))
+        nearest = 1
+    else:
+        align, sc = bool(a[2].value), a[3]
+        rows = _linear_taps(h, oh, align, _scale_of(sc, 0, h, oh))
+        cols = _linear_taps(w, ow, align, _scale_of(sc, 1, w, ow))
+        nearest = 0
+    return Op(
+        "resize",
+        [x, Const(rows.reshape(-1)), Const(cols.reshape(-1))],
+        [out],
+        ip=[n * c, h, w, oh, ow, nearest],
+    )
+
+
+def _lower_embedding(a: list[Arg], out: TensorSpec) -> Op:
+    """embedding(weight, indices): the table's rows (EMC_OP_EMBEDDING); the indices an int64 /
+    int32 activation the delegate takes as an input (checked against the table at run time)."""
+    w, ix = _t(a[0]), _t(a[1])
+    if not _f32(w) or len(w.shape) != 2:
+        raise Unsupported("embedding table is not a 2-d f32 tensor")
+    if ix.dtype not in (torch.int64, torch.int32) or ix.dynamic or ix.root().kind == CONSTANT:
+        raise Unsupported("embedding indices are not an int64 / int32 activation")
+    if ix.root().kind == MUTABLE or ix.root().move_target:
+        raise Unsupported("embedding indices are mutable or a control-flow tensor")
+    if math.prod(out.shape) != math.prod(ix.shape) * w.shape[1]:
+        raise Unsupported("embedding output shape")
+    return Op("embedding", [_operand(w), ix], [out], ip=[w.shape[0], w.shape[1]])
 
 
 def _cat(xs: list[Any], out: TensorSpec, dim: int) -> Op:

@@ -9,6 +9,7 @@ import logging
 from typing import Any, NamedTuple
 
 import numpy as np
+import torch
 
 from ember.backends.cpu import blob as B
 from ember.backends.cpu.fusion import _depthwise
@@ -390,7 +391,8 @@ def build_blob(
         if id(r) in out_idx:
             bt = B.BTensor(B.OUTPUT, shape, index=out_idx[id(r)])
         elif id(r) in in_idx:
-            bt = B.BTensor(B.INPUT, shape, index=in_idx[id(r)])
+            dt = {torch.int64: B.DTYPE_I64, torch.int32: B.DTYPE_I32}.get(v.dtype, B.DTYPE_F32)
+            bt = B.BTensor(B.INPUT, shape, index=in_idx[id(r)], dtype=dt)
         else:
             bt = B.BTensor(B.ARENA, shape, root=id(r))
         ids[id(v)] = g.add(bt)
