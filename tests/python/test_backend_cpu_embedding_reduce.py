@@ -182,3 +182,25 @@ def test_slice_reverse_flag_checked() -> None:
     struct.pack_into("<i", bad, at + 32 + 4 * 6, 2)
     why = runtime_check("EmberCpuBackend", bytes(bad), 1 << 20)
     assert why and "reverse flag" in why, why
+
+
+@pytest.mark.parametrize("dims", [(0, 2), (1, 3), (0, 1, 3), (0, 3)])
+@pytest.mark.parametrize("op", ["mean", "sum"])
+def test_mean_and_sum_over_non_adjacent_dims(op: str, dims: tuple[int, ...]) -> None:
+    """Means / sums over dims that are not adjacent: one backend op per run of adjacent dims, the
+    innermost first; within f32 rounding of eager's single reduction."""
+
+    class M(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.relu(x) - 0.25
+            return y.mean(dims, keepdim=True) if op == "mean" else y.sum(dims)
+
+    x = torch.randn(2, 3, 5, 7)
+    prog = ember.export(M(), (x,))
+    assert not _outside(prog), _outside(prog)
+    assert len([o for o in _blob_ops(prog) if o[0] == MEAN]) == 1 + sum(
+        b - a > 1 for a, b in zip(dims, dims[1:], strict=False)
+    )
+    x2 = torch.randn(2, 3, 5, 7) * 4
+    for t in (1, 2):
+        torch.testing.assert_close(_run(prog, [x2], t)[0], M()(x2), rtol=2e-6, atol=2e-5)

@@ -43,6 +43,7 @@ from ember.backends.check import runtime_check
 from ember.backends.cpu.blob import conv_counts
 from ember.backends.delegate import DelegateInstr
 from ember.quant.pt2e import quantize_exported
+from ember.runtime import RuntimeProgram
 
 _IP = 32  # byte offset of ip[] in an operator record (kind, act, in[4], out[2])
 
@@ -203,3 +204,53 @@ def test_asymmetric_pad_refused_outside_int8_depthwise() -> None:
     assert runtime_check("EmberCpuBackend", blob, 1 << 24) is None
     why = runtime_check("EmberCpuBackend", bytes(bad), 1 << 24)
     assert why and "only int8 depthwise convs pad asymmetrically" in why, why
+
+
+@pytest.mark.parametrize(
+    ("shape", "pad", "inside"),
+    [
+        ((2, 5, 6, 3), (0, 0, 1, 2, 3, 0), True),  # Swin: H and W of [B, H, W, C]
+        ((2, 5, 6, 3), (0, 0, 0, 0, 1, 1), True),  # one dim before an unpadded one
+        ((2, 5, 1, 6, 3), (0, 0, 1, 2, 0, 0, 3, 1), True),  # a size-1 dim between the two
+        ((2, 5, 6, 3), (0, 0, 0, 0, 0, 0, 1, 1), True),  # the outermost dim
+        ((2, 5, 6, 3), (1, 0, 1, 0, 1, 0), False),  # three dims: stays portable
+    ],
+)
+def test_pad_of_inner_dims_before_unpadded_ones(
+    shape: tuple[int, ...], pad: tuple[int, ...], inside: bool
+) -> None:
+    """A pad of one or two adjacent dims followed by unpadded ones runs as EMC_OP_PAD over whole
+    rows (never folded into a conv's padding), equal to eager at 1 and 2 threads."""
+
+    class M(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.pad(torch.relu(x) - 0.5, pad, value=0.25) * 2.0
+
+    x = torch.randn(shape)
+    prog = ember.export(M(), (x,))
+    assert (not _outside(prog)) == inside, _outside(prog)
+    for t in (1, 2):
+        got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x])[0]
+        assert torch.equal(got, M()(x))
+
+
+def test_pad_of_channels_and_rows_before_a_conv_is_not_folded() -> None:
+    """A pad of [1, 1, 1, W]'s dims 1 and 2 (channels and rows) merges into [outer 1, h 1, w W]
+    padded by 1 row and W columns: by its sizes a map's H / W pad, yet it must stay a pad, not
+    become the following conv's padding."""
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c = nn.Conv2d(3, 2, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.c(F.pad(torch.relu(x), (0, 0, 1, 1, 1, 1)))  # [1, 3, 3, 5]
+
+    x = torch.randn(1, 1, 1, 5)
+    m = M().eval()
+    prog = ember.export(m, (x,))
+    x2 = torch.randn(1, 1, 1, 5).abs() + 0.5
+    for t in (1, 2):
+        got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x2])[0]
+        torch.testing.assert_close(got, m(x2), rtol=1e-5, atol=1e-6)

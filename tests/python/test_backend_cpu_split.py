@@ -171,3 +171,31 @@ def test_cat_of_many_inputs(n: int, dim: int) -> None:
             return torch.cat(pieces, dim=dim)
 
     _check(M(), torch.randn(2, 3, 4))
+
+
+@pytest.mark.parametrize(
+    ("size", "stride", "inside"),
+    [
+        ((2, 12), (12, 1), True),
+        ((2, 1, 12), (12, 99, 1), True),  # a size-1 dim's stride does not matter
+        ((2, 6), (12, 2), False),  # every other element: stays portable
+        ((2, 12), (1, 2), False),  # a transpose
+    ],
+)
+def test_as_strided_contiguous_view_is_a_copy(
+    size: tuple[int, ...], stride: tuple[int, ...], inside: bool
+) -> None:
+    """``as_strided`` that views all of a contiguous tensor in order (adaptive_avg_pool1d's
+    decomposition in Swin's and FocalNet's poolers) is a copy in the backend; other views stay
+    portable. Both equal eager."""
+
+    class M(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x).as_strided(size, stride) * 2.0
+
+    x = torch.randn(4, 6)
+    prog = ember.export(M(), (x,))
+    assert (not _outside(prog)) == inside, _outside(prog)
+    for t in (1, 2):
+        got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x])[0]
+        assert torch.equal(got, M()(x))

@@ -321,6 +321,7 @@ def _fold_pads(ops: list[Op], u: _Uses) -> None:
             or p.fp[2] != 0.0
             or p.act != "none"
             or len(x.shape) != 4
+            or not p.attrs.get("last_two")
             or tuple(x.shape[2:]) != (h, w)
             or id(y.root()) in u.external
             or not readers

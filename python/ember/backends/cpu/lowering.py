@@ -2,20 +2,47 @@
 
 :class:`Op` is the backend operator record the fusion passes (:mod:`.fusion`) edit and the
 packer (:mod:`.packing`) writes into the blob; :class:`Unsupported` says why an instruction stays
-on the portable kernels.
+on the portable kernels (both in :mod:`.lowering_base`, re-exported here). Data movement,
+reductions, embeddings and resampling are lowered by :mod:`.lowering_data`.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
 from ember.backends.cpu import blob as B
+from ember.backends.cpu.lowering_base import (  # noqa: F401  (re-exported)
+    F32_CODE,
+    INF,
+    Const,
+    Op,
+    Unsupported,
+    _const_arr,
+    _f32,
+    _f32x,
+    _ints,
+    _num,
+    _operand,
+    _out,
+    _pair,
+    _t,
+)
+from ember.backends.cpu.lowering_data import (
+    SPLITS,
+    _cat,
+    _lower_embedding,
+    _lower_norm,
+    _lower_pad,
+    _lower_resize,
+    _lower_split,
+    _reduce,
+    _slice,
+)
 from ember.passes.ir import (
     CONSTANT,
     MUTABLE,
@@ -23,99 +50,8 @@ from ember.passes.ir import (
     KernelInstr,
     TensorSpec,
 )
-from ember.passes.out_variants import SCALAR_TYPE
 
 log = logging.getLogger(__name__)
-
-
-INF = float("inf")
-F32_CODE = SCALAR_TYPE[torch.float32]  # a dtype argument's value (the ScalarType code)
-
-
-@dataclass(eq=False)
-class Const:
-    """A constant produced at export time (packed or folded weights)."""
-
-    arr: np.ndarray
-    key: Any = None
-
-
-@dataclass(eq=False)
-class Op:
-    """One backend operator. Compared by identity: the fusion passes find and remove ops in
-    lists (``in``, ``remove``), and two equal-looking ops are still two ops (their attrs hold
-    numpy arrays, which have no truth value)."""
-
-    kind: str
-    ins: list[Any]  # TensorSpec | Const | None
-    outs: list[TensorSpec]
-    # ip / fp: the kind's parameter slots, in the order of backends/cpu/emc_format.h's
-    # EMC_<KIND>_* enums (the C side reads them through that kind's typed view,
-    # emc_<kind>_params_of); the layout is the blob format, unchanged by the C refactors.
-    ip: list[int] = field(default_factory=list)
-    fp: list[float] = field(default_factory=list)
-    act: str = "none"
-    attrs: dict[str, Any] = field(default_factory=dict)
-    # The FX nodes this op computes (its instruction's, then those of the ops fused into it):
-    # the ETRecord maps the op's profile events to them.
-    nodes: list[str] = field(default_factory=list)
-
-
-class Unsupported(Exception):
-    pass
-
-
-# ---- helpers ----------------------------------------------------------------------------------
-def _f32(s: Any) -> bool:
-    return isinstance(s, TensorSpec) and s.dtype == torch.float32 and not s.dynamic
-
-
-def _const_arr(s: TensorSpec) -> np.ndarray | None:
-    if s.kind == CONSTANT and s.data is not None:
-        return s.data.detach().to(torch.float32).contiguous().numpy().reshape(s.shape)
-    return None
-
-
-def _t(a: Arg) -> TensorSpec:
-    if a.kind != "tensor":
-        raise Unsupported(f"argument is {a.kind}, not a tensor")
-    return a.value
-
-
-def _num(a: Arg) -> float | None:
-    if a.kind in ("int", "double"):
-        return float(a.value)
-    if a.kind == "null":
-        return None
-    raise Unsupported(f"argument is {a.kind}, not a number")
-
-
-def _ints(a: Arg) -> list[int]:
-    if a.kind != "intlist" or not all(isinstance(x, int) for x in a.value):
-        raise Unsupported("needs a static int list")
-    return [int(x) for x in a.value]
-
-
-def _pair(a: Arg, name: str, empty_ok: bool = False) -> list[int]:
-    """A 2-d window parameter as two ints: ATen repeats a one-element list (``padding="valid"``
-    decomposes to ``[0]``); an empty list is kept where ATen gives it a meaning (a pool's
-    stride: the kernel)."""
-    v = _ints(a)
-    if len(v) == 1:
-        v = v * 2
-    if len(v) != 2 and not (empty_ok and not v):
-        raise Unsupported(f"{name} has {len(v)} values, not 2")
-    return v
-
-
-def _out(ins: KernelInstr, i: int = 0) -> TensorSpec:
-    return ins.outputs[i].value
-
-
-def _operand(s: TensorSpec) -> Any:
-    """A tensor operand: constants become Const (so they are packed into the blob)."""
-    arr = _const_arr(s)
-    return Const(arr, ("spec", id(s))) if arr is not None else s
 
 
 UNARY = {
@@ -364,18 +300,15 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
     if k in ("aten::mean.out", "aten::mean.dim_out", "aten::sum.IntList_out"):
         x = _f32x(a[0])
         nd = len(x.shape)
+        if nd == 0:
+            raise Unsupported("mean or sum of a 0-d tensor")
         dims = sorted({d % nd for d in _ints(a[1])}) if a[1].kind == "intlist" else []
         dims = dims or list(range(nd))  # no dims (None or []): all of them, as ATen
         if a[3].kind != "null" and a[3].value != F32_CODE:
             raise Unsupported("reduction to another dtype")
-        if not dims or dims != list(range(dims[0], dims[-1] + 1)):
-            raise Unsupported("mean or sum over non-adjacent dims")
-        outer = math.prod(x.shape[: dims[0]])
-        cols = math.prod(x.shape[dims[0] : dims[-1] + 1])
-        inner = math.prod(x.shape[dims[-1] + 1 :])
-        if cols == 0:
+        if math.prod(x.shape[d] for d in dims) == 0:
             raise Unsupported("empty mean or sum")
-        return Op("mean", [x], [out], ip=[outer, cols, inner, int(k == "aten::sum.IntList_out")])
+        return _reduce(x, out, dims, int(k == "aten::sum.IntList_out"))
     if k == "aten::linalg_vector_norm.out":  # the 1- and 2-norms: sum of |x| or sqrt(sum(x * x))
         return _lower_norm(_f32x(a[0]), a, out)
     if k in ("aten::upsample_nearest2d.vec_out", "aten::upsample_bilinear2d.vec_out"):
@@ -448,6 +381,20 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         if not _f32(x) or len(x.shape) > len(out.shape):
             raise Unsupported("expand of a non-f32 tensor")
         return Op("binary", [_operand(x), None], [out], ip=[B.BIN["mul"]], fp=[-INF, INF, 1.0])
+    if k == "aten::as_strided_copy.out":  # only the contiguous view of all of x: a copy
+        x = _f32x(a[0])
+        size, stride = _ints(a[1]), _ints(a[2])
+        off = 0 if a[3].kind == "null" else int(a[3].value)
+        if len(size) != len(stride):
+            raise Unsupported("as_strided sizes and strides")
+        want, st = [], 1
+        for n in reversed(size):
+            want.append(st)
+            st *= n
+        same = all(n == 1 or s_ == w for n, s_, w in zip(size, stride, reversed(want), strict=True))
+        if off or not same or math.prod(size) != math.prod(x.shape) or tuple(size) != out.shape:
+            raise Unsupported("as_strided other than a contiguous view of the whole tensor")
+        return Op("copy", [x], [out])
     if k in COPIES:
         x = _f32x(a[0])
         if math.prod(x.shape) != math.prod(out.shape):
@@ -500,244 +447,12 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
     raise Unsupported(k)
 
 
-def _lower_norm(x: TensorSpec, a: list[Arg], out: TensorSpec) -> Op:
-    """linalg_vector_norm of ord 1 or 2 over adjacent dims: |x| or x * x, its sum (the mean op's
-    EMC_MEAN_SUM), for ord 2 the square root; within f32 rounding of ATen's."""
-    order = _num(a[1])
-    nd = len(x.shape)
-    dims = sorted({d % nd for d in _ints(a[2])}) if a[2].kind == "intlist" and nd else []
-    dims = dims or list(range(nd))
-    if order not in (1.0, 2.0) or (a[4].kind != "null" and a[4].value != F32_CODE):
-        raise Unsupported(f"vector norm of order {order}")
-    if not dims or dims != list(range(dims[0], dims[-1] + 1)):
-        raise Unsupported("vector norm over non-adjacent dims")
-    outer = math.prod(x.shape[: dims[0]])
-    cols = math.prod(x.shape[dims[0] : dims[-1] + 1])
-    inner = math.prod(x.shape[dims[-1] + 1 :])
-    if cols == 0:
-        raise Unsupported("empty vector norm")
-    sq = TensorSpec(f"{out.name}.terms", x.dtype, tuple(x.shape))
-    terms = (
-        Op("unary", [x], [sq], act="abs")
-        if order == 1.0
-        else Op("binary", [x, x], [sq], ip=[B.BIN["mul"]], fp=[-INF, INF])
-    )
-    if order == 1.0:
-        return Op("parts", [x], [out], attrs=dict(parts=[terms, _sum(sq, out, outer, cols, inner)]))
-    total = TensorSpec(f"{out.name}.sum", x.dtype, tuple(out.shape))
-    root = Op("unary", [total], [out], act="sqrt")
-    return Op(
-        "parts", [x], [out], attrs=dict(parts=[terms, _sum(sq, total, outer, cols, inner), root])
-    )
-
-
-def _sum(x: TensorSpec, out: TensorSpec, outer: int, cols: int, inner: int) -> Op:
-    return Op("mean", [x], [out], ip=[outer, cols, inner, 1])
-
-
-def _scale_of(a: Arg, i: int, n_in: int, n_out: int) -> np.float32:
-    """ATen's area_pixel_compute_scale without align_corners: 1 / the given scale factor, else
-    in / out, in f32."""
-    if a.kind == "doublelist" and a.value and float(a.value[i]) > 0:
-        return np.float32(1.0 / float(a.value[i]))
-    return np.float32(n_in) / np.float32(n_out)
-
-
-def _nearest_taps(n_in: int, n_out: int, scale: np.float32) -> np.ndarray:
-    """Each output index's source (ATen's nearest_idx, f32 arithmetic) as taps (i, i, 1, 0)."""
-    t = np.zeros((n_out, 4), dtype=np.float32)
-    for o in range(n_out):
-        if n_out == n_in:
-            i = o
-        elif n_out == 2 * n_in:
-            i = o >> 1
-        else:
-            i = min(int(np.floor(np.float32(o) * scale)), n_in - 1)
-        t[o] = (i, i, 1.0, 0.0)
-    return t
-
-
-def _linear_taps(n_in: int, n_out: int, align: bool, scale: np.float32) -> np.ndarray:
-    """Each output index's two sources and weights (ATen's compute_source_index_and_lambda, f32
-    arithmetic)."""
-    f = np.float32
-    if align:
-        scale = f(n_in - 1) / f(n_out - 1) if n_out > 1 else f(0.0)
-    t = np.zeros((n_out, 4), dtype=np.float32)
-    for o in range(n_out):
-        if n_out == n_in:
-            t[o] = (o, o, 1.0, 0.0)
-            continue
-        r = scale * f(o) if align else max(scale * (f(o) + f(0.5)) - f(0.5), f(0.0))
-        i0 = min(int(np.floor(r)), n_in - 1)
-        l1 = min(max(f(r - f(i0)), f(0.0)), f(1.0))
-        t[o] = (i0, i0 + (1 if i0 < n_in - 1 else 0), f(1.0) - l1, l1)
-    return t
-
-
-def _lower_resize(ins: KernelInstr, out: TensorSpec) -> Op:
-    """upsample_nearest2d / upsample_bilinear2d (EMC_OP_RESIZE): the taps of every output row
-    and column computed here, with ATen's coordinate rules."""
-    a = ins.args
-    x = _f32x(a[0])
-    if len(x.shape) != 4 or len(out.shape) != 4:
-        raise Unsupported("resize of a tensor that is not 4-d")
-    n, c, h, w = x.shape
-    oh, ow = out.shape[2:]
-    if min(h, w, oh, ow) < 1 or max(h, w, oh, ow) >= 1 << 24:
-        raise Unsupported("resize sizes")
-    if ins.kernel == "aten::upsample_nearest2d.vec_out":
-        sc = a[2]
-        rows = _nearest_taps(h, oh, _scale_of(sc, 0, h, oh))
-        cols = _nearest_taps(w, ow, _scale_of(sc, 1, w, ow))
-        nearest = 1
-    else:
-        align, sc = bool(a[2].value), a[3]
-        rows = _linear_taps(h, oh, align, _scale_of(sc, 0, h, oh))
-        cols = _linear_taps(w, ow, align, _scale_of(sc, 1, w, ow))
-        nearest = 0
-    return Op(
-        "resize",
-        [x, Const(rows.reshape(-1)), Const(cols.reshape(-1))],
-        [out],
-        ip=[n * c, h, w, oh, ow, nearest],
-    )
-
-
-def _lower_embedding(a: list[Arg], out: TensorSpec) -> Op:
-    """embedding(weight, indices): the table's rows (EMC_OP_EMBEDDING); the indices an int64 /
-    int32 activation the delegate takes as an input (checked against the table at run time)."""
-    w, ix = _t(a[0]), _t(a[1])
-    if not _f32(w) or len(w.shape) != 2:
-        raise Unsupported("embedding table is not a 2-d f32 tensor")
-    if ix.dtype not in (torch.int64, torch.int32) or ix.dynamic or ix.root().kind == CONSTANT:
-        raise Unsupported("embedding indices are not an int64 / int32 activation")
-    if ix.root().kind == MUTABLE or ix.root().move_target:
-        raise Unsupported("embedding indices are mutable or a control-flow tensor")
-    if math.prod(out.shape) != math.prod(ix.shape) * w.shape[1]:
-        raise Unsupported("embedding output shape")
-    return Op("embedding", [_operand(w), ix], [out], ip=[w.shape[0], w.shape[1]])
-
-
-def _cat(xs: list[Any], out: TensorSpec, dim: int) -> Op:
-    """A cat of ``xs`` along ``dim``: one ``cat`` op of up to 4 inputs (EMC_OP_CAT's); more
-    become a ``parts`` op of cats of up to 4 (an unrolled RNN's time steps), each group's
-    result a new tensor read by the cat of the groups (concatenation is associative)."""
-    outer = math.prod(out.shape[:dim])
-
-    def rows(x: Any) -> int:
-        return math.prod((x.arr if isinstance(x, Const) else x).shape[dim:])
-
-    if len(xs) <= 4:
-        return Op("cat", xs, [out], ip=[outer, len(xs), *[rows(x) for x in xs]])
-    parts, groups = [], []
-    for g in range(0, len(xs), 4):
-        grp = xs[g : g + 4]
-        if len(grp) == 1:
-            groups.append(grp[0])
-            continue
-        shape = list(out.shape)
-        shape[dim] = sum((x.arr if isinstance(x, Const) else x).shape[dim] for x in grp)
-        tmp = TensorSpec(f"{out.name}.cat{g // 4}", out.dtype, tuple(shape))
-        parts.append(_cat(grp, tmp, dim))
-        groups.append(tmp)
-    top = _cat(groups, out, dim)
-    parts.extend(top.attrs.get("parts") or [top])
-    return Op("parts", xs, [out], attrs=dict(parts=parts))
-
-
-def _slice(x: TensorSpec, out: TensorSpec, dim: int, start: int, step: int, length: int) -> Op:
-    """``out`` = x's elements ``start, start + step, ...`` (``length`` of them) along ``dim``."""
-    return Op(
-        "slice",
-        [x],
-        [out],
-        ip=[
-            math.prod(x.shape[:dim]),
-            x.shape[dim],
-            math.prod(x.shape[dim + 1 :]),
-            start,
-            step,
-            length,
-        ],
-    )
-
-
-# Operators with several outputs, each a contiguous piece of the input along one dim.
-SPLITS = (
-    "aten::split_with_sizes_copy.out",
-    "aten::split_copy.Tensor_out",
-    "aten::unbind_copy.int_out",
-)
-
-
-def _lower_split(ins: KernelInstr) -> Op:
-    """A split / chunk / unbind: one ``parts`` op whose ``attrs["parts"]`` are the slices it
-    becomes (``fusion._expand_parts``, the first pass over a run)."""
-    k, a = ins.kernel, ins.args
-    outs = [t for o in ins.outputs for t in o.tensors()]
-    if not outs or not all(o.kind in ("tensorlist", "tensor") for o in ins.outputs):
-        raise Unsupported("no tensor output")
-    x = _f32x(a[0])
-    for t in outs:
-        if not _f32(t) or t.root().kind == MUTABLE:
-            raise Unsupported("split output is not a static f32 tensor")
-    if x.dynamic or x.root().kind == MUTABLE or x.root().move_target or not x.shape:
-        raise Unsupported("dynamic, mutable or control-flow tensor")
-    nd = len(x.shape)
-    if k == "aten::unbind_copy.int_out":
-        dim = int(a[1].value) % nd
-        sizes = [1] * x.shape[dim]
-    elif k == "aten::split_copy.Tensor_out":
-        dim, step = int(a[2].value) % nd, int(a[1].value)
-        if step < 1:
-            raise Unsupported("split size")
-        sizes = [min(step, x.shape[dim] - s) for s in range(0, x.shape[dim], step)] or [0]
-    else:
-        dim, sizes = int(a[2].value) % nd, _ints(a[1])
-    if len(sizes) != len(outs) or sum(sizes) != x.shape[dim] or min(sizes) < 1:
-        raise Unsupported("split sizes")
-    parts, start = [], 0
-    for o, size in zip(outs, sizes, strict=True):
-        if math.prod(o.shape) * x.shape[dim] != math.prod(x.shape) * size:
-            raise Unsupported("split output shape")
-        parts.append(_slice(x, o, dim, start, 1, size))
-        start += size
-    return Op("parts", [x], outs, attrs=dict(parts=parts))
-
-
-def _lower_pad(x: TensorSpec, a: list[Arg], out: TensorSpec) -> Op:
-    """A constant pad of the last one or two dims, none negative (a crop), as EMC_OP_PAD:
-    [outer, h, w] -> [outer, top + h + bottom, left + w + right] (TensorFlow's "same" padding in
-    EfficientNet: an asymmetric pad before each strided conv)."""
-    pad = _ints(a[1])
-    value = _num(a[2])
-    nd = len(x.shape)
-    if value is None or len(pad) not in (2, 4) or min(pad) < 0 or nd < len(pad) // 2:
-        raise Unsupported("pad of more than the last two dims, or a crop")
-    left, right = pad[0], pad[1]
-    top, bottom = (pad[2], pad[3]) if len(pad) == 4 else (0, 0)
-    w = x.shape[-1]
-    h = x.shape[-2] if len(pad) == 4 else 1
-    outer = math.prod(x.shape[: nd - len(pad) // 2])
-    if math.prod(out.shape) != outer * (h + top + bottom) * (w + left + right):
-        raise Unsupported("pad shape")
-    return Op("pad", [x], [out], ip=[outer, h, w, top, bottom, left, right], fp=[-INF, INF, value])
-
-
 def _pool_fits(x: TensorSpec, kernel: list[int], pad: list[int], dil: list[int]) -> None:
     """Raise Unsupported for a pool window larger than the padded input (torch allows one in
     ceil mode: a 1-row map, window 2; the runtime refuses it)."""
     for a in range(2):
         if dil[a] * (kernel[a] - 1) + 1 > x.shape[2 + a] + 2 * pad[a]:
             raise Unsupported("pool window larger than the padded input (ceil mode)")
-
-
-def _f32x(a: Arg) -> TensorSpec:
-    t = _t(a)
-    if not _f32(t) or _const_arr(t) is not None:
-        raise Unsupported("operand is not an f32 activation")
-    return t
 
 
 def _binary(op: str, x: TensorSpec, y: TensorSpec, out: TensorSpec) -> Op:
@@ -842,13 +557,24 @@ def _lower_qdq(ins: KernelInstr) -> Op:
     q = qparams_of(ins)
     if x.dynamic or out.dynamic or tuple(x.shape) != tuple(out.shape):
         raise Unsupported("Q/DQ with dynamic or changing shape")
-    if ins.kernel in QUANTIZE:
-        if not _f32(x) or _const_arr(x) is not None or out.dtype not in _INT8_TYPES.values():
-            raise Unsupported("quantize of a non-f32 activation")
-        return Op("quant", [x], [out], attrs=dict(q=q))
-    if x.dtype not in _INT8_TYPES.values() or x.kind == CONSTANT or not _f32(out):
-        raise Unsupported("dequantize of a constant or to a non-f32 output")
+    if ins.kernel in QUANTIZE:  # (of a constant too: a mask or an added tensor's values)
+        if not _f32(x) or out.dtype not in _INT8_TYPES.values():
+            raise Unsupported("quantize of a non-f32 tensor")
+        return Op("quant", [_operand(x)], [out], attrs=dict(q=q))
+    if x.dtype not in _INT8_TYPES.values() or not _f32(out):
+        raise Unsupported("dequantize to a non-f32 output")
+    if x.kind == CONSTANT:  # an int8 constant (XNNPACKQuantizer's scalars and added tensors)
+        if x.data is None:
+            raise Unsupported("dequantize of a constant without data")
+        return Op("copy", [Const(_dequantized(x.data, q))], [out])
     return Op("dequant", [x], [out], attrs=dict(q=q))
+
+
+def _dequantized(data: torch.Tensor, q: tuple[float, int, int, int]) -> np.ndarray:
+    """(q - zp) * scale in f32, each step rounded as the portable dequantize rounds it."""
+    scale, zp = np.float32(q[0]), np.float32(q[1])
+    v = data.detach().to(torch.int64).numpy().astype(np.float32)
+    return np.ascontiguousarray((v - zp) * scale, dtype=np.float32)
 
 
 def _lower_tensor_qdq(ins: KernelInstr) -> Op:

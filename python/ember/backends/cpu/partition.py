@@ -300,8 +300,8 @@ def _keep_tensor_qdq(runs: _Runs, lowered: list[bool]) -> bool:
 def _pair_qdq(runs: _Runs, lowered: list[bool]) -> None:
     """Keeps each int8 Q/DQ pair on one side of the delegate boundary: a quantize stays in the
     backend only when every reader is a dequantize of the same qparams lowered in its run, and
-    a dequantize only when its quantize is (repeated until nothing changes, as each refusal
-    splits a run)."""
+    a dequantize only when its quantize is, or when it reads an int8 constant (repeated until
+    nothing changes, as each refusal splits a run)."""
     instrs = runs.instrs
 
     def root_of(ins: Any) -> int:
@@ -335,6 +335,8 @@ def _pair_qdq(runs: _Runs, lowered: list[bool]) -> None:
                     and qparams_of(instrs[j]) == qparams_of(ins)
                     for j in rd
                 )
+            elif ins.args[0].value.kind == CONSTANT:  # an int8 constant, dequantized at export
+                continue
             else:
                 w = writer.get(id(ins.args[0].value.root()))
                 ok = (

@@ -227,8 +227,10 @@ def lower(ins: KernelInstr, only_here: Callable[[TensorSpec], bool]) -> Op:
             before[nd - 1 - j] = pad[2 * j]
         value = 0.0 if a[2].kind == "null" else float(a[2].value)
         return Op("pad", [x], [out], attrs=dict(before=before, value=value))
+    if k.startswith("quantized_decomposed::"):
+        raise Unsupported("quantize / dequantize")
     op = cpu_lower(ins, only_here)
-    if op.kind not in KINDS and op.kind != "bn":
+    if (op.kind not in KINDS and op.kind != "bn") or op.kind == "slice":  # (a flip: reversed)
         raise Unsupported(f"{op.kind} is not a Vulkan operator")
     if op.kind == "unary" and op.act == "fakequant":
         raise Unsupported("fake-quant")
