@@ -114,19 +114,45 @@ bool emc_check_slice(const emc_delegate *d, const emc_op *op, char *why, size_t 
   return check_rows(d, op, outer * len * inner, outer * out_len * inner, why, why_n);
 }
 
-em_status emc_run_slice(const emc_delegate *d, const emc_op *op) {
+/* Rows of the output's outer dim; a whole piece (step 1, in order) is one copy a row, single
+ * floats (inner 1) are moved one by one, longer runs copied. */
+typedef struct slice_job {
+  const emc_delegate *d;
+  const emc_op *op;
+} slice_job;
+
+static void slice_rows(void *ctx, int64_t begin, int64_t end) {
+  const slice_job *j = ctx;
+  const emc_delegate *d = j->d;
+  const emc_op *op = j->op;
   const float *x = data_of(d, op->in[0]);
   float *y = data_of(d, op->out[0]);
   const emc_slice_params p = emc_slice_params_of(op);
-  int64_t outer = p.outer, len = p.len, inner = p.inner, start = p.start, step = p.step,
-          out_len = p.out_len;
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t i = 0; i < out_len; i++) {
-      const int64_t k = p.reverse ? out_len - 1 - i : i;
-      memcpy(y + (o * out_len + i) * inner, x + (o * len + start + k * step) * inner,
-             (size_t)inner * sizeof *y);
+  const int64_t row = p.out_len * p.inner;
+  for (int64_t o = begin; o < end; o++) {
+    const float *xo = x + (o * p.len + p.start) * p.inner;
+    float *yo = y + o * row;
+    if (p.step == 1 && !p.reverse) {
+      memcpy(yo, xo, (size_t)row * sizeof *yo);
+    } else if (p.inner == 1) {
+      for (int64_t i = 0; i < p.out_len; i++)
+        yo[i] = xo[(p.reverse ? p.out_len - 1 - i : i) * p.step];
+    } else {
+      for (int64_t i = 0; i < p.out_len; i++) {
+        const int64_t k = p.reverse ? p.out_len - 1 - i : i;
+        memcpy(yo + i * p.inner, xo + k * p.step * p.inner, (size_t)p.inner * sizeof *yo);
+      }
     }
-  if (op->act) d->cfg->vact((size_t)(outer * out_len * inner), y, y, op->act, op->fp);
+  }
+}
+
+em_status emc_run_slice(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const emc_slice_params p = emc_slice_params_of(op);
+  slice_job j = {d, op};
+  const int64_t n = p.outer * p.out_len * p.inner;
+  par_for_mem(pool, p.outer, slice_rows, &j, n);
+  float *y = data_of(d, op->out[0]);
+  if (op->act) d->cfg->vact((size_t)n, y, y, op->act, op->fp);
   return EM_OK;
 }
 

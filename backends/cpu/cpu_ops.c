@@ -70,7 +70,7 @@ em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *poo
   case EMC_OP_TENSOR_FQ: return emc_run_tensor_fq(d, op, pool);
   case EMC_OP_PERMUTE: return emc_run_permute(d, op, pool);
   case EMC_OP_CAT: return emc_run_cat(d, op);
-  case EMC_OP_SLICE: return emc_run_slice(d, op);
+  case EMC_OP_SLICE: return emc_run_slice(d, op, pool);
   case EMC_OP_PAD: return emc_run_pad(d, op, pool);
   case EMC_OP_CHANNEL_AFFINE: return emc_run_affine(d, op, pool);
   case EMC_OP_DQ_LINEAR: return emc_run_dq_linear(d, op, pool);

@@ -454,7 +454,7 @@ em_status emc_run_permute(const emc_delegate *d, const emc_op *op, em_threadpool
 bool emc_check_cat(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_cat(const emc_delegate *d, const emc_op *op);
 bool emc_check_slice(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
-em_status emc_run_slice(const emc_delegate *d, const emc_op *op);
+em_status emc_run_slice(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 /* Embedding (EMC_OP_EMBEDDING): the table's rows named by an integer input; the run fails with
  * EM_ERR_INVALID_ARGUMENT (nothing written) on an index outside the table. */
 bool emc_check_embedding(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
