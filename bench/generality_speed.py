@@ -4,9 +4,10 @@ model exported by ``ember.export`` (default path) as it is now and with those lo
 unbinds, selects, cats of more than 4 inputs, sums, vector norms, flips, embeddings, nearest /
 bilinear upsampling), run by ``ember.runtime.RuntimeProgram`` at 1 thread, interleaved rounds,
 medians in ms. The models are the corpus's test sizes (tests/python/corpus): small, so per-operator
-and per-delegate overhead weighs as much as arithmetic.
+and per-delegate overhead weighs as much as arithmetic; ``--real`` measures three larger ones
+instead (a bidirectional LSTM, a GPT-2, a decoder that upsamples).
 
-    .venv/bin/python bench/generality_speed.py [--rounds 5] [--runs 40] [--models ...]
+    .venv/bin/python bench/generality_speed.py [--rounds 5] [--runs 40] [--models ...] [--real]
 """
 
 from __future__ import annotations
@@ -63,6 +64,60 @@ MODELS = [
 ]
 
 
+class _Lstm(torch.nn.Module):
+    """A 2-layer bidirectional LSTM, hidden 256, over 64 steps of 128 features."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = torch.nn.LSTM(128, 256, num_layers=2, bidirectional=True, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rnn(x)[0]
+
+
+class _Gpt2(torch.nn.Module):
+    """GPT-2's architecture (Hugging Face's GPT2Model): 4 layers, width 384, 64 tokens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from transformers import GPT2Config, GPT2Model
+
+        cfg = GPT2Config(n_layer=4, n_embd=384, n_head=6, n_positions=128, vocab_size=8000)
+        self.m = GPT2Model(cfg).eval()
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.m(input_ids=ids).last_hidden_state
+
+
+class _Decoder(torch.nn.Module):
+    """A segmentation decoder's shape: 3x3 convs between bilinear 2x upsamplings, 32 -> 128 px,
+    and a nearest-upsampled skip added at each scale."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.convs = torch.nn.ModuleList(torch.nn.Conv2d(32, 32, 3, padding=1) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x
+        for c in self.convs:
+            up = torch.nn.functional.interpolate(y, scale_factor=2, mode="bilinear")
+            y = torch.relu(c(up)) + torch.nn.functional.interpolate(y, scale_factor=2)
+        return y
+
+
+def _real(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """The larger models (``--real``): seeded weights and inputs."""
+    torch.manual_seed(0)
+    if name == "lstm_256x2_bidir":
+        return _Lstm().eval(), (torch.randn(1, 64, 128),)
+    if name == "gpt2_4x384":
+        return _Gpt2().eval(), (torch.randint(0, 8000, (1, 64)),)
+    return _Decoder().eval(), (torch.randn(1, 32, 16, 16),)
+
+
+REAL = ["lstm_256x2_bidir", "gpt2_4x384", "decoder_bilinear"]
+
+
 def _declining(real: Any) -> Any:
     def lower(ins: Any, only_here: Any) -> Any:
         if ins.kernel in NEW or (
@@ -94,6 +149,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--models", nargs="*", default=MODELS)
+    ap.add_argument("--real", action="store_true", help=f"the larger models instead: {REAL}")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--out", type=Path, default=None, help="also write the table (markdown) here")
@@ -102,8 +158,8 @@ def main() -> None:
     logging.getLogger("ember").setLevel(logging.WARNING)
     rows = []
     real = part.lower
-    for name in args.models:
-        m, inputs = CASES[name].build()
+    for name in REAL if args.real else args.models:
+        m, inputs = _real(name) if args.real else CASES[name].build()
         progs: dict[str, Any] = {}
         for arm in ("before", "after"):
             part.lower = _declining(real) if arm == "before" else real

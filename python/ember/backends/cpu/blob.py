@@ -7,6 +7,7 @@ operators; :meth:`Graph.serialize` plans the arena (greedy best fit over operato
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
 from dataclasses import dataclass, field
@@ -150,6 +151,7 @@ class Graph:
         self.n_inputs = 0
         self.n_outputs = 0
         self._const_ids: dict[object, int] = {}
+        self._content_ids: dict[tuple[tuple[int, ...], bytes], int] = {}
 
     def add(self, t: BTensor) -> int:
         if len(t.shape) > MAX_DIMS:
@@ -158,11 +160,18 @@ class Graph:
         return len(self.tensors) - 1
 
     def const(self, arr: np.ndarray, key: object = None) -> int:
+        """The id of a constant tensor of ``arr``'s values: one per ``key`` and one per content
+        (equal bytes and shape share one tensor: an unrolled RNN's steps each transpose the same
+        weight, and each step's product would otherwise pack its own copy)."""
         if key is not None and key in self._const_ids:
             return self._const_ids[key]
         arr = np.ascontiguousarray(arr, dtype=np.float32)
         shape = arr.shape if arr.ndim <= MAX_DIMS and arr.ndim > 0 else (arr.size,)
-        idx = self.add(BTensor(CONST, tuple(shape), data=arr.reshape(-1)))
+        content = (tuple(shape), hashlib.blake2b(arr.tobytes(), digest_size=20).digest())
+        idx = self._content_ids.get(content)
+        if idx is None:
+            idx = self.add(BTensor(CONST, tuple(shape), data=arr.reshape(-1)))
+            self._content_ids[content] = idx
         if key is not None:
             self._const_ids[key] = idx
         return idx

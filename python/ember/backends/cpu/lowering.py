@@ -414,11 +414,14 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
     if k == "aten::cat.out":
         if a[0].kind != "tensorlist" or not a[0].value:
             raise Unsupported("cat of no tensors")
-        xs = a[0].value
         nd = len(out.shape)
-        dim = int(a[1].value) % nd
-        if not all(_f32(x) and len(x.shape) == nd for x in xs):
+        # ATen skips 1-d empty operands (a legacy empty KV cache: cat([tensor([]), k]))
+        xs = [x for x in a[0].value if nd == 1 or tuple(x.shape) != (0,)]
+        if not xs or not all(_f32(x) and len(x.shape) == nd for x in xs):
             raise Unsupported("cat operands")
+        dim = int(a[1].value) % nd
+        if len(xs) == 1:
+            return Op("copy", [_operand(xs[0])], [out])
         return _cat([_operand(x) for x in xs], out, dim)
     if k == "aten::constant_pad_nd.out":
         return _lower_pad(_f32x(a[0]), a, out)
