@@ -35,6 +35,7 @@ from ember.backends.cpu.lowering_base import (  # noqa: F401  (re-exported)
 from ember.backends.cpu.lowering_data import (
     SPLITS,
     _cat,
+    _lower_conv_transpose,
     _lower_embedding,
     _lower_norm,
     _lower_pad,
@@ -125,15 +126,12 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         x, w = _t(a[0]), _t(a[1])
         wa = _const_arr(w)
         ba = None if a[2].kind == "null" else _const_arr(_t(a[2]))
-        if (
-            len(x.shape) != 4
-            or not _f32(x)
-            or wa is None
-            or (a[2].kind != "null" and ba is None)
-            or a[6].value
-        ):
-            raise Unsupported("conv2d needs 4-d input, constant weights, not transposed")
+        if len(x.shape) != 4 or not _f32(x) or wa is None or (a[2].kind != "null" and ba is None):
+            raise Unsupported("conv2d needs 4-d input, constant weights")
         stride, pad, dil = _pair(a[3], "stride"), _pair(a[4], "padding"), _pair(a[5], "dilation")
+        if a[6].value:  # transposed
+            outpad, groups = _pair(a[7], "output_padding"), int(a[8].value)
+            return _lower_conv_transpose(x, wa, ba, out, stride, pad, dil, outpad, groups)
         groups = int(a[8].value)
         attrs = dict(w=wa.astype(np.float32), b=ba, stride=stride, pad=pad, dil=dil, groups=groups)
         q = getattr(w, "int8_weight", None)  # an int8 weight the partitioner folded

@@ -291,3 +291,47 @@ def _lower_pad(x: TensorSpec, a: list[Arg], out: TensorSpec) -> Op:
         fp=[-INF, INF, value],
         attrs=dict(last_two=i1 == nd - 1 and (i0 == nd - 2 or i0 == i1)),  # a map's H and W
     )
+
+
+def _lower_conv_transpose(
+    x: TensorSpec,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    out: TensorSpec,
+    stride: list[int],
+    pad: list[int],
+    dil: list[int],
+    outpad: list[int],
+    groups: int,
+) -> Op:
+    """A transposed conv whose kernel equals its stride, without padding, dilation or groups
+    (the 2x / 4x upsampling of U-Nets and DPT): every output pixel is one input pixel's product
+    with one kernel tap, so it is a 1x1 conv to Co * kh * kw channels, then the taps moved next
+    to their pixels: [N, Co, kh, kw, H, W] -> [N, Co, H, kh, W, kw] (a permute between two
+    views, which the packer keeps as shapes over one storage)."""
+    ci, co, kh, kw = w.shape
+    n, c, h, wd = x.shape
+    if (
+        groups != 1
+        or c != ci
+        or [kh, kw] != stride
+        or any(pad)
+        or dil != [1, 1]
+        or any(outpad)
+        or tuple(out.shape) != (n, co, h * kh, wd * kw)
+    ):
+        raise Unsupported("transposed conv other than kernel = stride, no padding or groups")
+    taps = np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(co * kh * kw, ci, 1, 1))
+    bias = None if b is None else np.repeat(b.astype(np.float32), kh * kw)
+    f32 = x.dtype
+    prod = TensorSpec(f"{out.name}.taps", f32, (n, co * kh * kw, h, wd))
+    six = TensorSpec(f"{out.name}.taps6", f32, (n, co, kh, kw, h, wd))
+    moved = TensorSpec(f"{out.name}.moved", f32, (n, co, h, kh, wd, kw))
+    attrs = dict(w=taps.astype(np.float32), b=bias, stride=[1, 1], pad=[0, 0], dil=[1, 1], groups=1)
+    parts = [
+        Op("conv2d", [x], [prod], attrs=attrs),
+        Op("copy", [prod], [six]),
+        Op("permute", [six], [moved], ip=[0, 1, 4, 2, 5, 3]),
+        Op("copy", [moved], [out]),
+    ]
+    return Op("parts", [x], [out], attrs=dict(parts=parts))
