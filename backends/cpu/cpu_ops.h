@@ -105,9 +105,9 @@ static inline void par_for_mem(em_threadpool *pool, int64_t n, em_parallel_fn fn
   em_parallel_for(elems < EMC_MIN_PARALLEL_ELEMS ? NULL : pool, n, fn, ctx);
 }
 
-/* The sum (four partial sums) and the mean of n floats: the mean / sum operator's rows, a depthwise
- * conv's planes. */
-static inline float plane_sum(const float *x, int64_t n) {
+/* The sum of n floats in four partial sums, and the mean / sum operators' rows, a depthwise conv's
+ * plane means. */
+static inline float plane_sum4(const float *x, int64_t n) {
   float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) s0 += x[i], s1 += x[i + 1], s2 += x[i + 2], s3 += x[i + 3];
@@ -115,7 +115,25 @@ static inline float plane_sum(const float *x, int64_t n) {
   return (s0 + s1) + (s2 + s3);
 }
 
-static inline float plane_mean(const float *x, int64_t n) { return plane_sum(x, n) / (float)n; }
+/* Pairwise over blocks of 128 (a binary counter of partial sums): the rounding error grows with
+ * log2(n), not n, so a sum that cancels to nearly nothing (of a layer norm's output) stays
+ * within f32 rounding of the exact one, as PyTorch's cascade sum does. */
+static inline float plane_sum(const float *x, int64_t n) {
+  if (n <= 128) return plane_sum4(x, n);
+  float stack[64];
+  int top = 0;
+  for (int64_t i = 0, c = 1; i < n; i += 128, c++) {
+    float v = plane_sum4(x + i, n - i < 128 ? n - i : 128);
+    for (int64_t t = c; !(t & 1); t >>= 1) v = stack[--top] + v; /* blocks of equal size */
+    stack[top++] = v;
+  }
+  float r = stack[--top];
+  while (top) r = stack[--top] + r;
+  return r;
+}
+
+/* (Four partial sums, as the int8 lookup's fused plane means compute them: the same bits.) */
+static inline float plane_mean(const float *x, int64_t n) { return plane_sum4(x, n) / (float)n; }
 
 /* ---- validation helpers -------------------------------------------------------------------- */
 
