@@ -2,7 +2,7 @@
  * cpu_op_pool.c — max and avg pool2d: their checks and runs, per plane (separable max pools on
  * the ISA's kernel, cfg->maxpool; the rest window by window). A max pool after the conv that
  * alone feeds it may run fused with it (cpu_op_chain.c). And resize (nearest / bilinear
- * upsampling), plane by plane from the taps the exporter computed.
+ * upsampling, adaptive average pooling), plane by plane from the taps the exporter computed.
  */
 #include "cpu_ops.h"
 
@@ -193,7 +193,7 @@ bool emc_check_resize(const emc_delegate *d, const emc_op *op, char *why, size_t
   const int32_t *ip = op->ip;
   const int64_t p = ip[EMC_RESIZE_PLANES], h = ip[EMC_RESIZE_H], w = ip[EMC_RESIZE_W],
                 oh = ip[EMC_RESIZE_OH], ow = ip[EMC_RESIZE_OW];
-  if (h < 1 || w < 1 || h > (1 << 24) || w > (1 << 24) || ip[EMC_RESIZE_NEAREST] > 1)
+  if (h < 1 || w < 1 || h > (1 << 24) || w > (1 << 24) || ip[EMC_RESIZE_MODE] > 2)
     WHY("resize: bad parameters");
   const emc_rt_tensor *rt = tensor_at(d, op->in[1]), *ct = tensor_at(d, op->in[2]);
   if (!is_const(rt) || !is_const(ct) || rt->numel != 4 * oh || ct->numel != 4 * ow)
@@ -210,7 +210,7 @@ typedef struct resize_job {
   const float *x, *rt, *ct;
   float *y;
   int64_t h, w, oh, ow;
-  bool nearest;
+  int32_t mode; /* EMC_RESIZE_MODE_BILINEAR, _NEAREST or _ADAPTIVE_AVG */
 } resize_job;
 
 /* Output rows [begin, end) of all planes, row r of plane r / oh. */
@@ -223,8 +223,19 @@ static void resize_rows(void *ctx, int64_t begin, int64_t end) {
     const float *x1 = j->x + (pl * j->h + (int64_t)t[1]) * j->w;
     const float l0 = t[2], l1 = t[3];
     float *y = j->y + r * j->ow;
-    if (j->nearest) {
+    if (j->mode == EMC_RESIZE_MODE_NEAREST) {
       for (int64_t c = 0; c < j->ow; c++) y[c] = x0[(int64_t)j->ct[4 * c]];
+      continue;
+    }
+    if (j->mode == EMC_RESIZE_MODE_ADAPTIVE_AVG) { /* rows t[0]..t[1], columns tc[0]..tc[1] */
+      const int64_t rows = (int64_t)t[1] - (int64_t)t[0] + 1;
+      for (int64_t c = 0; c < j->ow; c++) {
+        const int64_t c0 = (int64_t)j->ct[4 * c], c1 = (int64_t)j->ct[4 * c + 1];
+        float s = 0.0f;
+        for (int64_t i = 0; i < rows; i++)
+          for (int64_t k = c0; k <= c1; k++) s += x0[i * j->w + k];
+        y[c] = s / (float)(rows * (c1 - c0 + 1));
+      }
       continue;
     }
     for (int64_t c = 0; c < j->ow; c++) {
@@ -241,7 +252,7 @@ em_status emc_run_resize(const emc_delegate *d, const emc_op *op, em_threadpool 
   const int32_t *ip = op->ip;
   const resize_job j = {d->t[op->in[0]].data,  d->t[op->in[1]].data, d->t[op->in[2]].data,
                         d->t[op->out[0]].data, ip[EMC_RESIZE_H],     ip[EMC_RESIZE_W],
-                        ip[EMC_RESIZE_OH],     ip[EMC_RESIZE_OW],    ip[EMC_RESIZE_NEAREST] == 1};
+                        ip[EMC_RESIZE_OH],     ip[EMC_RESIZE_OW],    ip[EMC_RESIZE_MODE]};
   const int64_t rows = (int64_t)ip[EMC_RESIZE_PLANES] * j.oh;
   par_for_mem(pool, rows, resize_rows, (void *)&j, rows * j.ow);
   if (op->act) d->cfg->vact((size_t)(rows * j.ow), j.y, j.y, op->act, op->fp);

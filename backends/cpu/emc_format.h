@@ -339,17 +339,20 @@ enum { EMC_EMBED_ROWS, EMC_EMBED_COLS };
 /* Resize ip[] slots (EMC_OP_RESIZE, version 18: upsample_nearest2d / upsample_bilinear2d):
  * x [planes, h, w] -> y [planes, oh, ow]. in[1] (oh x 4 floats) and in[2] (ow x 4), constants,
  * are each output row's and column's taps (i0, i1, l0, l1) as the exporter computed them with
- * ATen's coordinate rules: i0, i1 integers within the input, l0, l1 finite. Nearest
- * (EMC_RESIZE_NEAREST 1): y = x[i0 of the row][i0 of the column]; bilinear (0):
- * y = l0r * (l0c * x00 + l1c * x01) + l1r * (l0c * x10 + l1c * x11), in f32 as ATen. */
+ * ATen's coordinate rules: i0 <= i1 integers within the input, l0, l1 finite. EMC_RESIZE_MODE
+ * 1, nearest: y = x[i0 of the row][i0 of the column]; 0, bilinear:
+ * y = l0r * (l0c * x00 + l1c * x01) + l1r * (l0c * x10 + l1c * x11), in f32 as ATen; 2, adaptive
+ * average pooling (_adaptive_avg_pool2d): y = the sum of x over rows i0..i1 and columns
+ * i0..i1 (inclusive, row by row) divided by the window's element count. */
 enum {
   EMC_RESIZE_PLANES,
   EMC_RESIZE_H,
   EMC_RESIZE_W,
   EMC_RESIZE_OH,
   EMC_RESIZE_OW,
-  EMC_RESIZE_NEAREST
+  EMC_RESIZE_MODE
 };
+enum { EMC_RESIZE_MODE_BILINEAR, EMC_RESIZE_MODE_NEAREST, EMC_RESIZE_MODE_ADAPTIVE_AVG };
 /* Pad ip[] slots: x [outer, h, w] -> y [outer, top + h + bottom, left + w + right], the new
  * elements fp[EMC_PAD_FP_VALUE]. */
 enum {
@@ -371,7 +374,7 @@ enum {
   EMC_POOL_N_PARAMS = EMC_POOL_Q8 + 1,
   EMC_SLICE_N_PARAMS = EMC_SLICE_REVERSE + 1,
   EMC_EMBED_N_PARAMS = EMC_EMBED_COLS + 1,
-  EMC_RESIZE_N_PARAMS = EMC_RESIZE_NEAREST + 1,
+  EMC_RESIZE_N_PARAMS = EMC_RESIZE_MODE + 1,
   EMC_PAD_N_PARAMS = EMC_PAD_RIGHT + 1,
   EMC_AFFINE_N_PARAMS = EMC_AFFINE_INNER + 1,
   EMC_DQL_N_PARAMS = EMC_DQL_ROWQ + 1

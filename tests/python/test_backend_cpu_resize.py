@@ -98,8 +98,36 @@ def test_taps_checked_at_load() -> None:
     blob = bytes(_delegate_blob(prog))
     at = next(o[1] for o in _blob_ops(prog) if o[0] == RESIZE)
     assert runtime_check("EmberCpuBackend", blob, 1 << 20) is None
-    for slot, value, words in [(1, 3, "tap lies outside"), (3, 11, "taps are not"), (5, 2, "bad")]:
+    for slot, value, words in [(1, 3, "tap lies outside"), (3, 11, "taps are not"), (5, 3, "bad")]:
         bad = bytearray(blob)
         struct.pack_into("<i", bad, at + 32 + 4 * slot, value)
         why = runtime_check("EmberCpuBackend", bytes(bad), 1 << 20)
         assert why and words in why, (slot, why)
+
+
+@pytest.mark.parametrize(
+    ("shape", "out"),
+    [
+        ((2, 3, 13, 13), (6, 6)),
+        ((1, 4, 7, 9), (3, 2)),
+        ((1, 2, 5, 5), (6, 6)),
+        ((1, 3, 1, 7), (1, 3)),
+    ],
+)
+def test_adaptive_avg_pool_uneven_windows(shape: tuple[int, ...], out: tuple[int, int]) -> None:
+    """Adaptive average pools whose windows do not divide the map (AlexNet's 6x6 of 13x13, a
+    pyramid pooling's bins; also more bins than pixels) as the resize op's adaptive mode: within
+    f32 rounding of eager, nothing outside."""
+
+    class M(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.adaptive_avg_pool2d(torch.relu(x) - 0.3, out) * 2.0
+
+    x = torch.randn(shape)
+    prog = ember.export(M(), (x,))
+    assert not _outside(prog), _outside(prog)
+    x2 = torch.randn(shape) * 3
+    want = M()(x2)
+    for t in (1, 2):
+        got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x2])[0]
+        torch.testing.assert_close(got, want, rtol=0, atol=4e-7 * want.abs().max().item())

@@ -35,6 +35,7 @@ from ember.backends.cpu.lowering_base import (  # noqa: F401  (re-exported)
 from ember.backends.cpu.lowering_data import (
     SPLITS,
     _cat,
+    _lower_adaptive_avg,
     _lower_conv_transpose,
     _lower_embedding,
     _lower_norm,
@@ -290,8 +291,8 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
             raise Unsupported("adaptive pool rank")
         if (oh, ow) == (1, 1):
             return Op("mean", [x], [out], ip=[x.shape[0] * x.shape[1], h * w, 1])
-        if h % oh or w % ow:
-            raise Unsupported("adaptive pool with uneven windows")
+        if h % oh or w % ow:  # uneven windows (a pyramid pooling's 3x3 and 6x6 bins)
+            return _lower_adaptive_avg(x, out, oh, ow)
         return Op(
             "avgpool2d", [x], [out], ip=[h // oh, w // ow, h // oh, w // ow, 0, 0, 1, 1, 0, 0]
         )

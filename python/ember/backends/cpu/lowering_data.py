@@ -155,6 +155,28 @@ def _lower_resize(ins: KernelInstr, out: TensorSpec) -> Op:
     )
 
 
+def _lower_adaptive_avg(x: TensorSpec, out: TensorSpec, oh: int, ow: int) -> Op:
+    """_adaptive_avg_pool2d with uneven windows as EMC_OP_RESIZE's adaptive average mode: each
+    output row's and column's window [floor(i * n / o), ceil((i + 1) * n / o)) as ATen's, its
+    last index inclusive in the taps."""
+    n, c, h, w = x.shape
+    if min(oh, ow) < 1 or tuple(out.shape) != (n, c, oh, ow):
+        raise Unsupported("adaptive pool sizes")
+
+    def windows(size: int, o: int) -> np.ndarray:
+        t = np.zeros((o, 4), dtype=np.float32)
+        for i in range(o):
+            t[i, :2] = (i * size // o, -(-(i + 1) * size // o) - 1)
+        return t.reshape(-1)
+
+    return Op(
+        "resize",
+        [x, Const(windows(h, oh)), Const(windows(w, ow))],
+        [out],
+        ip=[n * c, h, w, oh, ow, 2],  # EMC_RESIZE_MODE_ADAPTIVE_AVG
+    )
+
+
 def _lower_embedding(a: list[Arg], out: TensorSpec) -> Op:
     """embedding(weight, indices): the table's rows (EMC_OP_EMBEDDING); the indices an int64 /
     int32 activation the delegate takes as an input (checked against the table at run time)."""
