@@ -85,7 +85,7 @@ static const char *const kind_names[EMC_OP_KIND_END] = {
     "?",         "conv2d",   "gemm",           "binary",    "unary",   "maxpool2d",
     "avgpool2d", "mean",     "softmax",        "layernorm", "permute", "copy",
     "cat",       "slice",    "channel_affine", "rmsnorm",   "tokenfq", "pad",
-    "dqlinear",  "tensorfq", "embedding",      "resize"};
+    "dqlinear",  "tensorfq", "embedding",      "resize",    "gather"};
 
 /* Appends s to p (bounded by end); returns the new end of the text. */
 static char *put_str(char *p, const char *end, const char *s) {

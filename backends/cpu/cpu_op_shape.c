@@ -1,6 +1,6 @@
 /*
- * cpu_op_shape.c — data movement: permute, cat, slice (and flip), pad and embedding (rows of a
- * table by index), their checks and runs (copy, the
+ * cpu_op_shape.c — data movement: permute, cat, slice (and flip), pad, embedding (rows of a
+ * table by index) and gather (elements at constant offsets), their checks and runs (copy, the
  * identity with an optional activation, runs as a unary: cpu_op_eltwise.c).
  */
 #include "cpu_ops.h"
@@ -205,6 +205,45 @@ em_status emc_run_embedding(const emc_delegate *d, const emc_op *op, em_threadpo
   }
   par_for_mem(pool, n, embed_rows, &j, n * j.cols);
   if (op->act) d->cfg->vact((size_t)(n * j.cols), j.y, j.y, op->act, op->fp);
+  return EM_OK;
+}
+
+/* ---- gather ---------------------------------------------------------------------------------- */
+
+bool emc_check_gather(const emc_delegate *d, const emc_op *op, char *why, size_t why_n) {
+  const emc_rt_tensor *x = tensor_at(d, op->in[0]), *t = tensor_at(d, op->in[1]);
+  const emc_rt_tensor *y = tensor_at(d, op->out[0]);
+  if (!x || !t || !y) WHY("gather: bad tensor ids");
+  if (!is_const(t) || t->numel != y->numel)
+    WHY("gather: the offsets are not a constant of the output's %lld elements",
+        (long long)y->numel);
+  for (int64_t i = 0; i < t->numel; i++) {
+    const float o = t->data[i];
+    if (!(o >= 0.0f && o < (float)x->numel && o <= 16777216.0f) || o != (float)(int64_t)o)
+      WHY("gather: offset %lld is not an element of the input", (long long)i);
+  }
+  if (out_shared(x, y)) WHY("gather: input and output overlap");
+  return check_act(op, why, why_n);
+}
+
+typedef struct gather_job {
+  const float *x, *t;
+  float *y;
+  int64_t n;
+} gather_job;
+
+/* Blocks [begin, end) of 1024 output elements. */
+static void gather_blocks(void *ctx, int64_t begin, int64_t end) {
+  const gather_job *j = ctx;
+  const int64_t stop = end * 1024 < j->n ? end * 1024 : j->n;
+  for (int64_t i = begin * 1024; i < stop; i++) j->y[i] = j->x[(int64_t)j->t[i]];
+}
+
+em_status emc_run_gather(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
+  const int64_t n = d->t[op->out[0]].numel;
+  gather_job j = {d->t[op->in[0]].data, d->t[op->in[1]].data, d->t[op->out[0]].data, n};
+  par_for_mem(pool, (n + 1023) / 1024, gather_blocks, &j, n);
+  if (op->act) d->cfg->vact((size_t)n, j.y, j.y, op->act, op->fp);
   return EM_OK;
 }
 

@@ -9,7 +9,7 @@
  *   binary, unary, copy, channel affine      cpu_op_eltwise.c
  *   max / avg pool, resize                   cpu_op_pool.c
  *   mean, softmax, layer / RMS norm, per-token / per-tensor fake-quant   cpu_op_rows.c
- *   permute, cat, slice, pad, embedding      cpu_op_shape.c
+ *   permute, cat, slice, pad, embedding, gather   cpu_op_shape.c
  *   dynamic int8 linear                      cpu_op_dqlinear.c
  *   fused chains      cpu_op_chain.c (emc_fuse_chain, emc_run_chain)
  */
@@ -49,6 +49,7 @@ bool emc_op_check(const emc_delegate *d, const emc_op *op, char *why, size_t why
   case EMC_OP_DQ_LINEAR: return emc_check_dq_linear(d, op, why, why_n);
   case EMC_OP_EMBEDDING: return emc_check_embedding(d, op, why, why_n);
   case EMC_OP_RESIZE: return emc_check_resize(d, op, why, why_n);
+  case EMC_OP_GATHER: return emc_check_gather(d, op, why, why_n);
   default: WHY("unknown operator kind %u", op->kind);
   }
 }
@@ -76,6 +77,7 @@ em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *poo
   case EMC_OP_DQ_LINEAR: return emc_run_dq_linear(d, op, pool);
   case EMC_OP_EMBEDDING: return emc_run_embedding(d, op, pool);
   case EMC_OP_RESIZE: return emc_run_resize(d, op, pool);
+  case EMC_OP_GATHER: return emc_run_gather(d, op, pool);
   default: return EM_ERR_INVALID_PROGRAM;
   }
 }

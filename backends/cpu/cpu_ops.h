@@ -477,6 +477,9 @@ em_status emc_run_slice(const emc_delegate *d, const emc_op *op, em_threadpool *
  * EM_ERR_INVALID_ARGUMENT (nothing written) on an index outside the table. */
 bool emc_check_embedding(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_embedding(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
+/* Gather (EMC_OP_GATHER): elements of x at constant offsets, checked at init. */
+bool emc_check_gather(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
+em_status emc_run_gather(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 /* Resize (EMC_OP_RESIZE): nearest or bilinear upsampling by the blob's row and column taps. */
 bool emc_check_resize(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_resize(const emc_delegate *d, const emc_op *op, em_threadpool *pool);

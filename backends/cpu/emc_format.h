@@ -38,7 +38,7 @@
  * high bits of EMC_CONV_PH / PW; older: zero there), EMC_BINARY_Q8, EMC_POOL_Q8; 15: EMC_DQL_ROWQ
  * (older: zero there); 16: EMC_UNARY_Q8 (older: zero there); 17: EMC_OP_TENSOR_FQ,
  * EMC_ACT_LEAKY_RELU, EMC_ACT_ELU, EMC_ACT_CUBE, EMC_SOFTMAX_SAFE (older: zero there);
- * 18: EMC_OP_EMBEDDING and integer input tensors (emc_tensor.dtype), EMC_OP_RESIZE,
+ * 18: EMC_OP_EMBEDDING and integer input tensors (emc_tensor.dtype), EMC_OP_RESIZE, EMC_OP_GATHER,
  * EMC_SLICE_REVERSE, EMC_MEAN_SUM (older: zero there) */
 #define EMC_VERSION    18u
 #define EMC_MAX_DIMS   6
@@ -100,6 +100,7 @@ enum emc_op_kind {
   EMC_OP_TENSOR_FQ = 19,      /* in: x; per-tensor dynamic int8 fake-quant (version 17), below */
   EMC_OP_EMBEDDING = 20,      /* in: table [V, D], indices (i64 / i32); out [n, D] (version 18) */
   EMC_OP_RESIZE = 21,         /* in: x [P, H, W], row taps, column taps; nearest / bilinear (18) */
+  EMC_OP_GATHER = 22,         /* in: x, constant source offsets; out[i] = x[off[i]] (18) */
   EMC_OP_KIND_END
 };
 
@@ -353,6 +354,9 @@ enum {
   EMC_RESIZE_MODE
 };
 enum { EMC_RESIZE_MODE_BILINEAR, EMC_RESIZE_MODE_NEAREST, EMC_RESIZE_MODE_ADAPTIVE_AVG };
+/* Gather (EMC_OP_GATHER, version 18): in[1] a constant of out's element count, each an integer
+ * offset into x (within [0, numel(x)), at most 2^24, exact in f32): y[i] = x[in[1][i]]. The
+ * exporter's advanced indexing, gathers and strided views by constant indices. No parameters. */
 /* Pad ip[] slots: x [outer, h, w] -> y [outer, top + h + bottom, left + w + right], the new
  * elements fp[EMC_PAD_FP_VALUE]. */
 enum {

@@ -8,11 +8,12 @@ Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_split.py
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 
 import pytest
 import torch
-from backend_cpu_common import _outside
+from backend_cpu_common import _blob_ops, _outside
 from torch import nn
 
 import ember
@@ -56,6 +57,7 @@ def _check(m: nn.Module, x: torch.Tensor, inside: bool = True) -> ember.Program:
 
 
 _SHAPE = (2, 5, 6, 7)
+GATHER = 22
 
 
 @pytest.mark.parametrize("dim", [0, 1, 2, 3, -1])
@@ -179,20 +181,19 @@ def test_cat_of_many_inputs(n: int, dim: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("size", "stride", "inside"),
+    ("size", "stride", "copy"),
     [
         ((2, 12), (12, 1), True),
         ((2, 1, 12), (12, 99, 1), True),  # a size-1 dim's stride does not matter
-        ((2, 6), (12, 2), False),  # every other element: stays portable
+        ((2, 6), (12, 2), False),  # every other element: a gather
         ((2, 12), (1, 2), False),  # a transpose
+        ((5, 4), (4, 1), False),  # overlapping windows
     ],
 )
-def test_as_strided_contiguous_view_is_a_copy(
-    size: tuple[int, ...], stride: tuple[int, ...], inside: bool
-) -> None:
+def test_as_strided(size: tuple[int, ...], stride: tuple[int, ...], copy: bool) -> None:
     """``as_strided`` that views all of a contiguous tensor in order (adaptive_avg_pool1d's
-    decomposition in Swin's and FocalNet's poolers) is a copy in the backend; other views stay
-    portable. Both equal eager."""
+    decomposition in Swin's and FocalNet's poolers) is a copy in the backend, any other view a
+    gather (EMC_OP_GATHER); both equal eager."""
 
     class M(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -200,7 +201,8 @@ def test_as_strided_contiguous_view_is_a_copy(
 
     x = torch.randn(4, 6)
     prog = ember.export(M(), (x,))
-    assert (not _outside(prog)) == inside, _outside(prog)
+    assert not _outside(prog), _outside(prog)
+    assert any(o[0] == GATHER for o in _blob_ops(prog)) != copy
     for t in (1, 2):
         got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x])[0]
         assert torch.equal(got, M()(x))
@@ -220,3 +222,50 @@ def test_cat_skips_a_legacy_empty_operand() -> None:
             return torch.cat([self.empty, k], dim=-2), torch.cat([self.empty, k, k * 2], dim=1)
 
     _check(M(), torch.randn(2, 3, 4))
+
+
+class _Index(nn.Module):
+    """Advanced indexing and gathers by constant indices (an unfold's patches, ConvBERT's
+    span gather): negative and broadcast indices."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.register_buffer("i", torch.tensor([[2, -1, 0], [1, 1, -4]]))
+        self.register_buffer("j", torch.tensor([[0], [3]]))
+        self.register_buffer("g", torch.randint(0, 6, (2, 5, 6)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(x) - 0.5
+        if self.kind == "index":
+            z = y[:, self.i]
+        elif self.kind == "index2":
+            z = y[:, self.i, self.j]  # two index tensors, broadcast together
+        else:
+            z = torch.gather(y, 2, self.g)
+        return z * 2.0
+
+
+@pytest.mark.parametrize("kind", ["index", "index2", "gather"])
+def test_gather_by_constant_indices(kind: str) -> None:
+    m = _Index(kind).eval()
+    x = torch.randn(2, 5, 6)
+    prog = _check(m, x)
+    assert any(o[0] == GATHER for o in _blob_ops(prog))
+
+
+def test_gather_offsets_checked_at_load() -> None:
+    """A gather whose offsets are not a constant (patched to the input) is refused at load."""
+    from backend_cpu_common import _delegate_blob
+
+    from ember.backends.check import runtime_check
+
+    prog = ember.export(_Index("index").eval(), (torch.randn(2, 5, 6),))
+    blob = bytes(_delegate_blob(prog))
+    at = next(o[1] for o in _blob_ops(prog) if o[0] == GATHER)
+    assert runtime_check("EmberCpuBackend", blob, 1 << 20) is None
+    x_id = struct.unpack_from("<i", blob, at + 8)[0]
+    bad = bytearray(blob)
+    struct.pack_into("<i", bad, at + 12, x_id)  # in[1] := in[0]
+    why = runtime_check("EmberCpuBackend", bytes(bad), 1 << 20)
+    assert why and "offsets are not a constant" in why, why

@@ -33,11 +33,13 @@ from ember.backends.cpu.lowering_base import (  # noqa: F401  (re-exported)
     _t,
 )
 from ember.backends.cpu.lowering_data import (
+    GATHERS,
     SPLITS,
     _cat,
     _lower_adaptive_avg,
     _lower_conv_transpose,
     _lower_embedding,
+    _lower_gather,
     _lower_norm,
     _lower_pad,
     _lower_resize,
@@ -380,20 +382,8 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         if not _f32(x) or len(x.shape) > len(out.shape):
             raise Unsupported("expand of a non-f32 tensor")
         return Op("binary", [_operand(x), None], [out], ip=[B.BIN["mul"]], fp=[-INF, INF, 1.0])
-    if k == "aten::as_strided_copy.out":  # only the contiguous view of all of x: a copy
-        x = _f32x(a[0])
-        size, stride = _ints(a[1]), _ints(a[2])
-        off = 0 if a[3].kind == "null" else int(a[3].value)
-        if len(size) != len(stride):
-            raise Unsupported("as_strided sizes and strides")
-        want, st = [], 1
-        for n in reversed(size):
-            want.append(st)
-            st *= n
-        same = all(n == 1 or s_ == w for n, s_, w in zip(size, stride, reversed(want), strict=True))
-        if off or not same or math.prod(size) != math.prod(x.shape) or tuple(size) != out.shape:
-            raise Unsupported("as_strided other than a contiguous view of the whole tensor")
-        return Op("copy", [x], [out])
+    if k in GATHERS:  # advanced indexing, gathers and strided views by constant indices
+        return _lower_gather(ins, out)
     if k in COPIES:
         x = _f32x(a[0])
         if math.prod(x.shape) != math.prod(out.shape):

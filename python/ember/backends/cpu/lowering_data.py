@@ -177,6 +177,50 @@ def _lower_adaptive_avg(x: TensorSpec, out: TensorSpec, oh: int, ow: int) -> Op:
     )
 
 
+# Operators that take elements of x at offsets fixed at export (constant indices, strides).
+GATHERS = ("aten::index.Tensor_out", "aten::gather.out", "aten::as_strided_copy.out")
+MAX_GATHER = 1 << 24  # offsets are stored as f32: exact up to 2^24
+
+
+def _lower_gather(ins: KernelInstr, out: TensorSpec) -> Op:
+    """``index`` with constant indices (an unfold's patches), ``gather`` with a constant index,
+    ``as_strided``: ATen's own operator applied at export to the element numbers of x gives
+    each output element's source, so negative and broadcast indices, masks and strides mean
+    exactly what they mean to ATen. A view of all of x in order is a copy; else EMC_OP_GATHER
+    with those offsets."""
+    k, a = ins.kernel, ins.args
+    x = _f32x(a[0])
+    n = math.prod(x.shape)
+    if n > MAX_GATHER or math.prod(out.shape) > MAX_GATHER:
+        raise Unsupported("gather of more than 2^24 elements")
+    src = torch.arange(n, dtype=torch.int64).reshape(x.shape)
+
+    def const(t: Any) -> torch.Tensor:
+        if not isinstance(t, TensorSpec) or t.root().kind != CONSTANT or t.data is None:
+            raise Unsupported("indices that are not constants")
+        return t.data
+
+    try:
+        if k == "aten::index.Tensor_out":
+            if a[1].kind not in ("tensorlist", "opt_tensorlist"):
+                raise Unsupported("index arguments")
+            idx = [None if t is None else const(t) for t in a[1].value]
+            offsets = torch.ops.aten.index.Tensor(src, idx)
+        elif k == "aten::gather.out":
+            offsets = torch.gather(src, int(a[1].value), const(_t(a[2])))
+        else:
+            off = 0 if a[3].kind == "null" else int(a[3].value)
+            offsets = torch.as_strided(src.reshape(-1), _ints(a[1]), _ints(a[2]), off)
+    except (RuntimeError, IndexError, ValueError, TypeError) as e:
+        raise Unsupported(f"indices ATen refuses: {e}") from e
+    if tuple(offsets.shape) != tuple(out.shape):
+        raise Unsupported("gather output shape")
+    flat = offsets.reshape(-1)
+    if flat.numel() == n and torch.equal(flat, torch.arange(n)):
+        return Op("copy", [x], [out])
+    return Op("gather", [x, Const(flat.to(torch.float32).numpy())], [out])
+
+
 def _lower_embedding(a: list[Arg], out: TensorSpec) -> Op:
     """embedding(weight, indices): the table's rows (EMC_OP_EMBEDDING); the indices an int64 /
     int32 activation the delegate takes as an input (checked against the table at run time)."""
