@@ -46,6 +46,8 @@ NEW = {
     "aten::upsample_nearest2d.vec_out",
     "aten::upsample_bilinear2d.vec_out",
     "aten::as_strided_copy.out",
+    "aten::index.Tensor_out",
+    "aten::gather.out",
 }
 MODELS = [
     "lstm_bidir_2l",
@@ -62,6 +64,8 @@ MODELS = [
     "upernet_convnext",
     "glpn",
     "dpt",
+    "convbert",
+    "swin",
 ]
 
 
@@ -120,15 +124,16 @@ REAL = ["lstm_256x2_bidir", "gpt2_4x384", "decoder_bilinear"]
 
 
 def _declining(real: Any) -> Any:
-    """``lower`` as before these lowerings: the kernels of NEW, and whatever now lowers to
-    several ops (``parts``: cats of more than 4, mean / sum over non-adjacent dims, flips of
-    several dims, vector norms, transposed convs) or pads dims before unpadded ones, declined."""
+    """``lower`` as before these lowerings: the kernels of NEW, whatever now lowers to several
+    ops (``parts``: cats of more than 4, mean / sum over non-adjacent dims, flips of several
+    dims, vector norms, transposed convs) or to the new kinds (adaptive pools of uneven
+    windows, gathers), and pads of dims before unpadded ones, declined."""
 
     def lower(ins: Any, only_here: Any) -> Any:
         op = real(ins, only_here)
         if (
             ins.kernel in NEW
-            or op.kind == "parts"
+            or op.kind in ("parts", "resize", "gather", "embedding")
             or (op.kind == "pad" and not op.attrs.get("last_two"))
         ):
             raise part.Unsupported(f"{ins.kernel} (declined for the comparison)")
