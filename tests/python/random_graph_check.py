@@ -43,7 +43,7 @@ _KIND = {
     1: "conv2d", 2: "gemm", 3: "binary", 4: "unary", 5: "maxpool2d", 6: "avgpool2d", 7: "mean",
     8: "softmax", 9: "layernorm", 10: "permute", 11: "copy", 12: "cat", 13: "slice",
     14: "channel_affine", 15: "rmsnorm", 16: "token_fq", 17: "pad", 18: "dq_linear",
-    19: "tensor_fq",
+    19: "tensor_fq", 20: "embedding", 21: "resize", 22: "gather",
 }  # fmt: skip
 _ACT = [
     "none", "clamp", "hardswish", "sigmoid", "silu", "gelu", "gelu_tanh", "tanh", "hardsigmoid",
@@ -119,6 +119,13 @@ def blob_features(blob: bytes) -> Counter[str]:
             ):
                 if on:
                     f[f"gemm:{name}"] += 1
+        elif kind == "slice" and ip[6]:
+            f["slice:reverse"] += 1
+        elif kind == "mean" and ip[3]:
+            f["mean:sum"] += 1
+        elif kind == "resize":
+            modes = ("bilinear", "nearest", "adaptive_avg")
+            f[f"resize:{modes[ip[5]] if 0 <= ip[5] < len(modes) else ip[5]}"] += 1
         elif kind == "binary":
             f[f"binary:{_BIN[ip[0]]}{':scalar' if ins[1] < 0 else ''}"] += 1
             if ip[1]:
