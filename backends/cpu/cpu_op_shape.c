@@ -27,7 +27,16 @@ typedef struct permute_job {
   float *y;
   uint32_t nd;
   int64_t ysz[EMC_MAX_DIMS], xst[EMC_MAX_DIMS]; /* input stride of each output dim */
+  /* a permute that moves the input's last dim off the output's last: output dim q reads the
+   * input's last dim (stride 1), and the work goes as 2-D transposes (rows blocks of the output's
+   * last dim) of every index of the other dims */
+  const em_f32_transpose_fn transpose;
+  uint32_t q;
+  int64_t yst[EMC_MAX_DIMS]; /* output strides */
+  int64_t blocks;            /* row blocks of a transpose */
 } permute_job;
+
+enum { PERMUTE_T_ROWS = 64 }; /* output-last-dim rows of one transposing item */
 
 /* One output row (last output dim) per item. */
 static void permute_rows(void *ctx, int64_t begin, int64_t end) {
@@ -48,9 +57,31 @@ static void permute_rows(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* Items of a transposing permute: rows block b of the transpose at one index of the other dims:
+ * y[.. i_q ..][l] = x[.. i_q ..][l * ist] for l in the block, i_q along dim q, 16 x 16 at a time.
+ */
+static void permute_transposes(void *ctx, int64_t begin, int64_t end) {
+  const permute_job *j = ctx;
+  const uint32_t last = j->nd - 1;
+  const int64_t sl = j->ysz[last], sq = j->ysz[j->q];
+  for (int64_t it = begin; it < end; it++) {
+    int64_t rem = it / j->blocks, xo = 0, yo = 0;
+    const int64_t l0 = it % j->blocks * PERMUTE_T_ROWS;
+    for (int i = (int)last - 1; i >= 0; i--) {
+      if ((uint32_t)i == j->q) continue;
+      const int64_t v = rem % j->ysz[i];
+      rem /= j->ysz[i];
+      xo += v * j->xst[i], yo += v * j->yst[i];
+    }
+    const int64_t nl = sl - l0 < PERMUTE_T_ROWS ? sl - l0 : PERMUTE_T_ROWS;
+    j->transpose((size_t)nl, (size_t)sq, j->x + xo + l0 * j->xst[last], (size_t)j->xst[last],
+                 j->y + yo + l0, (size_t)j->yst[j->q]);
+  }
+}
+
 em_status emc_run_permute(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
-  permute_job j = {xt->data, yt->data, xt->ndim, {0}, {0}};
+  permute_job j = {xt->data, yt->data, xt->ndim, {0}, {0}, d->cfg->transpose, 0, {0}, 0};
   if (yt->numel == 0) return EM_OK;
   if (xt->ndim == 0) {
     j.y[0] = j.x[0];
@@ -61,7 +92,22 @@ em_status emc_run_permute(const emc_delegate *d, const emc_op *op, em_threadpool
   for (int i = (int)xt->ndim - 1; i >= 0; i--) st[i] = s, s *= xt->sizes[i];
   const emc_permute_params pp = emc_permute_params_of(op);
   for (uint32_t i = 0; i < xt->ndim; i++) j.ysz[i] = yt->sizes[i], j.xst[i] = st[pp.dims[i]];
-  par_for_mem(pool, yt->numel / j.ysz[xt->ndim - 1], permute_rows, &j, yt->numel);
+  const uint32_t last = xt->ndim - 1;
+  /* the output dim the input's last one went to, when that is not the output's last: the rows
+   * of the output's last dim would each gather one float a stride apart (attention's K^T, an
+   * NCHW <-> NHWC permute); as transposes of 16 x 16 blocks in registers instead */
+  for (uint32_t i = 0; i < last; i++)
+    if (pp.dims[i] == (int64_t)last && j.ysz[i] >= 4 && j.ysz[last] >= 4 && j.transpose)
+      j.q = i + 1;
+  if (j.q && j.xst[last] != 1) {
+    j.q -= 1;
+    for (int64_t i = (int64_t)last, s2 = 1; i >= 0; i--) j.yst[i] = s2, s2 *= j.ysz[i];
+    j.blocks = (j.ysz[last] + PERMUTE_T_ROWS - 1) / PERMUTE_T_ROWS;
+    par_for_mem(pool, yt->numel / (j.ysz[last] * j.ysz[j.q]) * j.blocks, permute_transposes, &j,
+                yt->numel);
+    return EM_OK;
+  }
+  par_for_mem(pool, yt->numel / j.ysz[last], permute_rows, &j, yt->numel);
   return EM_OK;
 }
 
