@@ -551,10 +551,20 @@ def _silu(ops: list[Op], u: _Uses) -> None:
 def _mask_rows(m: Any, x: TensorSpec) -> int:
     """How many rows an additive mask m for the rows of x (last dim) repeats after: m's shape,
     right-aligned with x's, has x's last dim, 1s before some dim and x's sizes from it on
-    ([1, 1, S, S] over [1, H, S, S]: S; BERT's [1, 1, 1, S]: 1). 0: no such period."""
-    if not isinstance(m, TensorSpec) or not _f32(m) or len(m.shape) > len(x.shape):
+    ([1, 1, S, S] over [1, H, S, S]: S; BERT's [1, 1, 1, S]: 1). 0: no such period. The mask
+    may be a constant folded at export (a model fed no attention mask: its all-ones mask turned
+    into zeros and -infs before the export)."""
+    if isinstance(m, Const):
+        if m.arr.dtype != np.float32:
+            return 0
+        shape = tuple(m.arr.shape)
+    elif isinstance(m, TensorSpec) and _f32(m):
+        shape = tuple(m.shape)
+    else:
         return 0
-    ms = [1] * (len(x.shape) - len(m.shape)) + list(m.shape)
+    if len(shape) > len(x.shape):
+        return 0
+    ms = [1] * (len(x.shape) - len(shape)) + list(shape)
     xs = list(x.shape)
     if not xs or ms[-1] != xs[-1]:
         return 0
@@ -591,7 +601,7 @@ def _fuse_softmax_input(ops: list[Op], u: _Uses) -> None:
                 a, m = p.ins[i], p.ins[1 - i]
                 if isinstance(a, TensorSpec) and tuple(a.shape) == tuple(x.shape):
                     rows = _mask_rows(m, x)
-                    if rows and m.root() is not a.root():
+                    if rows and (isinstance(m, Const) or m.root() is not a.root()):
                         mask, x, consumer = m, a, p
                         break
         q = u.producer(x)
