@@ -141,9 +141,18 @@ em_status emc_op_run(const emc_delegate *d, const emc_op *op, em_threadpool *poo
  * pool that alone reads its output (2); or a plane scale with the int8 conv that alone reads it
  * (2, emc_q8_pw_fuse_scale); or an int8 conv with the u8 table lookup that alone reads it (2,
  * emc_q8_pw_fuse_lut); or a fake-quant of an f32 tensor with the int8 conv that alone reads it
- * and, where it has one, the conv's u8 lookup (2 or 3, emc_q8_pw_fuse_fq).
+ * and, where it has one, the conv's u8 lookup (2 or 3, emc_q8_pw_fuse_fq); or attention's two
+ * batched gemms with the softmax between them (3, emc_attn_fuse).
  */
 int emc_fuse_chain(const emc_delegate *d, uint32_t i);
+
+/* Attention's batched gemm of the scores, the softmax over their rows and the batched gemm of
+ * the probabilities (3 operators from i, each reading the one before, their writes apart from
+ * every tensor they read), run head by head (cpu_op_attn.c); 0 when ops i.. are not that. */
+int emc_attn_fuse(const emc_delegate *d, uint32_t i);
+/* Runs that chain (false, having run nothing, when the pool has more than half as many threads
+ * as heads: the operators then run one by one, each split over the threads). */
+bool emc_attn_run(const emc_delegate *d, uint32_t i, em_threadpool *pool);
 
 /* The int8 depthwise convs whose padded input image the pixel-major conv before them (or its
  * lookup) writes as it stores (d->q8_pad; after emc_fuse_chain): a padded depthwise conv that

@@ -398,6 +398,7 @@ static bool cpool_run(const emc_delegate *d, uint32_t i, em_threadpool *pool);
 
 int emc_fuse_chain(const emc_delegate *d, uint32_t i) {
   const emc_op *ops = d->ops;
+  if (ops[i].kind == EMC_OP_GEMM) return emc_attn_fuse(d, i);
   if (ops[i].kind == EMC_OP_BINARY) return emc_q8_pw_fuse_scale(d, i);
   if (i + 1 < d->n_ops && ops[i + 1].kind == EMC_OP_UNARY) return emc_q8_pw_fuse_lut(d, i);
   if (ops[i].kind == EMC_OP_UNARY) return emc_q8_pw_fuse_fq(d, i);
@@ -420,6 +421,7 @@ int emc_fuse_chain(const emc_delegate *d, uint32_t i) {
 
 bool emc_run_chain(const emc_delegate *d, uint32_t i, int n, em_threadpool *pool) {
   const emc_op *ops = d->ops;
+  if (ops[i].kind == EMC_OP_GEMM) return emc_attn_run(d, i, pool);
   if (n == 2 && ops[i + 1].kind == EMC_OP_MAXPOOL2D) return cpool_run(d, i, pool);
   if (n == 2 && ops[i].kind == EMC_OP_BINARY) return emc_q8_pw_run_scaled(d, i, pool);
   if (n == 2 && ops[i + 1].kind == EMC_OP_UNARY) return emc_q8_pw_run_lut(d, i, pool);

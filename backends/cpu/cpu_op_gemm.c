@@ -85,6 +85,11 @@ static void gemm_batch(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+void emc_run_gemm_range(const emc_delegate *d, const emc_op *op, int64_t begin, int64_t end) {
+  gemm_batch_job bj = {d, op, NULL};
+  gemm_batch(&bj, begin, end);
+}
+
 /* A batch of at least two GEMMs per thread (attention's per-head products) is split over the
  * threads whole GEMMs at a time: one barrier instead of one per GEMM, each GEMM in one L2. */
 em_status emc_run_gemm(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {

@@ -231,6 +231,13 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+void emc_run_softmax_range(const emc_delegate *d, const emc_op *op, int64_t begin, int64_t end) {
+  rows_job j = {
+      d, op, 0, emc_mean_params_of(op), emc_softmax_params_of(op), emc_norm_params_of(op)};
+  j.cols = j.sm.cols;
+  rows_chunk(&j, begin, end);
+}
+
 em_status emc_run_rows(const emc_delegate *d, const emc_op *op, em_threadpool *pool) {
   if (op->kind == EMC_OP_MEAN && d->q8_lk && d->q8_lk[op - d->ops] > 0) {
     emc_q8_lk_mean(d, op, pool);

@@ -423,6 +423,8 @@ void emc_run_conv_smallc(const emc_delegate *d, const emc_op *op, const float *x
 /* gemm (cpu_op_gemm.c), and one GEMM job as the convs run theirs (a GEMV for M = 1). */
 bool emc_check_gemm(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_gemm(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
+/* Products [begin, end) of a (batched) gemm op on the calling thread alone. */
+void emc_run_gemm_range(const emc_delegate *d, const emc_op *op, int64_t begin, int64_t end);
 void emc_run_gemm_job(emc_gemm *j, em_threadpool *pool);
 
 /* Elementwise (cpu_op_eltwise.c): binary, unary (activations; also copy, the identity with an
@@ -464,6 +466,8 @@ bool emc_check_tensor_fq(const emc_delegate *d, const emc_op *op, char *why, siz
 em_status emc_run_tensor_fq(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
 bool emc_check_norm(const emc_delegate *d, const emc_op *op, char *why, size_t why_n);
 em_status emc_run_rows(const emc_delegate *d, const emc_op *op, em_threadpool *pool);
+/* Rows [begin, end) of a softmax op over its last dim on the calling thread alone. */
+void emc_run_softmax_range(const emc_delegate *d, const emc_op *op, int64_t begin, int64_t end);
 
 /* Data movement (cpu_op_shape.c): permute, cat, slice, pad (copy runs as a unary:
  * cpu_op_eltwise.c). */

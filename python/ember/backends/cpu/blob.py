@@ -239,9 +239,26 @@ class Graph:
         the conv) then live until the lookup, so its output does not take their memory. And the
         f32 planes of a lookup of u8 levels that only a plane mean and such a scaled conv read
         may never be written (emc_q8_lk_plan): both then read the lookup's u8 input, which lives
-        until the conv."""
+        until the conv. And attention's batched gemm of the scores, the softmax over them and the
+        gemm of the probabilities by V run head by head (cpu_op_attn.c: emc_attn_fuse): every
+        tensor the three touch then lives through all three."""
         n = len(self.ops)
         producer = {o: op for op in self.ops for o in op.outs if o >= 0}
+        root = [t.root for t in self.tensors]
+        for k in range(n - 2):
+            g1, sm, g2 = self.ops[k : k + 3]
+            if (
+                g1.kind == "gemm"
+                and sm.kind == "softmax"
+                and g2.kind == "gemm"
+                and root[sm.ins[0]] == root[g1.outs[0]]
+                and root[g2.ins[0]] == root[sm.outs[0]]
+            ):
+                for o in (g1, sm, g2):
+                    for t in o.ins + o.outs:
+                        if t >= 0 and self.tensors[t].storage == ARENA:
+                            lt = life[root[t]]
+                            lt[0], lt[1] = min(lt[0], k), max(lt[1], k + 2)
         for k, op in enumerate(self.ops):
             prev = self.ops[k - 1] if k > 0 else None
             if (
