@@ -40,7 +40,7 @@ typedef struct emc_threads {
   bool far;           /* the last probe found the hand-off slow */
   int choice;         /* while far: 0 the pool, 1 the caller alone, -1 choosing */
   int mode;           /* this execute's (0 / 1) */
-  uint32_t trial;     /* choosing: executes timed so far */
+  uint32_t trial;     /* choosing: the step of the trials' schedule (cpu_threads.c) */
   uint32_t since;     /* far executes since the last choice */
   uint64_t probed_at; /* em_now_ns of the last probe (0: none yet) */
   uint64_t start;     /* this execute's start while choosing, else 0 */
