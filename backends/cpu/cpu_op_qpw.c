@@ -36,10 +36,32 @@ static bool pw_takes(const emc_op *op) {
 /* Input channels padded to a multiple of 4, as the panel path's u8 images. */
 static size_t pw_cp(int64_t c) { return (size_t)(c + 3) / 4 * 4; }
 
-/* Depth groups of op's window: kh * kw taps of cp / 4 groups. */
+/* Whether op's window goes in compact rows: the conv quantizes its f32 input into its own image
+ * (no u8 input), of channels not a multiple of 4, undilated along x, and fewer groups come of it.
+ * The image then holds the channels unpadded (cp = cin), so a window row's kw taps are kw * cin
+ * contiguous bytes, taken 4 at a time (the last group's bytes past the row meet zero weights:
+ * the next pixel's channels, or the scratch's slack past the image). A network's 7x7 stem on 3
+ * channels: 7 x 6 groups instead of 49 taps of 3 channels padded to 4 (the same exact sums). */
+static bool pw_compact(const emc_delegate *d, const emc_op *op) {
+  const emc_conv_params p = emc_conv_params_of(op);
+  const size_t cin = (size_t)d->t[op->in[0]].sizes[1], kw = (size_t)p.kw;
+  if ((p.q8_u8 & EMC_Q8_U8_IN) || cin % 4 == 0 || p.dw != 1) return false;
+  return (kw * cin + 3) / 4 < kw * (pw_cp((int64_t)cin) / 4);
+}
+
+/* The channels' bytes a pixel takes in op's image. */
+static size_t pw_img_cp(const emc_delegate *d, const emc_op *op) {
+  const int64_t cin = d->t[op->in[0]].sizes[1];
+  return pw_compact(d, op) ? (size_t)cin : pw_cp(cin);
+}
+
+/* Depth groups of op's window: kh * kw taps of cp / 4 groups, or kh rows of ceil(kw * cin / 4)
+ * (pw_compact). */
 static size_t pw_kq(const emc_delegate *d, const emc_op *op) {
   const emc_conv_params p = emc_conv_params_of(op);
-  return (size_t)(p.kh * p.kw) * (pw_cp(d->t[op->in[0]].sizes[1]) / 4);
+  const int64_t cin = d->t[op->in[0]].sizes[1];
+  if (pw_compact(d, op)) return (size_t)p.kh * (((size_t)(p.kw * cin) + 3) / 4);
+  return (size_t)(p.kh * p.kw) * (pw_cp(cin) / 4);
 }
 
 /* Bytes of op's repacked weights (16-channel blocks of [kq][16][4]) and group offsets (kq
@@ -68,22 +90,35 @@ em_status emc_q8_pw_prepare(emc_delegate *d, em_allocator *al, char *why, size_t
     if (!pw_takes(op)) continue;
     const emc_conv_params p = emc_conv_params_of(op);
     const emc_rt_tensor *xt = &d->t[op->in[0]];
-    const size_t co = (size_t)d->t[op->out[0]].sizes[1], cq = pw_cp(xt->sizes[1]) / 4;
-    const size_t kq = pw_kq(d, op), blocks = emc_div_up(co, 16);
+    const size_t cin = (size_t)xt->sizes[1], co = (size_t)d->t[op->out[0]].sizes[1];
+    const size_t cq = pw_cp((int64_t)cin) / 4, kw = (size_t)p.kw;
+    const size_t kq = pw_kq(d, op), blocks = emc_div_up(co, 16), kq0 = (size_t)p.kh * kw * cq;
     const size_t wp = (size_t)(xt->sizes[3] + 2 * p.pw);
-    const int8_t *w = (const int8_t *)(const void *)d->t[op->in[1]].data; /* [co / 6][kq][6][4] */
+    const bool compact = pw_compact(d, op);
+    const size_t gr = (kw * cin + 3) / 4; /* compact: groups a window row */
+    const int8_t *w = (const int8_t *)(const void *)d->t[op->in[1]].data; /* [co / 6][kq0][6][4] */
     for (size_t c = 0; c < blocks * 16; c++)
       for (size_t q = 0; q < kq; q++) {
         int8_t *dst = mem + (c / 16) * kq * 64 + q * 64 + (c % 16) * 4;
-        if (c < co)
-          memcpy(dst, w + (c / EMC_MR) * kq * EMC_MR * 4 + q * EMC_MR * 4 + (c % EMC_MR) * 4, 4);
-        else
+        const int8_t *wc = w + (c / EMC_MR) * kq0 * EMC_MR * 4 + (c % EMC_MR) * 4;
+        if (c >= co) {
           memset(dst, 0, 4);
+        } else if (!compact) {
+          memcpy(dst, wc + q * EMC_MR * 4, 4);
+        } else { /* byte b: row ky's byte 4 g + b, tap kx's channel ch (0 past the row) */
+          const size_t ky = q / gr, g = q % gr;
+          for (size_t b = 0; b < 4; b++) {
+            const size_t i = 4 * g + b, kx = i / cin, ch = i % cin;
+            dst[b] = kx < kw ? wc[((ky * kw + kx) * cq + ch / 4) * EMC_MR * 4 + ch % 4] : 0;
+          }
+        }
       }
     int32_t *qoff = (int32_t *)(void *)(mem + blocks * kq * 64);
     for (size_t q = 0; q < kq; q++) { /* group q: tap (ky, kx) = q / cq, channels 4 (q % cq) */
-      const size_t t = q / cq, ky = t / (size_t)p.kw, kx = t % (size_t)p.kw;
-      qoff[q] = (int32_t)(((ky * (size_t)p.dh * wp + kx * (size_t)p.dw) * cq + q % cq) * 4);
+      const size_t t = q / cq, ky = t / kw, kx = t % kw;
+      qoff[q] = compact
+                    ? (int32_t)((q / gr) * (size_t)p.dh * wp * cin + (q % gr) * 4)
+                    : (int32_t)(((ky * (size_t)p.dh * wp + kx * (size_t)p.dw) * cq + q % cq) * 4);
     }
     table[i] = mem;
     mem += pw_bytes(d, op);
@@ -308,7 +343,7 @@ static void run_pw(const emc_delegate *d, const emc_op *op, const int8_t *w, con
   const emc_conv_params p = emc_conv_params_of(op);
   const emc_rt_tensor *xt = &d->t[op->in[0]], *yt = &d->t[op->out[0]];
   const size_t n = (size_t)xt->sizes[0], cin = (size_t)xt->sizes[1], co = (size_t)yt->sizes[1];
-  const size_t h = (size_t)xt->sizes[2], wd = (size_t)xt->sizes[3], cp = pw_cp((int64_t)cin);
+  const size_t h = (size_t)xt->sizes[2], wd = (size_t)xt->sizes[3], cp = pw_img_cp(d, op);
   const size_t hp = h + 2 * (size_t)p.ph, wp = wd + 2 * (size_t)p.pw;
   const size_t ow = (size_t)yt->sizes[3], npix = (size_t)yt->sizes[2] * ow, kq = pw_kq(d, op);
   const float *table = data_of(d, (int32_t)p.q8_id), *f = op->fp;

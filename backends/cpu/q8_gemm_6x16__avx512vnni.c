@@ -89,6 +89,29 @@ quant_planes(size_t c, size_t n, const float *x, size_t xs, const float *s,
     }
     return;
   }
+  if (ys == 3 && c == 3) { /* a stem's compact image (cpu_op_qpw.c): 16 pixels' 3 bytes */
+    /* each pixel's 4 bytes (the 4th empty) to 3 within the 128-bit lanes, then the lanes' 12
+     * bytes end to end: one 48-byte store */
+    const __m512i pack = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1));
+    const __m512i order = _mm512_setr_epi32(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 3, 7, 11, 15);
+    for (size_t i = 0; i < n; i += 16) {
+      const size_t m = n - i < 16 ? n - i : 16;
+      const __mmask16 k = (__mmask16)((1u << m) - 1u);
+      __m512i acc = _mm512_setzero_si512();
+      for (size_t j = 0; j < 3; j++) {
+        __m512 t = scaled(_mm512_maskz_loadu_ps(k, x + j * xs + i), s, j, mm);
+        t = _mm512_min_ps(fhi, _mm512_max_ps(flo, _mm512_mul_ps(t, inv))); /* NaN stays */
+        __m512i v = _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v = _mm512_max_epi32(_mm512_add_epi32(v, zp), lo); /* in [lo, hi]: one byte */
+        acc = _mm512_or_si512(acc, _mm512_slli_epi32(v, (unsigned)(8 * j)));
+      }
+      acc = _mm512_permutexvar_epi32(order, _mm512_shuffle_epi8(acc, pack));
+      const __mmask64 bytes = m == 16 ? ((__mmask64)1 << 48) - 1u : ((__mmask64)1 << (3 * m)) - 1u;
+      _mm512_mask_storeu_epi8(y + i * 3, bytes, acc);
+    }
+    return;
+  }
   size_t ch = 0;
   for (; ch < c; ch += 16) { /* the last block: rem < 16 channels, the other rows unused */
     const size_t rem = c - ch < 16 ? c - ch : 16;

@@ -127,3 +127,57 @@ def test_the_profile_names_the_path(program, tmp_path) -> None:
     # project (f32 out), wide, narrow, few, strided, dilated, head (f32 out), fc (f32 out, one
     # pixel)
     assert on == [pm, pm, pm, padded, pm, pm, pm, pm, pm, pm, pm, pm], on
+
+
+class _Stem(nn.Module):
+    """A network's first int8 conv on its f32 input (channels not a multiple of 4), then a 1x1 so
+    the stem's output is a u8 link (its own output f32 planes in the second variant)."""
+
+    def __init__(self, cin: int, k: int, stride: int, dilation: int, u8_out: bool) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(
+            cin, 20, k, stride=stride, padding=k // 2 * dilation, dilation=dilation
+        )
+        self.next = nn.Conv2d(20, 9, 1)
+        self.u8_out = u8_out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.stem(x))
+        return self.next(y) if self.u8_out else y
+
+
+@pytest.mark.parametrize(
+    "cin,k,stride,dilation,u8_out",
+    [
+        (3, 7, 2, 1, True),  # ResNet's stem: rows of 7 taps x 3 channels in 6 groups, not 7
+        (3, 7, 2, 1, False),
+        (3, 5, 1, 1, True),  # 15 bytes a row: 4 groups, not 5
+        (5, 3, 1, 1, True),  # 15 bytes a row: 4 groups, not 6
+        (6, 3, 2, 1, True),  # 18 bytes: 5 groups, not 6
+        (3, 3, 2, 1, True),  # 9 bytes: 3 groups either way (the padded taps kept)
+        (3, 7, 2, 2, True),  # dilated along x: the padded taps kept
+    ],
+)
+def test_stems_same_bytes_both_paths(cin, k, stride, dilation, u8_out, choice) -> None:
+    """A stem whose window rows go in compact groups (the channels unpadded in its u8 image)
+    gives the panel path's bytes, at 1 and 2 threads, on maps whose rows end at every group
+    offset (odd widths, a batch of 2)."""
+    torch.manual_seed(cin * 100 + k)
+    g = torch.Generator().manual_seed(k)
+    shape = (2, cin, 19, 23)
+    cal = [(torch.randn(*shape, generator=g) * 2.0,) for _ in range(3)]
+    m = _Stem(cin, k, stride, dilation, u8_out).eval()
+    ep = quantize_exported(m, cal[0], cal, progress=False)
+    inputs = (torch.randn(*shape, generator=g) * 2.0,)
+    prog = ember.export(ep, inputs, backend="cpu")
+    outs = {}
+    for force in (-1, 0):
+        configure_cpu_backend(q8_pixel_major=force)
+        outs[force] = [_run(prog, inputs, th) for th in (1, 2)]
+    for th in range(2):
+        assert torch.equal(outs[-1][th], outs[0][th]), (outs[-1][th] - outs[0][th]).abs().max()
+    assert torch.equal(outs[0][0], outs[0][1])
+    with torch.no_grad():
+        want = m(*inputs)
+    cos = torch.nn.functional.cosine_similarity(outs[0][0].flatten(), want.flatten(), dim=0)
+    assert cos > 0.995, cos  # int8 against eager: close, not equal
