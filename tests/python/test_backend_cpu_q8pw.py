@@ -101,8 +101,9 @@ def _paths(pte: str, pointwise: str) -> list[str]:
     return [ln.rsplit("ms", 1)[1].strip() for ln in r.stderr.splitlines() if "kind  1" in ln]
 
 
-def test_both_paths_give_the_same_bytes(program, choice) -> None:
-    prog, inputs = program
+def _same_bytes_both_paths(prog: ember.Program, inputs: tuple) -> torch.Tensor:
+    """The program's output with the panel path forced and with the pixel-major tile allowed, at
+    1 and 2 threads: all the same bytes (returned)."""
     outs = {}
     for force in (-1, 0):
         configure_cpu_backend(q8_pixel_major=force)
@@ -110,6 +111,11 @@ def test_both_paths_give_the_same_bytes(program, choice) -> None:
     for th in range(2):
         assert torch.equal(outs[-1][th], outs[0][th]), (outs[-1][th] - outs[0][th]).abs().max()
     assert torch.equal(outs[0][0], outs[0][1])
+    return outs[0][0]
+
+
+def test_both_paths_give_the_same_bytes(program, choice) -> None:
+    _same_bytes_both_paths(*program)
 
 
 def test_the_profile_names_the_path(program, tmp_path) -> None:
@@ -169,15 +175,8 @@ def test_stems_same_bytes_both_paths(cin, k, stride, dilation, u8_out, choice) -
     m = _Stem(cin, k, stride, dilation, u8_out).eval()
     ep = quantize_exported(m, cal[0], cal, progress=False)
     inputs = (torch.randn(*shape, generator=g) * 2.0,)
-    prog = ember.export(ep, inputs, backend="cpu")
-    outs = {}
-    for force in (-1, 0):
-        configure_cpu_backend(q8_pixel_major=force)
-        outs[force] = [_run(prog, inputs, th) for th in (1, 2)]
-    for th in range(2):
-        assert torch.equal(outs[-1][th], outs[0][th]), (outs[-1][th] - outs[0][th]).abs().max()
-    assert torch.equal(outs[0][0], outs[0][1])
+    got = _same_bytes_both_paths(ember.export(ep, inputs, backend="cpu"), inputs)
     with torch.no_grad():
         want = m(*inputs)
-    cos = torch.nn.functional.cosine_similarity(outs[0][0].flatten(), want.flatten(), dim=0)
+    cos = torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(), dim=0)
     assert cos > 0.995, cos  # int8 against eager: close, not equal
