@@ -180,6 +180,67 @@ def efficientnet_lite0() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     return m.eval(), (torch.randn(1, 3, 224, 224),)
 
 
+def _bn_relu(c: int) -> list[torch.nn.Module]:
+    return [torch.nn.BatchNorm2d(c), torch.nn.ReLU()]
+
+
+def dcgan_g() -> tuple[torch.nn.Module, tuple]:
+    """DCGAN's generator (Radford et al.): a 100-d code up to a 64x64 RGB image by transposed
+    convs of kernel 4 (stride 1 from 1x1, then stride 2, padding 1)."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    c = [512, 256, 128, 64]
+    layers: list[nn.Module] = [nn.ConvTranspose2d(100, c[0], 4, 1, 0, bias=False), *_bn_relu(c[0])]
+    for a, b in zip(c, c[1:], strict=False):
+        layers += [nn.ConvTranspose2d(a, b, 4, 2, 1, bias=False), *_bn_relu(b)]
+    layers += [nn.ConvTranspose2d(c[-1], 3, 4, 2, 1, bias=False), nn.Tanh()]
+    m = _seeded(nn.Sequential(*layers))
+    return m, (torch.randn(1, 100, 1, 1),)
+
+
+def seg_decoder() -> tuple[torch.nn.Module, tuple]:
+    """A segmentation decoder (LinkNet / ENet style): 16x16 features up to 128x128 class maps,
+    each step a 3x3 transposed conv of stride 2 with output padding, then a 3x3 conv."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    layers: list[nn.Module] = []
+    for a, b in ((256, 128), (128, 64), (64, 32)):
+        layers += [nn.ConvTranspose2d(a, b, 3, 2, 1, output_padding=1), *_bn_relu(b)]
+        layers += [nn.Conv2d(b, b, 3, padding=1), *_bn_relu(b)]
+    layers.append(nn.Conv2d(32, 21, 1))
+    m = _seeded(nn.Sequential(*layers))
+    return m, (torch.randn(1, 256, 16, 16),)
+
+
+class _Vocoder(torch.nn.Module):
+    """HiFi-GAN's generator shape (V2-sized, residual blocks left out): an 80-band mel
+    spectrogram up to a waveform by 1-d transposed convs of kernel 2 x stride (8, 8, 2, 2)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        nn = torch.nn
+        self.pre = nn.Conv1d(80, 128, 7, padding=3)
+        ups, convs, c = [], [], 128
+        for s in (8, 8, 2, 2):
+            ups.append(nn.ConvTranspose1d(c, c // 2, 2 * s, s, padding=s // 2))
+            convs.append(nn.Conv1d(c // 2, c // 2, 3, padding=1))
+            c //= 2
+        self.ups, self.convs = nn.ModuleList(ups), nn.ModuleList(convs)
+        self.post = nn.Conv1d(c, 1, 7, padding=3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pre(x)
+        for up, conv in zip(self.ups, self.convs, strict=True):
+            x = up(torch.nn.functional.leaky_relu(x, 0.1))
+            x = x + conv(torch.nn.functional.leaky_relu(x, 0.1))
+        return torch.tanh(self.post(torch.nn.functional.leaky_relu(x, 0.1)))
+
+
+def vocoder() -> tuple[torch.nn.Module, tuple]:
+    torch.manual_seed(0)
+    return _seeded(_Vocoder()), (torch.randn(1, 80, 64),)
+
+
 ZOO = {
     "mobilenet_v2": mobilenet_v2,
     "efficientnet_lite0": efficientnet_lite0,
@@ -188,4 +249,12 @@ ZOO = {
     "resnet50": lambda: resnet(50),
     "vit_b16": vit_b16,
     "minilm_l6": minilm,
+}
+
+# Decoders: models whose time is transposed convs (bench/run.py --models dcgan_g ...; not in the
+# zoo tables' default set).
+DECODERS = {
+    "dcgan_g": dcgan_g,
+    "seg_decoder": seg_decoder,
+    "vocoder": vocoder,
 }

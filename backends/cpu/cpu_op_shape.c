@@ -57,6 +57,36 @@ static void permute_rows(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* Pairs of rows interleaved: y[2l] = a[l], y[2l + 1] = b[l] (a loop the compiler vectorizes). */
+static void interleave2(const float *restrict a, const float *restrict b, float *restrict y,
+                        int64_t n) {
+  for (int64_t l = 0; l < n; l++) y[2 * l] = a[l], y[2 * l + 1] = b[l];
+}
+
+/* Items of an interleaving permute (the output's last dim short, the input's last one just before
+ * it: a transposed conv's phases put back together): one index of the other dims an item, whose
+ * output rows y[l][r] = x[r * ist + l] interleave k input rows. */
+static void permute_interleave(void *ctx, int64_t begin, int64_t end) {
+  const permute_job *j = ctx;
+  const uint32_t last = j->nd - 1;
+  const int64_t k = j->ysz[last], n = j->ysz[last - 1], ist = j->xst[last];
+  for (int64_t it = begin; it < end; it++) {
+    int64_t rem = it, off = 0;
+    for (int i = (int)last - 2; i >= 0; i--) {
+      off += (rem % j->ysz[i]) * j->xst[i];
+      rem /= j->ysz[i];
+    }
+    const float *src = j->x + off;
+    float *dst = j->y + it * n * k;
+    if (k == 2) {
+      interleave2(src, src + ist, dst, n);
+      continue;
+    }
+    for (int64_t l = 0; l < n; l++)
+      for (int64_t r = 0; r < k; r++) dst[l * k + r] = src[r * ist + l];
+  }
+}
+
 /* Items of a transposing permute: rows block b of the transpose at one index of the other dims:
  * y[.. i_q ..][l] = x[.. i_q ..][l * ist] for l in the block, i_q along dim q, 16 x 16 at a time.
  */
@@ -104,6 +134,11 @@ em_status emc_run_permute(const emc_delegate *d, const emc_op *op, em_threadpool
     for (int64_t i = (int64_t)last, s2 = 1; i >= 0; i--) j.yst[i] = s2, s2 *= j.ysz[i];
     j.blocks = (j.ysz[last] + PERMUTE_T_ROWS - 1) / PERMUTE_T_ROWS;
     par_for_mem(pool, yt->numel / (j.ysz[last] * j.ysz[j.q]) * j.blocks, permute_transposes, &j,
+                yt->numel);
+    return EM_OK;
+  }
+  if (last >= 1 && pp.dims[last - 1] == (int64_t)last && j.ysz[last] < 16 && j.xst[last] != 1) {
+    par_for_mem(pool, yt->numel / (j.ysz[last] * j.ysz[last - 1]), permute_interleave, &j,
                 yt->numel);
     return EM_OK;
   }

@@ -238,13 +238,18 @@ def g_bn(b: Builder, cur: int) -> int | None:
     return b.add("bn", (cur,), (b.mod(_bn(b, s[1])),))  # not after a conv: a channel affine
 
 
-def g_convT(b: Builder, cur: int) -> int | None:  # not lowered
+def g_convT(b: Builder, cur: int) -> int | None:
     s = b.shape(cur)
+    r = b.rng
     if len(s) != 4:
         return None
-    m = nn.ConvTranspose2d(
-        s[1], b.rng.choice([2, 4, 8]), b.rng.choice([2, 3]), b.rng.choice([1, 2])
-    )
+    k, st = r.choice([2, 3, 4]), r.choice([1, 2, 2])
+    pad = r.randint(0, k - 1)
+    opad = r.randint(0, st - 1)
+    if (s[2] - 1) * st - 2 * pad + k + opad < 1 or (s[3] - 1) * st - 2 * pad + k + opad < 1:
+        pad = 0
+    g = r.choice([1, 1, 2]) if s[1] % 2 == 0 else 1
+    m = nn.ConvTranspose2d(s[1], g * r.choice([1, 2, 4]), k, st, pad, opad, groups=g)
     return b.add("convT", (cur,), (b.mod(m),))
 
 

@@ -32,12 +32,12 @@ from ember.backends.cpu.lowering_base import (  # noqa: F401  (re-exported)
     _pair,
     _t,
 )
+from ember.backends.cpu.lowering_convt import _lower_conv_transpose
 from ember.backends.cpu.lowering_data import (
     GATHERS,
     SPLITS,
     _cat,
     _lower_adaptive_avg,
-    _lower_conv_transpose,
     _lower_embedding,
     _lower_gather,
     _lower_norm,
