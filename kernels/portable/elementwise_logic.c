@@ -313,6 +313,10 @@ static bool where_f32_dense(const em_tensor *cond, const em_tensor *a, const em_
     for (int64_t i = 0; i < n; i++) o[i] = c[i] ? xv : yv;
     return true;
   }
+  if (sc && sa && sb) { /* all dense: a loop the compiler vectorizes */
+    for (int64_t i = 0; i < n; i++) o[i] = c[i] ? x[i] : y[i];
+    return true;
+  }
   for (int64_t i = 0; i < n; i++) o[i] = c[i * sc] ? x[i * sa] : y[i * sb];
   return true;
 }

@@ -21,19 +21,20 @@ from ember.backends import AUTO, HOST_TARGETS, auto_backend_for, partition, reso
 from ember.backends.cpu.partition import PACK_MODES
 from ember.backends.vulkan.blob import STORAGE as VULKAN_STORAGE
 from ember.emit import InstrDebug, ProgramTables, emit_method
-from ember.oplist import OpList
+from ember.oplist import OpList, load_oplist
 from ember.passes.capture import capture
 from ember.passes.conv1d import conv1d_as_2d
-from ember.passes.decompose import decompose
+from ember.passes.decompose import decompose, decompose_unsupported
 from ember.passes.fold import fold_constants
 from ember.passes.fold_graph import fold_constant_subgraphs
 from ember.passes.ir import MethodIR
 from ember.passes.memory_plan import plan_memory
 from ember.passes.out_variants import to_out_variants
+from ember.passes.prelu import prelu_as_clamps
 from ember.passes.spec_prop import propagate_specs
 from ember.passes.stock_ops import MODES as STOCK_MODES
 from ember.passes.stock_ops import check_stock, decompositions_for, non_stock
-from ember.passes.verify import verify_arity, verify_edge
+from ember.passes.verify import lacks_kernel, verify_arity, verify_edge
 from ember.passes.views import elide_views
 from ember.program import Program
 from ember.serialize import serialize_ptd, serialize_pte_pieces
@@ -81,6 +82,8 @@ def lower_method(
     ep = capture(model, example_inputs, dynamic_shapes=dynamic_shapes, strict=strict)
     step(f"{name}: decompose")
     ep = decompose(ep)
+    ol = oplist if oplist is not None else load_oplist()
+    ep = prelu_as_clamps(decompose_unsupported(ep, lambda n: lacks_kernel(n, ol)))
     ep = fold_constant_subgraphs(conv1d_as_2d(ep), external=external)
     if any(getattr(n.target, "namespace", None) == "quantized_decomposed" for n in ep.graph.nodes):
         # Q/DQ from PyTorch's own PT2E flow: make their .out overloads known without ember.quant.

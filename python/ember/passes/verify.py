@@ -89,6 +89,18 @@ def verify_edge(ep: torch.export.ExportedProgram, oplist: OpList | None = None) 
             _verify_node(node, oplist)
 
 
+def lacks_kernel(node: torch.fx.Node, oplist: OpList) -> bool:
+    """Whether ``node`` calls an operator the runtime has no kernel (or out variant) for: what
+    :func:`ember.passes.decompose.decompose_unsupported` tries to decompose."""
+    try:
+        _verify_node(node, oplist)
+    except UnsupportedOperatorError:
+        return True
+    except Exception:  # other problems (dtypes, data-dependent shapes) are the verifier's
+        return False
+    return False
+
+
 def _verify_node(node: torch.fx.Node, oplist: OpList) -> None:
     if node.op not in ("placeholder", "call_function"):
         return

@@ -108,6 +108,11 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
     """The backend operator for ``ins`` or raise Unsupported. ``only_here(spec)`` tells whether
     a spec is used by no other instruction (for ops with outputs we drop)."""
     k, a = ins.kernel, ins.args
+    for t in [t for arg in [*a, *ins.outputs] for t in arg.tensors()]:
+        if len(t.shape) > B.MAX_DIMS:
+            raise Unsupported(
+                f"a tensor of rank {len(t.shape)} (the backend takes up to {B.MAX_DIMS})"
+            )
     if k in SPLITS:
         return _lower_split(ins)
     if not ins.outputs or not all(o.kind == "tensor" for o in ins.outputs):
