@@ -212,6 +212,43 @@ def seg_decoder() -> tuple[torch.nn.Module, tuple]:
     return m, (torch.randn(1, 256, 16, 16),)
 
 
+class _ResBlockIN(torch.nn.Module):
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        nn = torch.nn
+        self.body = nn.Sequential(
+            nn.ReflectionPad2d(1),
+            nn.Conv2d(c, c, 3),
+            nn.InstanceNorm2d(c),
+            nn.ReLU(),
+            nn.ReflectionPad2d(1),
+            nn.Conv2d(c, c, 3),
+            nn.InstanceNorm2d(c),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x)
+
+
+def cyclegan_g() -> tuple[torch.nn.Module, tuple]:
+    """CycleGAN's ResNet generator (Zhu et al.; 6 blocks, 128x128): reflection pads, instance
+    norms, two stride-2 convs down and two 3x3 transposed convs of stride 2 up."""
+    nn = torch.nn
+    torch.manual_seed(0)
+
+    def cin(a: int, b: int, k: int, s: int = 1, p: int = 0) -> list[nn.Module]:
+        return [nn.Conv2d(a, b, k, s, p), nn.InstanceNorm2d(b), nn.ReLU()]
+
+    layers: list[nn.Module] = [nn.ReflectionPad2d(3), *cin(3, 64, 7)]
+    layers += [*cin(64, 128, 3, 2, 1), *cin(128, 256, 3, 2, 1)]
+    layers += [_ResBlockIN(256) for _ in range(6)]
+    for a, b in ((256, 128), (128, 64)):
+        layers += [nn.ConvTranspose2d(a, b, 3, 2, 1, output_padding=1), nn.InstanceNorm2d(b)]
+        layers.append(nn.ReLU())
+    layers += [nn.ReflectionPad2d(3), nn.Conv2d(64, 3, 7), nn.Tanh()]
+    return _seeded(nn.Sequential(*layers)), (torch.randn(1, 3, 128, 128),)
+
+
 class _Vocoder(torch.nn.Module):
     """HiFi-GAN's generator shape (V2-sized, residual blocks left out): an 80-band mel
     spectrogram up to a waveform by 1-d transposed convs of kernel 2 x stride (8, 8, 2, 2)."""
@@ -255,6 +292,7 @@ ZOO = {
 # zoo tables' default set).
 DECODERS = {
     "dcgan_g": dcgan_g,
+    "cyclegan_g": cyclegan_g,
     "seg_decoder": seg_decoder,
     "vocoder": vocoder,
 }

@@ -376,6 +376,21 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         return Op(
             "groupnorm", [x], [out], ip=[n, c, hw, g], fp=[float(a[7].value)], attrs=dict(wb=wb)
         )
+    if k == "aten::_native_batch_norm_legit.no_stats_out":
+        # F.instance_norm: the batch seen as [1, N * C, H, W] normalized per channel over H, W
+        # with batch statistics: one sample, so a group norm of one channel a group
+        x = _f32x(a[0])
+        if not (only_here(_out(ins, 1)) and only_here(_out(ins, 2))):
+            raise Unsupported("batch norm statistics are used")
+        if len(x.shape) < 3 or x.shape[0] != 1:
+            raise Unsupported("batch norm on batch statistics of several samples (training mode)")
+        c, hw = x.shape[1], math.prod(x.shape[2:])
+        wb = [None if v.kind == "null" else _const_arr(_t(v)) for v in a[1:3]]
+        if any(v is None and a[1 + i].kind != "null" for i, v in enumerate(wb)):
+            raise Unsupported("batch norm with a non-constant weight or bias")
+        return Op(
+            "groupnorm", [x], [out], ip=[1, c, hw, c], fp=[float(a[5].value)], attrs=dict(wb=wb)
+        )
     if k == "aten::permute_copy.out":
         x = _f32x(a[0])
         dims = [d % max(len(x.shape), 1) for d in _ints(a[1])]
