@@ -39,7 +39,8 @@
  * (older: zero there); 16: EMC_UNARY_Q8 (older: zero there); 17: EMC_OP_TENSOR_FQ,
  * EMC_ACT_LEAKY_RELU, EMC_ACT_ELU, EMC_ACT_CUBE, EMC_SOFTMAX_SAFE (older: zero there);
  * 18: EMC_OP_EMBEDDING and integer input tensors (emc_tensor.dtype), EMC_OP_RESIZE, EMC_OP_GATHER,
- * EMC_SLICE_REVERSE, EMC_MEAN_SUM (older: zero there) */
+ * EMC_SLICE_REVERSE, EMC_MEAN_SUM (older: zero there), EMC_ACT_ERF, EMC_ACT_RECIPROCAL,
+ * EMC_ACT_SIGN */
 #define EMC_VERSION    18u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
@@ -414,6 +415,9 @@ enum emc_act {
   EMC_ACT_LEAKY_RELU = 16,   /* version 17: x > 0 ? x : x * fp[ALPHA] */
   EMC_ACT_ELU = 17,          /* version 17: see below */
   EMC_ACT_CUBE = 18,         /* version 17: (x * x) * x, as ATen's pow(x, 3) */
+  EMC_ACT_ERF = 19,          /* version 18: erf(x) */
+  EMC_ACT_RECIPROCAL = 20,   /* version 18: 1 / x */
+  EMC_ACT_SIGN = 21,         /* version 18: (x > 0) - (x < 0), as ATen's (NaN: 0) */
   EMC_ACT_END
 };
 enum { EMC_ACT_FP_MIN = 0, EMC_ACT_FP_MAX = 1 };

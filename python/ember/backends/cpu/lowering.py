@@ -69,6 +69,9 @@ UNARY = {
     "aten::rsqrt.out": "rsqrt",
     "aten::neg.out": "neg",
     "aten::abs.out": "abs",
+    "aten::erf.out": "erf",
+    "aten::reciprocal.out": "reciprocal",
+    "aten::sign.out": "sign",
 }
 BINARY_T = {
     "aten::add.out": "add",
@@ -419,6 +422,8 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
             return Op("copy", [x], [out])
         if e == 3.0:  # (x * x) * x: the tanh GELU of GPT-2, Phi, GPT-J
             return Op("unary", [x], [out], act="cube")
+        if e in (-1.0, -0.5):  # ATen's reciprocal and rsqrt
+            return Op("unary", [x], [out], act="reciprocal" if e == -1.0 else "rsqrt")
         raise Unsupported(f"pow with exponent {e}")
     if k == "aten::cat.out":
         if a[0].kind != "tensorlist" or not a[0].value:
