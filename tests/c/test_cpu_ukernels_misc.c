@@ -65,6 +65,9 @@ static double ref_act(uint32_t act, double x, const float *fp) {
   case EMC_ACT_ABS: return fabs(x);
   case EMC_ACT_LEAKY_RELU: return x > 0 ? x : x * fp[EMC_ACT_FP_ALPHA];
   case EMC_ACT_CUBE: return x * x * x;
+  case EMC_ACT_ERF: return erf(x);
+  case EMC_ACT_RECIPROCAL: return 1 / x;
+  case EMC_ACT_SIGN: return (x > 0) - (x < 0);
   case EMC_ACT_ELU: /* ATen's elu(x, alpha, scale, input_scale) */
     return x <= 0 ? expm1(x * fp[EMC_ACT_FP_ELU_INPUT_SCALE]) * fp[EMC_ACT_FP_ALPHA] *
                         fp[EMC_ACT_FP_ELU_SCALE]
@@ -145,8 +148,9 @@ static void test_elementwise(const em_cpu_config *cfg) {
         if (act == EMC_ACT_RSQRT) a[i] = fabsf(a[i]) + 0.1f;
         if (act == EMC_ACT_EXP) a[i] = a[i] * 5.0f;
       }
-      /* leaky ReLU and ELU on both signs (a is not negative by now), a left as it is */
-      const bool both = act == EMC_ACT_LEAKY_RELU || act == EMC_ACT_ELU;
+      /* leaky ReLU, ELU, erf and sign on both signs (a is not negative by now), a left as it is */
+      const bool both = act == EMC_ACT_LEAKY_RELU || act == EMC_ACT_ELU || act == EMC_ACT_ERF ||
+                        act == EMC_ACT_SIGN;
       static float sx[128];
       for (size_t i = 0; i < n; i++) sx[i] = both ? 1.0f - 0.7f * a[i] : a[i];
       y[n] = SENTINEL;
