@@ -44,6 +44,7 @@ from ember.backends.cpu.lowering_data import (
     _lower_pad,
     _lower_resize,
     _lower_split,
+    _lower_var,
     _reduce,
     _slice,
 )
@@ -318,6 +319,8 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         if math.prod(x.shape[d] for d in dims) == 0:
             raise Unsupported("empty mean or sum")
         return _reduce(x, out, dims, int(k == "aten::sum.IntList_out"))
+    if k == "aten::var.correction_out":
+        return _lower_var(_f32x(a[0]), a, out)
     if k == "aten::linalg_vector_norm.out":  # the 1- and 2-norms: sum of |x| or sqrt(sum(x * x))
         return _lower_norm(_f32x(a[0]), a, out)
     if k in ("aten::upsample_nearest2d.vec_out", "aten::upsample_bilinear2d.vec_out"):

@@ -357,3 +357,34 @@ def _lower_pad(x: TensorSpec, a: list[Arg], out: TensorSpec) -> Op:
         fp=[-INF, INF, value],
         attrs=dict(last_two=i1 == nd - 1 and (i0 == nd - 2 or i0 == i1)),  # a map's H and W
     )
+
+
+def _lower_var(x: TensorSpec, a: list[Arg], out: TensorSpec) -> Op:
+    """``aten::var.correction`` (``x.var()`` / ``x.std()``, a hand-written layer norm, AdaIN's
+    statistics) in two passes: the mean over ``dims``, then the mean of the squared deviations
+    from it, times n / (n - correction)."""
+    nd = len(x.shape)
+    dims = sorted({d % nd for d in _ints(a[1])}) if nd and a[1].kind == "intlist" else []
+    dims = dims or list(range(nd))
+    corr = 1.0 if a[2].kind == "null" else _num(a[2])
+    n = math.prod(x.shape[d] for d in dims) if nd else 1
+    if corr is None or not nd or n - corr <= 0:
+        raise Unsupported("variance of a 0-d tensor, of fewer values than the correction")
+    kept = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
+    mean = TensorSpec(f"{out.name}.mean", x.dtype, kept)
+    dev = TensorSpec(f"{out.name}.dev", x.dtype, tuple(x.shape))
+    sq = TensorSpec(f"{out.name}.sq", x.dtype, tuple(x.shape))
+    scale = n / (n - corr)
+    tail = out if scale == 1.0 else TensorSpec(f"{out.name}.biased", x.dtype, tuple(out.shape))
+    parts = [
+        _reduce(x, mean, dims, 0),
+        Op("binary", [x, mean], [dev], ip=[B.BIN["sub"]], fp=[-INF, INF]),
+        Op("binary", [dev, dev], [sq], ip=[B.BIN["mul"]], fp=[-INF, INF]),
+        _reduce(sq, tail, dims, 0),
+    ]
+    if tail is not out:
+        parts.append(Op("binary", [tail, None], [out], ip=[B.BIN["mul"]], fp=[-INF, INF, scale]))
+    flat: list[Op] = []
+    for p in parts:
+        flat.extend(p.attrs["parts"] if p.kind == "parts" else [p])
+    return Op("parts", [x], [out], attrs=dict(parts=flat))
