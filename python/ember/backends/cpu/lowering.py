@@ -32,6 +32,7 @@ from ember.backends.cpu.lowering_base import (  # noqa: F401  (re-exported)
     _pair,
     _t,
 )
+from ember.backends.cpu.lowering_conv3d import lower_conv3d
 from ember.backends.cpu.lowering_convt import _lower_conv_transpose
 from ember.backends.cpu.lowering_data import (
     GATHERS,
@@ -138,6 +139,13 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         x, w = _t(a[0]), _t(a[1])
         wa = _const_arr(w)
         ba = None if a[2].kind == "null" else _const_arr(_t(a[2]))
+        if len(x.shape) == 5 and _f32(x) and wa is not None and not a[6].value:
+            if a[2].kind != "null" and ba is None:
+                raise Unsupported("conv3d with a non-constant bias")
+            stride3, pad3, dil3 = (_ints(a[i]) for i in (3, 4, 5))
+            if not (len(stride3) == len(pad3) == len(dil3) == 3):
+                raise Unsupported("conv3d parameters")
+            return lower_conv3d(x, wa, ba, out, stride3, pad3, dil3, int(a[8].value))
         if len(x.shape) != 4 or not _f32(x) or wa is None or (a[2].kind != "null" and ba is None):
             raise Unsupported("conv2d needs 4-d input, constant weights")
         stride, pad, dil = _pair(a[3], "stride"), _pair(a[4], "padding"), _pair(a[5], "dilation")

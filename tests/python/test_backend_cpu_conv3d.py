@@ -1,0 +1,77 @@
+"""3-d convolutions in EmberCpuBackend (``lowering_conv3d.py``: the depth taps' slices stacked
+into the channels of one image per output depth, one conv2d): kernels, strides, paddings,
+dilations and groups in all three dims, batch 1 and 2, nothing outside the backend, within f32
+rounding of eager at 1 and 2 threads; seeded random shapes too.
+
+Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_conv3d.py
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+import torch
+from backend_cpu_common import _outside
+from torch import nn
+
+import ember
+from ember.runtime import RuntimeProgram
+
+
+class _Net(nn.Module):
+    def __init__(self, ci: int, co: int, **kw: Any) -> None:
+        super().__init__()
+        self.c = nn.Conv3d(ci, co, **kw)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.c(x - 0.1))
+
+
+def _check(m: nn.Module, shape: tuple[int, ...]) -> None:
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        want = m(x)
+    prog = ember.export(m, (x,))
+    assert not _outside(prog), _outside(prog)
+    for t in (1, 2):
+        got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x])[0]
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("ci", "co", "kw", "shape"),
+    [
+        (4, 8, dict(kernel_size=3, padding=1), (1, 4, 5, 9, 9)),
+        (3, 6, dict(kernel_size=(3, 7, 7), stride=(1, 2, 2), padding=(1, 3, 3)), (2, 3, 4, 16, 16)),
+        (6, 6, dict(kernel_size=3, padding=1, groups=6), (1, 6, 6, 7, 8)),  # depthwise
+        (4, 6, dict(kernel_size=(1, 3, 3), padding=(0, 1, 1), groups=2), (1, 4, 3, 6, 6)),
+        (5, 4, dict(kernel_size=(3, 1, 1)), (1, 5, 7, 4, 5)),  # R(2+1)D's temporal conv
+        (3, 4, dict(kernel_size=2, stride=2, dilation=1), (1, 3, 6, 8, 8)),
+        (3, 4, dict(kernel_size=3, dilation=(2, 1, 2), padding=(2, 0, 1)), (1, 3, 7, 6, 9)),
+        (2, 3, dict(kernel_size=(2, 3, 3), stride=(3, 1, 2)), (2, 2, 8, 7, 7)),
+    ],
+)
+def test_conv3d(ci: int, co: int, kw: dict[str, Any], shape: tuple[int, ...]) -> None:
+    torch.manual_seed(0)
+    _check(_Net(ci, co, **kw).eval(), shape)
+
+
+def test_conv3d_random() -> None:
+    rng = random.Random(3)
+    torch.manual_seed(3)
+    done = 0
+    while done < 25:
+        k = [rng.randint(1, 3) for _ in range(3)]
+        s = [rng.randint(1, 2) for _ in range(3)]
+        d = [rng.choice([1, 1, 2]) for _ in range(3)]
+        p = [rng.randint(0, d[i] * (k[i] - 1) // 2 + 1) for i in range(3)]
+        g = rng.choice([1, 1, 2])
+        ci, co = g * rng.randint(1, 3), g * rng.randint(1, 3)
+        shape = (rng.randint(1, 2), ci, rng.randint(1, 6), rng.randint(1, 8), rng.randint(1, 8))
+        if any(shape[2 + i] + 2 * p[i] < d[i] * (k[i] - 1) + 1 for i in range(3)):
+            continue
+        m = nn.Conv3d(ci, co, k, s, p, d, g).eval()
+        _check(m, shape)
+        done += 1
