@@ -41,6 +41,7 @@ from ember.backends.cpu.lowering_data import (
     _lower_adaptive_avg,
     _lower_embedding,
     _lower_gather,
+    _lower_index_select,
     _lower_norm,
     _lower_pad,
     _lower_resize,
@@ -416,6 +417,8 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         if not _f32(x) or len(x.shape) > len(out.shape):
             raise Unsupported("expand of a non-f32 tensor")
         return Op("binary", [_operand(x), None], [out], ip=[B.BIN["mul"]], fp=[-INF, INF, 1.0])
+    if k == "aten::index_select.out":
+        return _lower_index_select(ins, out)
     if k in GATHERS:  # advanced indexing, gathers and strided views by constant indices
         return _lower_gather(ins, out)
     if k in COPIES:

@@ -388,3 +388,47 @@ def _lower_var(x: TensorSpec, a: list[Arg], out: TensorSpec) -> Op:
     for p in parts:
         flat.extend(p.attrs["parts"] if p.kind == "parts" else [p])
     return Op("parts", [x], [out], attrs=dict(parts=flat))
+
+
+MAX_SELECT_RUNS = 8  # index_select runs taken as slices; more: a gather
+
+
+def _lower_index_select(ins: KernelInstr, out: TensorSpec) -> Op:
+    """``index_select`` by a constant index (``torch.roll``'s rotation, a channel reorder): the
+    index's runs of consecutive entries as slices of x concatenated along ``dim`` (a roll is two),
+    or, for more runs, a gather."""
+    a = ins.args
+    x = _f32x(a[0])
+    nd = len(x.shape)
+    t = _t(a[2])
+    if not nd or t.root().kind != CONSTANT or t.data is None:
+        raise Unsupported("index_select by indices that are not constants")
+    dim = int(a[1].value) % nd
+    idx = [int(v) % x.shape[dim] for v in t.data.reshape(-1).tolist()]
+    if len(idx) != out.shape[dim]:
+        raise Unsupported("index_select output shape")
+    runs: list[list[int]] = []
+    for i in idx:
+        if runs and i == runs[-1][0] + runs[-1][1]:
+            runs[-1][1] += 1
+        else:
+            runs.append([i, 1])
+    if len(runs) > MAX_SELECT_RUNS:
+        n = math.prod(x.shape)
+        if n > MAX_GATHER or math.prod(out.shape) > MAX_GATHER:
+            raise Unsupported("gather of more than 2^24 elements")
+        src = torch.arange(n, dtype=torch.int64).reshape(x.shape)
+        flat = torch.index_select(src, dim, torch.tensor(idx)).reshape(-1)
+        return Op("gather", [x, Const(flat.to(torch.float32).numpy())], [out])
+    if len(runs) == 1:
+        return _slice(x, out, dim, runs[0][0], 1, runs[0][1])
+    parts, pieces = [], []
+    for j, (start, length) in enumerate(runs):
+        shape = list(x.shape)
+        shape[dim] = length
+        piece = TensorSpec(f"{out.name}.run{j}", x.dtype, tuple(shape))
+        parts.append(_slice(x, piece, dim, start, 1, length))
+        pieces.append(piece)
+    cat = _cat(pieces, out, dim)
+    parts.extend(cat.attrs.get("parts") or [cat])
+    return Op("parts", [x], [out], attrs=dict(parts=parts))
