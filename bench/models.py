@@ -288,11 +288,26 @@ ZOO = {
     "minilm_l6": minilm,
 }
 
-# Decoders: models whose time is transposed convs (bench/run.py --models dcgan_g ...; not in the
-# zoo tables' default set).
-DECODERS = {
+
+def c3d() -> tuple[torch.nn.Module, tuple]:
+    """A C3D-style video classifier (Tran et al., narrowed): 3x3x3 convs and 3-d max pools over
+    8 frames of 112x112, global average pool, a linear classifier."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    layers: list[nn.Module] = []
+    for a, b, pool in ((3, 32, (1, 2, 2)), (32, 64, (2, 2, 2)), (64, 128, (2, 2, 2))):
+        layers += [nn.Conv3d(a, b, 3, padding=1), nn.ReLU(), nn.MaxPool3d(pool)]
+    layers += [nn.Conv3d(128, 128, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool3d(1)]
+    layers += [nn.Flatten(), nn.Linear(128, 101)]
+    return _seeded(nn.Sequential(*layers)), (torch.randn(1, 3, 8, 112, 112),)
+
+
+# Models outside the zoo tables' default set (bench/run.py --models dcgan_g ...): decoders (their
+# time in transposed convs, instance norms, reflection pads) and a video model (3-d convs).
+EXTRA = {
     "dcgan_g": dcgan_g,
     "cyclegan_g": cyclegan_g,
     "seg_decoder": seg_decoder,
     "vocoder": vocoder,
+    "c3d": c3d,
 }

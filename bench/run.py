@@ -54,11 +54,11 @@ def prepare(model: str, runtimes: list[str], built: tuple | None = None) -> dict
 
     sys.path.insert(0, str(ROOT / "python"))
     sys.path.insert(0, str(ROOT))
-    from bench.models import DECODERS, ZOO
+    from bench.models import EXTRA, ZOO
 
     d = OUT / model
     d.mkdir(parents=True, exist_ok=True)
-    m, inputs = built or {**ZOO, **DECODERS}[model]()
+    m, inputs = built or {**ZOO, **EXTRA}[model]()
     x = inputs[0]
     with torch.inference_mode():
         ref = m(*inputs)
@@ -148,7 +148,7 @@ def worker(rt: str, model: str, threads: int, warmup: int, runs: int) -> dict:
         import onnxruntime as ort
     else:
         sys.path.insert(0, str(ROOT))
-        from bench.models import DECODERS, ZOO
+        from bench.models import EXTRA, ZOO
     base = _rss_mb()
     t0 = time.perf_counter()  # load = file (or model construction, for eager) to ready-to-run
     if rt.startswith("et_"):
@@ -167,7 +167,7 @@ def worker(rt: str, model: str, threads: int, warmup: int, runs: int) -> dict:
         def run():
             return torch.from_numpy(sess.run(None, {name: xn})[0])
     else:
-        m, _ = {**ZOO, **DECODERS}[model]()
+        m, _ = {**ZOO, **EXTRA}[model]()
         torch.inference_mode().__enter__()
 
         def run():

@@ -292,6 +292,48 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         stride = stride or kernel
         _pool_fits(x, kernel, pad, dil)
         return Op("maxpool2d", [x], [out], ip=[*kernel, *stride, *pad, *dil, 0, 0])
+    if k == "aten::max_pool3d_with_indices.out":
+        # separable: a 2-d max pool along depth over [N * C, 1, D, H * W], then one along H, W
+        # over [N * C * OD, 1, H, W] (max of maxes; -inf padding, NaN kept, either way)
+        x = _f32x(a[0])
+        if len(x.shape) not in (4, 5) or len(out.shape) != len(x.shape):
+            raise Unsupported("max pool 3d rank")
+        if not only_here(_out(ins, 1)):
+            raise Unsupported("max pool 3d indices are used")
+        k3, s3, p3, d3 = (_ints(a[i]) for i in (1, 2, 3, 4))
+        k3, s3 = k3 * 3 if len(k3) == 1 else k3, s3 or k3
+        s3, p3, d3 = (v * 3 if len(v) == 1 else v for v in (s3, p3, d3))
+        if not all(len(v) == 3 for v in (k3, s3, p3, d3)):
+            raise Unsupported("max pool 3d parameters")
+        nc = math.prod(x.shape[:-3])
+        d, h, w = x.shape[-3:]
+        od, oh, ow = out.shape[-3:]
+        f32 = x.dtype
+        views = [
+            TensorSpec(f"{out.name}.{tag}", f32, shape)
+            for tag, shape in (
+                ("d_in", (nc, 1, d, h * w)),
+                ("d_out", (nc, 1, od, h * w)),
+                ("hw_in", (nc * od, 1, h, w)),
+                ("hw_out", (nc * od, 1, oh, ow)),
+            )
+        ]
+        _pool_fits(views[0], [k3[0], 1], [p3[0], 0], [d3[0], 1])
+        _pool_fits(views[2], k3[1:], p3[1:], d3[1:])
+        ip_d = [k3[0], 1, s3[0], 1, p3[0], 0, d3[0], 1, 0, 0]
+        ip_hw = [*k3[1:], *s3[1:], *p3[1:], *d3[1:], 0, 0]
+        parts = [Op("copy", [x], [views[0]])]
+        if ip_d[:8] != [1, 1, 1, 1, 0, 0, 1, 1]:  # else a window of one: the identity
+            parts.append(Op("maxpool2d", [views[0]], [views[1]], ip=ip_d))
+        else:
+            parts.append(Op("copy", [views[0]], [views[1]]))
+        parts.append(Op("copy", [views[1]], [views[2]]))
+        if ip_hw[:8] != [1, 1, 1, 1, 0, 0, 1, 1]:
+            parts.append(Op("maxpool2d", [views[2]], [views[3]], ip=ip_hw))
+        else:
+            parts.append(Op("copy", [views[2]], [views[3]]))
+        parts.append(Op("copy", [views[3]], [out]))
+        return Op("parts", [x], [out], attrs=dict(parts=parts))
     if k == "aten::avg_pool2d.out":
         x = _f32x(a[0])
         kernel, stride = _pair(a[1], "kernel"), _pair(a[2], "stride", empty_ok=True)
