@@ -1,7 +1,8 @@
 """Operators the runtime has no kernel for, decomposed at export instead of refused
-(``ember.passes.decompose.decompose_unsupported``): ``nn.Bilinear``'s ``_trilinear`` and
-``nn.RReLU`` in eval mode (Ember's own decompositions), and any operator PyTorch's full table
-decomposes when the operator list lacks its kernel (a 3-D max pool, an adaptive max pool). Each
+(``ember.passes.decompose.decompose_unsupported``): ``nn.Bilinear``'s ``_trilinear``,
+``nn.RReLU`` in eval mode, 3-d average and adaptive average pools (Ember's own decompositions),
+and any operator PyTorch's full table decomposes when the operator list lacks its kernel (a 3-D
+max pool, an adaptive max pool). Each
 against eager on the default path and the portable one; an operator neither table has is still
 refused with the verifier's message.
 
@@ -79,3 +80,29 @@ def test_no_decomposition_still_refused() -> None:
     m = _Fn(lambda ms, x: torch.cdist(x, x + 1)).eval()
     with pytest.raises(UnsupportedOperatorError, match="_cdist_forward"):
         ember.export(m, (torch.randn(3, 4),), oplist=_without("aten::_cdist_forward.out"))
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(kernel_size=2),
+        dict(kernel_size=3, stride=2, padding=1),
+        dict(kernel_size=(2, 3, 3), stride=(1, 2, 2), padding=(1, 1, 0), ceil_mode=True),
+        dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+        dict(kernel_size=(3, 2, 3), stride=(2, 2, 1), padding=(1, 1, 1), ceil_mode=True,
+             count_include_pad=False),
+    ],
+)  # fmt: skip
+def test_avg_pool3d_separable(kw: dict) -> None:
+    """3-d average pools (no kernel in the runtime): a depth pool, then an H x W pool."""
+    torch.manual_seed(3)
+    m = _Fn(lambda ms, x: F.avg_pool3d(x, **kw) * 2).eval()
+    _check(m, (torch.randn(2, 3, 7, 9, 8),))
+
+
+@pytest.mark.parametrize("size", [(1, 1, 1), (2, 3, 3), (3, 4, 5)])
+def test_adaptive_avg_pool3d(size: tuple[int, int, int]) -> None:
+    torch.manual_seed(4)
+    m = _Fn(lambda ms, x: F.adaptive_avg_pool3d(x, size) + 1).eval()
+    _check(m, (torch.randn(1, 4, 7, 9, 10),))
+    _check(m, (torch.randn(4, 6, 8, 8),))  # unbatched [C, D, H, W]

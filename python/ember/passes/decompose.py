@@ -4,8 +4,9 @@ Guarantees: every ``call_function`` node targets a Core ATen op (or a higher-ord
 ``cond``, ``operator.getitem``, a symbolic-int operation or a runtime assertion), using PyTorch's
 own decomposition table (``torch._decomp.core_aten_decompositions``). Then
 :func:`decompose_unsupported`: an operator the runtime has no kernel for (``adaptive_max_pool2d``
-before its kernel existed, ``nn.Bilinear``'s ``_trilinear``, ``nn.RReLU`` in eval mode) is
-decomposed further where PyTorch's full table or Ember's own has a decomposition.
+before its kernel existed, ``nn.Bilinear``'s ``_trilinear``, ``nn.RReLU`` in eval mode, 3-d
+average pools) is decomposed further where PyTorch's full table or Ember's own has a
+decomposition.
 """
 
 from __future__ import annotations
@@ -63,7 +64,54 @@ def _rrelu_eval(
     return torch.nn.functional.leaky_relu(x, (lower + upper) / 2), noise
 
 
+def _three(v: list[int], default: list[int]) -> list[int]:
+    v = list(v) or default
+    return v * 3 if len(v) == 1 else v
+
+
+def _avg_pool3d(
+    x: torch.Tensor,
+    kernel_size: list[int],
+    stride: list[int] | None = None,
+    padding: list[int] | int = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> torch.Tensor:
+    """``avg_pool3d`` as a 2-d average pool along depth over ``[N * C, 1, D, H * W]``, then one
+    along H x W: a box average is the product of the axes' averages, the divisor (padded or
+    valid count, clipped in ceil mode) the product of theirs. A divisor override is not."""
+    if divisor_override is not None or x.dim() not in (4, 5):
+        return NotImplemented  # type: ignore[return-value]
+    k = _three(kernel_size, [])
+    st = _three(stride or [], k)
+    pad = _three([padding] if isinstance(padding, int) else padding, [0])
+    lead, (d, h, w) = list(x.shape[:-3]), x.shape[-3:]
+    y = torch.nn.functional.avg_pool2d(
+        x.reshape(-1, 1, d, h * w), (k[0], 1), (st[0], 1), (pad[0], 0), ceil_mode, count_include_pad
+    )
+    od = y.shape[2]
+    y = torch.nn.functional.avg_pool2d(
+        y.reshape(-1, 1, h, w), k[1:], st[1:], pad[1:], ceil_mode, count_include_pad
+    )
+    return y.reshape(*lead, od, y.shape[-2], y.shape[-1])
+
+
+def _adaptive_avg_pool3d(x: torch.Tensor, output_size: list[int]) -> torch.Tensor:
+    """``_adaptive_avg_pool3d`` as adaptive 2-d pools along depth, then along H x W (each
+    axis' windows are its own)."""
+    if x.dim() not in (4, 5):
+        return NotImplemented  # type: ignore[return-value]
+    od, oh, ow = _three(output_size, [])
+    lead, (d, h, w) = list(x.shape[:-3]), x.shape[-3:]
+    y = torch.nn.functional.adaptive_avg_pool2d(x.reshape(-1, 1, d, h * w), (od, h * w))
+    y = torch.nn.functional.adaptive_avg_pool2d(y.reshape(-1, 1, h, w), (oh, ow))
+    return y.reshape(*lead, od, oh, ow)
+
+
 EMBER_DECOMPOSITIONS: dict[torch._ops.OpOverload, object] = {
+    aten.avg_pool3d.default: _avg_pool3d,
+    aten._adaptive_avg_pool3d.default: _adaptive_avg_pool3d,
     aten._trilinear.default: _trilinear,
     aten.rrelu_with_noise_functional.default: _rrelu_eval,
 }
