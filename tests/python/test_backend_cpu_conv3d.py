@@ -1,7 +1,9 @@
-"""3-d convolutions in EmberCpuBackend (``lowering_conv3d.py``: the depth taps' slices stacked
-into the channels of one image per output depth, one conv2d): kernels, strides, paddings,
-dilations and groups in all three dims, batch 1 and 2, nothing outside the backend, within f32
-rounding of eager at 1 and 2 threads; seeded random shapes too.
+"""3-d convolutions and max pools in EmberCpuBackend. Convs (``lowering_conv3d.py``): the depth
+taps' slices stacked into the channels of one image per output depth, one conv2d; kernels,
+strides, paddings, dilations and groups in all three dims, batch 1 and 2, seeded random shapes.
+Max pools: a pool along depth, then one along H x W (max is separable), ceil mode, dilation,
+NaN kept. Nothing outside the backend, within f32 rounding of eager at 1 and 2 threads (pools:
+bit for bit); a pool whose indices are used stays portable.
 
 Run: .venv/bin/python -m pytest tests/python/test_backend_cpu_conv3d.py
 """
@@ -75,3 +77,50 @@ def test_conv3d_random() -> None:
         m = nn.Conv3d(ci, co, k, s, p, d, g).eval()
         _check(m, shape)
         done += 1
+
+
+class _Pool(nn.Module):
+    def __init__(self, **kw: Any) -> None:
+        super().__init__()
+        self.p = nn.MaxPool3d(**kw)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.p(x * 2.0) + 1.0
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(kernel_size=(1, 2, 2)),
+        dict(kernel_size=2),
+        dict(kernel_size=3, stride=2, padding=1),
+        dict(kernel_size=(2, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), ceil_mode=True),
+        dict(kernel_size=(3, 2, 2), stride=(2, 1, 1), dilation=(2, 1, 2)),
+        dict(kernel_size=(2, 1, 1)),
+    ],
+)
+def test_max_pool3d_separable(kw: dict[str, Any]) -> None:
+    """3-d max pools as a depth pool then an H x W pool: inside, equal to eager (NaN kept)."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 7, 9, 10)
+    x[0, 1, 2, 3, 4] = float("nan")
+    m = _Pool(**kw).eval()
+    want = m(x)
+    prog = ember.export(m, (x,))
+    assert not _outside(prog), _outside(prog)
+    for t in (1, 2):
+        got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x])[0]
+        torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)
+
+
+def test_max_pool3d_with_indices_used_stays_portable() -> None:
+    class _Idx(nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return torch.nn.functional.max_pool3d(x, 2, return_indices=True)
+
+    x = torch.randn(1, 2, 4, 6, 6)
+    prog = ember.export(_Idx().eval(), (x,))
+    assert "aten::max_pool3d_with_indices.out" in _outside(prog)
+    got = RuntimeProgram(prog.buffer, threads=1).run("forward", [x])
+    want = _Idx()(x)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])

@@ -292,6 +292,15 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         stride = stride or kernel
         _pool_fits(x, kernel, pad, dil)
         return Op("maxpool2d", [x], [out], ip=[*kernel, *stride, *pad, *dil, 0, 0])
+    if k == "aten::adaptive_max_pool2d.out":  # even windows: a max pool of kernel = stride
+        x = _f32x(a[0])
+        if len(x.shape) != 4 or not only_here(_out(ins, 1)):
+            raise Unsupported("adaptive max pool rank, or its indices are used")
+        (h, w), (oh, ow) = x.shape[2:], _ints(a[1])
+        if oh < 1 or ow < 1 or h % oh or w % ow:
+            raise Unsupported("adaptive max pool of uneven windows")
+        kh, kw = h // oh, w // ow
+        return Op("maxpool2d", [x], [out], ip=[kh, kw, kh, kw, 0, 0, 1, 1, 0, 0])
     if k == "aten::max_pool3d_with_indices.out":
         # separable: a 2-d max pool along depth over [N * C, 1, D, H * W], then one along H, W
         # over [N * C * OD, 1, H, W] (max of maxes; -inf padding, NaN kept, either way)
