@@ -143,6 +143,43 @@ def _check_model(
     return prog
 
 
+class Fn(nn.Module):
+    """A module of one function of its input (the single-operator tests' models)."""
+
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+
+def _inside_and_equal(
+    m: nn.Module,
+    x: torch.Tensor,
+    *,
+    inside: bool = True,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    exact: bool = False,
+) -> ember.Program:
+    """Export ``m`` on the default path, check that nothing (``inside``) or something stays
+    outside the delegate, and compare the runtime at 1 and 2 threads with eager: bit for bit
+    (``exact``, NaN where eager has NaN) or within ``rtol`` / ``atol``."""
+    m = m.eval()
+    with torch.no_grad():
+        want = m(x)
+    prog = ember.export(m, (x,))
+    assert (not _outside(prog)) == inside, _outside(prog)
+    for t in (1, 2):
+        got = _run(prog, (x,), t)
+        if exact:
+            torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+        else:
+            torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    return prog
+
+
 def _seed_bn(m: nn.Module) -> nn.Module:
     g = torch.Generator().manual_seed(1)
     for mod in m.modules():

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import torch
-from backend_cpu_common import _outside
+from backend_cpu_common import _inside_and_equal, _outside
 from torch import nn
 
 import ember
@@ -32,14 +32,7 @@ class _Net(nn.Module):
 
 
 def _check(m: nn.Module, shape: tuple[int, ...]) -> None:
-    x = torch.randn(*shape)
-    with torch.no_grad():
-        want = m(x)
-    prog = ember.export(m, (x,))
-    assert not _outside(prog), _outside(prog)
-    for t in (1, 2):
-        got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x])[0]
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    _inside_and_equal(m, torch.randn(*shape))
 
 
 @pytest.mark.parametrize(
@@ -104,13 +97,7 @@ def test_max_pool3d_separable(kw: dict[str, Any]) -> None:
     torch.manual_seed(0)
     x = torch.randn(2, 3, 7, 9, 10)
     x[0, 1, 2, 3, 4] = float("nan")
-    m = _Pool(**kw).eval()
-    want = m(x)
-    prog = ember.export(m, (x,))
-    assert not _outside(prog), _outside(prog)
-    for t in (1, 2):
-        got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x])[0]
-        torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)
+    _inside_and_equal(_Pool(**kw), x, exact=True)
 
 
 def test_max_pool3d_with_indices_used_stays_portable() -> None:

@@ -16,12 +16,10 @@ from typing import Any
 
 import pytest
 import torch
-from backend_cpu_common import _outside
+from backend_cpu_common import _inside_and_equal
 from torch import nn
 
-import ember
 from ember.backends.cpu.lowering_convt import CONST_PHASE_MAX, phases
-from ember.runtime import RuntimeProgram
 
 
 class _Up(nn.Module):
@@ -34,15 +32,7 @@ class _Up(nn.Module):
 
 
 def _check(m: nn.Module, shape: tuple[int, ...], inside: bool = True) -> None:
-    x = torch.randn(*shape)
-    prog = ember.export(m, (x,))
-    assert (not _outside(prog)) == inside, _outside(prog)
-    x2 = torch.randn(*shape)
-    with torch.no_grad():
-        want = m(x2)
-    for t in (1, 2):
-        got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x2])[0]
-        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * max(1.0, want.abs().max()))
+    _inside_and_equal(m, torch.randn(*shape), inside=inside, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(

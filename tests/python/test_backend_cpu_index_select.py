@@ -12,21 +12,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from backend_cpu_common import _outside
-from torch import nn
-
-import ember
-from ember.runtime import RuntimeProgram
-
-
-class _Fn(nn.Module):
-    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fn(x + 1.0)
-
+from backend_cpu_common import Fn, _inside_and_equal
 
 _PERM = torch.randperm(24, generator=torch.Generator().manual_seed(0))
 
@@ -44,11 +30,5 @@ CASES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_index_select_inside_and_equal(name: str) -> None:
     torch.manual_seed(0)
-    m = _Fn(CASES[name]).eval()
-    x = torch.randn(2, 8, 8, 24)
-    want = m(x)
-    prog = ember.export(m, (x,))
-    assert not _outside(prog), _outside(prog)
-    for t in (1, 2):
-        got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x])[0]
-        assert torch.equal(got, want), (name, t)
+    fn = CASES[name]
+    _inside_and_equal(Fn(lambda x: fn(x + 1.0)), torch.randn(2, 8, 8, 24), exact=True)

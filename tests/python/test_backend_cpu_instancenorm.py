@@ -12,11 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from backend_cpu_common import _outside
+from backend_cpu_common import _inside_and_equal
 from torch import nn
-
-import ember
-from ember.runtime import RuntimeProgram
 
 
 class _Net(nn.Module):
@@ -29,13 +26,7 @@ class _Net(nn.Module):
 
 
 def _check(m: nn.Module, x: torch.Tensor, inside: bool = True) -> None:
-    with torch.no_grad():
-        want = m(x)
-    prog = ember.export(m, (x,))
-    assert (not _outside(prog)) == inside, _outside(prog)
-    for t in (1, 2):
-        got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x])[0]
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    _inside_and_equal(m, x, inside=inside)
 
 
 @pytest.mark.parametrize("batch", [1, 3])

@@ -15,20 +15,10 @@ from typing import Any
 
 import pytest
 import torch
-from backend_cpu_common import _outside, _run_per_isa
-from torch import nn
+from backend_cpu_common import Fn, _outside, _run_per_isa
 
 import ember
 from ember.runtime import RuntimeProgram
-
-
-class _Fn(nn.Module):
-    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fn(x * 1.0)
 
 
 def _input() -> torch.Tensor:
@@ -51,7 +41,7 @@ CASES: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], float]] = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_unary_inside_and_equal(name: str, tmp_path: Any) -> None:
     fn, tol = CASES[name]
-    m = _Fn(fn).eval()
+    m = Fn(lambda x: fn(x * 1.0)).eval()
     x = _input()
     want = m(x)
     prog = ember.export(m, (x,))

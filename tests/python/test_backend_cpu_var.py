@@ -12,20 +12,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from backend_cpu_common import _outside
-from torch import nn
-
-import ember
-from ember.runtime import RuntimeProgram
-
-
-class _Fn(nn.Module):
-    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fn(x * 2.0 + 1.0)
+from backend_cpu_common import Fn, _inside_and_equal
 
 
 def _adain_stats(x: torch.Tensor) -> torch.Tensor:
@@ -51,20 +38,11 @@ CASES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_var_inside_and_equal(name: str) -> None:
     torch.manual_seed(0)
-    m = _Fn(CASES[name]).eval()
-    x = torch.randn(2, 5, 6, 7)
-    want = m(x)
-    prog = ember.export(m, (x,))
-    assert not _outside(prog), _outside(prog)
-    for t in (1, 2):
-        got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x])[0]
-        torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-5)
+    fn = CASES[name]
+    m = Fn(lambda x: fn(x * 2.0 + 1.0))
+    _inside_and_equal(m, torch.randn(2, 5, 6, 7), rtol=2e-5, atol=2e-5)
 
 
 def test_no_degrees_of_freedom_stays_portable() -> None:
-    m = _Fn(lambda x: torch.var(x, dim=1, correction=3)).eval()  # 3 values, correction 3
-    x = torch.randn(2, 3, 4)
-    prog = ember.export(m, (x,))
-    assert "aten::var.correction_out" in _outside(prog)
-    got = RuntimeProgram(prog.buffer, threads=1).run("forward", [x])[0]
-    torch.testing.assert_close(got, m(x), equal_nan=True)
+    m = Fn(lambda x: torch.var(x, dim=1, correction=3))  # 3 values, correction 3
+    _inside_and_equal(m, torch.randn(2, 3, 4), inside=False)

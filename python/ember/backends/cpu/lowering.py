@@ -33,7 +33,7 @@ from ember.backends.cpu.lowering_base import (  # noqa: F401  (re-exported)
     _t,
 )
 from ember.backends.cpu.lowering_conv3d import lower_conv3d
-from ember.backends.cpu.lowering_convt import _lower_conv_transpose
+from ember.backends.cpu.lowering_convt import ConvGeom, _lower_conv_transpose
 from ember.backends.cpu.lowering_data import (
     GATHERS,
     SPLITS,
@@ -146,7 +146,7 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
             stride3, pad3, dil3 = (_ints(a[i]) for i in (3, 4, 5))
             if not (len(stride3) == len(pad3) == len(dil3) == 3):
                 raise Unsupported("conv3d parameters")
-            return lower_conv3d(x, wa, ba, out, stride3, pad3, dil3, int(a[8].value))
+            return lower_conv3d(x, wa, ba, out, ConvGeom(stride3, pad3, dil3, int(a[8].value)))
         if len(x.shape) != 4 or not _f32(x) or wa is None or (a[2].kind != "null" and ba is None):
             raise Unsupported("conv2d needs 4-d input, constant weights")
         stride, pad, dil = _pair(a[3], "stride"), _pair(a[4], "padding"), _pair(a[5], "dilation")

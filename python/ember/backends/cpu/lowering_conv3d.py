@@ -18,21 +18,16 @@ import math
 import numpy as np
 
 from ember.backends.cpu.lowering_base import INF, Op, Unsupported
+from ember.backends.cpu.lowering_convt import ConvGeom
 from ember.backends.cpu.lowering_data import _cat, _slice
 from ember.passes.ir import TensorSpec
 
 
 def lower_conv3d(
-    x: TensorSpec,
-    w: np.ndarray,
-    b: np.ndarray | None,
-    out: TensorSpec,
-    stride: list[int],
-    pad: list[int],
-    dil: list[int],
-    groups: int,
+    x: TensorSpec, w: np.ndarray, b: np.ndarray | None, out: TensorSpec, g: ConvGeom
 ) -> Op:
     """``out = conv3d(x, w, b)`` (weight [Co, C / groups, kD, kH, kW]) as backend ops."""
+    stride, pad, dil, groups = g.stride, g.pad, g.dil, g.groups
     n, c, d, h, wd = x.shape
     co, cg, kd, kh, kw = w.shape
     if len(out.shape) != 5 or min(stride) < 1 or min(dil) < 1 or min(pad) < 0 or c != cg * groups:

@@ -82,23 +82,18 @@ def _pad_crop(x: TensorSpec, ty: Phase, tx: Phase, name: str) -> tuple[TensorSpe
     """x cropped where a phase's padding is negative, then padded where the phase's two sides
     differ (the symmetric part is the conv's own padding, :func:`_conv_pad`)."""
     ops: list[Op] = []
-    n, c, h, w = x.shape
     cur = x
-    crop = [max(0, -ty.before), max(0, -ty.after), max(0, -tx.before), max(0, -tx.after)]
-    if crop[0] or crop[1]:
-        nh = h - crop[0] - crop[1]
-        if nh < 1:
-            raise Unsupported("transposed conv: a phase reads no input row")
-        y = TensorSpec(f"{name}.cropy", x.dtype, (n, c, nh, w))
-        ops.append(_slice(cur, y, 2, crop[0], 1, nh))
-        cur, h = y, nh
-    if crop[2] or crop[3]:
-        nw = w - crop[2] - crop[3]
-        if nw < 1:
-            raise Unsupported("transposed conv: a phase reads no input column")
-        y = TensorSpec(f"{name}.cropx", x.dtype, (n, c, h, nw))
-        ops.append(_slice(cur, y, 3, crop[2], 1, nw))
-        cur, w = y, nw
+    for axis, f in ((2, ty), (3, tx)):  # crops first (a phase's negative padding)
+        lo, hi = max(0, -f.before), max(0, -f.after)
+        if lo or hi:
+            shape = list(cur.shape)
+            shape[axis] -= lo + hi
+            if shape[axis] < 1:
+                raise Unsupported("transposed conv: a phase reads no input row")
+            y = TensorSpec(f"{name}.crop{axis}", x.dtype, tuple(shape))
+            ops.append(_slice(cur, y, axis, lo, 1, shape[axis]))
+            cur = y
+    n, c, h, w = cur.shape
     py, px = _conv_pad(ty, tx)
     top, bottom = max(0, ty.before) - py, max(0, ty.after) - py
     left, right = max(0, tx.before) - px, max(0, tx.after) - px
@@ -123,18 +118,22 @@ def _conv_pad(ty: Phase, tx: Phase) -> tuple[int, int]:
     return max(0, min(ty.before, ty.after)), max(0, min(tx.before, tx.after))
 
 
+@dataclass(frozen=True)
+class ConvGeom:
+    """A convolution's stride, padding and dilation (one entry an axis) and groups."""
+
+    stride: list[int]
+    pad: list[int]
+    dil: list[int]
+    groups: int
+
+
 def lower_subpixel(
-    x: TensorSpec,
-    w: np.ndarray,
-    b: np.ndarray | None,
-    out: TensorSpec,
-    stride: list[int],
-    pad: list[int],
-    dil: list[int],
-    groups: int,
+    x: TensorSpec, w: np.ndarray, b: np.ndarray | None, out: TensorSpec, g: ConvGeom
 ) -> Op:
     """Any transposed conv as ``sy * sx`` ordinary convs, a cat, a permute and a crop (the
     module's docstring). ``w`` is the transposed conv's weight, [Ci, Co / groups, kh, kw]."""
+    stride, pad, dil, groups = g.stride, g.pad, g.dil, g.groups
     ci, cog, kh, kw = w.shape
     n, c, h, wd = x.shape
     sy, sx = stride
@@ -246,7 +245,7 @@ def _lower_conv_transpose(
         or any(outpad)
         or tuple(out.shape) != (n, co, h * kh, wd * kw)
     ):
-        return lower_subpixel(x, w, b, out, stride, pad, dil, groups)
+        return lower_subpixel(x, w, b, out, ConvGeom(stride, pad, dil, groups))
     taps = np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(co * kh * kw, ci, 1, 1))
     bias = None if b is None else np.repeat(b.astype(np.float32), kh * kw)
     f32 = x.dtype
