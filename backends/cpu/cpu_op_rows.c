@@ -10,7 +10,8 @@ bool emc_check_mean(const emc_delegate *d, const emc_op *op, char *why, size_t w
   const emc_mean_params p = emc_mean_params_of(op);
   int64_t inner = p.inner < 1 ? 1 : p.inner;
   if (p.outer < 0 || p.len < 1) WHY("mean: bad shape");
-  if (p.sum != 0 && p.sum != 1) WHY("mean: sum flag %lld is not 0 or 1", (long long)p.sum);
+  if (p.sum < EMC_REDUCE_MEAN || p.sum > EMC_REDUCE_MIN)
+    WHY("mean: reduction %lld is not a mean, sum, max or min", (long long)p.sum);
   return check_rows(d, op, p.outer * p.len * inner, p.outer * inner, why, why_n);
 }
 
@@ -155,6 +156,25 @@ typedef struct rows_job {
   emc_norm_params norm;
 } rows_job;
 
+/* Row r of a max (or min) over the middle of [outer, cols, inner] (inner 0 or 1: over a row),
+ * NaN propagating as ATen's amax / max.dim: a NaN wins, the first of them kept. */
+static void reduce_extreme(const float *x, float *y, int64_t r, int64_t cols, int64_t inner,
+                           bool is_max) {
+  if (inner < 1) inner = 1;
+  float *yo = y + r * inner;
+  const float *xr = x + r * cols * inner;
+  for (int64_t i = 0; i < inner; i++) yo[i] = xr[i];
+  for (int64_t l = 1; l < cols; l++) {
+    const float *xl = xr + l * inner;
+    if (is_max)
+      for (int64_t i = 0; i < inner; i++)
+        yo[i] = (xl[i] > yo[i] || xl[i] != xl[i]) && yo[i] == yo[i] ? xl[i] : yo[i];
+    else
+      for (int64_t i = 0; i < inner; i++)
+        yo[i] = (xl[i] < yo[i] || xl[i] != xl[i]) && yo[i] == yo[i] ? xl[i] : yo[i];
+  }
+}
+
 static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
   const rows_job *j = ctx;
   const emc_delegate *d = j->d;
@@ -173,6 +193,12 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; r++) {
     switch (op->kind) {
     case EMC_OP_MEAN: {
+      if (j->mean.sum >= EMC_REDUCE_MAX) {
+        reduce_extreme(x, y, r, cols, j->mean.inner, j->mean.sum == EMC_REDUCE_MAX);
+        const int64_t inner = j->mean.inner > 1 ? j->mean.inner : 1;
+        if (op->act) d->cfg->vact((size_t)inner, y + r * inner, y + r * inner, op->act, op->fp);
+        break;
+      }
       if (j->mean.inner > 1) { /* reduce the middle of [outer, cols, inner] */
         const int64_t inner = j->mean.inner;
         float *yo = y + r * inner;

@@ -287,8 +287,10 @@ enum { EMC_BINARY_FP_SCALAR = 2 };
  * activation and the fake-quant after it as one op. */
 enum { EMC_UNARY_Q8, EMC_UNARY_Q8_TABLE, EMC_UNARY_PRE, EMC_UNARY_PRE_TIMES_X };
 /* Mean ip[] slots: x is [outer, len, inner] (inner 0 reads as 1), y [outer, inner];
- * EMC_MEAN_SUM (version 18): 1 for the sum, not the mean (older: zero there). */
+ * EMC_MEAN_SUM (version 18): the reduction, an emc_reduce: 1 for the sum, not the mean, 2 the
+ * maximum, 3 the minimum (NaN propagating; older: zero there). */
 enum { EMC_MEAN_OUTER, EMC_MEAN_LEN, EMC_MEAN_INNER, EMC_MEAN_SUM };
+enum emc_reduce { EMC_REDUCE_MEAN = 0, EMC_REDUCE_SUM = 1, EMC_REDUCE_MAX = 2, EMC_REDUCE_MIN = 3 };
 /* Softmax ip[] slots (rows of cols floats; inner must be 1; log 0 / 1; scaled 0 / 1; the mask's
  * rows, 0 without one) and fp[] slot (the scale when scaled). */
 enum {
@@ -639,7 +641,7 @@ typedef struct emc_mean_params {
   int64_t outer; /* EMC_MEAN_OUTER */
   int64_t len;   /* EMC_MEAN_LEN: the reduced dim */
   int64_t inner; /* EMC_MEAN_INNER: as stored (0 and 1 both mean 1) */
-  int64_t sum;   /* EMC_MEAN_SUM: 1 for the sum */
+  int64_t sum;   /* EMC_MEAN_SUM: an emc_reduce (1 the sum, 2 the max, 3 the min) */
 } emc_mean_params;
 
 static inline emc_mean_params emc_mean_params_of(const emc_op *op) {

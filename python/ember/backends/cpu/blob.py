@@ -23,7 +23,7 @@ MAGIC = b"EMC1"
 # 16: EMC_UNARY_Q8; 17: EMC_OP_TENSOR_FQ (a per-tensor dynamic fake-quant of its own),
 # EMC_ACT_LEAKY_RELU and EMC_ACT_ELU (their parameters in fp[3..5]), EMC_ACT_CUBE, EMC_SOFTMAX_SAFE;
 # 18: EMC_OP_EMBEDDING and integer inputs (the tensor record's dtype), EMC_OP_RESIZE, EMC_OP_GATHER,
-# EMC_SLICE_REVERSE (flip), EMC_MEAN_SUM, EMC_ACT_ERF / RECIPROCAL / SIGN
+# EMC_SLICE_REVERSE (flip), EMC_MEAN_SUM (mean, sum, max, min), EMC_ACT_ERF / RECIPROCAL / SIGN
 VERSION = 18
 DQL_PER_TOKEN, DQL_PER_TENSOR, DQL_STATIC = 0, 1, 2  # EMC_DQL_ROWQ
 MAX_DIMS = 6
@@ -55,6 +55,7 @@ OP = {
     "embedding": 20,
     "resize": 21,
     "gather": 22,
+    "extreme": 7,  # a max or min over a dim: EMC_OP_MEAN with EMC_MEAN_SUM 2 / 3
 }
 # emc_dtype: a tensor record's element type (integers only for an embedding's index input)
 DTYPE_F32, DTYPE_I64, DTYPE_I32 = 0, 1, 2

@@ -395,7 +395,9 @@ def _fuse_plane_means(ops: list[Op], u: _Uses, int8_too: bool = False) -> None:
     weights and a fake-quantized output, which may become an int8 depthwise conv on u8 levels
     (fusion_q8's ``_dwconv_q8``, one output), nor for one that did."""
     for mean in [
-        o for o in ops if o.kind == "mean" and o.act == "none" and o.ip[2] <= 1 and o.ip[3:4] != [1]
+        o
+        for o in ops
+        if o.kind == "mean" and o.act == "none" and o.ip[2] <= 1 and o.ip[3:4] in ([], [0])
     ]:
         x = mean.ins[0]
         p = u.producer(x)

@@ -36,6 +36,8 @@ from ember.backends.cpu.lowering_conv3d import lower_conv3d
 from ember.backends.cpu.lowering_convt import ConvGeom, _lower_conv_transpose
 from ember.backends.cpu.lowering_data import (
     GATHERS,
+    REDUCE_MAX,
+    REDUCE_MIN,
     SPLITS,
     _cat,
     _lower_adaptive_avg,
@@ -379,6 +381,21 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         if math.prod(x.shape[d] for d in dims) == 0:
             raise Unsupported("empty mean or sum")
         return _reduce(x, out, dims, int(k == "aten::sum.IntList_out"))
+    if k in ("aten::amax.out", "aten::amin.out", "aten::max.dim_max", "aten::min.dim_min"):
+        # max / min over dims (a hand-written stable softmax's x - x.max(-1)), NaN propagating;
+        # max.dim / min.dim only when their indices are not used
+        x = _f32x(a[0])
+        nd = len(x.shape)
+        if nd == 0 or math.prod(x.shape) == 0:
+            raise Unsupported("max / min of a 0-d or empty tensor")
+        if k.endswith(("dim_max", "dim_min")):
+            if not only_here(_out(ins, 1)):
+                raise Unsupported("max / min indices are used")
+            dims = [int(a[1].value) % nd]
+        else:
+            dims = sorted({d % nd for d in _ints(a[1])}) or list(range(nd))
+        how = REDUCE_MAX if "max" in k else REDUCE_MIN
+        return _reduce(x, out, dims, how)
     if k == "aten::var.correction_out":
         return _lower_var(_f32x(a[0]), a, out)
     if k == "aten::linalg_vector_norm.out":  # the 1- and 2-norms: sum of |x| or sqrt(sum(x * x))

@@ -61,10 +61,14 @@ def _lower_norm(x: TensorSpec, a: list[Arg], out: TensorSpec) -> Op:
     )
 
 
+REDUCE_MAX, REDUCE_MIN = 2, 3  # emc_reduce: EMC_MEAN_SUM's max and min
+
+
 def _reduce(x: TensorSpec, out: TensorSpec, dims: list[int], is_sum: int) -> Op:
-    """A mean (sum: ``is_sum``) over ``dims`` (sorted): one ``mean`` op per run of adjacent
-    dims, the last run first (a mean of means over equal counts is the mean), each into a new
-    tensor but the last."""
+    """A mean (sum: ``is_sum`` 1; max / min: REDUCE_MAX / MIN) over ``dims`` (sorted): one
+    ``mean`` (``extreme``) op per run of adjacent dims, the last run first (a mean of means over
+    equal counts is the mean, a max of maxes the max), each into a new tensor but the last."""
+    kind = "extreme" if is_sum >= REDUCE_MAX else "mean"
     groups: list[list[int]] = []
     for d in dims:
         if groups and d == groups[-1][-1] + 1:
@@ -77,7 +81,7 @@ def _reduce(x: TensorSpec, out: TensorSpec, dims: list[int], is_sum: int) -> Op:
         cols = math.prod(shape[g[0] : g[-1] + 1])
         shape = shape[: g[0]] + shape[g[-1] + 1 :]
         dst = out if i == len(groups) - 1 else TensorSpec(f"{out.name}.r{i}", x.dtype, tuple(shape))
-        ops.append(Op("mean", [src], [dst], ip=[outer, cols, inner, is_sum]))
+        ops.append(Op(kind, [src], [dst], ip=[outer, cols, inner, is_sum]))
         src = dst
     return ops[0] if len(ops) == 1 else Op("parts", [x], [out], attrs=dict(parts=ops))
 
