@@ -40,7 +40,7 @@
  * EMC_ACT_LEAKY_RELU, EMC_ACT_ELU, EMC_ACT_CUBE, EMC_SOFTMAX_SAFE (older: zero there);
  * 18: EMC_OP_EMBEDDING and integer input tensors (emc_tensor.dtype), EMC_OP_RESIZE, EMC_OP_GATHER,
  * EMC_SLICE_REVERSE, EMC_MEAN_SUM (older: zero there), EMC_ACT_ERF, EMC_ACT_RECIPROCAL,
- * EMC_ACT_SIGN */
+ * EMC_ACT_SIGN, EMC_ACT_SOFTPLUS, EMC_ACT_MISH */
 #define EMC_VERSION    18u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
@@ -420,6 +420,8 @@ enum emc_act {
   EMC_ACT_ERF = 19,          /* version 18: erf(x) */
   EMC_ACT_RECIPROCAL = 20,   /* version 18: 1 / x */
   EMC_ACT_SIGN = 21,         /* version 18: (x > 0) - (x < 0), as ATen's (NaN: 0) */
+  EMC_ACT_SOFTPLUS = 22,     /* version 18: ATen's softplus, beta fp[ALPHA], threshold fp[4] */
+  EMC_ACT_MISH = 23,         /* version 18: x * tanh(softplus(x)) */
   EMC_ACT_END
 };
 enum { EMC_ACT_FP_MIN = 0, EMC_ACT_FP_MAX = 1 };
@@ -452,6 +454,7 @@ enum {
  * f32 (expm1 within a few f32 ulps of the portable kernel's double one). Every value finite.
  */
 enum { EMC_ACT_FP_ALPHA = 3, EMC_ACT_FP_ELU_SCALE = 4, EMC_ACT_FP_ELU_INPUT_SCALE = 5 };
+enum { EMC_ACT_FP_THRESHOLD = 4 }; /* EMC_ACT_SOFTPLUS's */
 
 /*
  * Residual (in[3] of conv2d and gemm, version 4; -1: none): a tensor of the output's shape added

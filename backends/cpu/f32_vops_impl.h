@@ -101,6 +101,32 @@ static inline float vx_erf_exactf(float x) {
   return fabsf(x) < 0.5f ? small : big;
 }
 
+/* log1p(u) for u in [0, 1]: log(w), w = 1 + u in [1, 2], as Cephes' logf (w reduced to
+ * [sqrt(1/2), sqrt(2)) by one halving, a degree-8 polynomial), plus the rounding error of w
+ * ((u - (w - 1)) / w: exact small u). Branch-free. */
+static inline float vx_log1p_unitf(float u) {
+  const float w = 1.0f + u;
+  const float e = w > 1.41421356f ? 1.0f : 0.0f;
+  const float f = (e > 0.0f ? w * 0.5f : w) - 1.0f, z = f * f;
+  float y = 7.0376836292e-2f;
+  y = y * f - 1.1514610310e-1f;
+  y = y * f + 1.1676998740e-1f;
+  y = y * f - 1.2420140846e-1f;
+  y = y * f + 1.4249322787e-1f;
+  y = y * f - 1.6668057665e-1f;
+  y = y * f + 2.0000714765e-1f;
+  y = y * f - 2.4999993993e-1f;
+  y = y * f + 3.3333331174e-1f;
+  y = y * f * z - 2.12194440e-4f * e - 0.5f * z;
+  return f + y + 0.693359375f * e + (u - (w - 1.0f)) / w;
+}
+
+/* softplus(x) = log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)) (no overflow; NaN stays). */
+static inline float vx_softplus1f(float x) {
+  const float ax = fabsf(x);
+  return (x > 0.0f ? x : 0.0f) + vx_log1p_unitf(vx_expf(-ax)); /* NaN: through the exp */
+}
+
 #ifndef EM_VOPS_OWN_ELEMENTWISE /* the ISA file defines vbinary and vaffine */
 #define EM_VBIN(op, expr)                                                                          \
   void EM_NAME(em_f32_v##op##_minmax_ukernel__)(size_t n, const float *a, const float *b,          \
@@ -275,6 +301,19 @@ void EM_NAME(em_f32_vact_ukernel__)(size_t n, const float *x, float *y, uint32_t
     break;
   case EMC_ACT_SIGN:
     for (size_t i = 0; i < n; i++) y[i] = (float)(x[i] > 0.0f) - (float)(x[i] < 0.0f);
+    break;
+  case EMC_ACT_SOFTPLUS: { /* ATen's: x where x * beta > threshold, else softplus(x * beta) / beta
+                            */
+    const float beta = fp[EMC_ACT_FP_ALPHA], thr = fp[EMC_ACT_FP_THRESHOLD];
+    for (size_t i = 0; i < n; i++) {
+      const float t = x[i] * beta;
+      y[i] = t > thr ? x[i] : vx_softplus1f(t) / beta;
+    }
+    break;
+  }
+  case EMC_ACT_MISH: /* tanh(softplus) taken as 0 below -88 (vx_expf's floor): -inf gives NaN */
+    for (size_t i = 0; i < n; i++)
+      y[i] = x[i] * (x[i] < -88.0f ? 0.0f : vx_tanhf(vx_softplus1f(x[i])));
     break;
   case EMC_ACT_LEAKY_RELU: {
     const float a = fp[EMC_ACT_FP_ALPHA];

@@ -68,6 +68,11 @@ static double ref_act(uint32_t act, double x, const float *fp) {
   case EMC_ACT_ERF: return erf(x);
   case EMC_ACT_RECIPROCAL: return 1 / x;
   case EMC_ACT_SIGN: return (x > 0) - (x < 0);
+  case EMC_ACT_SOFTPLUS: {
+    const double beta = fp[EMC_ACT_FP_ALPHA], t = x * beta;
+    return t > fp[EMC_ACT_FP_THRESHOLD] ? x : log1p(exp(t)) / beta;
+  }
+  case EMC_ACT_MISH: return x * tanh(log1p(exp(x)));
   case EMC_ACT_ELU: /* ATen's elu(x, alpha, scale, input_scale) */
     return x <= 0 ? expm1(x * fp[EMC_ACT_FP_ELU_INPUT_SCALE]) * fp[EMC_ACT_FP_ALPHA] *
                         fp[EMC_ACT_FP_ELU_SCALE]
@@ -148,9 +153,9 @@ static void test_elementwise(const em_cpu_config *cfg) {
         if (act == EMC_ACT_RSQRT) a[i] = fabsf(a[i]) + 0.1f;
         if (act == EMC_ACT_EXP) a[i] = a[i] * 5.0f;
       }
-      /* leaky ReLU, ELU, erf and sign on both signs (a is not negative by now), a left as it is */
+      /* leaky ReLU, ELU, erf, sign, softplus, mish on both signs (a is not negative by now) */
       const bool both = act == EMC_ACT_LEAKY_RELU || act == EMC_ACT_ELU || act == EMC_ACT_ERF ||
-                        act == EMC_ACT_SIGN;
+                        act == EMC_ACT_SIGN || act == EMC_ACT_SOFTPLUS || act == EMC_ACT_MISH;
       static float sx[128];
       for (size_t i = 0; i < n; i++) sx[i] = both ? 1.0f - 0.7f * a[i] : a[i];
       y[n] = SENTINEL;

@@ -1,5 +1,6 @@
-"""erf, reciprocal and sign (and pow by -1 and -0.5) in EmberCpuBackend as activations
-(EMC_ACT_ERF / RECIPROCAL / SIGN): a hand-written erf GELU, ``1 / x``, ``x.sign()`` inside the
+"""erf, reciprocal, sign, softplus and mish (and pow by -1 and -0.5) in EmberCpuBackend as
+activations (EMC_ACT_ERF / RECIPROCAL / SIGN / SOFTPLUS / MISH; softplus and mish kept whole by
+the exporter): a hand-written erf GELU, ``1 / x``, ``x.sign()``, ``nn.Mish`` inside the
 backend instead of portable kernels between delegates; equal to eager (erf within 2e-7, the others
 bit for bit, NaN, infinities, signed zeros included) at 1 and 2 threads and on every ISA this CPU
 runs.
@@ -35,6 +36,10 @@ CASES: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], float]] = {
     "sign": (torch.sign, 0.0),
     "pow_m1": (lambda x: x.pow(-1), 0.0),
     "pow_m05": (lambda x: x.abs().pow(-0.5), 1e-7),
+    "mish": (torch.nn.functional.mish, 1e-6),
+    "softplus": (torch.nn.functional.softplus, 1e-6),
+    "softplus_beta": (lambda x: torch.nn.functional.softplus(x, beta=2.5, threshold=4.0), 1e-6),
+    "softplus_neg_beta": (lambda x: torch.nn.functional.softplus(x, beta=-0.5), 1e-6),
 }
 
 

@@ -16,10 +16,18 @@ from collections.abc import Callable
 import torch
 from torch._decomp import core_aten_decompositions, decomposition_table
 
+# Core ATen decomposes these into select / log1p / exp chains; the runtime has their kernels
+# (the CPU backend runs each as one activation) and the stock-ExecuTorch check decomposes them
+# where a portable program must run there.
+KEPT = (torch.ops.aten.softplus.default, torch.ops.aten.mish.default)
+
 
 def decompose(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
-    """Return ``ep.run_decompositions(core_aten_decompositions())``."""
-    return ep.run_decompositions(core_aten_decompositions())
+    """Return ``ep.run_decompositions(core_aten_decompositions())``, :data:`KEPT` kept whole."""
+    table = core_aten_decompositions()
+    for op in KEPT:
+        table.pop(op, None)
+    return ep.run_decompositions(table)
 
 
 # ---- operators the runtime has no kernel for ----------------------------------------------------

@@ -23,7 +23,8 @@ MAGIC = b"EMC1"
 # 16: EMC_UNARY_Q8; 17: EMC_OP_TENSOR_FQ (a per-tensor dynamic fake-quant of its own),
 # EMC_ACT_LEAKY_RELU and EMC_ACT_ELU (their parameters in fp[3..5]), EMC_ACT_CUBE, EMC_SOFTMAX_SAFE;
 # 18: EMC_OP_EMBEDDING and integer inputs (the tensor record's dtype), EMC_OP_RESIZE, EMC_OP_GATHER,
-# EMC_SLICE_REVERSE (flip), EMC_MEAN_SUM (mean, sum, max, min), EMC_ACT_ERF / RECIPROCAL / SIGN
+# EMC_SLICE_REVERSE (flip), EMC_MEAN_SUM (mean, sum, max, min), EMC_ACT_ERF / RECIPROCAL / SIGN /
+# SOFTPLUS / MISH
 VERSION = 18
 DQL_PER_TOKEN, DQL_PER_TENSOR, DQL_STATIC = 0, 1, 2  # EMC_DQL_ROWQ
 MAX_DIMS = 6
@@ -83,6 +84,8 @@ ACT = {
     "erf": 19,
     "reciprocal": 20,
     "sign": 21,
+    "softplus": 22,
+    "mish": 23,
 }
 # Conv ip slots.
 CONV_DEPTHWISE, CONV_SCRATCH_OFF, CONV_SCRATCH_NBYTES = 9, 10, 11

@@ -236,7 +236,7 @@ def _merge_clamps(ops: list[Op], u: _Uses) -> None:
 # Ops that may also take a fake-quant activation (their kernels run the generic activation).
 _FQ_FUSABLE = _FUSABLE | {"maxpool2d", "avgpool2d"}
 # Activations with parameters in fp[3..7] (EMC_ACT_FP_*), which move with them.
-_ACT_HIGH_SLOTS = ("fakequant", "hardswish_fq", "leaky_relu", "elu")
+_ACT_HIGH_SLOTS = ("fakequant", "hardswish_fq", "leaky_relu", "elu", "softplus")
 
 
 def _fuse_acts(ops: list[Op], u: _Uses) -> None:
@@ -277,7 +277,7 @@ def _fuse_acts(ops: list[Op], u: _Uses) -> None:
         elif act.act == "clamp":
             p.fp = (p.fp + [0.0, 0.0])[: max(len(p.fp), 2)]
             p.fp[0], p.fp[1] = act.fp[0], act.fp[1]
-        elif act.act in ("leaky_relu", "elu"):  # EMC_ACT_FP_ALPHA.. above the op's own slots
+        elif act.act in ("leaky_relu", "elu", "softplus"):  # EMC_ACT_FP_ALPHA.. above the op's
             fp = (list(p.fp) + [0.0] * 8)[:8]
             fp[3:6] = (list(act.fp[3:6]) + [0.0] * 3)[:3]
             p.fp = fp

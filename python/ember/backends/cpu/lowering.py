@@ -77,6 +77,13 @@ UNARY = {
     "aten::erf.out": "erf",
     "aten::reciprocal.out": "reciprocal",
     "aten::sign.out": "sign",
+    "aten::mish.out": "mish",
+}
+# Activations with parameters: (act, how many scalar arguments follow the input).
+PARAM_ACTS = {
+    "aten::leaky_relu.out": ("leaky_relu", 1),
+    "aten::elu.out": ("elu", 3),
+    "aten::softplus.out": ("softplus", 2),
 }
 BINARY_T = {
     "aten::add.out": "add",
@@ -201,11 +208,13 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         return Op("unary", [_f32x(a[0])], [out], act="gelu_tanh" if approx == "tanh" else "gelu")
     if k in UNARY:
         return Op("unary", [_f32x(a[0])], [out], act=UNARY[k])
-    if k in ("aten::leaky_relu.out", "aten::elu.out"):  # parameters in fp[3..5] (EMC_ACT_FP_*)
-        params = [_num(v) for v in a[1 : 2 if k == "aten::leaky_relu.out" else 4]]
+    if k in PARAM_ACTS:  # parameters in fp[3..5] (EMC_ACT_FP_*)
+        act, n_params = PARAM_ACTS[k]
+        params = [_num(v) for v in a[1 : 1 + n_params]]
         if any(v is None or not math.isfinite(v) for v in params):
             raise Unsupported("activation parameters not finite constants")
-        act = "leaky_relu" if k == "aten::leaky_relu.out" else "elu"
+        if act == "softplus" and params[0] == 0.0:
+            raise Unsupported("softplus with beta 0")
         return Op("unary", [_f32x(a[0])], [out], act=act, fp=[-INF, INF, 0.0, *params])
     if k in BINARY_T:
         x, y = _t(a[0]), _t(a[1])
