@@ -131,20 +131,29 @@ def decompose_unsupported(
     """Operators the runtime has no kernel for (``unsupported(node)``: the verifier's verdict)
     decomposed with PyTorch's full decomposition table, or Ember's own
     (:data:`EMBER_DECOMPOSITIONS`), until none is left that either table has (a few rounds: a
-    decomposition may call another such operator). What neither has stays for the verifier to
-    report."""
-    for _ in range(4):
-        ops = {
+    decomposition may call another such operator). If any is left that neither has, the program
+    is returned as it was, for the verifier to name the user's operator (not a prim of it)."""
+
+    def lacking(e: torch.export.ExportedProgram) -> set[torch._ops.OpOverload]:
+        return {
             n.target
-            for n in ep.graph.nodes
+            for n in e.graph.nodes
             if n.op == "call_function"
             and isinstance(n.target, torch._ops.OpOverload)
             and unsupported(n)
         }
+
+    if not lacking(ep):
+        return ep
+    out = ep
+    for _ in range(4):
+        ops = lacking(out)
         table = {op: decomposition_table.get(op, EMBER_DECOMPOSITIONS.get(op)) for op in ops}
         table = {op: fn for op, fn in table.items() if fn is not None}
         if not table:
             break
         # with the Core ATen table: what a decomposition calls is decomposed to Core ATen too
-        ep = ep.run_decompositions({**core_aten_decompositions(), **table})  # type: ignore[arg-type]
-    return ep
+        out = out.run_decompositions({**core_aten_decompositions(), **table})  # type: ignore[arg-type]
+    # Something still lacking (a decomposition into prims, an operator no table has): the
+    # program as it was, so that the verifier names the user's operator, not a prim of it.
+    return ep if lacking(out) else out
