@@ -49,6 +49,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         backend=None if args.backend == "portable" else args.backend,
         target=args.target,
         pack=args.pack,
+        half=args.half,
     )
     path = prog.save(args.output)
     log.info(
@@ -86,6 +87,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=["load", "export"],
         help="Winograd conv filters: transformed by the runtime at load (default: smaller file) "
         "or stored transformed in the file (faster load)",
+    )
+    e.add_argument(
+        "--half",
+        default="f32",
+        choices=["f32", "keep"],
+        help="a float16 / bfloat16 model on the CPU backend: computed in f32 (default; the "
+        "inputs' and outputs' dtypes kept) or kept in half precision on the portable kernels",
     )
     args = p.parse_args(argv)
     logging.basicConfig(
