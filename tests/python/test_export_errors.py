@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
+from torch import nn
 
 import ember
 from ember.oplist import DTYPE_BITS, OpList, stock_executorch_oplist
@@ -141,3 +144,30 @@ def test_python_branch_on_data() -> None:
     msg = str(ei.value)
     assert "torch.cond" in msg
     assert _line_of("BRANCH") in msg
+
+
+def test_training_mode_warns(caplog: pytest.LogCaptureFixture) -> None:
+    """A model left in training mode is exported as it is, with a warning naming the modules
+    that compute differently then; in eval mode, no warning."""
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c = nn.Conv2d(3, 4, 3)
+            self.bn = nn.BatchNorm2d(4)
+            self.drop = nn.Dropout(0.1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.drop(self.bn(self.c(x)))
+
+    x = torch.randn(2, 3, 8, 8)
+    m = M()
+    with caplog.at_level(logging.WARNING, logger="ember.passes.capture"):
+        ember.export(m, (x,))
+    msg = " ".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+    assert "training mode" in msg and "bn" in msg and "drop" in msg and "model.eval()" in msg
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ember.passes.capture"):
+        prog = ember.export(m.eval(), (x,))
+    assert not [r for r in caplog.records if "training mode" in r.getMessage()]
+    torch.testing.assert_close(prog.run(x), m(x), rtol=1e-4, atol=1e-5)

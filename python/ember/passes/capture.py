@@ -39,6 +39,38 @@ class _CallableModule(torch.nn.Module):
         return self.fn(*args, **kwargs)
 
 
+# Modules that compute differently in training mode.
+_TRAINING_DIFFERS = (
+    torch.nn.modules.dropout._DropoutNd,
+    torch.nn.modules.batchnorm._BatchNorm,
+    torch.nn.modules.instancenorm._InstanceNorm,
+    torch.nn.RReLU,
+)
+
+
+def _warn_training(model: object) -> None:
+    """Log a warning naming the submodules of ``model`` left in training mode whose results
+    then differ from inference (dropout is random, batch norm uses the batch's statistics and
+    updates its running ones): the export captures them as they are."""
+    if not isinstance(model, torch.nn.Module):
+        return
+    names = [
+        n or type(model).__name__
+        for n, m in model.named_modules()
+        if m.training and isinstance(m, _TRAINING_DIFFERS)
+    ]
+    if names:
+        log.warning(
+            "%s is in training mode (%d module(s) compute differently then: %s%s): exported as "
+            "it is, with random dropout and batch statistics; call model.eval() first for "
+            "inference",
+            type(model).__name__,
+            len(names),
+            ", ".join(names[:4]),
+            ", ..." if len(names) > 4 else "",
+        )
+
+
 def capture(
     model: torch.nn.Module | Callable[..., Any],
     example_inputs: tuple[Any, ...],
@@ -52,6 +84,7 @@ def capture(
     ``convert_pt2e``) is re-exported from its ``.module()``."""
     if isinstance(model, torch.export.ExportedProgram):
         model = model.module()
+    _warn_training(model)
     if not isinstance(model, torch.nn.Module):
         model = _CallableModule(model)
     if not isinstance(example_inputs, tuple):
