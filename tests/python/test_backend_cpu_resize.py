@@ -131,3 +131,29 @@ def test_adaptive_avg_pool_uneven_windows(shape: tuple[int, ...], out: tuple[int
     for t in (1, 2):
         got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x2])[0]
         torch.testing.assert_close(got, want, rtol=0, atol=4e-7 * want.abs().max().item())
+
+
+@pytest.mark.parametrize(
+    "shape,kernel,ceil,include_pad",
+    [
+        ((1, 8, 2, 2), 320, True, True),  # HF EfficientNet's AvgPool2d(hidden_dim, ceil_mode)
+        ((2, 5, 7, 7), 7, False, True),
+        ((1, 3, 3, 5), (4, 9), True, False),
+    ],
+)
+def test_avg_pool_one_window_over_the_map(
+    shape: tuple[int, ...], kernel: Any, ceil: bool, include_pad: bool
+) -> None:
+    """An average pool whose one window covers the whole map (a kernel past it with ceil mode)
+    runs in the backend as a mean: within f32 rounding of eager, nothing outside."""
+    m = nn.Sequential(
+        nn.ReLU(), nn.AvgPool2d(kernel, ceil_mode=ceil, count_include_pad=include_pad)
+    )
+    x = torch.randn(shape)
+    prog = ember.export(m, (x,))
+    assert not _outside(prog), _outside(prog)
+    want = m(x)
+    assert want.shape[2:] == (1, 1)
+    for t in (1, 2):
+        got = RuntimeProgram(prog.buffer, threads=t).run("forward", [x])[0]
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)

@@ -363,6 +363,11 @@ def lower(ins: KernelInstr, only_here: Any) -> Op:
         div = 0 if a[6].kind == "null" else int(a[6].value)
         if len(x.shape) != 4:
             raise Unsupported("avg pool")
+        h, w = x.shape[2:]
+        if tuple(out.shape[2:]) == (1, 1) and pad == [0, 0] and not div and kernel[0] >= h:
+            if kernel[1] >= w:  # one window over the whole map (HF EfficientNet's ceil-mode
+                # pool of kernel 1280 on 7x7): its divisor is h * w either way, a mean
+                return Op("mean", [x], [out], ip=[x.shape[0] * x.shape[1], h * w, 1])
         _pool_fits(x, kernel, pad, [1, 1])
         return Op("avgpool2d", [x], [out], ip=[*kernel, *stride, *pad, 1, 1, int(include_pad), div])
     if k == "aten::_adaptive_avg_pool2d.out":
