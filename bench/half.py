@@ -132,7 +132,7 @@ def worker(rt: str, model: str, dt: str, threads: int, warmup: int, runs: int) -
         so.inter_op_num_threads = 1
         sess = ort.InferenceSession(str(d / "model.onnx"), so, providers=["CPUExecutionProvider"])
         feed = {
-            i.name: x.float().numpy().astype(_np_dtype(dt))
+            i.name: x.float().numpy().astype(_np_dtype(dt)) if x.is_floating_point() else x.numpy()
             for i, x in zip(sess.get_inputs(), xh, strict=True)
         }
 
@@ -205,6 +205,7 @@ def main() -> None:
         "| model | dtype | threads | " + " | ".join(a.runtimes) + " | Ember ÷ best peer |",
         "|---|---|---|" + "---|" * (len(a.runtimes) + 1),
     ]
+    notes: list[str] = []
     for model in a.models:
         for dt in a.dtypes:
             prep = json.loads(
@@ -255,8 +256,8 @@ def main() -> None:
                 lines.append(f"| {model} | {dt} | {th} | " + " | ".join(cells) + f" | {ratio} |")
                 log.info("%s", lines[-1])
             for rt, why in prep["errors"].items():
-                lines.append(f"\n{model} {dt}: `{rt}` could not run it: {why}")
-    text = "\n".join(lines) + "\n"
+                notes.append(f"- {model} {dt}: `{rt}` could not run it: {why}")
+    text = "\n".join(lines + [""] + notes) + "\n"
     if a.out:
         Path(a.out).write_text(text)
     print(text)

@@ -40,10 +40,13 @@ static em_status bind_tensor(emc_delegate *d, const emc_header *h, const uint8_t
   }
   t->numel = numel, t->ndim = rec->ndim, t->storage = rec->storage, t->index = rec->index;
   t->dtype = rec->dtype;
-  if (rec->dtype != EMC_DTYPE_F32 &&
+  const bool half = rec->dtype == EMC_DTYPE_F16 || rec->dtype == EMC_DTYPE_BF16;
+  if (rec->dtype != EMC_DTYPE_F32 && !(half && rec->storage == EMC_CONST) &&
       (rec->storage != EMC_INPUT || (rec->dtype != EMC_DTYPE_I64 && rec->dtype != EMC_DTYPE_I32)))
-    FAIL(EM_ERR_INVALID_PROGRAM, "tensor %u has dtype %u (integers only as inputs)", i, rec->dtype);
-  uint64_t nbytes = (uint64_t)numel * sizeof(float);
+    FAIL(EM_ERR_INVALID_PROGRAM,
+         "tensor %u has dtype %u (integers only as inputs, halves only as constants)", i,
+         rec->dtype);
+  uint64_t nbytes = (uint64_t)numel * (half ? sizeof(uint16_t) : sizeof(float));
   switch (rec->storage) {
   case EMC_INPUT:
   case EMC_OUTPUT: {
@@ -59,7 +62,7 @@ static em_status bind_tensor(emc_delegate *d, const emc_header *h, const uint8_t
     break;
   }
   case EMC_CONST:
-    if (rec->offset % sizeof(float) || rec->offset > h->data_nbytes ||
+    if (rec->offset % (half ? sizeof(uint16_t) : sizeof(float)) || rec->offset > h->data_nbytes ||
         nbytes > h->data_nbytes - rec->offset)
       FAIL(EM_ERR_INVALID_PROGRAM, "constant %u [%llu, +%llu) lies outside the %llu-byte data", i,
            (unsigned long long)rec->offset, (unsigned long long)nbytes,
@@ -75,6 +78,50 @@ static em_status bind_tensor(emc_delegate *d, const emc_header *h, const uint8_t
     break;
   default: FAIL(EM_ERR_INVALID_PROGRAM, "tensor %u has unknown storage %u", i, rec->storage);
   }
+  return EM_OK;
+}
+
+/* The f32 value of IEEE half h (subnormals, infinities and NaN included). */
+static float f16_to_f32(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112u) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else { /* subnormal: man * 2^-24, exact in f32 */
+    float f = (float)man * 0x1p-24f;
+    memcpy(&bits, &f, sizeof bits);
+    bits |= sign;
+  }
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/* Constant i stored as 16-bit halves (EMC_DTYPE_F16 / BF16) widened into f32 memory of the
+ * method allocator, once: every operator then reads it as any f32 constant. */
+static em_status widen_const(emc_delegate *d, em_allocator *al, uint32_t i) {
+  emc_rt_tensor *t = &d->t[i];
+  const uint8_t *src = (const uint8_t *)t->data;
+  float *w = em_allocator_alloc(al, (size_t)(t->numel ? t->numel : 1) * sizeof(float), 64);
+  if (!w)
+    FAIL(EM_ERR_MEMORY_ALLOCATION_FAILED,
+         "method allocator too small to widen constant %u (%lld halves)", i, (long long)t->numel);
+  const bool bf16 = t->dtype == EMC_DTYPE_BF16;
+  for (int64_t k = 0; k < t->numel; k++) {
+    uint16_t v;
+    memcpy(&v, src + 2 * k, sizeof v); /* the blob is little-endian, as every target */
+    if (bf16) {
+      const uint32_t bits = (uint32_t)v << 16;
+      memcpy(&w[k], &bits, sizeof bits);
+    } else {
+      w[k] = f16_to_f32(v);
+    }
+  }
+  t->data = w, t->dtype = EMC_DTYPE_F32;
   return EM_OK;
 }
 
@@ -222,6 +269,8 @@ static em_status cpu_init(em_backend_init_ctx *ctx, const void *blob, size_t n,
     emc_tensor rec;
     memcpy(&rec, b + h.tensors_off + (uint64_t)i * sizeof rec, sizeof rec);
     em_status st = bind_tensor(d, &h, b + h.data_off, &rec, i);
+    if (st == EM_OK && d->t[i].dtype != EMC_DTYPE_F32 && rec.storage == EMC_CONST)
+      st = widen_const(d, al, i);
     if (st != EM_OK) return st;
   }
   for (uint32_t a = 0; a <= h.n_inputs + h.n_outputs; a++)

@@ -40,8 +40,9 @@
  * EMC_ACT_LEAKY_RELU, EMC_ACT_ELU, EMC_ACT_CUBE, EMC_SOFTMAX_SAFE (older: zero there);
  * 18: EMC_OP_EMBEDDING and integer input tensors (emc_tensor.dtype), EMC_OP_RESIZE, EMC_OP_GATHER,
  * EMC_SLICE_REVERSE, EMC_MEAN_SUM (older: zero there), EMC_ACT_ERF, EMC_ACT_RECIPROCAL,
- * EMC_ACT_SIGN, EMC_ACT_SOFTPLUS, EMC_ACT_MISH */
-#define EMC_VERSION    18u
+ * EMC_ACT_SIGN, EMC_ACT_SOFTPLUS, EMC_ACT_MISH; 19: constants stored as f16 / bf16 halves
+ * (EMC_DTYPE_F16 / BF16 on an EMC_CONST record; the exporter writes 19 only then) */
+#define EMC_VERSION    19u
 #define EMC_MAX_DIMS   6
 #define EMC_MR         6 /* rows of a packed weight panel */
 #define EMC_DATA_ALIGN 64
@@ -75,8 +76,17 @@ typedef struct emc_tensor {
 _Static_assert(sizeof(emc_tensor) == 48, "emc_tensor is 48 bytes");
 
 /* Element types of tensors: f32 everywhere, but an input (EMC_INPUT) may hold the integer
- * indices of an embedding (EMC_OP_EMBEDDING's in[1], the only operator that reads them). */
-enum emc_dtype { EMC_DTYPE_F32 = 0, EMC_DTYPE_I64 = 1, EMC_DTYPE_I32 = 2 };
+ * indices of an embedding (EMC_OP_EMBEDDING's in[1], the only operator that reads them), and a
+ * constant (EMC_CONST, version 19) may be stored as IEEE halves or bfloat16 (2 bytes an element:
+ * the exporter does so only where that is exact, the weights of a half-precision model); the
+ * backend widens such a constant to f32 once at init, so every operator reads f32. */
+enum emc_dtype {
+  EMC_DTYPE_F32 = 0,
+  EMC_DTYPE_I64 = 1,
+  EMC_DTYPE_I32 = 2,
+  EMC_DTYPE_F16 = 3,
+  EMC_DTYPE_BF16 = 4
+};
 
 enum emc_op_kind {
   EMC_OP_CONV2D = 1,          /* in: x[N,C,H,W], w, bias|-1, residual|-1; out [N,Co,OH,OW] */

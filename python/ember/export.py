@@ -219,11 +219,13 @@ def export(
     (backends/vulkan/README.md).
 
     ``half``: how a float16 / bfloat16 model runs when the CPU backend is chosen: ``"f32"``
-    (the default) computes it in f32 inside the backend (weights stored as f32, half inputs cast
-    to f32 where they enter and outputs back to their half type: the caller's dtypes are kept,
-    the values are the model's computed in f32 and rounded once, so they may differ from eager
-    half by its rounding; MobileNetV2 in f16: 400 -> ~7 ms); ``"keep"`` keeps the half dtypes
-    on the portable kernels (ATen's half results, ~50x slower). The portable path
+    (the default) computes it in f32 inside the backend (weights it keeps as they are stored as
+    16-bit halves and widened once at load, others, e.g. convs with a batch norm folded in, as
+    f32; half inputs cast to f32 where they enter and outputs back to their half type: the
+    caller's dtypes are kept, the values are the model's computed in f32 and rounded once, so
+    they may differ from eager half by its rounding; MobileNetV2 in f16: 400 -> ~7 ms);
+    ``"keep"`` keeps the half dtypes on the portable kernels (ATen's half results, ~50x
+    slower). The portable path
     (``backend=None``) always keeps them. See :mod:`ember.passes.half`.
 
     ``etrecord``: also write an ETRecord there (:meth:`Program.save_etrecord`, with the example

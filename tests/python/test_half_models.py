@@ -205,3 +205,36 @@ def test_half_bitcast_graph_kept() -> None:
     half_as_f32(ep)
     assert [str(n.meta.get("val")) for n in ep.graph.nodes] == before
     assert all(t.dtype == torch.float16 for t in ep.state_dict.values())
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+def test_half_weights_stored_as_halves(dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A half model's weights that the backend keeps as they are (linears) are stored as 16-bit
+    halves in the blob (version 19) and widened at init: the file about half an f32 model's,
+    the results bit for bit those of f32 storage. Subnormal, signed-zero and extreme halves
+    survive the trip; an f32 model whose weights happen to be halves is stored so too."""
+    from ember.backends.cpu import blob
+
+    def make() -> nn.Module:
+        return nn.Sequential(nn.Linear(128, 256), nn.GELU(), nn.Linear(256, 64)).eval()
+
+    torch.manual_seed(0)
+    m = make()
+    with torch.no_grad():
+        w = m[0].weight.view(-1)
+        tiny = 1e-6 if dtype == torch.float16 else 1e-39  # subnormal in the dtype
+        w[:6] = torch.tensor([tiny, -tiny, -0.0, 0.0, 60000.0, -3.0e-5])
+    m = m.to(dtype)
+    x = torch.randn(3, 128, dtype=dtype) * 0.01
+    f32_size = len(ember.export(make(), (x.float(),)).buffer)  # random f32 weights: no halves
+    prog = ember.export(m, (x,))
+    assert set(_outside(prog)) <= {CAST}
+    assert len(prog.buffer) < 0.6 * f32_size, (len(prog.buffer), f32_size)
+    mf = copy.deepcopy(m).float()
+    assert len(ember.export(mf, (x.float(),)).buffer) < 0.6 * f32_size
+    monkeypatch.setattr(blob, "HALF_MIN_ELEMS", 1 << 62)  # the same export, f32 storage
+    prog_f32 = ember.export(m, (x,))
+    assert len(prog_f32.buffer) > 0.9 * f32_size
+    got, want = prog.run(x), prog_f32.run(x)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    _check_once_rounded([got], m, (x,), dtype)

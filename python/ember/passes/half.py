@@ -12,8 +12,9 @@ method's half inputs are cast to f32 where they enter and its half outputs cast 
 leave. The caller sees the same signature and dtypes; the values are the model's computed in
 f32 and rounded once at the end (closer to the exact result than eager half, which rounds after
 every operator), so they can differ from eager half by its rounding. ``half="keep"`` keeps the
-model's dtypes on the portable kernels (ATen's half results). The file stores the weights as
-f32 (as an f32 export of the model would).
+model's dtypes on the portable kernels (ATen's half results). The CPU backend's blob stores a
+constant as 16-bit halves wherever that is exact (``blob.half_bytes``: the weights it keeps as
+they are, a linear's; not a conv's with a batch norm folded in) and widens it once at init.
 
 The rewrite is all or nothing: a graph it cannot re-type (a bitcast ``view(dtype)``, a
 higher-order operator, an operator whose meta function refuses f32) is left as it was, logged.

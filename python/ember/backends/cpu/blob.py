@@ -25,7 +25,9 @@ MAGIC = b"EMC1"
 # 18: EMC_OP_EMBEDDING and integer inputs (the tensor record's dtype), EMC_OP_RESIZE, EMC_OP_GATHER,
 # EMC_SLICE_REVERSE (flip), EMC_MEAN_SUM (mean, sum, max, min), EMC_ACT_ERF / RECIPROCAL / SIGN /
 # SOFTPLUS / MISH
+# 19: constants stored as f16 / bf16 where exact (written as 19 only by a blob that has one)
 VERSION = 18
+VERSION_HALF_CONSTS = 19
 DQL_PER_TOKEN, DQL_PER_TENSOR, DQL_STATIC = 0, 1, 2  # EMC_DQL_ROWQ
 MAX_DIMS = 6
 MR = 6
@@ -59,7 +61,9 @@ OP = {
     "extreme": 7,  # a max or min over a dim: EMC_OP_MEAN with EMC_MEAN_SUM 2 / 3
 }
 # emc_dtype: a tensor record's element type (integers only for an embedding's index input)
-DTYPE_F32, DTYPE_I64, DTYPE_I32 = 0, 1, 2
+DTYPE_F32, DTYPE_I64, DTYPE_I32, DTYPE_F16, DTYPE_BF16 = 0, 1, 2, 3, 4
+# A constant of at least this many elements is stored as 16-bit halves when that is exact.
+HALF_MIN_ELEMS = 4096
 BIN = {"add": 0, "sub": 1, "mul": 2, "div": 3, "rsub": 4}
 ACT = {
     "none": 0,
@@ -117,6 +121,19 @@ class BTensor:
     @property
     def nbytes(self) -> int:
         return math.prod(self.shape) * 4
+
+
+def half_bytes(a: np.ndarray) -> tuple[int, bytes] | None:
+    """(emc_dtype, bytes) of f32 ``a`` stored as IEEE halves or bfloat16 when either holds every
+    value bit for bit (the weights of a model in half precision, computed in f32: half the
+    file), else None. Bitwise, so any bytes viewed as floats (NaN payloads, -0) survive."""
+    bits = a.view(np.uint32)
+    h = a.astype(np.float16)
+    if np.array_equal(h.astype(np.float32).view(np.uint32), bits):
+        return DTYPE_F16, h.astype("<f2").tobytes()
+    if not np.any(bits & 0xFFFF):
+        return DTYPE_BF16, (bits >> 16).astype("<u2").tobytes()
+    return None
 
 
 @dataclass
@@ -324,18 +341,26 @@ class Graph:
     def serialize(self) -> bytes:
         arena = self._plan_arena()
         data = bytearray()
+        version = VERSION
         for t in self.tensors:
             if t.storage == CONST:
                 data += bytes(align_up(len(data), ALIGN) - len(data))
                 t.offset = len(data)
-                data += t.data.astype("<f4").tobytes()
+                a = np.ascontiguousarray(t.data, dtype=np.float32)
+                half = half_bytes(a) if a.size >= HALF_MIN_ELEMS else None
+                if half is not None:
+                    t.dtype, raw = half
+                    data += raw
+                    version = VERSION_HALF_CONSTS
+                else:
+                    data += a.astype("<f4").tobytes()
         tensors_off = 64
         ops_off = tensors_off + len(self.tensors) * _TENSOR.size
         data_off = align_up(ops_off + len(self.ops) * _OP.size, ALIGN)
         out = bytearray(
             _HEADER.pack(
                 MAGIC,
-                VERSION,
+                version,
                 len(self.tensors),
                 len(self.ops),
                 self.n_inputs,
