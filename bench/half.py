@@ -139,12 +139,10 @@ def worker(rt: str, model: str, dt: str, threads: int, warmup: int, runs: int) -
         def run():  # noqa: ANN202
             return torch.from_numpy(sess.run(None, feed)[0].astype("float32"))
 
-    times = []
-    for i in range(warmup + runs):
-        s = time.perf_counter()
-        y = run()
-        if i >= warmup:
-            times.append((time.perf_counter() - s) * 1e3)
+    sys.path.insert(0, str(ROOT))
+    from bench.run import time_runs
+
+    times, y = time_runs(run, warmup, runs)
     y = y.float()
     err = float((y - ref.float()).abs().max() / ref.float().abs().max())
     return {"times_ms": times, "err": err}

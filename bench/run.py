@@ -128,6 +128,19 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def time_runs(run, warmup: int, runs: int) -> tuple[list[float], object]:  # noqa: ANN001
+    """The wall times in ms of ``runs`` calls of ``run`` after ``warmup`` untimed ones, and the
+    last call's result."""
+    times: list[float] = []
+    y = None
+    for i in range(warmup + runs):
+        s = time.perf_counter()
+        y = run()
+        if i >= warmup:
+            times.append((time.perf_counter() - s) * 1e3)
+    return times, y
+
+
 def worker(rt: str, model: str, threads: int, warmup: int, runs: int) -> dict:
     d = OUT / model
     import numpy as np
@@ -174,12 +187,7 @@ def worker(rt: str, model: str, threads: int, warmup: int, runs: int) -> dict:
             return m(x)
 
     load_ms = (time.perf_counter() - t0) * 1e3
-    times = []
-    for i in range(warmup + runs):
-        s = time.perf_counter()
-        y = run()
-        if i >= warmup:
-            times.append((time.perf_counter() - s) * 1e3)
+    times, y = time_runs(run, warmup, runs)
     np.asarray(y.detach().numpy() if hasattr(y, "detach") else y, dtype=np.float32).tofile(
         d / f"out_{rt}.bin"
     )
