@@ -211,7 +211,8 @@ em_q8_lutm_fn em_q8_lutm_for(const char *isa) {
 em_q8_pw_fn em_q8_pw_for(const char *isa) {
 #if defined(__x86_64__) || defined(__i386__)
   if (em_q8_gemm_for(isa) == em_q8_gemm_6x32_ukernel__avx512vnni)
-    return em_q8_pw_ukernel__avx512vnni;
+    return em_cpu_features_get()->avx512_split ? em_q8_pw_ukernel__avx512vnni
+                                               : em_q8_pw8_ukernel__avx512vnni;
 #endif
   (void)isa;
   return NULL;

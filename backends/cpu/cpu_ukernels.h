@@ -377,12 +377,21 @@ typedef void (*em_q8_pw_fn)(size_t np, size_t nc, size_t kq, const uint8_t *cons
                             const int32_t *qoff, const int8_t *w, const int32_t *corr,
                             const float *scale, const float *bias, uint8_t *const *y, size_t yc,
                             const em_q8_quant_params *p, float *yf, size_t yfs);
+/* em_q8_pw_fn with AVX-512 VNNI for cores that run 512-bit operations as two halves (Zen 4):
+ * a u8 output over more than 9 depth groups and 17-32 channels streams 4 pixels at a time. */
 void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *const *x,
                                   const int32_t *qoff, const int8_t *w, const int32_t *corr,
                                   const float *scale, const float *bias, uint8_t *const *y,
                                   size_t yc, const em_q8_quant_params *p, float *yf, size_t yfs);
-/* The pixel-major tile that goes with em_q8_gemm_for(isa), or NULL where there is none (the
- * panel path runs every int8 conv). */
+/* The same for cores with full 512-bit datapaths (Intel, Zen 5): those outputs in 8-pixel tiles
+ * (16 chains of products); the same bytes. */
+void em_q8_pw8_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *const *x,
+                                   const int32_t *qoff, const int8_t *w, const int32_t *corr,
+                                   const float *scale, const float *bias, uint8_t *const *y,
+                                   size_t yc, const em_q8_quant_params *p, float *yf, size_t yfs);
+/* The pixel-major tile that goes with em_q8_gemm_for(isa) on this CPU (by its datapath width,
+ * em_cpu_features.avx512_split), or NULL where there is none (the panel path runs every int8
+ * conv). */
 em_q8_pw_fn em_q8_pw_for(const char *isa);
 
 /*

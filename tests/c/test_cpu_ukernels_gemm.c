@@ -586,7 +586,7 @@ static void test_q8_dw(const em_cpu_config *cfg) {
  * range (zp above lo, a relu6 narrower than the range) and the f32-planes output, values past
  * the int32 range both ways and NaNs; each pixel's bytes where its pointer says (pixels in order
  * or backwards), bytes past nc left alone. */
-static void test_q8_pw(const em_cpu_config *cfg) {
+static void test_q8_pw_fn(const em_cpu_config *cfg, em_q8_pw_fn fn) {
   enum { PIX = 21, STRIDE = 96, MAXQ = 12, YS = 40 };
   static uint8_t img[PIX * STRIDE], y[PIX * YS];
   static int8_t w[2 * MAXQ * 64];
@@ -597,8 +597,6 @@ static void test_q8_pw(const em_cpu_config *cfg) {
   static const em_q8_quant_params ps[] = {{0.05f, 7.0f, 0.0f, 255.0f, -INFINITY, INFINITY},
                                           {0.02f, 130.0f, 0.0f, 255.0f, 0.0f, 6.0f},
                                           {0.5f, 0.0f, 0.0f, 255.0f, 0.0f, INFINITY}};
-  const em_q8_pw_fn fn = em_q8_pw_for(cfg->isa);
-  if (!fn) return;
   for (size_t i = 0; i < sizeof img; i++) img[i] = (uint8_t)rand();
   for (size_t i = 0; i < sizeof w; i++) w[i] = (int8_t)(rand() % 256 - 128);
   int bad = 0;
@@ -657,6 +655,21 @@ static void test_q8_pw(const em_cpu_config *cfg) {
               }
           if (!bad) g_pass++;
         }
+}
+
+/* The ISA's pixel-major tile; with AVX-512 VNNI both variants (4-pixel streams for split
+ * datapaths, 8-pixel tiles for full ones), whichever this CPU's em_q8_pw_for picks. */
+static void test_q8_pw(const em_cpu_config *cfg) {
+  const em_q8_pw_fn fn = em_q8_pw_for(cfg->isa);
+  if (!fn) return;
+#if defined(__x86_64__) || defined(__i386__)
+  if (fn == em_q8_pw_ukernel__avx512vnni || fn == em_q8_pw8_ukernel__avx512vnni) {
+    test_q8_pw_fn(cfg, em_q8_pw_ukernel__avx512vnni);
+    test_q8_pw_fn(cfg, em_q8_pw8_ukernel__avx512vnni);
+    return;
+  }
+#endif
+  test_q8_pw_fn(cfg, fn);
 }
 
 static void test_isa(const em_cpu_config *cfg) {
