@@ -279,8 +279,8 @@ pw_mid(size_t np, size_t kq, const uint8_t *const *x, const int32_t *qoff, const
   }
 }
 
-/* The kernel with MID (pw_mid's streams for deep u8 outputs) and LOW constants (each entry point
- * picks LOW once a call). */
+/* The kernel with MID (pw_mid's streams for deep u8 outputs) and LOW constants (pw_entry picks
+ * LOW once a call). */
 static inline __attribute__((always_inline)) void
 pw_run(size_t np, size_t nc, size_t kq, const uint8_t *const *x, const int32_t *qoff,
        const int8_t *w, const pw_epi *e, uint8_t *const *y, size_t yc, float *yf, size_t yfs,
@@ -304,26 +304,31 @@ pw_run(size_t np, size_t nc, size_t kq, const uint8_t *const *x, const int32_t *
   }
 }
 
+/* An entry point's body: the epilogue's constants, then pw_run with LOW picked once. */
+static inline __attribute__((always_inline)) void
+pw_entry(size_t np, size_t nc, size_t kq, const uint8_t *const *x, const int32_t *qoff,
+         const int8_t *w, const int32_t *corr, const float *scale, const float *bias,
+         uint8_t *const *y, size_t yc, const em_q8_quant_params *p, float *yf, size_t yfs,
+         const int MID) {
+  const pw_epi e = pw_epi_of(nc, corr, scale, bias, p, yf == NULL);
+  if (e.q.low)
+    pw_run(np, nc, kq, x, qoff, w, &e, y, yc, yf, yfs, MID, 1);
+  else
+    pw_run(np, nc, kq, x, qoff, w, &e, y, yc, yf, yfs, MID, 0);
+}
+
 void em_q8_pw_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *const *x,
                                   const int32_t *qoff, const int8_t *w, const int32_t *corr,
                                   const float *scale, const float *bias, uint8_t *const *y,
                                   size_t yc, const em_q8_quant_params *p, float *yf, size_t yfs) {
-  const pw_epi e = pw_epi_of(nc, corr, scale, bias, p, yf == NULL);
-  if (e.q.low)
-    pw_run(np, nc, kq, x, qoff, w, &e, y, yc, yf, yfs, 1, 1);
-  else
-    pw_run(np, nc, kq, x, qoff, w, &e, y, yc, yf, yfs, 1, 0);
+  pw_entry(np, nc, kq, x, qoff, w, corr, scale, bias, y, yc, p, yf, yfs, 1);
 }
 
 void em_q8_pw8_ukernel__avx512vnni(size_t np, size_t nc, size_t kq, const uint8_t *const *x,
                                    const int32_t *qoff, const int8_t *w, const int32_t *corr,
                                    const float *scale, const float *bias, uint8_t *const *y,
                                    size_t yc, const em_q8_quant_params *p, float *yf, size_t yfs) {
-  const pw_epi e = pw_epi_of(nc, corr, scale, bias, p, yf == NULL);
-  if (e.q.low)
-    pw_run(np, nc, kq, x, qoff, w, &e, y, yc, yf, yfs, 0, 1);
-  else
-    pw_run(np, nc, kq, x, qoff, w, &e, y, yc, yf, yfs, 0, 0);
+  pw_entry(np, nc, kq, x, qoff, w, corr, scale, bias, y, yc, p, yf, yfs, 0);
 }
 
 #endif
